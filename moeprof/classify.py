@@ -1,0 +1,153 @@
+"""Classification: bucket and collective kind of every activity, from ordered rules kept as data.
+
+Each distinct combination of the evidence columns is classified once; the
+result is mapped back over the table, so a trace with millions of kernels but a
+few thousand distinct names costs a few thousand rule walks.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .events import BUCKETS, KINDS
+
+FIELDS = ("opcode", "collective", "annotation", "activity", "copy_kind", "name")
+LINKS = ("nvlink", "ib")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    field: str
+    pattern: re.Pattern[str]
+    bucket: str | None = None
+    kind: str | None = None
+    requires: str | None = None
+    link: str | None = None
+
+
+@dataclass(frozen=True)
+class Classification:
+    bucket: str
+    kind: str
+    rule: str  # "bucket-rule" or "bucket-rule+kind-rule"
+    link: str  # "", "nvlink" or "ib": the path the kernel names itself
+
+
+def _rule_from_dict(raw: dict, origin: str) -> Rule:
+    def bad(msg: str) -> InputError:
+        return InputError(origin, f"rule {raw.get('id', '?')!r}: {msg}")
+
+    for key in ("id", "field", "match"):
+        if not isinstance(raw.get(key), str):
+            raise bad(f"needs a string '{key}'")
+    if raw["field"] not in FIELDS:
+        raise bad(f"field must be one of {', '.join(FIELDS)}")
+    if raw.get("bucket") is not None and raw["bucket"] not in BUCKETS:
+        raise bad(f"bucket must be one of {', '.join(BUCKETS)}")
+    if raw.get("kind") is not None and raw["kind"] not in KINDS:
+        raise bad(f"kind must be one of {', '.join(KINDS)}")
+    if raw.get("link") is not None and raw["link"] not in LINKS:
+        raise bad("link must be nvlink or ib")
+    if raw.get("bucket") is None and raw.get("kind") is None:
+        raise bad("sets neither bucket nor kind")
+    try:
+        pattern = re.compile(raw["match"])
+    except re.error as exc:
+        raise bad(f"bad regular expression: {exc}") from None
+    return Rule(
+        id=raw["id"],
+        field=raw["field"],
+        pattern=pattern,
+        bucket=raw.get("bucket"),
+        kind=raw.get("kind"),
+        requires=raw.get("requires"),
+        link=raw.get("link"),
+    )
+
+
+def load_rules(text: str, origin: str) -> tuple[Rule, ...]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(origin, f"not valid TOML: {exc}") from None
+    rules = data.get("rule", [])
+    if not isinstance(rules, list):
+        raise InputError(origin, "expected [[rule]] tables")
+    return tuple(_rule_from_dict(r, origin) for r in rules)
+
+
+@cache
+def default_rules() -> tuple[Rule, ...]:
+    text = resources.files("moeprof").joinpath("taxonomy.toml").read_text(encoding="utf-8")
+    return load_rules(text, "moeprof/taxonomy.toml")
+
+
+def rules_with(extra: str | Path | None) -> tuple[Rule, ...]:
+    """The default rules, preceded by a user's rules file when given."""
+    if extra is None:
+        return default_rules()
+    path = Path(extra)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(path, f"cannot read rules: {exc.strerror or exc}") from None
+    return load_rules(text, str(path)) + default_rules()
+
+
+def classify_one(evidence: dict[str, str], rules: tuple[Rule, ...]) -> Classification:
+    """Bucket, kind, the rule ids that decided, and a named link for one activity."""
+    bucket_rule = None
+    for rule in rules:
+        if rule.bucket and rule.requires is None and rule.pattern.search(evidence.get(rule.field, "")):
+            bucket_rule = rule
+            break
+    if bucket_rule is None:
+        # nothing matched (not a kernel, copy or memset): spec §2 puts it in "other"
+        return Classification("other", "", "unmatched", "")
+    bucket = bucket_rule.bucket or "other"
+    if bucket != "comm":
+        return Classification(bucket, "", bucket_rule.id, "")
+    kind_rule = None
+    for rule in rules:
+        if rule.kind and rule.requires in (None, "comm") and rule.pattern.search(evidence.get(rule.field, "")):
+            if rule.bucket not in (None, "comm"):
+                continue
+            kind_rule = rule
+            break
+    kind = kind_rule.kind if kind_rule and kind_rule.kind else (bucket_rule.kind or "other")
+    rule_id = bucket_rule.id if kind_rule in (None, bucket_rule) else f"{bucket_rule.id}+{kind_rule.id}"
+    return Classification(bucket, kind, rule_id, bucket_rule.link or "")
+
+
+def classify(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) -> pd.DataFrame:
+    """Fill ``bucket``, ``kind``, ``rule`` and ``link_hint`` (in place; returns the table)."""
+    rules = rules or default_rules()
+    if not len(events):
+        return events
+    # one integer code per distinct evidence tuple
+    codes = np.zeros(len(events), dtype=np.int64)
+    uniques: list[np.ndarray] = []
+    for col in FIELDS:
+        col_codes, col_uniques = pd.factorize(events[col].to_numpy(dtype=object), sort=False)
+        codes = codes * (len(col_uniques) + 1) + col_codes
+        uniques.append(np.asarray(col_uniques, dtype=object))
+        # keep the combined code small: re-factorize after each column
+        codes, _ = pd.factorize(codes, sort=False)
+        codes = codes.astype(np.int64)
+    first_rows = pd.Series(np.arange(len(events))).groupby(codes).first().to_numpy()
+    cols = {col: events[col].to_numpy(dtype=object) for col in FIELDS}
+    table = [classify_one({col: str(cols[col][row] or "") for col in FIELDS}, rules) for row in first_rows]
+    for attr, column in (("bucket", "bucket"), ("kind", "kind"), ("rule", "rule"), ("link", "link_hint")):
+        values = np.array([getattr(c, attr) for c in table], dtype=object)
+        events[column] = values[codes]
+    return events

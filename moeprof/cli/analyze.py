@@ -1,0 +1,59 @@
+"""``moeprof analyze``: the communication picture of one or more traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..analysis import StepOptions, analyze_paths
+from ..parsers import discover
+from ..reports import terminal
+from ..reports.json_report import to_json
+from ..steps import parse_selection
+from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, file_progress, guarded, load_options
+
+
+def analyze_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Trace files or folders: .xplane.pb, TensorBoard log dir, "
+            ".trace.json[.gz], Kineto .pt.trace.json[.gz], Nsight .sqlite"
+        ),
+    ],
+    json: Annotated[
+        bool, typer.Option("--json", help="Print the moeprof.analysis/1 JSON object and nothing else.")
+    ] = False,
+    steps: Annotated[
+        str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
+    ] = None,
+    skip_first: Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")] = 0,
+    step_marker: Annotated[
+        str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")
+    ] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Rows of collectives and opportunities to show.")] = 8,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Worker processes for several files.")] = None,
+    rules: RulesOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
+    nvlink_domain_size: DomainOption = None,
+    run: RunOption = None,
+) -> None:
+    """Bucket every kernel and report comm share, exposed communication and what to do about it."""
+
+    def body() -> None:
+        try:
+            selection = parse_selection(steps)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
+        files = discover(list(paths), options)
+        with file_progress(len(files), enabled=True) as advance:
+            result = analyze_paths(files, options, StepOptions(selection, skip_first, step_marker), jobs, advance)
+        if json:
+            typer.echo(to_json(result))
+        else:
+            terminal.render(result, top=top)
+
+    guarded(body)

@@ -1,0 +1,89 @@
+"""What every command shares: options, the error boundary, progress on stderr."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..errors import InputError
+from ..options import LoadOptions
+
+stderr = Console(stderr=True)
+T = TypeVar("T")
+
+RulesOption = Annotated[
+    Path | None, typer.Option("--rules", help="Extra taxonomy rules (TOML), tried before the built-in ones.")
+]
+GpusPerNodeOption = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus-per-node", min=1, help="GPUs per host where the trace does not say (Kineto: deviceProperties, else 8)."
+    ),
+]
+DomainOption = Annotated[
+    int | None,
+    typer.Option(
+        "--nvlink-domain-size", min=1, help="Global ranks per NVLink domain (e.g. 72 for NVL72); default: one host."
+    ),
+]
+RunOption = Annotated[
+    str | None, typer.Option("--run", help="TensorBoard log dir: the plugins/profile/<run> to read (default: newest).")
+]
+
+
+def load_options(
+    rules: Path | None, gpus_per_node: int | None, nvlink_domain_size: int | None, run: str | None
+) -> LoadOptions:
+    return LoadOptions(rules=rules, gpus_per_node=gpus_per_node, nvlink_domain_size=nvlink_domain_size, run=run)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    stderr.print(f"moeprof: {message}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run a command body: bad input becomes one line on stderr and exit code 2, never a traceback."""
+    try:
+        return fn()
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted", 130) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except MemoryError:
+        raise fail("out of memory reading the input; analyze fewer files at once") from None
+    except Exception as exc:  # an input we did not foresee must still not print a traceback
+        if os.environ.get("MOEPROF_DEBUG"):
+            raise
+        raise fail(
+            f"cannot process the input: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            " (set MOEPROF_DEBUG=1 for a traceback)"
+        ) from None
+
+
+@contextmanager
+def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path], None]]:
+    """A progress bar on stderr, advanced once per trace file parsed."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda _path: None
+        return
+    columns = [
+        SpinnerColumn(),
+        TextColumn("parsing {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        task = progress.add_task(f"{total} trace file(s)", total=total)
+        yield lambda path: progress.update(task, advance=1, description=path.name)

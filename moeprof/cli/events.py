@@ -1,0 +1,38 @@
+"""``moeprof events``: write the classified event table (parquet or csv)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..analysis import load
+from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, guarded, load_options
+
+
+def events_command(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or folders.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write: .parquet or .csv")],
+    rules: RulesOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
+    nvlink_domain_size: DomainOption = None,
+    run: RunOption = None,
+) -> None:
+    """Write the one event table (every device activity with its bucket, kind and link)."""
+
+    def body() -> None:
+        suffix = output.suffix.lower()
+        if suffix not in (".parquet", ".csv"):
+            raise fail(f"{output}: output must end in .parquet or .csv")
+        events = load(list(paths), load_options(rules, gpus_per_node, nvlink_domain_size, run))
+        try:
+            if suffix == ".parquet":
+                events.to_parquet(output, index=False)
+            else:
+                events.to_csv(output, index=False)
+        except OSError as exc:
+            raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
+        typer.echo(f"wrote {len(events):,} rows to {output}", err=True)
+
+    guarded(body)

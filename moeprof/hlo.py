@@ -1,0 +1,304 @@
+"""Read the HLO of a compiled XLA program: opcodes, communicating groups, bytes.
+
+The kind of a collective comes from its HLO opcode, never from its op name (JAX
+names an all-reduce ``psum_invariant.7``). JAX stores each program's HLO in the
+profile (``/host:metadata``, stat ``Hlo Proto``); jaxlib prints it as HLO text,
+which is also what ``--xla_dump_to`` writes, so one text reader serves both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+# bytes per element of each XLA primitive type
+_ELEMENT_BYTES = {
+    "pred": 1,
+    "s2": 1,
+    "s4": 1,
+    "u2": 1,
+    "u4": 1,
+    "s8": 1,
+    "u8": 1,
+    "f8e4m3fn": 1,
+    "f8e5m2": 1,
+    "f8e4m3": 1,
+    "f8e4m3fnuz": 1,
+    "f8e5m2fnuz": 1,
+    "f8e4m3b11fnuz": 1,
+    "f8e3m4": 1,
+    "f8e8m0fnu": 1,
+    "f4e2m1fn": 1,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+    "c64": 8,
+    "c128": 16,
+}
+_ARRAY_SHAPE = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
+_COMMENT = re.compile(r"/\*.*?\*/")
+_INSTRUCTION_HEAD = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s*")
+_COMPUTATION_HEAD = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(]+)\s*[({]")
+_OPERAND_NAME = re.compile(r"%([^\s,()]+)")
+
+COLLECTIVE_OPCODES = frozenset(
+    {
+        "all-to-all",
+        "ragged-all-to-all",
+        "all-gather",
+        "all-gather-start",
+        "all-reduce",
+        "all-reduce-start",
+        "reduce-scatter",
+        "collective-permute",
+        "collective-permute-start",
+        "collective-broadcast",
+        "send",
+        "recv",
+    }
+)
+ASYNC_WRAPPERS = frozenset({"async-start", "async-update", "async-done"})
+
+
+def shape_bytes(shape: str) -> int:
+    """Bytes of every array in an HLO shape string (tuples summed; layouts ignored)."""
+    total = 0
+    for dtype, dims in _ARRAY_SHAPE.findall(shape):
+        size = _ELEMENT_BYTES.get(dtype)
+        if size is None:
+            continue
+        n = 1
+        for d in dims.split(","):
+            if d:
+                n *= int(d)
+        total += n * size
+    return total
+
+
+def _top_level_tuple_bytes(shape: str) -> list[int]:
+    """Bytes of each top-level element of a tuple shape ``(a, b, ...)``."""
+    shape = shape.strip()
+    if not shape.startswith("("):
+        return [shape_bytes(shape)]
+    parts, depth, start = [], 0, 1
+    for i, ch in enumerate(shape):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            parts.append(shape[start:i])
+            start = i + 1
+    parts.append(shape[start:-1])
+    return [shape_bytes(p) for p in parts]
+
+
+def _balanced(text: str, start: int) -> int:
+    """Index just past the bracket group that opens at ``text[start]``."""
+    depth = 0
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
+def _attribute(attrs: str, key: str) -> str | None:
+    """The raw value of ``key=...`` in an attribute list, brackets balanced."""
+    m = re.search(rf"(?:^|[\s,]){re.escape(key)}=", attrs)
+    if not m:
+        return None
+    i = m.end()
+    if i < len(attrs) and attrs[i] in "{[(":
+        end = _balanced(attrs, i)
+        # iota form: [2,4]<=[8] or [2,4]<=[4,2]T(1,0)
+        if attrs[i] == "[" and attrs.startswith("<=", end):
+            tail = re.match(r"<=\[[0-9,]*\](?:T\([0-9,]*\))?", attrs[end:])
+            if tail:
+                end += tail.end()
+        return attrs[i:end]
+    m2 = re.match(r"[^,\s]*", attrs[i:])
+    return m2.group(0) if m2 else ""
+
+
+def parse_groups(value: str | None) -> tuple[tuple[int, ...], ...] | None:
+    """``{{0,1},{2,3}}`` or the iota form ``[2,2]<=[4]`` / ``[2,2]<=[2,2]T(1,0)``.
+
+    ``{}`` (every device) returns ``()``; absent returns None.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    iota = re.fullmatch(r"\[([0-9,]+)\]<=\[([0-9,]+)\](?:T\(([0-9,]+)\))?", value)
+    if iota:
+        out_dims = [int(x) for x in iota.group(1).split(",")]
+        dims = [int(x) for x in iota.group(2).split(",")]
+        ids = np.arange(int(np.prod(dims))).reshape(dims)
+        if iota.group(3):
+            ids = ids.transpose([int(x) for x in iota.group(3).split(",")])
+        ids = ids.reshape(out_dims[0], -1) if len(out_dims) > 1 else ids.reshape(1, -1)
+        return tuple(tuple(int(x) for x in row) for row in ids)
+    groups = re.findall(r"\{([0-9,\s]*)\}", value)
+    return tuple(tuple(int(x) for x in g.split(",") if x.strip()) for g in groups if g.strip())
+
+
+@dataclass(frozen=True)
+class HloInstruction:
+    name: str
+    opcode: str  # async wrappers resolved to the wrapped opcode
+    shape: str
+    computation: str
+    operands: tuple[str, ...] = ()
+    calls: tuple[str, ...] = ()
+    replica_groups: tuple[tuple[int, ...], ...] | None = None
+    source_target_pairs: tuple[tuple[int, ...], ...] | None = None
+    bytes: int = 0
+
+    @property
+    def is_collective(self) -> bool:
+        return self.opcode in COLLECTIVE_OPCODES
+
+
+@dataclass
+class HloModule:
+    name: str
+    instructions: dict[str, HloInstruction] = field(default_factory=dict)
+    computations: dict[str, list[str]] = field(default_factory=dict)
+    entry: str = ""
+    num_partitions: int = 1
+    replica_count: int = 1
+
+    @property
+    def num_devices(self) -> int:
+        return max(1, self.num_partitions * self.replica_count)
+
+    def group_of(self, instruction: HloInstruction, device_id: int) -> tuple[int, ...] | None:
+        """The devices ``device_id`` exchanges data with in this collective (itself included)."""
+        if instruction.source_target_pairs is not None:
+            peers = {device_id}
+            for pair in instruction.source_target_pairs:
+                if len(pair) == 2 and device_id in pair:
+                    peers.update(pair)
+            return tuple(sorted(peers))
+        groups = instruction.replica_groups
+        if groups is None:
+            return None
+        if not groups:
+            return tuple(range(self.num_devices))
+        for g in groups:
+            if device_id in g:
+                return g
+        return None
+
+
+def parse_hlo_text(text: str) -> HloModule:
+    """Parse HLO text (as printed by XLA) into instructions keyed by name."""
+    header = re.search(r"^HloModule\s+([^\s,]+)(.*)$", text, re.M)
+    module = HloModule(name=header.group(1) if header else "")
+    if header:
+        for key in ("num_partitions", "replica_count"):
+            m = re.search(rf"{key}=(\d+)", header.group(2))
+            if m:
+                setattr(module, key, int(m.group(1)))
+    raw: dict[str, tuple[str, str, str, str, str]] = {}
+    roots: dict[str, str] = {}
+    computation = ""
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("//"):
+            continue
+        if not line.startswith(" ") and line.rstrip().endswith("{"):
+            m = _COMPUTATION_HEAD.match(line)
+            if m:
+                computation = m.group(2)
+                module.computations[computation] = []
+                if m.group(1):
+                    module.entry = computation
+            continue
+        if not computation or line.strip() == "}":
+            continue
+        m = _INSTRUCTION_HEAD.match(line)
+        if not m:
+            continue
+        body = _COMMENT.sub("", line[m.end() :])
+        name = m.group(1).lstrip("%")
+        # shape: a balanced tuple or one token
+        if body.startswith("("):
+            cut = _balanced(body, 0)
+        else:
+            cut = body.find(" ")
+            cut = len(body) if cut < 0 else cut
+        shape, rest = body[:cut], body[cut:].lstrip()
+        paren = rest.find("(")
+        if paren < 0:
+            continue
+        opcode = rest[:paren].strip()
+        close = _balanced(rest, paren)
+        operands = rest[paren + 1 : close - 1]
+        attrs = rest[close:].lstrip(", ")
+        raw[name] = (opcode, shape, operands, attrs, computation)
+        module.computations[computation].append(name)
+        if line.lstrip().startswith("ROOT"):
+            roots[computation] = name
+
+    def build(name: str) -> HloInstruction:
+        opcode, shape, operands, attrs, comp = raw[name]
+        calls_value = _attribute(attrs, "calls")
+        calls = tuple(c.lstrip("%") for c in re.split(r"[,\s]+", calls_value.strip("{}")) if c) if calls_value else ()
+        source = attrs
+        resolved = opcode
+        if opcode in ASYNC_WRAPPERS and calls:
+            root = roots.get(calls[0])
+            if root is not None:
+                resolved, _, _, source, _ = raw[root]
+        operand_names = tuple(_OPERAND_NAME.findall(operands))
+        operand_bytes = sum(shape_bytes(raw[o][1]) for o in operand_names if o in raw)
+        result_bytes = max(_top_level_tuple_bytes(shape)) if shape.startswith("(") else shape_bytes(shape)
+        return HloInstruction(
+            name=name,
+            opcode=resolved,
+            shape=shape,
+            computation=comp,
+            operands=operand_names,
+            calls=calls,
+            replica_groups=parse_groups(_attribute(source, "replica_groups")),
+            source_target_pairs=parse_groups(_attribute(source, "source_target_pairs")),
+            # the size nccl-tests reports: the larger of what goes in and what comes out
+            bytes=max(operand_bytes, result_bytes),
+        )
+
+    module.instructions = {name: build(name) for name in raw}
+    return module
+
+
+@cache
+def _hlo_module_class():  # pragma: no cover - depends on the installed jaxlib
+    try:
+        from jaxlib._hlo import HloModule as NativeHloModule
+    except ImportError:
+        return None
+    return NativeHloModule
+
+
+def hlo_text_from_module_proto(serialized: bytes) -> str | None:
+    """HLO text of a serialized ``HloModuleProto`` (jaxlib prints it), or None."""
+    native = _hlo_module_class()
+    if native is None:
+        return None
+    try:
+        return native.from_serialized_hlo_module_proto(serialized).to_string()
+    except Exception:  # a corrupt or newer proto: go on without the HLO
+        return None

@@ -1,0 +1,184 @@
+"""The figures of spec §4-§6, as pure functions over the event table.
+
+Per device: sums per bucket, unions of activity, exposed and overlapped
+communication, and the NVLink/IB split, over a window of disjoint segments
+(the whole trace, or the selected steps).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+from .events import DEVICE_ACTIVITIES
+
+FIGURE_KEYS = (
+    "accumulated_ns",
+    "compute_ns",
+    "comm_ns",
+    "memcpy_ns",
+    "other_ns",
+    "comm_share",
+    "span_ns",
+    "busy_ns",
+    "idle_ns",
+    "exposed_comm_ns",
+    "overlapped_comm_ns",
+    "exposed_comm_fraction",
+    "comm_nvlink_ns",
+    "comm_ib_ns",
+    "comm_unknown_link_ns",
+)
+NS_KEYS = tuple(k for k in FIGURE_KEYS if k.endswith("_ns"))
+
+
+def device_activity(events: pd.DataFrame) -> pd.DataFrame:
+    """The rows that are device activity (markers excluded)."""
+    return events[events["activity"].isin(DEVICE_ACTIVITIES)]
+
+
+def ratios(fig: dict) -> dict:
+    """Recompute the ratio figures from the ns sums (also what ``total`` does, spec §4)."""
+    fig["comm_share"] = fig["comm_ns"] / fig["accumulated_ns"] if fig["accumulated_ns"] else 0.0
+    fig["exposed_comm_fraction"] = fig["exposed_comm_ns"] / fig["span_ns"] if fig["span_ns"] else 0.0
+    return fig
+
+
+def empty_figures() -> dict:
+    return ratios({k: 0 for k in NS_KEYS})
+
+
+class DeviceTimeline:
+    """One device's activity as arrays, sorted by start, for repeated windowed queries."""
+
+    def __init__(self, activity: pd.DataFrame) -> None:
+        order = np.argsort(activity["start_ns"].to_numpy(), kind="stable")
+        a = activity.iloc[order]
+        self.frame = a
+        self.start = a["start_ns"].to_numpy(dtype=np.int64)
+        self.end = np.maximum(a["end_ns"].to_numpy(dtype=np.int64), self.start)
+        self.bucket = a["bucket"].to_numpy(dtype=object)
+        self.is_comm = self.bucket == "comm"
+        self.is_compute = self.bucket == "compute"
+        self.ib = a["ib_fraction"].to_numpy(dtype=np.float64)
+        self.max_duration = int((self.end - self.start).max()) if len(a) else 0
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        if not self.start.size:
+            return 0, 0
+        return int(self.start.min()), int(self.end.max())
+
+    def figures(
+        self, win_s: np.ndarray | None = None, win_e: np.ndarray | None = None
+    ) -> tuple[dict, np.ndarray, np.ndarray]:
+        """Spec §4 figures over a window; also per-activity clipped and exposed ns (by row)."""
+        n = self.start.size
+        clipped = np.zeros(n, dtype=np.int64)
+        exposed = np.zeros(n, dtype=np.int64)
+        if n == 0:
+            return empty_figures(), clipped, exposed
+        if win_s is None:
+            lo, hi = self.bounds
+            win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
+        # only rows that can touch the window: starts are sorted, durations bounded
+        first = np.searchsorted(self.start, win_s[0] - self.max_duration, side="left")
+        last = np.searchsorted(self.start, win_e[-1], side="left")
+        rows = np.arange(first, last)
+        s, e, idx = iv.clip(self.start[rows], self.end[rows], win_s, win_e)
+        rows = rows[idx]
+        dur = e - s
+        np.add.at(clipped, rows, dur)
+        comm = self.is_comm[rows]
+        compute = self.is_compute[rows]
+        bucket = self.bucket[rows]
+        fig: dict = {"accumulated_ns": int(dur.sum())}
+        for name in ("compute", "comm", "memcpy", "other"):
+            fig[f"{name}_ns"] = int(dur[bucket == name].sum())
+        fig["span_ns"] = iv.length(win_s, win_e)
+        fig["busy_ns"] = iv.union_length(s, e)
+        fig["idle_ns"] = fig["span_ns"] - fig["busy_ns"]
+        k_s, k_e = iv.union(s[compute], e[compute])
+        c_len = iv.union_length(s[comm], e[comm])
+        k_len = iv.length(k_s, k_e)
+        both = iv.union_length(np.r_[s[comm], k_s], np.r_[e[comm], k_e])
+        fig["exposed_comm_ns"] = both - k_len
+        fig["overlapped_comm_ns"] = c_len + k_len - both
+        # exposed part of each comm activity: its length minus its overlap with compute
+        piece_exposed = dur[comm] - iv.overlap_each(s[comm], e[comm], k_s, k_e)
+        np.add.at(exposed, rows[comm], piece_exposed)
+        ib = self.ib[rows][comm]
+        known = ~np.isnan(ib)
+        comm_dur = dur[comm]
+        fig["comm_unknown_link_ns"] = int(comm_dur[~known].sum())
+        fig["comm_ib_ns"] = int(round(float(np.sum(comm_dur[known] * ib[known]))))
+        fig["comm_nvlink_ns"] = fig["comm_ns"] - fig["comm_ib_ns"] - fig["comm_unknown_link_ns"]
+        return ratios(fig), clipped, exposed
+
+
+def sum_figures(rows: list[dict]) -> dict:
+    """``total``: every ns key summed, the ratios recomputed from the sums (spec §4)."""
+    total = {k: int(sum(r[k] for r in rows)) for k in NS_KEYS}
+    return ratios(total)
+
+
+def link_label(ib: np.ndarray) -> str:
+    """nvlink | ib | mixed | unknown for a set of ib fractions (NaN = unknown)."""
+    if ib.size == 0 or np.isnan(ib).all():
+        return "unknown"
+    if np.isnan(ib).any():
+        return "mixed"
+    if (ib == 0).all():
+        return "nvlink"
+    if (ib == 1).all():
+        return "ib"
+    return "mixed"
+
+
+def collective_key(comm: pd.DataFrame) -> np.ndarray:
+    """The op a comm activity belongs to: its HLO op where known, else the kernel name."""
+    op = comm["hlo_op"].to_numpy(dtype=object)
+    name = comm["name"].to_numpy(dtype=object)
+    return np.where(op != "", op, name)
+
+
+def collectives_table(comm: pd.DataFrame) -> list[dict]:
+    """Spec §7 ``collectives``: one row per (op, kind) over all devices.
+
+    ``comm`` holds one row per comm activity with columns key, kind, device,
+    total_ns (clipped), exposed_ns, bytes, ib_fraction.
+    """
+    if comm.empty:
+        return []
+    out = []
+    comm = comm.assign(
+        ib_ns=comm["total_ns"] * comm["ib_fraction"].fillna(0.0),
+        unknown_ns=np.where(comm["ib_fraction"].isna(), comm["total_ns"], 0),
+    )
+    for (key, kind), g in comm.groupby(["key", "kind"], sort=False):
+        ib = g["ib_fraction"].to_numpy(dtype=np.float64)
+        nbytes = g["bytes"].to_numpy(dtype=np.float64)
+        known_bytes = nbytes[~np.isnan(nbytes)]
+        total = int(g["total_ns"].sum())
+        ib_ns = int(round(float(g["ib_ns"].sum())))
+        unknown_ns = int(g["unknown_ns"].sum())
+        out.append(
+            {
+                "name": key,
+                "kind": kind,
+                "link": link_label(ib),
+                "count": len(g),
+                "devices": int(g["device"].nunique()),
+                "total_ns": total,
+                "exposed_ns": int(g["exposed_ns"].sum()),
+                "bytes": int(known_bytes.sum()) if known_bytes.size else None,
+                "bytes_per_call": int(round(float(known_bytes.mean()))) if known_bytes.size else None,
+                "comm_nvlink_ns": total - ib_ns - unknown_ns,
+                "comm_ib_ns": ib_ns,
+                "comm_unknown_link_ns": unknown_ns,
+                "ib_fraction": None if np.isnan(ib).all() else float(np.nanmean(ib)),
+            }
+        )
+    out.sort(key=lambda r: (-r["total_ns"], r["name"]))
+    return out

@@ -1,0 +1,14 @@
+"""Options that change how traces are read and attributed (shared by the library and the CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    rules: Path | None = None  # extra taxonomy rules (TOML), tried before the defaults
+    gpus_per_node: int | None = None  # devices per host where a trace does not say (Kineto: deviceProperties, else 8)
+    nvlink_domain_size: int | None = None  # global ranks per NVLink domain (NVL72: 72); default one host
+    run: str | None = None  # TensorBoard log dir: which plugins/profile/<run> (default newest)

@@ -1,0 +1,198 @@
+"""The XSpace protobuf schema (tsl/profiler/protobuf/xplane.proto), built at run time.
+
+jaxlib reads XPlane events natively (``jax.profiler.ProfileData``) but does not
+expose a plane's event metadata, which is where JAX/XLA stores the HLO of every
+compiled program (``/host:metadata``, stat ``hlo_proto``), nor ``XSpace.hostnames``.
+No wheel ships ``xplane_pb2``, so the few messages needed are declared here and
+compiled by the ``protobuf`` runtime that jax already depends on.
+
+Only small parts of a file are decoded with these classes: the top level of the
+file is walked with :func:`iter_fields`, and only the metadata plane is parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+_F = descriptor_pb2.FieldDescriptorProto
+
+# (message, [(field name, number, type, label, message type name)])
+_SCHEMA: list[tuple[str, list[tuple[str, int, int, int, str | None]]]] = [
+    (
+        "XSpace",
+        [
+            ("planes", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XPlane"),
+            ("errors", 2, _F.TYPE_STRING, _F.LABEL_REPEATED, None),
+            ("warnings", 3, _F.TYPE_STRING, _F.LABEL_REPEATED, None),
+            ("hostnames", 4, _F.TYPE_STRING, _F.LABEL_REPEATED, None),
+        ],
+    ),
+    (
+        "XPlane",
+        [
+            ("id", 1, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("name", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None),
+            ("lines", 3, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XLine"),
+            ("event_metadata", 4, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XPlane.EventMetadataEntry"),
+            ("stat_metadata", 5, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XPlane.StatMetadataEntry"),
+            ("stats", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XStat"),
+        ],
+    ),
+    (
+        "XLine",
+        [
+            ("id", 1, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("display_id", 10, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("name", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None),
+            ("display_name", 11, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None),
+            ("timestamp_ns", 3, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("duration_ps", 9, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("events", 4, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XEvent"),
+        ],
+    ),
+    (
+        "XEvent",
+        [
+            ("metadata_id", 1, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("offset_ps", 2, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("num_occurrences", 5, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("duration_ps", 3, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("stats", 4, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XStat"),
+        ],
+    ),
+    (
+        "XStat",
+        [
+            ("metadata_id", 1, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("double_value", 2, _F.TYPE_DOUBLE, _F.LABEL_OPTIONAL, None),
+            ("uint64_value", 3, _F.TYPE_UINT64, _F.LABEL_OPTIONAL, None),
+            ("int64_value", 4, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("str_value", 5, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None),
+            ("bytes_value", 6, _F.TYPE_BYTES, _F.LABEL_OPTIONAL, None),
+            ("ref_value", 7, _F.TYPE_UINT64, _F.LABEL_OPTIONAL, None),
+        ],
+    ),
+    (
+        "XEventMetadata",
+        [
+            ("id", 1, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("name", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None),
+            ("display_name", 4, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None),
+            ("metadata", 3, _F.TYPE_BYTES, _F.LABEL_OPTIONAL, None),
+            ("stats", 5, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XStat"),
+            ("child_id", 6, _F.TYPE_INT64, _F.LABEL_REPEATED, None),
+        ],
+    ),
+    (
+        "XStatMetadata",
+        [
+            ("id", 1, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None),
+            ("name", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None),
+            ("description", 3, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None),
+        ],
+    ),
+]
+
+_PACKAGE = "moeprof_xplane"
+
+
+def _add_message(file: descriptor_pb2.FileDescriptorProto, name: str, fields: list) -> None:
+    msg = file.message_type.add(name=name)
+    for fname, number, ftype, label, type_name in fields:
+        field = msg.field.add(name=fname, number=number, type=ftype, label=label)
+        if type_name:
+            field.type_name = f".{_PACKAGE}.{type_name}"
+    if name == "XPlane":
+        for entry, value in (("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")):
+            nested = msg.nested_type.add(name=entry)
+            nested.options.map_entry = True
+            nested.field.add(name="key", number=1, type=_F.TYPE_INT64, label=_F.LABEL_OPTIONAL)
+            nested.field.add(
+                name="value",
+                number=2,
+                type=_F.TYPE_MESSAGE,
+                label=_F.LABEL_OPTIONAL,
+                type_name=f".{_PACKAGE}.{value}",
+            )
+
+
+@cache
+def messages() -> dict[str, type]:
+    """Message classes keyed by name: ``XSpace``, ``XPlane``, ``XLine``, ..."""
+    file = descriptor_pb2.FileDescriptorProto(name="moeprof_xplane.proto", package=_PACKAGE, syntax="proto3")
+    for name, fields in _SCHEMA:
+        _add_message(file, name, fields)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")) for name, _ in _SCHEMA
+    }
+
+
+class WireError(ValueError):
+    """The bytes are not a well-formed protobuf message."""
+
+
+def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise WireError("truncated varint")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise WireError("varint too long")
+
+
+def iter_fields(
+    data: bytes | memoryview, start: int = 0, end: int | None = None
+) -> Iterator[tuple[int, int, int, int]]:
+    """Yield ``(field number, wire type, value start, value end)`` for each top-level field.
+
+    For varints the value is returned as ``value start`` (and ``value end`` is
+    the position after it); length-delimited values are not copied, so walking
+    the top level of a 1 GB file costs one step per field.
+    """
+    pos = start
+    end = len(data) if end is None else end
+    while pos < end:
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise WireError("field number 0")
+        if wire == 0:
+            value, pos2 = _varint(data, pos)
+            yield number, wire, value, pos2
+            pos = pos2
+        elif wire == 1:
+            yield number, wire, pos, pos + 8
+            pos += 8
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > end:
+                raise WireError("length-delimited field runs past the end")
+            yield number, wire, pos, pos + length
+            pos += length
+        elif wire == 5:
+            yield number, wire, pos, pos + 4
+            pos += 4
+        else:
+            raise WireError(f"unsupported wire type {wire}")
+    if pos != end:
+        raise WireError("message runs past the end")
+
+
+def length_delimited(data: bytes | memoryview, number: int) -> bytes | None:
+    """The first length-delimited field ``number`` of a message, or None."""
+    for num, wire, start, end in iter_fields(data):
+        if num == number and wire == 2:
+            return bytes(data[start:end])
+    return None

@@ -1,0 +1,1 @@
+"""Renderers: each reads an AnalysisResult and nothing else."""

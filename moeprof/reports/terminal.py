@@ -1,0 +1,187 @@
+"""The terminal report: per-device table, bucket bars, top collectives and opportunities."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis import AnalysisResult
+
+_BAR_COLORS = {
+    "compute": "green",
+    "comm_nvlink": "cyan",
+    "comm_ib": "magenta",
+    "comm_unknown": "yellow",
+    "memcpy": "blue",
+    "other": "white",
+}
+
+
+def ms(ns: int | float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f}"
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def bucket_bar(fig: dict, width: int = 40) -> Text:
+    """One line of the bucket split of accumulated time, drawn with block characters."""
+    total = fig["accumulated_ns"] or 1
+    parts = [
+        ("compute", fig["compute_ns"]),
+        ("comm_nvlink", fig["comm_nvlink_ns"]),
+        ("comm_ib", fig["comm_ib_ns"]),
+        ("comm_unknown", fig["comm_unknown_link_ns"]),
+        ("memcpy", fig["memcpy_ns"]),
+        ("other", fig["other_ns"]),
+    ]
+    text = Text()
+    used = 0
+    for i, (name, value) in enumerate(parts):
+        cells = round(width * value / total) if i < len(parts) - 1 else width - used
+        cells = max(0, min(cells, width - used))
+        used += cells
+        text.append("█" * cells, style=_BAR_COLORS[name])
+    return text
+
+
+def device_table(result: AnalysisResult) -> Table:
+    table = Table(title="Per device (ms; shares of accumulated kernel time)", title_justify="left", expand=False)
+    for col, justify in [
+        ("device", "left"),
+        ("accum.", "right"),
+        ("compute", "right"),
+        ("comm NVLink", "right"),
+        ("comm IB", "right"),
+        ("comm ?link", "right"),
+        ("memcpy", "right"),
+        ("idle", "right"),
+        ("comm share", "right"),
+        ("exposed comm", "right"),
+        ("exp./span", "right"),
+    ]:
+        table.add_column(col, justify=justify, no_wrap=True)
+
+    def row(label: str, fig: dict, style: str | None = None) -> None:
+        table.add_row(
+            label,
+            ms(fig["accumulated_ns"]),
+            ms(fig["compute_ns"]),
+            ms(fig["comm_nvlink_ns"]),
+            ms(fig["comm_ib_ns"]),
+            ms(fig["comm_unknown_link_ns"]),
+            ms(fig["memcpy_ns"]),
+            ms(fig["idle_ns"]),
+            pct(fig["comm_share"]),
+            ms(fig["exposed_comm_ns"]),
+            pct(fig["exposed_comm_fraction"]),
+            style=style,
+        )
+
+    for dev in result.devices:
+        row(dev["device"], dev)
+    if len(result.devices) > 1:
+        row("total", result.total, style="bold")
+    return table
+
+
+def split_table(result: AnalysisResult) -> Table:
+    """The bucket split of each device's accumulated time, one bar a line."""
+    table = Table(title="Bucket split of accumulated time", title_justify="left", box=None, show_header=False)
+    table.add_column("device", no_wrap=True)
+    table.add_column("bar", no_wrap=True)
+    table.add_column("comm", justify="right", no_wrap=True)
+    rows = [*result.devices, {"device": "total", **result.total}] if len(result.devices) > 1 else result.devices
+    for fig in rows:
+        table.add_row(fig["device"], bucket_bar(fig, 50), f"comm {pct(fig['comm_share'])}")
+    return table
+
+
+def collectives_table(result: AnalysisResult, top: int) -> Table:
+    table = Table(title=f"Top collectives (of {len(result.collectives)})", title_justify="left")
+    for col, justify in [
+        ("op", "left"),
+        ("kind", "left"),
+        ("link", "left"),
+        ("count", "right"),
+        ("total ms", "right"),
+        ("exposed ms", "right"),
+        ("bytes/call", "right"),
+    ]:
+        table.add_column(col, justify=justify, overflow="fold")
+    for c in result.collectives[:top]:
+        name = c["name"] if len(c["name"]) <= 60 else c["name"][:57] + "..."
+        table.add_row(
+            name,
+            c["kind"],
+            c["link"],
+            f"{c['count']:,}",
+            ms(c["total_ns"]),
+            ms(c["exposed_ns"]),
+            human_bytes(c["bytes_per_call"]),
+        )
+    return table
+
+
+def opportunities_panel(result: AnalysisResult, top: int) -> Panel:
+    items = []
+    for i, o in enumerate(result.opportunities[:top], 1):
+        ev = o["evidence"]
+        head = Text(f"{i}. {o['title'][:90]}", style="bold")
+        head.append(f"  save up to {ms(o['saving_bound_ns'])} ms per device", style="bold red")
+        body = Text(
+            f"   exposed {ms(o['exposed_ns'])} ms over {ev['devices']} device(s), {ev['count']} calls "
+            f"({pct(ev['exposed_share_of_its_time'])} of its time exposed), link {o['link']}, "
+            f"worst {ev['worst_device']}\n   → {o['remedy']}"
+        )
+        items.extend([head, body])
+    if not items:
+        items = [Text("No exposed communication: nothing to hide.")]
+    return Panel(Group(*items), title="Overlap opportunities (ranked by saving bound)", title_align="left")
+
+
+def render(result: AnalysisResult, console: Console | None = None, top: int = 8) -> None:
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)  # piped or in CI: do not fold tables to 80 columns
+    t = result.total
+    console.print(
+        Text.assemble(
+            ("moeprof ", "bold"),
+            f"{len(result.devices)} device(s) from {len(result.inputs)} trace file(s)  ",
+            ("comm share ", "bold"),
+            (pct(t["comm_share"]), "bold magenta"),
+            "  ",
+            ("exposed comm ", "bold"),
+            (f"{ms(t['exposed_comm_ns'])} ms", "bold red"),
+            f" ({pct(t['exposed_comm_fraction'])} of span)",
+        )
+    )
+    if not result.devices:
+        console.print("[yellow]No device activity found in the input.[/yellow]")
+    else:
+        console.print(device_table(result))
+        console.print(split_table(result))
+        legend = Text("split: ")
+        for name, color in _BAR_COLORS.items():
+            legend.append("█ ", style=color).append(name.replace("_", " ") + "  ")
+        console.print(legend)
+    if result.collectives:
+        console.print(collectives_table(result, top))
+    console.print(opportunities_panel(result, top))
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")

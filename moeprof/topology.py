@@ -1,0 +1,77 @@
+"""Which fabric carried each communication: NVLink, InfiniBand, or unknown (spec §3).
+
+Every device sits in one NVLink domain: by default the devices of one host
+(``gpus_per_domain`` set by the parser), or ``--nvlink-domain-size N`` global
+ranks. For a comm activity whose group is known, ``local`` counts the other
+members in the device's domain and ``remote`` those outside it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+POINT_TO_POINT = frozenset({"all-to-all", "send-recv", "ep-dispatch", "ep-combine", "other"})
+# parsers whose one file covers one whole host: a comm group nobody named is
+# then all local when the analysis spans a single host
+HOST_SCOPED_SOURCES = frozenset({"xplane", "chrome", "nsys"})
+
+
+def ib_fraction(kind: str, own: int, members: list[int], per_domain: int) -> float:
+    """Share of one collective carried over InfiniBand, for a device of global id ``own``."""
+    if own < 0 or per_domain <= 0 or not members:
+        return float("nan")
+    domain = own // per_domain
+    others = [m for m in members if m != own]
+    remote = sum(1 for m in others if m // per_domain != domain)
+    local = len(others) - remote
+    if remote == 0:
+        return 0.0
+    if kind in POINT_TO_POINT:
+        return remote / (local + remote)
+    return 1.0  # rings and trees: the cross-domain hop bounds the whole operation
+
+
+def assign_links(
+    events: pd.DataFrame, nvlink_domain_size: int | None = None, single_host: bool | None = None
+) -> pd.DataFrame:
+    """Fill ``ib_fraction`` for comm rows (in place; returns the table)."""
+    n = len(events)
+    out = np.full(n, np.nan)
+    if not n:
+        events["ib_fraction"] = out
+        return events
+    if single_host is None:
+        single_host = events.loc[events["bucket"] != "", "host"].nunique() <= 1
+    comm = np.flatnonzero(events["bucket"].to_numpy(dtype=object) == "comm")
+    if comm.size:
+        sub = events.iloc[comm]
+        per_domain = sub["gpus_per_domain"].to_numpy(dtype=np.int64)
+        if nvlink_domain_size:
+            per_domain = np.full(comm.size, int(nvlink_domain_size), dtype=np.int64)
+        keys = pd.MultiIndex.from_arrays(
+            [
+                sub["kind"].to_numpy(dtype=object),
+                sub["global_id"].to_numpy(),
+                sub["group"].to_numpy(dtype=object),
+                sub["link_hint"].to_numpy(dtype=object),
+                per_domain,
+                sub["source"].to_numpy(dtype=object),
+            ]
+        )
+        codes, uniques = pd.factorize(keys)
+        values = np.empty(len(uniques))
+        for i, (kind, own, group, hint, size, source) in enumerate(uniques):
+            if hint == "ib":
+                values[i] = 1.0
+            elif hint == "nvlink":
+                values[i] = 0.0
+            elif group:
+                values[i] = ib_fraction(kind, int(own), [int(x) for x in group.split(",")], int(size))
+            elif single_host and source in HOST_SCOPED_SOURCES and not nvlink_domain_size:
+                values[i] = 0.0  # every peer of a single-host trace is local
+            else:
+                values[i] = np.nan
+        out[comm] = values[codes]
+    events["ib_fraction"] = out
+    return events
