@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import __version__
 from .classify import classify, rules_with
-from .events import concat
+from .events import concat, set_strings
 from .metrics import DeviceTimeline, collective_key, collectives_table, device_activity, sum_figures
 from .options import LoadOptions
 from .parsers import discover, parse_file
@@ -91,7 +91,7 @@ def load_file(
         for col in ("bucket", "kind", "rule", "link_hint"):
             values = events[col].to_numpy(dtype=object).copy()
             values[is_activity] = activity[col].to_numpy(dtype=object)
-            events[col] = values
+            set_strings(events, col, values)
     return assign_links(events, options.nvlink_domain_size, single_host)
 
 
@@ -162,7 +162,7 @@ def analyze_host(events: pd.DataFrame, inputs: list[str], step_options: StepOpti
                     }
                 )
             )
-    rules = activity["rule"].value_counts().to_dict() if len(activity) else {}
+    rules = activity["rule"].astype(str).value_counts().to_dict() if len(activity) else {}
     if "unmatched" in rules:
         warnings.append(f"{rules['unmatched']} activities matched no taxonomy rule and count as 'other'")
     comm_table = (
@@ -173,40 +173,39 @@ def analyze_host(events: pd.DataFrame, inputs: list[str], step_options: StepOpti
     return HostAnalysis(inputs, devices, steps, comm_table, {str(k): int(v) for k, v in rules.items()}, warnings)
 
 
-def opportunities(comm: pd.DataFrame) -> list[dict]:
+def opportunities(comm: pd.DataFrame, collectives: list[dict]) -> list[dict]:
     """Spec §6: exposed comm grouped by (op, kind), ranked by what hiding it could save.
 
     ``exposed_ns`` sums over devices; ``saving_bound_ns`` is the largest
     per-device exposed time, since devices run side by side and a step can
     shrink by at most what its slowest device loses.
     """
-    if comm.empty:
-        return []
-    out = []
     exposed = comm[comm["exposed_ns"] > 0]
-    for (key, kind), g in exposed.groupby(["key", "kind"], sort=False):
-        per_device = g.groupby("device")["exposed_ns"].sum()
-        ib = g["ib_fraction"].to_numpy(dtype=np.float64)
-        from .metrics import link_label
-
-        link = link_label(ib)
-        total = int(g["exposed_ns"].sum())
+    if exposed.empty:
+        return []
+    per_device = exposed.groupby(["key", "kind", "device"], sort=False, observed=True)["exposed_ns"].sum()
+    worst = per_device.groupby(level=["key", "kind"], sort=False).agg(["max", "idxmax", "size"])
+    by_op = {(c["name"], c["kind"]): c for c in collectives}
+    xla = exposed.groupby(["key", "kind"], sort=False, observed=True)["xla"].any()
+    out = []
+    for (key, kind), row in worst.iterrows():
+        c = by_op[(str(key), str(kind))]
         out.append(
             {
                 "title": f"exposed {kind} {key}",
-                "kind": kind,
-                "name": key,
-                "link": link,
-                "exposed_ns": total,
-                "saving_bound_ns": int(per_device.max()),
+                "kind": str(kind),
+                "name": str(key),
+                "link": c["link"],
+                "exposed_ns": c["exposed_ns"],
+                "saving_bound_ns": int(row["max"]),
                 "evidence": {
-                    "count": len(g),
-                    "devices": int(per_device.size),
-                    "total_ns": int(g["total_ns"].sum()),
-                    "worst_device": str(per_device.idxmax()),
-                    "exposed_share_of_its_time": round(total / max(int(g["total_ns"].sum()), 1), 4),
+                    "count": c["count"],
+                    "devices": int(row["size"]),
+                    "total_ns": c["total_ns"],
+                    "worst_device": str(row["idxmax"][2]),
+                    "exposed_share_of_its_time": round(c["exposed_ns"] / max(c["total_ns"], 1), 4),
                 },
-                "remedy": remedy(kind, link, bool(g["xla"].any())),
+                "remedy": remedy(str(kind), c["link"], bool(xla[(key, kind)])),
             }
         )
     out.sort(key=lambda o: (-o["saving_bound_ns"], o["title"]))
@@ -225,13 +224,14 @@ def merge(parts: list[HostAnalysis]) -> AnalysisResult:
     for p in parts:
         for k, v in p.rules.items():
             rules[k] = rules.get(k, 0) + v
+    collectives = collectives_table(comm)
     return AnalysisResult(
         inputs=[i for p in parts for i in p.inputs],
         devices=devices,
         total=sum_figures(devices),
-        collectives=collectives_table(comm),
+        collectives=collectives,
         steps=sorted((s for p in parts for s in p.steps), key=lambda s: (s["step"], s["device"])),
-        opportunities=opportunities(comm),
+        opportunities=opportunities(comm, collectives),
         rules=dict(sorted(rules.items(), key=lambda kv: -kv[1])),
         warnings=[w for p in parts for w in p.warnings],
     )

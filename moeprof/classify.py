@@ -129,25 +129,37 @@ def classify_one(evidence: dict[str, str], rules: tuple[Rule, ...]) -> Classific
     return Classification(bucket, kind, rule_id, bucket_rule.link or "")
 
 
+def column_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes and the distinct values of a column (free for categorical columns)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(dtype=np.int64), np.asarray(column.cat.categories, dtype=object)
+    codes, uniques = pd.factorize(column.to_numpy(dtype=object))
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def expand(values: list[str], codes: np.ndarray) -> pd.Categorical:
+    """``values[codes]`` as a Categorical, without materializing a string per row."""
+    small_codes, categories = pd.factorize(np.asarray(values, dtype=object))
+    return pd.Categorical.from_codes(small_codes[codes], categories=pd.Index(categories, dtype=object))
+
+
 def classify(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) -> pd.DataFrame:
     """Fill ``bucket``, ``kind``, ``rule`` and ``link_hint`` (in place; returns the table)."""
     rules = rules or default_rules()
     if not len(events):
         return events
     # one integer code per distinct evidence tuple
-    codes = np.zeros(len(events), dtype=np.int64)
-    uniques: list[np.ndarray] = []
+    combined = np.zeros(len(events), dtype=np.int64)
+    per_column = []
     for col in FIELDS:
-        col_codes, col_uniques = pd.factorize(events[col].to_numpy(dtype=object), sort=False)
-        codes = codes * (len(col_uniques) + 1) + col_codes
-        uniques.append(np.asarray(col_uniques, dtype=object))
-        # keep the combined code small: re-factorize after each column
-        codes, _ = pd.factorize(codes, sort=False)
-        codes = codes.astype(np.int64)
-    first_rows = pd.Series(np.arange(len(events))).groupby(codes).first().to_numpy()
-    cols = {col: events[col].to_numpy(dtype=object) for col in FIELDS}
-    table = [classify_one({col: str(cols[col][row] or "") for col in FIELDS}, rules) for row in first_rows]
+        codes, uniques = column_codes(events[col])
+        per_column.append((codes, uniques))
+        combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
+    _, first_rows = np.unique(combined, return_index=True)  # factorize codes are 0..k-1
+    table = [
+        classify_one({col: str(u[c[row]] or "") for col, (c, u) in zip(FIELDS, per_column)}, rules)
+        for row in first_rows
+    ]
     for attr, column in (("bucket", "bucket"), ("kind", "kind"), ("rule", "rule"), ("link", "link_hint")):
-        values = np.array([getattr(c, attr) for c in table], dtype=object)
-        events[column] = values[codes]
+        events[column] = expand([getattr(c, attr) for c in table], combined)
     return events

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 # name -> dtype. Strings are pandas' ``str`` columns (empty string = absent)
 # so that factorizing and writing parquet/csv needs no special cases.
@@ -63,33 +64,39 @@ KINDS = (
 _DEFAULTS: dict[str, object] = {"str": "", "int64": -1, "float64": np.nan}
 
 
+def categorical(values: object, n: int) -> pd.Categorical:
+    """A string column as a pandas Categorical: traces repeat a few thousand names millions of times."""
+    if isinstance(values, pd.Categorical):
+        return values
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        return values.array
+    if values is None or np.isscalar(values):
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=["" if values is None else values])
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+
+
 def make_table(columns: Mapping[str, object], n: int | None = None) -> pd.DataFrame:
     """Build an event table from column arrays; absent columns get their default.
 
     ``n`` is the row count when every given column is a scalar.
     """
     if n is None:
-        lengths = {len(v) for v in columns.values() if not np.isscalar(v) and v is not None}
+        lengths = {len(v) for v in columns.values() if v is not None and not np.isscalar(v)}
         n = lengths.pop() if lengths else 0
         if lengths:
             raise ValueError("event columns differ in length")
     data: dict[str, object] = {}
     for col, dtype in COLUMNS.items():
         value = columns.get(col)
-        if value is None:
-            value = _DEFAULTS[dtype]
-        if np.isscalar(value):
-            if dtype == "str":
-                arr = np.empty(n, dtype=object)
-                arr[:] = value
-                data[col] = arr
-            else:
-                data[col] = np.full(n, value, dtype=dtype)
+        if dtype == "str":
+            data[col] = categorical(value, n)
+        elif value is None or np.isscalar(value):
+            data[col] = np.full(n, _DEFAULTS[dtype] if value is None else value, dtype=dtype)
         else:
-            data[col] = np.asarray(value, dtype=object if dtype == "str" else dtype)
-    unknown = set(columns) - set(COLUMNS)
+            data[col] = np.asarray(value, dtype=dtype)
     frame = pd.DataFrame(data)
-    for col in sorted(unknown):  # parsers may carry extra columns (e.g. correlation ids)
+    for col in sorted(set(columns) - set(COLUMNS)):  # parsers may carry extra columns (e.g. correlation ids)
         frame[col] = columns[col]
     return frame
 
@@ -99,20 +106,44 @@ def empty_table() -> pd.DataFrame:
 
 
 def concat(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Stack event tables, keeping string columns categorical (a plain concat would not)."""
     tables = [t for t in tables if len(t)]
     if not tables:
         return empty_table()
-    return pd.concat(tables, ignore_index=True)
+    if len(tables) == 1:
+        return tables[0].reset_index(drop=True)
+    out = {}
+    for col in tables[0].columns:
+        parts = [t[col] for t in tables if col in t.columns]
+        if all(isinstance(p.dtype, pd.CategoricalDtype) for p in parts):
+            # categories may be str- or object-typed depending on how they were built
+            cats = [pd.Categorical.from_codes(p.cat.codes, pd.Index(p.cat.categories, dtype=object)) for p in parts]
+            out[col] = union_categoricals(cats, ignore_order=True)
+        else:
+            out[col] = pd.concat(parts, ignore_index=True).to_numpy()
+    return pd.DataFrame(out)
 
 
-def us_to_ns(us: np.ndarray) -> np.ndarray:
-    """Chrome/Kineto float microseconds to integer ns, rounding to the nearest ns (spec §1)."""
-    return np.rint(np.asarray(us, dtype=np.float64) * 1e3).astype(np.int64)
+def set_strings(table: pd.DataFrame, col: str, values: np.ndarray) -> None:
+    """Assign a whole string column, categorical like the rest."""
+    table[col] = categorical(values, len(table))
 
 
-def us_interval_to_ns(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end in ns of intervals given as float µs ``ts``/``dur``: each end point
-    is rounded to the nearest ns on its own, so touching intervals stay touching."""
-    start = np.asarray(ts_us, dtype=np.float64) * 1e3
-    end = start + np.asarray(dur_us, dtype=np.float64) * 1e3
-    return np.rint(start).astype(np.int64), np.rint(end).astype(np.int64)
+def us_interval_to_ns(ts_us: np.ndarray, dur_us: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Chrome/Kineto float µs ``ts`` (and ``dur``) to integer ns, rounding to the nearest ns (spec §1).
+
+    ``start = rint(ts*1e3)`` and ``end = rint(ts*1e3 + dur*1e3)``: each end point is
+    rounded on its own, never inward, so touching intervals stay touching.
+    Epoch-based µs timestamps (~1.7e15) times 1e3 exceed float64's exact
+    integers, so the whole µs are scaled in int64 and only the fraction goes
+    through floats; the result equals rint of the exact products.
+    """
+    ts = np.asarray(ts_us, dtype=np.float64)
+    whole = np.floor(ts)
+    frac = ts - whole  # exact for doubles
+    base = whole.astype(np.int64) * 1000
+    start = base + np.rint(frac * 1e3).astype(np.int64)
+    if dur_us is None:
+        return start, start.copy()
+    end = base + np.rint(frac * 1e3 + np.asarray(dur_us, dtype=np.float64) * 1e3).astype(np.int64)
+    return start, end

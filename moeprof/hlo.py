@@ -198,7 +198,8 @@ class HloModule:
         if groups is None:
             return None
         if not groups:
-            return tuple(range(self.num_devices))
+            # "{}" means every device of the program; unknown when the text does not say how many
+            return tuple(range(self.num_devices)) if self.num_devices > 1 else None
         for g in groups:
             if device_id in g:
                 return g

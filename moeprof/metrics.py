@@ -151,33 +151,56 @@ def collectives_table(comm: pd.DataFrame) -> list[dict]:
     """
     if comm.empty:
         return []
-    out = []
-    comm = comm.assign(
-        ib_ns=comm["total_ns"] * comm["ib_fraction"].fillna(0.0),
-        unknown_ns=np.where(comm["ib_fraction"].isna(), comm["total_ns"], 0),
+    ib = comm["ib_fraction"].to_numpy(dtype=np.float64)
+    frame = comm.assign(
+        ib_ns=comm["total_ns"].to_numpy() * np.nan_to_num(ib),
+        unknown_ns=np.where(np.isnan(ib), comm["total_ns"].to_numpy(), 0),
+        ib_known=~np.isnan(ib),
+        ib_zero=ib == 0,
+        ib_one=ib == 1,
+        bytes_known=comm["bytes"].notna(),
     )
-    for (key, kind), g in comm.groupby(["key", "kind"], sort=False):
-        ib = g["ib_fraction"].to_numpy(dtype=np.float64)
-        nbytes = g["bytes"].to_numpy(dtype=np.float64)
-        known_bytes = nbytes[~np.isnan(nbytes)]
-        total = int(g["total_ns"].sum())
-        ib_ns = int(round(float(g["ib_ns"].sum())))
-        unknown_ns = int(g["unknown_ns"].sum())
+    g = frame.groupby(["key", "kind"], sort=False, observed=True)
+    agg = g.agg(
+        count=("total_ns", "size"),
+        devices=("device", "nunique"),
+        total_ns=("total_ns", "sum"),
+        exposed_ns=("exposed_ns", "sum"),
+        bytes_sum=("bytes", "sum"),
+        bytes_mean=("bytes", "mean"),
+        bytes_known=("bytes_known", "sum"),
+        ib_ns=("ib_ns", "sum"),
+        unknown_ns=("unknown_ns", "sum"),
+        ib_mean=("ib_fraction", "mean"),
+        ib_known=("ib_known", "sum"),
+        ib_zero=("ib_zero", "sum"),
+        ib_one=("ib_one", "sum"),
+    )
+    out = []
+    for (key, kind), r in zip(agg.index, agg.itertuples(index=False)):
+        n = int(r.count)
+        if r.ib_known == 0:
+            link = "unknown"
+        elif r.ib_known < n:
+            link = "mixed"
+        else:
+            link = "nvlink" if r.ib_zero == n else ("ib" if r.ib_one == n else "mixed")
+        total, ib_ns, unknown_ns = int(r.total_ns), round(float(r.ib_ns)), int(r.unknown_ns)
         out.append(
             {
-                "name": key,
-                "kind": kind,
-                "link": link_label(ib),
-                "count": len(g),
-                "devices": int(g["device"].nunique()),
+                "name": str(key),
+                "kind": str(kind),
+                "link": link,
+                "count": n,
+                "devices": int(r.devices),
                 "total_ns": total,
-                "exposed_ns": int(g["exposed_ns"].sum()),
-                "bytes": int(known_bytes.sum()) if known_bytes.size else None,
-                "bytes_per_call": int(round(float(known_bytes.mean()))) if known_bytes.size else None,
+                "exposed_ns": int(r.exposed_ns),
+                "bytes": int(r.bytes_sum) if r.bytes_known else None,
+                "bytes_per_call": round(float(r.bytes_mean)) if r.bytes_known else None,
                 "comm_nvlink_ns": total - ib_ns - unknown_ns,
                 "comm_ib_ns": ib_ns,
                 "comm_unknown_link_ns": unknown_ns,
-                "ib_fraction": None if np.isnan(ib).all() else float(np.nanmean(ib)),
+                "ib_fraction": float(r.ib_mean) if r.ib_known else None,
             }
         )
     out.sort(key=lambda r: (-r["total_ns"], r["name"]))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..classify import FIELDS, classify_one, rules_with
+from ..reports.terminal import make_console
 from .common import RulesOption, guarded
 
 
@@ -26,6 +26,7 @@ def classify_command(
     def body() -> None:
         table_rules = rules_with(rules)
         out = Table("name", "bucket", "kind", "rule", "named link")
+        out.columns[0].overflow = "fold"
         for name in names:
             evidence = dict.fromkeys(FIELDS, "")
             evidence.update(
@@ -38,6 +39,6 @@ def classify_command(
             )
             c = classify_one(evidence, table_rules)
             out.add_row(name, c.bucket, c.kind or "-", c.rule, c.link or "-")
-        Console().print(out)
+        make_console().print(out)
 
     guarded(body)

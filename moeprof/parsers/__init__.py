@@ -81,7 +81,8 @@ def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> li
         if not files:
             raise InputError(
                 path,
-                "directory holds no trace files (.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep)",
+                "directory holds no trace files "
+                "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
             )
         found.extend(files)
     seen: set[Path] = set()

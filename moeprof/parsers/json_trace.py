@@ -18,7 +18,7 @@ import orjson
 import pandas as pd
 
 from ..errors import InputError
-from ..events import make_table, us_interval_to_ns
+from ..events import concat, make_table, us_interval_to_ns
 from ..options import LoadOptions
 
 _GPU_PROCESS = re.compile(r"/device:GPU:(\d+)")
@@ -149,7 +149,7 @@ def parse_xprof_chrome(doc: dict, path: Path, *, host_index: int = 0) -> pd.Data
                 "source": "chrome",
             }
         )
-        table = pd.concat([table, markers], ignore_index=True)
+        table = concat([table, markers])
     return table
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..events import make_table
+from ..events import concat, make_table, set_strings
 from ..hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..options import LoadOptions
 from .xspace_proto import WireError, iter_fields, length_delimited, messages
@@ -96,90 +96,146 @@ def _read_hlo_plane(plane_bytes: bytes) -> dict[tuple[str, int], HloModule]:
     return modules
 
 
-class _Columns:
-    """Growing column lists for one trace (appends are the cheap part of the walk)."""
-
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = {
-            k: []
-            for k in (
-                "device",
-                "global_id",
-                "stream",
-                "name",
-                "start_ns",
-                "end_ns",
-                "activity",
-                "copy_kind",
-                "hlo_module",
-                "hlo_op",
-                "program_id",
-                "run_id",
-            )
-        }
-
-    def extend_line(
-        self,
-        device: str,
-        gid: int,
-        stream: str,
-        names: list[str],
-        starts: list[float],
-        durs: list[float],
-        hlo_modules: list[str],
-        hlo_ops: list[str],
-        program_ids: list[int],
-        run_ids: list[int] | None = None,
-        activity: str | None = None,
-    ) -> None:
-        n = len(names)
-        c = self.cols
-        c["device"].extend([device] * n)
-        c["global_id"].extend([gid] * n)
-        c["stream"].extend([stream] * n)
-        c["name"].extend(names)
-        c["start_ns"].extend(starts)
-        c["end_ns"].extend(np.add(starts, durs).tolist() if n else [])
-        c["hlo_module"].extend(hlo_modules)
-        c["hlo_op"].extend(hlo_ops)
-        c["program_id"].extend(program_ids)
-        c["run_id"].extend(run_ids if run_ids is not None else [-1] * n)
-        if activity is not None:
-            c["activity"].extend([activity] * n)
-            c["copy_kind"].extend([""] * n)
-        else:
-            for name in names:
-                m = _COPY_NAME.match(name)
-                if m:
-                    c["activity"].append("memcpy")
-                    c["copy_kind"].append(_COPY_KINDS[m.group(1).lower()])
-                elif _MEMSET_NAME.match(name):
-                    c["activity"].append("memset")
-                    c["copy_kind"].append("")
-                else:
-                    c["activity"].append("kernel")
-                    c["copy_kind"].append("")
+# names whose events may be communication or copies: their XLA stats are read on every event
+_COMM_CAPABLE = re.compile(
+    r"(?i)nccl|rccl|nvshmem|all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|send|recv|broadcast|permute"
+    r"|collective|deep_?ep|::ep::|barrier|memcpy|memset|multimem|one_shot|two_shot|cross_device|p2p|peer"
+)
 
 
-def _walk_stream_line(line) -> tuple[list, list, list, list, list, list]:
-    names, starts, durs, mods, ops, pids = [], [], [], [], [], []
-    for ev in line.events:
-        names.append(ev.name)
-        starts.append(ev.start_ns)
-        durs.append(ev.duration_ns)
-        mod = op = ""
-        pid = -1
-        for key, value in ev.stats:
-            if key == "hlo_op":
-                op = value
-            elif key == "hlo_module":
-                mod = value
-            elif key == "program_id":
-                pid = value
-        mods.append(mod)
-        ops.append(op)
-        pids.append(pid)
-    return names, starts, durs, mods, ops, pids
+@dataclass
+class _Chunk:
+    """The events of one stream line (or one CPU device's thunks on one thread)."""
+
+    device: str
+    global_id: int
+    stream: str
+    names: list[str]
+    starts: list[float]
+    durs: list[float]
+    stats: list[tuple[int, str, str, int]]  # (index in this chunk, hlo_module, hlo_op, program_id), sparse
+    run_ids: list[int] | None = None
+
+
+class _StatReader:
+    """Reads each kernel's XLA stats (hlo_op, hlo_module, program_id).
+
+    Reading stats is most of the cost of walking an XPlane from Python (jaxlib
+    builds every stat of every event), so by default they are read on every
+    event only for names that can be communication or copies, or whose first
+    event's HLO op turns out to be a collective; a compute kernel's stats are
+    read on its first event only. ``read_all`` reads them everywhere.
+    """
+
+    def __init__(self, hlo: dict[tuple[str, int], HloModule], read_all: bool) -> None:
+        self.hlo = hlo
+        self.read_all = read_all
+        self.every_event: dict[str, bool] = {}
+
+    def _collective_op(self, module: str, program_id: int, op: str) -> bool:
+        m = self.hlo.get((module, program_id)) or self.hlo.get((module, -1))
+        inst = m.instructions.get(op) if m else None
+        return bool(inst and inst.is_collective)
+
+    def walk(self, line) -> tuple[list, list, list, list]:
+        """Names, starts and durations of every event, and ``(index, module, op, program id)``
+        for the events whose stats were read (sparse: appends are the cost of this loop)."""
+        names, starts, durs, stats_rows = [], [], [], []
+        every_event = self.every_event
+        for i, ev in enumerate(line.events):
+            name = ev.name
+            names.append(name)
+            starts.append(ev.start_ns)
+            durs.append(ev.duration_ns)
+            decided = every_event.get(name)
+            if decided is False:
+                continue
+            mod = op = ""
+            pid = -1
+            for key, value in ev.stats:
+                if key == "hlo_op":
+                    op = value
+                elif key == "hlo_module":
+                    mod = value
+                elif key == "program_id":
+                    pid = value
+            if op or mod:
+                stats_rows.append((i, mod, op, pid))
+            if decided is None:
+                every_event[name] = (
+                    self.read_all or bool(_COMM_CAPABLE.search(name)) or self._collective_op(mod, pid, op)
+                )
+        return names, starts, durs, stats_rows
+
+
+def _activity_of(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Activity and copy kind of each distinct name (memcpy/memset lines name their copies)."""
+    activity = np.empty(len(names), dtype=object)
+    copy_kind = np.empty(len(names), dtype=object)
+    for i, name in enumerate(names):
+        m = _COPY_NAME.match(name)
+        activity[i] = "memcpy" if m else ("memset" if _MEMSET_NAME.match(name) else "kernel")
+        copy_kind[i] = _COPY_KINDS[m.group(1).lower()] if m else ""
+    return activity, copy_kind
+
+
+def _repeat_categorical(values: list[str], counts: np.ndarray) -> pd.Categorical:
+    """One value per chunk, repeated over the chunk's rows, without a string per row."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    return pd.Categorical.from_codes(np.repeat(codes, counts), categories=pd.Index(uniques, dtype=object))
+
+
+def _sparse_categorical(n: int, idx: np.ndarray, values: list[str]) -> pd.Categorical:
+    """A string column that is "" except at ``idx``."""
+    codes, uniques = pd.factorize(np.asarray(["", *values], dtype=object))
+    full = np.zeros(n, dtype=codes.dtype)
+    full[idx] = codes[1:]
+    return pd.Categorical.from_codes(full, categories=pd.Index(uniques, dtype=object))
+
+
+def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, activity: str | None) -> pd.DataFrame:
+    counts = np.array([len(c.names) for c in chunks], dtype=np.int64)
+    total = int(counts.sum())
+    names = np.fromiter((n for c in chunks for n in c.names), dtype=object, count=total)
+    name_codes, name_uniques = pd.factorize(names)
+    starts = np.concatenate([np.asarray(c.starts, dtype=np.float64) for c in chunks]) if chunks else np.zeros(0)
+    durs = np.concatenate([np.asarray(c.durs, dtype=np.float64) for c in chunks]) if chunks else np.zeros(0)
+    # scatter the sparse XLA stats into full categorical columns ("" where not read)
+    offsets = np.cumsum(counts) - counts
+    rows = [(off + i, m, o, p) for off, c in zip(offsets.tolist(), chunks) for i, m, o, p in c.stats]
+    program_ids = np.full(total, -1, dtype=np.int64)
+    idx = np.asarray([r[0] for r in rows], dtype=np.int64)
+    modules = _sparse_categorical(total, idx, [r[1] for r in rows])
+    ops = _sparse_categorical(total, idx, [r[2] for r in rows])
+    if rows:
+        program_ids[idx] = [r[3] for r in rows]
+    if activity is None:
+        act, copy = _activity_of(np.asarray(name_uniques, dtype=object))
+        act, copy = act[name_codes], copy[name_codes]
+    else:
+        act, copy = activity, ""
+    table = make_table(
+        {
+            "host": host,
+            "device": _repeat_categorical([c.device for c in chunks], counts),
+            "global_id": np.repeat(np.array([c.global_id for c in chunks], dtype=np.int64), counts),
+            "gpus_per_domain": gpus_per_domain,
+            "stream": _repeat_categorical([c.stream for c in chunks], counts),
+            "name": pd.Categorical.from_codes(name_codes, categories=pd.Index(name_uniques, dtype=object)),
+            "start_ns": np.rint(starts).astype(np.int64),
+            "end_ns": np.rint(starts + durs).astype(np.int64),
+            "activity": act,
+            "copy_kind": copy,
+            "hlo_module": modules,
+            "hlo_op": ops,
+            "program_id": program_ids,
+            "source": "xplane",
+        },
+        n=total,
+    )
+    if chunks and chunks[0].run_ids is not None:
+        table["run_id"] = np.fromiter((r for c in chunks for r in c.run_ids), dtype=np.int64, count=total)
+    return table
 
 
 def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
@@ -206,7 +262,6 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
     del data
     host = header.hostnames[0] if header.hostnames else path.name.split(".")[0]
 
-    cols = _Columns()
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step
     gpu_planes = []
     host_planes = []
@@ -217,14 +272,15 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
         elif plane.name.startswith("/host:CPU"):
             host_planes.append(plane)
     gpus = len(gpu_planes)
+    reader = _StatReader(header.hlo, read_all=bool(options and options.all_kernel_stats))
+    chunks: list[_Chunk] = []
     for ordinal, plane in gpu_planes:
         device = f"{host}/GPU:{ordinal}"
         gid = host_index * gpus + ordinal
         for line in plane.lines:
             lname = line.name
             if _STREAM_LINE.match(lname):
-                names, starts, durs, mods, ops, pids = _walk_stream_line(line)
-                cols.extend_line(device, gid, lname, names, starts, durs, mods, ops, pids)
+                chunks.append(_Chunk(device, gid, lname, *reader.walk(line)))
             elif lname == "Steps":
                 for ev in line.events:
                     step = _step_number(ev.name, dict(ev.stats).get("step_num"))
@@ -232,21 +288,29 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
             elif lname == "XLA Modules":
                 for ev in line.events:
                     markers.append((device, "module", ev.name, ev.start_ns, ev.end_ns, -1))
+    # host events matter only as step markers (StepTraceAnnotation) and, in CPU captures, as thunks;
+    # which names are which is decided on each name's first event, so other host events cost no stats
+    host_names: dict[str, bool] = {}
     for plane in host_planes:
         for line in plane.lines:
             thunks: list[tuple] = []
             for ev in line.events:
-                stats = ev.stats
-                if not stats:
+                name = ev.name
+                if host_names.get(name) is False:
                     continue
-                sd = dict(stats)
-                if "step_num" in sd:
-                    markers.append(("", "step", ev.name, ev.start_ns, ev.end_ns, _step_number(ev.name, sd["step_num"])))
-                elif not gpu_planes and "hlo_op" in sd and "device_ordinal" in sd:
+                stats = ev.stats
+                sd = dict(stats) if stats else {}
+                is_step = "step_num" in sd
+                is_thunk = not gpu_planes and "hlo_op" in sd and "device_ordinal" in sd
+                if name not in host_names:
+                    host_names[name] = is_step or is_thunk
+                if is_step:
+                    markers.append(("", "step", name, ev.start_ns, ev.end_ns, _step_number(name, sd["step_num"])))
+                elif is_thunk:
                     thunks.append(
                         (
                             sd["device_ordinal"],
-                            ev.name,
+                            name,
                             ev.start_ns,
                             ev.duration_ns,
                             sd.get("hlo_module", ""),
@@ -257,42 +321,15 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
                     )
             for ordinal, group in _by_first(thunks).items():
                 names, starts, durs, mods, ops, pids, runs = (list(x) for x in zip(*(t[1:] for t in group)))
-                cols.extend_line(
-                    f"{host}/CPU:{ordinal}",
-                    int(ordinal),
-                    line.name,
-                    names,
-                    starts,
-                    durs,
-                    mods,
-                    ops,
-                    pids,
-                    runs,
-                    activity="kernel",
+                stats = list(zip(range(len(names)), mods, ops, pids))
+                chunks.append(
+                    _Chunk(f"{host}/CPU:{ordinal}", int(ordinal), line.name, names, starts, durs, stats, runs)
                 )
     del profile
 
-    c = cols.cols
-    events = make_table(
-        {
-            "host": host,
-            "device": c["device"],
-            "global_id": np.asarray(c["global_id"], dtype=np.int64),
-            "stream": c["stream"],
-            "name": c["name"],
-            "start_ns": np.rint(np.asarray(c["start_ns"], dtype=np.float64)).astype(np.int64),
-            "end_ns": np.rint(np.asarray(c["end_ns"], dtype=np.float64)).astype(np.int64),
-            "activity": c["activity"],
-            "copy_kind": c["copy_kind"],
-            "hlo_module": c["hlo_module"],
-            "hlo_op": c["hlo_op"],
-            "program_id": np.asarray(c["program_id"], dtype=np.int64),
-            "source": "xplane",
-            "gpus_per_domain": gpus,
-        }
-    )
+    events = _table_from_chunks(chunks, host, gpus, activity=None if gpu_planes else "kernel")
     if not gpu_planes and len(events):
-        run_ids = np.asarray(c["run_id"], dtype=np.int64)
+        run_ids = events.pop("run_id").to_numpy()
         events = _drop_nested(events)
         markers.extend(_cpu_module_runs(events, run_ids[events.index.to_numpy()]))
         events = events.reset_index(drop=True)
@@ -316,7 +353,7 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
                 "source": "xplane",
             }
         )
-        events = pd.concat([events, marker_rows], ignore_index=True)
+        events = concat([events, marker_rows])
     return events
 
 
@@ -397,4 +434,7 @@ def attach_hlo(events: pd.DataFrame, modules: dict[tuple[str, int], HloModule]) 
     for col, values in (("opcode", opcode), ("bytes", nbytes), ("group", group)):
         column = events[col].to_numpy(dtype=object if col != "bytes" else np.float64).copy()
         column[idx] = values[codes]
-        events[col] = column
+        if col == "bytes":
+            events[col] = column
+        else:
+            set_strings(events, col, column)

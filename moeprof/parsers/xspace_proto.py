@@ -99,12 +99,21 @@ _SCHEMA: list[tuple[str, list[tuple[str, int, int, int, str | None]]]] = [
 _PACKAGE = "moeprof_xplane"
 
 
+# fields inside a proto `oneof`: set values are written even when zero (a step number 0, an offset 0)
+_ONEOFS = {"XStat": ("value", range(2, 8)), "XEvent": ("data", (2, 5))}
+
+
 def _add_message(file: descriptor_pb2.FileDescriptorProto, name: str, fields: list) -> None:
     msg = file.message_type.add(name=name)
+    oneof = _ONEOFS.get(name)
+    if oneof:
+        msg.oneof_decl.add(name=oneof[0])
     for fname, number, ftype, label, type_name in fields:
         field = msg.field.add(name=fname, number=number, type=ftype, label=label)
         if type_name:
             field.type_name = f".{_PACKAGE}.{type_name}"
+        if oneof and number in oneof[1]:
+            field.oneof_index = 0
     if name == "XPlane":
         for entry, value in (("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")):
             nested = msg.nested_type.add(name=entry)

@@ -19,6 +19,12 @@ _BAR_COLORS = {
 }
 
 
+def make_console() -> Console:
+    """Stdout console; piped or in CI it is wide, so tables are not folded to 80 columns."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
 def ms(ns: int | float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
@@ -154,10 +160,7 @@ def opportunities_panel(result: AnalysisResult, top: int) -> Panel:
 
 
 def render(result: AnalysisResult, console: Console | None = None, top: int = 8) -> None:
-    if console is None:
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=160)  # piped or in CI: do not fold tables to 80 columns
+    console = console or make_console()
     t = result.total
     console.print(
         Text.assemble(

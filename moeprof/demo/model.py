@@ -1,0 +1,667 @@
+"""A small, real, dropless MoE training step (DeepSeek-V3 / MaxText shaped) to profile.
+
+Import this module only after :func:`moeprof.demo.configure_host_devices` when
+virtual CPU devices are wanted: jax reads ``XLA_FLAGS`` once.
+
+Model: ``layers`` residual blocks ``h += moe(norm(h)) + shared_expert(norm(h))``
+on random token activations, trained by Adam to regress a fixed nonlinear target
+(no embedding, no attention). One 1-D mesh axis ``"ep"`` carries both kinds of
+parallelism, as in MaxText's expert-parallel + FSDP setup:
+
+* routed expert weights ``[E, ...]`` are split over ``ep`` (expert parallelism);
+  tokens travel to their experts by all-to-all and come back the same way;
+* every other weight is split over ``ep`` on its first dimension (FSDP): the
+  forward all-gathers it inside ``shard_map`` and autodiff turns that all-gather
+  into a reduce-scatter of its gradient.
+
+One MoE layer on one device: router -> top-k -> sort the (token, k) assignments
+by expert id -> dispatch all-to-all -> sort the received rows by local expert ->
+grouped GEMM (``ragged_dot``) -> SwiGLU/GELU -> ``ragged_dot`` -> undo the local
+sort -> combine all-to-all -> un-sort -> weight by router probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import jaxlib
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+AXIS = "ep"
+
+# Platforms whose XLA backend implements the ``ragged-all-to-all`` HLO op.
+RAGGED_ALL_TO_ALL_PLATFORMS = frozenset({"gpu", "cuda", "rocm", "tpu"})
+# What the padded fallback is, for the manifest. XLA:CPU fails to compile
+# ragged-all-to-all ("not supported by XLA:CPU ThunkEmitter").
+PADDED_ALL_TO_ALL_NOTE = (
+    "fixed-size all_to_all: each source sends one buffer per destination device, padded to "
+    "tokens_per_device*top_k rows (the dropless worst case); used where ragged_all_to_all is unsupported (CPU)"
+)
+RAGGED_ALL_TO_ALL_NOTE = "ragged_all_to_all: each source sends exactly the rows routed to each destination"
+CAPACITY_ALL_TO_ALL_NOTE = "fixed-size all_to_all of per-expert buffers padded to capacity; overflow tokens are dropped"
+
+# Keys of the routed-expert weights (split by expert); all other weights are FSDP-split.
+EXPERT_KEYS = frozenset({"w_gate", "w_up", "w_down"})
+
+Params = list[dict[str, jax.Array]]
+A2AImpl = Literal["ragged", "padded", "capacity"]
+
+
+@dataclass
+class DemoConfig:
+    """Model, routing and run settings; defaults give the 16-expert, 2-layer demo."""
+
+    devices: int | None = None  # None: every jax device
+    experts: int = 16
+    top_k: int = 2
+    tokens_per_device: int = 256
+    hidden: int = 64
+    expert_ffn: int = 128
+    shared_expert: bool = True  # one dense expert of width expert_ffn, DeepSeek style
+    layers: int = 2
+    activation: Literal["swiglu", "gelu"] = "swiglu"
+    router: Literal["softmax", "sigmoid"] = "sigmoid"
+    n_groups: int | None = None  # group-limited routing: experts split into n_groups groups
+    topk_groups: int | None = None  # ... and each token picks experts only from its best topk_groups groups
+    aux_free_bias: bool = True  # DeepSeek-V3 auxiliary-loss-free balancing bias (selection only)
+    bias_update_rate: float = 1e-3  # gamma in b_i += gamma * sign(mean_load - load_i)
+    capacity_factor: float | None = None  # None: dropless; float: pad each expert to capacity, drop overflow
+    router_skew: float = 0.0  # fixed logit offset favouring low-numbered experts (to make hot experts)
+    a2a: Literal["auto", "ragged", "padded"] = "auto"  # dropless dispatch; auto picks ragged where supported
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    steps: int = 5
+    warmup_steps: int = 2
+    learning_rate: float = 1e-2
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class _Dims:
+    """Sizes derived from a validated config and the device count."""
+
+    D: int  # devices on the ep axis
+    E: int
+    El: int  # experts per device
+    K: int
+    T: int  # tokens per device
+    H: int
+    F: int
+    L: int
+    C: int  # capacity per (source device, expert); 0 when dropless
+
+    @property
+    def rows(self) -> int:
+        return self.T * self.K
+
+
+@dataclass
+class StepRecord:
+    """Correctness gates of one profiled step, as plain Python data."""
+
+    step: int
+    loss: float
+    expert_load: list[list[int]]  # [layer][expert]: (token, k) assignments routed there, before any drop
+    balance_max_over_mean: list[float]  # per layer
+    load_cv: list[float]  # per layer: std / mean of expert_load
+    tokens_dropped: int  # (token, k) assignments dropped for capacity, all layers
+    nonfinite: bool  # loss, gradients or updated parameters not all finite
+    wall_seconds: float
+
+
+@dataclass
+class DemoResult:
+    config: DemoConfig
+    records: list[StepRecord]
+    tokens_per_second: float
+    hlo_text: str  # compiled (optimised) HLO of the train step
+    model_flops_per_token: float
+    active_params_per_token: int
+    a2a_impl: str  # "ragged" | "padded" | "capacity"
+    a2a_note: str
+    jax_version: str
+    jaxlib_version: str
+    platform: str
+    device_kind: str
+    device_count: int
+    xla_flags: str
+    compile_seconds: float
+    warmup_seconds: float
+    total_seconds: float
+    trace_dir: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self, include_hlo: bool = False) -> dict[str, Any]:
+        out = asdict(self)
+        if not include_hlo:
+            out.pop("hlo_text")
+        return out
+
+
+# ---------------------------------------------------------------- config
+
+
+def _dims(cfg: DemoConfig, n_devices: int) -> _Dims:
+    D, E, K, H, F = n_devices, cfg.experts, cfg.top_k, cfg.hidden, cfg.expert_ffn
+    problems = []
+    if E % D:
+        problems.append(f"experts ({E}) must be a multiple of devices ({D})")
+    if H % D or F % D:
+        problems.append(f"hidden ({H}) and expert_ffn ({F}) must be multiples of devices ({D}) for FSDP")
+    if not 1 <= K <= E:
+        problems.append(f"top_k ({K}) must be in [1, experts]")
+    if cfg.layers < 1 or cfg.tokens_per_device < 1 or cfg.steps < 1 or cfg.warmup_steps < 0:
+        problems.append("layers, tokens_per_device and steps must be >= 1, warmup_steps >= 0")
+    if (cfg.n_groups is None) != (cfg.topk_groups is None):
+        problems.append("set both n_groups and topk_groups, or neither")
+    if cfg.n_groups is not None and cfg.topk_groups is not None:
+        if E % cfg.n_groups or not 1 <= cfg.topk_groups <= cfg.n_groups:
+            problems.append("n_groups must divide experts and 1 <= topk_groups <= n_groups")
+        elif cfg.topk_groups * (E // cfg.n_groups) < K:
+            problems.append("topk_groups groups hold fewer than top_k experts")
+        elif cfg.router == "sigmoid" and E // cfg.n_groups < 2:
+            problems.append("sigmoid group scores sum each group's top-2, so groups need >= 2 experts")
+    if cfg.capacity_factor is not None and cfg.capacity_factor <= 0:
+        problems.append("capacity_factor must be > 0 (or None for dropless)")
+    if cfg.router not in ("softmax", "sigmoid") or cfg.activation not in ("swiglu", "gelu"):
+        problems.append("router must be softmax|sigmoid and activation swiglu|gelu")
+    if cfg.dtype not in ("float32", "bfloat16") or cfg.a2a not in ("auto", "ragged", "padded"):
+        problems.append("dtype must be float32|bfloat16 and a2a auto|ragged|padded")
+    if problems:
+        raise ValueError("invalid DemoConfig: " + "; ".join(problems))
+    # capacity per (source device, expert), MaxText-style: factor x the balanced share
+    C = 0 if cfg.capacity_factor is None else max(1, math.ceil(cfg.capacity_factor * cfg.tokens_per_device * K / E))
+    return _Dims(D=D, E=E, El=E // D, K=K, T=cfg.tokens_per_device, H=H, F=F, L=cfg.layers, C=C)
+
+
+def ragged_all_to_all_supported(platform: str) -> bool:
+    return platform.lower() in RAGGED_ALL_TO_ALL_PLATFORMS
+
+
+def resolve_a2a(cfg: DemoConfig, platform: str) -> A2AImpl:
+    """Which dispatch the step uses on ``platform``."""
+    if cfg.capacity_factor is not None:
+        return "capacity"
+    if cfg.a2a == "auto":
+        return "ragged" if ragged_all_to_all_supported(platform) else "padded"
+    return cfg.a2a
+
+
+def _a2a_note(impl: A2AImpl) -> str:
+    return {"ragged": RAGGED_ALL_TO_ALL_NOTE, "padded": PADDED_ALL_TO_ALL_NOTE, "capacity": CAPACITY_ALL_TO_ALL_NOTE}[
+        impl
+    ]
+
+
+def make_mesh(cfg: DemoConfig) -> Mesh:
+    devices = jax.devices()
+    n = len(devices) if cfg.devices is None else cfg.devices
+    if not 1 <= n <= len(devices):
+        raise ValueError(f"asked for {cfg.devices} devices, {len(devices)} present")
+    return Mesh(np.array(devices[:n]), (AXIS,))
+
+
+def active_params_per_token(cfg: DemoConfig) -> int:
+    """Weights one token multiplies through: router + top_k routed experts + the shared expert, per layer.
+
+    Norm scales are left out (no matmul); there is no attention or embedding.
+    """
+    ffn = (3 if cfg.activation == "swiglu" else 2) * cfg.hidden * cfg.expert_ffn
+    per_layer = cfg.hidden * cfg.experts + cfg.top_k * ffn + (ffn if cfg.shared_expert else 0)
+    return cfg.layers * per_layer
+
+
+def model_flops_per_token(cfg: DemoConfig) -> float:
+    """6 x active params per token (2 forward + 4 backward per multiply-add); attention-free."""
+    return 6.0 * active_params_per_token(cfg)
+
+
+# ---------------------------------------------------------------- parameters
+
+
+def _normal(key: jax.Array, shape: tuple[int, ...], fan_in: int, scale: float = 1.0) -> jax.Array:
+    return scale * jax.random.normal(key, shape, jnp.float32) / math.sqrt(fan_in)
+
+
+def init_params(cfg: DemoConfig, key: jax.Array) -> Params:
+    """Float32 master weights, full (unsharded) shapes; shard with :func:`param_specs`."""
+    H, F, E = cfg.hidden, cfg.expert_ffn, cfg.experts
+    swiglu = cfg.activation == "swiglu"
+    params: Params = []
+    for layer_key in jax.random.split(key, cfg.layers):
+        k = jax.random.split(layer_key, 7)
+        # output projections start at half scale so the initial residual stream stays near the input
+        layer = {"norm": jnp.ones((H,), jnp.float32), "router": _normal(k[0], (H, E), H)}
+        layer["w_up"] = _normal(k[1], (E, H, F), H)
+        layer["w_down"] = _normal(k[2], (E, F, H), F, 0.5)
+        if swiglu:
+            layer["w_gate"] = _normal(k[3], (E, H, F), H)
+        if cfg.shared_expert:
+            layer["shared_up"] = _normal(k[4], (H, F), H)
+            layer["shared_down"] = _normal(k[5], (F, H), F, 0.5)
+            if swiglu:
+                layer["shared_gate"] = _normal(k[6], (H, F), H)
+        params.append(layer)
+    return params
+
+
+def param_specs(params: Params) -> list[dict[str, P]]:
+    # every weight is split on dim 0: experts for routed weights (EP), rows for the rest (FSDP)
+    return [{name: P(AXIS) for name in layer} for layer in params]
+
+
+def _skew(cfg: DemoConfig) -> jax.Array:
+    # linear ramp from +skew (expert 0) to -skew (last expert)
+    return cfg.router_skew * jnp.linspace(1.0, -1.0, cfg.experts, dtype=jnp.float32)
+
+
+# ---------------------------------------------------------------- routing
+
+
+def route(h: jax.Array, w_router: jax.Array, bias: jax.Array, cfg: DemoConfig) -> tuple[jax.Array, jax.Array]:
+    """Expert ids ``[T, K]`` (int32) and combine weights ``[T, K]`` (float32) for tokens ``h [T, H]``."""
+    logits = jnp.dot(h.astype(jnp.float32), w_router.astype(jnp.float32)) + _skew(cfg)  # router in fp32, as DeepSeek
+    scores = jax.nn.sigmoid(logits) if cfg.router == "sigmoid" else jax.nn.softmax(logits, axis=-1)
+    # the balancing bias steers selection only; combine weights use the raw scores (DeepSeek-V3)
+    select = jax.lax.stop_gradient(scores + bias if cfg.aux_free_bias else scores)
+    if cfg.n_groups is not None and cfg.topk_groups is not None:
+        T, E, G = h.shape[0], cfg.experts, cfg.n_groups
+        grouped = select.reshape(T, G, E // G)
+        # DeepSeek-V3 scores a group by the sum of its top-2 (sigmoid); V2 by its max (softmax)
+        group_score = jax.lax.top_k(grouped, 2)[0].sum(-1) if cfg.router == "sigmoid" else grouped.max(-1)
+        _, best = jax.lax.top_k(group_score, cfg.topk_groups)
+        keep = jax.nn.one_hot(best, G, dtype=jnp.bool_).any(axis=1)  # [T, G]
+        select = jnp.where(jnp.repeat(keep, E // G, axis=1), select, -jnp.inf)
+    _, ids = jax.lax.top_k(select, cfg.top_k)
+    weights = jnp.take_along_axis(scores, ids, axis=1)
+    weights = weights / (weights.sum(axis=1, keepdims=True) + 1e-20)  # norm_topk_prob
+    return ids.astype(jnp.int32), weights
+
+
+def capacity_keep(ids: jax.Array, n_experts: int, capacity: int) -> jax.Array:
+    """``[T, K]`` bool: the assignment fits its expert's capacity on this device.
+
+    Earlier tokens win (a stable sort by expert keeps token order), as in MaxText.
+    """
+    onehot = jax.nn.one_hot(ids.reshape(-1), n_experts, dtype=jnp.int32)
+    position = ((jnp.cumsum(onehot, axis=0) - 1) * onehot).sum(axis=1)
+    return (position < capacity).reshape(ids.shape)
+
+
+# ---------------------------------------------------------------- expert compute
+
+
+def _expert_ffn(xs: jax.Array, w: dict[str, jax.Array], group_sizes: jax.Array, activation: str) -> jax.Array:
+    """Grouped GEMMs over this device's experts; rows past ``sum(group_sizes)`` come out zero."""
+    up = jax.lax.ragged_dot(xs, w["w_up"], group_sizes)
+    if activation == "swiglu":
+        act = jax.nn.silu(jax.lax.ragged_dot(xs, w["w_gate"], group_sizes)) * up
+    else:
+        act = jax.nn.gelu(up)
+    return jax.lax.ragged_dot(act, w["w_down"], group_sizes)
+
+
+def _dense_ffn(h: jax.Array, w_up: jax.Array, w_down: jax.Array, w_gate: jax.Array | None) -> jax.Array:
+    up = h @ w_up
+    act = jax.nn.silu(h @ w_gate) * up if w_gate is not None else jax.nn.gelu(up)
+    return act @ w_down
+
+
+def _exclusive_cumsum(x: jax.Array, axis: int = -1) -> jax.Array:
+    return jnp.cumsum(x, axis=axis) - x
+
+
+def _local_expert_order(row_expert: jax.Array) -> tuple[jax.Array, jax.Array]:
+    # stable sort so padding (key El) goes last and rows keep source order within an expert
+    perm = jnp.argsort(row_expert, stable=True)
+    inverse = jnp.zeros_like(perm).at[perm].set(jnp.arange(perm.shape[0], dtype=perm.dtype))
+    return perm, inverse
+
+
+def _moe_local(
+    h: jax.Array,
+    w_router: jax.Array,
+    w_experts: dict[str, jax.Array],
+    bias: jax.Array,
+    cfg: DemoConfig,
+    dims: _Dims,
+    impl: A2AImpl,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Routed-expert output ``[T, H]`` on one device, inside ``shard_map``.
+
+    ``w_router`` is the full router, ``w_experts`` this device's ``El`` experts.
+    Also returns the global per-expert load ``[E]`` and the global dropped count.
+    """
+    D, E, El, K, T, H, C = dims.D, dims.E, dims.El, dims.K, dims.T, dims.H, dims.C
+    me = jax.lax.axis_index(AXIS)
+    ids, weights = route(h, w_router, bias, cfg)
+    flat_e = ids.reshape(-1)
+    order = jnp.argsort(flat_e, stable=True)  # sorted slot -> assignment (t * K + k)
+    sorted_e = flat_e[order]
+    x_sorted = h[order // K]  # [T*K, H]
+    counts = jnp.bincount(flat_e, length=E).astype(jnp.int32)  # this device's load per expert
+    rank = jnp.arange(T * K, dtype=jnp.int32) - _exclusive_cumsum(counts)[sorted_e]  # position within expert
+    load = jax.lax.psum(counts, AXIS)
+    dropped = jnp.zeros((), jnp.int32)
+
+    if impl == "capacity":
+        keep = rank < C
+        dropped = jax.lax.psum(jnp.sum(~keep, dtype=jnp.int32), AXIS)
+        # one buffer of C rows per expert; layout [dest device, local expert, C] == [expert, C]
+        dest_row = jnp.where(keep, sorted_e * C + rank, E * C)  # E * C is out of range: dropped
+        send = jnp.zeros((E * C, H), h.dtype).at[dest_row].add(x_sorted, mode="drop")
+        recv = jax.lax.all_to_all(send.reshape(D, El * C, H), AXIS, 0, 0, tiled=True)
+        xs = recv.reshape(D, El, C, H).transpose(1, 0, 2, 3).reshape(El * D * C, H)
+        ys = _expert_ffn(xs, w_experts, jnp.full((El,), D * C, jnp.int32), cfg.activation)
+        back = ys.reshape(El, D, C, H).transpose(1, 0, 2, 3).reshape(D, El * C, H)
+        ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(E * C, H)
+        y_sorted = ret.at[dest_row].get(mode="fill", fill_value=0)
+    else:
+        all_counts = jax.lax.all_gather(counts, AXIS)  # [D, E]: every device's load per expert
+        counts_from = jax.lax.dynamic_slice_in_dim(all_counts, me * El, El, axis=1)  # [src, local expert]
+        group_sizes = counts_from.sum(axis=0)
+        dev_of = sorted_e // El  # destination device of each sorted row
+        dev_counts = counts.reshape(D, El).sum(axis=1)
+        dev_starts = _exclusive_cumsum(dev_counts)
+        if impl == "padded":
+            # B rows per destination: enough for every assignment of this device (dropless worst case)
+            B = T * K
+            dest_row = dev_of * B + jnp.arange(T * K, dtype=jnp.int32) - dev_starts[dev_of]
+            send = jnp.zeros((D * B, H), h.dtype).at[dest_row].add(x_sorted)
+            recv = jax.lax.all_to_all(send.reshape(D, B, H), AXIS, 0, 0, tiled=True).reshape(D * B, H)
+            # local expert of received row (src, j); El marks padding
+            j = jnp.arange(B, dtype=jnp.int32)
+            ends = jnp.cumsum(counts_from, axis=1)  # [D, El]
+            row_expert = (j[None, :, None] >= ends[:, None, :]).sum(axis=2, dtype=jnp.int32).reshape(D * B)
+            perm, inverse = _local_expert_order(row_expert)
+            ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation)
+            back = ys[inverse].reshape(D, B, H)
+            ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(D * B, H)
+            y_sorted = ret[dest_row]
+        else:
+            # exact-size exchange; S[s, d] = rows device s sends to device d
+            S = all_counts.reshape(D, D, El).sum(axis=2)
+            recv_sizes = S[:, me]
+            recv_base = _exclusive_cumsum(recv_sizes)  # where source s's rows land here
+            out_offsets = _exclusive_cumsum(S, axis=0)[me]  # where my rows land on each destination
+            R = D * T * K  # dropless worst case: every device sends everything here
+            recv = jax.lax.ragged_all_to_all(
+                x_sorted, jnp.zeros((R, H), h.dtype), dev_starts, dev_counts, out_offsets, recv_sizes, axis_name=AXIS
+            )
+            # received rows are source-major, expert-minor: segment (s, e) ends at cumsum over that order
+            ends = jnp.cumsum(counts_from.reshape(-1))
+            segment = (jnp.arange(R, dtype=jnp.int32)[:, None] >= ends[None, :]).sum(axis=1, dtype=jnp.int32)
+            row_expert = jnp.where(segment < D * El, segment % El, El)
+            perm, inverse = _local_expert_order(row_expert)
+            ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation)
+            back = ys[inverse]
+            # send each source's rows home, to where they sat in its sorted buffer
+            home_offsets = _exclusive_cumsum(S, axis=1)[:, me]
+            y_sorted = jax.lax.ragged_all_to_all(
+                back, jnp.zeros((T * K, H), h.dtype), recv_base, recv_sizes, home_offsets, dev_counts, axis_name=AXIS
+            )
+
+    # un-sort back to (token, k) and weight by the router
+    y_assign = y_sorted[jnp.argsort(order)].reshape(T, K, H)
+    out = jnp.einsum("tk,tkh->th", weights, y_assign.astype(jnp.float32))
+    return out, load, dropped
+
+
+def _gather_fsdp(w: jax.Array) -> jax.Array:
+    # forward all-gather of an FSDP shard; its transpose is the gradient's reduce-scatter
+    return jax.lax.all_gather(w, AXIS, axis=0, tiled=True)
+
+
+def _rms_norm(h: jax.Array, scale: jax.Array) -> jax.Array:
+    return h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + 1e-6) * scale
+
+
+def _local_loss(
+    params: Params, bias: jax.Array, x: jax.Array, y: jax.Array, cfg: DemoConfig, dims: _Dims, impl: A2AImpl
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Per-device forward and global mean-squared error, inside ``shard_map``."""
+    dt = jnp.dtype(cfg.dtype)
+    h = x
+    loads, dropped = [], []
+    for layer, layer_bias in zip(params, bias, strict=True):
+        # norm and router stay float32 (routing decisions are precision-sensitive); matmul weights go to dt
+        full = {name: _gather_fsdp(w) for name, w in layer.items() if name not in EXPERT_KEYS}
+        experts = {name: w.astype(dt) for name, w in layer.items() if name in EXPERT_KEYS}
+        hn = _rms_norm(h, full["norm"]).astype(dt)
+        out, load, drop = _moe_local(hn, full["router"], experts, layer_bias, cfg, dims, impl)
+        if cfg.shared_expert:
+            gate = full["shared_gate"].astype(dt) if "shared_gate" in full else None
+            shared = _dense_ffn(hn, full["shared_up"].astype(dt), full["shared_down"].astype(dt), gate)
+            out = out + shared.astype(jnp.float32)
+        h = h + out  # residual stream stays float32
+        loads.append(load)
+        dropped.append(drop)
+    sq = jnp.sum(jnp.square(h - y))
+    loss = jax.lax.psum(sq, AXIS) / (dims.D * dims.T * dims.H)
+    return loss, {"load": jnp.stack(loads), "dropped": jnp.sum(jnp.stack(dropped))}
+
+
+# ---------------------------------------------------------------- train step
+
+
+def _adam(params: Params, grads: Params, opt: dict[str, Any], lr: float) -> tuple[Params, dict[str, Any]]:
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    count = opt["count"] + 1
+    mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, opt["mu"], grads)
+    nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, opt["nu"], grads)
+    c1 = 1 - b1 ** count.astype(jnp.float32)
+    c2 = 1 - b2 ** count.astype(jnp.float32)
+    new = jax.tree.map(lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps), params, mu, nu)
+    return new, {"count": count, "mu": mu, "nu": nu}
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
+
+
+def make_train_step(cfg: DemoConfig, mesh: Mesh, params: Params, impl: A2AImpl) -> Callable[..., Any]:
+    """``step(params, opt, bias, x, y) -> (params, opt, bias, metrics)``, un-jitted."""
+    dims = _dims(cfg, mesh.size)
+    specs = param_specs(params)
+    loss_fn = jax.shard_map(
+        lambda p, b, x, y: _local_loss(p, b, x, y, cfg, dims, impl),
+        mesh=mesh,
+        in_specs=(specs, P(), P(AXIS), P(AXIS)),
+        out_specs=(P(), {"load": P(), "dropped": P()}),
+    )
+
+    def step(
+        params: Params, opt: dict[str, Any], bias: jax.Array, x: jax.Array, y: jax.Array
+    ) -> tuple[Params, dict[str, Any], jax.Array, dict[str, jax.Array]]:
+        (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, bias, x, y)
+        new_params, new_opt = _adam(params, grads, opt, cfg.learning_rate)
+        new_bias = bias
+        if cfg.aux_free_bias:
+            # DeepSeek-V3: raise the bias of under-loaded experts, lower it for over-loaded ones
+            load = aux["load"].astype(jnp.float32)
+            new_bias = bias + cfg.bias_update_rate * jnp.sign(load.mean(axis=1, keepdims=True) - load)
+        nonfinite = ~(jnp.isfinite(loss) & _all_finite(grads) & _all_finite(new_params))
+        metrics = {"loss": loss, "load": aux["load"], "dropped": aux["dropped"], "nonfinite": nonfinite}
+        return new_params, new_opt, new_bias, metrics
+
+    return step
+
+
+def make_batch(cfg: DemoConfig, n_devices: int, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Random token activations and a fixed nonlinear regression target, full ``[D*T, H]`` shapes."""
+    kx, ka = jax.random.split(key)
+    x = jax.random.normal(kx, (n_devices * cfg.tokens_per_device, cfg.hidden), jnp.float32)
+    teacher = jax.random.normal(ka, (cfg.hidden, cfg.hidden), jnp.float32) / math.sqrt(cfg.hidden)
+    return x, x + jnp.tanh(x @ teacher)
+
+
+def _balance(load: list[int]) -> tuple[float, float]:
+    arr = np.asarray(load, dtype=np.float64)
+    mean = arr.mean()
+    if mean == 0:
+        return 0.0, 0.0
+    return float(arr.max() / mean), float(arr.std() / mean)
+
+
+def run_demo(config: DemoConfig, trace_dir: Path | None = None) -> DemoResult:
+    """Compile the train step, run warmup steps, then ``steps`` profiled steps.
+
+    With ``trace_dir`` the profiled steps run under ``jax.profiler.trace``, each
+    inside ``StepTraceAnnotation("train", step_num=i)`` and blocked on before the
+    annotation closes, so a step's span covers its device work.
+    """
+    t_start = time.perf_counter()
+    mesh = make_mesh(config)
+    dims = _dims(config, mesh.size)
+    device = mesh.devices.flat[0]
+    impl = resolve_a2a(config, device.platform)
+
+    key_params, key_data = jax.random.split(jax.random.key(config.seed))
+    sharded = NamedSharding(mesh, P(AXIS))
+    replicated = NamedSharding(mesh, P())
+    params = jax.device_put(init_params(config, key_params), sharded)
+    # mu and nu need buffers of their own: all three are donated to the step
+    opt = {
+        "count": jax.device_put(jnp.zeros((), jnp.int32), replicated),
+        "mu": jax.tree.map(jnp.zeros_like, params),
+        "nu": jax.tree.map(jnp.zeros_like, params),
+    }
+    bias = jax.device_put(jnp.zeros((dims.L, dims.E), jnp.float32), replicated)
+    x, y = jax.device_put(make_batch(config, mesh.size, key_data), sharded)
+
+    step_fn = jax.jit(make_train_step(config, mesh, params, impl), donate_argnums=(0, 1, 2))
+    t0 = time.perf_counter()
+    compiled = step_fn.lower(params, opt, bias, x, y).compile()
+    compile_seconds = time.perf_counter() - t0
+    hlo_text = compiled.as_text()
+
+    t0 = time.perf_counter()
+    for _ in range(config.warmup_steps):
+        params, opt, bias, metrics = compiled(params, opt, bias, x, y)
+    jax.block_until_ready((params, opt, bias))
+    warmup_seconds = time.perf_counter() - t0
+
+    raw: list[tuple[dict[str, Any], float]] = []
+
+    def profiled_steps() -> None:
+        nonlocal params, opt, bias
+        for i in range(config.steps):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                t = time.perf_counter()
+                params, opt, bias, metrics = compiled(params, opt, bias, x, y)
+                jax.block_until_ready((params, opt, bias, metrics))
+                elapsed = time.perf_counter() - t
+            raw.append((metrics, elapsed))
+
+    t0 = time.perf_counter()
+    if trace_dir is not None:
+        Path(trace_dir).mkdir(parents=True, exist_ok=True)
+        with jax.profiler.trace(str(trace_dir)):
+            profiled_steps()
+    else:
+        profiled_steps()
+    profiled_seconds = time.perf_counter() - t0
+
+    records = []
+    for i, (metrics, elapsed) in enumerate(raw):
+        m = jax.device_get(metrics)
+        load = [[int(v) for v in row] for row in np.asarray(m["load"])]
+        stats = [_balance(row) for row in load]
+        records.append(
+            StepRecord(
+                step=i,
+                loss=float(m["loss"]),
+                expert_load=load,
+                balance_max_over_mean=[s[0] for s in stats],
+                load_cv=[s[1] for s in stats],
+                tokens_dropped=int(m["dropped"]),
+                nonfinite=bool(m["nonfinite"]),
+                wall_seconds=elapsed,
+            )
+        )
+    step_seconds = sum(r.wall_seconds for r in records)
+    return DemoResult(
+        config=config,
+        records=records,
+        tokens_per_second=dims.D * dims.T * config.steps / step_seconds if step_seconds > 0 else 0.0,
+        hlo_text=hlo_text,
+        model_flops_per_token=model_flops_per_token(config),
+        active_params_per_token=active_params_per_token(config),
+        a2a_impl=impl,
+        a2a_note=_a2a_note(impl),
+        jax_version=jax.__version__,
+        jaxlib_version=jaxlib.__version__,
+        platform=device.platform,
+        device_kind=device.device_kind,
+        device_count=mesh.size,
+        xla_flags=os.environ.get("XLA_FLAGS", ""),
+        compile_seconds=compile_seconds,
+        warmup_seconds=warmup_seconds,
+        total_seconds=time.perf_counter() - t_start,
+        trace_dir=None if trace_dir is None else str(trace_dir),
+        timings={"profiled_seconds": profiled_seconds, "step_seconds": step_seconds},
+    )
+
+
+# ---------------------------------------------------------------- independent check
+
+
+def sharded_moe(
+    layer: dict[str, jax.Array], bias: jax.Array, h: jax.Array, cfg: DemoConfig, mesh: Mesh, a2a: A2AImpl | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Routed-expert output of one layer for normalised tokens ``h [D*T, H]``, through the real dispatch path.
+
+    ``layer`` holds full-shape weights (as from :func:`init_params`). Returns
+    (output ``[D*T, H]``, load ``[E]``, dropped count). Jitted and traceable, so it
+    can be differentiated.
+    """
+    dims = _dims(cfg, mesh.size)
+    impl = a2a or resolve_a2a(cfg, mesh.devices.flat[0].platform)
+    experts = {name: w for name, w in layer.items() if name in EXPERT_KEYS}
+
+    def local(router: jax.Array, experts: dict[str, jax.Array], b: jax.Array, hh: jax.Array) -> Any:
+        return _moe_local(hh, _gather_fsdp(router), experts, b, cfg, dims, impl)
+
+    fn = jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(P(AXIS), {k: P(AXIS) for k in experts}, P(), P(AXIS)),
+        out_specs=(P(AXIS), P(), P()),
+    )
+    return fn(layer["router"], experts, bias, h)
+
+
+def dense_reference_moe(
+    layer: dict[str, jax.Array], bias: jax.Array, h: jax.Array, cfg: DemoConfig, n_devices: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The same layer computed densely: every expert on every token, masked by the routing.
+
+    No sorting, no collectives. Tokens ``[i*T, (i+1)*T)`` belong to device ``i``,
+    which matters only for capacity drops.
+    """
+    dims = _dims(cfg, n_devices)
+    ids, weights = route(h, layer["router"], bias, cfg)
+    if cfg.capacity_factor is not None:
+        keep = jax.vmap(lambda i: capacity_keep(i, dims.E, dims.C))(ids.reshape(dims.D, dims.T, dims.K))
+        keep = keep.reshape(ids.shape)
+    else:
+        keep = jnp.ones(ids.shape, jnp.bool_)
+    n = h.shape[0]
+    combine = jnp.zeros((n, dims.E), jnp.float32).at[jnp.arange(n)[:, None], ids].add(jnp.where(keep, weights, 0.0))
+    up = jnp.einsum("nh,ehf->nef", h, layer["w_up"])
+    if cfg.activation == "swiglu":
+        act = jax.nn.silu(jnp.einsum("nh,ehf->nef", h, layer["w_gate"])) * up
+    else:
+        act = jax.nn.gelu(up)
+    every = jnp.einsum("nef,efh->neh", act, layer["w_down"])
+    load = jnp.zeros((dims.E,), jnp.int32).at[ids.reshape(-1)].add(1)
+    return jnp.einsum("ne,neh->nh", combine, every.astype(jnp.float32)), load, jnp.sum(~keep, dtype=jnp.int32)

@@ -1,0 +1,119 @@
+"""The taxonomy: spec §2 vocabulary, precedence of evidence, user rules."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from moeprof.classify import FIELDS, classify, classify_one, default_rules, rules_with
+from moeprof.errors import InputError
+from moeprof.events import make_table
+
+
+def one(name: str = "", **evidence: str):
+    ev = dict.fromkeys(FIELDS, "")
+    ev.update(activity="kernel", name=name)
+    ev.update(evidence)
+    return classify_one(ev, default_rules())
+
+
+@pytest.mark.parametrize(
+    ("name", "bucket", "kind"),
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "comm", "all-reduce"),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "comm", "all-gather"),
+        ("ncclSymkDevKernel_AllReduce_AGxLL_R_bf16(ncclSymkDevWorkArgs4K)", "comm", "all-reduce"),
+        (
+            "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            "comm",
+            "reduce-scatter",
+        ),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", "comm", "send-recv"),
+        ("ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "comm", "broadcast"),
+        ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*)", "comm", "ep-dispatch"),
+        ("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16>(int4*)", "comm", "ep-combine"),
+        ("void dpsk::ep::internode::notify_dispatch<false, 8>(int const*)", "comm", "ep-dispatch"),
+        ("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*)", "comm", "ep-dispatch"),
+        ("nccl_ep_dispatch_kernel", "comm", "ep-dispatch"),
+        ("RaggedAllToAllKernelImpl<bf16>", "comm", "all-to-all"),
+        ("xla::gpu::AllReduceKernelImpl<float>", "comm", "all-reduce"),
+        ("multimem_all_reduce_kernel<c10::BFloat16,16>", "comm", "all-reduce"),
+        ("one_shot_all_reduce_kernel", "comm", "all-reduce"),
+        ("void vllm::cross_device_reduce_1stage<half, 8>(RankData*)", "comm", "all-reduce"),
+        ("allreduce_fusion_kernel_oneshot_lamport", "comm", "all-reduce"),
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopB_NTN", "compute", ""),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "compute", ""),
+        ("void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>(Params)", "compute", ""),
+        # a compute kernel whose template arguments say "Collective" is still compute
+        ("void cutlass::device_kernel<flash::FlashAttnBwd<flash::CollectiveMainloopBwd<2>>>(Params)", "compute", ""),
+        ("void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*)", "compute", ""),
+        ("loop_add_fusion", "compute", ""),
+        ("xla::gpu::MultiGpuBarrierKernelImpl", "other", ""),
+    ],
+)
+def test_kernel_names(name, bucket, kind):
+    c = one(name)
+    assert (c.bucket, c.kind) == (bucket, kind), c.rule
+
+
+def test_copies():
+    assert one("Memcpy HtoD (Pageable -> Device)", activity="memcpy", copy_kind="HtoD").bucket == "memcpy"
+    peer = one("Memcpy PtoP (Device -> Device)", activity="memcpy", copy_kind="PtoP")
+    assert (peer.bucket, peer.kind) == ("comm", "send-recv")
+    assert one("MemcpyP2P", activity="memcpy").bucket == "comm"
+    assert one("Memset (Device)", activity="memset").bucket == "other"
+
+
+def test_hlo_opcode_beats_the_kernel_name():
+    # XLA runs an all-to-all as NCCL SendRecv kernels; JAX names an all-reduce psum_invariant.7
+    c = one("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", opcode="all-to-all")
+    assert (c.bucket, c.kind, c.rule) == ("comm", "all-to-all", "hlo:all-to-all")
+    assert one("psum_invariant.7", opcode="all-reduce").kind == "all-reduce"
+    assert one("all-gather-start", opcode="all-gather-start").kind == "all-gather"
+
+
+def test_annotation_refines_kind_but_never_makes_compute_comm():
+    c = one("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", annotation="nccl:all_to_all")
+    assert (c.kind, c.rule) == ("all-to-all", "nccl:send-recv+annotation:all-to-all")
+    assert one("void at::native::vectorized_elementwise_kernel<4>", annotation="nccl:all_to_all").bucket == "compute"
+    assert one("ncclDevKernel_SendRecv(x)", collective="all_to_all").kind == "all-to-all"
+
+
+def test_deepep_names_its_link():
+    assert one("void dpsk::ep::internode::combine<false>(int4*)").link == "ib"
+    assert one("void deep_ep::intranode::combine<8>(int4*)").link == "nvlink"
+
+
+def test_table_classification_maps_distinct_names_once():
+    names = ["loop_add_fusion", "ncclDevKernel_AllGather_RING_LL(x)", "loop_add_fusion"] * 1000
+    table = make_table({"name": names, "activity": "kernel", "start_ns": 0, "end_ns": 1}, n=len(names))
+    classify(table)
+    assert table["bucket"].tolist()[:3] == ["compute", "comm", "compute"]
+    assert (table["kind"] == "all-gather").sum() == 1000
+
+
+def test_user_rules_come_first(tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        '[[rule]]\nid = "my-a2a"\nfield = "name"\nmatch = "^my_fused_a2a"\nbucket = "comm"\nkind = "all-to-all"\n'
+    )
+    ev = dict.fromkeys(FIELDS, "")
+    ev.update(activity="kernel", name="my_fused_a2a_kernel")
+    assert classify_one(ev, rules_with(rules)).rule == "my-a2a"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rule]]\nid = "x"\nfield = "nope"\nmatch = "a"\nbucket = "comm"\n')
+    with pytest.raises(InputError, match="field must be one of"):
+        rules_with(bad)
+
+
+def test_every_kernel_name_in_the_real_xplanes_is_classified():
+    from moeprof.analysis import load
+
+    from .conftest import shared_trace
+
+    for rel in ("xplane/tf_bert_8xv100_worker.xplane.pb", "xplane/jax_conv_8xmi300.xplane.pb"):
+        events = load(shared_trace(rel))
+        activity = events[events["activity"].isin(["kernel", "memcpy", "memset"])]
+        assert len(activity) and (activity["rule"] != "unmatched").all()
+        assert set(activity["bucket"]) <= {"compute", "memcpy", "other"}  # no collectives in these windows
+        assert not pd.isna(activity["start_ns"]).any()

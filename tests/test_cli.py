@@ -1,0 +1,187 @@
+"""The CLI end to end: every sample, the JSON contract, events/classify, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from moeprof.cli import app
+
+from .conftest import SAMPLES, shared_trace
+
+runner = CliRunner()
+SAMPLE_INPUTS = [
+    SAMPLES / "synthetic_1host_8gpu",
+    SAMPLES / "synthetic_2host_4gpu",
+    SAMPLES / "synthetic_1host_8gpu.trace.json.gz",
+]
+SPEC_TOP_KEYS = {"schema", "inputs", "devices", "total", "collectives", "steps", "opportunities"}
+
+
+def run_json(*args: str) -> dict:
+    res = runner.invoke(app, ["analyze", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("path", SAMPLE_INPUTS, ids=lambda p: p.name)
+def test_analyze_json_contract(path):
+    doc = run_json(str(path))
+    assert doc["schema"] == "moeprof.analysis/1"
+    assert SPEC_TOP_KEYS <= set(doc)
+    dev = doc["devices"][0]
+    for key in (
+        "device",
+        "host",
+        "accumulated_ns",
+        "compute_ns",
+        "comm_ns",
+        "memcpy_ns",
+        "other_ns",
+        "comm_share",
+        "span_ns",
+        "busy_ns",
+        "idle_ns",
+        "exposed_comm_ns",
+        "overlapped_comm_ns",
+        "exposed_comm_fraction",
+        "comm_nvlink_ns",
+        "comm_ib_ns",
+        "comm_unknown_link_ns",
+    ):
+        assert key in dev
+    assert set(doc["total"]) >= set(dev) - {"device", "host"}
+    c = doc["collectives"][0]
+    assert {"name", "kind", "link", "count", "total_ns", "exposed_ns", "bytes"} <= set(c)
+    o = doc["opportunities"][0]
+    assert {"title", "kind", "exposed_ns", "saving_bound_ns", "remedy"} <= set(o)
+    assert 0 < o["saving_bound_ns"] <= o["exposed_ns"]
+    assert "--xla_gpu" in o["remedy"] or "ragged" in o["remedy"]
+    ranked = [x["saving_bound_ns"] for x in doc["opportunities"]]
+    assert ranked == sorted(ranked, reverse=True)
+
+
+@pytest.mark.parametrize("path", SAMPLE_INPUTS, ids=lambda p: p.name)
+def test_analyze_terminal(path):
+    res = runner.invoke(app, ["analyze", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "comm share" in res.stdout and "Overlap opportunities" in res.stdout
+
+
+def test_tensorboard_log_dir_and_run_selection(tmp_path):
+    for run in ("2026_01_01_00_00_00", "2026_02_01_00_00_00"):
+        folder = tmp_path / "plugins" / "profile" / run
+        folder.mkdir(parents=True)
+        (folder / "node0.xplane.pb").write_bytes((SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb").read_bytes())
+    assert run_json(str(tmp_path))["inputs"][0].endswith("2026_02_01_00_00_00/node0.xplane.pb")
+    assert run_json(str(tmp_path), "--run", "2026_01_01_00_00_00")["inputs"][0].count("2026_01_01") == 1
+    res = runner.invoke(app, ["analyze", str(tmp_path), "--run", "nope"])
+    assert res.exit_code == 2 and "no run named 'nope'" in res.output
+
+
+def test_multi_host_files_given_one_by_one():
+    folder = SAMPLES / "synthetic_2host_4gpu"
+    doc = run_json(str(folder / "node0.xplane.pb"), str(folder / "node1.xplane.pb"))
+    assert len(doc["devices"]) == 8 and {d["host"] for d in doc["devices"]} == {"node0", "node1"}
+
+
+def test_events_command_writes_parquet_and_csv(tmp_path):
+    for suffix in (".parquet", ".csv"):
+        out = tmp_path / f"events{suffix}"
+        res = runner.invoke(app, ["events", str(SAMPLES / "synthetic_2host_4gpu"), "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        table = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out, keep_default_na=False)
+        for col in (
+            "host",
+            "device",
+            "stream",
+            "name",
+            "start_ns",
+            "end_ns",
+            "bucket",
+            "kind",
+            "hlo_module",
+            "hlo_op",
+            "bytes",
+            "group",
+            "ib_fraction",
+        ):
+            assert col in table.columns
+        kernels = table[table["activity"].isin(["kernel", "memcpy", "memset"])]
+        assert len(kernels) == 2 * 4 * 3 * (2 + 4 * (2 + 4 * 2) + 1)  # hosts x gpus x steps x kernels per step
+
+
+def test_classify_command():
+    res = runner.invoke(app, ["classify", "ncclDevKernel_SendRecv(x)", "--annotation", "nccl:all_to_all"])
+    assert res.exit_code == 0 and "all-to-all" in res.stdout and "annotation:all-to-all" in res.stdout
+
+
+# ------------------------------------------------------------------------------------------ bad input
+def _bad_inputs(tmp: Path) -> dict[str, Path]:
+    good = (SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb").read_bytes()
+    files = {
+        "missing": tmp / "nope.xplane.pb",
+        "empty": tmp / "empty.xplane.pb",
+        "truncated": tmp / "truncated.xplane.pb",
+        "jpeg": tmp / "photo.xplane.pb",
+        "emptydir": tmp / "emptydir",
+        "badgzip": tmp / "cut.trace.json.gz",
+        "badjson": tmp / "bad.trace.json",
+        "notrace": tmp / "other.json",
+    }
+    files["empty"].write_bytes(b"")
+    files["truncated"].write_bytes(good[: len(good) // 2])
+    files["jpeg"].write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01" + bytes(range(256)) * 40)
+    files["emptydir"].mkdir()
+    (files["emptydir"] / "notes.txt").write_text("no traces here")
+    files["badgzip"].write_bytes(gzip.compress(b'{"traceEvents": [' + b"{}," * 1000)[:200])
+    files["badjson"].write_text('{"traceEvents": [{"ph": "X", "name": ')
+    files["notrace"].write_text('{"hello": 1}')
+    return files
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "truncated", "jpeg", "emptydir", "badgzip", "badjson", "notrace"])
+def test_bad_input_is_one_line_exit_2(tmp_path, case):
+    path = _bad_inputs(tmp_path)[case]
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.rglob("*") if p.is_file()}
+    res = subprocess.run(
+        [sys.executable, "-m", "moeprof", "analyze", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0], res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.rglob("*") if p.is_file()}
+    assert after == before  # the input is never modified, nothing written beside it
+
+
+def test_usage_errors_exit_2(tmp_path):
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "synthetic_1host_8gpu"), "--steps", "x:y"])
+    assert res.exit_code == 2
+    res = runner.invoke(app, ["events", str(SAMPLES / "synthetic_1host_8gpu"), "-o", str(tmp_path / "e.xlsx")])
+    assert res.exit_code == 2 and "parquet or .csv" in res.output
+
+
+def test_shared_xplanes_analyze_and_skip_derived_lines():
+    from jax.profiler import ProfileData
+
+    path = shared_trace("xplane/tf_bert_8xv100_worker.xplane.pb")
+    doc = run_json(str(path))
+    # independent route: sum the Stream lines' events straight from ProfileData
+    expected = 0
+    for plane in ProfileData.from_file(str(path)).planes:
+        if plane.name.startswith("/device:GPU:"):
+            for line in plane.lines:
+                if line.name.startswith("Stream #"):
+                    expected += sum(round(ev.duration_ns) for ev in line.events)
+    assert doc["total"]["accumulated_ns"] == expected
+    assert doc["total"]["comm_ns"] == 0
+    assert run_json(str(shared_trace("xplane/jax_conv_8xmi300.xplane.pb")))["total"]["accumulated_ns"] > 0

@@ -1,0 +1,811 @@
+"""Nsight Systems reader: real exports checked against direct SQL, and a hand-made export whose truth is known."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import struct
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from moeprof.classify import classify
+from moeprof.errors import InputError
+from moeprof.parsers import nsys, parse_file
+from moeprof.parsers.nsys import STEP_RANGE, parse, parse_parquet_dir
+
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+NSYS = TRACES / "nsys"
+DEVICE = ("kernel", "memcpy", "memset")
+
+
+def real(name: str) -> Path:
+    path = NSYS / name
+    if not path.exists():
+        pytest.skip(f"{path} not present (../shared/traces is only beside the project's own checkout)")
+    return path
+
+
+def sql(path: Path, query: str, *args: object) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")
+    try:
+        return conn.execute(query, args).fetchall()
+    finally:
+        conn.close()
+
+
+def has_table(path: Path, table: str) -> bool:
+    return bool(sql(path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", table))
+
+
+def device_rows(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table["activity"].astype(str).isin(DEVICE)]
+
+
+# ---- real exports -----------------------------------------------------------------------------
+
+REAL = ["torch_a2a_2gpu.sqlite", "h100_2gpu_1s.sqlite", "cloverleaf_a100.sqlite", "saxpy_mpi_old_schema.sqlite"]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_counts_and_time_match_sql(name: str) -> None:
+    path = real(name)
+    table = parse(path)
+    dev = device_rows(table)
+    act = dev["activity"].astype(str)
+    assert (act == "kernel").sum() == sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    assert (act == "memcpy").sum() == sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY")[0][0]
+    memsets = (
+        sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET")[0][0]
+        if has_table(path, "CUPTI_ACTIVITY_KIND_MEMSET")
+        else 0
+    )
+    assert (act == "memset").sum() == memsets
+
+    # kernel time per GPU, summed by SQLite
+    host = sql(path, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'")[0][0]
+    want = {
+        f"{host}/GPU:{d}": s
+        for d, s in sql(path, 'SELECT deviceId, SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY deviceId')
+    }
+    k = dev[act == "kernel"]
+    got = (k["end_ns"] - k["start_ns"]).groupby(k["device"].astype(str)).sum().to_dict()
+    assert got == want
+    # every interval is a row of the table, unchanged
+    rows = sql(path, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, "end"')
+    mine = k.sort_values(["start_ns", "end_ns"])[["start_ns", "end_ns"]].to_numpy()
+    assert np.array_equal(mine, np.array(rows, dtype=np.int64))
+
+    # copy kinds from the CUPTI enum
+    kinds = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
+    counted = sql(path, "SELECT copyKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1")
+    want_copies = {kinds[c]: n for c, n in counted}
+    m = dev[act == "memcpy"]
+    assert m["copy_kind"].astype(str).value_counts().to_dict() == want_copies
+    assert set(m["name"].astype(str)) == {f"Memcpy {k}" for k in want_copies}
+
+    n_gpus = sql(
+        path,
+        "SELECT count(DISTINCT deviceId) FROM (SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "UNION SELECT deviceId FROM CUPTI_ACTIVITY_KIND_MEMCPY)",
+    )[0][0]
+    assert set(dev["gpus_per_domain"]) == {n_gpus}
+    assert sorted(dev["global_id"].unique()) == list(range(n_gpus))
+    assert set(dev["source"].astype(str)) == {"nsys"}
+    assert set(dev["host"].astype(str)) == {host}
+
+
+@pytest.mark.parametrize("name", ["cloverleaf_a100.sqlite", "h100_2gpu_1s.sqlite", "saxpy_mpi_old_schema.sqlite"])
+def test_compute_only_exports_have_no_comm(name: str) -> None:
+    table = classify(parse(real(name)))
+    dev = device_rows(table)
+    assert len(dev) > 0
+    assert (dev["bucket"].astype(str) == "comm").sum() == 0
+    assert (dev["collective"].astype(str) != "").sum() == 0
+
+
+def test_old_schema_parses() -> None:
+    path = real("saxpy_mpi_old_schema.sqlite")
+    assert has_table(path, "EXPORT_META_DATA") and not has_table(path, "META_DATA_EXPORT")
+    assert not has_table(path, "ENUM_CUDA_MEMCPY_OPER")  # the copy kinds come from the built-in enum
+    table = classify(parse(path))
+    dev = device_rows(table)
+    assert set(dev["device"].astype(str)) == {"nid001608/GPU:0"}
+    assert set(dev.loc[dev["activity"].astype(str) == "kernel", "name"].astype(str)) == {
+        "saxpy(double *, double *, double *, double, int)"
+    }
+    assert dev["bucket"].astype(str).value_counts().to_dict() == {"memcpy": 15, "compute": 5}
+
+
+SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)"
+
+
+def test_torch_all_to_all_sendrecv_kernels() -> None:
+    path = real("torch_a2a_2gpu.sqlite")
+    table = classify(parse(path))
+    dev = device_rows(table)
+    sr = dev[dev["name"].astype(str) == SENDRECV]
+    n_sql = sql(
+        path,
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+        "WHERE s.value = ?",
+        SENDRECV,
+    )[0][0]
+    assert len(sr) == n_sql == 66
+    assert set(sr["bucket"].astype(str)) == {"comm"}
+    assert set(sr["kind"].astype(str)) == {"all-to-all"}
+    # only these kernels are communication
+    assert (dev["bucket"].astype(str) == "comm").sum() == 66
+
+    # independent route: launches (same process) inside an NCCL-domain ncclGroupEnd that sits in nccl:all_to_all
+    enclosed = sql(
+        path,
+        """
+        SELECT k.start, k.deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN StringIds s ON s.id = k.demangledName AND s.value = ?
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+          ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
+        WHERE EXISTS (SELECT 1 FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId
+                      WHERE n.globalTid = r.globalTid AND n.start <= r.start AND n."end" >= r."end"
+                        AND t.value = 'ncclGroupEnd' AND n.domainId = 1)
+          AND EXISTS (SELECT 1 FROM NVTX_EVENTS n
+                      WHERE n.globalTid = r.globalTid AND n.start <= r.start AND n."end" >= r."end"
+                        AND n.text LIKE 'nccl:all_to_all%')""",
+        SENDRECV,
+    )
+    assert len(enclosed) == 64  # two launches fell before the capture window
+    from_nvtx = sr[sr["start_ns"].isin([s for s, _ in enclosed])]
+    assert len(from_nvtx) == 64
+    assert set(from_nvtx["collective"].astype(str)) == {"all_to_all"}
+    assert set(from_nvtx["annotation"].astype(str)) == {"nccl:all_to_all"}
+    # the other two inherit what every enclosed launch of the same kernel/stream agrees on
+    assert set(sr["collective"].astype(str)) == {"all_to_all"}
+
+    # they run on each GPU's compute stream: the one with the most kernel time
+    busiest = {
+        d: s
+        for d, s, _ in sql(
+            path,
+            """
+        SELECT deviceId, streamId, MAX(t) FROM (SELECT deviceId, streamId, SUM("end" - start) t
+        FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1, 2) GROUP BY deviceId""",
+        )
+    }
+    for device, streams in sr.groupby(sr["device"].astype(str))["stream"]:
+        gpu = int(device.rsplit(":", 1)[1])
+        assert set(streams.astype(str)) == {f"stream {busiest[gpu]}"}
+    assert set(sr["device"].astype(str)) == {"modal/GPU:0", "modal/GPU:1"}
+
+
+def test_torch_nccl_runs_on_one_host_nvlink() -> None:
+    from moeprof.topology import assign_links
+
+    table = assign_links(classify(parse(real("torch_a2a_2gpu.sqlite"))))
+    comm = table[table["bucket"].astype(str) == "comm"]
+    assert (comm["ib_fraction"] == 0).all()
+
+
+def test_host_index_offsets_global_ids() -> None:
+    table = parse(real("torch_a2a_2gpu.sqlite"), host_index=3)
+    dev = device_rows(table)
+    assert sorted(dev["global_id"].unique()) == [6, 7]
+    assert set(dev["gpus_per_domain"]) == {2}
+
+
+def test_read_only_nothing_written_beside(tmp_path: Path) -> None:
+    src = real("cloverleaf_a100.sqlite")
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(src, copy)
+    copy.chmod(0o444)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    table = parse(copy)
+    assert len(table) > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert copy.read_bytes() == src.read_bytes()
+
+
+def test_nsys_rep_without_nsys(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = real("alpa_rtx3090.nsys-rep")
+    monkeypatch.setattr(nsys.shutil, "which", lambda name: None)
+    with pytest.raises(InputError) as err:
+        parse_file(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "nsys is not on PATH" in message
+    assert f"nsys export --type sqlite --output alpa_rtx3090.sqlite {path}" in message
+
+
+def fake_nsys(folder: Path, body: str) -> Path:
+    """An ``nsys`` executable for tests: a shell script that runs ``body`` ($out = the --output path)."""
+    folder.mkdir()
+    script = folder / "nsys"
+    script.write_text(
+        '#!/bin/sh\nout=""\nwhile [ $# -gt 0 ]; do\n  if [ "$1" = "--output" ]; then out="$2"; fi\n'
+        f"  shift\ndone\n{body}\n"
+    )
+    script.chmod(0o755)
+    return folder
+
+
+def test_nsys_rep_exported_in_a_private_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = make_export(tmp_path / "made.sqlite")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    report = reports / "run1.nsys-rep"
+    report.write_bytes(b"NVIDIA Tegra Profiler Report 1.0 (fake)")
+    bin_dir = fake_nsys(tmp_path / "bin", f'cp "{src}" "$out"')
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    table = parse_file(report)
+    assert len(device_rows(table)) == 8
+    assert set(table["host"].astype(str)) == {"node7"}
+    assert sorted(p.name for p in reports.iterdir()) == ["run1.nsys-rep"]  # nothing written beside it
+
+
+def test_nsys_export_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = tmp_path / "broken.nsys-rep"
+    report.write_bytes(b"NVIDIA Tegra Profiler Report 1.0 (truncated)")
+    bin_dir = fake_nsys(tmp_path / "bin", 'echo "first line" >&2; echo "Importer error: report is corrupt" >&2; exit 1')
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    with pytest.raises(InputError, match="nsys export failed: Importer error: report is corrupt"):
+        parse(report)
+
+
+def test_empty_activity_tables(tmp_path: Path) -> None:
+    db = tmp_path / "idle.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            'CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, "end" INT, deviceId INT, streamId INT, '
+            "correlationId INT, globalPid INT, shortName INT)"
+        )
+        conn.execute('CREATE TABLE NVTX_EVENTS (start INT, "end" INT, eventType INT, text TEXT, globalTid INT)')
+        conn.execute("INSERT INTO NVTX_EVENTS VALUES (0, 100, 59, 'ProfilerStep#3', 1)")
+    conn.close()
+    table = parse(db)
+    assert len(device_rows(table)) == 0
+    assert table[["activity", "program_id", "host"]].astype(str).values.tolist() == [["step", "3", "idle"]]
+
+
+def test_kernels_without_string_table(tmp_path: Path) -> None:
+    # the least an export can hold: kernels with no names, no launches, no NVTX
+    db = tmp_path / "bare.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute('CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, "end" INT, deviceId INT)')
+        conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?)", [(10, 20, 3), (5, 8, 1)])
+    conn.close()
+    table = classify(parse(db, host_index=2))
+    assert table[["device", "start_ns", "end_ns", "global_id", "stream", "bucket"]].astype(str).values.tolist() == [
+        ["bare/GPU:1", "5", "8", "4", "", "compute"],
+        ["bare/GPU:3", "10", "20", "5", "", "compute"],
+    ]
+
+
+def test_dispatch_through_parse_file() -> None:
+    path = real("saxpy_mpi_old_schema.sqlite")
+    assert len(device_rows(parse_file(path))) == 20
+
+
+# ---- parquet folders ---------------------------------------------------------------------------
+
+
+def to_parquetdir(db: Path, folder: Path) -> Path:
+    """What ``nsys export --type parquetdir`` writes: one parquet file per table."""
+    folder.mkdir()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for name in names:
+            cur = conn.execute(f'SELECT * FROM "{name}"')
+            cols = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+            # arrow infers each column (nullable ints, strings, binary blobs) like nsys's own writer
+            data = {c: pa.array([r[i] for r in rows]) for i, c in enumerate(cols)}
+            pq.write_table(pa.table(data), folder / f"{name}.parquet")
+    finally:
+        conn.close()
+    return folder
+
+
+def same_events(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    cols = ["device", "stream", "start_ns", "end_ns", "name", "activity"]
+    a = a.astype({c: str for c in cols if a[c].dtype != np.int64}).sort_values(cols, ignore_index=True)
+    b = b.astype({c: str for c in cols if b[c].dtype != np.int64}).sort_values(cols, ignore_index=True)
+    for col in a.columns:
+        left, right = a[col], b[col]
+        if left.dtype.kind in "if" or right.dtype.kind in "if":
+            assert np.array_equal(left.to_numpy(dtype=float), right.to_numpy(dtype=float), equal_nan=True), col
+        else:
+            assert left.astype(str).tolist() == right.astype(str).tolist(), col
+
+
+@pytest.mark.parametrize("name", ["torch_a2a_2gpu.sqlite", "saxpy_mpi_old_schema.sqlite"])
+def test_parquet_dir_reads_like_sqlite(name: str, tmp_path: Path) -> None:
+    path = real(name)
+    folder = to_parquetdir(path, tmp_path / path.stem)
+    same_events(parse_parquet_dir(folder), parse(path))
+    assert len(device_rows(parse(folder))) == len(device_rows(parse(path)))
+
+
+def test_parquet_dir_without_activity(tmp_path: Path) -> None:
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    pd.DataFrame({"id": [1], "value": ["x"]}).to_parquet(folder / "StringIds.parquet")
+    with pytest.raises(InputError, match="no CUPTI activity tables"):
+        parse_parquet_dir(folder)
+
+
+# ---- bad input ------------------------------------------------------------------------------------
+
+
+def test_sqlite_that_is_not_nsys(tmp_path: Path) -> None:
+    db = tmp_path / "other.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+    conn.close()
+    with pytest.raises(InputError, match="no CUPTI activity tables"):
+        parse(db)
+
+
+def test_truncated_sqlite(tmp_path: Path) -> None:
+    src = real("cloverleaf_a100.sqlite")
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(src.read_bytes()[:4096])
+    with pytest.raises(InputError) as err:
+        parse(bad)
+    assert "\n" not in str(err.value)
+
+
+def test_empty_and_unknown_files(tmp_path: Path) -> None:
+    empty = tmp_path / "e.sqlite"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match="empty file"):
+        parse(empty)
+    junk = tmp_path / "j.sqlite"
+    junk.write_bytes(b"hello world, not a database")
+    with pytest.raises(InputError, match="not an Nsight Systems"):
+        parse(junk)
+
+
+# ---- a hand-made export with known truth -----------------------------------------------------
+
+P0, P1 = 100 << 24, 200 << 24  # globalPid: the pid above the low 24 bits
+T0, T1 = P0 + 5, P1 + 7  # globalTid
+NCCL_DOMAIN = 1
+COMM = 0xABC
+SCHEMA_INIT, SCHEMA_COLL, SCHEMA_P2P = 1001, 1002, 1003
+STRINGS = {
+    1: "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)",
+    2: "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    3: "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096>)",
+    4: "ncclDevKernel_SendRecv",
+    5: "loop_add_fusion",
+    6: "gemm_kernel",
+    10: "ncclAllReduce",
+    11: "ncclGroupStart",
+    12: "ncclSend",
+    13: "ncclRecv",
+    14: "ncclGroupEnd",
+    15: "ncclCommInitRank",
+    16: "NCCL",
+    17: "cuLaunchKernel",
+}
+
+
+def blob(schema: int, payload: bytes) -> bytes:
+    return struct.pack("<QQQQ", NCCL_DOMAIN, schema, len(payload), 32) + payload
+
+
+def init_payload(rank: int, dev: int) -> bytes:
+    return struct.pack("<Qiii4x", COMM, 2, rank, dev)
+
+
+def p2p_payload(size: int, peer: int) -> bytes:
+    return struct.pack("<QQi4x", COMM, size, peer)
+
+
+def make_export(path: Path, payload: str = "blob") -> Path:
+    """Two processes, one GPU each. Process 0 (GPU 0): an all-reduce, a grouped all-to-all, a lone
+    send, an XLA thunk and three copies; process 1 (GPU 1): a GEMM whose correlation id collides
+    with process 0's all-reduce launch."""
+    conn = sqlite3.connect(path)
+    c = conn.cursor()
+    c.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    c.executemany("INSERT INTO StringIds VALUES (?, ?)", STRINGS.items())
+    c.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+    c.execute(
+        "CREATE TABLE TARGET_INFO_SYSTEM_ENV (globalVid INT, devStateName TEXT, name TEXT, nameEnum INT, value TEXT)"
+    )
+    c.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (0, 'Local', 'Hostname', 619, 'node7')")
+    c.execute(
+        'CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, "end" INT, deviceId INT, contextId INT, '
+        "streamId INT, correlationId INT, globalPid INT, demangledName INT, shortName INT, mangledName INT)"
+    )
+    c.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, NULL)",
+        [
+            (5000, 6000, 0, 20, 1, P0, 1, 2),  # all-reduce
+            (6000, 7000, 0, 7, 2, P0, 3, 4),  # grouped send/recv: all-to-all
+            (7000, 7500, 0, 7, 3, P0, None, 5),  # XLA fusion (short name only)
+            (9000, 9100, 0, 7, 7, P0, 3, 4),  # lone ncclSend
+            (5000, 5500, 1, 14, 1, P1, 6, 6),  # GEMM on GPU 1, correlation id 1 like the all-reduce
+        ],
+    )
+    c.execute(
+        'CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, "end" INT, deviceId INT, streamId INT, '
+        "correlationId INT, globalPid INT, bytes INT, copyKind INT, srcDeviceId INT, dstDeviceId INT)"
+    )
+    c.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 30, ?, ?, ?, ?, ?, ?)",
+        [
+            (8000, 8100, 4, P0, 1 << 20, 10, 0, 1),  # cudaMemcpyPeer
+            (8100, 8200, 5, P0, 2048, 8, 0, 1),  # DtoD between two GPUs: a peer copy too
+            (8200, 8300, 6, P0, 4096, 1, None, None),
+        ],
+    )
+    c.execute(
+        'CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, "end" INT, eventClass INT, globalTid INT, '
+        "correlationId INT, nameId INT)"
+    )
+    c.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 17)",
+        [
+            (1200, 1300, T0, 1),
+            (2300, 2400, T0, 2),
+            (3150, 3160, T0, 3),
+            (3500, 3510, T0, 4),
+            (3520, 3530, T0, 5),
+            (3540, 3550, T0, 6),
+            (4150, 4160, T0, 7),
+            (1250, 1260, T1, 1),
+        ],
+    )
+    c.execute(
+        'CREATE TABLE NVTX_EVENTS (start INT, "end" INT, eventType INT, rangeId INT, category INT, '
+        "color INT, text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT, "
+        "jsonText TEXT, jsonTextId INT, binaryData BLOB)"
+    )
+    ranges = [
+        # (start, end, eventType, text, tid, textId, domain, binary payload, json payload)
+        (0, None, 75, None, T0, 16, NCCL_DOMAIN, None, None),
+        (
+            50,
+            90,
+            59,
+            None,
+            T0,
+            15,
+            NCCL_DOMAIN,
+            blob(SCHEMA_INIT, init_payload(0, 0)),
+            '{"NCCL communicator ID": 2748, "No. of ranks": 2, "Rank": 0, "CUDA device": 0}',
+        ),
+        (
+            60,
+            95,
+            59,
+            None,
+            T1,
+            15,
+            NCCL_DOMAIN,
+            blob(SCHEMA_INIT, init_payload(1, 1)),
+            '{"NCCL communicator ID": 2748, "No. of ranks": 2, "Rank": 1, "CUDA device": 1}',
+        ),
+        (100, 10000, 59, "ProfilerStep#7", T0, None, 0, None, None),
+        (1000, 2000, 59, "nccl:all_reduce, op_id = 5", T0, None, 0, None, None),
+        (
+            1100,
+            1900,
+            59,
+            None,
+            T0,
+            10,
+            NCCL_DOMAIN,
+            blob(SCHEMA_COLL, struct.pack("<QQi4x", COMM, 4096, 0)),
+            '{"NCCL communicator ID": 2748, "Message size [bytes]": 4096}',
+        ),
+        (2000, 3000, 59, "nccl:all_to_all", T0, None, 0, None, None),
+        (2100, 2110, 59, None, T0, 11, NCCL_DOMAIN, None, None),
+        (
+            2120,
+            2130,
+            59,
+            None,
+            T0,
+            12,
+            NCCL_DOMAIN,
+            blob(SCHEMA_P2P, p2p_payload(100, 0)),
+            '{"NCCL communicator ID": 2748, "Message size [bytes]": 100, "Peer rank": 0}',
+        ),
+        (
+            2140,
+            2150,
+            59,
+            None,
+            T0,
+            13,
+            NCCL_DOMAIN,
+            blob(SCHEMA_P2P, p2p_payload(100, 0)),
+            '{"NCCL communicator ID": 2748, "Message size [bytes]": 100, "Peer rank": 0}',
+        ),
+        (
+            2160,
+            2170,
+            59,
+            None,
+            T0,
+            12,
+            NCCL_DOMAIN,
+            blob(SCHEMA_P2P, p2p_payload(200, 1)),
+            '{"NCCL communicator ID": 2748, "Message size [bytes]": 200, "Peer rank": 1}',
+        ),
+        (
+            2180,
+            2190,
+            59,
+            None,
+            T0,
+            13,
+            NCCL_DOMAIN,
+            blob(SCHEMA_P2P, p2p_payload(200, 1)),
+            '{"NCCL communicator ID": 2748, "Message size [bytes]": 200, "Peer rank": 1}',
+        ),
+        (2200, 2900, 59, None, T0, 14, NCCL_DOMAIN, None, None),
+        (3000, 4000, 59, "XlaModule:#hlo_module=jit_step,program_id=3#", T0, None, 2, None, None),
+        (3100, 3200, 59, "Thunk:#hlo_op=fusion.12#", T0, None, 2, None, None),
+        (
+            4100,
+            4200,
+            59,
+            None,
+            T0,
+            12,
+            NCCL_DOMAIN,
+            blob(SCHEMA_P2P, p2p_payload(64, 1)),
+            '{"NCCL communicator ID": 2748, "Message size [bytes]": 64, "Peer rank": 1}',
+        ),
+        (0, 5000, 60, "train_step", T1, None, 0, None, None),
+        (5000, 9000, 60, "train_step", T1, None, 0, None, None),
+        (300, 400, 59, "aten::broadcast_tensors", T0, None, 0, None, None),
+    ]
+    for start, end, etype, text, tid, text_id, dom, binary, js in ranges:
+        c.execute(
+            "INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, NULL, NULL, NULL, ?, ?, NULL, ?, ?, ?, NULL, ?)",
+            (
+                start,
+                end,
+                etype,
+                text,
+                tid,
+                text_id,
+                dom,
+                js if payload == "json" else None,
+                binary if payload == "blob" else None,
+            ),
+        )
+    c.execute(
+        "CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INT, schemaId INT, name TEXT, type INT, flags INT, "
+        "numEntries INT, payloadSize INT, alignTo INT)"
+    )
+    c.execute(
+        "CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INT, schemaId INT, idx INT, flags INT, type INT, "
+        "name TEXT, description TEXT, arrayOrUnionDetail INT, offset INT)"
+    )
+    entries = {
+        SCHEMA_INIT: [
+            (18, "NCCL communicator ID", None),
+            (5, "No. of ranks", 8),
+            (5, "Rank", 12),
+            (5, "CUDA device", 16),
+        ],
+        SCHEMA_COLL: [
+            (18, "NCCL communicator ID", None),
+            (22, "Message size [bytes]", 8),
+            (16777232, "Reduction operation", 16),
+        ],
+        SCHEMA_P2P: [(18, "NCCL communicator ID", None), (22, "Message size [bytes]", 8), (5, "Peer rank", 16)],
+    }
+    for schema, rows in entries.items():
+        c.execute(
+            "INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (?, ?, '', 1, NULL, ?, 24, NULL)", (NCCL_DOMAIN, schema, len(rows))
+        )
+        for idx, (typ, name, off) in enumerate(rows):
+            c.execute(
+                "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (?, ?, ?, NULL, ?, ?, NULL, NULL, ?)",
+                (NCCL_DOMAIN, schema, idx, typ, name, off),
+            )
+    conn.commit()
+    conn.close()
+    return path
+
+
+def by_start(table: pd.DataFrame, device: str) -> pd.DataFrame:
+    dev = device_rows(table)
+    return dev[dev["device"].astype(str) == device].set_index("start_ns")
+
+
+@pytest.mark.parametrize("payload", ["blob", "json"])
+def test_synthetic_export(tmp_path: Path, payload: str) -> None:
+    table = classify(parse(make_export(tmp_path / "synthetic.sqlite", payload)))
+    assert set(table["host"].astype(str)) == {"node7"}
+    g0 = by_start(table, "node7/GPU:0")
+    g1 = by_start(table, "node7/GPU:1")
+    assert len(g0) == 7 and len(g1) == 1
+
+    ar = g0.loc[5000]
+    assert (ar["end_ns"], ar["stream"], ar["name"]) == (6000, "stream 20", STRINGS[1])
+    assert (ar["collective"], ar["annotation"], ar["kind"], ar["bytes"]) == (
+        "allreduce",
+        "nccl:all_reduce",
+        "all-reduce",
+        4096,
+    )
+    assert ar["group"] == "0,1"
+
+    a2a = g0.loc[6000]
+    assert (a2a["end_ns"], a2a["stream"], a2a["collective"], a2a["kind"]) == (
+        7000,
+        "stream 7",
+        "all_to_all",
+        "all-to-all",
+    )
+    assert a2a["bytes"] == 300  # what this rank sends: 100 to rank 0, 200 to rank 1
+    assert a2a["group"] == "0,1"
+
+    lone = g0.loc[9000]
+    assert (lone["end_ns"], lone["collective"], lone["kind"], lone["bytes"], lone["group"]) == (
+        9100,
+        "send",
+        "send-recv",
+        64,
+        "0,1",
+    )
+
+    fusion = g0.loc[7000]
+    assert (fusion["end_ns"], fusion["name"], fusion["bucket"]) == (7500, "loop_add_fusion", "compute")
+    assert (fusion["hlo_op"], fusion["hlo_module"], fusion["program_id"]) == ("fusion.12", "jit_step", 3)
+
+    copies = {
+        s: (r["end_ns"], r["activity"], r["copy_kind"], r["name"], r["bucket"], r["kind"], r["bytes"])
+        for s, r in g0.iterrows()
+        if r["activity"] == "memcpy"
+    }
+    assert copies == {
+        8000: (8100, "memcpy", "PtoP", "Memcpy PtoP", "comm", "send-recv", 1 << 20),
+        8100: (8200, "memcpy", "PtoP", "Memcpy PtoP", "comm", "send-recv", 2048),
+        8200: (8300, "memcpy", "HtoD", "Memcpy HtoD", "memcpy", "", 4096),
+    }
+    assert g0.loc[8000, "hlo_module"] == "jit_step"  # launched inside the XLA module range
+
+    # GPU 1's GEMM shares correlation id 1 with GPU 0's all-reduce launch, in another process
+    gemm = g1.loc[5000]
+    assert (gemm["end_ns"], gemm["name"], gemm["bucket"], gemm["collective"], gemm["annotation"]) == (
+        5500,
+        "gemm_kernel",
+        "compute",
+        "",
+        "",
+    )
+    assert (gemm["global_id"], g0["global_id"].unique().tolist()) == (1, [0])
+    assert set(device_rows(table)["gpus_per_domain"]) == {2}
+
+    steps = table[table["activity"].astype(str) == "step"].sort_values("start_ns")
+    assert steps[["name", "start_ns", "end_ns", "program_id"]].values.tolist() == [
+        ["train_step", 0, 5000, 0],
+        ["ProfilerStep#7", 100, 10000, 7],
+        ["train_step", 5000, 9000, 1],
+    ]
+    assert set(steps["device"].astype(str)) == {""}
+
+
+def test_synthetic_export_without_payloads(tmp_path: Path) -> None:
+    table = classify(parse(make_export(tmp_path / "plain.sqlite", payload="none")))
+    g0 = by_start(table, "node7/GPU:0")
+    # two sends and two receives in one group: all-to-all by pattern; no sizes, no group
+    assert (g0.loc[6000, "collective"], g0.loc[6000, "kind"], g0.loc[6000, "group"]) == ("all_to_all", "all-to-all", "")
+    assert np.isnan(g0.loc[6000, "bytes"]) and np.isnan(g0.loc[5000, "bytes"])
+    assert (g0.loc[9000, "collective"], g0.loc[9000, "kind"]) == ("send", "send-recv")
+
+
+def test_synthetic_parquet_dir(tmp_path: Path) -> None:
+    db = make_export(tmp_path / "synthetic.sqlite")
+    folder = to_parquetdir(db, tmp_path / "synthetic")
+    same_events(parse_parquet_dir(folder), parse(db))
+
+
+def test_p2p_annotation_overrides_the_all_to_all_guess(tmp_path: Path) -> None:
+    db = make_export(tmp_path / "pp.sqlite", payload="none")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE NVTX_EVENTS SET text = 'nccl:batch_isend_irecv' WHERE text = 'nccl:all_to_all'")
+    conn.close()
+    g0 = by_start(classify(parse(db)), "node7/GPU:0")
+    assert (g0.loc[6000, "collective"], g0.loc[6000, "kind"]) == ("send_recv", "send-recv")
+
+
+# ---- pieces ----------------------------------------------------------------------------------------
+
+
+def test_innermost_matches_brute_force() -> None:
+    rng = np.random.default_rng(7)
+    n, m = 400, 3000
+    tid = rng.integers(0, 4, n)
+    start = rng.integers(0, 10_000, n)
+    end = start + rng.integers(0, 3_000, n)
+    q_tid = rng.integers(0, 5, m)
+    q_t = rng.integers(0, 13_000, m)
+    got = nsys._innermost(tid, start, end, q_tid, q_t)
+    for i in range(m):
+        inside = np.flatnonzero((tid == q_tid[i]) & (start <= q_t[i]) & (end > q_t[i]))
+        if not len(inside):
+            assert got[i] == -1
+        else:
+            # the latest start wins; among equal starts, the shortest range (the inner one)
+            best = inside[np.lexsort((end[inside], start[inside]))]
+            latest = best[start[best] == start[best].max()]
+            assert got[i] in latest and end[got[i]] == end[latest].min()
+
+
+@pytest.mark.parametrize(
+    ("text", "is_step"),
+    [
+        ("ProfilerStep#12", True),
+        ("step 3", True),
+        ("step_3", True),
+        ("Step3", True),
+        ("train_step", True),
+        ("TrainStep 4", True),
+        ("train step", True),
+        ("stepper", False),
+        ("seq = 4", False),
+        ("my_step_fn", False),
+    ],
+)
+def test_step_pattern(text: str, is_step: bool) -> None:
+    assert bool(STEP_RANGE.match(text)) is is_step
+
+
+FAMILY_TEXTS = [
+    "ncclAllReduce",
+    "ncclGroupEnd",
+    "nccl:all_to_all",
+    "gloo:broadcast",
+    "c10d::alltoall_base_",
+    "_c10d_functional::all_gather_into_tensor",
+    "symm_mem::one_shot_all_reduce",
+    "all_2_all",
+    "AllToAll4D",
+    "reduce_scatter_tensor",
+    "isend",
+    "dispatch(F)",
+    "ep_combine",
+    "Thunk:#hlo_op=fusion.1#",
+    "TSL:Thunk:#hlo_op=all-to-all.3,hlo_module=jit_f#",
+    "XlaModule:#hlo_module=jit_f,program_id=2#",
+    "ProfilerStep#3",
+    "Step 5",
+    "train_step",
+]
+
+
+@pytest.mark.parametrize("text", FAMILY_TEXTS)
+def test_prefilters_keep_every_family(text: str) -> None:
+    """The SQL LIKE pre-filter and its regex twin are supersets of the exact family patterns."""
+    clean = nsys._TORCH_SUFFIX.sub("", text)
+    assert (
+        nsys.NCCL_CALL.match(clean)
+        or nsys.COMM_ANNOTATION.search(clean)
+        or nsys._THUNK.search(clean)
+        or nsys._XLA_MODULE.search(clean)
+        or STEP_RANGE.match(clean)
+    )
+    conn = sqlite3.connect(":memory:")
+    like = " OR ".join("? LIKE ?" for _ in nsys._NVTX_LIKE)
+    args = [v for p in nsys._NVTX_LIKE for v in (text, p)]
+    assert conn.execute(f"SELECT {like}", args).fetchone()[0] == 1
+    conn.close()
+    import pyarrow.compute as pc
+
+    assert pc.match_substring_regex(pa.array([text]), nsys._LIKE_REGEX, ignore_case=True).to_pylist() == [True]

@@ -1,0 +1,126 @@
+"""moeprof's figures on the synthetic GPU samples equal the generator's brute-force truth, to the ns."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import moeprof
+from moeprof import synthetic
+from moeprof.analysis import StepOptions
+from moeprof.metrics import FIGURE_KEYS
+
+from .conftest import SAMPLES
+
+SCENARIOS = ["synthetic_1host_8gpu", "synthetic_2host_4gpu"]
+
+
+def truth(name: str) -> dict:
+    return json.loads((SAMPLES / f"{name}.truth.json").read_text())
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_device_figures_match_truth(name):
+    result = moeprof.analyze_paths([SAMPLES / name]).to_dict()
+    expected = truth(name)
+    assert [d["device"] for d in result["devices"]] == [d["device"] for d in expected["devices"]]
+    for got, want in zip(result["devices"], expected["devices"]):
+        for key, value in want.items():
+            assert got[key] == value, (got["device"], key)
+    for key, value in expected["total"].items():
+        assert result["total"][key] == value, key
+    # ratios recomputed from the sums, never averaged
+    t = expected["total"]
+    assert result["total"]["comm_share"] == pytest.approx(t["comm_ns"] / t["accumulated_ns"])
+    assert result["total"]["exposed_comm_fraction"] == pytest.approx(t["exposed_comm_ns"] / t["span_ns"])
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_collectives_match_truth(name):
+    result = moeprof.analyze_paths([SAMPLES / name]).to_dict()
+    got = {c["name"]: c for c in result["collectives"]}
+    for want in truth(name)["collectives"]:
+        row = got[want["name"]]
+        assert row["kind"] == want["kind"]  # from the HLO opcode, not the NCCL kernel name
+        assert (row["count"], row["total_ns"], row["exposed_ns"]) == (
+            want["count"],
+            want["total_ns"],
+            want["exposed_ns"],
+        )
+        assert row["ib_fraction"] == pytest.approx(want["ib_fraction"])
+
+
+def test_two_host_link_split():
+    by_name = {c["name"]: c for c in moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_dict()["collectives"]}
+    assert by_name["all-to-all.1"]["ib_fraction"] == pytest.approx(4 / 7)
+    assert by_name["all-to-all.1"]["link"] == "mixed"
+    assert by_name["all-gather.2"]["link"] == "ib"
+    assert by_name["psum_invariant.4"]["link"] == "nvlink"
+    assert by_name["psum_invariant.4"]["kind"] == "all-reduce"
+
+
+def test_chrome_json_matches_truth():
+    """The xprof trace-viewer JSON of the same host: µs floats rounded to the nearest ns."""
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu.trace.json.gz"]).to_dict()
+    expected = truth("synthetic_1host_8gpu")
+    for key, value in expected["total"].items():
+        assert abs(result["total"][key] - value) <= 1_000, key  # ±1 µs where JSON rounding applies
+    assert result["total"]["accumulated_ns"] == expected["total"]["accumulated_ns"]
+
+
+def _brute_force_step(scen, host: int, device: int, window: tuple[int, int]) -> dict:
+    lo, hi = window
+    compute = np.zeros(hi - lo, dtype=bool)
+    comm = np.zeros(hi - lo, dtype=bool)
+    accumulated = 0
+    for k in scen.kernels[host]:
+        if k.device != device:
+            continue
+        a, b = max(k.start, lo), min(k.start + k.dur, hi)
+        if b <= a:
+            continue
+        accumulated += b - a
+        if k.bucket == "compute":
+            compute[a - lo : b - lo] = True
+        elif k.bucket == "comm":
+            comm[a - lo : b - lo] = True
+    return {"accumulated_ns": accumulated, "exposed_comm_ns": int((comm & ~compute).sum()), "span_ns": hi - lo}
+
+
+def test_steps_and_step_selection():
+    scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_dict()
+    assert sorted({s["step"] for s in result["steps"]}) == [0, 1, 2]
+    for s in result["steps"]:
+        host = int(s["host"][len("node") :])
+        device = int(s["device"].rsplit(":", 1)[1])
+        want = _brute_force_step(scen, host, device, scen.steps[host][s["step"]])
+        assert {k: s[k] for k in want} == want
+    # --steps 1:3 measures the union of steps 1 and 2 only
+    sel = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], step_options=StepOptions("1:3")).to_dict()
+    dev = sel["devices"][0]
+    w1 = _brute_force_step(scen, 0, 0, scen.steps[0][1])
+    w2 = _brute_force_step(scen, 0, 0, scen.steps[0][2])
+    assert dev["accumulated_ns"] == w1["accumulated_ns"] + w2["accumulated_ns"]
+    assert dev["span_ns"] == w1["span_ns"] + w2["span_ns"]
+    assert dev["exposed_comm_ns"] == w1["exposed_comm_ns"] + w2["exposed_comm_ns"]
+    skip = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], step_options=StepOptions(skip_first=1)).to_dict()
+    assert skip["devices"][0]["accumulated_ns"] == dev["accumulated_ns"]
+
+
+def test_figures_have_every_spec_key():
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu"]).to_dict()
+    for dev in result["devices"]:
+        assert set(FIGURE_KEYS) | {"device", "host"} <= set(dev)
+        assert dev["compute_ns"] + dev["comm_ns"] + dev["memcpy_ns"] + dev["other_ns"] == dev["accumulated_ns"]
+        assert dev["comm_nvlink_ns"] + dev["comm_ib_ns"] + dev["comm_unknown_link_ns"] == dev["comm_ns"]
+
+
+def test_generator_is_deterministic(tmp_path):
+    """The committed samples are what the generator writes today (same truth)."""
+    pytest.importorskip("jaxlib._hlo")
+    synthetic.write_samples(tmp_path)
+    for name in SCENARIOS:
+        assert json.loads((tmp_path / f"{name}.truth.json").read_text()) == truth(name)
