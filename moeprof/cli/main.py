@@ -6,6 +6,7 @@ import typer
 
 from .. import __version__
 from .analyze import analyze_command
+from .capture import app as capture_app
 from .classify import classify_command
 from .events import events_command
 
@@ -19,6 +20,7 @@ app = typer.Typer(
 app.command("analyze")(analyze_command)
 app.command("events")(events_command)
 app.command("classify")(classify_command)
+app.add_typer(capture_app, name="capture")
 
 
 def _version(value: bool) -> None:

@@ -35,9 +35,15 @@ _NSYS_REP_MAGIC = b"NVIDIA"
 Parser = Callable[..., pd.DataFrame]
 
 
+# JSON files that sit beside traces and are not traces: a run folder's records, test truth
+NOT_TRACES = ("manifest.json", "analysis.json", ".truth.json", "package.json")
+
+
 def _is_trace_file(path: Path) -> bool:
     name = path.name.lower()
-    return any(name.endswith(s) for s in TRACE_SUFFIXES) and not name.startswith(".")
+    if name.startswith(".") or name.endswith(NOT_TRACES):
+        return False
+    return any(name.endswith(s) for s in TRACE_SUFFIXES)
 
 
 def _tensorboard_runs(root: Path) -> list[Path]:
