@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
+from .capture.runfolder import read_manifest, throughput
 from .classify import classify, rules_with
 from .events import concat, set_strings
 from .metrics import DeviceTimeline, collective_key, collectives_table, device_activity, sum_figures
@@ -60,6 +61,8 @@ class AnalysisResult:
     opportunities: list[dict]
     rules: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    manifest: dict | None = None  # the run folder's reproduction record, when the input is one
+    throughput: dict | None = None  # tokens/s and model TFLOPS per device, from the manifest
 
     def to_dict(self) -> dict:
         return {
@@ -73,6 +76,8 @@ class AnalysisResult:
             "opportunities": self.opportunities,
             "rules": self.rules,
             "warnings": self.warnings,
+            **({"throughput": self.throughput} if self.throughput else {}),
+            **({"manifest": self.manifest} if self.manifest else {}),
         }
 
 
@@ -275,4 +280,11 @@ def analyze_paths(
                 parts.append(part)
                 if progress:
                     progress(task[0])
-    return merge(parts)
+    result = merge(parts)
+    for raw in inputs:
+        manifest = read_manifest(Path(raw)) if Path(raw).is_dir() else None
+        if manifest:
+            result.manifest = manifest
+            result.throughput = throughput(manifest)
+            break
+    return result

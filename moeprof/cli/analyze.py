@@ -50,7 +50,7 @@ def analyze_command(
         options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
         files = discover(list(paths), options)
         with file_progress(len(files), enabled=True) as advance:
-            result = analyze_paths(files, options, StepOptions(selection, skip_first, step_marker), jobs, advance)
+            result = analyze_paths(list(paths), options, StepOptions(selection, skip_first, step_marker), jobs, advance)
         if json:
             typer.echo(to_json(result))
         else:

@@ -174,6 +174,15 @@ def render(result: AnalysisResult, console: Console | None = None, top: int = 8)
             f" ({pct(t['exposed_comm_fraction'])} of span)",
         )
     )
+    if result.throughput:
+        tp = result.throughput
+        line = f"throughput {tp['tokens_per_second']:,.0f} tokens/s"
+        if "tflops_per_device" in tp:
+            line += f", {tp['tflops_per_device']:.4g} model TFLOPS per device"
+        if result.manifest:
+            dev = result.manifest.get("devices") or {}
+            line += f"  ({dev.get('count', '?')} x {dev.get('kind', '?')}, {result.manifest.get('kind')} capture)"
+        console.print(line)
     if not result.devices:
         console.print("[yellow]No device activity found in the input.[/yellow]")
     else:
