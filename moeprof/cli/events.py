@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,9 @@ def events_command(
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
     run: RunOption = None,
+    all_kernel_stats: Annotated[
+        bool, typer.Option("--all-kernel-stats", help="XPlane: read hlo_op/hlo_module of every compute kernel too.")
+    ] = False,
 ) -> None:
     """Write the one event table (every device activity with its bucket, kind and link)."""
 
@@ -25,7 +29,10 @@ def events_command(
         suffix = output.suffix.lower()
         if suffix not in (".parquet", ".csv"):
             raise fail(f"{output}: output must end in .parquet or .csv")
-        events = load(list(paths), load_options(rules, gpus_per_node, nvlink_domain_size, run))
+        options = replace(
+            load_options(rules, gpus_per_node, nvlink_domain_size, run), all_kernel_stats=all_kernel_stats
+        )
+        events = load(list(paths), options)
         try:
             if suffix == ".parquet":
                 events.to_parquet(output, index=False)

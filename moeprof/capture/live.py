@@ -1,0 +1,111 @@
+"""``moeprof capture live``: capture a job that already serves ``jax.profiler.start_server(port)``.
+
+The capture client is xprof's (what ``jax/collect_profile.py`` calls): it asks every
+listed profiler server for ``duration`` seconds of trace at once and writes one
+XPlane per server under ``<logdir>/plugins/profile/<run>/``.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+from pathlib import Path
+
+from ..errors import InputError
+from .runfolder import MANIFEST, TRACE_DIR, new_manifest, write_json
+
+LOOPBACK = "127.0.0.1"
+# the options jax/collect_profile.py passes: host and device activity, Python frames at level 1
+TRACER_OPTIONS = {"host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 1}
+TRACING_ATTEMPTS = 3
+CONNECT_TIMEOUT_S = 2.0
+_HOSTNAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+
+
+def parse_addresses(spec: str) -> list[str]:
+    """``HOST:PORT[,HOST:PORT...]`` as ``host:port`` strings; a bare ``PORT`` or ``:PORT`` is 127.0.0.1."""
+    addresses: list[str] = []
+    for raw in spec.split(","):
+        item = raw.strip()
+        if not item:
+            raise InputError(None, f"empty address in {spec!r} (expected HOST:PORT[,HOST:PORT...])")
+        if item.isdigit():
+            host, port_text = LOOPBACK, item
+        elif item.startswith("["):  # [IPv6]:PORT
+            host, sep, port_text = item[1:].partition("]:")
+            if not sep or not host:
+                raise InputError(None, f"bad address {item!r} (expected [IPv6]:PORT)")
+            host = f"[{host}]"
+        else:
+            host, sep, port_text = item.rpartition(":")
+            if not sep:
+                raise InputError(None, f"bad address {item!r}: no port (expected HOST:PORT or PORT)")
+            host = host or LOOPBACK
+            if not _HOSTNAME.fullmatch(host):
+                raise InputError(None, f"bad address {item!r}: {host!r} is not a host name or IPv4 address")
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise InputError(None, f"bad address {item!r}: the port must be a number from 1 to 65535")
+        address = f"{host}:{int(port_text)}"
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def check_serving(addresses: list[str], timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail fast when an address does not accept TCP connections: the capture client would only retry."""
+    for address in addresses:
+        try:
+            with socket.create_connection(_split(address), timeout=timeout):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise InputError(
+                None,
+                f"nothing is serving a profiler at {address} ({reason}); "
+                "start the job with jax.profiler.start_server(PORT) and pass HOST:PORT",
+            ) from None
+
+
+def trace(addresses: list[str], logdir: Path, duration_s: float) -> list[Path]:
+    """Capture every address at once into ``logdir``; returns the XPlane files this capture wrote."""
+    from xprof.convert import _pywrap_profiler_plugin  # the native client; loads only when capturing
+
+    logdir.mkdir(parents=True, exist_ok=True)
+    before = set(logdir.glob("plugins/profile/*/*.xplane.pb"))
+    duration_ms = max(1, round(duration_s * 1000))
+    sys.stderr.flush()  # the client logs to fd 2 directly: keep our own lines in order
+    try:
+        _pywrap_profiler_plugin.trace(
+            ",".join(addresses), str(logdir), "", True, duration_ms, TRACING_ATTEMPTS, dict(TRACER_OPTIONS)
+        )
+    except RuntimeError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(None, f"the capture from {','.join(addresses)} failed: {first}") from None
+    written = sorted(set(logdir.glob("plugins/profile/*/*.xplane.pb")) - before)
+    if not written:
+        raise InputError(logdir, "the capture client reported success but wrote no .xplane.pb")
+    return written
+
+
+def capture_live(addresses: list[str], out: Path, duration_s: float) -> Path:
+    """Capture the running job at ``addresses`` into the run folder ``out`` (trace and manifest)."""
+    if duration_s <= 0:
+        raise InputError(None, f"--duration must be positive (got {duration_s:g})")
+    check_serving(addresses)
+    out.mkdir(parents=True, exist_ok=True)
+    files = trace(addresses, out / TRACE_DIR, duration_s)
+    manifest = new_manifest(
+        "live",
+        addresses=addresses,
+        duration_s=duration_s,
+        traces=[str(f.relative_to(out)) for f in files],
+        topology={"hosts": len(files)},
+    )
+    write_json(out / MANIFEST, manifest)
+    return out
