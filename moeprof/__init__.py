@@ -13,6 +13,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .analysis import AnalysisResult, StepOptions, analyze, analyze_paths, load
+from .capture.library import profile_steps
 from .errors import InputError
 from .options import LoadOptions
 
@@ -25,4 +26,5 @@ __all__ = [
     "analyze",
     "analyze_paths",
     "load",
+    "profile_steps",
 ]

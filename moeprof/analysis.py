@@ -19,13 +19,20 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
+from .bandwidth import annotate
 from .capture.runfolder import read_manifest, throughput
 from .classify import classify, rules_with
 from .events import concat, set_strings
 from .metrics import DeviceTimeline, collective_key, collectives_table, device_activity, sum_figures
+from .opportunities import (
+    comm_opportunities,
+    device_signals,
+    expert_exchange_opportunity,
+    rank,
+    signal_opportunities,
+)
 from .options import LoadOptions
 from .parsers import discover, parse_file
-from .remedies import remedy
 from .steps import find_steps, select_steps
 from .topology import assign_links
 
@@ -49,6 +56,8 @@ class HostAnalysis:
     comm: pd.DataFrame  # one row per comm activity: device, key, kind, total_ns, exposed_ns, bytes, ib_fraction, xla
     rules: dict[str, int] = field(default_factory=dict)  # rows per deciding rule
     warnings: list[str] = field(default_factory=list)
+    independent: pd.DataFrame = field(default_factory=pd.DataFrame)  # device, key, independent_ns (from HLO)
+    signals: list[dict] = field(default_factory=list)  # non-collective opportunities per device
 
 
 @dataclass
@@ -61,6 +70,7 @@ class AnalysisResult:
     opportunities: list[dict]
     rules: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    spread: dict = field(default_factory=dict)  # variation across devices and steps
     manifest: dict | None = None  # the run folder's reproduction record, when the input is one
     throughput: dict | None = None  # tokens/s and model TFLOPS per device, from the manifest
 
@@ -76,6 +86,7 @@ class AnalysisResult:
             "opportunities": self.opportunities,
             "rules": self.rules,
             "warnings": self.warnings,
+            "spread": self.spread,
             **({"throughput": self.throughput} if self.throughput else {}),
             **({"manifest": self.manifest} if self.manifest else {}),
         }
@@ -117,8 +128,53 @@ def _windows(steps: pd.DataFrame, device: str) -> tuple[np.ndarray, np.ndarray] 
     return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
 
 
-def analyze_host(events: pd.DataFrame, inputs: list[str], step_options: StepOptions | None = None) -> HostAnalysis:
-    """Spec §4-§5 figures of every device in ``events`` (the map step)."""
+COMM_COLUMNS = ["device", "key", "kind", "total_ns", "exposed_ns", "bytes", "ib_fraction", "xla", "group_size"]
+
+
+def _group_sizes(groups: np.ndarray) -> np.ndarray:
+    """Members in each comma-separated group string (0 unknown), counted once per distinct string."""
+    codes, uniques = pd.factorize(groups)
+    sizes = np.array([len(str(g).split(",")) if g else 0 for g in uniques], dtype=np.int64)
+    return sizes[codes] if len(uniques) else np.zeros(len(groups), dtype=np.int64)
+
+
+def _independent_compute(device: str, frame: pd.DataFrame, clipped: np.ndarray, hlo: dict) -> list[dict]:
+    """Per collective op of this device: compute time on ops the HLO graph shows independent of it."""
+    from .dependency import independent_ops
+
+    ops = frame["hlo_op"].to_numpy(dtype=object)
+    names = frame["name"].to_numpy(dtype=object)
+    bucket = frame["bucket"].to_numpy(dtype=object)
+    compute = (bucket == "compute") & (clipped > 0)
+    # compute kernels whose stats were read once per name: their op is the name's first op
+    first_op = {n: o for n, o in zip(names[::-1], ops[::-1]) if o}
+    compute_ops = np.array([o or first_op.get(n, "") for n, o in zip(names[compute], ops[compute])], dtype=object)
+    op_time = pd.Series(clipped[compute]).groupby(compute_ops).sum().to_dict() if compute.any() else {}
+    comm = (bucket == "comm") & (ops != "")
+    out = []
+    seen = set()
+    modules = frame["hlo_module"].to_numpy(dtype=object)[comm]
+    programs = frame["program_id"].to_numpy()[comm]
+    for mod, pid, op in zip(modules, programs, ops[comm]):
+        if (mod, pid, op) in seen:
+            continue
+        seen.add((mod, pid, op))
+        module = hlo.get((mod, int(pid))) or hlo.get((mod, -1))
+        if module is None or op not in module.instructions:
+            continue
+        free = independent_ops(module, op)
+        out.append({"device": device, "key": op, "independent_ns": int(sum(op_time.get(o, 0) for o in free))})
+    return out
+
+
+def analyze_host(
+    events: pd.DataFrame, inputs: list[str], step_options: StepOptions | None = None, hlo: dict | None = None
+) -> HostAnalysis:
+    """Spec §4-§5 figures of every device in ``events`` (the map step).
+
+    ``hlo`` (``(module, program id) -> HloModule``) lets opportunities be bounded
+    by the compute the dependency graph leaves independent of each collective.
+    """
     step_options = step_options or StepOptions()
     warnings: list[str] = []
     all_steps = find_steps(events, step_options.marker)
@@ -129,15 +185,16 @@ def analyze_host(events: pd.DataFrame, inputs: list[str], step_options: StepOpti
         warnings.append("the step selection matches no step: the whole trace is measured")
     windowed = not selected.empty and bool(step_options.selection or step_options.skip_first)
     activity = device_activity(events)
-    devices, steps, comm_parts = [], [], []
-    for (host, device), rows in activity.groupby(["host", "device"], sort=True):
+    devices, steps, comm_parts, independent, signals = [], [], [], [], []
+    for (host, device), rows in activity.groupby(["host", "device"], sort=True, observed=True):
         timeline = DeviceTimeline(rows)
         win_s, win_e = _windows(selected, device) if windowed else (None, None)
         if windowed and win_s is None:
             continue  # this device ran nothing in the selected steps
         fig, clipped, exposed = timeline.figures(win_s, win_e)
         devices.append({"device": device, "host": host, **fig})
-        for _, step in selected[selected["device"] == device].iterrows():
+        device_steps = selected[selected["device"] == device]
+        for _, step in device_steps.iterrows():
             sfig, _, _ = timeline.figures(np.array([step["start_ns"]]), np.array([step["end_ns"]]))
             steps.append(
                 {
@@ -149,6 +206,22 @@ def analyze_host(events: pd.DataFrame, inputs: list[str], step_options: StepOpti
                     **sfig,
                 }
             )
+        lo, hi = timeline.bounds
+        n_steps = len(device_steps) if windowed else int((all_steps["device"] == device).sum())
+        signals.extend(
+            device_signals(
+                timeline.frame,
+                timeline.start,
+                timeline.end,
+                clipped,
+                win_s if win_s is not None else np.array([lo]),
+                win_e if win_e is not None else np.array([hi]),
+                max(n_steps, 1),
+                device,
+            )
+        )
+        if hlo:
+            independent.extend(_independent_compute(device, timeline.frame, clipped, hlo))
         comm = timeline.is_comm & (clipped > 0)
         if comm.any():
             frame = timeline.frame[comm]
@@ -164,95 +237,131 @@ def analyze_host(events: pd.DataFrame, inputs: list[str], step_options: StepOpti
                         "ib_fraction": frame["ib_fraction"].to_numpy(dtype=np.float64),
                         "xla": (frame["hlo_op"].to_numpy(dtype=object) != "")
                         | (frame["source"].to_numpy(dtype=object) == "xplane"),
+                        "group_size": _group_sizes(frame["group"].to_numpy(dtype=object)),
                     }
                 )
             )
     rules = activity["rule"].astype(str).value_counts().to_dict() if len(activity) else {}
     if "unmatched" in rules:
         warnings.append(f"{rules['unmatched']} activities matched no taxonomy rule and count as 'other'")
-    comm_table = (
-        pd.concat(comm_parts, ignore_index=True)
-        if comm_parts
-        else pd.DataFrame(columns=["device", "key", "kind", "total_ns", "exposed_ns", "bytes", "ib_fraction", "xla"])
+    comm_table = pd.concat(comm_parts, ignore_index=True) if comm_parts else pd.DataFrame(columns=COMM_COLUMNS)
+    return HostAnalysis(
+        inputs,
+        devices,
+        steps,
+        comm_table,
+        {str(k): int(v) for k, v in rules.items()},
+        warnings,
+        pd.DataFrame(independent, columns=["device", "key", "independent_ns"]),
+        signals,
     )
-    return HostAnalysis(inputs, devices, steps, comm_table, {str(k): int(v) for k, v in rules.items()}, warnings)
 
 
-def opportunities(comm: pd.DataFrame, collectives: list[dict]) -> list[dict]:
-    """Spec §6: exposed comm grouped by (op, kind), ranked by what hiding it could save.
-
-    ``exposed_ns`` sums over devices; ``saving_bound_ns`` is the largest
-    per-device exposed time, since devices run side by side and a step can
-    shrink by at most what its slowest device loses.
-    """
-    exposed = comm[comm["exposed_ns"] > 0]
-    if exposed.empty:
-        return []
-    per_device = exposed.groupby(["key", "kind", "device"], sort=False, observed=True)["exposed_ns"].sum()
-    worst = per_device.groupby(level=["key", "kind"], sort=False).agg(["max", "idxmax", "size"])
-    by_op = {(c["name"], c["kind"]): c for c in collectives}
-    xla = exposed.groupby(["key", "kind"], sort=False, observed=True)["xla"].any()
-    out = []
-    for (key, kind), row in worst.iterrows():
-        c = by_op[(str(key), str(kind))]
-        out.append(
-            {
-                "title": f"exposed {kind} {key}",
-                "kind": str(kind),
-                "name": str(key),
-                "link": c["link"],
-                "exposed_ns": c["exposed_ns"],
-                "saving_bound_ns": int(row["max"]),
-                "evidence": {
-                    "count": c["count"],
-                    "devices": int(row["size"]),
-                    "total_ns": c["total_ns"],
-                    "worst_device": str(row["idxmax"][2]),
-                    "exposed_share_of_its_time": round(c["exposed_ns"] / max(c["total_ns"], 1), 4),
-                },
-                "remedy": remedy(str(kind), c["link"], bool(xla[(key, kind)])),
+def spread(devices: list[dict], steps: list[dict]) -> dict:
+    """How figures vary across devices and steps: a straggler device or a slow step shows here."""
+    out: dict = {}
+    if devices:
+        frame = pd.DataFrame(devices).set_index("device")
+        out["devices"] = {
+            key: {
+                "min": float(frame[key].min()),
+                "median": float(frame[key].median()),
+                "max": float(frame[key].max()),
+                "max_device": str(frame[key].idxmax()),
             }
+            for key in ("busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "comm_share", "idle_ns")
+        }
+        # the device that computes longest makes the others wait in their collectives
+        if len(frame) > 1 and frame["compute_ns"].median() > 0:
+            ratio = float(frame["compute_ns"].max() / frame["compute_ns"].median())
+            out["straggler"] = {
+                "device": str(frame["compute_ns"].idxmax()),
+                "compute_over_median": round(ratio, 4),
+                "flagged": ratio > 1.1,
+            }
+    if steps:
+        frame = pd.DataFrame(steps)
+        per_step = frame.groupby("step").agg(
+            span_ns=("span_ns", "max"),
+            exposed_comm_ns=("exposed_comm_ns", "mean"),
+            comm_ns=("comm_ns", "sum"),
+            accumulated_ns=("accumulated_ns", "sum"),
         )
-    out.sort(key=lambda o: (-o["saving_bound_ns"], o["title"]))
+        median = float(per_step["span_ns"].median())
+        out["steps"] = [
+            {
+                "step": int(i),
+                "span_ns": int(r.span_ns),
+                "exposed_comm_ns": round(float(r.exposed_comm_ns)),
+                "comm_share": float(r.comm_ns / r.accumulated_ns) if r.accumulated_ns else 0.0,
+            }
+            for i, r in per_step.iterrows()
+        ]
+        slow = per_step["span_ns"].idxmax()
+        slow_span = float(per_step.loc[slow, "span_ns"])
+        out["slowest_step"] = {
+            "step": int(slow),
+            "span_ns": int(slow_span),
+            "over_median": round(slow_span / median, 4) if median else None,
+            "flagged": bool(median and slow_span > 1.2 * median),
+        }
     return out
 
 
-def merge(parts: list[HostAnalysis]) -> AnalysisResult:
-    """The reduce step: concatenate devices, sum totals, regroup collectives."""
+def merge(parts: list[HostAnalysis], link_peaks: dict[str, float] | None = None) -> AnalysisResult:
+    """The reduce step: concatenate devices, sum totals, regroup collectives, rank opportunities."""
     devices = sorted((d for p in parts for d in p.devices), key=lambda d: d["device"])
-    comm = (
-        pd.concat([p.comm for p in parts if not p.comm.empty], ignore_index=True)
-        if any(not p.comm.empty for p in parts)
-        else pd.DataFrame(columns=["device", "key", "kind", "total_ns", "exposed_ns", "bytes", "ib_fraction", "xla"])
-    )
+    comm_frames = [p.comm for p in parts if not p.comm.empty]
+    comm = pd.concat(comm_frames, ignore_index=True) if comm_frames else pd.DataFrame(columns=COMM_COLUMNS)
     rules: dict[str, int] = {}
     for p in parts:
         for k, v in p.rules.items():
             rules[k] = rules.get(k, 0) + v
     collectives = collectives_table(comm)
+    sized = comm[comm["group_size"] > 0] if not comm.empty else comm
+    sizes = (
+        sized.groupby(["key", "kind"], observed=True)["group_size"].agg(lambda s: int(s.mode().iloc[0]))
+        if not sized.empty
+        else pd.Series(dtype=np.int64)
+    )
+    annotate(collectives, {(str(k), str(c)): int(v) for (k, c), v in sizes.items()}, link_peaks or {})
+    frames = [p.independent for p in parts if not p.independent.empty]
+    independent = (
+        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["device", "key", "independent_ns"])
+    )
+    steps = sorted((s for p in parts for s in p.steps), key=lambda s: (s["step"], s["device"]))
+    hide = comm_opportunities(comm, collectives, independent)
     return AnalysisResult(
         inputs=[i for p in parts for i in p.inputs],
         devices=devices,
         total=sum_figures(devices),
         collectives=collectives,
-        steps=sorted((s for p in parts for s in p.steps), key=lambda s: (s["step"], s["device"])),
-        opportunities=opportunities(comm, collectives),
+        steps=steps,
+        opportunities=rank(
+            hide + expert_exchange_opportunity(comm, hide) + signal_opportunities([s for p in parts for s in p.signals])
+        ),
         rules=dict(sorted(rules.items(), key=lambda kv: -kv[1])),
         warnings=[w for p in parts for w in p.warnings],
+        spread=spread(devices, steps),
     )
 
 
 def analyze(
-    events: pd.DataFrame, step_options: StepOptions | None = None, inputs: list[str] | None = None
+    events: pd.DataFrame,
+    step_options: StepOptions | None = None,
+    inputs: list[str] | None = None,
+    link_peaks: dict[str, float] | None = None,
 ) -> AnalysisResult:
     """``moeprof.analyze``: the analysis of an already loaded event table."""
-    return merge([analyze_host(events, inputs or [], step_options)])
+    return merge([analyze_host(events, inputs or [], step_options)], link_peaks)
 
 
 def _map_one(args: tuple) -> HostAnalysis:
     path, index, options, step_options, single_host = args
     events = load_file(path, index, options, single_host)
-    return analyze_host(events, [str(path)], step_options)
+    from .parsers.xplane import take_hlo
+
+    return analyze_host(events, [str(path)], step_options, hlo=take_hlo(path))
 
 
 def analyze_paths(
@@ -261,6 +370,7 @@ def analyze_paths(
     step_options: StepOptions | None = None,
     jobs: int | None = None,
     progress: Callable[[Path], None] | None = None,
+    link_peaks: dict[str, float] | None = None,
 ) -> AnalysisResult:
     """Discover, parse and measure every trace file (in parallel when there are several), then merge."""
     options = options or LoadOptions()
@@ -280,7 +390,7 @@ def analyze_paths(
                 parts.append(part)
                 if progress:
                     progress(task[0])
-    result = merge(parts)
+    result = merge(parts, link_peaks)
     for raw in inputs:
         manifest = read_manifest(Path(raw)) if Path(raw).is_dir() else None
         if manifest:

@@ -181,6 +181,8 @@ class HloModule:
     entry: str = ""
     num_partitions: int = 1
     replica_count: int = 1
+    # computation -> (operands, users) edges, built on first use by moeprof.dependency
+    graphs: dict[str, tuple[dict[str, list[str]], dict[str, list[str]]]] = field(default_factory=dict, repr=False)
 
     @property
     def num_devices(self) -> int:

@@ -29,6 +29,9 @@ FIGURE_KEYS = (
     "comm_nvlink_ns",
     "comm_ib_ns",
     "comm_unknown_link_ns",
+    "exposed_comm_nvlink_ns",
+    "exposed_comm_ib_ns",
+    "exposed_comm_unknown_link_ns",
 )
 NS_KEYS = tuple(k for k in FIGURE_KEYS if k.endswith("_ns"))
 
@@ -46,7 +49,7 @@ def ratios(fig: dict) -> dict:
 
 
 def empty_figures() -> dict:
-    return ratios({k: 0 for k in NS_KEYS})
+    return ratios(dict.fromkeys(NS_KEYS, 0))
 
 
 class DeviceTimeline:
@@ -114,7 +117,29 @@ class DeviceTimeline:
         fig["comm_unknown_link_ns"] = int(comm_dur[~known].sum())
         fig["comm_ib_ns"] = int(round(float(np.sum(comm_dur[known] * ib[known]))))
         fig["comm_nvlink_ns"] = fig["comm_ns"] - fig["comm_ib_ns"] - fig["comm_unknown_link_ns"]
+        fig.update(exposed_link_split(fig["exposed_comm_ns"], piece_exposed, ib))
         return ratios(fig), clipped, exposed
+
+
+def exposed_link_split(exposed_total: int, exposed_each: np.ndarray, ib: np.ndarray) -> dict:
+    """Split the exposed comm time by fabric, in proportion to each comm activity's exposed time.
+
+    Where comm overlaps comm, the per-activity exposed times add up to more than
+    the union; the shares are scaled so the three figures add up to ``exposed_comm_ns``.
+    """
+    weight = float(exposed_each.sum())
+    if exposed_total <= 0 or weight <= 0:
+        return {"exposed_comm_nvlink_ns": 0, "exposed_comm_ib_ns": 0, "exposed_comm_unknown_link_ns": 0}
+    known = ~np.isnan(ib)
+    scale = exposed_total / weight
+    ib_ns = round(float(np.sum(exposed_each[known] * ib[known])) * scale)
+    unknown_ns = round(float(exposed_each[~known].sum()) * scale)
+    unknown_ns = min(unknown_ns, exposed_total - ib_ns)
+    return {
+        "exposed_comm_nvlink_ns": exposed_total - ib_ns - unknown_ns,
+        "exposed_comm_ib_ns": ib_ns,
+        "exposed_comm_unknown_link_ns": unknown_ns,
+    }
 
 
 def sum_figures(rows: list[dict]) -> dict:
@@ -155,6 +180,8 @@ def collectives_table(comm: pd.DataFrame) -> list[dict]:
     frame = comm.assign(
         ib_ns=comm["total_ns"].to_numpy() * np.nan_to_num(ib),
         unknown_ns=np.where(np.isnan(ib), comm["total_ns"].to_numpy(), 0),
+        exposed_ib_ns=comm["exposed_ns"].to_numpy() * np.nan_to_num(ib),
+        exposed_unknown_ns=np.where(np.isnan(ib), comm["exposed_ns"].to_numpy(), 0),
         ib_known=~np.isnan(ib),
         ib_zero=ib == 0,
         ib_one=ib == 1,
@@ -171,6 +198,8 @@ def collectives_table(comm: pd.DataFrame) -> list[dict]:
         bytes_known=("bytes_known", "sum"),
         ib_ns=("ib_ns", "sum"),
         unknown_ns=("unknown_ns", "sum"),
+        exposed_ib_ns=("exposed_ib_ns", "sum"),
+        exposed_unknown_ns=("exposed_unknown_ns", "sum"),
         ib_mean=("ib_fraction", "mean"),
         ib_known=("ib_known", "sum"),
         ib_zero=("ib_zero", "sum"),
@@ -186,6 +215,8 @@ def collectives_table(comm: pd.DataFrame) -> list[dict]:
         else:
             link = "nvlink" if r.ib_zero == n else ("ib" if r.ib_one == n else "mixed")
         total, ib_ns, unknown_ns = int(r.total_ns), round(float(r.ib_ns)), int(r.unknown_ns)
+        exposed = int(r.exposed_ns)
+        exposed_ib, exposed_unknown = round(float(r.exposed_ib_ns)), int(r.exposed_unknown_ns)
         out.append(
             {
                 "name": str(key),
@@ -194,12 +225,15 @@ def collectives_table(comm: pd.DataFrame) -> list[dict]:
                 "count": n,
                 "devices": int(r.devices),
                 "total_ns": total,
-                "exposed_ns": int(r.exposed_ns),
+                "exposed_ns": exposed,
                 "bytes": int(r.bytes_sum) if r.bytes_known else None,
                 "bytes_per_call": round(float(r.bytes_mean)) if r.bytes_known else None,
                 "comm_nvlink_ns": total - ib_ns - unknown_ns,
                 "comm_ib_ns": ib_ns,
                 "comm_unknown_link_ns": unknown_ns,
+                "exposed_nvlink_ns": exposed - exposed_ib - exposed_unknown,
+                "exposed_ib_ns": exposed_ib,
+                "exposed_unknown_link_ns": exposed_unknown,
                 "ib_fraction": float(r.ib_mean) if r.ib_known else None,
             }
         )

@@ -83,10 +83,60 @@ _TORCH = {
 }
 
 
-def remedy(kind: str, link: str, xla: bool) -> str:
+SIGNAL_REMEDIES = {
+    "launch-gaps": (
+        "launch-bound: the GPU idles in short gaps between kernels",
+        "Launch fewer, bigger units of work: XLA command buffers (CUDA graphs), e.g. "
+        "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,COLLECTIVES; in PyTorch capture the step "
+        'with CUDA graphs (torch.compile(mode="reduce-overhead") or torch.cuda.graph); a grouped GEMM instead of '
+        "one GEMM per expert.",
+    ),
+    "d2h-sync": (
+        "device-to-host syncs inside the step",
+        "Small device-to-host copies inside the step (typically token counts per expert read back to size a "
+        "buffer) serialize the stream and break CUDA-graph capture: keep the counts on the device and pass them "
+        "to a dropless grouped GEMM (jax.lax.ragged_dot group_sizes; Transformer Engine grouped GEMM with "
+        "device-side splits) instead of .item()/.tolist()/jax.device_get.",
+    ),
+    "host-copies": (
+        "exposed host<->device copies (offload traffic)",
+        "Overlap offload copies with compute: XLA host offloading through jax.checkpoint offload policies "
+        '(e.g. jax.checkpoint_policies.offload_dot_with_no_batch_dims("device", "pinned_host")) with '
+        "--xla_gpu_enable_latency_hiding_scheduler=true; in PyTorch pinned memory and non_blocking copies on a side "
+        "stream, prefetching one layer ahead.",
+    ),
+    "expert-exchange": (
+        "expert dispatch/combine exchange dominates communication",
+        "Move fewer bytes in the expert exchange rather than only hiding it: send only the routed tokens "
+        "(jax.lax.ragged_all_to_all, dropless; MaxText sparse_matmul=True, capacity_factor=-1) instead of "
+        "capacity-padded buffers; fuse dispatch/combine with token deduplication per node (DeepEP, NCCL EP); "
+        "across NVLink domains exchange hierarchically (one InfiniBand transfer per node, then NVLink); FP8 "
+        "dispatch halves the bytes. Then overlap what remains with the shared expert or a second micro-batch.",
+    ),
+    "small-gemms": (
+        "many small expert GEMMs instead of one grouped GEMM",
+        "One GEMM per expert leaves the GPU underused and launch-bound: use a grouped GEMM over all local experts "
+        "(jax.lax.ragged_dot / MaxText megablox with sparse_matmul=True; Transformer Engine GroupedLinear; CUTLASS "
+        "grouped GEMM) with dropless routing instead of per-expert, capacity-padded matmuls.",
+    ),
+}
+
+_BANDWIDTH_ADVICE = {
+    "latency-bound": " At this bus bandwidth it is latency-bound (small messages or launch overhead), not limited "
+    "by the link: combine small collectives (the *_combine_threshold_bytes flags) or batch them.",
+    "under-utilized": " It reaches well under the link's peak: check message sizes, the NCCL algorithm/protocol "
+    "(NCCL_ALGO, NCCL_PROTO) and channel count, and that traffic takes the fabric you expect.",
+    "bandwidth-bound": " It runs near the link's peak: only fewer bytes help (FP8 dispatch, token deduplication) "
+    "or a faster path (keep it on NVLink).",
+}
+
+
+def remedy(kind: str, link: str, xla: bool, bandwidth_verdict: str | None = None) -> str:
     """The concrete next step for exposed communication of this kind on this link."""
     table = _XLA if xla else _TORCH
     text = table.get(kind) or _XLA.get(kind) or _XLA["other"]
+    if bandwidth_verdict in _BANDWIDTH_ADVICE:
+        text += _BANDWIDTH_ADVICE[bandwidth_verdict]
     if link in ("ib", "mixed") and kind in ("all-to-all", "ep-dispatch", "ep-combine", "all-gather", "reduce-scatter"):
         text += (
             " It crosses InfiniBand: keep this collective inside one NVLink domain where the parallelism "

@@ -73,7 +73,7 @@ def test_analyze_json_contract(path):
 def test_analyze_terminal(path):
     res = runner.invoke(app, ["analyze", str(path)])
     assert res.exit_code == 0, res.output
-    assert "comm share" in res.stdout and "Overlap opportunities" in res.stdout
+    assert "comm share" in res.stdout and "Opportunities" in res.stdout
 
 
 def test_tensorboard_log_dir_and_run_selection(tmp_path):

@@ -7,9 +7,13 @@ XPlane per server under ``<logdir>/plugins/profile/<run>/``.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import InputError
@@ -72,6 +76,31 @@ def check_serving(addresses: list[str], timeout: float = CONNECT_TIMEOUT_S) -> N
             ) from None
 
 
+@contextmanager
+def client_output_to_file() -> Iterator[None]:
+    """Send what the native client writes to fds 1 and 2 (progress, absl logs) to a scratch file.
+
+    Stdout must carry only the report or the JSON, and a failure only our one line;
+    ``MOEPROF_DEBUG=1`` lets the client's lines through.
+    """
+    if os.environ.get("MOEPROF_DEBUG"):
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+
+
 def trace(addresses: list[str], logdir: Path, duration_s: float) -> list[Path]:
     """Capture every address at once into ``logdir``; returns the XPlane files this capture wrote."""
     from xprof.convert import _pywrap_profiler_plugin  # the native client; loads only when capturing
@@ -79,11 +108,11 @@ def trace(addresses: list[str], logdir: Path, duration_s: float) -> list[Path]:
     logdir.mkdir(parents=True, exist_ok=True)
     before = set(logdir.glob("plugins/profile/*/*.xplane.pb"))
     duration_ms = max(1, round(duration_s * 1000))
-    sys.stderr.flush()  # the client logs to fd 2 directly: keep our own lines in order
     try:
-        _pywrap_profiler_plugin.trace(
-            ",".join(addresses), str(logdir), "", True, duration_ms, TRACING_ATTEMPTS, dict(TRACER_OPTIONS)
-        )
+        with client_output_to_file():
+            _pywrap_profiler_plugin.trace(
+                ",".join(addresses), str(logdir), "", True, duration_ms, TRACING_ATTEMPTS, dict(TRACER_OPTIONS)
+            )
     except RuntimeError as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(None, f"the capture from {','.join(addresses)} failed: {first}") from None
@@ -98,7 +127,7 @@ def capture_live(addresses: list[str], out: Path, duration_s: float) -> Path:
     if duration_s <= 0:
         raise InputError(None, f"--duration must be positive (got {duration_s:g})")
     check_serving(addresses)
-    out.mkdir(parents=True, exist_ok=True)
+    print(f"moeprof: capturing {duration_s:g} s from {','.join(addresses)} into {out}", file=sys.stderr, flush=True)
     files = trace(addresses, out / TRACE_DIR, duration_s)
     manifest = new_manifest(
         "live",

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..analysis import StepOptions, analyze_paths
+from ..bandwidth import link_peaks
 from ..parsers import discover
 from ..reports import terminal
 from ..reports.json_report import to_json
@@ -39,6 +40,13 @@ def analyze_command(
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
     run: RunOption = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="Link peaks of this GPU: H100, H200, H800, B200, GB200, GB300.")
+    ] = None,
+    link_peak: Annotated[
+        str | None,
+        typer.Option("--link-peak", help="Peak GB/s per GPU and direction, e.g. nvlink=450,ib=50 (ib=ndr|xdr)."),
+    ] = None,
 ) -> None:
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
@@ -48,9 +56,12 @@ def analyze_command(
         except ValueError as exc:
             raise fail(str(exc)) from None
         options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
+        peaks = link_peaks(gpu, link_peak)
         files = discover(list(paths), options)
         with file_progress(len(files), enabled=True) as advance:
-            result = analyze_paths(list(paths), options, StepOptions(selection, skip_first, step_marker), jobs, advance)
+            result = analyze_paths(
+                list(paths), options, StepOptions(selection, skip_first, step_marker), jobs, advance, peaks
+            )
         if json:
             typer.echo(to_json(result))
         else:

@@ -84,3 +84,98 @@ def demo_command(
         finish_run(target, as_json)
 
     guarded(body)
+
+
+CommandArgument = Annotated[
+    list[str] | None, typer.Argument(help="The command to run, after -- (e.g. -- python train.py --steps 100).")
+]
+
+
+@app.command("run")
+def run_command(
+    command: CommandArgument = None,
+    delay: Annotated[float, typer.Option("--delay", help="Seconds to wait after the server is up (compile).")] = 10.0,
+    duration: Annotated[float, typer.Option("--duration", help="Seconds of trace to capture.")] = 2.0,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the command after the capture (SIGTERM).")] = False,
+    port: Annotated[int | None, typer.Option("--port", help="Profiler server port (default: a free one).")] = None,
+    out: OutOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Launch a JAX training command with the profiler server on, capture a window of it and analyze it.
+
+    The script is not edited: a generated sitecustomize.py starts jax.profiler.start_server in the
+    command's first Python process when it imports jax.
+    """
+
+    def body() -> None:
+        from ..capture.launch import capture_run
+
+        target = out or default_out("run")
+        manifest = capture_run(
+            command or [],
+            target,
+            delay_s=delay,
+            duration_s=duration,
+            stop=stop,
+            port=port,
+            child_stdout_to_stderr=as_json,  # stdout carries only the JSON
+        )
+        code = manifest["exit_code"]
+        if manifest["stopped"]:
+            typer.echo(f"moeprof: stopped the command after the capture (exit code {code})", err=True)
+        elif code:
+            typer.echo(f"moeprof: the command exited with code {code} (after the capture)", err=True)
+        finish_run(target, as_json)
+
+    guarded(body)
+
+
+@app.command("live")
+def live_command(
+    addresses: Annotated[
+        str, typer.Argument(help="HOST:PORT[,HOST:PORT...] of jax.profiler.start_server; PORT alone is 127.0.0.1.")
+    ],
+    duration: Annotated[float, typer.Option("--duration", help="Seconds of trace to capture.")] = 2.0,
+    out: OutOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Capture a running JAX job (every listed worker at once, one XPlane each) and analyze it."""
+
+    def body() -> None:
+        from ..capture.live import capture_live, parse_addresses
+
+        parsed = parse_addresses(addresses)
+        target = out or default_out("live")
+        capture_live(parsed, target, duration)
+        finish_run(target, as_json)
+
+    guarded(body)
+
+
+@app.command("nsys")
+def nsys_command(
+    command: CommandArgument = None,
+    capture_range: Annotated[
+        bool,
+        typer.Option(
+            "--capture-range", help="Record only between cudaProfilerStart and cudaProfilerStop (the job calls them)."
+        ),
+    ] = False,
+    out: OutOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a command under Nsight Systems (nsys on PATH), export the report to SQLite and analyze it.
+
+    NCCL names its kernels' collectives through NVTX ranges: leave NCCL_NVTX_DISABLE unset.
+    """
+
+    def body() -> None:
+        from ..capture.nsys import capture_nsys
+
+        target = out or default_out("nsys")
+        manifest = capture_nsys(command or [], target, capture_range=capture_range, child_stdout_to_stderr=as_json)
+        if manifest["exit_code"]:
+            typer.echo(f"moeprof: the command exited with code {manifest['exit_code']}", err=True)
+        finish_run(target, as_json)
+
+    guarded(body)

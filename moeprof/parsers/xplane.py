@@ -339,6 +339,7 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
             events["global_id"] = events["global_id"] + host_index * n_local
         events["gpus_per_domain"] = n_local
     attach_hlo(events, header.hlo)
+    _HLO_BY_PATH[str(path)] = header.hlo
     if markers:
         m = pd.DataFrame(markers, columns=["device", "activity", "name", "start_ns", "end_ns", "step"])
         marker_rows = make_table(
@@ -355,6 +356,15 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
         )
         events = concat([events, marker_rows])
     return events
+
+
+# the HLO of the files parsed in this process, for the analysis that follows (map step)
+_HLO_BY_PATH: dict[str, dict[tuple[str, int], HloModule]] = {}
+
+
+def take_hlo(path: Path) -> dict[tuple[str, int], HloModule]:
+    """The HLO modules of an XPlane parsed in this process (forgotten once taken), or {}."""
+    return _HLO_BY_PATH.pop(str(path), {})
 
 
 def _by_first(rows: list[tuple]) -> dict:

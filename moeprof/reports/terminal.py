@@ -118,7 +118,7 @@ def split_table(result: AnalysisResult) -> Table:
 
 def collectives_table(result: AnalysisResult, top: int) -> Table:
     table = Table(title=f"Top collectives (of {len(result.collectives)})", title_justify="left")
-    for col, justify in [
+    columns = [
         ("op", "left"),
         ("kind", "left"),
         ("link", "left"),
@@ -126,10 +126,15 @@ def collectives_table(result: AnalysisResult, top: int) -> Table:
         ("total ms", "right"),
         ("exposed ms", "right"),
         ("bytes/call", "right"),
-    ]:
+        ("bus GB/s", "right"),
+        ("of link peak", "right"),
+    ]
+    for col, justify in columns:
         table.add_column(col, justify=justify, overflow="fold")
     for c in result.collectives[:top]:
         name = c["name"] if len(c["name"]) <= 60 else c["name"][:57] + "..."
+        busbw = c.get("bus_bandwidth_gbps")
+        util = c.get("link_utilization")
         table.add_row(
             name,
             c["kind"],
@@ -138,25 +143,55 @@ def collectives_table(result: AnalysisResult, top: int) -> Table:
             ms(c["total_ns"]),
             ms(c["exposed_ns"]),
             human_bytes(c["bytes_per_call"]),
+            "-" if busbw is None else f"{busbw:,.3g}",
+            "-" if util is None else f"{pct(util)} {c['bandwidth_verdict']}",
         )
     return table
+
+
+def _evidence(o: dict) -> str:
+    ev = o["evidence"]
+    parts = [f"{ev['count']:,} calls on {ev['devices']} device(s)", f"worst {ev['worst_device']}"]
+    if "exposed_share_of_its_time" in ev:
+        parts.insert(1, f"{pct(ev['exposed_share_of_its_time'])} of its time exposed")
+    if o.get("link"):
+        parts.append(f"link {o['link']}")
+    if "independent_compute_ns" in ev:
+        parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
+    if ev.get("bus_bandwidth_gbps") is not None:
+        parts.append(f"bus bw {ev['bus_bandwidth_gbps']:.3g} GB/s")
+    if "detail" in ev:
+        parts.append(ev["detail"])
+    return ", ".join(parts)
 
 
 def opportunities_panel(result: AnalysisResult, top: int) -> Panel:
     items = []
     for i, o in enumerate(result.opportunities[:top], 1):
-        ev = o["evidence"]
         head = Text(f"{i}. {o['title'][:90]}", style="bold")
-        head.append(f"  save up to {ms(o['saving_bound_ns'])} ms per device", style="bold red")
-        body = Text(
-            f"   exposed {ms(o['exposed_ns'])} ms over {ev['devices']} device(s), {ev['count']} calls "
-            f"({pct(ev['exposed_share_of_its_time'])} of its time exposed), link {o['link']}, "
-            f"worst {ev['worst_device']}\n   → {o['remedy']}"
-        )
+        bound = "bounded by independent compute in the HLO" if o.get("bound_from") == "hlo" else "exposed time"
+        head.append(f"  save up to {ms(o['saving_bound_ns'])} ms on the worst device ({bound})", style="bold red")
+        body = Text(f"   {ms(o['exposed_ns'])} ms at stake over all devices: {_evidence(o)}\n   → {o['remedy']}")
         items.extend([head, body])
     if not items:
-        items = [Text("No exposed communication: nothing to hide.")]
-    return Panel(Group(*items), title="Overlap opportunities (ranked by saving bound)", title_align="left")
+        items = [Text("No exposed communication or launch overhead found: nothing to hide.")]
+    return Panel(Group(*items), title="Opportunities (ranked by saving bound)", title_align="left")
+
+
+def spread_line(result: AnalysisResult) -> str | None:
+    sp = result.spread
+    parts = []
+    if "straggler" in sp and sp["straggler"]["flagged"]:
+        st = sp["straggler"]
+        parts.append(f"straggler {st['device']}: compute {st['compute_over_median']:.2f}x the median device")
+    if "slowest_step" in sp and sp["slowest_step"]["over_median"]:
+        st = sp["slowest_step"]
+        flag = " (slow step)" if st["flagged"] else ""
+        parts.append(
+            f"{len(sp.get('steps', []))} steps, slowest step {st['step']} at {st['over_median']:.2f}x the "
+            f"median span{flag}"
+        )
+    return "; ".join(parts) or None
 
 
 def render(result: AnalysisResult, console: Console | None = None, top: int = 8) -> None:
@@ -192,6 +227,9 @@ def render(result: AnalysisResult, console: Console | None = None, top: int = 8)
         for name, color in _BAR_COLORS.items():
             legend.append("█ ", style=color).append(name.replace("_", " ") + "  ")
         console.print(legend)
+    line = spread_line(result)
+    if line:
+        console.print(line)
     if result.collectives:
         console.print(collectives_table(result, top))
     console.print(opportunities_panel(result, top))

@@ -1,0 +1,253 @@
+"""Opportunities (spec §6 and the insight issue): what to attack first, how much it can save, and how.
+
+Collectives: exposed communication per (op, kind), bounded by the independent
+compute the HLO dependency graph allows. Device signals: launch gaps,
+device-to-host syncs, exposed host copies, many small GEMMs. Each carries the
+evidence to find it in a trace viewer and a concrete remedy.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+from .remedies import SIGNAL_REMEDIES, remedy
+
+SMALL_GAP_NS = 20_000  # gaps shorter than this between kernels are launch overhead, not waiting
+SMALL_COPY_BYTES = 64 * 1024  # a DtoH copy this small is a sync of counts/flags, not data movement
+SMALL_COPY_NS = 10_000  # ... when its bytes are unknown
+SMALL_GEMM_NS = 15_000
+MANY_GEMMS_PER_STEP = 32
+GEMM = re.compile(r"(?i)gemm|nvjet|xmma|matmul|cublas|cutlass.*kernel|\bdot\b|_dot|ragged_dot")
+GROUPED_GEMM = re.compile(r"(?i)group|ragged|moe_?gemm|megablox|gmm")
+
+
+def device_signals(
+    frame: pd.DataFrame,
+    start: np.ndarray,
+    end: np.ndarray,
+    clipped: np.ndarray,
+    win_s: np.ndarray,
+    win_e: np.ndarray,
+    steps: int,
+    device: str,
+) -> list[dict]:
+    """Non-collective opportunities of one device over its window (one dict per signal found)."""
+    out: list[dict] = []
+    keep = clipped > 0
+    if not keep.any():
+        return out
+    bucket = frame["bucket"].to_numpy(dtype=object)
+    s, e, idx = iv.clip(start[keep], end[keep], win_s, win_e)
+    rows = np.flatnonzero(keep)[idx]
+    is_gpu = "GPU" in device
+    # launch-bound: many short gaps between busy segments
+    if is_gpu:
+        b_s, b_e = iv.union(s, e)
+        gaps = b_s[1:] - b_e[:-1]
+        small = gaps[(gaps > 0) & (gaps < SMALL_GAP_NS)]
+        if small.size:
+            out.append(
+                {
+                    "type": "launch-gaps",
+                    "device": device,
+                    "time_ns": int(small.sum()),
+                    "saving_ns": int(small.sum()),
+                    "count": int(small.size),
+                    "detail": f"{small.size} gaps under {SMALL_GAP_NS // 1000} µs between kernels",
+                }
+            )
+    # copies: device-to-host syncs and exposed host copies
+    copy_kind = frame["copy_kind"].to_numpy(dtype=object)[rows]
+    nbytes = frame["bytes"].to_numpy(dtype=np.float64)[rows]
+    compute = bucket[rows] == "compute"
+    k_s, k_e = iv.union(s[compute], e[compute])
+    exposed = (e - s) - iv.overlap_each(s, e, k_s, k_e)
+    host = (copy_kind == "DtoH") | (copy_kind == "HtoD")
+    small_copy = np.where(np.isnan(nbytes), (e - s) < SMALL_COPY_NS, nbytes < SMALL_COPY_BYTES)
+    syncs = (copy_kind == "DtoH") & small_copy
+    if syncs.any():
+        out.append(
+            {
+                "type": "d2h-sync",
+                "device": device,
+                "time_ns": int((e - s)[syncs].sum()),
+                "saving_ns": int(exposed[syncs].sum()),
+                "count": int(syncs.sum()),
+                "detail": f"{int(syncs.sum())} small device-to-host copies ({int(syncs.sum()) / max(steps, 1):.1f}"
+                " per step)",
+            }
+        )
+    bulk = host & ~syncs
+    if bulk.any() and exposed[bulk].sum() > 0:
+        known = nbytes[bulk][~np.isnan(nbytes[bulk])]
+        out.append(
+            {
+                "type": "host-copies",
+                "device": device,
+                "time_ns": int((e - s)[bulk].sum()),
+                "saving_ns": int(exposed[bulk].sum()),
+                "count": int(bulk.sum()),
+                "detail": f"{int(bulk.sum())} host<->device copies"
+                + (f", {known.sum() / 2**20:,.1f} MiB" if known.size else ""),
+            }
+        )
+    # many small GEMMs instead of one grouped GEMM
+    if is_gpu:
+        names = frame["name"].to_numpy(dtype=object)[rows]
+        uniq, codes = np.unique(names.astype(str), return_inverse=True)
+        is_gemm = np.array([bool(GEMM.search(n)) for n in uniq])[codes]
+        is_grouped = np.array([bool(GROUPED_GEMM.search(n)) for n in uniq])[codes]
+        gemm_dur = (e - s)[is_gemm & ~is_grouped]
+        per_step = gemm_dur.size / max(steps, 1)
+        if per_step >= MANY_GEMMS_PER_STEP and np.median(gemm_dur) < SMALL_GEMM_NS and not is_grouped.any():
+            out.append(
+                {
+                    "type": "small-gemms",
+                    "device": device,
+                    "time_ns": int(gemm_dur.sum()),
+                    "saving_ns": int(gemm_dur[gemm_dur < SMALL_GEMM_NS].sum() // 2),
+                    "count": int(gemm_dur.size),
+                    "detail": f"{per_step:.0f} GEMM kernels per step, median {np.median(gemm_dur) / 1000:.1f} µs",
+                }
+            )
+    return out
+
+
+def signal_opportunities(signals: list[dict]) -> list[dict]:
+    """One opportunity per signal type: summed over devices, bounded by the worst device."""
+    out = []
+    frame = pd.DataFrame(signals)
+    if frame.empty:
+        return out
+    for kind, g in frame.groupby("type", sort=False):
+        worst = g.loc[g["saving_ns"].idxmax()]
+        if int(worst["saving_ns"]) <= 0:
+            continue
+        out.append(
+            {
+                "title": SIGNAL_REMEDIES[kind][0],
+                "kind": str(kind),
+                "name": str(kind),
+                "link": None,
+                "exposed_ns": int(g["saving_ns"].sum()),
+                "saving_bound_ns": int(worst["saving_ns"]),
+                "bound_from": "exposed",
+                "evidence": {
+                    "count": int(g["count"].sum()),
+                    "devices": int(g["device"].nunique()),
+                    "total_ns": int(g["time_ns"].sum()),
+                    "worst_device": str(worst["device"]),
+                    "detail": str(worst["detail"]),
+                },
+                "remedy": SIGNAL_REMEDIES[kind][1],
+            }
+        )
+    return out
+
+
+def comm_opportunities(comm: pd.DataFrame, collectives: list[dict], independent: pd.DataFrame) -> list[dict]:
+    """Spec §6: exposed comm grouped by (op, kind), ranked by what hiding it could save.
+
+    ``exposed_ns`` sums over devices. Per device the bound is its exposed time,
+    capped by the compute the HLO graph shows to be independent of the op
+    (``independent``: device, key, independent_ns) where the HLO is known;
+    ``saving_bound_ns`` is the largest per-device bound, since devices run side
+    by side and a step shrinks by at most what its worst device loses.
+    """
+    exposed = comm[comm["exposed_ns"] > 0]
+    if exposed.empty:
+        return []
+    per_device = exposed.groupby(["key", "kind", "device"], sort=False, observed=True)["exposed_ns"].sum().reset_index()
+    if not independent.empty:
+        per_device = per_device.merge(independent, on=["key", "device"], how="left")
+    else:
+        per_device["independent_ns"] = np.nan
+    known = per_device["independent_ns"].notna()
+    per_device["bound_ns"] = np.where(
+        known, np.minimum(per_device["exposed_ns"], per_device["independent_ns"].fillna(0)), per_device["exposed_ns"]
+    )
+    by_op = {(c["name"], c["kind"]): c for c in collectives}
+    xla = exposed.groupby(["key", "kind"], sort=False, observed=True)["xla"].any()
+    out = []
+    for (key, kind), g in per_device.groupby(["key", "kind"], sort=False, observed=True):
+        c = by_op[(str(key), str(kind))]
+        worst = g.loc[g["bound_ns"].idxmax()]
+        from_hlo = bool(g["independent_ns"].notna().all())
+        evidence = {
+            "count": c["count"],
+            "devices": int(len(g)),
+            "total_ns": c["total_ns"],
+            "worst_device": str(worst["device"]),
+            "exposed_share_of_its_time": round(c["exposed_ns"] / max(c["total_ns"], 1), 4),
+        }
+        if from_hlo:
+            evidence["independent_compute_ns"] = int(worst["independent_ns"])
+        if c.get("bus_bandwidth_gbps") is not None:
+            evidence["bus_bandwidth_gbps"] = c["bus_bandwidth_gbps"]
+        out.append(
+            {
+                "title": f"exposed {kind} {key}",
+                "kind": str(kind),
+                "name": str(key),
+                "link": c["link"],
+                "exposed_ns": c["exposed_ns"],
+                "saving_bound_ns": int(worst["bound_ns"]),
+                "bound_from": "hlo" if from_hlo else "exposed",
+                "evidence": evidence,
+                "remedy": remedy(str(kind), c["link"], bool(xla[(key, kind)]), c.get("bandwidth_verdict")),
+            }
+        )
+    return out
+
+
+EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
+DOMINANT_SHARE = 0.3
+
+
+def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[dict]) -> list[dict]:
+    """When the expert dispatch/combine exchange dominates communication, hiding it is rarely enough
+    (the HLO leaves little compute independent of it); shrinking it is the lever."""
+    if comm.empty:
+        return []
+    a2a = comm[comm["kind"].isin(EXPERT_KINDS)]
+    total = float(comm["total_ns"].sum())
+    if a2a.empty or total <= 0 or a2a["total_ns"].sum() / total < DOMINANT_SHARE:
+        return []
+    per_device = a2a.groupby("device", observed=True)["exposed_ns"].sum()
+    if per_device.max() <= 0:
+        return []
+    worst = str(per_device.idxmax())
+    ops = a2a.groupby(["key", "kind"], observed=True)["total_ns"].sum().sort_values(ascending=False)
+    hide_bound = sum(o["saving_bound_ns"] for o in hide if o["kind"] in EXPERT_KINDS and o["bound_from"] == "hlo")
+    ib = a2a["ib_fraction"].to_numpy(dtype=np.float64)
+    link = "ib" if np.nanmax(np.nan_to_num(ib, nan=0.0)) > 0 else ("nvlink" if not np.isnan(ib).all() else "unknown")
+    return [
+        {
+            "title": "expert dispatch/combine exchange dominates communication",
+            "kind": "expert-exchange",
+            "name": ", ".join(str(k) for k, _ in ops.index[:6]),
+            "link": link,
+            "exposed_ns": int(a2a["exposed_ns"].sum()),
+            "saving_bound_ns": int(per_device.max()),
+            "bound_from": "exposed",
+            "evidence": {
+                "count": int(len(a2a)),
+                "devices": int(a2a["device"].nunique()),
+                "total_ns": int(a2a["total_ns"].sum()),
+                "worst_device": worst,
+                "share_of_comm": round(float(a2a["total_ns"].sum()) / total, 4),
+                "hide_bound_from_hlo_ns": int(hide_bound),
+                "detail": f"{float(a2a['total_ns'].sum()) / total:.0%} of communication time is expert all-to-all; "
+                f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute to hide it behind",
+            },
+            "remedy": SIGNAL_REMEDIES["expert-exchange"][1],
+        }
+    ]
+
+
+def rank(opportunities: list[dict]) -> list[dict]:
+    return sorted(opportunities, key=lambda o: (-o["saving_bound_ns"], o["title"]))
