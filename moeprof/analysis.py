@@ -356,6 +356,48 @@ def analyze(
     return merge([analyze_host(events, inputs or [], step_options)], link_peaks)
 
 
+def add_throughput(
+    result: AnalysisResult,
+    model: str,
+    tokens_per_step: int,
+    seq_len: int = 4096,
+    gpu: str | None = None,
+    dtype: str = "bf16",
+    job_devices: int | None = None,
+) -> None:
+    """tokens/s, model TFLOPS per device and MFU from a model config and the measured step time.
+
+    ``tokens_per_step`` is the job's global batch in tokens and ``job_devices`` the job's
+    device count (default: the devices in the trace; a one-rank Kineto trace of a 64-GPU
+    job needs 64).
+
+    The step time is the median over steps of the slowest device's step span; without
+    steps it is the longest device window (the trace is taken as one step).
+    """
+    from .flops import flops_per_token, load_model_config, throughput_figures
+
+    cfg = load_model_config(model)
+    per_token = flops_per_token(cfg, seq_len).total
+    spans = [s["span_ns"] for s in result.spread.get("steps", [])]
+    if spans:
+        step_ns = float(np.median(spans))
+    else:
+        step_ns = float(max((d["span_ns"] for d in result.devices), default=0))
+        result.warnings.append("no steps found: throughput takes the whole trace window as one step")
+    if step_ns <= 0 or not result.devices:
+        result.warnings.append("no device activity: throughput not computed")
+        return
+    kind = gpu or ((result.manifest or {}).get("devices") or {}).get("kind")
+    result.throughput = {
+        **throughput_figures(
+            tokens_per_step, step_ns / 1e9, per_token, job_devices or len(result.devices), kind, dtype
+        ),
+        "model": cfg.name,
+        "seq_len": seq_len,
+        "step_ns": round(step_ns),
+    }
+
+
 def _map_one(args: tuple) -> HostAnalysis:
     path, index, options, step_options, single_host = args
     events = load_file(path, index, options, single_host)

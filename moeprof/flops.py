@@ -508,7 +508,7 @@ def throughput_figures(
     out: dict = {
         "tokens_per_second": tokens_per_second,
         "model_flops_per_token": flops_per_token,
-        "model_tflops_per_device": tflops,
+        "tflops_per_device": tflops,
         "devices": devices,
     }
     peak = peak_tflops if peak_tflops is not None else peak_for(device_kind, dtype)

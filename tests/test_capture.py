@@ -251,7 +251,8 @@ def test_sitecustomize_pops_port_and_chains(tmp_path: Path) -> None:
         "import json, os, sys, subprocess;"
         f"print(json.dumps({{'port': os.environ.get('{PORT_ENV}'), 'path': os.environ.get('PYTHONPATH'),"
         "'theirs': os.environ.get('THEIRS_RAN'), 'jax': 'jax' in sys.modules,"
-        "'site': sys.modules['sitecustomize'].__file__}))"
+        "'site': sys.modules['sitecustomize'].__file__,"
+        "'hook': any(type(f).__name__ == 'AfterJax' for f in sys.meta_path)}))"
     )
     res = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=30)
     assert res.returncode == 0, res.stderr
@@ -262,7 +263,13 @@ def test_sitecustomize_pops_port_and_chains(tmp_path: Path) -> None:
         "theirs": "1",
         "jax": False,
         "site": str(theirs / "sitecustomize.py"),
+        "hook": True,  # the server starts when the script imports jax
     }
+    # a rank other than 0 under mpirun/srun does not serve: rank 0 holds the port
+    res = subprocess.run(
+        [sys.executable, "-c", probe], env={**env, "SLURM_PROCID": "3"}, capture_output=True, text=True, timeout=30
+    )
+    assert json.loads(res.stdout)["hook"] is False and json.loads(res.stdout)["theirs"] == "1"
     # alone on the path: no error, and the import system still finds a sitecustomize module
     env = child_env({"PATH": os.environ.get("PATH", "")}, ours, 1)
     res = subprocess.run(
@@ -336,8 +343,16 @@ def test_parse_addresses_rejects(spec: str) -> None:
     assert "\n" not in str(err.value)
 
 
-def test_live_bad_address_cli(tmp_path: Path) -> None:
-    assert "bad address 'host:http'" in one_line(moeprof_cli(["capture", "live", "host:http"], tmp_path))
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["host:http"], "bad address 'host:http'"),
+        ([], "give the job's profiler address(es)"),
+        (["9", "--duration", "0"], "--duration must be positive"),
+    ],
+)
+def test_live_bad_usage(tmp_path: Path, args: list[str], message: str) -> None:
+    assert message in one_line(moeprof_cli(["capture", "live", *args], tmp_path))
 
 
 # ---- capture nsys --------------------------------------------------------------------------------

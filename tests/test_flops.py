@@ -214,12 +214,12 @@ def test_throughput_figures():
     # 8 sequences of 4096 tokens per 2 s step on 16 H100s at 250 GFLOPs/token
     out = throughput_figures(8 * 4096, 2.0, 250e9, 16, "NVIDIA H100 80GB HBM3")
     assert out["tokens_per_second"] == 16384.0
-    assert out["model_tflops_per_device"] == pytest.approx(16384 * 250e9 / 16 / 1e12)  # 256
+    assert out["tflops_per_device"] == pytest.approx(16384 * 250e9 / 16 / 1e12)  # 256
     assert out["peak_tflops"] == 989.4
     assert out["mfu"] == pytest.approx(256 / 989.4)
     assert out["peak_device"] == "H100 SXM"
     given = throughput_figures(1000, 1.0, 1e12, 4, None, peak_tflops=1000.0)
-    assert given["model_tflops_per_device"] == 250.0 and given["mfu"] == 0.25
+    assert given["tflops_per_device"] == 250.0 and given["mfu"] == 0.25
     unknown = throughput_figures(1000, 1.0, 1e12, 4, "Some Accelerator")
     assert "mfu" not in unknown and "peak_tflops" not in unknown
     with pytest.raises(ValueError):

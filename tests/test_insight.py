@@ -168,3 +168,20 @@ def test_demo_capture_names_the_expert_exchange_with_an_hlo_bound():
     for o in a2a:
         assert o["saving_bound_ns"] <= o["evidence"]["independent_compute_ns"]
         assert o["saving_bound_ns"] <= o["exposed_ns"]
+
+
+def test_throughput_from_model_and_measured_steps():
+    from moeprof.analysis import add_throughput
+    from moeprof.flops import flops_per_token, load_model_config
+
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"])
+    scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)
+    # a step's span is its slowest device's: the marker windows are per host, the same on every device
+    spans = sorted(max(e - s for s, e in (scen.steps[h][i] for h in range(2))) for i in range(3))
+    add_throughput(result, "deepseek-v3", tokens_per_step=8192, seq_len=4096, gpu="H100", job_devices=64)
+    tp = result.throughput
+    assert tp["step_ns"] == spans[1]
+    assert tp["tokens_per_second"] == pytest.approx(8192 / (spans[1] / 1e9))
+    per_token = flops_per_token(load_model_config("deepseek-v3"), 4096).total
+    assert tp["tflops_per_device"] == pytest.approx(tp["tokens_per_second"] * per_token / 64 / 1e12)
+    assert tp["mfu"] == pytest.approx(tp["tflops_per_device"] / tp["peak_tflops"])

@@ -74,11 +74,15 @@ def _moeprof_setup():
     here = os.path.dirname(os.path.abspath(__file__))
     # only the first Python process of the command serves: its children must not bind the same port
     port = os.environ.pop("{port_env}", None)
-    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != here]
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if not p or os.path.abspath(p) != here]
     if kept:
         os.environ["PYTHONPATH"] = os.pathsep.join(kept)
     else:
         os.environ.pop("PYTHONPATH", None)
+    # under mpirun/srun every rank inherits the port from a launcher that is not Python: rank 0 serves
+    ranks = [os.environ.get(v) for v in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")]
+    if any(r not in (None, "", "0") for r in ranks):
+        port = None
     if port and port.isdigit():
         if "jax" in sys.modules:
             _moeprof_start(int(port))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..analysis import StepOptions, analyze_paths
+from ..analysis import StepOptions, add_throughput, analyze_paths
 from ..bandwidth import link_peaks
 from ..parsers import discover
 from ..reports import terminal
@@ -43,6 +43,17 @@ def analyze_command(
     gpu: Annotated[
         str | None, typer.Option("--gpu", help="Link peaks of this GPU: H100, H200, H800, B200, GB200, GB300.")
     ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="deepseek-v3 or a config.json: adds tokens/s, TFLOPS and MFU.")
+    ] = None,
+    tokens_per_step: Annotated[
+        int | None, typer.Option("--tokens-per-step", min=1, help="Global tokens per step (batch x sequence).")
+    ] = None,
+    seq_len: Annotated[int, typer.Option("--seq-len", min=1, help="Sequence length for attention FLOPs.")] = 4096,
+    job_devices: Annotated[
+        int | None, typer.Option("--job-devices", min=1, help="Devices in the whole job (default: those in the trace).")
+    ] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="Precision of the MFU peak: bf16 or fp8.")] = "bf16",
     link_peak: Annotated[
         str | None,
         typer.Option("--link-peak", help="Peak GB/s per GPU and direction, e.g. nvlink=450,ib=50 (ib=ndr|xdr)."),
@@ -62,6 +73,10 @@ def analyze_command(
             result = analyze_paths(
                 list(paths), options, StepOptions(selection, skip_first, step_marker), jobs, advance, peaks
             )
+        if model or tokens_per_step:
+            if not (model and tokens_per_step):
+                raise fail("--model and --tokens-per-step go together")
+            add_throughput(result, model, tokens_per_step, seq_len, gpu, dtype, job_devices)
         if json:
             typer.echo(to_json(result))
         else:

@@ -10,6 +10,7 @@ import typer
 
 from ..analysis import AnalysisResult, analyze_paths
 from ..capture.runfolder import ANALYSIS, write_json
+from ..errors import InputError
 from ..reports import terminal
 from ..reports.json_report import to_json
 from .common import guarded
@@ -103,8 +104,7 @@ def run_command(
 ) -> None:
     """Launch a JAX training command with the profiler server on, capture a window of it and analyze it.
 
-    The script is not edited: a generated sitecustomize.py starts jax.profiler.start_server in the
-    command's first Python process when it imports jax.
+    The script is not edited: a generated sitecustomize.py starts the profiler server when the command imports jax.
     """
 
     def body() -> None:
@@ -133,8 +133,9 @@ def run_command(
 @app.command("live")
 def live_command(
     addresses: Annotated[
-        str, typer.Argument(help="HOST:PORT[,HOST:PORT...] of jax.profiler.start_server; PORT alone is 127.0.0.1.")
-    ],
+        str | None,
+        typer.Argument(help="HOST:PORT[,HOST:PORT...] of jax.profiler.start_server; PORT alone is 127.0.0.1."),
+    ] = None,
     duration: Annotated[float, typer.Option("--duration", help="Seconds of trace to capture.")] = 2.0,
     out: OutOption = None,
     as_json: JsonOption = False,
@@ -144,6 +145,8 @@ def live_command(
     def body() -> None:
         from ..capture.live import capture_live, parse_addresses
 
+        if not addresses:
+            raise InputError(None, "give the job's profiler address(es): moeprof capture live HOST:PORT[,HOST:PORT...]")
         parsed = parse_addresses(addresses)
         target = out or default_out("live")
         capture_live(parsed, target, duration)

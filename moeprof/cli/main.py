@@ -9,6 +9,7 @@ from .analyze import analyze_command
 from .capture import app as capture_app
 from .classify import classify_command
 from .events import events_command
+from .flops import flops_command
 
 app = typer.Typer(
     name="moeprof",
@@ -20,6 +21,7 @@ app = typer.Typer(
 app.command("analyze")(analyze_command)
 app.command("events")(events_command)
 app.command("classify")(classify_command)
+app.command("flops")(flops_command)
 app.add_typer(capture_app, name="capture")
 
 

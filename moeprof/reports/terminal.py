@@ -214,6 +214,8 @@ def render(result: AnalysisResult, console: Console | None = None, top: int = 8)
         line = f"throughput {tp['tokens_per_second']:,.0f} tokens/s"
         if "tflops_per_device" in tp:
             line += f", {tp['tflops_per_device']:.4g} model TFLOPS per device"
+        if tp.get("mfu") is not None:
+            line += f", MFU {pct(tp['mfu'])} of {tp['peak_tflops']:,.0f} TFLOPS {tp.get('dtype', '')}"
         if result.manifest:
             dev = result.manifest.get("devices") or {}
             line += f"  ({dev.get('count', '?')} x {dev.get('kind', '?')}, {result.manifest.get('kind')} capture)"
