@@ -55,7 +55,7 @@ def step(x):
     return jax.lax.psum(jnp.tanh(x @ x.T) @ x, "d") / n
 
 
-x = jax.device_put(jnp.ones((n * 128, 128)) * 0.01, NamedSharding(mesh, P("d")))
+x = jax.device_put(jnp.ones((n * 256, 256)) * 0.01, NamedSharding(mesh, P("d")))
 end = time.monotonic() + seconds
 i = 0
 while time.monotonic() < end:
@@ -86,7 +86,7 @@ def body(x):
     return jax.lax.psum(jnp.tanh(x @ x.T) @ x, "d") / n
 
 
-x = jax.device_put(jnp.ones((n * 128, 128)) * 0.01, NamedSharding(mesh, P("d")))
+x = jax.device_put(jnp.ones((n * 256, 256)) * 0.01, NamedSharding(mesh, P("d")))
 mode, out = sys.argv[1], sys.argv[2]
 if mode == "context":
     step = jax.jit(body)
@@ -96,6 +96,27 @@ if mode == "context":
                 x = step(x)
                 x.block_until_ready()
     result = prof.result
+elif mode == "error":
+    jitted = jax.jit(body)
+    calls = []
+
+    @moeprof.profile_steps(out, count=3)
+    def failing(x):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return jitted(x)
+
+    x = failing(x)
+    try:
+        failing(x)
+    except RuntimeError:
+        pass
+    x = failing(x)  # after the failure: unprofiled
+    with jax.profiler.trace(out + "-again"):  # the failed run left no trace open
+        x = jitted(x)
+    print(json.dumps({"result": failing.result}))
+    sys.exit(0)
 else:
     step = moeprof.profile_steps(out, skip=2, count=3)(jax.jit(body))
     for _ in range(7):
@@ -297,7 +318,7 @@ def test_live_two_workers(tmp_path: Path, job: Path, workers: list[subprocess.Po
     for port in ports:
         workers.append(
             subprocess.Popen(
-                [sys.executable, str(job), "60", str(port)],
+                [sys.executable, str(job), "300", str(port)],
                 env=env_for_jax(),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -479,6 +500,24 @@ def test_profile_steps(tmp_path: Path, mode: str, steps: list[int]) -> None:
     manifest, analysis = check_run_folder(out, "library")
     assert manifest["mode"] == mode and manifest["devices"]["count"] == 2
     assert sorted({s["step"] for s in analysis["steps"]}) == steps
+
+
+def test_profile_steps_failing_step(tmp_path: Path) -> None:
+    script = tmp_path / "lib.py"
+    script.write_text(LIBRARY)
+    out = tmp_path / "error"
+    res = subprocess.run(
+        [sys.executable, str(script), "error", str(out)],
+        cwd=ROOT,
+        env=env_for_jax(),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"result": None}
+    assert list(out.glob("trace/plugins/profile/*/*.xplane.pb"))  # what was traced is kept
+    assert not (out / "analysis.json").exists()
 
 
 def test_profile_steps_arguments(tmp_path: Path) -> None:

@@ -117,3 +117,38 @@ def test_every_kernel_name_in_the_real_xplanes_is_classified():
         assert len(activity) and (activity["rule"] != "unmatched").all()
         assert set(activity["bucket"]) <= {"compute", "memcpy", "other"}  # no collectives in these windows
         assert not pd.isna(activity["start_ns"]).any()
+
+
+SHARED_INPUTS = [
+    "kineto/deepseek_v3_ep64_h800_rank0.json.gz",
+    "kineto/dlrm_8rank_v100",
+    "kineto/ddp_2rank_a100_rank0.json.gz",
+    "kineto/torchrec_128rank_sampled",
+    "kineto/vllm_tp8_b200_rank0.json.gz",
+    "nsys/torch_a2a_2gpu.sqlite",
+    "nsys/h100_2gpu_1s.sqlite",
+    "nsys/cloverleaf_a100.sqlite",
+    "nsys/saxpy_mpi_old_schema.sqlite",
+    "xplane/tf_bert_8xv100_worker.xplane.pb",
+    "xplane/jax_conv_8xmi300.xplane.pb",
+]
+COMM_NAMES = r"nccl|dpsk::ep::internode|deep_ep::|multimem_all_reduce|cross_device_reduce"
+
+
+@pytest.mark.parametrize("rel", SHARED_INPUTS)
+def test_every_distinct_name_in_the_shared_traces_is_classified(rel):
+    """No activity left unclassified silently; every communication kernel name lands in comm with a kind."""
+    from moeprof.analysis import load
+
+    from .conftest import shared_trace
+
+    events = load(shared_trace(rel))
+    activity = events[events["activity"].isin(["kernel", "memcpy", "memset"])]
+    names = activity.drop_duplicates(["name", "bucket", "kind", "rule"])
+    assert len(names) and (names["rule"] != "unmatched").all()
+    comm_like = names["name"].astype(str).str.contains(COMM_NAMES)
+    assert (names.loc[comm_like, "bucket"] == "comm").all()
+    assert (names.loc[names["bucket"] == "comm", "kind"] != "").all()
+    # FlashAttention's CollectiveMainloop is a template argument, not communication
+    flash = names["name"].astype(str).str.contains("CollectiveMainloop")
+    assert (names.loc[flash, "bucket"] == "compute").all()

@@ -185,3 +185,17 @@ def test_shared_xplanes_analyze_and_skip_derived_lines():
     assert doc["total"]["accumulated_ns"] == expected
     assert doc["total"]["comm_ns"] == 0
     assert run_json(str(shared_trace("xplane/jax_conv_8xmi300.xplane.pb")))["total"]["accumulated_ns"] > 0
+
+
+def test_huge_input_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A trace whose reading would exhaust memory gets a clear line, not an OOM kill."""
+    import moeprof.parsers as parsers
+
+    path = tmp_path / "big.xplane.pb"
+    path.write_bytes((SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb").read_bytes())
+    monkeypatch.setattr(parsers, "available_memory", lambda: 1024)  # pretend 1 KiB is free
+    res = runner.invoke(app, ["analyze", str(path)])
+    assert res.exit_code == 2
+    assert "too large to analyze in memory" in res.output and str(path) in res.output
+    monkeypatch.setenv("MOEPROF_IGNORE_MEMORY_CHECK", "1")
+    assert runner.invoke(app, ["analyze", str(path)]).exit_code == 0

@@ -809,3 +809,14 @@ def test_prefilters_keep_every_family(text: str) -> None:
     import pyarrow.compute as pc
 
     assert pc.match_substring_regex(pa.array([text]), nsys._LIKE_REGEX, ignore_case=True).to_pylist() == [True]
+
+
+def test_parquet_dir_through_the_pipeline(tmp_path: Path) -> None:
+    """``moeprof analyze FOLDER`` recognizes an ``nsys export --type parquetdir`` folder."""
+    import moeprof
+
+    path = real("torch_a2a_2gpu.sqlite")
+    folder = to_parquetdir(path, tmp_path / path.stem)
+    from_parquet = moeprof.analyze_paths([folder]).to_dict()["total"]
+    from_sqlite = moeprof.analyze_paths([path]).to_dict()["total"]
+    assert from_parquet == from_sqlite

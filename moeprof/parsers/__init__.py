@@ -8,6 +8,7 @@ traces, a TensorBoard log dir, a moeprof run folder) into a list of trace files;
 from __future__ import annotations
 
 import gzip
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +47,11 @@ def _is_trace_file(path: Path) -> bool:
     return any(name.endswith(s) for s in TRACE_SUFFIXES)
 
 
+def is_nsys_parquet_dir(path: Path) -> bool:
+    """A folder written by ``nsys export --type parquetdir`` (one parquet file per table)."""
+    return path.is_dir() and (path / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").is_file()
+
+
 def _tensorboard_runs(root: Path) -> list[Path]:
     base = root / "plugins" / "profile"
     if not base.is_dir():
@@ -63,7 +69,7 @@ def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> li
         path = Path(raw)
         if not path.exists():
             raise InputError(path, "no such file or directory")
-        if path.is_file():
+        if path.is_file() or is_nsys_parquet_dir(path):
             found.append(path)
             continue
         runs = _tensorboard_runs(path)
@@ -141,17 +147,55 @@ def _reader(fmt: str) -> Parser:
         from .xplane import parse
     elif fmt == "json":
         from .json_trace import parse
-    elif fmt in ("sqlite", "nsys-rep"):
+    elif fmt in ("sqlite", "nsys-rep", "nsys-parquet"):
         from .nsys import parse
     else:
         raise KeyError(fmt)
     return parse
 
 
+# peak memory of reading a file, as a multiple of its size on disk (measured on the benchmark and
+# the shared traces: XPlane ~12x, gzipped Chrome/Kineto JSON ~60-100x once decoded into objects)
+MEMORY_FACTOR = {"xplane": 16, "json": 12, "json.gz": 120, "sqlite": 3, "nsys-rep": 3}
+
+
+def available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo in bytes, or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_fits_in_memory(path: Path, fmt: str) -> None:
+    """Refuse, in one line, a file whose reading would exhaust memory (instead of being killed)."""
+    if os.environ.get("MOEPROF_IGNORE_MEMORY_CHECK") or path.is_dir():
+        return
+    available = available_memory()
+    if available is None:
+        return
+    size = path.stat().st_size
+    gz = fmt == "json" and path.name.lower().endswith(".gz")
+    need = size * MEMORY_FACTOR.get("json.gz" if gz else fmt, 12)
+    if need > available:
+        gib = 2**30
+        raise InputError(
+            path,
+            f"too large to analyze in memory here ({size / gib:.1f} GiB on disk needs about {need / gib:.0f} GiB,"
+            f" {available / gib:.0f} GiB available); analyze one file per host or rank, or set"
+            " MOEPROF_IGNORE_MEMORY_CHECK=1 to try anyway",
+        )
+
+
 def parse_file(path: Path, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
     """Read one trace file into the raw event table."""
     options = options or LoadOptions()
-    fmt = sniff(path)
+    fmt = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
+    check_fits_in_memory(path, fmt)
     if fmt == "unknown":
         raise InputError(
             path,

@@ -500,19 +500,15 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
 
 def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
     """Read one Nsight Systems export (``.sqlite``, parquet folder) or report (``.nsys-rep``)."""
+    from . import sniff  # the package's one format sniffer (imported here: the package imports this module)
+
     path = Path(path)
     if path.is_dir():
         return parse_parquet_dir(path, host_index=host_index, options=options)
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(16)
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    if not head:
-        raise InputError(path, "empty file")
-    if head.startswith(b"SQLite format 3\x00"):
+    fmt = sniff(path)
+    if fmt == "sqlite":
         return _parse_sqlite(path, path, _stem(path), host_index)
-    if head.startswith(b"NVIDIA") or path.name.lower().endswith(".nsys-rep"):
+    if fmt == "nsys-rep":
         return _parse_report(path, host_index)
     raise InputError(path, "not an Nsight Systems SQLite export or .nsys-rep report")
 
