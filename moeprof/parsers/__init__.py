@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +35,68 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _NSYS_REP_MAGIC = b"NVIDIA"
 
 Parser = Callable[..., pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one trace file sits in the job: which host, and which of the host's devices it holds."""
+
+    host_index: int  # position of the host among the job's hosts (global ids: host_index * devices_per_host + ...)
+    host: str | None = None  # host name to use (None: the one the trace states)
+    first_ordinal: int = 0  # this file's device N is the host's device first_ordinal + N
+    devices_per_host: int | None = None  # None: the devices in this file
+
+
+def plan_placements(files: list[Path]) -> list[Placement]:
+    """Lay a job's trace files out over hosts before reading them.
+
+    One XPlane per host is the common case. When several XPlanes name the same
+    host (one process per GPU, or several processes on one machine), they are
+    that host's processes: their GPUs are numbered one after another (files in
+    name order) and share the host's NVLink domain. CPU-only captures of several
+    processes on one host keep a host each (``host:file``), as their devices do
+    not say which CPU they are.
+    """
+    from .xspace_proto import WireError, peek
+
+    peeked: list[tuple[str, int] | None] = []
+    for f in files:
+        if f.is_file() and f.name.lower().endswith(".pb"):
+            try:
+                hostnames, planes = peek(f)
+            except (OSError, WireError, IndexError):
+                peeked.append(None)  # the full read reports what is wrong with it
+                continue
+            gpus = sum(1 for p in planes if p.startswith("/device:GPU:"))
+            peeked.append((hostnames[0] if hostnames else f.name.split(".")[0], gpus))
+        else:
+            peeked.append(None)
+    names = [p[0] for p in peeked if p]
+    repeated = {h for h in names if names.count(h) > 1}
+    hosts: list[str] = []
+    per_host_gpus: dict[str, int] = {}
+    for p in peeked:
+        if p and p[0] in repeated and p[1]:
+            per_host_gpus[p[0]] = per_host_gpus.get(p[0], 0) + p[1]
+    used: dict[str, int] = {}
+    out = []
+    for f, p in zip(files, peeked):
+        if p is None:
+            key = f"file:{f}"
+            host = None
+        elif p[0] in repeated and p[1]:
+            key = host = p[0]
+        elif p[0] in repeated:
+            key = host = f"{p[0]}:{f.name.split('.')[0]}"
+        else:
+            key, host = p[0], None
+        if key not in hosts:
+            hosts.append(key)
+        first = used.get(key, 0)
+        if p is not None and host == p[0]:
+            used[key] = first + p[1]
+        out.append(Placement(hosts.index(key), host, first, per_host_gpus.get(host) if host else None))
+    return out
 
 
 # JSON files that sit beside traces and are not traces: a run folder's records, test truth
@@ -110,8 +173,16 @@ def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> li
 def _trace_files_in(folder: Path) -> list[Path]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and _is_trace_file(p))
     # xprof writes both host.xplane.pb and host.trace.json.gz for one capture: read the XPlane
-    xplanes = {p.name[: -len(".xplane.pb")] for p in files if p.name.endswith(".xplane.pb")}
-    return [p for p in files if not (p.name.endswith(".trace.json.gz") and p.name[: -len(".trace.json.gz")] in xplanes)]
+    # one capture, two formats: xprof writes host.xplane.pb and host.trace.json.gz, nsys a .nsys-rep and
+    # its .sqlite export; read the richer one once
+    stems = {p.name[: -len(".xplane.pb")] for p in files if p.name.endswith(".xplane.pb")}
+    exported = {p.name[: -len(".sqlite")] for p in files if p.name.endswith(".sqlite")}
+    return [
+        p
+        for p in files
+        if not (p.name.endswith(".trace.json.gz") and p.name[: -len(".trace.json.gz")] in stems)
+        and not (p.name.endswith(".nsys-rep") and p.name[: -len(".nsys-rep")] in exported)
+    ]
 
 
 def sniff(path: Path) -> str:
@@ -191,7 +262,9 @@ def check_fits_in_memory(path: Path, fmt: str) -> None:
         )
 
 
-def parse_file(path: Path, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
+def parse_file(
+    path: Path, host_index: int = 0, options: LoadOptions | None = None, placement: Placement | None = None
+) -> pd.DataFrame:
     """Read one trace file into the raw event table."""
     options = options or LoadOptions()
     fmt = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
@@ -201,4 +274,8 @@ def parse_file(path: Path, host_index: int = 0, options: LoadOptions | None = No
             path,
             "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep)",
         )
-    return _reader(fmt)(path, host_index=host_index, options=options)
+    if fmt == "xplane" and placement is not None:
+        from .xplane import parse as parse_xplane
+
+        return parse_xplane(path, host_index=placement.host_index, options=options, placement=placement)
+    return _reader(fmt)(path, host_index=host_index if placement is None else placement.host_index, options=options)

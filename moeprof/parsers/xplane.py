@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..events import concat, make_table, set_strings
 from ..hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..options import LoadOptions
+from . import Placement
 from .xspace_proto import WireError, iter_fields, length_delimited, messages
 
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
@@ -238,7 +239,9 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
     return table
 
 
-def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
+def parse(
+    path: Path, *, host_index: int = 0, options: LoadOptions | None = None, placement: Placement | None = None
+) -> pd.DataFrame:
     """Read one ``.xplane.pb`` into the event table (raw columns), plus step/module marker rows.
 
     ``host_index`` is this host's position among the job's hosts: GPU ``N`` of
@@ -261,6 +264,10 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
         ) from None
     del data
     host = header.hostnames[0] if header.hostnames else path.name.split(".")[0]
+    first = 0
+    if placement is not None:
+        host = placement.host or host
+        first = placement.first_ordinal
 
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step
     gpu_planes = []
@@ -271,12 +278,12 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
             gpu_planes.append((int(m.group(1)), plane))
         elif plane.name.startswith("/host:CPU"):
             host_planes.append(plane)
-    gpus = len(gpu_planes)
+    gpus = (placement.devices_per_host if placement and placement.devices_per_host else None) or len(gpu_planes)
     reader = _StatReader(header.hlo, read_all=bool(options and options.all_kernel_stats))
     chunks: list[_Chunk] = []
     for ordinal, plane in gpu_planes:
-        device = f"{host}/GPU:{ordinal}"
-        gid = host_index * gpus + ordinal
+        device = f"{host}/GPU:{first + ordinal}"
+        gid = host_index * gpus + first + ordinal
         for line in plane.lines:
             lname = line.name
             if _STREAM_LINE.match(lname):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -204,4 +205,54 @@ def length_delimited(data: bytes | memoryview, number: int) -> bytes | None:
     for num, wire, start, end in iter_fields(data):
         if num == number and wire == 2:
             return bytes(data[start:end])
+    return None
+
+
+def _read_varint(fh, pos: int) -> tuple[int, int]:
+    fh.seek(pos)
+    head = fh.read(10)
+    value, used = _varint(head, 0)
+    return value, pos + used
+
+
+def peek(path: str | Path) -> tuple[list[str], list[str]]:
+    """Host names and plane names of an XSpace file, reading only field headers (seeks, no parse).
+
+    Lets a multi-file job be laid out (which files are processes of one host)
+    before any file is read in full.
+    """
+    hostnames: list[str] = []
+    planes: list[str] = []
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        pos = 0
+        while pos < size:
+            key, pos = _read_varint(fh, pos)
+            number, wire = key >> 3, key & 7
+            if wire == 0:
+                _, pos = _read_varint(fh, pos)
+                continue
+            if wire != 2:
+                pos += 8 if wire == 1 else 4
+                continue
+            length, pos = _read_varint(fh, pos)
+            if number == 4:
+                fh.seek(pos)
+                hostnames.append(fh.read(length).decode("utf-8", "replace"))
+            elif number == 1:
+                fh.seek(pos)
+                name = length_delimited_prefix(fh.read(min(length, 1024)), 2)
+                planes.append(name or "")
+            pos += length
+    return hostnames, planes
+
+
+def length_delimited_prefix(data: bytes, number: int) -> str | None:
+    """Field ``number`` of a message whose bytes may be cut short (it is usually near the start)."""
+    try:
+        for num, wire, start, end in iter_fields(data):
+            if num == number and wire == 2:
+                return bytes(data[start:end]).decode("utf-8", "replace")
+    except WireError:
+        return None
     return None
