@@ -361,6 +361,170 @@ def write_chrome(scen: Scenario, h: int, path: Path) -> None:
         json.dump({"displayTimeUnit": "ns", "traceEvents": events}, fh)
 
 
+COLLECTIVE_NAMES = {
+    "all-to-all": "all_to_all",
+    "all-gather": "allgather",
+    "reduce-scatter": "reduce_scatter",
+    "all-reduce": "allreduce",
+}
+
+
+def _group_ranks(scen: Scenario, h: int, hlo_op: str) -> list[int]:
+    """The ranks of a collective's process group, as the HLO groups say (per-host all-reduce)."""
+    if hlo_op == "psum_invariant.4":
+        return [h * scen.gpus_per_host + g for g in range(scen.gpus_per_host)]
+    return list(range(scen.hosts * scen.gpus_per_host))
+
+
+def write_kineto(scen: Scenario, h: int, d: int, path: Path) -> None:
+    """PyTorch Kineto JSON of one rank (one GPU): kernels linked to their launches; collective metadata
+    on the launching ``record_param_comms`` op for half the collectives and on the kernel for the rest."""
+    rank = h * scen.gpus_per_host + d
+    events: list[dict] = []
+    corr = 0
+    for i, (s, e) in enumerate(scen.steps[h]):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i}",
+                "pid": 100,
+                "tid": 1,
+                "ts": (s - 30_000) / 1e3,
+                "dur": (e - s + 30_000) / 1e3,
+            }
+        )
+    for k in sorted((k for k in scen.kernels[h] if k.device == d), key=lambda k: k.start):
+        corr += 1
+        launch = k.start - 20_000
+        args: dict = {
+            "device": d,
+            "stream": 7 if "Compute" in k.stream else 13,
+            "correlation": corr,
+            "External id": corr,
+        }
+        cat = {"memcpy": "gpu_memcpy"}.get(k.bucket, "kernel")
+        name = k.name
+        if k.bucket == "memcpy":
+            name = "Memcpy HtoD (Pageable -> Device)"
+        elif k.name == "Memset":
+            cat, name = "gpu_memset", "Memset (Device)"
+        if k.bucket == "comm":
+            meta = {
+                "Collective name": COLLECTIVE_NAMES[k.kind],
+                "Process Group Ranks": str(_group_ranks(scen, h, k.hlo_op)),
+                "Group size": len(_group_ranks(scen, h, k.hlo_op)),
+            }
+            if corr % 2:
+                args.update(meta)
+            else:
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "record_param_comms",
+                        "pid": 100,
+                        "tid": 1,
+                        "ts": (launch - 500) / 1e3,
+                        "dur": 2.0,
+                        "args": {**meta, "External id": corr},
+                    }
+                )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 100,
+                "tid": 1,
+                "ts": launch / 1e3,
+                "dur": 1.0,
+                "args": {"correlation": corr, "External id": corr},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": d,
+                "tid": args["stream"],
+                "ts": k.start / 1e3,
+                "dur": k.dur / 1e3,
+                "args": args,
+            }
+        )
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": g, "name": "NVIDIA H100 80GB HBM3"} for g in range(scen.gpus_per_host)],
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": scen.hosts * scen.gpus_per_host},
+        "traceEvents": events,
+    }
+    with gzip.open(path, "wt") as fh:
+        json.dump(doc, fh)
+
+
+def write_nsys_sqlite(scen: Scenario, h: int, path: Path) -> None:
+    """An Nsight Systems SQLite export of one host: kernels, copies and memsets with their launches,
+    and the framework NVTX range (``nccl:all_to_all``) that alone says a SendRecv kernel is an all-to-all."""
+    import sqlite3
+
+    path.unlink(missing_ok=True)
+    strings: dict[str, int] = {}
+
+    def sid(text: str) -> int:
+        return strings.setdefault(text, len(strings) + 1)
+
+    kernels, copies, memsets, launches, ranges = [], [], [], [], []
+    corr = 0
+    for k in sorted(scen.kernels[h], key=lambda k: (k.device, k.start)):
+        corr += 1
+        tid = 1000 + k.device
+        launch = k.start - 20_000
+        launches.append((launch, launch + 1_000, tid, corr, sid("cudaLaunchKernel")))
+        stream = 7 if "Compute" in k.stream else 13
+        if k.bucket == "memcpy":
+            copies.append((k.start, k.start + k.dur, k.device, stream, corr, 1, 4096, 1))
+        elif k.name == "Memset":
+            memsets.append((k.start, k.start + k.dur, k.device, stream, corr, 1, 4096))
+        else:
+            kernels.append((k.start, k.start + k.dur, k.device, stream, corr, 1, sid(k.name), sid(k.name[:20])))
+        if k.kind == "all-to-all":
+            ranges.append((launch - 500, launch + 2_000, 59, "nccl:all_to_all", tid, 0))
+    con = sqlite3.connect(path)
+    c = con.cursor()
+    c.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    c.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, t) for t, i in strings.items()])
+    c.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+    c.execute(
+        "CREATE TABLE TARGET_INFO_SYSTEM_ENV (globalVid INT, devStateName TEXT, name TEXT, nameEnum INT, value TEXT)"
+    )
+    c.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (0, 'Local', 'Hostname', 619, ?)", (host_name(scen, h),))
+    c.execute(
+        'CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, "end" INT, deviceId INT, streamId INT, '
+        "correlationId INT, globalPid INT, demangledName INT, shortName INT)"
+    )
+    c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, ?, ?, ?, ?)", kernels)
+    c.execute(
+        'CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, "end" INT, deviceId INT, streamId INT, '
+        "correlationId INT, globalPid INT, bytes INT, copyKind INT)"
+    )
+    c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, ?, ?, ?, ?, ?, ?)", copies)
+    c.execute(
+        'CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INT, "end" INT, deviceId INT, streamId INT, '
+        "correlationId INT, globalPid INT, bytes INT)"
+    )
+    c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?, ?, ?, ?, ?, ?, ?)", memsets)
+    c.execute(
+        'CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, "end" INT, globalTid INT, correlationId INT, nameId INT)'
+    )
+    c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?)", launches)
+    c.execute('CREATE TABLE NVTX_EVENTS (start INT, "end" INT, eventType INT, text TEXT, globalTid INT, domainId INT)')
+    c.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?)", ranges)
+    con.commit()
+    con.close()
+
+
 def write_samples(out: Path) -> list[Path]:
     """The synthetic samples committed under ``sample_traces/``, with their truth files."""
     written = []
@@ -378,6 +542,17 @@ def write_samples(out: Path) -> list[Path]:
             p = out / f"{name}.trace.json.gz"
             write_chrome(scen, 0, p)
             written.append(p)
+            p = out / f"{name}.nsys.sqlite"
+            write_nsys_sqlite(scen, 0, p)
+            written.append(p)
+        else:
+            kineto = out / f"{name}_kineto"
+            kineto.mkdir(exist_ok=True)
+            for h in range(hosts):
+                for d in range(gpus):
+                    p = kineto / f"rank{h * gpus + d}.pt.trace.json.gz"
+                    write_kineto(scen, h, d, p)
+                    written.append(p)
     return written
 
 

@@ -124,3 +124,35 @@ def test_generator_is_deterministic(tmp_path):
     synthetic.write_samples(tmp_path)
     for name in SCENARIOS:
         assert json.loads((tmp_path / f"{name}.truth.json").read_text()) == truth(name)
+
+
+def _by_position(devices: list[dict]) -> list[dict]:
+    return sorted(devices, key=lambda d: d["device"])
+
+
+def test_nsight_sqlite_version_matches_truth():
+    """The same host as an Nsight Systems export: integer ns, kinds from NVTX and names."""
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"]).to_dict()
+    expected = truth("synthetic_1host_8gpu")
+    for got, want in zip(_by_position(result["devices"]), expected["devices"]):
+        assert got["device"] == want["device"]
+        assert {k: got[k] for k in want if k != "device"} == {k: v for k, v in want.items() if k != "device"}
+    kinds = {c["kind"]: c["count"] for c in result["collectives"]}
+    assert kinds == {"all-to-all": 96, "all-gather": 96, "reduce-scatter": 96, "all-reduce": 96}
+
+
+def test_kineto_version_matches_truth():
+    """The 2-host job as 8 Kineto rank files: µs floats, collective metadata on kernels or on the
+    launching record_param_comms, process-group ranks for the link split, ProfilerStep#N steps."""
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu_kineto"]).to_dict()
+    expected = truth("synthetic_2host_4gpu")
+    by_rank = {d["device"]: d for d in result["devices"]}
+    for want in expected["devices"]:
+        host, gpu = int(want["device"][4]), int(want["device"].rsplit(":", 1)[1])
+        got = by_rank[f"rank{host * 4 + gpu}/GPU:{gpu}"]
+        for key, value in want.items():
+            if key != "device":
+                assert got[key] == value, (got["device"], key)
+    ib = {c["kind"]: c["ib_fraction"] for c in result["collectives"]}
+    assert ib["all-to-all"] == pytest.approx(4 / 7) and ib["all-gather"] == 1.0 and ib["all-reduce"] == 0.0
+    assert sorted({s["step"] for s in result["steps"]}) == [0, 1, 2]
