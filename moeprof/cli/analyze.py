@@ -58,6 +58,9 @@ def analyze_command(
         str | None,
         typer.Option("--link-peak", help="Peak GB/s per GPU and direction, e.g. nvlink=450,ib=50 (ib=ndr|xdr)."),
     ] = None,
+    history: Annotated[
+        Path | None, typer.Option("--history", help="Append this run's figures to a SQLite history (e.g. runs.db).")
+    ] = None,
 ) -> None:
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
@@ -77,6 +80,10 @@ def analyze_command(
             if not (model and tokens_per_step):
                 raise fail("--model and --tokens-per-step go together")
             add_throughput(result, model, tokens_per_step, seq_len, gpu, dtype, job_devices)
+        if history:  # before any output: a history that cannot be written fails the command
+            from ..history import record_run
+
+            record_run(history, "analyze", result)
         if json:
             typer.echo(to_json(result))
         else:

@@ -6,10 +6,14 @@ import typer
 
 from .. import __version__
 from .analyze import analyze_command
+from .baseline import app as baseline_app
 from .capture import app as capture_app
+from .check import check_command
 from .classify import classify_command
+from .diff import diff_command
 from .events import events_command
 from .flops import flops_command
+from .history import history_command
 
 app = typer.Typer(
     name="moeprof",
@@ -22,7 +26,16 @@ app.command("analyze")(analyze_command)
 app.command("events")(events_command)
 app.command("classify")(classify_command)
 app.command("flops")(flops_command)
+from .annotate import annotate_command  # noqa: E402
+from .report import report_command  # noqa: E402
+
+app.command("report")(report_command)
+app.command("annotate")(annotate_command)
 app.add_typer(capture_app, name="capture")
+app.command("check")(check_command)
+app.command("diff")(diff_command)
+app.command("history")(history_command)
+app.add_typer(baseline_app, name="baseline")
 
 
 def _version(value: bool) -> None:

@@ -124,6 +124,10 @@ def parse_xprof_chrome(doc: dict, path: Path, *, host_index: int = 0) -> pd.Data
             "copy_kind": [_COPY_KINDS[c.group(1).lower()] if c else "" for c in copy],
             "hlo_module": [str(a.get("hlo_module", "")) for a in args],
             "hlo_op": [str(a.get("hlo_op", "")) for a in args],
+            # written by moeprof annotate (and harmless elsewhere): the HLO opcode and the communicating
+            # group, so an annotated trace reads back with the same kinds and links
+            "opcode": [str(a.get("opcode", "")) for a in args],
+            "group": [str(a.get("group", "")) for a in args],
             "program_id": [
                 int(a.get("program_id", -1)) if str(a.get("program_id", "")).lstrip("-").isdigit() else -1 for a in args
             ],

@@ -1,0 +1,441 @@
+"""CI gates on communication figures: ``moeprof check`` as a library.
+
+A gate is an upper limit on one figure of an analysis (the ``moeprof.analysis/1``
+object): an absolute limit (``max_comm_share = 0.5``) or a baseline plus a
+tolerance (absolute on ratios, relative on times). Figures are measured on the
+total by default or on every device (the worst one decides). Inputs may be
+traces, run folders or saved analysis JSON files, so a baseline is just the
+analysis of a good run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import orjson
+
+from .analysis import SCHEMA as ANALYSIS_SCHEMA
+from .analysis import AnalysisResult, StepOptions, analyze_paths
+from .capture.runfolder import ANALYSIS, read_manifest, throughput
+from .errors import InputError
+from .options import LoadOptions
+from .parsers import discover
+
+CHECK_SCHEMA = "moeprof.check/1"
+
+# figure -> (unit, what it is); ratios are fractions in [0, 1], times milliseconds
+FIGURES: dict[str, tuple[str, str]] = {
+    "comm_share": ("ratio", "comm / accumulated kernel time"),
+    "exposed_comm_fraction": ("ratio", "exposed comm / span"),
+    "idle_fraction": ("ratio", "idle / span"),
+    "exposed_comm_ms": ("ms", "exposed comm per step (ms)"),
+}
+# gate key (config and CLI, underscores or dashes) -> figure
+GATES: dict[str, str] = {f"max_{name}": name for name in FIGURES}
+CONFIG_KEYS = (*GATES, "per_device", "baseline", "tolerance")
+DEFAULT_TOLERANCE = 0.02
+
+
+# ---------------------------------------------------------------- loading inputs
+
+
+@dataclass
+class Source:
+    """One input made into a plain ``moeprof.analysis/1`` dict, and what it was."""
+
+    path: Path
+    kind: str  # "analysis" (a saved JSON), "run" (a run folder), "trace"
+    analysis: dict
+
+
+def plain(result: AnalysisResult) -> dict:
+    # one representation for fresh and saved analyses: JSON types only, NaN as null
+    from .reports.json_report import to_json
+
+    return orjson.loads(to_json(result, indent=False))
+
+
+def is_analysis_json(path: Path) -> bool:
+    """A moeprof JSON document (analysis, or another moeprof schema) rather than a trace."""
+    if not path.is_file() or not path.name.lower().endswith(".json"):
+        return False
+    if path.name == ANALYSIS:
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    # Kineto's "schemaVersion" does not match '"schema"'; moeprof writes its schema first
+    return b'"schema"' in head and b'"moeprof.' in head
+
+
+def read_analysis(path: Path) -> dict:
+    """A saved ``moeprof.analysis/1`` object, validated enough for gates and diffs."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(path, f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != ANALYSIS_SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise InputError(path, f"not a {ANALYSIS_SCHEMA} object (schema {schema!r})")
+    if not isinstance(data.get("total"), dict) or not isinstance(data.get("devices"), list):
+        raise InputError(path, f"not a complete {ANALYSIS_SCHEMA} object: 'total' or 'devices' missing")
+    return data
+
+
+def load_source(path: Path, options: LoadOptions | None = None, step_options: StepOptions | None = None) -> Source:
+    """Analyze a trace or run folder, or read a saved analysis JSON."""
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    if is_analysis_json(path):
+        return Source(path, "analysis", read_analysis(path))
+    manifest = read_manifest(path) if path.is_dir() else None
+    if manifest is not None and (path / ANALYSIS).is_file() and not _has_traces(path, options):
+        # a run folder whose trace was not kept: its stored analysis still holds the figures
+        analysis = read_analysis(path / ANALYSIS)
+        analysis.setdefault("manifest", manifest)
+        if "throughput" not in analysis and (tp := throughput(manifest)):
+            analysis["throughput"] = tp
+        return Source(path, "run", analysis)
+    result = analyze_paths([path], options, step_options)
+    return Source(path, "run" if manifest is not None else "trace", plain(result))
+
+
+def _has_traces(folder: Path, options: LoadOptions | None) -> bool:
+    try:
+        return bool(discover([folder], options))
+    except InputError:
+        return False
+
+
+def manifest_of(analysis: dict) -> dict | None:
+    m = analysis.get("manifest")
+    return m if isinstance(m, dict) else None
+
+
+# ---------------------------------------------------------------- figures
+
+
+@dataclass
+class Measure:
+    value: float
+    device: str | None = None  # the worst device (the one that decides in per-device mode)
+    step: int | None = None  # the worst step, for per-step figures
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num) / float(den) if den else 0.0
+
+
+def _num(row: dict, key: str) -> float:
+    value = row.get(key)
+    return 0.0 if value is None else float(value)
+
+
+def _device_ratio(row: dict, figure: str) -> float:
+    if figure == "comm_share":
+        return _ratio(_num(row, "comm_ns"), _num(row, "accumulated_ns"))
+    if figure == "exposed_comm_fraction":
+        return _ratio(_num(row, "exposed_comm_ns"), _num(row, "span_ns"))
+    if figure == "idle_fraction":
+        return _ratio(_num(row, "idle_ns"), _num(row, "span_ns"))
+    raise KeyError(figure)
+
+
+def _steps(analysis: dict) -> list[dict]:
+    return [s for s in analysis.get("steps") or [] if isinstance(s, dict) and "step" in s]
+
+
+def device_values(analysis: dict, figure: str) -> list[Measure]:
+    """The figure on every device (exposed comm per step: the device's worst step)."""
+    devices = [d for d in analysis.get("devices") or [] if isinstance(d, dict)]
+    if figure != "exposed_comm_ms":
+        return [Measure(_device_ratio(d, figure), d.get("device")) for d in devices]
+    steps = _steps(analysis)
+    if not steps:  # no steps: the whole window is the one step
+        return [Measure(_num(d, "exposed_comm_ns") / 1e6, d.get("device")) for d in devices]
+    worst: dict[str, Measure] = {}
+    for s in steps:
+        m = Measure(_num(s, "exposed_comm_ns") / 1e6, s.get("device"), int(s["step"]))
+        key = str(s.get("device"))
+        if key not in worst or m.value > worst[key].value:
+            worst[key] = m
+    return list(worst.values())
+
+
+def total_value(analysis: dict, figure: str) -> Measure:
+    """The figure of the whole job.
+
+    Exposed comm per step is the mean over devices of each step's exposed time (the
+    figure the analysis reports per step in ``spread.steps``), worst step; without
+    steps the mean over devices of the whole window. A mean keeps it a per-device
+    time, comparable with the per-device gate and across device counts.
+    """
+    if figure != "exposed_comm_ms":
+        return Measure(_device_ratio(analysis.get("total") or {}, figure))
+    steps = _steps(analysis)
+    if not steps:
+        devices = analysis.get("devices") or []
+        mean = sum(_num(d, "exposed_comm_ns") for d in devices) / len(devices) if devices else 0.0
+        return Measure(mean / 1e6)
+    per_step: dict[int, list[float]] = {}
+    for s in steps:
+        per_step.setdefault(int(s["step"]), []).append(_num(s, "exposed_comm_ns"))
+    step, values = max(per_step.items(), key=lambda kv: (sum(kv[1]) / len(kv[1]), -kv[0]))
+    return Measure(sum(values) / len(values) / 1e6, step=step)
+
+
+def measure(analysis: dict, figure: str, per_device: bool = False) -> Measure:
+    """The figure on the total (naming the worst device) or on the worst device."""
+    if figure not in FIGURES:
+        raise KeyError(figure)
+    devices = device_values(analysis, figure)
+    worst = max(devices, key=lambda m: m.value) if devices else None
+    if per_device:
+        return worst or Measure(0.0)
+    total = total_value(analysis, figure)
+    if total.step is not None:  # name the device that exposed most in the step that decides
+        in_step = [s for s in _steps(analysis) if int(s["step"]) == total.step]
+        total.device = max(in_step, key=lambda s: _num(s, "exposed_comm_ns")).get("device")
+    else:
+        total.device = worst.device if worst else None
+    return total
+
+
+def step_time_ns(analysis: dict) -> float:
+    """Median over steps of the slowest device's step span; without steps the longest device window."""
+    per_step: dict[int, float] = {}
+    for s in _steps(analysis):
+        per_step[int(s["step"])] = max(per_step.get(int(s["step"]), 0.0), _num(s, "span_ns"))
+    if per_step:
+        spans = sorted(per_step.values())
+        mid = len(spans) // 2
+        return spans[mid] if len(spans) % 2 else (spans[mid - 1] + spans[mid]) / 2
+    return max((_num(d, "span_ns") for d in analysis.get("devices") or []), default=0.0)
+
+
+def step_count(analysis: dict) -> int:
+    """Distinct steps measured (1 when the trace has none: the window is one step)."""
+    return max(len({int(s["step"]) for s in _steps(analysis)}), 1)
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@dataclass
+class CheckConfig:
+    limits: dict[str, float] = field(default_factory=dict)  # figure -> absolute upper limit
+    per_device: bool = False
+    baseline: Path | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+    origin: str | None = None  # the config file the gates came from, if any
+
+    @property
+    def has_gates(self) -> bool:
+        return bool(self.limits) or self.baseline is not None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a [tool.moeprof.check] table, from ``start`` upward."""
+    for folder in (start.resolve(), *start.resolve().parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and _check_table(_read_toml(candidate), candidate, required=False) is not None:
+            return candidate
+    return None
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"not valid TOML ({exc})") from None
+
+
+def _check_table(data: dict, path: Path, required: bool) -> dict | None:
+    """[tool.moeprof.check] of a pyproject-style file, else (a file of our own) its top level."""
+    if "tool" not in data:
+        return data if required else None
+    table = data.get("tool", {}).get("moeprof", {}).get("check")
+    if table is None:
+        if required:
+            raise InputError(path, "no [tool.moeprof.check] table")
+        return None
+    if not isinstance(table, dict):
+        raise InputError(path, "[tool.moeprof.check] is not a table")
+    return table
+
+
+def _normalize(table: dict, path: Path) -> dict:
+    """Validated gate settings of a config table (keys with dashes or underscores)."""
+    out: dict = {}
+    for raw, value in table.items():
+        key = str(raw).replace("-", "_")
+        if key not in CONFIG_KEYS:
+            raise InputError(path, f"unknown gate key {raw!r} (known: {', '.join(CONFIG_KEYS)})")
+        if key in GATES or key == "tolerance":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise InputError(path, f"{raw} = {value!r}: expected a number >= 0")
+            out[key] = float(value)
+        elif key == "per_device":
+            if not isinstance(value, bool):
+                raise InputError(path, f"{raw} = {value!r}: expected true or false")
+            out[key] = value
+        else:  # baseline: relative to the file that names it, so CI finds it from any directory
+            if not isinstance(value, str) or not value:
+                raise InputError(path, f"{raw} = {value!r}: expected a file path")
+            out[key] = (path.parent / value) if not Path(value).is_absolute() else Path(value)
+    return out
+
+
+def resolve_config(cli: dict, config_file: Path | None = None, cwd: Path | None = None) -> CheckConfig:
+    """Gates from ``--config FILE`` or the nearest pyproject.toml, overridden by CLI values (None = unset)."""
+    settings: dict = {}
+    origin = None
+    if config_file is not None:
+        if not config_file.is_file():
+            raise InputError(config_file, "no such file")
+        settings = _normalize(_check_table(_read_toml(config_file), config_file, required=True) or {}, config_file)
+        origin = str(config_file)
+    elif (found := find_pyproject(cwd or Path.cwd())) is not None:
+        settings = _normalize(_check_table(_read_toml(found), found, required=True) or {}, found)
+        origin = str(found)
+    for key, value in cli.items():
+        key = key.replace("-", "_")
+        if key not in CONFIG_KEYS:
+            raise InputError(None, f"unknown gate {key!r}")
+        if value is not None:
+            settings[key] = value
+    return CheckConfig(
+        limits={GATES[k]: float(settings[k]) for k in GATES if k in settings},
+        per_device=bool(settings.get("per_device", False)),
+        baseline=Path(settings["baseline"]) if settings.get("baseline") is not None else None,
+        tolerance=float(settings.get("tolerance", DEFAULT_TOLERANCE)),
+        origin=origin,
+    )
+
+
+# ---------------------------------------------------------------- gates
+
+
+@dataclass
+class GateResult:
+    name: str  # "max-comm-share", or "comm-share-vs-baseline"
+    figure: str
+    unit: str  # "ratio" or "ms"
+    value: float
+    limit: float
+    passed: bool
+    device: str | None = None
+    step: int | None = None
+    baseline: float | None = None
+    message: str = ""
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:.2f}%" if unit == "ratio" else f"{value:,.3f} ms"
+
+
+def _where(m: Measure, per_device: bool) -> str:
+    parts = []
+    if m.device:
+        parts.append(f"{'on' if per_device else 'worst device'} {m.device}")
+    if m.step is not None:
+        parts.append(f"step {m.step}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _gate(name: str, figure: str, m: Measure, limit: float, per_device: bool, base: float | None) -> GateResult:
+    unit = FIGURES[figure][0]
+    passed = m.value <= limit
+    scope = "worst device" if per_device else "total"
+    verdict = "holds" if passed else "FAILED"
+    message = f"{name} {verdict}: {figure} ({scope}) {fmt(m.value, unit)} {'<=' if passed else '>'} {fmt(limit, unit)}"
+    if base is not None:
+        message += f" (baseline {fmt(base, unit)})"
+    message += _where(m, per_device)
+    return GateResult(name, figure, unit, m.value, limit, passed, m.device, m.step, base, message)
+
+
+def evaluate(analysis: dict, config: CheckConfig, baseline: dict | None = None) -> list[GateResult]:
+    """Every configured gate on ``analysis``: absolute limits first, then baseline comparisons.
+
+    Against a baseline the same scope is compared (per-device mode: worst device
+    against the baseline's worst device, whatever the devices are called, since
+    host names change between CI machines). Ratios may grow by ``tolerance``
+    (absolute), times by ``tolerance`` x the baseline.
+    """
+    results = []
+    for figure, limit in config.limits.items():
+        m = measure(analysis, figure, config.per_device)
+        results.append(_gate(f"max-{figure.replace('_', '-')}", figure, m, limit, config.per_device, None))
+    if baseline is not None:
+        for figure, (unit, _) in FIGURES.items():
+            base = measure(baseline, figure, config.per_device).value
+            limit = base + config.tolerance if unit == "ratio" else base * (1 + config.tolerance)
+            m = measure(analysis, figure, config.per_device)
+            name = f"{figure.replace('_', '-')}-vs-baseline"
+            results.append(_gate(name, figure, m, limit, config.per_device, base))
+    return results
+
+
+def verdict(results: list[GateResult], source: Source, config: CheckConfig) -> dict:
+    """The ``moeprof.check/1`` object."""
+    return {
+        "schema": CHECK_SCHEMA,
+        "passed": all(r.passed for r in results),
+        "path": str(source.path),
+        "inputs": source.analysis.get("inputs") or [str(source.path)],
+        "scope": "per-device" if config.per_device else "total",
+        "baseline": str(config.baseline) if config.baseline else None,
+        "tolerance": config.tolerance if config.baseline else None,
+        "config": config.origin,
+        "gates": [asdict(r) for r in results],
+    }
+
+
+def junit_xml(results: list[GateResult], suite: str = "moeprof.check") -> ET.ElementTree:
+    """One testcase per gate; failed gates carry a <failure> with the message."""
+    failures = sum(not r.passed for r in results)
+    root = ET.Element("testsuites", name=suite, tests=str(len(results)), failures=str(failures), errors="0")
+    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(results)), failures=str(failures), errors="0")
+    for r in results:
+        case = ET.SubElement(ts, "testcase", classname=suite, name=r.name, time="0")
+        if not r.passed:
+            failure = ET.SubElement(case, "failure", message=r.message, type="GateFailed")
+            failure.text = "\n".join(_details(r))
+        else:
+            ET.SubElement(case, "system-out").text = r.message
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def _details(r: GateResult) -> Iterator[str]:
+    yield r.message
+    yield f"value: {r.value!r} ({r.unit})"
+    yield f"limit: {r.limit!r}"
+    if r.baseline is not None:
+        yield f"baseline: {r.baseline!r}"
+    if r.device:
+        yield f"device: {r.device}"
+    if r.step is not None:
+        yield f"step: {r.step}"
+
+
+def write_junit(results: list[GateResult], path: Path) -> None:
+    try:
+        junit_xml(results).write(path, encoding="utf-8", xml_declaration=True)
+    except OSError as exc:
+        raise InputError(path, f"cannot write the JUnit report: {exc.strerror or exc}") from None

@@ -1,0 +1,57 @@
+"""``moeprof baseline save``: store the figures ``moeprof check --baseline`` compares against."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..check import load_source
+from ..errors import InputError
+from ..history import git_commit
+from .check import SkipFirstOption, StepsOption, analyze_options, options_given
+from .common import DomainOption, GpusPerNodeOption, fail, guarded
+
+app = typer.Typer(help="Save and manage the baseline that moeprof check compares against.", no_args_is_help=True)
+
+
+@app.callback()
+def _baseline() -> None:
+    """Save and manage the baseline that moeprof check compares against."""
+
+
+@app.command("save")
+def save_command(
+    path: Annotated[Path, typer.Argument(help="Trace(s) folder or file, run folder, or a saved analysis JSON.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Baseline file to write (e.g. baseline.json).")],
+    skip_first: SkipFirstOption = 0,
+    steps: StepsOption = None,
+    nvlink_domain_size: DomainOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
+) -> None:
+    """Write a moeprof.analysis/1 object (total, devices, steps, collectives) to use as --baseline."""
+
+    def body() -> None:
+        load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
+        source = load_source(path, load_opts, step_opts)
+        if source.kind == "analysis" and options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
+            raise fail(f"{path}: a saved analysis cannot be re-measured; analyze options apply to traces")
+        doc = dict(source.analysis)
+        # where the baseline came from, so a stale one can be traced back (extra keys are allowed by the spec)
+        doc["baseline"] = {
+            "saved_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "source": str(path),
+            "git_commit": git_commit(),
+            "skip_first": skip_first,
+            "steps": steps,
+        }
+        try:
+            out.write_text(json.dumps(doc, indent=1) + "\n")
+        except OSError as exc:
+            raise InputError(out, f"cannot write: {exc.strerror or exc}") from None
+        typer.echo(f"baseline written to {out} ({len(doc.get('devices') or [])} devices)", err=True)
+
+    guarded(body)

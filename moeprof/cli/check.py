@@ -1,0 +1,188 @@
+"""``moeprof check``: CI gates on comm share, exposed comm and idle time (exit 1 on a regression)."""
+
+from __future__ import annotations
+
+import json as jsonlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..analysis import StepOptions
+from ..check import (
+    FIGURES,
+    GateResult,
+    evaluate,
+    fmt,
+    load_source,
+    resolve_config,
+    verdict,
+    write_junit,
+)
+from ..options import LoadOptions
+from ..reports.terminal import make_console
+from ..steps import parse_selection
+from .common import DomainOption, GpusPerNodeOption, fail, guarded, stderr
+
+SkipFirstOption = Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")]
+StepsOption = Annotated[
+    str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
+]
+HistoryOption = Annotated[
+    Path | None, typer.Option("--history", help="Append this run's figures to a SQLite history (e.g. runs.db).")
+]
+
+
+def analyze_options(
+    steps: str | None, skip_first: int, nvlink_domain_size: int | None, gpus_per_node: int | None
+) -> tuple[LoadOptions, StepOptions]:
+    """The analyze options check, diff and baseline pass through (only traces and run folders use them)."""
+    try:
+        selection = parse_selection(steps)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    return (
+        LoadOptions(gpus_per_node=gpus_per_node, nvlink_domain_size=nvlink_domain_size),
+        StepOptions(selection, skip_first),
+    )
+
+
+def options_given(
+    steps: str | None, skip_first: int, nvlink_domain_size: int | None, gpus_per_node: int | None
+) -> bool:
+    return bool(steps or skip_first or nvlink_domain_size or gpus_per_node)
+
+
+def gate_table(results: list[GateResult], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col, justify in [
+        ("gate", "left"),
+        ("figure", "left"),
+        ("value", "right"),
+        ("limit", "right"),
+        ("baseline", "right"),
+        ("worst device", "left"),
+        ("step", "right"),
+        ("result", "left"),
+    ]:
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        table.add_row(
+            r.name,
+            FIGURES[r.figure][1],
+            fmt(r.value, r.unit),
+            fmt(r.limit, r.unit),
+            fmt(r.baseline, r.unit),
+            r.device or "-",
+            "-" if r.step is None else str(r.step),
+            "[green]pass[/]" if r.passed else "[bold red]FAIL[/]",
+        )
+    return table
+
+
+def check_command(
+    path: Annotated[Path, typer.Argument(help="Trace(s) folder or file, run folder, or a saved analysis JSON.")],
+    max_comm_share: Annotated[
+        float | None, typer.Option("--max-comm-share", min=0, help="Limit on comm / accumulated kernel time (0-1).")
+    ] = None,
+    max_exposed_comm_fraction: Annotated[
+        float | None, typer.Option("--max-exposed-comm-fraction", min=0, help="Limit on exposed comm / span (0-1).")
+    ] = None,
+    max_idle_fraction: Annotated[
+        float | None, typer.Option("--max-idle-fraction", min=0, help="Limit on idle / span (0-1).")
+    ] = None,
+    max_exposed_comm_ms: Annotated[
+        float | None,
+        typer.Option("--max-exposed-comm-ms", min=0, help="Limit on exposed comm per step, ms (worst step)."),
+    ] = None,
+    per_device: Annotated[
+        bool | None,
+        typer.Option("--per-device/--total", help="Gate every device (the worst decides) or the total (default)."),
+    ] = None,
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", help="A saved analysis (moeprof baseline save): no figure may regress.")
+    ] = None,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            "--tolerance",
+            min=0,
+            help="Allowed regression vs the baseline: absolute on ratios, relative on times (default 0.02).",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="TOML file with the gates (default: the tool.moeprof.check table of the nearest pyproject.toml).",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write a JUnit XML report (one testcase per gate).")
+    ] = None,
+    json: Annotated[bool, typer.Option("--json", help="Print the moeprof.check/1 verdict and nothing else.")] = False,
+    history: HistoryOption = None,
+    skip_first: SkipFirstOption = 0,
+    steps: StepsOption = None,
+    nvlink_domain_size: DomainOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
+) -> None:
+    """Gate a run on its communication figures: exit 0 when every gate holds, 1 when one fails, 2 on bad input."""
+
+    def body() -> None:
+        cfg = resolve_config(
+            {
+                "max_comm_share": max_comm_share,
+                "max_exposed_comm_fraction": max_exposed_comm_fraction,
+                "max_idle_fraction": max_idle_fraction,
+                "max_exposed_comm_ms": max_exposed_comm_ms,
+                "per_device": per_device,
+                "baseline": baseline,
+                "tolerance": tolerance,
+            },
+            config,
+        )
+        if not cfg.has_gates:
+            raise fail(
+                "no gates: give --max-comm-share/--max-exposed-comm-fraction/--max-idle-fraction/"
+                "--max-exposed-comm-ms or --baseline, or set them in [tool.moeprof.check] of pyproject.toml"
+            )
+        load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
+        source = load_source(path, load_opts, step_opts)
+        if source.kind == "analysis" and options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
+            raise fail(
+                f"{path}: a saved analysis cannot be re-measured; --steps/--skip-first/--nvlink-domain-size/"
+                "--gpus-per-node apply to traces and run folders"
+            )
+        base = load_source(cfg.baseline, load_opts, step_opts).analysis if cfg.baseline else None
+        results = evaluate(source.analysis, cfg, base)
+        doc = verdict(results, source, cfg)
+        if junit:
+            write_junit(results, junit)
+        if history:
+            from ..history import record_run
+
+            record_run(history, "check", source.analysis, results, doc["passed"])
+        if json:
+            typer.echo(jsonlib.dumps(doc, indent=2))
+        else:
+            console = make_console()
+            scope = "worst device" if cfg.per_device else "total"
+            console.print(
+                gate_table(results, escape(f"moeprof check {path} ({scope}{', ' + cfg.origin if cfg.origin else ''})"))
+            )
+            failed = sum(not r.passed for r in results)
+            console.print(
+                f"[green]all {len(results)} gate(s) hold[/]"
+                if not failed
+                else f"[bold red]{failed} of {len(results)} gate(s) failed[/]"
+            )
+        if not doc["passed"]:
+            for r in results:
+                if not r.passed:
+                    stderr.print(f"moeprof: {r.message}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(1)
+
+    guarded(body)

@@ -1,0 +1,101 @@
+"""``moeprof report``: one self-contained HTML report (timeline, bucket bars, collectives, opportunities)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..analysis import AnalysisResult, StepOptions, analyze_paths, load
+from ..bandwidth import link_peaks
+from ..reports.html import RAW_EVENTS_CAP, ReportInput, write_report
+from ..steps import parse_selection
+from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, guarded, load_options
+
+
+def measured_window(result: AnalysisResult, selected: bool) -> tuple[int, int] | None:
+    """With a step selection, the timeline shows the selected steps only, as the figures measure them."""
+    if not selected or not result.steps:
+        return None
+    return min(s["start_ns"] for s in result.steps), max(s["end_ns"] for s in result.steps)
+
+
+def input_label(paths: list[Path]) -> str:
+    if len(paths) == 1:
+        path = paths[0].resolve()
+        # a TensorBoard run's files sit deep inside the run folder: name the folder the user typed
+        return paths[0].name or path.name
+    return " + ".join(p.name for p in paths)
+
+
+def report_command(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or folders; several: a side-by-side comparison.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.")],
+    lanes: Annotated[
+        str, typer.Option("--lanes", help="Timeline lanes: 'device' (one per device) or 'stream' (device + stream).")
+    ] = "device",
+    merge: Annotated[
+        bool,
+        typer.Option("--merge", help="The PATHs are files of ONE job (e.g. one XPlane per host): no comparison."),
+    ] = False,
+    steps: Annotated[
+        str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
+    ] = None,
+    skip_first: Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")] = 0,
+    step_marker: Annotated[
+        str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")
+    ] = None,
+    rules: RulesOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
+    nvlink_domain_size: DomainOption = None,
+    run: RunOption = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="Link peaks of this GPU: H100, H200, H800, B200, GB200, GB300.")
+    ] = None,
+    link_peak: Annotated[
+        str | None,
+        typer.Option("--link-peak", help="Peak GB/s per GPU and direction, e.g. nvlink=450,ib=50 (ib=ndr|xdr)."),
+    ] = None,
+    max_events: Annotated[
+        int,
+        typer.Option(
+            "--max-events", min=1000, help="Activities kept one by one in the timeline; past it, coverage per time bin."
+        ),
+    ] = RAW_EVENTS_CAP,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Worker processes for several files.")] = None,
+) -> None:
+    """Write one self-contained HTML report: timeline per device, bucket bars, collectives, opportunities."""
+
+    def body() -> None:
+        if lanes not in ("device", "stream"):
+            raise fail(f"--lanes must be 'device' or 'stream', not {lanes!r}")
+        if output.suffix.lower() not in (".html", ".htm"):
+            raise fail(f"{output}: the report is HTML: name it *.html")
+        try:
+            selection = parse_selection(steps)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
+        step_options = StepOptions(selection, skip_first, step_marker)
+        peaks = link_peaks(gpu, link_peak)
+        groups = [list(paths)] if merge or len(paths) == 1 else [[p] for p in paths]
+        items = []
+        for group in groups:
+            result = analyze_paths(list(group), options, step_options, jobs, None, peaks)
+            # the timeline needs every event; the analysis keeps only figures (parsed twice, on purpose:
+            # analyze_paths stays the one place figures come from)
+            events = load(list(group), options)
+            window = measured_window(result, bool(selection or skip_first))
+            items.append(ReportInput(input_label(group), result, events, window))
+        labels = [it.label for it in items]
+        for i, it in enumerate(items):  # two inputs with the same file name still need distinct labels
+            if labels.count(it.label) > 1:
+                it.label = f"{i + 1}: {it.label}"
+        try:
+            size = write_report(items, output, lanes=lanes, max_events=max_events)
+        except OSError as exc:
+            raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
+        typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)
+
+    guarded(body)

@@ -1,0 +1,343 @@
+"""A history of runs in SQLite: what ``--history runs.db`` appends and ``moeprof history`` reads.
+
+Several CI jobs may append to the same database at once, so every run is one
+``BEGIN IMMEDIATE`` transaction (the write lock is taken up front: a read lock
+upgraded later could fail with SQLITE_BUSY without waiting), the database is in
+WAL mode (readers never block the writer), and a busy timeout plus a bounded
+retry absorb the rest of the contention.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from .analysis import AnalysisResult
+from .check import FIGURES, GateResult, measure, plain, step_count, step_time_ns
+from .errors import InputError
+
+BUSY_TIMEOUT_S = 30.0
+RETRY_DEADLINE_S = 120.0
+SCHEMA_VERSION = 1
+T = TypeVar("T")
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time_utc TEXT NOT NULL,
+    command TEXT NOT NULL,
+    git_commit TEXT,
+    inputs TEXT NOT NULL,
+    passed INTEGER
+);
+CREATE TABLE IF NOT EXISTS figures (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    value REAL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS gates (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    figure TEXT NOT NULL,
+    value REAL,
+    limit_value REAL,
+    passed INTEGER NOT NULL,
+    device TEXT,
+    message TEXT,
+    PRIMARY KEY (run_id, name)
+);
+"""
+
+# figures shown by ``moeprof history``, in this order; unit from the name
+FIGURE_ORDER = (
+    "comm_share",
+    "exposed_comm_fraction",
+    "idle_fraction",
+    "exposed_comm_ms",
+    "step_ms",
+    "tokens_per_second",
+    "tflops_per_device",
+    "devices",
+    "accumulated_ns",
+    "compute_ns",
+    "comm_ns",
+    "comm_ib_ns",
+    "exposed_comm_ns",
+    "idle_ns",
+    "span_ns",
+)
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def git_commit(cwd: Path | None = None, timeout_s: float = 5.0) -> str | None:
+    """HEAD of the git checkout around ``cwd``, or None (no git, not a checkout, or too slow)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and commit else None
+
+
+def key_figures(analysis: dict) -> dict[str, float]:
+    """The total's figures a trend needs: the gate figures, the step time, a few totals, throughput."""
+    total = analysis.get("total") or {}
+    out: dict[str, float] = {name: measure(analysis, name).value for name in FIGURES}
+    out["step_ms"] = step_time_ns(analysis) / 1e6
+    out["steps"] = float(step_count(analysis))
+    out["devices"] = float(len(analysis.get("devices") or []))
+    for key in ("accumulated_ns", "compute_ns", "comm_ns", "comm_ib_ns", "exposed_comm_ns", "idle_ns", "span_ns"):
+        if total.get(key) is not None:
+            out[key] = float(total[key])
+    for key in ("tokens_per_second", "tflops_per_device"):
+        value = (analysis.get("throughput") or {}).get(key)
+        if value is not None:
+            out[key] = float(value)
+    return out
+
+
+def _retry(fn: Callable[[], T], deadline_s: float = RETRY_DEADLINE_S) -> T:
+    """Run ``fn`` again while SQLite says the database is locked or busy (past the busy timeout)."""
+    end = time.monotonic() + deadline_s
+    delay = 0.01
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > end:
+                raise
+        time.sleep(delay * (1 + random.random()))  # jitter: writers that collided do not collide again
+        delay = min(delay * 2, 1.0)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) a history database in WAL mode with a busy timeout."""
+    try:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise InputError(path, f"cannot open the history database: {exc}") from None
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        # switching to WAL takes an exclusive lock: retried like any write
+        _retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
+        conn.execute("PRAGMA synchronous=NORMAL")
+        _retry(lambda: _create(conn))
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise InputError(path, f"not a usable history database: {exc}") from None
+    return conn
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _DDL.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+@dataclass
+class RunRecord:
+    command: str  # "analyze" or "check"
+    inputs: list[str]
+    figures: dict[str, float]
+    gates: list[GateResult] = field(default_factory=list)
+    passed: bool | None = None  # check runs only
+    time_utc: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    git_commit: str | None = None
+
+
+def append(path: Path, record: RunRecord) -> int:
+    """Append one run in one transaction; returns its id."""
+    conn = connect(path)
+    try:
+        return _retry(lambda: _insert(conn, record))
+    except sqlite3.DatabaseError as exc:
+        raise InputError(path, f"cannot write the history database: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _insert(conn: sqlite3.Connection, r: RunRecord) -> int:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        cur = conn.execute(
+            "INSERT INTO runs (time_utc, command, git_commit, inputs, passed) VALUES (?, ?, ?, ?, ?)",
+            (r.time_utc, r.command, r.git_commit, json.dumps(r.inputs), None if r.passed is None else int(r.passed)),
+        )
+        run_id = int(cur.lastrowid or 0)
+        conn.executemany(
+            "INSERT INTO figures (run_id, name, value) VALUES (?, ?, ?)",
+            [(run_id, k, v) for k, v in r.figures.items()],
+        )
+        conn.executemany(
+            "INSERT INTO gates (run_id, name, figure, value, limit_value, passed, device, message)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(run_id, g.name, g.figure, g.value, g.limit, int(g.passed), g.device, g.message) for g in r.gates],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return run_id
+
+
+def record_run(
+    path: Path,
+    command: str,
+    analysis: dict | AnalysisResult,
+    gates: list[GateResult] | None = None,
+    passed: bool | None = None,
+    cwd: Path | None = None,
+) -> int:
+    """What ``--history`` does: the run's figures (and gate results) with time, commit and inputs."""
+    if not isinstance(analysis, dict):
+        analysis = plain(analysis)
+    record = RunRecord(
+        command=command,
+        inputs=[str(i) for i in analysis.get("inputs") or []],
+        figures=key_figures(analysis),
+        gates=gates or [],
+        passed=passed,
+        git_commit=git_commit(cwd),
+    )
+    return append(path, record)
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass
+class Run:
+    id: int
+    time_utc: str
+    command: str
+    git_commit: str | None
+    inputs: list[str]
+    passed: bool | None
+    figures: dict[str, float] = field(default_factory=dict)
+    gates: dict[str, dict] = field(default_factory=dict)
+
+
+def read_runs(path: Path, last: int | None = None) -> list[Run]:
+    """Runs in the order they were appended (the last ``last`` of them)."""
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise InputError(path, f"cannot open the history database: {exc}") from None
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"runs", "figures", "gates"} <= tables:
+            raise InputError(path, "not a moeprof history database (no runs table)")
+        limit = -1 if last is None else int(last)
+        rows = conn.execute(
+            "SELECT id, time_utc, command, git_commit, inputs, passed FROM"
+            " (SELECT * FROM runs ORDER BY id DESC LIMIT ?) ORDER BY id",
+            (limit,),
+        ).fetchall()
+        runs = {
+            r[0]: Run(r[0], r[1], r[2], r[3], json.loads(r[4] or "[]"), None if r[5] is None else bool(r[5]))
+            for r in rows
+        }
+        if runs:
+            first = min(runs)
+            for run_id, name, value in conn.execute(
+                "SELECT run_id, name, value FROM figures WHERE run_id >= ?", (first,)
+            ):
+                if run_id in runs:
+                    runs[run_id].figures[name] = value
+            for run_id, name, figure, value, limit_value, passed, device, message in conn.execute(
+                "SELECT run_id, name, figure, value, limit_value, passed, device, message FROM gates WHERE run_id >= ?",
+                (first,),
+            ):
+                if run_id in runs:
+                    runs[run_id].gates[name] = {
+                        "figure": figure,
+                        "value": value,
+                        "limit": limit_value,
+                        "passed": bool(passed),
+                        "device": device,
+                        "message": message,
+                    }
+        return list(runs.values())
+    except sqlite3.DatabaseError as exc:
+        raise InputError(path, f"not a moeprof history database ({exc})") from None
+    finally:
+        conn.close()
+
+
+def last_flip(path: Path) -> dict | None:
+    """The most recent check run where a gate failed that had passed in the previous check run with it."""
+    runs = [r for r in read_runs(path) if r.command == "check"]
+    state: dict[str, tuple[bool, int]] = {}  # gate -> (passed, run id) as of the last check run with it
+    flip: dict | None = None
+    for run in runs:
+        flipped = []
+        for name, gate in run.gates.items():
+            before = state.get(name)
+            if before is not None and before[0] and not gate["passed"]:
+                flipped.append({"gate": name, "previous_run": before[1], **gate})
+            state[name] = (gate["passed"], run.id)
+        if flipped:
+            flip = {"run": run.id, "time_utc": run.time_utc, "git_commit": run.git_commit, "gates": flipped}
+    return flip
+
+
+def sparkline(values: list[float | None]) -> str:
+    """One block character per value, scaled from the smallest to the largest (blank where missing)."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return ""
+    lo, hi = min(known), max(known)
+    out = []
+    for v in values:
+        if v is None:
+            out.append(" ")
+        elif hi == lo:
+            out.append(SPARKS[len(SPARKS) // 2 - 1])
+        else:
+            out.append(SPARKS[min(len(SPARKS) - 1, int((v - lo) / (hi - lo) * len(SPARKS)))])
+    return "".join(out)
+
+
+def trends(runs: list[Run]) -> list[dict]:
+    """Per figure: its values over ``runs`` (None where a run lacks it), first, last, min, max, sparkline."""
+    names = [n for n in FIGURE_ORDER if any(n in r.figures for r in runs)]
+    names += sorted({n for r in runs for n in r.figures} - set(names) - {"steps"})
+    out = []
+    for name in names:
+        values = [r.figures.get(name) for r in runs]
+        known = [v for v in values if v is not None]
+        out.append(
+            {
+                "figure": name,
+                "values": values,
+                "first": known[0],
+                "last": known[-1],
+                "min": min(known),
+                "max": max(known),
+                "sparkline": sparkline(values),
+            }
+        )
+    return out

@@ -1,0 +1,272 @@
+"""``moeprof annotate``: the trace again, as Chrome/Perfetto trace-event JSON, with moeprof's view added.
+
+Per device one process (named ``/device:GPU:N`` so moeprof's own Chrome reader
+reads it back), one thread per stream (``Stream #...``) holding the original
+activity with bucket, kind, link and ``ib_fraction`` as args, and derived
+threads that the reader never counts as activity: one per category (the union
+of its kernels), the exposed communication, and ``Steps`` (read back as step
+markers, so steps round-trip too).
+
+Timestamps are µs floats, as the format wants, relative to a whole-µs base:
+small values keep every ns exact through the float round trip (an epoch-sized
+µs float has only ~0.25 µs resolution).
+"""
+
+from __future__ import annotations
+
+import gzip
+import heapq
+import re
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from .. import __version__
+from .. import intervals as iv
+from ..analysis import AnalysisResult
+from ..metrics import device_activity
+from ..steps import find_steps
+
+# the categories every view of moeprof colours by (bucket, comm split by fabric), then the exposed band
+CATEGORIES = ("compute", "comm NVLink", "comm IB", "comm ?link", "memcpy", "other")
+EXPOSED = "exposed comm"
+EXPOSED_CODE = len(CATEGORIES)
+DERIVED_TID = 100_000  # derived threads sort after any stream
+STEPS_TID = DERIVED_TID - 1
+
+
+def category_codes(bucket: np.ndarray, ib_fraction: np.ndarray) -> np.ndarray:
+    """One code per activity (index in CATEGORIES).
+
+    A comm activity with any share over InfiniBand is drawn as IB: the cross-domain
+    part bounds its duration. The per-device bars split time by ``ib_fraction`` instead.
+    """
+    bucket = np.asarray(bucket, dtype=object)
+    ib = np.asarray(ib_fraction, dtype=np.float64)
+    codes = np.full(bucket.size, 5, dtype=np.uint8)
+    codes[bucket == "compute"] = 0
+    codes[bucket == "memcpy"] = 4
+    comm = bucket == "comm"
+    codes[comm & (ib == 0)] = 1
+    codes[comm & (ib > 0)] = 2
+    codes[comm & np.isnan(ib)] = 3
+    return codes
+
+
+def subtract(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted segments A minus disjoint sorted segments B."""
+    if a_s.size == 0 or b_s.size == 0:
+        return a_s.copy(), a_e.copy()
+    points = np.unique(np.concatenate([a_s, a_e, b_s, b_e]))
+    left, right = points[:-1], points[1:]
+
+    def inside(seg_s: np.ndarray, seg_e: np.ndarray) -> np.ndarray:
+        j = np.searchsorted(seg_s, left, side="right") - 1
+        return (j >= 0) & (left < seg_e[np.maximum(j, 0)])
+
+    keep = inside(a_s, a_e) & ~inside(b_s, b_e)
+    return iv.union(left[keep], right[keep])
+
+
+def exposed_segments(start: np.ndarray, end: np.ndarray, bucket: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where one device only communicates: union(comm) minus union(compute) (spec §4)."""
+    bucket = np.asarray(bucket, dtype=object)
+    comm, compute = bucket == "comm", bucket == "compute"
+    return subtract(*iv.union(start[comm], end[comm]), *iv.union(start[compute], end[compute]))
+
+
+def natural_key(text: str) -> list:
+    """Sort ``GPU:10`` after ``GPU:9``."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def device_order(activity: pd.DataFrame) -> list[str]:
+    """Devices in the order the analysis lists them (sorted names), which the ordinals follow."""
+    return sorted({str(d) for d in activity["device"].unique()})
+
+
+def pack(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Sub-lane of each interval so that no two in one sub-lane overlap (input sorted by start).
+
+    One thread of the trace-event format must hold nested or disjoint slices only;
+    a stream whose activities overlap (a trace's own quirk) spills into extra threads.
+    """
+    lanes = np.zeros(start.size, dtype=np.int64)
+    if start.size < 2 or (start[1:] >= np.maximum.accumulate(end)[:-1]).all():
+        return lanes
+    free: list[tuple[int, int]] = []  # (end, lane) of each lane's last interval
+    used = 0
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
+        if free and free[0][0] <= s:
+            _, lane = heapq.heappop(free)
+        else:
+            lane, used = used, used + 1
+        lanes[i] = lane
+        heapq.heappush(free, (e, lane))
+    return lanes
+
+
+def _us(ns: np.ndarray | int) -> np.ndarray | float:
+    return np.asarray(ns, dtype=np.float64) / 1e3
+
+
+def _meta(name: str, pid: int, tid: int | None, args: dict) -> dict:
+    ev: dict = {"ph": "M", "name": name, "pid": pid, "args": args}
+    if tid is not None:
+        ev["tid"] = tid
+    return ev
+
+
+def _activity_args(frame: pd.DataFrame) -> list[dict]:
+    """One args dict per row; rows with the same evidence share one dict (a trace repeats a few thousand)."""
+    bucket = frame["bucket"].to_numpy(dtype=object)
+    kind = frame["kind"].to_numpy(dtype=object)
+    ib = frame["ib_fraction"].to_numpy(dtype=np.float64)
+    op = frame["hlo_op"].to_numpy(dtype=object)
+    module = frame["hlo_module"].to_numpy(dtype=object)
+    program = frame["program_id"].to_numpy(dtype=np.int64)
+    group = frame["group"].to_numpy(dtype=object)
+    opcode = frame["opcode"].to_numpy(dtype=object)
+    cache: dict[tuple, dict] = {}
+    out = []
+    for b, k, f, o, m, p, g, c in zip(bucket, kind, ib, op, module, program, group, opcode):
+        f = None if np.isnan(f) else float(f)
+        key = (b, k, f, o, m, int(p), g, c)
+        args = cache.get(key)
+        if args is None:
+            args = {"bucket": str(b) or "other"}
+            if b == "comm":
+                link = "unknown" if f is None else ("nvlink" if f == 0 else ("ib" if f == 1 else "mixed"))
+                args.update(kind=str(k), link=link, ib_fraction=f)
+                if g:
+                    args["group"] = str(g)
+            if o:
+                args["hlo_op"] = str(o)
+            if c:
+                args["opcode"] = str(c)
+            if m:
+                args["hlo_module"] = str(m)
+            if p >= 0:
+                args["program_id"] = int(p)
+            cache[key] = args
+        out.append(args)
+    return out
+
+
+def _slices(pid: int, tid: int, start: np.ndarray, end: np.ndarray, base: int, name: str, args: dict) -> list[dict]:
+    ts, dur = _us(start - base), _us(end - start)
+    return [
+        {"ph": "X", "pid": pid, "tid": tid, "ts": t, "dur": d, "name": name, "args": args}
+        for t, d in zip(ts.tolist(), dur.tolist())
+    ]
+
+
+def _write_events(fh: IO[bytes], events: list[dict], first: bool) -> bool:
+    if events:
+        body = orjson.dumps(events)[1:-1]
+        fh.write(body if first else b"," + body)
+        return False
+    return first
+
+
+def write_annotated(events: pd.DataFrame, result: AnalysisResult, out: Path, step_marker: str | None = None) -> dict:
+    """Write the annotated trace (gzipped when ``out`` ends in ``.gz``); returns counts for the CLI."""
+    activity = device_activity(events)
+    devices = device_order(activity)
+    steps = find_steps(events, step_marker)
+    starts = [activity["start_ns"].to_numpy(dtype=np.int64)]
+    if not steps.empty:
+        starts.append(steps["start_ns"].to_numpy(dtype=np.int64))
+    low = int(min(s.min() for s in starts if s.size)) if len(activity) else 0
+    base = (low // 1000) * 1000  # whole µs, so offsets stay small floats that round back to the same ns
+    step_figs = {(s["device"], int(s["step"])): s for s in result.steps}
+    counts = {"devices": len(devices), "activities": 0, "exposed": 0, "steps": 0}
+    opener = gzip.open if out.suffix == ".gz" else open
+    with opener(out, "wb") as fh:  # type: ignore[operator]
+        fh.write(b'{"traceEvents":[')
+        first = True
+        for pid0, device in enumerate(devices):
+            pid = pid0 + 1
+            rows = activity[activity["device"] == device]
+            meta = [
+                _meta("process_name", pid, None, {"name": f"{device} [/device:GPU:{pid0}]", "moeprof_device": device}),
+                _meta("process_sort_index", pid, None, {"sort_index": pid0}),
+            ]
+            out_events: list[dict] = []
+            streams = sorted({str(s) for s in rows["stream"].unique()}, key=natural_key)
+            stream_col = rows["stream"].to_numpy(dtype=object)
+            start = rows["start_ns"].to_numpy(dtype=np.int64)
+            end = np.maximum(rows["end_ns"].to_numpy(dtype=np.int64), start)
+            names = rows["name"].to_numpy(dtype=object)
+            args = _activity_args(rows)
+            order = np.lexsort((start, stream_col.astype(str)))
+            tid = 0
+            for j, stream in enumerate(streams):
+                sel = order[stream_col[order] == stream]
+                sub = pack(start[sel], end[sel])
+                # the reader counts only threads named "Stream #...": other line names get that prefix
+                label = stream if stream.startswith("Stream #") else f"Stream #{j} {stream}".rstrip()
+                for lane in range(int(sub.max()) + 1 if sub.size else 0):
+                    tid += 1
+                    meta += [
+                        _meta("thread_name", pid, tid, {"name": label if lane == 0 else f"{label} (overlap {lane})"}),
+                        _meta("thread_sort_index", pid, tid, {"sort_index": tid}),
+                    ]
+                    rows_in = sel[sub == lane]
+                    ts, dur = _us(start[rows_in] - base), _us(end[rows_in] - start[rows_in])
+                    out_events += [
+                        {"ph": "X", "pid": pid, "tid": tid, "ts": t, "dur": d, "name": str(names[i]), "args": args[i]}
+                        for t, d, i in zip(ts.tolist(), dur.tolist(), rows_in.tolist())
+                    ]
+                counts["activities"] += sel.size
+            # derived tracks: not "Stream #", "Steps" or "XLA Modules", so never read back as activity
+            codes = category_codes(rows["bucket"].to_numpy(dtype=object), rows["ib_fraction"].to_numpy())
+            tracks = [(c, *iv.union(start[codes == i], end[codes == i])) for i, c in enumerate(CATEGORIES)]
+            tracks.append((EXPOSED, *exposed_segments(start, end, rows["bucket"].to_numpy(dtype=object))))
+            for k, (name, seg_s, seg_e) in enumerate(tracks):
+                if not seg_s.size:
+                    continue
+                tid = DERIVED_TID + k
+                meta += [
+                    _meta("thread_name", pid, tid, {"name": f"moeprof: {name}"}),
+                    _meta("thread_sort_index", pid, tid, {"sort_index": tid}),
+                ]
+                out_events += _slices(pid, tid, seg_s, seg_e, base, name, {"moeprof": name})
+                if name == EXPOSED:
+                    counts["exposed"] += seg_s.size
+            dev_steps = steps[steps["device"] == device]
+            if not dev_steps.empty:
+                meta += [
+                    _meta("thread_name", pid, STEPS_TID, {"name": "Steps"}),
+                    _meta("thread_sort_index", pid, STEPS_TID, {"sort_index": STEPS_TID}),
+                ]
+                for step, s, e in dev_steps[["step", "start_ns", "end_ns"]].itertuples(index=False):
+                    fig = step_figs.get((device, int(step)), {})
+                    extra = {k: fig[k] for k in ("comm_share", "exposed_comm_ns", "comm_ns", "span_ns") if k in fig}
+                    # "Step N": the reader numbers step markers by the trailing integer
+                    out_events += _slices(
+                        pid,
+                        STEPS_TID,
+                        np.array([s]),
+                        np.array([e]),
+                        base,
+                        f"Step {int(step)}",
+                        {"step": int(step), **extra},
+                    )
+                    counts["steps"] += 1
+            first = _write_events(fh, meta + out_events, first)
+        tail = {
+            "displayTimeUnit": "ns",
+            "otherData": {
+                "producer": f"moeprof {__version__}",
+                "inputs": result.inputs,
+                "time_base_ns": base,
+                "comm_share": result.total.get("comm_share"),
+                "exposed_comm_ns": result.total.get("exposed_comm_ns"),
+            },
+        }
+        fh.write(b"]," + orjson.dumps(tail)[1:])
+    return counts

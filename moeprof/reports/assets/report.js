@@ -1,0 +1,525 @@
+/* moeprof report timeline: one <canvas> per input, plain JavaScript, no dependencies, no network.
+ *
+ * Each frame turns the events in view into per-pixel coverage per category, then paints runs of
+ * equal pixels as rectangles: the cost is O(events in view + pixels), whatever the zoom. */
+(function () {
+  'use strict';
+  var status = document.getElementById('moeprof-status');
+  var DATA = JSON.parse(document.getElementById('moeprof-data').textContent);
+  var CATS = DATA.categories;
+  var COLORS = CATS.map(function (c) { return DATA.colors[c]; });
+  var EXPOSED = CATS.length - 1;
+
+  // lane labels: a stream lane names its device and stream
+  var GUTTER = DATA.inputs.some(function (i) { return i.mode === 'stream'; }) ? 290 : 200;
+  var RIGHT = 12;
+  var AXIS = 36;      // time axis and step labels
+  var TRACK = { device: 17, stream: 15 };
+  var EXPOSED_H = 8;
+  var GAP = 10;
+
+  // base64 -> typed arrays (the report writes little-endian, as every laptop CPU is)
+  function bytes(b64) {
+    var bin = atob(b64 || '');
+    var out = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+  function u32(b64) { var b = bytes(b64); return new Uint32Array(b.buffer, 0, b.length >> 2); }
+  function u16(b64) { var b = bytes(b64); return new Uint16Array(b.buffer, 0, b.length >> 1); }
+
+  function decodeTrack(t, labelBytes) {
+    var codes = {};
+    var c = bytes(t.c);
+    for (var i = 0; i < c.length; i++) codes[c[i]] = true;
+    var bins = null;
+    if (t.b) {
+      bins = {};
+      Object.keys(t.b).forEach(function (k) { bins[k] = bytes(t.b[k]); codes[k] = true; });
+    }
+    return {
+      name: t.name, n: t.n, s: u32(t.s), d: u32(t.d), c: c, md: t.md,
+      l: t.l ? (labelBytes === 2 ? u16(t.l) : u32(t.l)) : null,
+      bins: bins,
+      codes: Object.keys(codes).map(Number).sort(function (a, b) { return a - b; })
+    };
+  }
+
+  // first index i with a[i] >= x
+  function lowerBound(a, x) {
+    var lo = 0, hi = a.length;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (a[mid] < x) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+
+  // add weight w over the pixel range [a, b) (fractional ends), into arr of width W
+  function addSpan(arr, a, b, w, W) {
+    if (b <= 0 || a >= W || b <= a) return;
+    if (a < 0) a = 0;
+    if (b > W) b = W;
+    var ia = Math.floor(a), ib = Math.floor(b);
+    if (ia === ib) { arr[ia] += (b - a) * w; return; }
+    arr[ia] += (ia + 1 - a) * w;
+    for (var k = ia + 1; k < ib; k++) arr[k] += w;
+    if (ib < W) arr[ib] += (b - ib) * w;
+  }
+
+  function ellipsize(ctx, text, maxW) {
+    if (ctx.measureText(text).width <= maxW) return text;
+    var t = text;
+    while (t.length > 2 && ctx.measureText(t + '…').width > maxW) t = t.slice(0, -1);
+    return t + '…';
+  }
+
+  function niceStep(x) {
+    var p = Math.pow(10, Math.floor(Math.log10(x)));
+    var m = x / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+
+  function fmtMs(ns, stepNs) {
+    var dec = Math.max(0, Math.min(6, Math.ceil(-Math.log10(stepNs / 1e6))));
+    return (ns / 1e6).toFixed(dec) + ' ms';
+  }
+
+  function fmtDur(ns) {
+    if (ns >= 1e6) return (ns / 1e6).toFixed(3) + ' ms';
+    if (ns >= 1e3) return (ns / 1e3).toFixed(2) + ' µs';
+    return ns + ' ns';
+  }
+
+  function Timeline(root, input) {
+    this.root = root;
+    this.input = input;
+    this.canvas = root.querySelector('canvas');
+    this.tip = root.querySelector('.tip');
+    this.ctx = this.canvas.getContext('2d');
+    this.unit = input.unit;
+    this.span = Math.max(input.span, 1);
+    this.bins = input.bins || null;
+    this.labels = input.labels;
+    this.trackH = TRACK[input.mode] || TRACK.device;
+    var lb = input.label_bytes;
+    this.lanes = input.lanes.map(function (lane) {
+      return {
+        label: lane.label, group: lane.group, steps: lane.steps, device: lane.device, stream: lane.stream,
+        tracks: lane.tracks.map(function (t) { return decodeTrack(t, lb); }),
+        exposed: lane.exposed ? decodeTrack(lane.exposed, lb) : null
+      };
+    });
+    this.height = AXIS + 4;
+    var self = this;
+    this.lanes.forEach(function (lane, i) {
+      lane.y = self.height;
+      lane.h = lane.tracks.length * self.trackH + (lane.exposed ? EXPOSED_H + 3 : 0);
+      var next = self.lanes[i + 1];
+      // lanes of one device sit close together; devices are set apart
+      self.height += lane.h + (next && next.group === lane.group ? 2 : GAP);
+    });
+    this.reset();
+    this.bind();
+    this.resize();
+  }
+
+  Timeline.prototype.reset = function () { this.v0 = 0; this.v1 = this.span; };
+
+  Timeline.prototype.resize = function () {
+    var dpr = window.devicePixelRatio || 1;
+    this.W = Math.max(this.root.clientWidth - 10, 400);
+    this.plotW = Math.max(this.W - GUTTER - RIGHT, 100);
+    this.canvas.style.height = this.height + 'px';
+    this.canvas.width = Math.round(this.W * dpr);
+    this.canvas.height = Math.round(this.height * dpr);
+    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    this.draw();
+  };
+
+  Timeline.prototype.schedule = function () {
+    var self = this;
+    if (this.pending) return;
+    this.pending = true;
+    window.requestAnimationFrame(function () { self.pending = false; self.draw(); });
+  };
+
+  // per category present in the track, a Float32Array of per-pixel coverage (1 = the whole pixel's time)
+  Timeline.prototype.coverage = function (track) {
+    var W = this.plotW, v0 = this.v0, k = W / (this.v1 - this.v0);
+    var arrs = {};
+    track.codes.forEach(function (c) { arrs[c] = new Float32Array(W + 1); });
+    var s = track.s, d = track.d, c = track.c, n = track.n;
+    var end = this.v1;
+    // the union per category, as the figures count it: sorted by start, add only what passes the reach so far
+    var reach = {};
+    track.codes.forEach(function (code) { reach[code] = -Infinity; });
+    for (var i = lowerBound(s, v0 - track.md); i < n && s[i] < end; i++) {
+      var ci = c[i], e = s[i] + d[i];
+      if (e <= reach[ci]) continue;
+      addSpan(arrs[ci], (Math.max(s[i], reach[ci]) - v0) * k, (e - v0) * k, 1, W);
+      reach[ci] = e;
+    }
+    var bins = this.bins;
+    if (bins && track.bins) {
+      var bw = this.span / bins.n;
+      var first = Math.max(0, Math.floor(v0 / bw)), last = Math.min(bins.n, Math.ceil(end / bw));
+      var codes = Object.keys(track.bins);
+      for (var b = first; b < last; b++) {
+        var bs = b * bw, be = bs + bw;
+        // binned coverage only outside the detail window, where raw events are drawn
+        var pieces = [[bs, Math.min(be, bins.w0)], [Math.max(bs, bins.w1), be]];
+        for (var j = 0; j < codes.length; j++) {
+          var val = track.bins[codes[j]][b];
+          if (!val) continue;
+          for (var p = 0; p < 2; p++) {
+            if (pieces[p][1] > pieces[p][0]) addSpan(arrs[codes[j]], (pieces[p][0] - v0) * k, (pieces[p][1] - v0) * k, val / 255, W);
+          }
+        }
+      }
+    }
+    return arrs;
+  };
+
+  // stacked per-pixel bars, bottom-up in category order; runs of equal pixels become one rectangle
+  Timeline.prototype.paint = function (arrs, codes, x0, y, H) {
+    var ctx = this.ctx, W = this.plotW;
+    var runs = codes.map(function () { return { x: -1, top: 0, h: 0 }; });
+    function flush(ci, x) {
+      var r = runs[ci];
+      if (r.x >= 0 && r.h > 0) { ctx.fillStyle = COLORS[codes[ci]]; ctx.fillRect(x0 + r.x, r.top, x - r.x, r.h); }
+      r.x = -1;
+    }
+    for (var x = 0; x <= W; x++) {
+      var total = 0;
+      if (x < W) for (var ci = 0; ci < codes.length; ci++) total += arrs[codes[ci]][x];
+      var scale = total > 1 ? 1 / total : 1;
+      var acc = 0;
+      for (ci = 0; ci < codes.length; ci++) {
+        var v = x < W ? arrs[codes[ci]][x] * scale : 0;
+        var h = v > 0 ? Math.max(1, Math.round(v * H * 2) / 2) : 0;
+        if (acc + h > H) h = H - acc;
+        var top = y + H - acc - h;
+        var r = runs[ci];
+        if (h > 0 && r.x >= 0 && r.top === top && r.h === h) { acc += h; continue; }
+        flush(ci, x);
+        if (h > 0) { r.x = x; r.top = top; r.h = h; }
+        acc += h;
+      }
+    }
+  };
+
+  Timeline.prototype.xOf = function (t) { return GUTTER + (t - this.v0) * this.plotW / (this.v1 - this.v0); };
+
+  Timeline.prototype.draw = function () {
+    var ctx = this.ctx, W = this.W, self = this;
+    var unit = this.unit, k = this.plotW / (this.v1 - this.v0);
+    ctx.clearRect(0, 0, W, this.height);
+    ctx.fillStyle = '#fff';
+    ctx.fillRect(0, 0, W, this.height);
+    ctx.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif';
+    ctx.textBaseline = 'middle';
+
+    // the detail window of a binned input: single kernels are drawn only there
+    if (this.bins) {
+      var wx0 = Math.max(GUTTER, this.xOf(this.bins.w0)), wx1 = Math.min(W - RIGHT, this.xOf(this.bins.w1));
+      if (wx1 > wx0) {
+        ctx.fillStyle = '#fff8e1';
+        ctx.fillRect(wx0, AXIS - 6, wx1 - wx0, this.height - AXIS + 6);
+        ctx.fillStyle = '#8d6e00';
+        ctx.textAlign = 'left';
+        if (wx1 - wx0 > 150) ctx.fillText('detail window: single kernels', wx0 + 4, AXIS - 1);
+      }
+    }
+
+    // time axis, in ms since the start of the timeline
+    var stepNs = niceStep(90 / k * unit);
+    var stepT = stepNs / unit;
+    ctx.strokeStyle = '#eeeeee';
+    ctx.fillStyle = '#424242';
+    ctx.textAlign = 'center';
+    ctx.lineWidth = 1;
+    for (var t = Math.ceil(this.v0 / stepT) * stepT; t <= this.v1; t += stepT) {
+      var x = Math.round(this.xOf(t)) + 0.5;
+      ctx.beginPath(); ctx.moveTo(x, 16); ctx.lineTo(x, this.height); ctx.stroke();
+      ctx.fillText(fmtMs(t * unit, stepNs), x, 8);
+    }
+    ctx.textAlign = 'left';
+    ctx.fillStyle = '#616161';
+    ctx.fillText('time since trace start →', 4, 8);
+    if (this.lanes.some(function (l) { return l.steps.length; })) ctx.fillText('steps:', 4, 24);
+
+    // step numbers from the first lane that has steps
+    var withSteps = this.lanes.filter(function (l) { return l.steps.length; })[0];
+    if (withSteps) {
+      var lastX = -1e9;
+      ctx.fillStyle = '#616161';
+      withSteps.steps.forEach(function (st) {
+        var sx = self.xOf(st[0]), ex = self.xOf(st[1]);
+        if (ex < GUTTER || sx > W - RIGHT) return;
+        var lx = Math.max(sx, GUTTER) + 3;
+        if (lx - lastX < 52 || Math.min(ex, W - RIGHT) - lx < 30) return;
+        ctx.fillText('step ' + st[2], lx, 24);
+        lastX = lx;
+      });
+    }
+
+    var prevGroup = null;
+    var drawn = 0;
+    this.rows = [];
+    this.lanes.forEach(function (lane) {
+      var y = lane.y;
+      if (prevGroup !== null && lane.group !== prevGroup) {
+        ctx.strokeStyle = '#bdbdbd';
+        ctx.beginPath(); ctx.moveTo(0, y - GAP / 2 - 0.5); ctx.lineTo(W, y - GAP / 2 - 0.5); ctx.stroke();
+      }
+      var firstOfGroup = lane.group !== prevGroup;
+      prevGroup = lane.group;
+      var FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif';
+      var ly = y + Math.min(lane.h, self.trackH * 2) / 2;
+      if (lane.device === undefined) {
+        // one lane per device: its name, ellipsized to the gutter; track names beside the plot
+        ctx.fillStyle = '#212121';
+        ctx.font = '600 12px ' + FONT;
+        ctx.fillText(ellipsize(ctx, lane.label, GUTTER - 92), 4, ly);
+      } else {
+        // one lane per stream: the device name once per group, the stream names in a column after it
+        ctx.font = '600 12px ' + FONT;
+        var col = Math.min(110, ctx.measureText(lane.device).width + 10);
+        ctx.fillStyle = '#212121';
+        if (firstOfGroup) ctx.fillText(ellipsize(ctx, lane.device, col - 8), 4, ly);
+        ctx.font = '11px ' + FONT;
+        ctx.fillStyle = '#424242';
+        if (lane.stream) ctx.fillText(ellipsize(ctx, lane.stream, GUTTER - col - 12), 4 + col, ly);
+      }
+      ctx.font = '11px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif';
+      ctx.textAlign = 'right';
+      ctx.fillStyle = '#757575';
+      lane.tracks.forEach(function (track, i) {
+        var ty = y + i * self.trackH;
+        ctx.fillStyle = '#757575';
+        if (self.input.mode !== 'stream') ctx.fillText(track.name, GUTTER - 6, ty + self.trackH / 2);
+        ctx.fillStyle = '#f5f5f5';
+        ctx.fillRect(GUTTER, ty + 1, self.plotW, self.trackH - 3);
+        self.paint(self.coverage(track), track.codes, GUTTER, ty + 1, self.trackH - 3);
+        self.rows.push({ y: ty, h: self.trackH, lane: lane, track: track });
+      });
+      if (lane.exposed) {
+        var ey = y + lane.tracks.length * self.trackH + 1;
+        ctx.fillStyle = '#c62828';
+        ctx.fillText('exposed comm', GUTTER - 6, ey + EXPOSED_H / 2);
+        ctx.fillStyle = '#fbe9e7';
+        ctx.fillRect(GUTTER, ey, self.plotW, EXPOSED_H);
+        self.paint(self.coverage(lane.exposed), [EXPOSED], GUTTER, ey, EXPOSED_H);
+        self.rows.push({ y: ey - 1, h: EXPOSED_H + 2, lane: lane, track: lane.exposed });
+      }
+      ctx.textAlign = 'left';
+      // step boundaries of this lane's device
+      ctx.strokeStyle = '#616161';
+      ctx.setLineDash([3, 3]);
+      lane.steps.forEach(function (st) {
+        [st[0], st[1]].forEach(function (tt) {
+          var sx = Math.round(self.xOf(tt)) + 0.5;
+          if (sx < GUTTER || sx > W - RIGHT) return;
+          ctx.beginPath(); ctx.moveTo(sx, y - 2); ctx.lineTo(sx, y + lane.h + 1); ctx.stroke();
+        });
+      });
+      ctx.setLineDash([]);
+      drawn++;
+    });
+    this.drawn = drawn;
+    this.root.setAttribute('data-lanes-drawn', String(drawn));
+  };
+
+  // colored pixels in the plot: a blank canvas would mean nothing was painted
+  Timeline.prototype.inked = function () {
+    var dpr = window.devicePixelRatio || 1;
+    var img = this.ctx.getImageData(Math.round(GUTTER * dpr), Math.round(AXIS * dpr),
+      Math.max(1, Math.round(this.plotW * dpr)), Math.max(1, Math.round((this.height - AXIS) * dpr))).data;
+    var count = 0;
+    for (var i = 0; i < img.length; i += 4) {
+      var r = img[i], g = img[i + 1], b = img[i + 2];
+      if (Math.max(r, g, b) - Math.min(r, g, b) > 40) count++;
+    }
+    return count;
+  };
+
+  Timeline.prototype.timeAt = function (px) { return this.v0 + (px - GUTTER) * (this.v1 - this.v0) / this.plotW; };
+
+  Timeline.prototype.zoom = function (factor, px) {
+    var anchor = this.timeAt(Math.min(Math.max(px, GUTTER), GUTTER + this.plotW));
+    var minSpan = Math.max(2, 1000 / this.unit);  // 1 µs
+    var width = Math.min(Math.max((this.v1 - this.v0) * factor, minSpan), this.span * 1.05);
+    var frac = (anchor - this.v0) / (this.v1 - this.v0);
+    this.v0 = anchor - frac * width;
+    this.v1 = this.v0 + width;
+    this.clamp();
+    this.schedule();
+  };
+
+  Timeline.prototype.clamp = function () {
+    var width = this.v1 - this.v0, pad = this.span * 0.025;
+    if (this.v0 < -pad) { this.v0 = -pad; this.v1 = this.v0 + width; }
+    if (this.v1 > this.span + pad) { this.v1 = this.span + pad; this.v0 = this.v1 - width; }
+  };
+
+  // the raw event under time t (or within tol of it): the shortest one that contains t, else the nearest
+  Timeline.prototype.find = function (row, t, tol) {
+    var tr = row.track, s = tr.s, d = tr.d;
+    var best = -1, bestDist = tol + 1;
+    for (var i = lowerBound(s, t + 1) - 1; i >= 0 && s[i] >= t - tr.md - tol; i--) {
+      var dist = t > s[i] + d[i] ? t - s[i] - d[i] : 0;
+      if (dist < bestDist || (dist === bestDist && d[i] < d[best])) { best = i; bestDist = dist; }
+    }
+    var next = lowerBound(s, t + 1);
+    if (next < tr.n && s[next] - t < bestDist) best = next;
+    return best;
+  };
+
+  Timeline.prototype.describe = function (px, py) {
+    var self = this;
+    if (px < GUTTER) {
+      var lane = this.lanes.filter(function (l) { return py >= l.y && py < l.y + l.h; })[0];
+      return lane ? lane.label : '';
+    }
+    var row = (this.rows || []).filter(function (r) { return py >= r.y && py < r.y + r.h; })[0];
+    if (!row) return '';
+    var t = this.timeAt(px), tol = 4 * (this.v1 - this.v0) / this.plotW;
+    var unit = this.unit, tr = row.track;
+    var inDetail = !this.bins || (t >= this.bins.w0 && t < this.bins.w1);
+    var i = inDetail ? this.find(row, t, tol) : -1;
+    if (i >= 0) {
+      var cat = CATS[tr.c[i]];
+      var head = tr.l ? this.labels[tr.l[i]].split('\t') : [cat, ''];
+      var lines = [head[0], cat + (head[1] ? ' · ' + head[1] : '')];
+      lines.push('start ' + fmtMs(tr.s[i] * unit, 1) + ', duration ' + fmtDur(tr.d[i] * unit));
+      return row.lane.label + '\n' + lines.join('\n');
+    }
+    if (this.bins && !inDetail && tr.bins) {
+      var b = Math.floor(t / (this.span / this.bins.n));
+      var parts = Object.keys(tr.bins).map(function (c) {
+        var v = tr.bins[c][b] || 0;
+        return v ? CATS[c] + ' ' + Math.round(100 * v / 255) + '%' : '';
+      }).filter(Boolean);
+      var bw = this.span / this.bins.n * unit;
+      return row.lane.label + '\nbin ' + fmtMs(b * bw, 1) + ' + ' + fmtDur(Math.round(bw)) + ': ' +
+        (parts.join(', ') || 'idle') + '\n(zoom into the detail window for single kernels)';
+    }
+    return row.lane.label + ' · ' + tr.name + '\n' + fmtMs(t * unit, 1) + ': nothing here';
+  };
+
+  Timeline.prototype.bind = function () {
+    var self = this, c = this.canvas, drag = null;
+    c.addEventListener('wheel', function (e) {
+      e.preventDefault();
+      var dy = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
+      self.zoom(Math.exp(dy * 0.0015), e.offsetX);
+    }, { passive: false });
+    c.addEventListener('pointerdown', function (e) {
+      drag = { x: e.clientX, v0: self.v0, v1: self.v1 };
+      try { c.setPointerCapture(e.pointerId); } catch (err) { /* synthetic pointer: no capture needed */ }
+      c.classList.add('drag');
+      self.tip.hidden = true;
+    });
+    c.addEventListener('pointermove', function (e) {
+      if (drag) {
+        var dt = (e.clientX - drag.x) * (drag.v1 - drag.v0) / self.plotW;
+        self.v0 = drag.v0 - dt; self.v1 = drag.v1 - dt;
+        self.clamp();
+        self.schedule();
+        return;
+      }
+      var text = self.describe(e.offsetX, e.offsetY);
+      if (!text) { self.tip.hidden = true; return; }
+      self.tip.textContent = text;
+      self.tip.hidden = false;
+      var left = e.offsetX + 14;
+      if (left + 360 > self.W) left = Math.max(0, e.offsetX - 370);
+      self.tip.style.left = left + 'px';
+      self.tip.style.top = (c.offsetTop + e.offsetY + 14) + 'px';
+    });
+    function end(e) {
+      if (!drag) return;
+      drag = null;
+      c.classList.remove('drag');
+      try { c.releasePointerCapture(e.pointerId); } catch (err) { /* never captured */ }
+    }
+    c.addEventListener('pointerup', end);
+    c.addEventListener('pointercancel', end);
+    c.addEventListener('pointerleave', function () { self.tip.hidden = true; });
+    c.addEventListener('dblclick', function () { self.reset(); self.schedule(); });
+    this.root.querySelectorAll('button[data-act]').forEach(function (btn) {
+      btn.addEventListener('click', function () {
+        if (btn.dataset.act === 'detail' && self.bins) {
+          var pad = (self.bins.w1 - self.bins.w0) * 0.02;
+          self.v0 = self.bins.w0 - pad; self.v1 = self.bins.w1 + pad;
+        } else {
+          self.reset();
+        }
+        self.schedule();
+      });
+    });
+  };
+
+  var timelines = [];
+  document.querySelectorAll('.timeline').forEach(function (root) {
+    var input = DATA.inputs[Number(root.dataset.input)];
+    try {
+      timelines.push(new Timeline(root, input));
+    } catch (err) {
+      if (window.moeprofError) window.moeprofError('timeline ' + root.dataset.input + ': ' + (err && err.stack || err));
+    }
+  });
+  var resizing = false;
+  window.addEventListener('resize', function () {
+    if (resizing) return;
+    resizing = true;
+    window.requestAnimationFrame(function () { resizing = false; timelines.forEach(function (t) { t.resize(); }); });
+  });
+
+  // "#selftest": drive each timeline through synthetic wheel, drag, hover and double-click events and
+  // write what happened into the DOM, so a headless browser test covers the interaction code too
+  function selftest() {
+    var results = timelines.map(function (t) {
+      var c = t.canvas, r = c.getBoundingClientRect();
+      var cx = r.left + GUTTER + t.plotW / 2, cy = r.top + AXIS + 6;
+      var full = t.v1 - t.v0;
+      c.dispatchEvent(new WheelEvent('wheel', { deltaY: -600, clientX: cx, clientY: cy, bubbles: true, cancelable: true }));
+      var zoomed = t.v1 - t.v0 < full * 0.9;
+      var before = t.v0;
+      c.dispatchEvent(new PointerEvent('pointerdown', { clientX: cx, clientY: cy, pointerId: 1, bubbles: true }));
+      c.dispatchEvent(new PointerEvent('pointermove', { clientX: cx - 100, clientY: cy, pointerId: 1, bubbles: true }));
+      c.dispatchEvent(new PointerEvent('pointerup', { clientX: cx - 100, clientY: cy, pointerId: 1, bubbles: true }));
+      var panned = t.v0 > before;
+      c.dispatchEvent(new MouseEvent('dblclick', { clientX: cx, clientY: cy, bubbles: true }));
+      var reset = t.v0 === 0 && t.v1 === t.span;
+      t.draw();
+      // hover the middle of the first raw event of the first track that has one
+      var hovered = '';
+      var row = (t.rows || []).filter(function (rw) { return rw.track.n > 0; })[0];
+      if (row) {
+        var tr = row.track;
+        var px = t.xOf(tr.s[0] + tr.d[0] / 2);
+        c.dispatchEvent(new PointerEvent('pointermove', {
+          clientX: r.left + px, clientY: r.top + row.y + row.h / 2, pointerId: 2, bubbles: true }));
+        hovered = t.tip.hidden ? '' : t.tip.textContent;
+      }
+      t.tip.hidden = true;
+      return { zoomed: zoomed, panned: panned, reset: reset, hovered: hovered };
+    });
+    var ok = results.every(function (x) { return x.zoomed && x.panned && x.reset && x.hovered; });
+    status.setAttribute('data-selftest', ok ? 'ok' : 'failed');
+    status.setAttribute('data-selftest-detail', JSON.stringify(results));
+  }
+  if (window.location.hash === '#selftest') {
+    try { selftest(); } catch (err) { if (window.moeprofError) window.moeprofError('selftest: ' + (err && err.stack || err)); }
+  }
+
+  // what a headless check reads back from the DOM
+  var lanes = timelines.reduce(function (n, t) { return n + t.drawn; }, 0);
+  var inked = timelines.reduce(function (n, t) { return n + t.inked(); }, 0);
+  status.setAttribute('data-timelines', String(timelines.length));
+  status.setAttribute('data-lanes', String(lanes));
+  status.setAttribute('data-inked', String(inked));
+  var failed = document.documentElement.hasAttribute('data-errors');
+  status.setAttribute('data-ok', failed ? 'error' : '1');
+  status.textContent = failed ? 'the timeline script reported errors (listed below)' :
+    'timeline: ' + lanes + ' lane(s) drawn';
+})();
