@@ -97,10 +97,10 @@ def device_signals(
         )
     # many small GEMMs instead of one grouped GEMM
     if is_gpu:
-        names = frame["name"].to_numpy(dtype=object)[rows]
-        uniq, codes = np.unique(names.astype(str), return_inverse=True)
-        is_gemm = np.array([bool(GEMM.search(n)) for n in uniq])[codes]
-        is_grouped = np.array([bool(GROUPED_GEMM.search(n)) for n in uniq])[codes]
+        # match each distinct name once, then map over the rows
+        codes, uniq = pd.factorize(frame["name"].to_numpy(dtype=object)[rows])
+        is_gemm = np.array([bool(GEMM.search(str(n))) for n in uniq], dtype=bool)[codes]
+        is_grouped = np.array([bool(GROUPED_GEMM.search(str(n))) for n in uniq], dtype=bool)[codes]
         gemm_dur = (e - s)[is_gemm & ~is_grouped]
         per_step = gemm_dur.size / max(steps, 1)
         if per_step >= MANY_GEMMS_PER_STEP and np.median(gemm_dur) < SMALL_GEMM_NS and not is_grouped.any():

@@ -13,7 +13,20 @@ from ..parsers import discover
 from ..reports import terminal
 from ..reports.json_report import to_json
 from ..steps import parse_selection
-from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, file_progress, guarded, load_options
+from .common import (
+    DomainOption,
+    GpuOption,
+    GpusPerNodeOption,
+    RulesOption,
+    RunOption,
+    SkipFirstOption,
+    StepMarkerOption,
+    StepsOption,
+    fail,
+    file_progress,
+    guarded,
+    load_options,
+)
 
 
 def analyze_command(
@@ -27,22 +40,16 @@ def analyze_command(
     json: Annotated[
         bool, typer.Option("--json", help="Print the moeprof.analysis/1 JSON object and nothing else.")
     ] = False,
-    steps: Annotated[
-        str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
-    ] = None,
-    skip_first: Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")] = 0,
-    step_marker: Annotated[
-        str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")
-    ] = None,
+    steps: StepsOption = None,
+    skip_first: SkipFirstOption = 0,
+    step_marker: StepMarkerOption = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows of collectives and opportunities to show.")] = 8,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Worker processes for several files.")] = None,
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
     run: RunOption = None,
-    gpu: Annotated[
-        str | None, typer.Option("--gpu", help="Link peaks of this GPU: H100, H200, H800, B200, GB200, GB300.")
-    ] = None,
+    gpu: GpuOption = None,
     model: Annotated[
         str | None, typer.Option("--model", help="deepseek-v3 or a config.json: adds tokens/s, TFLOPS and MFU.")
     ] = None,

@@ -10,7 +10,18 @@ import typer
 from ..analysis import StepOptions, analyze_paths, load
 from ..reports.annotate import write_annotated
 from ..steps import parse_selection
-from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, guarded, load_options
+from .common import (
+    DomainOption,
+    GpusPerNodeOption,
+    RulesOption,
+    RunOption,
+    SkipFirstOption,
+    StepMarkerOption,
+    StepsOption,
+    fail,
+    guarded,
+    load_options,
+)
 
 
 def annotate_command(
@@ -18,13 +29,9 @@ def annotate_command(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Where to write: *.trace.json.gz (or *.json, uncompressed).")
     ],
-    steps: Annotated[
-        str | None, typer.Option("--steps", help="Step figures (in the Steps track) over steps A:B only.")
-    ] = None,
-    skip_first: Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")] = 0,
-    step_marker: Annotated[
-        str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")
-    ] = None,
+    steps: StepsOption = None,
+    skip_first: SkipFirstOption = 0,
+    step_marker: StepMarkerOption = None,
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,

@@ -24,12 +24,8 @@ from ..check import (
 from ..options import LoadOptions
 from ..reports.terminal import make_console
 from ..steps import parse_selection
-from .common import DomainOption, GpusPerNodeOption, fail, guarded, stderr
+from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, fail, guarded, stderr
 
-SkipFirstOption = Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")]
-StepsOption = Annotated[
-    str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
-]
 HistoryOption = Annotated[
     Path | None, typer.Option("--history", help="Append this run's figures to a SQLite history (e.g. runs.db).")
 ]

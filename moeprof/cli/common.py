@@ -39,6 +39,16 @@ RunOption = Annotated[
 ]
 
 
+SkipFirstOption = Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")]
+StepsOption = Annotated[
+    str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
+]
+StepMarkerOption = Annotated[str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")]
+GpuOption = Annotated[
+    str | None, typer.Option("--gpu", help="Link peaks of this GPU: H100, H200, H800, B200, GB200, GB300.")
+]
+
+
 def load_options(
     rules: Path | None, gpus_per_node: int | None, nvlink_domain_size: int | None, run: str | None
 ) -> LoadOptions:

@@ -11,7 +11,19 @@ from ..analysis import AnalysisResult, StepOptions, analyze_paths, load
 from ..bandwidth import link_peaks
 from ..reports.html import RAW_EVENTS_CAP, ReportInput, write_report
 from ..steps import parse_selection
-from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, guarded, load_options
+from .common import (
+    DomainOption,
+    GpuOption,
+    GpusPerNodeOption,
+    RulesOption,
+    RunOption,
+    SkipFirstOption,
+    StepMarkerOption,
+    StepsOption,
+    fail,
+    guarded,
+    load_options,
+)
 
 
 def measured_window(result: AnalysisResult, selected: bool) -> tuple[int, int] | None:
@@ -39,20 +51,14 @@ def report_command(
         bool,
         typer.Option("--merge", help="The PATHs are files of ONE job (e.g. one XPlane per host): no comparison."),
     ] = False,
-    steps: Annotated[
-        str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
-    ] = None,
-    skip_first: Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")] = 0,
-    step_marker: Annotated[
-        str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")
-    ] = None,
+    steps: StepsOption = None,
+    skip_first: SkipFirstOption = 0,
+    step_marker: StepMarkerOption = None,
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
     run: RunOption = None,
-    gpu: Annotated[
-        str | None, typer.Option("--gpu", help="Link peaks of this GPU: H100, H200, H800, B200, GB200, GB300.")
-    ] = None,
+    gpu: GpuOption = None,
     link_peak: Annotated[
         str | None,
         typer.Option("--link-peak", help="Peak GB/s per GPU and direction, e.g. nvlink=450,ib=50 (ib=ndr|xdr)."),

@@ -7,6 +7,7 @@ traces, a TensorBoard log dir, a moeprof run folder) into a list of trace files;
 
 from __future__ import annotations
 
+import gc
 import gzip
 import os
 from collections.abc import Callable
@@ -269,6 +270,19 @@ def parse_file(
     options = options or LoadOptions()
     fmt = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
     check_fits_in_memory(path, fmt)
+    # readers build millions of small objects and no cycles: the cyclic GC would only rescan them
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_file(path, fmt, host_index, options, placement)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse_file(
+    path: Path, fmt: str, host_index: int, options: LoadOptions, placement: Placement | None
+) -> pd.DataFrame:
     if fmt == "unknown":
         raise InputError(
             path,

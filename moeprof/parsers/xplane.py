@@ -100,8 +100,10 @@ def _read_hlo_plane(plane_bytes: bytes) -> dict[tuple[str, int], HloModule]:
 # names whose events may be communication or copies: their XLA stats are read on every event
 _COMM_CAPABLE = re.compile(
     r"(?i)nccl|rccl|nvshmem|all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|send|recv|broadcast|permute"
-    r"|collective|deep_?ep|::ep::|barrier|memcpy|memset|multimem|one_shot|two_shot|cross_device|p2p|peer"
+    r"|collective|deep_?ep|::ep::|barrier|multimem|one_shot|two_shot|cross_device|p2p|peer"
 )
+# copies and memsets matter per event only when XLA attributes them to an op (a collective done by copies)
+_COPY_OR_SET = re.compile(r"(?i)^mem(cpy|set)")
 
 
 @dataclass
@@ -164,7 +166,10 @@ class _StatReader:
                 stats_rows.append((i, mod, op, pid))
             if decided is None:
                 every_event[name] = (
-                    self.read_all or bool(_COMM_CAPABLE.search(name)) or self._collective_op(mod, pid, op)
+                    self.read_all
+                    or bool(_COMM_CAPABLE.search(name))
+                    or (bool(op) and bool(_COPY_OR_SET.match(name)))
+                    or self._collective_op(mod, pid, op)
                 )
         return names, starts, durs, stats_rows
 
@@ -247,7 +252,11 @@ def parse(
     ``host_index`` is this host's position among the job's hosts: GPU ``N`` of
     host ``h`` gets global id ``h * gpus + N`` (the ids HLO replica groups use).
     """
-    from jax.profiler import ProfileData  # heavy import, only when an XPlane is read
+    # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax (~0.5 s)
+    try:
+        from jaxlib._profile_data import ProfileData
+    except ImportError:  # pragma: no cover - a jaxlib that moved it
+        from jax.profiler import ProfileData
 
     try:
         data = path.read_bytes()
