@@ -38,6 +38,7 @@ from ..metrics import NS_KEYS, device_activity, sum_figures
 from ..steps import find_steps
 from .annotate import CATEGORIES, EXPOSED, EXPOSED_CODE, category_codes, exposed_segments, natural_key
 from .terminal import human_bytes
+from .text import evidence_text
 
 RAW_EVENTS_CAP = 250_000  # ~12 bytes each once base64'd: ~3 MB of raw events at most
 BIN_BUDGET_BYTES = 3_000_000  # binned coverage, all lanes and categories of all inputs together
@@ -382,26 +383,6 @@ def collectives_html(result: AnalysisResult, top: int = 40) -> str:
     return _table(headers, rows, numeric_from=3, cls="coll") + more
 
 
-def _evidence(o: dict) -> str:
-    ev = o.get("evidence") or {}
-    parts = []
-    if "count" in ev:
-        parts.append(f"{ev['count']:,} calls on {ev.get('devices', '?')} device(s)")
-    if "exposed_share_of_its_time" in ev:
-        parts.append(f"{fmt_pct(ev['exposed_share_of_its_time'])} of its time exposed")
-    if "worst_device" in ev:
-        parts.append(f"worst {ev['worst_device']}")
-    if o.get("link"):
-        parts.append(f"link {o['link']}")
-    if "independent_compute_ns" in ev:
-        parts.append(f"independent compute (HLO) {fmt_ms(ev['independent_compute_ns'])} ms")
-    if ev.get("bus_bandwidth_gbps") is not None:
-        parts.append(f"bus bw {ev['bus_bandwidth_gbps']:.3g} GB/s")
-    if "detail" in ev:
-        parts.append(str(ev["detail"]))
-    return ", ".join(parts)
-
-
 def opportunities_html(result: AnalysisResult, top: int = 12) -> str:
     if not result.opportunities:
         return "<p>No exposed communication or launch overhead found: nothing to hide.</p>"
@@ -411,7 +392,7 @@ def opportunities_html(result: AnalysisResult, top: int = 12) -> str:
         items.append(
             f"<li><b>{esc(o['title'])}</b> <span class=save>save up to {fmt_ms(o['saving_bound_ns'])} ms on the "
             f"worst device</span> <span class=note>({esc(bound)}; {fmt_ms(o['exposed_ns'])} ms exposed over all "
-            f"devices)</span><div class=ev>Evidence: {esc(_evidence(o))}</div>"
+            f"devices)</span><div class=ev>Evidence: {esc(evidence_text(o))}</div>"
             f"<div class=remedy>→ {esc(o['remedy'])}</div></li>"
         )
     return f'<ol class="opps">{"".join(items)}</ol>'

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis import AnalysisResult
+from .text import evidence_text, ms, pct
 
 _BAR_COLORS = {
     "compute": "green",
@@ -23,14 +24,6 @@ def make_console() -> Console:
     """Stdout console; piped or in CI it is wide, so tables are not folded to 80 columns."""
     console = Console()
     return console if console.is_terminal else Console(width=160)
-
-
-def ms(ns: int | float | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def human_bytes(n: int | None) -> str:
@@ -149,29 +142,13 @@ def collectives_table(result: AnalysisResult, top: int) -> Table:
     return table
 
 
-def _evidence(o: dict) -> str:
-    ev = o["evidence"]
-    parts = [f"{ev['count']:,} calls on {ev['devices']} device(s)", f"worst {ev['worst_device']}"]
-    if "exposed_share_of_its_time" in ev:
-        parts.insert(1, f"{pct(ev['exposed_share_of_its_time'])} of its time exposed")
-    if o.get("link"):
-        parts.append(f"link {o['link']}")
-    if "independent_compute_ns" in ev:
-        parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
-    if ev.get("bus_bandwidth_gbps") is not None:
-        parts.append(f"bus bw {ev['bus_bandwidth_gbps']:.3g} GB/s")
-    if "detail" in ev:
-        parts.append(ev["detail"])
-    return ", ".join(parts)
-
-
 def opportunities_panel(result: AnalysisResult, top: int) -> Panel:
     items = []
     for i, o in enumerate(result.opportunities[:top], 1):
         head = Text(f"{i}. {o['title'][:90]}", style="bold")
         bound = "bounded by independent compute in the HLO" if o.get("bound_from") == "hlo" else "exposed time"
         head.append(f"  save up to {ms(o['saving_bound_ns'])} ms on the worst device ({bound})", style="bold red")
-        body = Text(f"   {ms(o['exposed_ns'])} ms at stake over all devices: {_evidence(o)}\n   → {o['remedy']}")
+        body = Text(f"   {ms(o['exposed_ns'])} ms at stake over all devices: {evidence_text(o)}\n   → {o['remedy']}")
         items.extend([head, body])
     if not items:
         items = [Text("No exposed communication or launch overhead found: nothing to hide.")]
