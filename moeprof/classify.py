@@ -33,6 +33,12 @@ class Rule:
     kind: str | None = None
     requires: str | None = None
     link: str | None = None
+    name: re.Pattern[str] | None = None  # a second condition on the kernel name, for rules on another field
+
+    def matches(self, evidence: dict[str, str]) -> bool:
+        if not self.pattern.search(evidence.get(self.field, "")):
+            return False
+        return self.name is None or bool(self.name.search(evidence.get("name", "")))
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ def _rule_from_dict(raw: dict, origin: str) -> Rule:
         raise bad("sets neither bucket nor kind")
     try:
         pattern = re.compile(raw["match"])
+        name = re.compile(raw["name"]) if raw.get("name") is not None else None
     except re.error as exc:
         raise bad(f"bad regular expression: {exc}") from None
     return Rule(
@@ -72,6 +79,7 @@ def _rule_from_dict(raw: dict, origin: str) -> Rule:
         kind=raw.get("kind"),
         requires=raw.get("requires"),
         link=raw.get("link"),
+        name=name,
     )
 
 
@@ -108,7 +116,7 @@ def classify_one(evidence: dict[str, str], rules: tuple[Rule, ...]) -> Classific
     """Bucket, kind, the rule ids that decided, and a named link for one activity."""
     bucket_rule = None
     for rule in rules:
-        if rule.bucket and rule.requires is None and rule.pattern.search(evidence.get(rule.field, "")):
+        if rule.bucket and rule.requires is None and rule.matches(evidence):
             bucket_rule = rule
             break
     if bucket_rule is None:
@@ -119,7 +127,7 @@ def classify_one(evidence: dict[str, str], rules: tuple[Rule, ...]) -> Classific
         return Classification(bucket, "", bucket_rule.id, "")
     kind_rule = None
     for rule in rules:
-        if rule.kind and rule.requires in (None, "comm") and rule.pattern.search(evidence.get(rule.field, "")):
+        if rule.kind and rule.requires in (None, "comm") and rule.matches(evidence):
             if rule.bucket not in (None, "comm"):
                 continue
             kind_rule = rule

@@ -152,3 +152,16 @@ def test_every_distinct_name_in_the_shared_traces_is_classified(rel):
     # FlashAttention's CollectiveMainloop is a template argument, not communication
     flash = names["name"].astype(str).str.contains("CollectiveMainloop")
     assert (names.loc[flash, "bucket"] == "compute").all()
+
+
+def test_deepep_cached_notify_takes_the_kind_of_its_op():
+    """cached_notify precedes a cached dispatch or a combine: the forward of dispatch and the backward
+    of combine dispatch tokens; the forward of combine and the backward of dispatch combine them."""
+    name = "void dpsk::ep::internode::cached_notify<false>(int, int)"
+    assert one(name, annotation="dispatch(F)").kind == "ep-dispatch"
+    assert one(name, annotation="combine(B)").kind == "ep-dispatch"
+    assert one(name, annotation="combine(F)").kind == "ep-combine"
+    assert one(name, annotation="dispatch(B)").kind == "ep-combine"
+    assert one(name).kind == "ep-combine"  # no annotation: counted with combine
+    # the annotation alone does not change a dispatch kernel's kind
+    assert one("void dpsk::ep::internode::dispatch<false, 8>(int4*)", annotation="combine(F)").kind == "ep-dispatch"

@@ -323,12 +323,15 @@ def test_deepseek_ep64_dispatch_combine_and_compute() -> None:
     assert len(ep) == 32
     assert (ep["bucket"] == "comm").all() and (ep["link_hint"] == "ib").all()
     stem = ep["name"].str.extract(r"internode::(\w+)<", expand=False)
-    expected = stem.map(
+    expected = stem.map({"dispatch": "ep-dispatch", "notify_dispatch": "ep-dispatch", "combine": "ep-combine"})
+    # cached_notify precedes a cached dispatch (forward of dispatch, backward of combine) or a combine
+    cached = stem == "cached_notify"
+    expected[cached] = ep.loc[cached, "annotation"].map(
         {
-            "dispatch": "ep-dispatch",
-            "notify_dispatch": "ep-dispatch",
-            "combine": "ep-combine",
-            "cached_notify": "ep-combine",
+            "dispatch(F)": "ep-dispatch",
+            "combine(B)": "ep-dispatch",
+            "combine(F)": "ep-combine",
+            "dispatch(B)": "ep-combine",
         }
     )
     assert expected.notna().all()
