@@ -12,5 +12,6 @@ class LoadOptions:
     gpus_per_node: int | None = None  # devices per host where a trace does not say (Kineto: deviceProperties, else 8)
     nvlink_domain_size: int | None = None  # global ranks per NVLink domain (NVL72: 72); default one host
     run: str | None = None  # TensorBoard log dir: which plugins/profile/<run> (default newest)
+    step_marker: str | None = None  # regex: ranges (NVTX, annotations) it matches are steps
     # XPlane: read hlo_op/hlo_module of every compute kernel too (slower; the analysis needs them on comm only)
     all_kernel_stats: bool = False

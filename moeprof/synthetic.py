@@ -329,6 +329,11 @@ def write_xplane(scen: Scenario, h: int, path: Path) -> None:
     path.write_bytes(space.SerializeToString())
 
 
+def _write_gz_json(path: Path, doc: dict) -> None:
+    # mtime=0: the same scenario always gives the same bytes
+    path.write_bytes(gzip.compress(json.dumps(doc).encode(), mtime=0))
+
+
 def write_chrome(scen: Scenario, h: int, path: Path) -> None:
     """xprof trace-viewer JSON of the same host: µs floats with ns fractions."""
     events: list[dict] = []
@@ -357,8 +362,7 @@ def write_chrome(scen: Scenario, h: int, path: Path) -> None:
             events.append(
                 {"ph": "X", "pid": pid, "tid": 90, "name": k.hlo_op or k.name, "ts": k.start / 1e3, "dur": k.dur / 1e3}
             )
-    with gzip.open(path, "wt") as fh:
-        json.dump({"displayTimeUnit": "ns", "traceEvents": events}, fh)
+    _write_gz_json(path, {"displayTimeUnit": "ns", "traceEvents": events})
 
 
 COLLECTIVE_NAMES = {
@@ -460,8 +464,7 @@ def write_kineto(scen: Scenario, h: int, d: int, path: Path) -> None:
         "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": scen.hosts * scen.gpus_per_host},
         "traceEvents": events,
     }
-    with gzip.open(path, "wt") as fh:
-        json.dump(doc, fh)
+    _write_gz_json(path, doc)
 
 
 def write_nsys_sqlite(scen: Scenario, h: int, path: Path) -> None:
@@ -491,6 +494,8 @@ def write_nsys_sqlite(scen: Scenario, h: int, path: Path) -> None:
             kernels.append((k.start, k.start + k.dur, k.device, stream, corr, 1, sid(k.name), sid(k.name[:20])))
         if k.kind == "all-to-all":
             ranges.append((launch - 500, launch + 2_000, 59, "nccl:all_to_all", tid, 0))
+    # the user's own step ranges, named like no built-in step pattern: found with --step-marker
+    ranges += [(s, e, 59, "train_iteration", 1000, 0) for s, e in scen.steps[h]]
     con = sqlite3.connect(path)
     c = con.cursor()
     c.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")

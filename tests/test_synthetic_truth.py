@@ -156,3 +156,18 @@ def test_kineto_version_matches_truth():
     ib = {c["kind"]: c["ib_fraction"] for c in result["collectives"]}
     assert ib["all-to-all"] == pytest.approx(4 / 7) and ib["all-gather"] == 1.0 and ib["all-reduce"] == 0.0
     assert sorted({s["step"] for s in result["steps"]}) == [0, 1, 2]
+
+
+def test_step_marker_finds_user_named_nvtx_ranges():
+    """The Nsight sample's own ranges ("train_iteration") match no built-in step pattern; named with
+    --step-marker they become the steps, with the generator's step windows."""
+    from moeprof.options import LoadOptions
+
+    path = SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"
+    assert moeprof.analyze_paths([path]).to_dict()["steps"] == []
+    marked = moeprof.analyze_paths(
+        [path], LoadOptions(step_marker="train_iteration"), StepOptions(marker="train_iteration")
+    ).to_dict()
+    scen = synthetic.build("synthetic_1host_8gpu", 1, 8, seed=1)
+    windows = sorted({(s["start_ns"], s["end_ns"]) for s in marked["steps"]})
+    assert windows == sorted(scen.steps[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -77,6 +78,7 @@ def analyze_command(
         except ValueError as exc:
             raise fail(str(exc)) from None
         options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
+        options = replace(options, step_marker=step_marker)
         peaks = link_peaks(gpu, link_peak)
         files = discover(list(paths), options)
         with file_progress(len(files), enabled=True) as advance:

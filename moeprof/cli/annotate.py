@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -47,6 +48,7 @@ def annotate_command(
         except ValueError as exc:
             raise fail(str(exc)) from None
         options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
+        options = replace(options, step_marker=step_marker)
         result = analyze_paths(list(paths), options, StepOptions(selection, skip_first, step_marker))
         events = load(list(paths), options)
         try:

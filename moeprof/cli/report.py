@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -83,6 +84,7 @@ def report_command(
         except ValueError as exc:
             raise fail(str(exc)) from None
         options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
+        options = replace(options, step_marker=step_marker)
         step_options = StepOptions(selection, skip_first, step_marker)
         peaks = link_peaks(gpu, link_peak)
         groups = [list(paths)] if merge or len(paths) == 1 else [[p] for p in paths]

@@ -165,7 +165,18 @@ def parse_kineto(doc: dict, path: Path, *, host_index: int = 0, options: LoadOpt
     )
     is_rpc = unique_names == _RECORD_PARAM_COMMS
     step_no = np.array([int(m.group(1)) if (m := _STEP.match(u)) else -1 for u in unique_names], dtype=np.int64)
-    keep = np.flatnonzero((comm_like | is_rpc | (step_no >= 0))[codes]) if len(unique_names) else np.zeros(0, int)
+    if options.step_marker:
+        # ranges the user names as steps (--step-marker): numbered by their trailing digits, else in order
+        try:
+            user_step = re.compile(options.step_marker)
+        except re.error as exc:
+            raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
+        for i, u in enumerate(unique_names):
+            if step_no[i] < 0 and user_step.search(u):
+                m = re.search(r"(\d+)\s*$", u)
+                step_no[i] = int(m.group(1)) if m else _BY_ORDER
+    is_step = (step_no >= 0) | (step_no == _BY_ORDER)
+    keep = np.flatnonzero((comm_like | is_rpc | is_step)[codes]) if len(unique_names) else np.zeros(0, int)
     ranges = _ranges([cpu_events[i] for i in keep], path)
     kept_codes = codes[keep]
     anchor_key, anchor_t = _anchors(dev, by_cat, cpu_events, path)
@@ -512,8 +523,11 @@ def _innermost(
     return out
 
 
+_BY_ORDER = -2  # a step range without a number: numbered by its order among ranges of its name
+
+
 def _step_markers(ranges: dict, step_no: np.ndarray, host: str, rank: int, gpus: int) -> pd.DataFrame:
-    rows = np.flatnonzero(step_no >= 0)
+    rows = np.flatnonzero((step_no >= 0) | (step_no == _BY_ORDER))
     if not rows.size:
         return empty_table()
     frame = pd.DataFrame(
@@ -526,6 +540,9 @@ def _step_markers(ranges: dict, step_no: np.ndarray, host: str, rank: int, gpus:
     )
     # a step can appear both as cpu_op and as user_annotation: keep one
     frame = frame.drop_duplicates(["name", "start", "end"]).sort_values("start", kind="stable")
+    by_order = frame["step"].to_numpy() == _BY_ORDER
+    if by_order.any():
+        frame.loc[by_order, "step"] = frame[by_order].groupby("name").cumcount().to_numpy()
     return make_table(
         {
             "host": host,

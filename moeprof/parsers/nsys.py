@@ -299,7 +299,7 @@ def _string_expr(t: _SqliteTables, cols: set[str], text_col: str, id_col: str, a
     return (f"COALESCE({', '.join(parts)})" if len(parts) > 1 else parts[0]), join
 
 
-def _nvtx_sql(t: _SqliteTables) -> tuple[str, list[str]] | None:
+def _nvtx_sql(t: _SqliteTables, step_marker: re.Pattern[str] | None = None) -> tuple[str, list[str]] | None:
     cols = set(t.columns(NVTX))
     text, text_join = _string_expr(t, cols, "text", "textId", "st")
     if not {"start", "end"} <= cols or text == "NULL":
@@ -315,16 +315,18 @@ def _nvtx_sql(t: _SqliteTables) -> tuple[str, list[str]] | None:
         # as hex text: pandas' nullable reader would try to decode a blob as UTF-8
         "NULLIF(hex(n.binaryData), '') AS blob" if "binaryData" in cols else "NULL AS blob",
     ]
+    base = f'SELECT {", ".join(items)} FROM "{NVTX}" n {text_join} {js_join} WHERE n."end" IS NOT NULL'
+    if step_marker is not None:
+        return base, []  # a user's step regex has no LIKE form: read every range, filter in Python
     like = " OR ".join(f"{text} LIKE ?" for _ in _NVTX_LIKE)
-    sql = f'SELECT {", ".join(items)} FROM "{NVTX}" n {text_join} {js_join} WHERE n."end" IS NOT NULL AND ({like})'
-    return sql, list(_NVTX_LIKE)
+    return f"{base} AND ({like})", list(_NVTX_LIKE)
 
 
-def _sqlite_frames(t: _SqliteTables) -> _Frames:
+def _sqlite_frames(t: _SqliteTables, step_marker: re.Pattern[str] | None = None) -> _Frames:
     kernels = _read_activity(t, KERNEL, [])
     memcpys = _read_activity(t, MEMCPY, ["copyKind", "bytes", "srcDeviceId", "dstDeviceId"])
     memsets = _read_activity(t, MEMSET, ["bytes"])
-    q = _nvtx_sql(t)
+    q = _nvtx_sql(t, step_marker)
     nvtx = pd.read_sql_query(q[0], t.conn, params=q[1], dtype_backend="numpy_nullable") if q else pd.DataFrame()
     domains: dict[int, str] = {}
     cols = set(t.columns(NVTX))
@@ -502,14 +504,16 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
     """Read one Nsight Systems export (``.sqlite``, parquet folder) or report (``.nsys-rep``)."""
     from . import sniff  # the package's one format sniffer (imported here: the package imports this module)
 
+    marker = _step_marker(options)
+
     path = Path(path)
     if path.is_dir():
         return parse_parquet_dir(path, host_index=host_index, options=options)
     fmt = sniff(path)
     if fmt == "sqlite":
-        return _parse_sqlite(path, path, _stem(path), host_index)
+        return _parse_sqlite(path, path, _stem(path), host_index, marker)
     if fmt == "nsys-rep":
-        return _parse_report(path, host_index)
+        return _parse_report(path, host_index, marker)
     raise InputError(path, "not an Nsight Systems SQLite export or .nsys-rep report")
 
 
@@ -525,7 +529,7 @@ def parse_parquet_dir(folder: Path, *, host_index: int = 0, options: LoadOptions
         frames = _parquet_frames(tables)
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(folder, f"cannot read the parquet tables: {_one_line(exc)}") from None
-    return _build(frames, frames.hostname or _stem(folder), host_index)
+    return _build(frames, frames.hostname or _stem(folder), host_index, _step_marker(options))
 
 
 def _stem(path: Path) -> str:
@@ -541,7 +545,17 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _parse_report(path: Path, host_index: int) -> pd.DataFrame:
+def _step_marker(options: LoadOptions | None) -> re.Pattern[str] | None:
+    """The user's ``--step-marker`` regex: NVTX ranges it matches are steps too."""
+    if options is None or not options.step_marker:
+        return None
+    try:
+        return re.compile(options.step_marker)
+    except re.error as exc:
+        raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
+
+
+def _parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | None = None) -> pd.DataFrame:
     nsys = shutil.which("nsys")
     stem = _stem(path)
     if nsys is None:
@@ -562,10 +576,12 @@ def _parse_report(path: Path, host_index: int) -> pd.DataFrame:
         if proc.returncode != 0 or not out.exists():
             lines = (proc.stderr or proc.stdout or "").strip().splitlines()
             raise InputError(path, f"nsys export failed: {lines[-1] if lines else f'exit code {proc.returncode}'}")
-        return _parse_sqlite(out, path, stem, host_index)
+        return _parse_sqlite(out, path, stem, host_index, step_marker)
 
 
-def _parse_sqlite(db: Path, shown: Path, stem: str, host_index: int) -> pd.DataFrame:
+def _parse_sqlite(
+    db: Path, shown: Path, stem: str, host_index: int, step_marker: re.Pattern[str] | None = None
+) -> pd.DataFrame:
     try:
         # read-only URI: no journal or lock file is ever created beside the user's export
         conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
@@ -576,21 +592,21 @@ def _parse_sqlite(db: Path, shown: Path, stem: str, host_index: int) -> pd.DataF
         if not tables.names & set(ACTIVITY_TABLES):
             raise InputError(shown, "no CUPTI activity tables (not an Nsight Systems export?)")
         try:
-            frames = _sqlite_frames(tables)
+            frames = _sqlite_frames(tables, step_marker)
         except sqlite3.OperationalError as exc:
             if "UTF-8" not in str(exc):
                 raise
             # some exports hold strings that are not valid UTF-8 (raw symbol bytes): decode
             # leniently, which costs a Python call per string, so only when needed
             conn.text_factory = lambda b: b.decode("utf-8", "replace")
-            frames = _sqlite_frames(tables)
+            frames = _sqlite_frames(tables, step_marker)
     except sqlite3.Error as exc:
         raise InputError(shown, f"not a readable Nsight Systems SQLite export: {_one_line(exc)}") from None
     except (pd.errors.DatabaseError, ValueError) as exc:
         raise InputError(shown, f"not a readable Nsight Systems SQLite export: {_one_line(exc)}") from None
     finally:
         conn.close()
-    return _build(frames, frames.hostname or stem, host_index)
+    return _build(frames, frames.hostname or stem, host_index, step_marker)
 
 
 # ---- building the event table -------------------------------------------------------------------
@@ -707,7 +723,7 @@ def _activities(frames: _Frames) -> pd.DataFrame:
     return act.sort_values(["start", "end"], kind="stable", ignore_index=True)
 
 
-def _build(frames: _Frames, host: str, host_index: int) -> pd.DataFrame:
+def _build(frames: _Frames, host: str, host_index: int, step_marker: re.Pattern[str] | None = None) -> pd.DataFrame:
     act = _activities(frames)
     n = len(act)
     dev_ids = _ints(act["deviceId"], n)
@@ -717,7 +733,7 @@ def _build(frames: _Frames, host: str, host_index: int) -> pd.DataFrame:
     dev_names = np.array([f"{host}/GPU:{g}" for g in gpus], dtype=object)
     global_id = host_index * n_gpus + local
 
-    nv = _nvtx_ranges(frames)
+    nv = _nvtx_ranges(frames, step_marker)
     launch_tid = _ints(act["launch_tid"], n)
     launch_t = _ints(act["launch_start"], n)
     has_launch = np.flatnonzero(pd.notna(act["launch_tid"]).to_numpy() & pd.notna(act["launch_start"]).to_numpy())
@@ -872,7 +888,7 @@ def _kv_columns(kv: np.ndarray) -> dict[str, np.ndarray]:
     return {k: np.array([p.get(k, "") for p in parsed], dtype=object)[codes] for k in keys}
 
 
-def _nvtx_ranges(frames: _Frames) -> pd.DataFrame:
+def _nvtx_ranges(frames: _Frames, step_marker: re.Pattern[str] | None = None) -> pd.DataFrame:
     """The NVTX ranges of interest, with their family flags; other rows dropped."""
     nv = frames.nvtx
     if not len(nv):
@@ -888,7 +904,10 @@ def _nvtx_ranges(frames: _Frames) -> pd.DataFrame:
     import pyarrow.compute as pc
 
     texts = pa.array(nv["text"].astype(str).to_numpy(dtype=object), type=pa.string())
-    nv = nv[pc.match_substring_regex(texts, _LIKE_REGEX, ignore_case=True).to_numpy(zero_copy_only=False)]
+    wanted = pc.match_substring_regex(texts, _LIKE_REGEX, ignore_case=True).to_numpy(zero_copy_only=False)
+    if step_marker is not None:
+        wanted = wanted | pc.match_substring_regex(texts, step_marker.pattern).to_numpy(zero_copy_only=False)
+    nv = nv[wanted]
     # classify each distinct text once
     codes, uniques = pd.factorize(nv["text"].astype(str).to_numpy(dtype=object))
     clean = np.array([_TORCH_SUFFIX.sub("", u).strip() for u in uniques], dtype=object)
@@ -896,7 +915,9 @@ def _nvtx_ranges(frames: _Frames) -> pd.DataFrame:
     annot = np.array([bool(COMM_ANNOTATION.search(c)) and not _NOT_ANNOTATION.search(c) for c in clean], dtype=bool)
     thunk = np.array([(m.group(1) if (m := _THUNK.search(c)) else "") for c in clean], dtype=object)
     module = np.array([(m.group(1) if (m := _XLA_MODULE.search(c)) else "") for c in clean], dtype=object)
-    step = np.array([bool(STEP_RANGE.match(c)) for c in clean], dtype=bool)
+    step = np.array(
+        [bool(STEP_RANGE.match(c)) or bool(step_marker and step_marker.search(c)) for c in clean], dtype=bool
+    )
     nv["clean"] = clean[codes]
     domain_names = np.array(
         [frames.domains.get(int(d), "").strip().lower() for d in nv["domain"].unique()], dtype=object

@@ -307,6 +307,12 @@ def parse(
     # host events matter only as step markers (StepTraceAnnotation) and, in CPU captures, as thunks;
     # which names are which is decided on each name's first event, so other host events cost no stats
     host_names: dict[str, bool] = {}
+    user_step = None
+    if options is not None and options.step_marker:
+        try:
+            user_step = re.compile(options.step_marker)
+        except re.error as exc:
+            raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
     for plane in host_planes:
         for line in plane.lines:
             thunks: list[tuple] = []
@@ -316,12 +322,12 @@ def parse(
                     continue
                 stats = ev.stats
                 sd = dict(stats) if stats else {}
-                is_step = "step_num" in sd
+                is_step = "step_num" in sd or bool(user_step and user_step.search(name))
                 is_thunk = not gpu_planes and "hlo_op" in sd and "device_ordinal" in sd
                 if name not in host_names:
                     host_names[name] = is_step or is_thunk
                 if is_step:
-                    markers.append(("", "step", name, ev.start_ns, ev.end_ns, _step_number(name, sd["step_num"])))
+                    markers.append(("", "step", name, ev.start_ns, ev.end_ns, _step_number(name, sd.get("step_num"))))
                 elif is_thunk:
                     thunks.append(
                         (
