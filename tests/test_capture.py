@@ -535,3 +535,33 @@ def test_import_moeprof_does_not_import_jax() -> None:
         timeout=60,
     )
     assert res.stdout.strip() == "False", res.stderr
+
+
+def test_finish_run_with_a_model_puts_throughput_in_the_manifest(tmp_path: Path) -> None:
+    import shutil
+
+    import moeprof
+    from moeprof.cli.capture import Throughput, finish_run
+    from moeprof.flops import flops_per_token, load_model_config
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_moe_8dev", run)
+    result = finish_run(run, as_json=True, throughput=Throughput("deepseek-v3", 4096, 4096, 64))
+    tp = result.throughput
+    per_token = flops_per_token(load_model_config("deepseek-v3"), 4096).total
+    assert tp["tokens_per_second"] == pytest.approx(4096 / (tp["step_ns"] / 1e9))
+    assert tp["tflops_per_device"] == pytest.approx(tp["tokens_per_second"] * per_token / 64 / 1e12)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["tokens_per_second"] == tp["tokens_per_second"] and manifest["tokens_per_step"] == 4096
+    # a later analysis of the folder reads it back from the manifest
+    assert moeprof.analyze_paths([run]).throughput["tokens_per_second"] == pytest.approx(tp["tokens_per_second"])
+
+
+def test_model_without_tokens_is_a_usage_error() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "moeprof", "capture", "live", "127.0.0.1:1", "--model", "deepseek-v3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "--tokens-per-step" in res.stderr and len(res.stderr.strip().splitlines()) == 1

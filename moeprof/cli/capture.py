@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..analysis import AnalysisResult, analyze_paths
-from ..capture.runfolder import ANALYSIS, write_json
+from ..analysis import AnalysisResult, add_throughput, analyze_paths
+from ..capture.runfolder import ANALYSIS, MANIFEST, read_manifest, write_json
 from ..errors import InputError
 from ..reports import terminal
 from ..reports.json_report import to_json
@@ -27,9 +28,53 @@ def default_out(kind: str) -> Path:
     return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def finish_run(out: Path, as_json: bool) -> AnalysisResult:
-    """Analyze the run folder just written, store analysis.json beside the trace, show the report."""
+ModelOption = Annotated[
+    str | None, typer.Option("--model", help="deepseek-v3 or a config.json: tokens/s, TFLOPS and MFU in the manifest.")
+]
+TokensOption = Annotated[
+    int | None, typer.Option("--tokens-per-step", min=1, help="Global tokens per step (batch x sequence).")
+]
+SeqLenOption = Annotated[int, typer.Option("--seq-len", min=1, help="Sequence length for attention FLOPs.")]
+JobDevicesOption = Annotated[
+    int | None, typer.Option("--job-devices", min=1, help="Devices in the whole job (default: those captured).")
+]
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What turns a captured window into tokens/s and TFLOPS per device (all or nothing)."""
+
+    model: str | None = None
+    tokens_per_step: int | None = None
+    seq_len: int = 4096
+    job_devices: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.model is None) != (self.tokens_per_step is None):
+            raise InputError(None, "--model and --tokens-per-step go together")
+
+
+def finish_run(out: Path, as_json: bool, throughput: Throughput | None = None) -> AnalysisResult:
+    """Analyze the run folder just written, store analysis.json beside the trace, show the report.
+
+    With a model and tokens per step, the throughput also goes into the manifest, so a later
+    ``moeprof analyze``/``diff`` of the folder has it.
+    """
     result = analyze_paths([out])
+    if throughput and throughput.model and throughput.tokens_per_step:
+        add_throughput(
+            result, throughput.model, throughput.tokens_per_step, throughput.seq_len, job_devices=throughput.job_devices
+        )
+        manifest = read_manifest(out) or {}
+        manifest.update(
+            throughput=result.throughput,
+            tokens_per_second=result.throughput["tokens_per_second"],
+            model_flops_per_token=result.throughput["model_flops_per_token"],
+            tokens_per_step=throughput.tokens_per_step,
+        )
+        manifest.setdefault("devices", {}).setdefault("count", throughput.job_devices or len(result.devices))
+        write_json(out / MANIFEST, manifest)
+        result.manifest = manifest
     write_json(out / ANALYSIS, result.to_dict())
     if as_json:
         typer.echo(to_json(result))
@@ -101,6 +146,10 @@ def run_command(
     port: Annotated[int | None, typer.Option("--port", help="Profiler server port (default: a free one).")] = None,
     out: OutOption = None,
     as_json: JsonOption = False,
+    model: ModelOption = None,
+    tokens_per_step: TokensOption = None,
+    seq_len: SeqLenOption = 4096,
+    job_devices: JobDevicesOption = None,
 ) -> None:
     """Launch a JAX training command with the profiler server on, capture a window of it and analyze it.
 
@@ -108,6 +157,7 @@ def run_command(
     """
 
     def body() -> None:
+        rate = Throughput(model, tokens_per_step, seq_len, job_devices)  # checked before anything runs
         from ..capture.launch import capture_run
 
         target = out or default_out("run")
@@ -125,7 +175,7 @@ def run_command(
             typer.echo(f"moeprof: stopped the command after the capture (exit code {code})", err=True)
         elif code:
             typer.echo(f"moeprof: the command exited with code {code} (after the capture)", err=True)
-        finish_run(target, as_json)
+        finish_run(target, as_json, rate)
 
     guarded(body)
 
@@ -139,10 +189,15 @@ def live_command(
     duration: Annotated[float, typer.Option("--duration", help="Seconds of trace to capture.")] = 2.0,
     out: OutOption = None,
     as_json: JsonOption = False,
+    model: ModelOption = None,
+    tokens_per_step: TokensOption = None,
+    seq_len: SeqLenOption = 4096,
+    job_devices: JobDevicesOption = None,
 ) -> None:
     """Capture a running JAX job (every listed worker at once, one XPlane each) and analyze it."""
 
     def body() -> None:
+        rate = Throughput(model, tokens_per_step, seq_len, job_devices)  # checked before anything runs
         from ..capture.live import capture_live, parse_addresses
 
         if not addresses:
@@ -150,7 +205,7 @@ def live_command(
         parsed = parse_addresses(addresses)
         target = out or default_out("live")
         capture_live(parsed, target, duration)
-        finish_run(target, as_json)
+        finish_run(target, as_json, rate)
 
     guarded(body)
 
@@ -166,6 +221,10 @@ def nsys_command(
     ] = False,
     out: OutOption = None,
     as_json: JsonOption = False,
+    model: ModelOption = None,
+    tokens_per_step: TokensOption = None,
+    seq_len: SeqLenOption = 4096,
+    job_devices: JobDevicesOption = None,
 ) -> None:
     """Run a command under Nsight Systems (nsys on PATH), export the report to SQLite and analyze it.
 
@@ -173,12 +232,13 @@ def nsys_command(
     """
 
     def body() -> None:
+        rate = Throughput(model, tokens_per_step, seq_len, job_devices)  # checked before anything runs
         from ..capture.nsys import capture_nsys
 
         target = out or default_out("nsys")
         manifest = capture_nsys(command or [], target, capture_range=capture_range, child_stdout_to_stderr=as_json)
         if manifest["exit_code"]:
             typer.echo(f"moeprof: the command exited with code {manifest['exit_code']}", err=True)
-        finish_run(target, as_json)
+        finish_run(target, as_json, rate)
 
     guarded(body)
