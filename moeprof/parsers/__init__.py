@@ -64,7 +64,7 @@ def plan_placements(files: list[Path]) -> list[Placement]:
     for f in files:
         if f.is_file() and f.name.lower().endswith(".pb"):
             try:
-                hostnames, planes = peek(f)
+                hostnames, planes, _ = peek(f)
             except (OSError, WireError, IndexError):
                 peeked.append(None)  # the full read reports what is wrong with it
                 continue

@@ -26,7 +26,7 @@ from ..events import concat, make_table, set_strings
 from ..hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..options import LoadOptions
 from . import Placement
-from .xspace_proto import WireError, iter_fields, length_delimited, messages
+from .xspace_proto import WireError, length_delimited, messages, peek
 
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 _STREAM_LINE = re.compile(r"^Stream #")
@@ -55,22 +55,15 @@ class XSpaceHeader:
     hlo: dict[tuple[str, int], HloModule]  # (module name, program id) -> module; program id -1 = any
 
 
-def read_header(data: bytes, path: Path) -> XSpaceHeader:
-    """Host names and the HLO of every program, without touching the event lines."""
-    hostnames: list[str] = []
-    hlo: dict[tuple[str, int], HloModule] = {}
+def read_header(path: Path) -> XSpaceHeader:
+    """Host names and the HLO of every program, reading field headers and the metadata plane only."""
     try:
-        for number, wire, start, end in iter_fields(data):
-            if number == 4 and wire == 2:
-                hostnames.append(bytes(data[start:end]).decode("utf-8", "replace"))
-            elif number == 1 and wire == 2:
-                name = length_delimited(memoryview(data)[start:end], 2)
-                if name == b"/host:metadata":
-                    hlo.update(_read_hlo_plane(bytes(data[start:end])))
-            elif wire != 2 and number in (1, 4):
-                raise WireError("unexpected wire type")
-    except WireError as exc:
-        raise InputError(path, f"not a valid XPlane file ({exc}); is it truncated?") from None
+        hostnames, _, metadata = peek(path, read_plane="/host:metadata")
+        hlo = _read_hlo_plane(metadata) if metadata else {}
+    except (WireError, IndexError) as exc:
+        raise InputError(path, f"not a valid XPlane file ({exc or 'bad field header'}); is it truncated?") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     return XSpaceHeader(hostnames, hlo)
 
 
@@ -258,20 +251,15 @@ def parse(
     except ImportError:  # pragma: no cover - a jaxlib that moved it
         from jax.profiler import ProfileData
 
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    if not data:
+    if path.stat().st_size == 0:
         raise InputError(path, "empty file")
-    header = read_header(data, path)
+    header = read_header(path)
     try:
-        profile = ProfileData.from_serialized_xspace(data)
+        profile = ProfileData.from_file(str(path))  # C++ reads the file: no copy of it in Python
     except Exception as exc:  # jaxlib raises bare RuntimeErrors on bad protos
         raise InputError(
             path, f"not a valid XPlane file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
-    del data
     host = header.hostnames[0] if header.hostnames else path.name.split(".")[0]
     first = 0
     if placement is not None:

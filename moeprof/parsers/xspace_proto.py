@@ -215,36 +215,47 @@ def _read_varint(fh, pos: int) -> tuple[int, int]:
     return value, pos + used
 
 
-def peek(path: str | Path) -> tuple[list[str], list[str]]:
-    """Host names and plane names of an XSpace file, reading only field headers (seeks, no parse).
+def peek(path: str | Path, read_plane: str | None = None) -> tuple[list[str], list[str], bytes | None]:
+    """Host names and plane names of an XSpace file, reading only field headers (seeks, no parse),
+    and the whole bytes of the plane named ``read_plane`` when there is one.
 
     Lets a multi-file job be laid out (which files are processes of one host)
-    before any file is read in full.
+    before any file is read in full, and the HLO plane be read without the events.
     """
     hostnames: list[str] = []
     planes: list[str] = []
+    wanted: bytes | None = None
     with open(path, "rb") as fh:
         size = fh.seek(0, 2)
         pos = 0
         while pos < size:
             key, pos = _read_varint(fh, pos)
             number, wire = key >> 3, key & 7
+            if number == 0:
+                raise WireError("field number 0")
             if wire == 0:
                 _, pos = _read_varint(fh, pos)
                 continue
             if wire != 2:
+                if wire not in (1, 5):
+                    raise WireError(f"unsupported wire type {wire}")
                 pos += 8 if wire == 1 else 4
                 continue
             length, pos = _read_varint(fh, pos)
+            if pos + length > size:
+                raise WireError("a field runs past the end of the file")
             if number == 4:
                 fh.seek(pos)
                 hostnames.append(fh.read(length).decode("utf-8", "replace"))
             elif number == 1:
                 fh.seek(pos)
-                name = length_delimited_prefix(fh.read(min(length, 1024)), 2)
-                planes.append(name or "")
+                name = length_delimited_prefix(fh.read(min(length, 1024)), 2) or ""
+                planes.append(name)
+                if read_plane is not None and name == read_plane:
+                    fh.seek(pos)
+                    wanted = fh.read(length)
             pos += length
-    return hostnames, planes
+    return hostnames, planes, wanted
 
 
 def length_delimited_prefix(data: bytes, number: int) -> str | None:
