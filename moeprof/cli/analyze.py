@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..analysis import StepOptions, add_throughput, analyze_paths
+from ..analysis import add_throughput, analyze_paths
 from ..bandwidth import link_peaks
 from ..parsers import discover
 from ..reports import terminal
 from ..reports.json_report import to_json
-from ..steps import parse_selection
 from .common import (
     DomainOption,
     GpuOption,
@@ -23,10 +21,10 @@ from .common import (
     SkipFirstOption,
     StepMarkerOption,
     StepsOption,
+    analyze_options,
     fail,
     file_progress,
     guarded,
-    load_options,
 )
 
 
@@ -73,18 +71,13 @@ def analyze_command(
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
     def body() -> None:
-        try:
-            selection = parse_selection(steps)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
-        options = replace(options, step_marker=step_marker)
+        options, step_options = analyze_options(
+            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+        )
         peaks = link_peaks(gpu, link_peak)
         files = discover(list(paths), options)
         with file_progress(len(files), enabled=True) as advance:
-            result = analyze_paths(
-                list(paths), options, StepOptions(selection, skip_first, step_marker), jobs, advance, peaks
-            )
+            result = analyze_paths(list(paths), options, step_options, jobs, advance, peaks)
         if model or tokens_per_step:
             if not (model and tokens_per_step):
                 raise fail("--model and --tokens-per-step go together")

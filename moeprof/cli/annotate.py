@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..analysis import StepOptions, analyze_paths, load
+from ..analysis import analyze_paths, load
 from ..reports.annotate import write_annotated
-from ..steps import parse_selection
 from .common import (
     DomainOption,
     GpusPerNodeOption,
@@ -19,9 +17,9 @@ from .common import (
     SkipFirstOption,
     StepMarkerOption,
     StepsOption,
+    analyze_options,
     fail,
     guarded,
-    load_options,
 )
 
 
@@ -43,13 +41,10 @@ def annotate_command(
     def body() -> None:
         if not output.name.lower().endswith((".json", ".json.gz")):
             raise fail(f"{output}: the annotated trace is trace-event JSON: name it *.trace.json.gz or *.json")
-        try:
-            selection = parse_selection(steps)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
-        options = replace(options, step_marker=step_marker)
-        result = analyze_paths(list(paths), options, StepOptions(selection, skip_first, step_marker))
+        options, step_options = analyze_options(
+            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+        )
+        result = analyze_paths(list(paths), options, step_options)
         events = load(list(paths), options)
         try:
             counts = write_annotated(events, result, output, step_marker)

@@ -12,8 +12,8 @@ import typer
 from ..check import load_source
 from ..errors import InputError
 from ..history import git_commit
-from .check import analyze_options, options_given
-from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, fail, guarded
+from .check import options_given
+from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, analyze_options, fail, guarded
 
 app = typer.Typer(help="Save and manage the baseline that moeprof check compares against.", no_args_is_help=True)
 

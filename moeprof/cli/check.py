@@ -10,7 +10,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..analysis import StepOptions
 from ..check import (
     FIGURES,
     GateResult,
@@ -21,28 +20,21 @@ from ..check import (
     verdict,
     write_junit,
 )
-from ..options import LoadOptions
 from ..reports.terminal import make_console
-from ..steps import parse_selection
-from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, fail, guarded, stderr
+from .common import (
+    DomainOption,
+    GpusPerNodeOption,
+    SkipFirstOption,
+    StepsOption,
+    analyze_options,
+    fail,
+    guarded,
+    stderr,
+)
 
 HistoryOption = Annotated[
     Path | None, typer.Option("--history", help="Append this run's figures to a SQLite history (e.g. runs.db).")
 ]
-
-
-def analyze_options(
-    steps: str | None, skip_first: int, nvlink_domain_size: int | None, gpus_per_node: int | None
-) -> tuple[LoadOptions, StepOptions]:
-    """The analyze options check, diff and baseline pass through (only traces and run folders use them)."""
-    try:
-        selection = parse_selection(steps)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    return (
-        LoadOptions(gpus_per_node=gpus_per_node, nvlink_domain_size=nvlink_domain_size),
-        StepOptions(selection, skip_first),
-    )
 
 
 def options_given(

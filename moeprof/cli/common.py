@@ -13,8 +13,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..analysis import StepOptions
 from ..errors import InputError
 from ..options import LoadOptions
+from ..steps import parse_selection
 
 stderr = Console(stderr=True)
 T = TypeVar("T")
@@ -53,6 +55,31 @@ def load_options(
     rules: Path | None, gpus_per_node: int | None, nvlink_domain_size: int | None, run: str | None
 ) -> LoadOptions:
     return LoadOptions(rules=rules, gpus_per_node=gpus_per_node, nvlink_domain_size=nvlink_domain_size, run=run)
+
+
+def analyze_options(
+    steps: str | None,
+    skip_first: int,
+    nvlink_domain_size: int | None = None,
+    gpus_per_node: int | None = None,
+    *,
+    step_marker: str | None = None,
+    rules: Path | None = None,
+    run: str | None = None,
+) -> tuple[LoadOptions, StepOptions]:
+    """The reading and step options every analyzing command takes, with ``--steps`` validated."""
+    try:
+        selection = parse_selection(steps)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    load = LoadOptions(
+        rules=rules,
+        gpus_per_node=gpus_per_node,
+        nvlink_domain_size=nvlink_domain_size,
+        run=run,
+        step_marker=step_marker,
+    )
+    return load, StepOptions(selection, skip_first, step_marker)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

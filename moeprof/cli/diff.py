@@ -13,8 +13,17 @@ from rich.table import Table
 from ..check import load_source
 from ..diff import compare
 from ..reports.terminal import human_bytes, make_console
-from .check import analyze_options, options_given
-from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, fail, guarded, stderr
+from .check import options_given
+from .common import (
+    DomainOption,
+    GpusPerNodeOption,
+    SkipFirstOption,
+    StepsOption,
+    analyze_options,
+    fail,
+    guarded,
+    stderr,
+)
 
 
 def _value(v: float | None, unit: str) -> str:

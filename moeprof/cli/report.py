@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..analysis import AnalysisResult, StepOptions, analyze_paths, load
+from ..analysis import AnalysisResult, analyze_paths, load
 from ..bandwidth import link_peaks
 from ..reports.html import RAW_EVENTS_CAP, ReportInput, write_report
-from ..steps import parse_selection
 from .common import (
     DomainOption,
     GpuOption,
@@ -21,9 +19,9 @@ from .common import (
     SkipFirstOption,
     StepMarkerOption,
     StepsOption,
+    analyze_options,
     fail,
     guarded,
-    load_options,
 )
 
 
@@ -79,13 +77,9 @@ def report_command(
             raise fail(f"--lanes must be 'device' or 'stream', not {lanes!r}")
         if output.suffix.lower() not in (".html", ".htm"):
             raise fail(f"{output}: the report is HTML: name it *.html")
-        try:
-            selection = parse_selection(steps)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        options = load_options(rules, gpus_per_node, nvlink_domain_size, run)
-        options = replace(options, step_marker=step_marker)
-        step_options = StepOptions(selection, skip_first, step_marker)
+        options, step_options = analyze_options(
+            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+        )
         peaks = link_peaks(gpu, link_peak)
         groups = [list(paths)] if merge or len(paths) == 1 else [[p] for p in paths]
         items = []
@@ -94,7 +88,7 @@ def report_command(
             # the timeline needs every event; the analysis keeps only figures (parsed twice, on purpose:
             # analyze_paths stays the one place figures come from)
             events = load(list(group), options)
-            window = measured_window(result, bool(selection or skip_first))
+            window = measured_window(result, bool(step_options.selection or skip_first))
             items.append(ReportInput(input_label(group), result, events, window))
         labels = [it.label for it in items]
         for i, it in enumerate(items):  # two inputs with the same file name still need distinct labels
