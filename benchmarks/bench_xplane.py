@@ -49,8 +49,8 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0) -> None:
     on the derived ``XLA Ops`` line, and its launch on a host thread. So 1M
     events hold ~333k kernels over 8 GPUs.
     """
-    from moeprof.parsers.xspace_proto import messages
-    from moeprof.synthetic import _PlaneBuilder
+    from moeprof.readers.xspace_proto import messages
+    from synthetic.gpu import _PlaneBuilder
 
     rng = np.random.default_rng(seed)
     space = messages()["XSpace"]()

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .analysis import AnalysisResult, StepOptions, analyze, analyze_paths, load
 from .capture.library import profile_steps
 from .errors import InputError
 from .options import LoadOptions
+from .pipeline import AnalysisResult, StepOptions, analyze, analyze_paths, load
 
 __all__ = [
     "AnalysisResult",

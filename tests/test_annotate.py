@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from moeprof.analysis import analyze_paths
 from moeprof.cli import app
-from moeprof.events import us_interval_to_ns
-from moeprof.metrics import NS_KEYS
+from moeprof.core.events import us_interval_to_ns
+from moeprof.core.metrics import NS_KEYS
 from moeprof.options import LoadOptions
+from moeprof.pipeline import analyze_paths
 
 from .conftest import SAMPLES
 

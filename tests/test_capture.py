@@ -464,7 +464,7 @@ def test_nsys_flow_with_a_stand_in(tmp_path: Path) -> None:
 
 
 def test_nsys_run_folder_is_read_once(tmp_path: Path) -> None:
-    from moeprof.parsers import discover
+    from moeprof.readers import discover
 
     trace = tmp_path / "trace"
     trace.mkdir()
@@ -542,7 +542,7 @@ def test_finish_run_with_a_model_puts_throughput_in_the_manifest(tmp_path: Path)
 
     import moeprof
     from moeprof.cli.capture import Throughput, finish_run
-    from moeprof.flops import flops_per_token, load_model_config
+    from moeprof.insight.flops import flops_per_token, load_model_config
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_moe_8dev", run)

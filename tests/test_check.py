@@ -3,7 +3,7 @@
 Expected figures are computed here from independent records: the synthetic trace's
 brute-force truth (``*.truth.json``) for ratios, and the ``steps`` rows of the
 analysis JSON (``moeprof analyze --json``) for exposed comm per step, with the
-definition written out below rather than taken from moeprof.check.
+definition written out below rather than taken from moeprof.gate.check.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from moeprof.classify import FIELDS, classify, classify_one, default_rules, rules_with
+from moeprof.core.classify import FIELDS, classify, classify_one, default_rules, rules_with
+from moeprof.core.events import make_table
 from moeprof.errors import InputError
-from moeprof.events import make_table
 
 
 def one(name: str = "", **evidence: str):
@@ -107,7 +107,7 @@ def test_user_rules_come_first(tmp_path):
 
 
 def test_every_kernel_name_in_the_real_xplanes_is_classified():
-    from moeprof.analysis import load
+    from moeprof.pipeline import load
 
     from .conftest import shared_trace
 
@@ -138,7 +138,7 @@ COMM_NAMES = r"nccl|dpsk::ep::internode|deep_ep::|multimem_all_reduce|cross_devi
 @pytest.mark.parametrize("rel", SHARED_INPUTS)
 def test_every_distinct_name_in_the_shared_traces_is_classified(rel):
     """No activity left unclassified silently; every communication kernel name lands in comm with a kind."""
-    from moeprof.analysis import load
+    from moeprof.pipeline import load
 
     from .conftest import shared_trace
 

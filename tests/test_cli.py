@@ -189,7 +189,7 @@ def test_shared_xplanes_analyze_and_skip_derived_lines():
 
 def test_huge_input_is_refused_in_one_line(tmp_path, monkeypatch):
     """A trace whose reading would exhaust memory gets a clear line, not an OOM kill."""
-    import moeprof.parsers as parsers
+    import moeprof.readers as parsers
 
     path = tmp_path / "big.xplane.pb"
     path.write_bytes((SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb").read_bytes())
@@ -204,7 +204,7 @@ def test_huge_input_is_refused_in_one_line(tmp_path, monkeypatch):
 def test_processes_of_one_host_share_it(tmp_path):
     """Two XPlanes that name the same host (one process per GPU group) are one host: GPUs numbered on,
     one NVLink domain, so the 2x4 sample's cross-"host" collectives become all-NVLink."""
-    from moeprof.parsers.xspace_proto import messages
+    from moeprof.readers.xspace_proto import messages
 
     for name in ("node0", "node1"):
         space = messages()["XSpace"]()

@@ -1,7 +1,7 @@
 """The FLOPs model: hand-counted toy configs, DeepSeek-V3's published sizes, device peaks, MFU and the CLI.
 
 The expected numbers here are counted by hand from the layer shapes, not by calling
-the code under test, so a wrong formula in ``moeprof.flops`` cannot agree with itself.
+the code under test, so a wrong formula in ``moeprof.insight.flops`` cannot agree with itself.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from moeprof.cli.flops import flops_command
 from moeprof.errors import InputError
-from moeprof.flops import (
+from moeprof.insight.flops import (
     ModelConfig,
     active_params_per_token,
     flops_per_token,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from moeprof.check import GateResult
 from moeprof.cli import app
-from moeprof.history import record_run, sparkline
+from moeprof.gate.check import GateResult
+from moeprof.gate.history import record_run, sparkline
 
 from .conftest import SAMPLES
 

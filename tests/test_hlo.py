@@ -3,7 +3,7 @@
 # ruff: noqa: E501  (HLO lines are long)
 from __future__ import annotations
 
-from moeprof.hlo import parse_groups, parse_hlo_text, shape_bytes
+from moeprof.core.hlo import parse_groups, parse_hlo_text, shape_bytes
 
 HLO = """HloModule jit_step, is_scheduled=true, num_partitions=8
 

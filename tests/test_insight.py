@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 import moeprof
-from moeprof import synthetic
-from moeprof.bandwidth import bus_factor, link_peaks
-from moeprof.classify import classify
-from moeprof.dependency import independent_ops
+from moeprof.core.classify import classify
+from moeprof.core.events import make_table
+from moeprof.core.hlo import parse_hlo_text
+from moeprof.core.topology import assign_links
 from moeprof.errors import InputError
-from moeprof.events import make_table
-from moeprof.hlo import parse_hlo_text
-from moeprof.topology import assign_links
+from moeprof.insight.bandwidth import bus_factor, link_peaks
+from moeprof.insight.dependency import independent_ops
+from synthetic import gpu as synthetic
 
 from .conftest import SAMPLES
 
@@ -171,8 +171,8 @@ def test_demo_capture_names_the_expert_exchange_with_an_hlo_bound():
 
 
 def test_throughput_from_model_and_measured_steps():
-    from moeprof.analysis import add_throughput
-    from moeprof.flops import flops_per_token, load_model_config
+    from moeprof.insight.flops import flops_per_token, load_model_config
+    from moeprof.pipeline import add_throughput
 
     result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"])
     scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moeprof import intervals as iv
+from moeprof.core import intervals as iv
 
 SPAN = 200
 pairs = st.lists(st.tuples(st.integers(0, SPAN), st.integers(0, 60)), max_size=40)

@@ -16,11 +16,11 @@ import orjson
 import pandas as pd
 import pytest
 
-from moeprof.classify import classify
+from moeprof.core.classify import classify
+from moeprof.core.events import COLUMNS, DEVICE_ACTIVITIES
 from moeprof.errors import InputError
-from moeprof.events import COLUMNS, DEVICE_ACTIVITIES
 from moeprof.options import LoadOptions
-from moeprof.parsers.kineto import _comm_fields, _innermost, _rank, is_kineto, parse_kineto, us_pair_to_ns
+from moeprof.readers.kineto import _comm_fields, _innermost, _rank, is_kineto, parse_kineto, us_pair_to_ns
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "kineto"
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from moeprof.classify import classify
+from moeprof.core.classify import classify
 from moeprof.errors import InputError
-from moeprof.parsers import nsys, parse_file
-from moeprof.parsers.nsys import STEP_RANGE, parse, parse_parquet_dir
+from moeprof.readers import nsys, parse_file
+from moeprof.readers.nsys import STEP_RANGE, parse, parse_parquet_dir
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 NSYS = TRACES / "nsys"
@@ -183,7 +183,7 @@ def test_torch_all_to_all_sendrecv_kernels() -> None:
 
 
 def test_torch_nccl_runs_on_one_host_nvlink() -> None:
-    from moeprof.topology import assign_links
+    from moeprof.core.topology import assign_links
 
     table = assign_links(classify(parse(real("torch_a2a_2gpu.sqlite"))))
     comm = table[table["bucket"].astype(str) == "comm"]

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from moeprof.analysis import analyze_paths, load
 from moeprof.cli import app
-from moeprof.metrics import device_activity
+from moeprof.core.metrics import device_activity
+from moeprof.pipeline import analyze_paths, load
 
 from .conftest import ROOT, SAMPLES
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import moeprof
-from moeprof import synthetic
-from moeprof.analysis import StepOptions
-from moeprof.metrics import FIGURE_KEYS
+from moeprof.core.metrics import FIGURE_KEYS
+from moeprof.pipeline import StepOptions
+from synthetic import gpu as synthetic
 
 from .conftest import SAMPLES
 

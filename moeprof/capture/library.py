@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ParamSpec, TypeVar
 
-from ..analysis import AnalysisResult, StepOptions, analyze_paths
+from ..pipeline import AnalysisResult, StepOptions, analyze_paths
 from .runfolder import ANALYSIS, MANIFEST, TRACE_DIR, new_manifest, write_json
 
 P = ParamSpec("P")

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..analysis import add_throughput, analyze_paths
-from ..bandwidth import link_peaks
-from ..parsers import discover
+from ..insight.bandwidth import link_peaks
+from ..pipeline import add_throughput, analyze_paths
+from ..readers import discover
 from ..reports import terminal
 from ..reports.json_report import to_json
 from .common import (
@@ -83,7 +83,7 @@ def analyze_command(
                 raise fail("--model and --tokens-per-step go together")
             add_throughput(result, model, tokens_per_step, seq_len, gpu, dtype, job_devices)
         if history:  # before any output: a history that cannot be written fails the command
-            from ..history import record_run
+            from ..gate.history import record_run
 
             record_run(history, "analyze", result)
         if json:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..analysis import analyze_paths, load
+from ..pipeline import analyze_paths, load
 from ..reports.annotate import write_annotated
 from .common import (
     DomainOption,

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from ..check import load_source
 from ..errors import InputError
-from ..history import git_commit
+from ..gate.check import load_source
+from ..gate.history import git_commit
 from .check import options_given
 from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, analyze_options, fail, guarded
 

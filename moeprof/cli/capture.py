@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from ..analysis import AnalysisResult, add_throughput, analyze_paths
 from ..capture.runfolder import ANALYSIS, MANIFEST, read_manifest, write_json
 from ..errors import InputError
+from ..pipeline import AnalysisResult, add_throughput, analyze_paths
 from ..reports import terminal
 from ..reports.json_report import to_json
 from .common import guarded

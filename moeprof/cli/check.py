@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..check import (
+from ..gate.check import (
     FIGURES,
     GateResult,
     evaluate,
@@ -150,7 +150,7 @@ def check_command(
         if junit:
             write_junit(results, junit)
         if history:
-            from ..history import record_run
+            from ..gate.history import record_run
 
             record_run(history, "check", source.analysis, results, doc["passed"])
         if json:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..classify import FIELDS, classify_one, rules_with
+from ..core.classify import FIELDS, classify_one, rules_with
 from ..reports.terminal import make_console
 from .common import RulesOption, guarded
 

@@ -13,10 +13,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from ..analysis import StepOptions
+from ..core.steps import parse_selection
 from ..errors import InputError
 from ..options import LoadOptions
-from ..steps import parse_selection
+from ..pipeline import StepOptions
 
 stderr = Console(stderr=True)
 T = TypeVar("T")

@@ -10,8 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..check import load_source
-from ..diff import compare
+from ..gate.check import load_source
+from ..gate.diff import compare
 from ..reports.terminal import human_bytes, make_console
 from .check import options_given
 from .common import (

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..analysis import load
+from ..pipeline import load
 from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, guarded, load_options
 
 

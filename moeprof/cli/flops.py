@@ -8,7 +8,7 @@ import orjson
 import typer
 from rich.table import Table
 
-from ..flops import PRESETS, flops_per_token, load_model_config
+from ..insight.flops import PRESETS, flops_per_token, load_model_config
 from ..reports.terminal import make_console
 from .common import guarded
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..history import last_flip, read_runs, trends
+from ..gate.history import last_flip, read_runs, trends
 from ..reports.terminal import make_console
 from .common import guarded
 

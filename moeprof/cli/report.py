@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..analysis import AnalysisResult, analyze_paths, load
-from ..bandwidth import link_peaks
+from ..insight.bandwidth import link_peaks
+from ..pipeline import AnalysisResult, analyze_paths, load
 from ..reports.html import RAW_EVENTS_CAP, ReportInput, write_report
 from .common import (
     DomainOption,

@@ -25,10 +25,10 @@ import orjson
 import pandas as pd
 
 from .. import __version__
-from .. import intervals as iv
-from ..analysis import AnalysisResult
-from ..metrics import device_activity
-from ..steps import find_steps
+from ..core import intervals as iv
+from ..core.metrics import device_activity
+from ..core.steps import find_steps
+from ..pipeline import AnalysisResult
 
 # the categories every view of moeprof colours by (bucket, comm split by fabric), then the exposed band
 CATEGORIES = ("compute", "comm NVLink", "comm IB", "comm ?link", "memcpy", "other")

@@ -32,10 +32,10 @@ import orjson
 import pandas as pd
 
 from .. import __version__
-from .. import intervals as iv
-from ..analysis import AnalysisResult
-from ..metrics import NS_KEYS, device_activity, sum_figures
-from ..steps import find_steps
+from ..core import intervals as iv
+from ..core.metrics import NS_KEYS, device_activity, sum_figures
+from ..core.steps import find_steps
+from ..pipeline import AnalysisResult
 from .annotate import CATEGORIES, EXPOSED, EXPOSED_CODE, category_codes, exposed_segments, natural_key
 from .terminal import human_bytes
 from .text import evidence_text

@@ -6,7 +6,7 @@ import math
 
 import orjson
 
-from ..analysis import AnalysisResult
+from ..pipeline import AnalysisResult
 
 
 def _clean(value: object) -> object:

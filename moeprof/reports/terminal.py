@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis import AnalysisResult
+from ..pipeline import AnalysisResult
 from .text import evidence_text, ms, pct
 
 _BAR_COLORS = {

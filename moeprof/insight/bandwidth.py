@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InputError
+from ..errors import InputError
 
 # GB/s per GPU, one direction. NVLink 4 (H100/H200): 18 links x 25 GB/s = 450; NVLink 5
 # (B200/GB200/GB300): 900. InfiniBand per NIC: NDR 400 Gb/s = 50 GB/s, XDR 800 Gb/s = 100 GB/s.

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
+from ..core import intervals as iv
 from .remedies import SIGNAL_REMEDIES, remedy
 
 SMALL_GAP_NS = 20_000  # gaps shorter than this between kernels are launch overhead, not waiting

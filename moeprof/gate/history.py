@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from .analysis import AnalysisResult
+from ..errors import InputError
+from ..pipeline import AnalysisResult
 from .check import FIGURES, GateResult, measure, plain, step_count, step_time_ns
-from .errors import InputError
 
 BUSY_TIMEOUT_S = 30.0
 RETRY_DEADLINE_S = 120.0

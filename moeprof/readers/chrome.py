@@ -17,8 +17,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ..core.events import concat, make_table, us_interval_to_ns
 from ..errors import InputError
-from ..events import concat, make_table, us_interval_to_ns
 from ..options import LoadOptions
 
 _GPU_PROCESS = re.compile(r"/device:GPU:(\d+)")

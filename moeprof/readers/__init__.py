@@ -218,7 +218,7 @@ def _reader(fmt: str) -> Parser:
     if fmt == "xplane":
         from .xplane import parse
     elif fmt == "json":
-        from .json_trace import parse
+        from .chrome import parse
     elif fmt in ("sqlite", "nsys-rep", "nsys-parquet"):
         from .nsys import parse
     else:

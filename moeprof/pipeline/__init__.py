@@ -18,23 +18,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__
-from .bandwidth import annotate
-from .capture.runfolder import read_manifest, throughput
-from .classify import classify, rules_with
-from .events import concat, set_strings
-from .metrics import DeviceTimeline, collective_key, collectives_table, device_activity, sum_figures
-from .opportunities import (
+from .. import __version__
+from ..capture.runfolder import read_manifest, throughput
+from ..core.classify import classify, rules_with
+from ..core.events import concat, set_strings
+from ..core.metrics import DeviceTimeline, collective_key, collectives_table, device_activity, sum_figures
+from ..core.steps import find_steps, select_steps
+from ..core.topology import assign_links
+from ..insight.bandwidth import annotate
+from ..insight.opportunities import (
     comm_opportunities,
     device_signals,
     expert_exchange_opportunity,
     rank,
     signal_opportunities,
 )
-from .options import LoadOptions
-from .parsers import Placement, discover, parse_file, plan_placements
-from .steps import find_steps, select_steps
-from .topology import assign_links
+from ..options import LoadOptions
+from ..readers import Placement, discover, parse_file, plan_placements
 
 SCHEMA = "moeprof.analysis/1"
 
@@ -129,7 +129,7 @@ def _windows(steps: pd.DataFrame, device: str) -> tuple[np.ndarray, np.ndarray] 
     rows = steps[steps["device"] == device]
     if rows.empty:
         return None, None
-    from .intervals import union
+    from ..core.intervals import union
 
     return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
 
@@ -146,7 +146,7 @@ def _group_sizes(groups: np.ndarray) -> np.ndarray:
 
 def _independent_compute(device: str, frame: pd.DataFrame, clipped: np.ndarray, hlo: dict) -> list[dict]:
     """Per collective op of this device: compute time on ops the HLO graph shows independent of it."""
-    from .dependency import independent_ops
+    from ..insight.dependency import independent_ops
 
     ops = frame["hlo_op"].to_numpy(dtype=object)
     names = frame["name"].to_numpy(dtype=object)
@@ -380,7 +380,7 @@ def add_throughput(
     The step time is the median over steps of the slowest device's step span; without
     steps it is the longest device window (the trace is taken as one step).
     """
-    from .flops import flops_per_token, load_model_config, throughput_figures
+    from ..insight.flops import flops_per_token, load_model_config, throughput_figures
 
     cfg = load_model_config(model)
     per_token = flops_per_token(cfg, seq_len).total
@@ -407,7 +407,7 @@ def add_throughput(
 def _map_one(args: tuple) -> HostAnalysis:
     path, placement, options, step_options, single_host = args
     events = load_file(path, placement.host_index, options, single_host, placement)
-    from .parsers.xplane import take_hlo
+    from ..readers.xplane import take_hlo
 
     return analyze_host(events, [str(path)], step_options, hlo=take_hlo(path))
 

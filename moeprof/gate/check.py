@@ -20,12 +20,12 @@ from pathlib import Path
 
 import orjson
 
-from .analysis import SCHEMA as ANALYSIS_SCHEMA
-from .analysis import AnalysisResult, StepOptions, analyze_paths
-from .capture.runfolder import ANALYSIS, read_manifest, throughput
-from .errors import InputError
-from .options import LoadOptions
-from .parsers import discover
+from ..capture.runfolder import ANALYSIS, read_manifest, throughput
+from ..errors import InputError
+from ..options import LoadOptions
+from ..pipeline import SCHEMA as ANALYSIS_SCHEMA
+from ..pipeline import AnalysisResult, StepOptions, analyze_paths
+from ..readers import discover
 
 CHECK_SCHEMA = "moeprof.check/1"
 
@@ -56,7 +56,7 @@ class Source:
 
 def plain(result: AnalysisResult) -> dict:
     # one representation for fresh and saved analyses: JSON types only, NaN as null
-    from .reports.json_report import to_json
+    from ..reports.json_report import to_json
 
     return orjson.loads(to_json(result, indent=False))
 

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..core.events import empty_table, make_table, us_interval_to_ns
 from ..errors import InputError
-from ..events import empty_table, make_table, us_interval_to_ns
 from ..options import LoadOptions
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}

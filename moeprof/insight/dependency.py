@@ -7,7 +7,7 @@ measured on the device, bounds what overlapping the collective can save.
 
 from __future__ import annotations
 
-from .hlo import HloModule
+from ..core.hlo import HloModule
 
 # instructions that launch no kernel of their own
 _FREE = frozenset(

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 
 FLOPS_SCHEMA = "moeprof.flops/1"
 TRAINING_FACTOR = 3  # forward + backward, the backward ≈ 2 × forward

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
+from ..errors import InputError
 from .events import BUCKETS, KINDS
 
 FIELDS = ("opcode", "collective", "annotation", "activity", "copy_kind", "name")
@@ -96,8 +96,8 @@ def load_rules(text: str, origin: str) -> tuple[Rule, ...]:
 
 @cache
 def default_rules() -> tuple[Rule, ...]:
-    text = resources.files("moeprof").joinpath("taxonomy.toml").read_text(encoding="utf-8")
-    return load_rules(text, "moeprof/taxonomy.toml")
+    text = resources.files("moeprof.core").joinpath("taxonomy.toml").read_text(encoding="utf-8")
+    return load_rules(text, "moeprof/core/taxonomy.toml")
 
 
 def rules_with(extra: str | Path | None) -> tuple[Rule, ...]:

@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.events import concat, make_table
 from ..errors import InputError
-from ..events import concat, make_table
 from ..options import LoadOptions
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

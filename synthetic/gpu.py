@@ -6,20 +6,19 @@ in ``/host:metadata`` exactly as XLA stores it) and as xprof trace-viewer JSON,
 and computes the truth by brute force: a boolean per nanosecond per device,
 counted. That route shares no code with moeprof's interval math.
 
-Run ``python -m moeprof.synthetic sample_traces/`` to rebuild the samples.
+Run ``python -m synthetic sample_traces/`` to rebuild the samples.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .parsers.xspace_proto import messages
+from moeprof.readers.xspace_proto import messages
 
 MODULE = "jit_train_step"
 PROGRAM_ID = 7
@@ -560,7 +559,3 @@ def write_samples(out: Path) -> list[Path]:
                     written.append(p)
     return written
 
-
-if __name__ == "__main__":
-    for p in write_samples(Path(sys.argv[1] if len(sys.argv) > 1 else "sample_traces")):
-        print(p)

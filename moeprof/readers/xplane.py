@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..core.events import concat, make_table, set_strings
+from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..errors import InputError
-from ..events import concat, make_table, set_strings
-from ..hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..options import LoadOptions
 from . import Placement
 from .xspace_proto import WireError, length_delimited, messages, peek

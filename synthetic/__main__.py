@@ -1,0 +1,12 @@
+"""``python -m synthetic [OUT]``: rebuild the synthetic samples and their truth files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .gpu import write_samples
+
+if __name__ == "__main__":
+    for p in write_samples(Path(sys.argv[1] if len(sys.argv) > 1 else "sample_traces")):
+        print(p)
