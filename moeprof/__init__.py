@@ -3,28 +3,61 @@
 Library use::
 
     import moeprof
-    events = moeprof.load("trace_dir/")      # one event table: every kernel, bucketed
-    result = moeprof.analyze(events)         # spec figures per device, collectives, opportunities
-    result.to_dict()                         # the moeprof.analysis/1 JSON object
+    traces = moeprof.load("trace_dir/")      # one Trace per file: events (a DataFrame) + metadata
+    analysis = moeprof.analyze(traces)       # spec figures per device, collectives, opportunities
+    analysis.to_json()                       # the moeprof.analysis/1 object
+
+Names are imported on first use, so ``import moeprof`` (and ``moeprof --version``) stays light.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING, Any
 
-from .capture.library import profile_steps
-from .errors import InputError
-from .options import LoadOptions
-from .pipeline import AnalysisResult, StepOptions, analyze, analyze_paths, load
+__version__ = "0.2.0.dev0"
 
 __all__ = [
-    "AnalysisResult",
+    "Analysis",
     "InputError",
     "LoadOptions",
     "StepOptions",
+    "Trace",
     "__version__",
     "analyze",
     "analyze_paths",
     "load",
+    "measure",
     "profile_steps",
 ]
+
+_WHERE = {
+    "Analysis": "moeprof.core.analysis",
+    "Trace": "moeprof.core.trace",
+    "InputError": "moeprof.errors",
+    "LoadOptions": "moeprof.options",
+    "StepOptions": "moeprof.options",
+    "analyze": "moeprof.pipeline",
+    "analyze_paths": "moeprof.pipeline",
+    "load": "moeprof.pipeline",
+    "measure": "moeprof.pipeline",
+    "profile_steps": "moeprof.capture.library",
+}
+
+if TYPE_CHECKING:
+    from .capture.library import profile_steps
+    from .core.analysis import Analysis
+    from .core.trace import Trace
+    from .errors import InputError
+    from .options import LoadOptions, StepOptions
+    from .pipeline import analyze, analyze_paths, load, measure
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'moeprof' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -15,3 +15,12 @@ class LoadOptions:
     step_marker: str | None = None  # regex: ranges (NVTX, annotations) it matches are steps
     # XPlane: read hlo_op/hlo_module of every compute kernel too (slower; the analysis needs them on comm only)
     all_kernel_stats: bool = False
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """Which steps the figures measure (spec §5); the default is the whole trace."""
+
+    selection: str | None = None  # "A:B" step positions, half-open
+    skip_first: int = 0
+    marker: str | None = None  # regex on step marker names (NVTX ranges, annotations)

@@ -558,4 +558,3 @@ def write_samples(out: Path) -> list[Path]:
                     write_kineto(scen, h, d, p)
                     written.append(p)
     return written
-

@@ -11,16 +11,17 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
+from moeprof.core.analysis import NS_KEYS
 from moeprof.core.events import us_interval_to_ns
-from moeprof.core.metrics import NS_KEYS
 from moeprof.options import LoadOptions
-from moeprof.pipeline import analyze_paths
+from moeprof.pipeline import analyze_paths as _analyze_paths
 
 from .conftest import SAMPLES
 
@@ -37,6 +38,11 @@ LINK_KEYS = {
     "exposed_comm_ib_ns",
     "exposed_comm_unknown_link_ns",
 }
+
+
+def analyze_paths(*args: object, **kwargs: object) -> SimpleNamespace:
+    """The analysis in its JSON form (the contract the annotated trace is checked against)."""
+    return SimpleNamespace(**_analyze_paths(*args, **kwargs).to_json())  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")

@@ -123,7 +123,7 @@ else:
         x = step(x)
     assert step.result is step.profiler.result
     result = step.result
-print(json.dumps({"devices": len(result.devices), "steps": sorted({s["step"] for s in result.steps})}))
+print(json.dumps({"devices": len(result.devices), "steps": sorted({s.step for s in result.steps})}))
 """
 
 

@@ -189,7 +189,7 @@ def test_shared_xplanes_analyze_and_skip_derived_lines():
 
 def test_huge_input_is_refused_in_one_line(tmp_path, monkeypatch):
     """A trace whose reading would exhaust memory gets a clear line, not an OOM kill."""
-    import moeprof.readers as parsers
+    import moeprof.readers.base as parsers
 
     path = tmp_path / "big.xplane.pb"
     path.write_bytes((SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb").read_bytes())

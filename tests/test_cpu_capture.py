@@ -12,7 +12,7 @@ RUN = SAMPLES / "cpu_moe_8dev"
 
 
 def test_collective_kinds_come_from_the_hlo():
-    result = moeprof.analyze_paths([RUN]).to_dict()
+    result = moeprof.analyze_paths([RUN]).to_json()
     kinds = {c["kind"] for c in result["collectives"]}
     assert {"all-to-all", "all-gather", "reduce-scatter"} <= kinds
     # JAX names these ops psum_invariant.N / all_gather.N: the kind is the HLO opcode's
@@ -46,6 +46,6 @@ def test_figures_match_an_independent_walk_of_the_thunks():
                     continue  # a thunk inside another (a loop body): counted with its parent
                 per_device[dev] += end - start
                 reach = max(reach, end)
-    result = moeprof.analyze_paths([RUN]).to_dict()
+    result = moeprof.analyze_paths([RUN]).to_json()
     got = {int(d["device"].rsplit(":", 1)[1]): d["accumulated_ns"] for d in result["devices"]}
     assert got == dict(per_device)

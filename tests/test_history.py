@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
+from moeprof.core.analysis import Analysis
 from moeprof.gate.check import GateResult
 from moeprof.gate.history import record_run, sparkline
 
@@ -28,7 +29,7 @@ def invoke(*args: str | Path):
 
 
 def _writer(db: str, runs: int, tag: str, start) -> None:
-    analysis = json.loads(SAVED.read_text())
+    analysis = Analysis.from_json(json.loads(SAVED.read_text()))
     start.wait(timeout=60)  # both writers begin together, so their transactions really interleave
     for i in range(runs):
         gate = GateResult("max-comm-share", "comm_share", "ratio", 0.5, 0.6, i % 2 == 0, "vm/CPU:0", None, None, tag)

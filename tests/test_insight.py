@@ -9,7 +9,8 @@ import moeprof
 from moeprof.core.classify import classify
 from moeprof.core.events import make_table
 from moeprof.core.hlo import parse_hlo_text
-from moeprof.core.topology import assign_links
+from moeprof.core.topology import attribute_links
+from moeprof.core.trace import Trace
 from moeprof.errors import InputError
 from moeprof.insight.bandwidth import bus_factor, link_peaks
 from moeprof.insight.dependency import independent_ops
@@ -20,7 +21,7 @@ from .conftest import SAMPLES
 
 def test_exposed_split_by_link_matches_brute_force():
     scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)
-    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_json()
     for dev in result["devices"]:
         host, gpu = int(dev["host"][4:]), int(dev["device"].rsplit(":", 1)[1])
         ks = [k for k in scen.kernels[host] if k.device == gpu]
@@ -44,8 +45,8 @@ def test_exposed_split_by_link_matches_brute_force():
 
 
 def test_bus_bandwidth_by_hand():
-    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], link_peaks=link_peaks("H100", None))
-    by = {c["name"]: c for c in result.collectives}
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], link_peaks=link_peaks("H100", None)).to_json()
+    by = {c["name"]: c for c in result["collectives"]}
     a2a = by["all-to-all.1"]
     per_call = a2a["total_ns"] / a2a["count"]
     assert a2a["group_size"] == 8 and a2a["bytes_per_call"] == 128 * 64 * 4
@@ -94,7 +95,13 @@ def test_independent_ops_from_the_dataflow_graph():
     assert independent_ops(module, "a2a") == frozenset({"shared"})
 
 
-def _table(rows: list[tuple], device: str = "node0/GPU:0") -> moeprof.AnalysisResult:
+def analyzed(table) -> dict:
+    """The JSON analysis of a hand-built event table, through the same stages as a read trace."""
+    trace = Trace(events=table, path="hand-built", format="nsys")
+    return moeprof.analyze(attribute_links(classify(trace))).to_json()
+
+
+def _table(rows: list[tuple], device: str = "node0/GPU:0") -> dict:
     names, starts, ends, activity, copy_kind, nbytes = zip(*rows)
     table = make_table(
         {
@@ -112,7 +119,7 @@ def _table(rows: list[tuple], device: str = "node0/GPU:0") -> moeprof.AnalysisRe
             "source": "nsys",
         }
     )
-    return moeprof.analyze(assign_links(classify(table)))
+    return analyzed(table)
 
 
 def test_launch_gaps_and_small_gemms_and_copies():
@@ -124,12 +131,12 @@ def test_launch_gaps_and_small_gemms_and_copies():
     t += 3_000
     rows.append(("Memcpy HtoD", t, t + 500_000, "memcpy", "HtoD", 64e6))  # offload, nothing overlaps it
     result = _table(rows)
-    kinds = {o["kind"]: o for o in result.opportunities}
+    kinds = {o["kind"]: o for o in result["opportunities"]}
     assert kinds["launch-gaps"]["saving_bound_ns"] == 100 * 5_000  # 99 between GEMMs, 1 before the copy
     assert kinds["small-gemms"]["evidence"]["count"] == 100
     assert kinds["d2h-sync"]["saving_bound_ns"] == 3_000
     assert kinds["host-copies"]["saving_bound_ns"] == 500_000
-    assert all(o["remedy"] for o in result.opportunities)
+    assert all(o["remedy"] for o in result["opportunities"])
 
 
 def test_straggler_and_slow_step_in_spread():
@@ -154,13 +161,13 @@ def test_straggler_and_slow_step_in_spread():
             "source": "nsys",
         }
     )
-    result = moeprof.analyze(assign_links(classify(table)))
-    assert result.spread["straggler"]["device"] == "node0/GPU:2"
-    assert result.spread["straggler"]["flagged"]
+    result = analyzed(table)
+    assert result["spread"]["straggler"]["device"] == "node0/GPU:2"
+    assert result["spread"]["straggler"]["flagged"]
 
 
 def test_demo_capture_names_the_expert_exchange_with_an_hlo_bound():
-    result = moeprof.analyze_paths([SAMPLES / "cpu_moe_8dev"]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / "cpu_moe_8dev"]).to_json()
     top = result["opportunities"][0]
     assert top["kind"] == "expert-exchange" and "all-to-all" in top["name"]
     a2a = [o for o in result["opportunities"] if o["kind"] == "all-to-all"]
@@ -172,14 +179,15 @@ def test_demo_capture_names_the_expert_exchange_with_an_hlo_bound():
 
 def test_throughput_from_model_and_measured_steps():
     from moeprof.insight.flops import flops_per_token, load_model_config
-    from moeprof.pipeline import add_throughput
+    from moeprof.pipeline import with_throughput
 
     result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"])
     scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)
     # a step's span is its slowest device's: the marker windows are per host, the same on every device
     spans = sorted(max(e - s for s, e in (scen.steps[h][i] for h in range(2))) for i in range(3))
-    add_throughput(result, "deepseek-v3", tokens_per_step=8192, seq_len=4096, gpu="H100", job_devices=64)
+    result = with_throughput(result, "deepseek-v3", tokens_per_step=8192, seq_len=4096, gpu="H100", job_devices=64)
     tp = result.throughput
+    assert tp is not None
     assert tp["step_ns"] == spans[1]
     assert tp["tokens_per_second"] == pytest.approx(8192 / (spans[1] / 1e9))
     per_token = flops_per_token(load_model_config("deepseek-v3"), 4096).total

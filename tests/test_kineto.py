@@ -18,9 +18,11 @@ import pytest
 
 from moeprof.core.classify import classify
 from moeprof.core.events import COLUMNS, DEVICE_ACTIVITIES
+from moeprof.core.trace import Trace
 from moeprof.errors import InputError
 from moeprof.options import LoadOptions
-from moeprof.readers.kineto import _comm_fields, _innermost, _rank, is_kineto, parse_kineto, us_pair_to_ns
+from moeprof.readers.base import ReadContext
+from moeprof.readers.kineto import _comm_fields, _innermost, _rank, is_kineto, read_kineto, us_pair_to_ns
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "kineto"
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -35,14 +37,18 @@ def load(rel: str) -> dict:
         return orjson.loads(fh.read())
 
 
-def parsed(rel: str, **kw) -> tuple[dict, pd.DataFrame]:
+def kineto_trace(doc: dict, path: Path, options: LoadOptions | None = None) -> Trace:
+    return read_kineto(doc, path, ReadContext(options or LoadOptions()))
+
+
+def parsed(rel: str, **kw) -> tuple[dict, Trace]:
     doc = load(rel)
-    table = parse_kineto(doc, TRACES / rel, **kw)
-    return doc, classify(table)
+    return doc, classify(kineto_trace(doc, TRACES / rel, **kw))
 
 
-def device_rows(table: pd.DataFrame) -> pd.DataFrame:
-    return table[table["activity"].isin(DEVICE_ACTIVITIES)]
+def device_rows(trace: Trace) -> pd.DataFrame:
+    assert trace.events["activity"].isin(DEVICE_ACTIVITIES).all()  # markers never travel as rows
+    return trace.events
 
 
 def exact_ns(us: float) -> int:
@@ -142,7 +148,7 @@ def synthetic() -> dict:
 
 def test_rounding_to_nearest_ns_never_inward() -> None:
     doc = {"schemaVersion": 1, "traceEvents": [kernel("k", 1.0004, 0.0003, corr=1)]}
-    row = parse_kineto(doc, Path("t.json"))
+    row = kineto_trace(doc, Path("t.json")).events
     assert (row["start_ns"].iloc[0], row["end_ns"].iloc[0]) == (1000, 1001)
     # epoch-sized µs: products exceed 2**53 ns, yet the ns must be exact
     start, end = us_pair_to_ns(np.array([1740461679471346.25]), np.array([0.5]))
@@ -153,8 +159,8 @@ def test_rounding_to_nearest_ns_never_inward() -> None:
 
 
 def test_synthetic_columns_and_linking() -> None:
-    table = classify(parse_kineto(synthetic(), Path("/x/rank-3.json")))
-    assert list(table.columns[: len(COLUMNS)]) == list(COLUMNS)
+    table = classify(kineto_trace(synthetic(), Path("/x/rank-3.json")))
+    assert list(table.events.columns[: len(COLUMNS)]) == list(COLUMNS)
     dev = device_rows(table).set_index("name")
     assert len(dev) == 7  # 4 kernels, 2 memcpys, 1 memset; annotation ranges are not activity
     assert set(dev["device"]) == {"rank3/GPU:0"} and set(dev["host"]) == {"rank3"}
@@ -180,17 +186,17 @@ def test_synthetic_columns_and_linking() -> None:
     assert dev.loc["Memcpy HtoD (Pageable -> Device)", "copy_kind"] == "HtoD"
     assert dev.loc["Memset (Device)", "activity"] == "memset"
 
-    steps = table[table["activity"] == "step"]
-    assert steps[["name", "device", "host", "program_id", "start_ns", "end_ns"]].values.tolist() == [
+    steps = table.markers[table.markers["kind"] == "step"]
+    assert steps[["name", "device", "host", "number", "start_ns", "end_ns"]].values.tolist() == [
         ["ProfilerStep#5", "", "rank3", 5, 0, 1_000_000]
     ]
 
 
 def test_gpus_per_domain_from_options_and_device_properties() -> None:
     doc = synthetic()
-    assert set(parse_kineto(doc, Path("t.json"), options=LoadOptions(gpus_per_node=4))["gpus_per_domain"]) == {4}
+    assert set(kineto_trace(doc, Path("t.json"), LoadOptions(gpus_per_node=4)).events["gpus_per_domain"]) == {4}
     doc["deviceProperties"] = [{"id": i} for i in range(2)]
-    assert set(parse_kineto(doc, Path("t.json"))["gpus_per_domain"]) == {2}
+    assert set(kineto_trace(doc, Path("t.json")).events["gpus_per_domain"]) == {2}
 
 
 def test_rank_sources() -> None:
@@ -234,13 +240,13 @@ def test_group_and_bytes_from_comm_args() -> None:
 
 def test_bad_input_and_empty() -> None:
     with pytest.raises(InputError, match="traceEvents"):
-        parse_kineto({"schemaVersion": 1}, Path("bad.json"))
+        kineto_trace({"schemaVersion": 1}, Path("bad.json"))
     with pytest.raises(InputError, match="not an event object"):
-        parse_kineto({"traceEvents": [1, 2]}, Path("bad.json"))
+        kineto_trace({"traceEvents": [1, 2]}, Path("bad.json"))
     with pytest.raises(InputError, match="not a number"):
-        parse_kineto({"traceEvents": [kernel("k", "soon", 1.0, corr=1)]}, Path("bad.json"))  # type: ignore[arg-type]
+        kineto_trace({"traceEvents": [kernel("k", "soon", 1.0, corr=1)]}, Path("bad.json"))  # type: ignore[arg-type]
     no_gpu = {"schemaVersion": 1, "traceEvents": [ev("cpu_op", "aten::mm", 0.0, 5.0)]}
-    empty = parse_kineto(no_gpu, Path("cpu.json"))
+    empty = kineto_trace(no_gpu, Path("cpu.json")).events
     assert len(empty) == 0 and list(empty.columns) == list(COLUMNS)
 
 
@@ -310,9 +316,9 @@ def test_real_counts_times_and_ranks(rel: str) -> None:
     assert set(dev["gpus_per_domain"]) == {len(doc.get("deviceProperties") or [None] * 8)}
     assert set(dev["bucket"]) <= {"compute", "comm", "memcpy", "other"}
     step_names = sorted(e["name"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
-    steps = table[table["activity"] == "step"]
+    steps = table.markers[table.markers["kind"] == "step"]
     assert sorted(steps["name"]) == step_names
-    assert sorted(steps["program_id"]) == sorted(int(n.split("#")[1]) for n in step_names)
+    assert sorted(steps["number"]) == sorted(int(n.split("#")[1]) for n in step_names)
     assert (steps["device"] == "").all()
 
 

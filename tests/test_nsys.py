@@ -14,9 +14,26 @@ import pyarrow.parquet as pq
 import pytest
 
 from moeprof.core.classify import classify
+from moeprof.core.trace import Trace
+from moeprof.core.vocabulary import vocabulary
 from moeprof.errors import InputError
-from moeprof.readers import nsys, parse_file
-from moeprof.readers.nsys import STEP_RANGE, parse, parse_parquet_dir
+from moeprof.options import LoadOptions
+from moeprof.readers import Placement, ReadContext, nsys, read_file
+
+STEP_RANGE = vocabulary().step_range
+
+
+def parse(path: Path, host_index: int = 0, options: LoadOptions | None = None) -> Trace:
+    return nsys.read(path, ReadContext(options or LoadOptions(), Placement(host_index)))
+
+
+def parse_parquet_dir(folder: Path) -> Trace:
+    return nsys.read_parquet_dir(folder)
+
+
+def parse_file(path: Path) -> Trace:
+    return read_file(path)
+
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 NSYS = TRACES / "nsys"
@@ -43,8 +60,9 @@ def has_table(path: Path, table: str) -> bool:
     return bool(sql(path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", table))
 
 
-def device_rows(table: pd.DataFrame) -> pd.DataFrame:
-    return table[table["activity"].astype(str).isin(DEVICE)]
+def device_rows(trace: Trace) -> pd.DataFrame:
+    assert trace.events["activity"].astype(str).isin(DEVICE).all()  # markers never travel as rows
+    return trace.events
 
 
 # ---- real exports -----------------------------------------------------------------------------
@@ -183,9 +201,9 @@ def test_torch_all_to_all_sendrecv_kernels() -> None:
 
 
 def test_torch_nccl_runs_on_one_host_nvlink() -> None:
-    from moeprof.core.topology import assign_links
+    from moeprof.core.topology import attribute_links
 
-    table = assign_links(classify(parse(real("torch_a2a_2gpu.sqlite"))))
+    table = attribute_links(classify(parse(real("torch_a2a_2gpu.sqlite")))).events
     comm = table[table["bucket"].astype(str) == "comm"]
     assert (comm["ib_fraction"] == 0).all()
 
@@ -204,7 +222,7 @@ def test_read_only_nothing_written_beside(tmp_path: Path) -> None:
     copy.chmod(0o444)
     before = sorted(p.name for p in tmp_path.iterdir())
     table = parse(copy)
-    assert len(table) > 0
+    assert len(table.events) > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert copy.read_bytes() == src.read_bytes()
 
@@ -242,7 +260,7 @@ def test_nsys_rep_exported_in_a_private_folder(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     table = parse_file(report)
     assert len(device_rows(table)) == 8
-    assert set(table["host"].astype(str)) == {"node7"}
+    assert set(table.events["host"].astype(str)) == {"node7"}
     assert sorted(p.name for p in reports.iterdir()) == ["run1.nsys-rep"]  # nothing written beside it
 
 
@@ -267,7 +285,7 @@ def test_empty_activity_tables(tmp_path: Path) -> None:
     conn.close()
     table = parse(db)
     assert len(device_rows(table)) == 0
-    assert table[["activity", "program_id", "host"]].astype(str).values.tolist() == [["step", "3", "idle"]]
+    assert table.markers[["kind", "number", "host"]].astype(str).values.tolist() == [["step", "3", "idle"]]
 
 
 def test_kernels_without_string_table(tmp_path: Path) -> None:
@@ -277,7 +295,7 @@ def test_kernels_without_string_table(tmp_path: Path) -> None:
         conn.execute('CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, "end" INT, deviceId INT)')
         conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?)", [(10, 20, 3), (5, 8, 1)])
     conn.close()
-    table = classify(parse(db, host_index=2))
+    table = classify(parse(db, host_index=2)).events
     assert table[["device", "start_ns", "end_ns", "global_id", "stream", "bucket"]].astype(str).values.tolist() == [
         ["bare/GPU:1", "5", "8", "4", "", "compute"],
         ["bare/GPU:3", "10", "20", "5", "", "compute"],
@@ -311,7 +329,8 @@ def to_parquetdir(db: Path, folder: Path) -> Path:
     return folder
 
 
-def same_events(a: pd.DataFrame, b: pd.DataFrame) -> None:
+def same_events(ta: Trace, tb: Trace) -> None:
+    a, b = ta.events, tb.events
     cols = ["device", "stream", "start_ns", "end_ns", "name", "activity"]
     a = a.astype({c: str for c in cols if a[c].dtype != np.int64}).sort_values(cols, ignore_index=True)
     b = b.astype({c: str for c in cols if b[c].dtype != np.int64}).sort_values(cols, ignore_index=True)
@@ -622,15 +641,15 @@ def make_export(path: Path, payload: str = "blob") -> Path:
     return path
 
 
-def by_start(table: pd.DataFrame, device: str) -> pd.DataFrame:
-    dev = device_rows(table)
+def by_start(trace: Trace, device: str) -> pd.DataFrame:
+    dev = device_rows(trace)
     return dev[dev["device"].astype(str) == device].set_index("start_ns")
 
 
 @pytest.mark.parametrize("payload", ["blob", "json"])
 def test_synthetic_export(tmp_path: Path, payload: str) -> None:
     table = classify(parse(make_export(tmp_path / "synthetic.sqlite", payload)))
-    assert set(table["host"].astype(str)) == {"node7"}
+    assert set(table.events["host"].astype(str)) == {"node7"}
     g0 = by_start(table, "node7/GPU:0")
     g1 = by_start(table, "node7/GPU:1")
     assert len(g0) == 7 and len(g1) == 1
@@ -692,8 +711,8 @@ def test_synthetic_export(tmp_path: Path, payload: str) -> None:
     assert (gemm["global_id"], g0["global_id"].unique().tolist()) == (1, [0])
     assert set(device_rows(table)["gpus_per_domain"]) == {2}
 
-    steps = table[table["activity"].astype(str) == "step"].sort_values("start_ns")
-    assert steps[["name", "start_ns", "end_ns", "program_id"]].values.tolist() == [
+    steps = table.markers[table.markers["kind"].astype(str) == "step"].sort_values("start_ns")
+    assert steps[["name", "start_ns", "end_ns", "number"]].values.tolist() == [
         ["train_step", 0, 5000, 0],
         ["ProfilerStep#7", 100, 10000, 7],
         ["train_step", 5000, 9000, 1],
@@ -796,7 +815,7 @@ def test_prefilters_keep_every_family(text: str) -> None:
     clean = nsys._TORCH_SUFFIX.sub("", text)
     assert (
         nsys.NCCL_CALL.match(clean)
-        or nsys.COMM_ANNOTATION.search(clean)
+        or vocabulary().comm_range.search(clean)
         or nsys._THUNK.search(clean)
         or nsys._XLA_MODULE.search(clean)
         or STEP_RANGE.match(clean)
@@ -817,6 +836,6 @@ def test_parquet_dir_through_the_pipeline(tmp_path: Path) -> None:
 
     path = real("torch_a2a_2gpu.sqlite")
     folder = to_parquetdir(path, tmp_path / path.stem)
-    from_parquet = moeprof.analyze_paths([folder]).to_dict()["total"]
-    from_sqlite = moeprof.analyze_paths([path]).to_dict()["total"]
+    from_parquet = moeprof.analyze_paths([folder]).to_json()["total"]
+    from_sqlite = moeprof.analyze_paths([path]).to_json()["total"]
     assert from_parquet == from_sqlite

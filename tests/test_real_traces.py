@@ -71,7 +71,7 @@ def kineto_rows(path) -> list[tuple[str, str, int, int]]:
 def test_kineto_figures_by_a_direct_scan(rel):
     path = shared_trace(rel)
     want = figures(kineto_rows(path))
-    got = moeprof.analyze_paths([path]).to_dict()["total"]
+    got = moeprof.analyze_paths([path]).to_json()["total"]
     assert got["comm_share"] == pytest.approx(want["comm_share"], abs=1e-6)
     # float µs -> ns: Python's round() of a double can differ by 1 ns per end point from the exact rule
     assert got["exposed_comm_ns"] == pytest.approx(want["exposed_comm_ns"], abs=2_000)
@@ -101,7 +101,7 @@ def sqlite_rows(path, device: int) -> list[tuple[str, str, int, int]]:
 
 def test_nsight_all_to_all_by_sql():
     path = shared_trace("nsys/torch_a2a_2gpu.sqlite")
-    result = moeprof.analyze_paths([path]).to_dict()
+    result = moeprof.analyze_paths([path]).to_json()
     for dev in result["devices"]:
         device_id = int(dev["device"].rsplit(":", 1)[1])
         want = figures(sqlite_rows(path, device_id))
@@ -115,5 +115,5 @@ def test_nsight_all_to_all_by_sql():
 
 @pytest.mark.parametrize("rel", ["nsys/cloverleaf_a100.sqlite", "nsys/h100_2gpu_1s.sqlite"])
 def test_compute_only_exports_report_no_comm(rel):
-    total = moeprof.analyze_paths([shared_trace(rel)]).to_dict()["total"]
+    total = moeprof.analyze_paths([shared_trace(rel)]).to_json()["total"]
     assert total["comm_ns"] == 0 and total["accumulated_ns"] > 0

@@ -10,14 +10,16 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
-from moeprof.core.metrics import device_activity
-from moeprof.pipeline import analyze_paths, load
+from moeprof.core.events import concat
+from moeprof.pipeline import analyze_job, load
+from moeprof.pipeline import analyze_paths as _analyze_paths
 
 from .conftest import ROOT, SAMPLES
 
@@ -32,6 +34,15 @@ CHROMIUM = next(
     ),
     None,
 )
+
+
+def analyze_paths(*args: object, **kwargs: object) -> SimpleNamespace:
+    """The analysis in its JSON form (the contract the renderers' output is checked against)."""
+    return SimpleNamespace(**_analyze_paths(*args, **kwargs).to_json())  # type: ignore[arg-type]
+
+
+def device_activity(traces: list) -> object:
+    return concat([t.events for t in traces])
 
 
 def make(tmp: Path, name: str, *args: str) -> tuple[Path, str]:
@@ -164,8 +175,9 @@ def test_many_devices_keep_the_most_exposed(monkeypatch):
     import moeprof.reports.html as html_report
 
     monkeypatch.setattr(html_report, "MAX_LANES", 3)
-    result = analyze_paths([TWO_HOST])
-    item = html_report.ReportInput("x", result, load([TWO_HOST]))
+    analysis, traces = analyze_job([TWO_HOST])
+    result = SimpleNamespace(**analysis.to_json())
+    item = html_report.ReportInput("x", analysis, traces)
     tl = html_report.timeline_data(item, "device", 1_000_000, 100_000)
     worst = sorted(result.devices, key=lambda d: -d["exposed_comm_ns"])[:3]
     assert {lane["label"] for lane in tl["lanes"]} == {d["device"] for d in worst}

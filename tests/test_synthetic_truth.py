@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import moeprof
-from moeprof.core.metrics import FIGURE_KEYS
-from moeprof.pipeline import StepOptions
+from moeprof.core.analysis import JSON_RATIOS, NS_KEYS
+from moeprof.options import StepOptions
 from synthetic import gpu as synthetic
 
 from .conftest import SAMPLES
@@ -23,7 +23,7 @@ def truth(name: str) -> dict:
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_device_figures_match_truth(name):
-    result = moeprof.analyze_paths([SAMPLES / name]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / name]).to_json()
     expected = truth(name)
     assert [d["device"] for d in result["devices"]] == [d["device"] for d in expected["devices"]]
     for got, want in zip(result["devices"], expected["devices"]):
@@ -39,7 +39,7 @@ def test_device_figures_match_truth(name):
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_collectives_match_truth(name):
-    result = moeprof.analyze_paths([SAMPLES / name]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / name]).to_json()
     got = {c["name"]: c for c in result["collectives"]}
     for want in truth(name)["collectives"]:
         row = got[want["name"]]
@@ -53,7 +53,7 @@ def test_collectives_match_truth(name):
 
 
 def test_two_host_link_split():
-    by_name = {c["name"]: c for c in moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_dict()["collectives"]}
+    by_name = {c["name"]: c for c in moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_json()["collectives"]}
     assert by_name["all-to-all.1"]["ib_fraction"] == pytest.approx(4 / 7)
     assert by_name["all-to-all.1"]["link"] == "mixed"
     assert by_name["all-gather.2"]["link"] == "ib"
@@ -63,7 +63,7 @@ def test_two_host_link_split():
 
 def test_chrome_json_matches_truth():
     """The xprof trace-viewer JSON of the same host: µs floats rounded to the nearest ns."""
-    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu.trace.json.gz"]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu.trace.json.gz"]).to_json()
     expected = truth("synthetic_1host_8gpu")
     for key, value in expected["total"].items():
         assert abs(result["total"][key] - value) <= 1_000, key  # ±1 µs where JSON rounding applies
@@ -91,7 +91,7 @@ def _brute_force_step(scen, host: int, device: int, window: tuple[int, int]) -> 
 
 def test_steps_and_step_selection():
     scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)
-    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_json()
     assert sorted({s["step"] for s in result["steps"]}) == [0, 1, 2]
     for s in result["steps"]:
         host = int(s["host"][len("node") :])
@@ -99,21 +99,21 @@ def test_steps_and_step_selection():
         want = _brute_force_step(scen, host, device, scen.steps[host][s["step"]])
         assert {k: s[k] for k in want} == want
     # --steps 1:3 measures the union of steps 1 and 2 only
-    sel = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], step_options=StepOptions("1:3")).to_dict()
+    sel = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], step_options=StepOptions("1:3")).to_json()
     dev = sel["devices"][0]
     w1 = _brute_force_step(scen, 0, 0, scen.steps[0][1])
     w2 = _brute_force_step(scen, 0, 0, scen.steps[0][2])
     assert dev["accumulated_ns"] == w1["accumulated_ns"] + w2["accumulated_ns"]
     assert dev["span_ns"] == w1["span_ns"] + w2["span_ns"]
     assert dev["exposed_comm_ns"] == w1["exposed_comm_ns"] + w2["exposed_comm_ns"]
-    skip = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], step_options=StepOptions(skip_first=1)).to_dict()
+    skip = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], step_options=StepOptions(skip_first=1)).to_json()
     assert skip["devices"][0]["accumulated_ns"] == dev["accumulated_ns"]
 
 
 def test_figures_have_every_spec_key():
-    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu"]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu"]).to_json()
     for dev in result["devices"]:
-        assert set(FIGURE_KEYS) | {"device", "host"} <= set(dev)
+        assert set(NS_KEYS) | set(JSON_RATIOS) | {"device", "host"} <= set(dev)
         assert dev["compute_ns"] + dev["comm_ns"] + dev["memcpy_ns"] + dev["other_ns"] == dev["accumulated_ns"]
         assert dev["comm_nvlink_ns"] + dev["comm_ib_ns"] + dev["comm_unknown_link_ns"] == dev["comm_ns"]
 
@@ -132,7 +132,7 @@ def _by_position(devices: list[dict]) -> list[dict]:
 
 def test_nsight_sqlite_version_matches_truth():
     """The same host as an Nsight Systems export: integer ns, kinds from NVTX and names."""
-    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"]).to_json()
     expected = truth("synthetic_1host_8gpu")
     for got, want in zip(_by_position(result["devices"]), expected["devices"]):
         assert got["device"] == want["device"]
@@ -144,7 +144,7 @@ def test_nsight_sqlite_version_matches_truth():
 def test_kineto_version_matches_truth():
     """The 2-host job as 8 Kineto rank files: µs floats, collective metadata on kernels or on the
     launching record_param_comms, process-group ranks for the link split, ProfilerStep#N steps."""
-    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu_kineto"]).to_dict()
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu_kineto"]).to_json()
     expected = truth("synthetic_2host_4gpu")
     by_rank = {d["device"]: d for d in result["devices"]}
     for want in expected["devices"]:
@@ -164,10 +164,10 @@ def test_step_marker_finds_user_named_nvtx_ranges():
     from moeprof.options import LoadOptions
 
     path = SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"
-    assert moeprof.analyze_paths([path]).to_dict()["steps"] == []
+    assert moeprof.analyze_paths([path]).to_json()["steps"] == []
     marked = moeprof.analyze_paths(
         [path], LoadOptions(step_marker="train_iteration"), StepOptions(marker="train_iteration")
-    ).to_dict()
+    ).to_json()
     scen = synthetic.build("synthetic_1host_8gpu", 1, 8, seed=1)
     windows = sorted({(s["start_ns"], s["end_ns"]) for s in marked["steps"]})
     assert windows == sorted(scen.steps[0])

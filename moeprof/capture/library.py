@@ -3,7 +3,7 @@
 As a context manager the whole block is traced and ``prof.step(i)`` marks step
 ``i``; as a decorator on the step function, calls ``skip .. skip+count-1`` are
 traced, one step each. Either way the run folder gets the trace, ``manifest.json``
-and ``analysis.json``, and ``.result`` holds the :class:`~moeprof.AnalysisResult`.
+and ``analysis.json``, and ``.result`` holds the :class:`~moeprof.Analysis`.
 
 jax is imported only when profiling starts, so ``import moeprof`` stays light.
 """
@@ -18,7 +18,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import ParamSpec, TypeVar
 
-from ..pipeline import AnalysisResult, StepOptions, analyze_paths
+from ..core.analysis import Analysis
+from ..options import StepOptions
+from ..pipeline import analyze_paths
 from .runfolder import ANALYSIS, MANIFEST, TRACE_DIR, new_manifest, write_json
 
 P = ParamSpec("P")
@@ -37,7 +39,7 @@ class ProfileSteps:
         self.out_dir = Path(out_dir)
         self.skip = skip
         self.count = count
-        self.result: AnalysisResult | None = None
+        self.result: Analysis | None = None
         self._stack: ExitStack | None = None
         self._marked: list[int] = []
 
@@ -145,7 +147,7 @@ class ProfileSteps:
         )
         write_json(self.out_dir / MANIFEST, manifest)
         self.result = analyze_paths([self.out_dir], step_options=step_options)
-        write_json(self.out_dir / ANALYSIS, self.result.to_dict())
+        write_json(self.out_dir / ANALYSIS, self.result.to_json())
 
 
 def profile_steps(out_dir: str | Path, *, skip: int = 0, count: int | None = None) -> ProfileSteps:

@@ -18,10 +18,9 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-MANIFEST = "manifest.json"
-ANALYSIS = "analysis.json"
-MANIFEST_SCHEMA = "moeprof.manifest/1"
-TRACE_DIR = "trace"
+from ..readers.runfolder import ANALYSIS, MANIFEST, MANIFEST_SCHEMA, TRACE_DIR, read_manifest
+
+__all__ = ["ANALYSIS", "MANIFEST", "MANIFEST_SCHEMA", "TRACE_DIR", "new_manifest", "read_manifest", "write_json"]
 # environment that changes what a step does on GPUs
 ENV_PREFIXES = ("XLA_", "NCCL_", "JAX_", "CUDA_", "NVSHMEM_", "TF_", "LIBTPU_", "TPU_")
 
@@ -86,28 +85,3 @@ def new_manifest(kind: str, command: list[str] | None = None, **fields: object) 
 
 def write_json(path: Path, obj: dict) -> None:
     path.write_text(json.dumps(obj, indent=1, default=str) + "\n")
-
-
-def read_manifest(folder: Path) -> dict | None:
-    path = folder / MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == MANIFEST_SCHEMA else None
-
-
-def throughput(manifest: dict) -> dict | None:
-    """tokens/s and model TFLOPS per device from a manifest's run figures, where it has them."""
-    tokens_per_second = manifest.get("tokens_per_second")
-    flops = manifest.get("model_flops_per_token")
-    devices = (manifest.get("devices") or {}).get("count")
-    if not tokens_per_second:
-        return None
-    out = {"tokens_per_second": tokens_per_second}
-    if flops and devices:
-        out["model_flops_per_token"] = flops
-        out["tflops_per_device"] = tokens_per_second * flops / devices / 1e12
-    return out

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..insight.bandwidth import link_peaks
-from ..pipeline import add_throughput, analyze_paths
+from ..pipeline import analyze_paths, with_throughput
 from ..readers import discover
 from ..reports import terminal
 from ..reports.json_report import to_json
@@ -81,7 +81,7 @@ def analyze_command(
         if model or tokens_per_step:
             if not (model and tokens_per_step):
                 raise fail("--model and --tokens-per-step go together")
-            add_throughput(result, model, tokens_per_step, seq_len, gpu, dtype, job_devices)
+            result = with_throughput(result, model, tokens_per_step, seq_len, gpu, dtype, job_devices)
         if history:  # before any output: a history that cannot be written fails the command
             from ..gate.history import record_run
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..pipeline import analyze_paths, load
+from ..pipeline import analyze_job
 from ..reports.annotate import write_annotated
 from .common import (
     DomainOption,
@@ -44,10 +44,9 @@ def annotate_command(
         options, step_options = analyze_options(
             steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
-        result = analyze_paths(list(paths), options, step_options)
-        events = load(list(paths), options)
+        result, traces = analyze_job(list(paths), options, step_options)
         try:
-            counts = write_annotated(events, result, output, step_marker)
+            counts = write_annotated(traces, result, output)
         except OSError as exc:
             raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
         typer.echo(

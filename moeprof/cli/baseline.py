@@ -39,7 +39,7 @@ def save_command(
         source = load_source(path, load_opts, step_opts)
         if source.kind == "analysis" and options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
             raise fail(f"{path}: a saved analysis cannot be re-measured; analyze options apply to traces")
-        doc = dict(source.analysis)
+        doc = source.analysis.to_json()
         # where the baseline came from, so a stale one can be traced back (extra keys are allowed by the spec)
         doc["baseline"] = {
             "saved_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

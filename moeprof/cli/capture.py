@@ -10,8 +10,9 @@ from typing import Annotated
 import typer
 
 from ..capture.runfolder import ANALYSIS, MANIFEST, read_manifest, write_json
+from ..core.analysis import Analysis
 from ..errors import InputError
-from ..pipeline import AnalysisResult, add_throughput, analyze_paths
+from ..pipeline import analyze_paths, with_throughput
 from ..reports import terminal
 from ..reports.json_report import to_json
 from .common import guarded
@@ -54,7 +55,7 @@ class Throughput:
             raise InputError(None, "--model and --tokens-per-step go together")
 
 
-def finish_run(out: Path, as_json: bool, throughput: Throughput | None = None) -> AnalysisResult:
+def finish_run(out: Path, as_json: bool, throughput: Throughput | None = None) -> Analysis:
     """Analyze the run folder just written, store analysis.json beside the trace, show the report.
 
     With a model and tokens per step, the throughput also goes into the manifest, so a later
@@ -62,20 +63,21 @@ def finish_run(out: Path, as_json: bool, throughput: Throughput | None = None) -
     """
     result = analyze_paths([out])
     if throughput and throughput.model and throughput.tokens_per_step:
-        add_throughput(
+        result = with_throughput(
             result, throughput.model, throughput.tokens_per_step, throughput.seq_len, job_devices=throughput.job_devices
         )
+        tp = dict(result.throughput or {})
         manifest = read_manifest(out) or {}
         manifest.update(
-            throughput=result.throughput,
-            tokens_per_second=result.throughput["tokens_per_second"],
-            model_flops_per_token=result.throughput["model_flops_per_token"],
+            throughput=tp,
+            tokens_per_second=tp.get("tokens_per_second"),
+            model_flops_per_token=tp.get("model_flops_per_token"),
             tokens_per_step=throughput.tokens_per_step,
         )
         manifest.setdefault("devices", {}).setdefault("count", throughput.job_devices or len(result.devices))
         write_json(out / MANIFEST, manifest)
-        result.manifest = manifest
-    write_json(out / ANALYSIS, result.to_dict())
+        result = result.with_(manifest=manifest)
+    write_json(out / ANALYSIS, result.to_json())
     if as_json:
         typer.echo(to_json(result))
     else:

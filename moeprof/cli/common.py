@@ -15,8 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from ..core.steps import parse_selection
 from ..errors import InputError
-from ..options import LoadOptions
-from ..pipeline import StepOptions
+from ..options import LoadOptions, StepOptions
 
 stderr = Console(stderr=True)
 T = TypeVar("T")

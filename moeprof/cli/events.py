@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..core.events import concat
 from ..pipeline import load
 from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, guarded, load_options
 
@@ -32,7 +33,7 @@ def events_command(
         options = replace(
             load_options(rules, gpus_per_node, nvlink_domain_size, run), all_kernel_stats=all_kernel_stats
         )
-        events = load(list(paths), options)
+        events = concat([trace.events for trace in load(list(paths), options)])
         try:
             if suffix == ".parquet":
                 events.to_parquet(output, index=False)

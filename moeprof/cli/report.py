@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
+from ..core.analysis import Analysis
+from ..core.timeline import TimelineOptions
 from ..insight.bandwidth import link_peaks
-from ..pipeline import AnalysisResult, analyze_paths, load
+from ..pipeline import analyze_job
 from ..reports.html import RAW_EVENTS_CAP, ReportInput, write_report
 from .common import (
     DomainOption,
@@ -25,11 +27,11 @@ from .common import (
 )
 
 
-def measured_window(result: AnalysisResult, selected: bool) -> tuple[int, int] | None:
+def measured_window(result: Analysis, selected: bool) -> tuple[int, int] | None:
     """With a step selection, the timeline shows the selected steps only, as the figures measure them."""
     if not selected or not result.steps:
         return None
-    return min(s["start_ns"] for s in result.steps), max(s["end_ns"] for s in result.steps)
+    return min(s.start_ns for s in result.steps), max(s.end_ns for s in result.steps)
 
 
 def input_label(paths: list[Path]) -> str:
@@ -84,12 +86,12 @@ def report_command(
         groups = [list(paths)] if merge or len(paths) == 1 else [[p] for p in paths]
         items = []
         for group in groups:
-            result = analyze_paths(list(group), options, step_options, jobs, None, peaks)
-            # the timeline needs every event; the analysis keeps only figures (parsed twice, on purpose:
-            # analyze_paths stays the one place figures come from)
-            events = load(list(group), options)
+            # each file read once: the analysis (with its timeline view) and the traces it measured
+            result, traces = analyze_job(
+                list(group), options, step_options, peaks, TimelineOptions(streams=lanes == "stream")
+            )
             window = measured_window(result, bool(step_options.selection or skip_first))
-            items.append(ReportInput(input_label(group), result, events, window))
+            items.append(ReportInput(input_label(group), result, traces, window))
         labels = [it.label for it in items]
         for i, it in enumerate(items):  # two inputs with the same file name still need distinct labels
             if labels.count(it.label) > 1:

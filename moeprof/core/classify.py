@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..errors import InputError
 from .events import BUCKETS, KINDS
+from .trace import Trace
 
 FIELDS = ("opcode", "collective", "annotation", "activity", "copy_kind", "name")
 LINKS = ("nvlink", "ib")
@@ -151,8 +152,13 @@ def expand(values: list[str], codes: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(small_codes[codes], categories=pd.Index(categories, dtype=object))
 
 
-def classify(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) -> pd.DataFrame:
-    """Fill ``bucket``, ``kind``, ``rule`` and ``link_hint`` (in place; returns the table)."""
+def classify(trace: Trace, rules: tuple[Rule, ...] | None = None) -> Trace:
+    """The trace with ``bucket``, ``kind``, ``rule`` and ``link_hint`` of every activity filled."""
+    return trace.replace(events=classify_table(trace.events, rules))
+
+
+def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) -> pd.DataFrame:
+    """A copy of an event table with ``bucket``, ``kind``, ``rule`` and ``link_hint`` filled."""
     rules = rules or default_rules()
     if not len(events):
         return events
@@ -168,6 +174,9 @@ def classify(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) -> pd.
         classify_one({col: str(u[c[row]] or "") for col, (c, u) in zip(FIELDS, per_column)}, rules)
         for row in first_rows
     ]
-    for attr, column in (("bucket", "bucket"), ("kind", "kind"), ("rule", "rule"), ("link", "link_hint")):
-        events[column] = expand([getattr(c, attr) for c in table], combined)
-    return events
+    return events.assign(
+        **{
+            column: expand([getattr(c, attr) for c in table], combined)
+            for attr, column in (("bucket", "bucket"), ("kind", "kind"), ("rule", "rule"), ("link", "link_hint"))
+        }
+    )

@@ -1,8 +1,9 @@
-"""The one event table every parser returns and everything downstream reads.
+"""The one event table every reader returns (inside a :class:`~moeprof.core.trace.Trace`).
 
 One row per device activity (kernel, memcpy, memset), columnar in pandas. The
-parsers fill the *raw* columns; classification fills ``bucket``/``kind``/``rule``
-and the link step fills ``ib_fraction``.
+readers fill the *raw* columns; classification fills ``bucket``/``kind``/``rule``
+and the link step fills ``ib_fraction``. Step and module markers are not rows
+here: they travel in ``Trace.markers``.
 """
 
 from __future__ import annotations
@@ -24,16 +25,19 @@ RAW_COLUMNS: dict[str, str] = {
     "name": "str",  # kernel or copy name as the trace spells it
     "start_ns": "int64",
     "end_ns": "int64",
-    "activity": "str",  # kernel | memcpy | memset; marker rows: step | module (never device activity)
+    "activity": "str",  # kernel | memcpy | memset
     "copy_kind": "str",  # HtoD | DtoH | DtoD | PtoP | HtoH | "" (memcpy only)
     "hlo_module": "str",
     "hlo_op": "str",
-    "program_id": "int64",  # -1 unknown; on step marker rows, the step number
+    "program_id": "int64",  # XLA program id, -1 unknown
     "opcode": "str",  # HLO opcode of hlo_op (async wrappers resolved), "" unknown
     "collective": "str",  # collective named by kernel args / NCCL NVTX ("allreduce", "all_to_all", ...)
     "annotation": "str",  # enclosing CPU-side op or NVTX range ("nccl:all_to_all", ...)
     "bytes": "float64",  # bytes moved by one execution (NaN unknown)
     "group": "str",  # communicating group, comma-separated global ids ("" unknown)
+    "pg": "str",  # process group / communicator the call ran on ("" unknown): part of the ledger's match key
+    "seq": "int64",  # the call's sequence number in its group (-1 unknown)
+    "p2p": "bool",  # a point-to-point call (send/recv): counted apart from collectives, members are the two peers
     "source": "str",  # parser that produced the row (xplane, chrome, kineto, nsys)
 }
 DERIVED_COLUMNS: dict[str, str] = {
@@ -46,7 +50,6 @@ DERIVED_COLUMNS: dict[str, str] = {
 COLUMNS: dict[str, str] = {**RAW_COLUMNS, **DERIVED_COLUMNS}
 
 DEVICE_ACTIVITIES = ("kernel", "memcpy", "memset")
-MARKERS = ("step", "module")
 
 BUCKETS = ("compute", "comm", "memcpy", "other")
 KINDS = (
@@ -61,7 +64,7 @@ KINDS = (
     "other",
 )
 
-_DEFAULTS: dict[str, object] = {"str": "", "int64": -1, "float64": np.nan}
+_DEFAULTS: dict[str, object] = {"str": "", "int64": -1, "float64": np.nan, "bool": False}
 
 
 def categorical(values: object, n: int) -> pd.Categorical:

@@ -101,3 +101,20 @@ def clip(
     e = np.minimum(ends[index], win_ends[seg])
     keep = e > s
     return s[keep], e[keep], index[keep]
+
+
+def subtract(
+    a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b_ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted segments A minus disjoint sorted segments B, as disjoint sorted segments."""
+    if a_starts.size == 0 or b_starts.size == 0:
+        return a_starts.copy(), a_ends.copy()
+    points = np.unique(np.concatenate([a_starts, a_ends, b_starts, b_ends]))
+    left, right = points[:-1], points[1:]
+
+    def inside(seg_s: np.ndarray, seg_e: np.ndarray) -> np.ndarray:
+        j = np.searchsorted(seg_s, left, side="right") - 1
+        return (j >= 0) & (left < seg_e[np.maximum(j, 0)])
+
+    keep = inside(a_starts, a_ends) & ~inside(b_starts, b_ends)
+    return union(left[keep], right[keep])

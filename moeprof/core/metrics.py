@@ -7,49 +7,29 @@ communication, and the NVLink/IB split, over a window of disjoint segments
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .events import DEVICE_ACTIVITIES
-
-FIGURE_KEYS = (
-    "accumulated_ns",
-    "compute_ns",
-    "comm_ns",
-    "memcpy_ns",
-    "other_ns",
-    "comm_share",
-    "span_ns",
-    "busy_ns",
-    "idle_ns",
-    "exposed_comm_ns",
-    "overlapped_comm_ns",
-    "exposed_comm_fraction",
-    "comm_nvlink_ns",
-    "comm_ib_ns",
-    "comm_unknown_link_ns",
-    "exposed_comm_nvlink_ns",
-    "exposed_comm_ib_ns",
-    "exposed_comm_unknown_link_ns",
-)
-NS_KEYS = tuple(k for k in FIGURE_KEYS if k.endswith("_ns"))
+from .analysis import Collective, Figures
 
 
-def device_activity(events: pd.DataFrame) -> pd.DataFrame:
-    """The rows that are device activity (markers excluded)."""
-    return events[events["activity"].isin(DEVICE_ACTIVITIES)]
+@dataclass(frozen=True)
+class WindowMeasure:
+    """The §4 figures of one device over a window, and what later stages need per activity."""
+
+    figures: Figures
+    clipped: np.ndarray  # per activity row: ns inside the window
+    exposed: np.ndarray  # per activity row (comm only): ns not overlapped by compute
+    exposed_segments: tuple[np.ndarray, np.ndarray]  # U(comm) - U(compute), disjoint sorted [start, end)
 
 
-def ratios(fig: dict) -> dict:
-    """Recompute the ratio figures from the ns sums (also what ``total`` does, spec §4)."""
-    fig["comm_share"] = fig["comm_ns"] / fig["accumulated_ns"] if fig["accumulated_ns"] else 0.0
-    fig["exposed_comm_fraction"] = fig["exposed_comm_ns"] / fig["span_ns"] if fig["span_ns"] else 0.0
-    return fig
-
-
-def empty_figures() -> dict:
-    return ratios(dict.fromkeys(NS_KEYS, 0))
+def _empty_measure(n: int) -> WindowMeasure:
+    zeros = np.zeros(n, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    return WindowMeasure(Figures(), zeros, zeros.copy(), (none, none.copy()))
 
 
 class DeviceTimeline:
@@ -73,15 +53,13 @@ class DeviceTimeline:
             return 0, 0
         return int(self.start.min()), int(self.end.max())
 
-    def figures(
-        self, win_s: np.ndarray | None = None, win_e: np.ndarray | None = None
-    ) -> tuple[dict, np.ndarray, np.ndarray]:
-        """Spec §4 figures over a window; also per-activity clipped and exposed ns (by row)."""
+    def measure(self, win_s: np.ndarray | None = None, win_e: np.ndarray | None = None) -> WindowMeasure:
+        """Spec §4 figures over a window (disjoint sorted segments; default: first start to last end)."""
         n = self.start.size
+        if n == 0:
+            return _empty_measure(n)
         clipped = np.zeros(n, dtype=np.int64)
         exposed = np.zeros(n, dtype=np.int64)
-        if n == 0:
-            return empty_figures(), clipped, exposed
         if win_s is None:
             lo, hi = self.bounds
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
@@ -108,6 +86,8 @@ class DeviceTimeline:
         both = iv.union_length(np.r_[s[comm], k_s], np.r_[e[comm], k_e])
         fig["exposed_comm_ns"] = both - k_len
         fig["overlapped_comm_ns"] = c_len + k_len - both
+        c_s, c_e = iv.union(s[comm], e[comm])
+        segments = iv.subtract(c_s, c_e, k_s, k_e)
         # exposed part of each comm activity: its length minus its overlap with compute
         piece_exposed = dur[comm] - iv.overlap_each(s[comm], e[comm], k_s, k_e)
         np.add.at(exposed, rows[comm], piece_exposed)
@@ -118,7 +98,7 @@ class DeviceTimeline:
         fig["comm_ib_ns"] = int(round(float(np.sum(comm_dur[known] * ib[known]))))
         fig["comm_nvlink_ns"] = fig["comm_ns"] - fig["comm_ib_ns"] - fig["comm_unknown_link_ns"]
         fig.update(exposed_link_split(fig["exposed_comm_ns"], piece_exposed, ib))
-        return ratios(fig), clipped, exposed
+        return WindowMeasure(Figures(**fig), clipped, exposed, segments)
 
 
 def exposed_link_split(exposed_total: int, exposed_each: np.ndarray, ib: np.ndarray) -> dict:
@@ -142,12 +122,6 @@ def exposed_link_split(exposed_total: int, exposed_each: np.ndarray, ib: np.ndar
     }
 
 
-def sum_figures(rows: list[dict]) -> dict:
-    """``total``: every ns key summed, the ratios recomputed from the sums (spec §4)."""
-    total = {k: int(sum(r[k] for r in rows)) for k in NS_KEYS}
-    return ratios(total)
-
-
 def link_label(ib: np.ndarray) -> str:
     """nvlink | ib | mixed | unknown for a set of ib fractions (NaN = unknown)."""
     if ib.size == 0 or np.isnan(ib).all():
@@ -168,39 +142,26 @@ def collective_key(comm: pd.DataFrame) -> np.ndarray:
     return np.where(op != "", op, name)
 
 
-def collectives_table(comm: pd.DataFrame) -> list[dict]:
+def collectives_table(comm: pd.DataFrame) -> list[Collective]:
     """Spec §7 ``collectives``: one row per (op, kind) over all devices.
 
-    ``comm`` holds one row per comm activity with columns key, kind, device,
-    total_ns (clipped), exposed_ns, bytes, ib_fraction.
+    ``comm`` holds per (op ``key``, kind, device) sums of the comm activities' clipped
+    time (``pipeline.measure.COMM_AGG_COLUMNS``); sums from several files add up.
     """
     if comm.empty:
         return []
-    ib = comm["ib_fraction"].to_numpy(dtype=np.float64)
-    frame = comm.assign(
-        ib_ns=comm["total_ns"].to_numpy() * np.nan_to_num(ib),
-        unknown_ns=np.where(np.isnan(ib), comm["total_ns"].to_numpy(), 0),
-        exposed_ib_ns=comm["exposed_ns"].to_numpy() * np.nan_to_num(ib),
-        exposed_unknown_ns=np.where(np.isnan(ib), comm["exposed_ns"].to_numpy(), 0),
-        ib_known=~np.isnan(ib),
-        ib_zero=ib == 0,
-        ib_one=ib == 1,
-        bytes_known=comm["bytes"].notna(),
-    )
-    g = frame.groupby(["key", "kind"], sort=False, observed=True)
-    agg = g.agg(
-        count=("total_ns", "size"),
+    agg = comm.groupby(["key", "kind"], sort=False, observed=True).agg(
+        count=("count", "sum"),
         devices=("device", "nunique"),
         total_ns=("total_ns", "sum"),
         exposed_ns=("exposed_ns", "sum"),
-        bytes_sum=("bytes", "sum"),
-        bytes_mean=("bytes", "mean"),
+        bytes_sum=("bytes_sum", "sum"),
         bytes_known=("bytes_known", "sum"),
         ib_ns=("ib_ns", "sum"),
         unknown_ns=("unknown_ns", "sum"),
         exposed_ib_ns=("exposed_ib_ns", "sum"),
         exposed_unknown_ns=("exposed_unknown_ns", "sum"),
-        ib_mean=("ib_fraction", "mean"),
+        ib_sum=("ib_sum", "sum"),
         ib_known=("ib_known", "sum"),
         ib_zero=("ib_zero", "sum"),
         ib_one=("ib_one", "sum"),
@@ -218,24 +179,24 @@ def collectives_table(comm: pd.DataFrame) -> list[dict]:
         exposed = int(r.exposed_ns)
         exposed_ib, exposed_unknown = round(float(r.exposed_ib_ns)), int(r.exposed_unknown_ns)
         out.append(
-            {
-                "name": str(key),
-                "kind": str(kind),
-                "link": link,
-                "count": n,
-                "devices": int(r.devices),
-                "total_ns": total,
-                "exposed_ns": exposed,
-                "bytes": int(r.bytes_sum) if r.bytes_known else None,
-                "bytes_per_call": round(float(r.bytes_mean)) if r.bytes_known else None,
-                "comm_nvlink_ns": total - ib_ns - unknown_ns,
-                "comm_ib_ns": ib_ns,
-                "comm_unknown_link_ns": unknown_ns,
-                "exposed_nvlink_ns": exposed - exposed_ib - exposed_unknown,
-                "exposed_ib_ns": exposed_ib,
-                "exposed_unknown_link_ns": exposed_unknown,
-                "ib_fraction": float(r.ib_mean) if r.ib_known else None,
-            }
+            Collective(
+                name=str(key),
+                kind=str(kind),
+                link=link,
+                count=n,
+                devices=int(r.devices),
+                total_ns=total,
+                exposed_ns=exposed,
+                bytes=int(r.bytes_sum) if r.bytes_known else None,
+                bytes_per_call=round(float(r.bytes_sum) / float(r.bytes_known)) if r.bytes_known else None,
+                comm_nvlink_ns=total - ib_ns - unknown_ns,
+                comm_ib_ns=ib_ns,
+                comm_unknown_link_ns=unknown_ns,
+                exposed_nvlink_ns=exposed - exposed_ib - exposed_unknown,
+                exposed_ib_ns=exposed_ib,
+                exposed_unknown_link_ns=exposed_unknown,
+                ib_fraction=float(r.ib_sum) / float(r.ib_known) if r.ib_known else None,
+            )
         )
-    out.sort(key=lambda r: (-r["total_ns"], r["name"]))
+    out.sort(key=lambda r: (-r.total_ns, r.name))
     return out

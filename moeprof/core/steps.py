@@ -7,27 +7,27 @@ import re
 import numpy as np
 import pandas as pd
 
-from .events import DEVICE_ACTIVITIES
+from .trace import Trace
 
 STEP_COLUMNS = ["device", "step", "start_ns", "end_ns", "source"]
 
 
-def find_steps(events: pd.DataFrame, step_marker: str | None = None) -> pd.DataFrame:
+def find_steps(trace: Trace, step_marker: str | None = None) -> pd.DataFrame:
     """One row per (device, step): its window. Empty when the trace marks no steps.
 
     Sources, first found wins: step markers (``Steps`` line, StepTraceAnnotation,
     ``ProfilerStep#N``, NVTX ranges; only those matching ``step_marker`` when it is
     given), else executions of the XLA module that owns the most device time.
     """
-    activity = events[events["activity"].isin(DEVICE_ACTIVITIES)]
+    activity = trace.events
     devices = activity[["host", "device"]].drop_duplicates()
-    markers = events[events["activity"] == "step"]
+    markers = trace.markers[trace.markers["kind"] == "step"]
     if step_marker:
         pattern = re.compile(step_marker)
         markers = markers[markers["name"].map(lambda n: bool(pattern.search(str(n))))]
     source = "marker"
     if markers.empty:
-        markers = _dominant_module_runs(events, activity)
+        markers = _dominant_module_runs(trace.markers, activity)
         source = "module"
     if markers.empty or devices.empty:
         return pd.DataFrame(columns=STEP_COLUMNS)
@@ -38,7 +38,7 @@ def find_steps(events: pd.DataFrame, step_marker: str | None = None) -> pd.DataF
     rows = rows[rows["end_ns"] > rows["start_ns"]].sort_values(["device", "start_ns"])
     # numbered by the marker where it carries a number, else by order per device
     order = rows.groupby("device").cumcount().to_numpy()
-    number = rows["program_id"].to_numpy(dtype=np.int64)
+    number = rows["number"].to_numpy(dtype=np.int64)
     use_own = (number >= 0) & (source == "marker")
     if use_own.all() and len(rows):
         steps = number
@@ -59,8 +59,8 @@ def find_steps(events: pd.DataFrame, step_marker: str | None = None) -> pd.DataF
     )
 
 
-def _dominant_module_runs(events: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
-    modules = events[events["activity"] == "module"]
+def _dominant_module_runs(markers: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
+    modules = markers[markers["kind"] == "module"]
     if modules.empty:
         return modules
     named = activity[activity["hlo_module"] != ""]
@@ -71,7 +71,7 @@ def _dominant_module_runs(events: pd.DataFrame, activity: pd.DataFrame) -> pd.Da
         top = dur.idxmax()
     # XLA Modules lines spell the module "name(program id)" on GPU; CPU captures use the bare name
     bare = modules["name"].astype(str).str.replace(r"\(\d+\)$", "", regex=True)
-    return modules[bare == top].assign(program_id=-1)
+    return modules[bare == top].assign(number=-1)
 
 
 def select_steps(steps: pd.DataFrame, selection: str | None = None, skip_first: int = 0) -> pd.DataFrame:

@@ -11,36 +11,50 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-POINT_TO_POINT = frozenset({"all-to-all", "send-recv", "ep-dispatch", "ep-combine", "other"})
+from .trace import Trace
+from .vocabulary import vocabulary
+
 # parsers whose one file covers one whole host: a comm group nobody named is
 # then all local when the analysis spans a single host
 HOST_SCOPED_SOURCES = frozenset({"xplane", "chrome", "nsys"})
 
 
 def ib_fraction(kind: str, own: int, members: list[int], per_domain: int) -> float:
-    """Share of one collective carried over InfiniBand, for a device of global id ``own``."""
+    """Share of one collective carried over InfiniBand, for a device of global id ``own``.
+
+    Spec §3 names a pattern for every kind but ``other``: an ``other`` collective that
+    leaves the domain has no defined split, so its link is unknown (one that stays
+    inside the domain is NVLink whatever its pattern).
+    """
     if own < 0 or per_domain <= 0 or not members:
         return float("nan")
+    patterns = vocabulary()
     domain = own // per_domain
     others = [m for m in members if m != own]
     remote = sum(1 for m in others if m // per_domain != domain)
     local = len(others) - remote
     if remote == 0:
         return 0.0
-    if kind in POINT_TO_POINT:
+    if kind in patterns.point_to_point:
         return remote / (local + remote)
-    return 1.0  # rings and trees: the cross-domain hop bounds the whole operation
+    if kind in patterns.ring_or_tree:
+        return 1.0  # rings and trees: the cross-domain hop bounds the whole operation
+    return float("nan")
 
 
-def assign_links(
+def attribute_links(trace: Trace, nvlink_domain_size: int | None = None, single_host: bool | None = None) -> Trace:
+    """The trace with ``ib_fraction`` of every comm activity filled (spec §3)."""
+    return trace.replace(events=link_fractions(trace.events, nvlink_domain_size, single_host))
+
+
+def link_fractions(
     events: pd.DataFrame, nvlink_domain_size: int | None = None, single_host: bool | None = None
 ) -> pd.DataFrame:
-    """Fill ``ib_fraction`` for comm rows (in place; returns the table)."""
+    """A copy of an event table with ``ib_fraction`` filled for comm rows (NaN elsewhere and where unknown)."""
     n = len(events)
     out = np.full(n, np.nan)
     if not n:
-        events["ib_fraction"] = out
-        return events
+        return events.assign(ib_fraction=out)
     if single_host is None:
         single_host = events.loc[events["bucket"] != "", "host"].nunique() <= 1
     comm = np.flatnonzero(events["bucket"].to_numpy(dtype=object) == "comm")
@@ -73,5 +87,4 @@ def assign_links(
             else:
                 values[i] = np.nan
         out[comm] = values[codes]
-    events["ib_fraction"] = out
-    return events
+    return events.assign(ib_fraction=out)

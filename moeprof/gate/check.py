@@ -18,14 +18,13 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import orjson
-
-from ..capture.runfolder import ANALYSIS, read_manifest, throughput
+from ..core.analysis import Analysis
 from ..errors import InputError
-from ..options import LoadOptions
-from ..pipeline import SCHEMA as ANALYSIS_SCHEMA
-from ..pipeline import AnalysisResult, StepOptions, analyze_paths
+from ..insight.throughput import manifest_throughput
+from ..options import LoadOptions, StepOptions
+from ..pipeline import analyze_paths
 from ..readers import discover
+from ..readers.runfolder import ANALYSIS, read_manifest
 
 CHECK_SCHEMA = "moeprof.check/1"
 
@@ -47,18 +46,11 @@ DEFAULT_TOLERANCE = 0.02
 
 @dataclass
 class Source:
-    """One input made into a plain ``moeprof.analysis/1`` dict, and what it was."""
+    """One input made into an :class:`Analysis`, and what it was."""
 
     path: Path
     kind: str  # "analysis" (a saved JSON), "run" (a run folder), "trace"
-    analysis: dict
-
-
-def plain(result: AnalysisResult) -> dict:
-    # one representation for fresh and saved analyses: JSON types only, NaN as null
-    from ..reports.json_report import to_json
-
-    return orjson.loads(to_json(result, indent=False))
+    analysis: Analysis
 
 
 def is_analysis_json(path: Path) -> bool:
@@ -76,7 +68,7 @@ def is_analysis_json(path: Path) -> bool:
     return b'"schema"' in head and b'"moeprof.' in head
 
 
-def read_analysis(path: Path) -> dict:
+def read_analysis(path: Path) -> Analysis:
     """A saved ``moeprof.analysis/1`` object, validated enough for gates and diffs."""
     try:
         data = json.loads(path.read_text())
@@ -84,12 +76,7 @@ def read_analysis(path: Path) -> dict:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise InputError(path, f"not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != ANALYSIS_SCHEMA:
-        schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise InputError(path, f"not a {ANALYSIS_SCHEMA} object (schema {schema!r})")
-    if not isinstance(data.get("total"), dict) or not isinstance(data.get("devices"), list):
-        raise InputError(path, f"not a complete {ANALYSIS_SCHEMA} object: 'total' or 'devices' missing")
-    return data
+    return Analysis.from_json(data, str(path))
 
 
 def load_source(path: Path, options: LoadOptions | None = None, step_options: StepOptions | None = None) -> Source:
@@ -102,12 +89,13 @@ def load_source(path: Path, options: LoadOptions | None = None, step_options: St
     if manifest is not None and (path / ANALYSIS).is_file() and not _has_traces(path, options):
         # a run folder whose trace was not kept: its stored analysis still holds the figures
         analysis = read_analysis(path / ANALYSIS)
-        analysis.setdefault("manifest", manifest)
-        if "throughput" not in analysis and (tp := throughput(manifest)):
-            analysis["throughput"] = tp
+        if analysis.manifest is None:
+            analysis = analysis.with_(manifest=manifest)
+        if analysis.throughput is None and (tp := manifest_throughput(manifest)):
+            analysis = analysis.with_(throughput=tp)
         return Source(path, "run", analysis)
-    result = analyze_paths([path], options, step_options)
-    return Source(path, "run" if manifest is not None else "trace", plain(result))
+    analysis = analyze_paths([path], options, step_options)
+    return Source(path, "run" if manifest is not None else "trace", analysis)
 
 
 def _has_traces(folder: Path, options: LoadOptions | None) -> bool:
@@ -115,11 +103,6 @@ def _has_traces(folder: Path, options: LoadOptions | None) -> bool:
         return bool(discover([folder], options))
     except InputError:
         return False
-
-
-def manifest_of(analysis: dict) -> dict | None:
-    m = analysis.get("manifest")
-    return m if isinstance(m, dict) else None
 
 
 # ---------------------------------------------------------------- figures
@@ -132,47 +115,21 @@ class Measure:
     step: int | None = None  # the worst step, for per-step figures
 
 
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else 0.0
-
-
-def _num(row: dict, key: str) -> float:
-    value = row.get(key)
-    return 0.0 if value is None else float(value)
-
-
-def _device_ratio(row: dict, figure: str) -> float:
-    if figure == "comm_share":
-        return _ratio(_num(row, "comm_ns"), _num(row, "accumulated_ns"))
-    if figure == "exposed_comm_fraction":
-        return _ratio(_num(row, "exposed_comm_ns"), _num(row, "span_ns"))
-    if figure == "idle_fraction":
-        return _ratio(_num(row, "idle_ns"), _num(row, "span_ns"))
-    raise KeyError(figure)
-
-
-def _steps(analysis: dict) -> list[dict]:
-    return [s for s in analysis.get("steps") or [] if isinstance(s, dict) and "step" in s]
-
-
-def device_values(analysis: dict, figure: str) -> list[Measure]:
+def device_values(analysis: Analysis, figure: str) -> list[Measure]:
     """The figure on every device (exposed comm per step: the device's worst step)."""
-    devices = [d for d in analysis.get("devices") or [] if isinstance(d, dict)]
     if figure != "exposed_comm_ms":
-        return [Measure(_device_ratio(d, figure), d.get("device")) for d in devices]
-    steps = _steps(analysis)
-    if not steps:  # no steps: the whole window is the one step
-        return [Measure(_num(d, "exposed_comm_ns") / 1e6, d.get("device")) for d in devices]
+        return [Measure(d.value(figure), d.device) for d in analysis.devices]
+    if not analysis.steps:  # no steps: the whole window is the one step
+        return [Measure(d.exposed_comm_ns / 1e6, d.device) for d in analysis.devices]
     worst: dict[str, Measure] = {}
-    for s in steps:
-        m = Measure(_num(s, "exposed_comm_ns") / 1e6, s.get("device"), int(s["step"]))
-        key = str(s.get("device"))
-        if key not in worst or m.value > worst[key].value:
-            worst[key] = m
+    for s in analysis.steps:
+        m = Measure(s.exposed_comm_ns / 1e6, s.device, s.step)
+        if s.device not in worst or m.value > worst[s.device].value:
+            worst[s.device] = m
     return list(worst.values())
 
 
-def total_value(analysis: dict, figure: str) -> Measure:
+def total_value(analysis: Analysis, figure: str) -> Measure:
     """The figure of the whole job.
 
     Exposed comm per step is the mean over devices of each step's exposed time (the
@@ -181,20 +138,19 @@ def total_value(analysis: dict, figure: str) -> Measure:
     time, comparable with the per-device gate and across device counts.
     """
     if figure != "exposed_comm_ms":
-        return Measure(_device_ratio(analysis.get("total") or {}, figure))
-    steps = _steps(analysis)
-    if not steps:
-        devices = analysis.get("devices") or []
-        mean = sum(_num(d, "exposed_comm_ns") for d in devices) / len(devices) if devices else 0.0
+        return Measure(analysis.total.value(figure))
+    if not analysis.steps:
+        devices = analysis.devices
+        mean = sum(d.exposed_comm_ns for d in devices) / len(devices) if devices else 0.0
         return Measure(mean / 1e6)
     per_step: dict[int, list[float]] = {}
-    for s in steps:
-        per_step.setdefault(int(s["step"]), []).append(_num(s, "exposed_comm_ns"))
+    for s in analysis.steps:
+        per_step.setdefault(s.step, []).append(float(s.exposed_comm_ns))
     step, values = max(per_step.items(), key=lambda kv: (sum(kv[1]) / len(kv[1]), -kv[0]))
     return Measure(sum(values) / len(values) / 1e6, step=step)
 
 
-def measure(analysis: dict, figure: str, per_device: bool = False) -> Measure:
+def measure(analysis: Analysis, figure: str, per_device: bool = False) -> Measure:
     """The figure on the total (naming the worst device) or on the worst device."""
     if figure not in FIGURES:
         raise KeyError(figure)
@@ -204,28 +160,28 @@ def measure(analysis: dict, figure: str, per_device: bool = False) -> Measure:
         return worst or Measure(0.0)
     total = total_value(analysis, figure)
     if total.step is not None:  # name the device that exposed most in the step that decides
-        in_step = [s for s in _steps(analysis) if int(s["step"]) == total.step]
-        total.device = max(in_step, key=lambda s: _num(s, "exposed_comm_ns")).get("device")
+        in_step = [s for s in analysis.steps if s.step == total.step]
+        total.device = max(in_step, key=lambda s: s.exposed_comm_ns).device
     else:
         total.device = worst.device if worst else None
     return total
 
 
-def step_time_ns(analysis: dict) -> float:
+def step_time_ns(analysis: Analysis) -> float:
     """Median over steps of the slowest device's step span; without steps the longest device window."""
     per_step: dict[int, float] = {}
-    for s in _steps(analysis):
-        per_step[int(s["step"])] = max(per_step.get(int(s["step"]), 0.0), _num(s, "span_ns"))
+    for s in analysis.steps:
+        per_step[s.step] = max(per_step.get(s.step, 0.0), float(s.span_ns))
     if per_step:
         spans = sorted(per_step.values())
         mid = len(spans) // 2
         return spans[mid] if len(spans) % 2 else (spans[mid - 1] + spans[mid]) / 2
-    return max((_num(d, "span_ns") for d in analysis.get("devices") or []), default=0.0)
+    return float(max((d.span_ns for d in analysis.devices), default=0))
 
 
-def step_count(analysis: dict) -> int:
+def step_count(analysis: Analysis) -> int:
     """Distinct steps measured (1 when the trace has none: the window is one step)."""
-    return max(len({int(s["step"]) for s in _steps(analysis)}), 1)
+    return max(len({s.step for s in analysis.steps}), 1)
 
 
 # ---------------------------------------------------------------- configuration
@@ -369,7 +325,7 @@ def _gate(name: str, figure: str, m: Measure, limit: float, per_device: bool, ba
     return GateResult(name, figure, unit, m.value, limit, passed, m.device, m.step, base, message)
 
 
-def evaluate(analysis: dict, config: CheckConfig, baseline: dict | None = None) -> list[GateResult]:
+def evaluate(analysis: Analysis, config: CheckConfig, baseline: Analysis | None = None) -> list[GateResult]:
     """Every configured gate on ``analysis``: absolute limits first, then baseline comparisons.
 
     Against a baseline the same scope is compared (per-device mode: worst device
@@ -397,7 +353,7 @@ def verdict(results: list[GateResult], source: Source, config: CheckConfig) -> d
         "schema": CHECK_SCHEMA,
         "passed": all(r.passed for r in results),
         "path": str(source.path),
-        "inputs": source.analysis.get("inputs") or [str(source.path)],
+        "inputs": list(source.analysis.inputs) or [str(source.path)],
         "scope": "per-device" if config.per_device else "total",
         "baseline": str(config.baseline) if config.baseline else None,
         "tolerance": config.tolerance if config.baseline else None,

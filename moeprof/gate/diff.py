@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
-from .check import Source, manifest_of, measure, step_count, step_time_ns
+from ..core.analysis import Analysis, Collective, Opportunity
+from .check import Source, measure, step_count, step_time_ns
 
 DIFF_SCHEMA = "moeprof.diff/1"
 
@@ -53,11 +54,11 @@ def labels(n: int) -> list[str]:
 def run_info(label: str, source: Source) -> RunInfo:
     """Devices and topology: the manifest's record where there is one, else what the trace shows."""
     a = source.analysis
-    devices = [d for d in a.get("devices") or [] if isinstance(d, dict)]
+    devices = a.devices
     per_host: dict[str, int] = {}
     for d in devices:
-        per_host[str(d.get("host"))] = per_host.get(str(d.get("host")), 0) + 1
-    topo = (manifest_of(a) or {}).get("topology") or {}
+        per_host[d.host] = per_host.get(d.host, 0) + 1
+    topo = (a.manifest or {}).get("topology") or {}
     domain = topo.get("nvlink_domain")
     return RunInfo(
         label=label,
@@ -68,7 +69,7 @@ def run_info(label: str, source: Source) -> RunInfo:
         devices_per_host=topo.get("devices_per_host") or (max(per_host.values()) if per_host else 0),
         nvlink_domain=None if domain is None else str(domain),
         steps=step_count(a),
-        throughput=a.get("throughput") if isinstance(a.get("throughput"), dict) else None,
+        throughput=dict(a.throughput) if a.throughput else None,
     )
 
 
@@ -103,21 +104,21 @@ def _row(section: str, name: str, unit: str, values: list[float | None]) -> dict
     }
 
 
-def _kinds(items: list[dict]) -> list[str]:
+def _kinds(items: list[Collective] | list[Opportunity]) -> list[str]:
     seen: dict[str, None] = {}
     for item in items:
-        seen.setdefault(str(item.get("kind")), None)
+        seen.setdefault(item.kind, None)
     return list(seen)
 
 
-def _by_kind(rows: list[dict], kind: str, key: str) -> float:
-    return float(sum(r.get(key) or 0 for r in rows if str(r.get("kind")) == kind))
+def _by_kind(rows: tuple[Collective, ...] | tuple[Opportunity, ...], kind: str, key: str) -> float:
+    return float(sum(getattr(r, key) or 0 for r in rows if r.kind == kind))
 
 
-def _bytes_per_call(rows: list[dict], kind: str) -> float | None:
-    sized = [r for r in rows if str(r.get("kind")) == kind and r.get("bytes") is not None and r.get("count")]
-    calls = sum(int(r["count"]) for r in sized)
-    return float(sum(r["bytes"] for r in sized)) / calls if calls else None
+def _bytes_per_call(rows: tuple[Collective, ...], kind: str) -> float | None:
+    sized = [r for r in rows if r.kind == kind and r.bytes is not None and r.count]
+    calls = sum(r.count for r in sized)
+    return float(sum(r.bytes or 0 for r in sized)) / calls if calls else None
 
 
 def compare(sources: list[Source]) -> dict:
@@ -133,7 +134,7 @@ def compare(sources: list[Source]) -> dict:
         return [v / n / 1e6 for v, n in zip(values, norms)]
 
     def total(key: str) -> list[float]:
-        return [float((a.get("total") or {}).get(key) or 0) for a in analyses]
+        return [a.total.value(key) for a in analyses]
 
     rows = [_row("buckets", name, "ms", per_device_step(total(key))) for name, key in BUCKETS]
     rows += [
@@ -143,7 +144,7 @@ def compare(sources: list[Source]) -> dict:
         _row("comm", "exposed comm / span", "ratio", [measure(a, "exposed_comm_fraction").value for a in analyses]),
         _row("comm", "step time", "ms", [step_time_ns(a) / 1e6 for a in analyses]),
     ]
-    collectives = [[c for c in a.get("collectives") or [] if isinstance(c, dict)] for a in analyses]
+    collectives = [a.collectives for a in analyses]
     for kind in _kinds([c for cs in collectives for c in cs]):
         rows.append(
             _row(
@@ -164,7 +165,7 @@ def compare(sources: list[Source]) -> dict:
         rows.append(
             _row("collectives", f"{kind} bytes/call", "bytes", [_bytes_per_call(cs, kind) for cs in collectives])
         )
-    opportunities = [[o for o in a.get("opportunities") or [] if isinstance(o, dict)] for a in analyses]
+    opportunities = [a.opportunities for a in analyses]
     for kind in _kinds([o for os_ in opportunities for o in os_]):
         # a saving bound is already one (the worst) device's time: divide by steps only
         rows.append(
@@ -199,7 +200,7 @@ def compare(sources: list[Source]) -> dict:
     }
 
 
-def ablation(runs: list[RunInfo], analyses: list[dict]) -> dict:
+def ablation(runs: list[RunInfo], analyses: list[Analysis]) -> dict:
     """Per run in order: throughput, comm figures and the gain over the previous run and over the first.
 
     The gain is the ratio of tokens/s when every run reports it, else the inverse
@@ -223,10 +224,7 @@ def ablation(runs: list[RunInfo], analyses: list[dict]) -> dict:
                 "tflops_per_device": (r.throughput or {}).get("tflops_per_device"),
                 "step_ms": step_ms[i],
                 "comm_share": measure(a, "comm_share").value,
-                "exposed_comm_ms": float((a.get("total") or {}).get("exposed_comm_ns") or 0)
-                / max(r.devices, 1)
-                / r.steps
-                / 1e6,
+                "exposed_comm_ms": a.total.exposed_comm_ns / max(r.devices, 1) / r.steps / 1e6,
                 "gain_vs_previous": ratio(speed[i], speed[i - 1]) if i else None,
                 "gain_vs_first": ratio(speed[i], speed[0]) if i else None,
             }

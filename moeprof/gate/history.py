@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from ..core.analysis import Analysis
 from ..errors import InputError
-from ..pipeline import AnalysisResult
-from .check import FIGURES, GateResult, measure, plain, step_count, step_time_ns
+from .check import FIGURES, GateResult, measure, step_count, step_time_ns
 
 BUSY_TIMEOUT_S = 30.0
 RETRY_DEADLINE_S = 120.0
@@ -90,18 +90,17 @@ def git_commit(cwd: Path | None = None, timeout_s: float = 5.0) -> str | None:
     return commit if out.returncode == 0 and commit else None
 
 
-def key_figures(analysis: dict) -> dict[str, float]:
+def key_figures(analysis: Analysis) -> dict[str, float]:
     """The total's figures a trend needs: the gate figures, the step time, a few totals, throughput."""
-    total = analysis.get("total") or {}
+    total = analysis.total
     out: dict[str, float] = {name: measure(analysis, name).value for name in FIGURES}
     out["step_ms"] = step_time_ns(analysis) / 1e6
     out["steps"] = float(step_count(analysis))
-    out["devices"] = float(len(analysis.get("devices") or []))
+    out["devices"] = float(len(analysis.devices))
     for key in ("accumulated_ns", "compute_ns", "comm_ns", "comm_ib_ns", "exposed_comm_ns", "idle_ns", "span_ns"):
-        if total.get(key) is not None:
-            out[key] = float(total[key])
+        out[key] = total.value(key)
     for key in ("tokens_per_second", "tflops_per_device"):
-        value = (analysis.get("throughput") or {}).get(key)
+        value = (analysis.throughput or {}).get(key)
         if value is not None:
             out[key] = float(value)
     return out
@@ -204,17 +203,15 @@ def _insert(conn: sqlite3.Connection, r: RunRecord) -> int:
 def record_run(
     path: Path,
     command: str,
-    analysis: dict | AnalysisResult,
+    analysis: Analysis,
     gates: list[GateResult] | None = None,
     passed: bool | None = None,
     cwd: Path | None = None,
 ) -> int:
     """What ``--history`` does: the run's figures (and gate results) with time, commit and inputs."""
-    if not isinstance(analysis, dict):
-        analysis = plain(analysis)
     record = RunRecord(
         command=command,
-        inputs=[str(i) for i in analysis.get("inputs") or []],
+        inputs=list(analysis.inputs),
         figures=key_figures(analysis),
         gates=gates or [],
         passed=passed,

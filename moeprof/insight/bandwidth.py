@@ -10,7 +10,9 @@ send-recv and broadcast 1.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
+from ..core.analysis import Collective
 from ..errors import InputError
 
 # GB/s per GPU, one direction. NVLink 4 (H100/H200): 18 links x 25 GB/s = 450; NVLink 5
@@ -69,31 +71,32 @@ def verdict(utilization: float) -> str:
     return "bandwidth-bound"
 
 
-def annotate(collectives: list[dict], group_sizes: dict[tuple[str, str], int], peaks: dict[str, float]) -> None:
-    """Add algorithm/bus bandwidth (GB/s), the link peak and a verdict to each collective (in place)."""
+def annotate(
+    collectives: list[Collective], group_sizes: dict[tuple[str, str], int], peaks: dict[str, float]
+) -> list[Collective]:
+    """Each collective with algorithm/bus bandwidth (GB/s), the link peak and a verdict added."""
+    out = []
     for c in collectives:
-        n = group_sizes.get((c["name"], c["kind"]), 0)
-        c["group_size"] = n or None
-        per_call = c["total_ns"] / c["count"] if c["count"] else 0
-        if not c.get("bytes_per_call") or per_call <= 0:
-            c.update(
-                algo_bandwidth_gbps=None,
-                bus_bandwidth_gbps=None,
-                link_peak_gbps=None,
-                link_utilization=None,
-                bandwidth_verdict=None,
-            )
+        n = group_sizes.get((c.name, c.kind), 0)
+        per_call = c.total_ns / c.count if c.count else 0
+        if not c.bytes_per_call or per_call <= 0:
+            out.append(replace(c, group_size=n or None))
             continue
-        algbw = c["bytes_per_call"] / per_call  # bytes per ns = GB/s
-        busbw = algbw * bus_factor(c["kind"], n) if n else None
+        algbw = c.bytes_per_call / per_call  # bytes per ns = GB/s
+        busbw = algbw * bus_factor(c.kind, n) if n else None
         # a mixed point-to-point collective is bounded by its slowest (InfiniBand) share
-        link = "ib" if c["link"] in ("ib", "mixed") else c["link"]
+        link = "ib" if c.link in ("ib", "mixed") else c.link
         peak = peaks.get(link)
         util = busbw / peak if busbw is not None and peak else None
-        c.update(
-            algo_bandwidth_gbps=round(algbw, 3),
-            bus_bandwidth_gbps=None if busbw is None else round(busbw, 3),
-            link_peak_gbps=peak,
-            link_utilization=None if util is None else round(util, 4),
-            bandwidth_verdict=None if util is None else verdict(util),
+        out.append(
+            replace(
+                c,
+                group_size=n or None,
+                algo_bandwidth_gbps=round(algbw, 3),
+                bus_bandwidth_gbps=None if busbw is None else round(busbw, 3),
+                link_peak_gbps=peak,
+                link_utilization=None if util is None else round(util, 4),
+                bandwidth_verdict=None if util is None else verdict(util),
+            )
         )
+    return out

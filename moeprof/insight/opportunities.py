@@ -8,12 +8,12 @@ evidence to find it in a trace viewer and a concrete remedy.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
+from ..core.analysis import Collective, Opportunity
+from ..core.vocabulary import vocabulary
 from .remedies import SIGNAL_REMEDIES, remedy
 
 SMALL_GAP_NS = 20_000  # gaps shorter than this between kernels are launch overhead, not waiting
@@ -21,8 +21,6 @@ SMALL_COPY_BYTES = 64 * 1024  # a DtoH copy this small is a sync of counts/flags
 SMALL_COPY_NS = 10_000  # ... when its bytes are unknown
 SMALL_GEMM_NS = 15_000
 MANY_GEMMS_PER_STEP = 32
-GEMM = re.compile(r"(?i)gemm|nvjet|xmma|matmul|cublas|cutlass.*kernel|\bdot\b|_dot|ragged_dot")
-GROUPED_GEMM = re.compile(r"(?i)group|ragged|moe_?gemm|megablox|gmm")
 
 
 def device_signals(
@@ -99,8 +97,9 @@ def device_signals(
     if is_gpu:
         # match each distinct name once, then map over the rows
         codes, uniq = pd.factorize(frame["name"].to_numpy(dtype=object)[rows])
-        is_gemm = np.array([bool(GEMM.search(str(n))) for n in uniq], dtype=bool)[codes]
-        is_grouped = np.array([bool(GROUPED_GEMM.search(str(n))) for n in uniq], dtype=bool)[codes]
+        vocab = vocabulary()
+        is_gemm = np.array([bool(vocab.gemm.search(str(n))) for n in uniq], dtype=bool)[codes]
+        is_grouped = np.array([bool(vocab.grouped_gemm.search(str(n))) for n in uniq], dtype=bool)[codes]
         gemm_dur = (e - s)[is_gemm & ~is_grouped]
         per_step = gemm_dur.size / max(steps, 1)
         if per_step >= MANY_GEMMS_PER_STEP and np.median(gemm_dur) < SMALL_GEMM_NS and not is_grouped.any():
@@ -117,9 +116,9 @@ def device_signals(
     return out
 
 
-def signal_opportunities(signals: list[dict]) -> list[dict]:
+def signal_opportunities(signals: list[dict]) -> list[Opportunity]:
     """One opportunity per signal type: summed over devices, bounded by the worst device."""
-    out = []
+    out: list[Opportunity] = []
     frame = pd.DataFrame(signals)
     if frame.empty:
         return out
@@ -128,30 +127,33 @@ def signal_opportunities(signals: list[dict]) -> list[dict]:
         if int(worst["saving_ns"]) <= 0:
             continue
         out.append(
-            {
-                "title": SIGNAL_REMEDIES[kind][0],
-                "kind": str(kind),
-                "name": str(kind),
-                "link": None,
-                "exposed_ns": int(g["saving_ns"].sum()),
-                "saving_bound_ns": int(worst["saving_ns"]),
-                "bound_from": "exposed",
-                "evidence": {
+            Opportunity(
+                title=SIGNAL_REMEDIES[str(kind)][0],
+                kind=str(kind),
+                name=str(kind),
+                link=None,
+                exposed_ns=int(g["saving_ns"].sum()),
+                saving_bound_ns=int(worst["saving_ns"]),
+                bound_from="exposed",
+                evidence={
                     "count": int(g["count"].sum()),
                     "devices": int(g["device"].nunique()),
                     "total_ns": int(g["time_ns"].sum()),
                     "worst_device": str(worst["device"]),
                     "detail": str(worst["detail"]),
                 },
-                "remedy": SIGNAL_REMEDIES[kind][1],
-            }
+                remedy=SIGNAL_REMEDIES[str(kind)][1],
+            )
         )
     return out
 
 
-def comm_opportunities(comm: pd.DataFrame, collectives: list[dict], independent: pd.DataFrame) -> list[dict]:
+def comm_opportunities(
+    comm: pd.DataFrame, collectives: list[Collective], independent: pd.DataFrame
+) -> list[Opportunity]:
     """Spec §6: exposed comm grouped by (op, kind), ranked by what hiding it could save.
 
+    ``comm``: per (op ``key``, kind, device) sums (``pipeline.measure.COMM_AGG_COLUMNS``).
     ``exposed_ns`` sums over devices. Per device the bound is its exposed time,
     capped by the compute the HLO graph shows to be independent of the op
     (``independent``: device, key, independent_ns) where the HLO is known;
@@ -170,36 +172,36 @@ def comm_opportunities(comm: pd.DataFrame, collectives: list[dict], independent:
     per_device["bound_ns"] = np.where(
         known, np.minimum(per_device["exposed_ns"], per_device["independent_ns"].fillna(0)), per_device["exposed_ns"]
     )
-    by_op = {(c["name"], c["kind"]): c for c in collectives}
+    by_op = {(c.name, c.kind): c for c in collectives}
     xla = exposed.groupby(["key", "kind"], sort=False, observed=True)["xla"].any()
     out = []
     for (key, kind), g in per_device.groupby(["key", "kind"], sort=False, observed=True):
         c = by_op[(str(key), str(kind))]
         worst = g.loc[g["bound_ns"].idxmax()]
         from_hlo = bool(g["independent_ns"].notna().all())
-        evidence = {
-            "count": c["count"],
+        evidence: dict = {
+            "count": c.count,
             "devices": int(len(g)),
-            "total_ns": c["total_ns"],
+            "total_ns": c.total_ns,
             "worst_device": str(worst["device"]),
-            "exposed_share_of_its_time": round(c["exposed_ns"] / max(c["total_ns"], 1), 4),
+            "exposed_share_of_its_time": round(c.exposed_ns / max(c.total_ns, 1), 4),
         }
         if from_hlo:
             evidence["independent_compute_ns"] = int(worst["independent_ns"])
-        if c.get("bus_bandwidth_gbps") is not None:
-            evidence["bus_bandwidth_gbps"] = c["bus_bandwidth_gbps"]
+        if c.bus_bandwidth_gbps is not None:
+            evidence["bus_bandwidth_gbps"] = c.bus_bandwidth_gbps
         out.append(
-            {
-                "title": f"exposed {kind} {key}",
-                "kind": str(kind),
-                "name": str(key),
-                "link": c["link"],
-                "exposed_ns": c["exposed_ns"],
-                "saving_bound_ns": int(worst["bound_ns"]),
-                "bound_from": "hlo" if from_hlo else "exposed",
-                "evidence": evidence,
-                "remedy": remedy(str(kind), c["link"], bool(xla[(key, kind)]), c.get("bandwidth_verdict")),
-            }
+            Opportunity(
+                title=f"exposed {kind} {key}",
+                kind=str(kind),
+                name=str(key),
+                link=c.link,
+                exposed_ns=c.exposed_ns,
+                saving_bound_ns=int(worst["bound_ns"]),
+                bound_from="hlo" if from_hlo else "exposed",
+                evidence=evidence,
+                remedy=remedy(str(kind), c.link, bool(xla[(key, kind)]), c.bandwidth_verdict),
+            )
         )
     return out
 
@@ -208,7 +210,7 @@ EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
 DOMINANT_SHARE = 0.3
 
 
-def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[dict]) -> list[dict]:
+def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[Opportunity]) -> list[Opportunity]:
     """When the expert dispatch/combine exchange dominates communication, hiding it is rarely enough
     (the HLO leaves little compute independent of it); shrinking it is the lever."""
     if comm.empty:
@@ -222,32 +224,33 @@ def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[dict]) -> list[di
         return []
     worst = str(per_device.idxmax())
     ops = a2a.groupby(["key", "kind"], observed=True)["total_ns"].sum().sort_values(ascending=False)
-    hide_bound = sum(o["saving_bound_ns"] for o in hide if o["kind"] in EXPERT_KINDS and o["bound_from"] == "hlo")
-    ib = a2a["ib_fraction"].to_numpy(dtype=np.float64)
-    link = "ib" if np.nanmax(np.nan_to_num(ib, nan=0.0)) > 0 else ("nvlink" if not np.isnan(ib).all() else "unknown")
+    hide_bound = sum(o.saving_bound_ns for o in hide if o.kind in EXPERT_KINDS and o.bound_from == "hlo")
+    ib_max = a2a["ib_max"].to_numpy(dtype=np.float64)
+    link = "ib" if (ib_max > 0).any() else ("nvlink" if (ib_max >= 0).any() else "unknown")
+    share = float(a2a["total_ns"].sum()) / total
     return [
-        {
-            "title": "expert dispatch/combine exchange dominates communication",
-            "kind": "expert-exchange",
-            "name": ", ".join(str(k) for k, _ in ops.index[:6]),
-            "link": link,
-            "exposed_ns": int(a2a["exposed_ns"].sum()),
-            "saving_bound_ns": int(per_device.max()),
-            "bound_from": "exposed",
-            "evidence": {
-                "count": int(len(a2a)),
+        Opportunity(
+            title="expert dispatch/combine exchange dominates communication",
+            kind="expert-exchange",
+            name=", ".join(str(k) for k, _ in ops.index[:6]),
+            link=link,
+            exposed_ns=int(a2a["exposed_ns"].sum()),
+            saving_bound_ns=int(per_device.max()),
+            bound_from="exposed",
+            evidence={
+                "count": int(a2a["count"].sum()),
                 "devices": int(a2a["device"].nunique()),
                 "total_ns": int(a2a["total_ns"].sum()),
                 "worst_device": worst,
-                "share_of_comm": round(float(a2a["total_ns"].sum()) / total, 4),
+                "share_of_comm": round(share, 4),
                 "hide_bound_from_hlo_ns": int(hide_bound),
-                "detail": f"{float(a2a['total_ns'].sum()) / total:.0%} of communication time is expert all-to-all; "
+                "detail": f"{share:.0%} of communication time is expert all-to-all; "
                 f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute to hide it behind",
             },
-            "remedy": SIGNAL_REMEDIES["expert-exchange"][1],
-        }
+            remedy=SIGNAL_REMEDIES["expert-exchange"][1],
+        )
     ]
 
 
-def rank(opportunities: list[dict]) -> list[dict]:
-    return sorted(opportunities, key=lambda o: (-o["saving_bound_ns"], o["title"]))
+def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
+    return sorted(opportunities, key=lambda o: (-o.saving_bound_ns, o.title))

@@ -17,25 +17,14 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..core.events import concat, make_table, us_interval_to_ns
+from ..core.events import make_table, us_interval_to_ns
+from ..core.trace import Job, Trace, empty_markers, make_markers
+from ..core.vocabulary import vocabulary
 from ..errors import InputError
-from ..options import LoadOptions
+from .base import ReadContext
 
 _GPU_PROCESS = re.compile(r"/device:GPU:(\d+)")
 _STREAM_THREAD = re.compile(r"^Stream #")
-_COPY_NAME = re.compile(r"(?i)^memcpy\s*(h2d|htod|d2h|dtoh|d2d|dtod|p2p|ptop|h2h|htoh)")
-_COPY_KINDS = {
-    "h2d": "HtoD",
-    "htod": "HtoD",
-    "d2h": "DtoH",
-    "dtoh": "DtoH",
-    "d2d": "DtoD",
-    "dtod": "DtoD",
-    "p2p": "PtoP",
-    "ptop": "PtoP",
-    "h2h": "HtoH",
-    "htoh": "HtoH",
-}
 
 
 def read_json(path: Path) -> dict:
@@ -62,16 +51,17 @@ def read_json(path: Path) -> dict:
     return doc
 
 
-def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
+def read(path: Path, context: ReadContext) -> Trace:
+    """A Chrome trace-event file: Kineto when it says so (metadata keys, GPU activity events), else xprof."""
     doc = read_json(path)
-    from .kineto import is_kineto, parse_kineto
+    from .kineto import is_kineto, read_kineto
 
     if is_kineto(doc):
-        return parse_kineto(doc, path, host_index=host_index, options=options)
-    return parse_xprof_chrome(doc, path, host_index=host_index)
+        return read_kineto(doc, path, context)
+    return read_xprof_chrome(doc, path, context.placement.host_index)
 
 
-def parse_xprof_chrome(doc: dict, path: Path, *, host_index: int = 0) -> pd.DataFrame:
+def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
     """xprof's trace-viewer JSON: ``/device:GPU:N`` processes, ``Stream #N`` threads, µs floats."""
     events = doc["traceEvents"]
     gpu_pids: dict[object, int] = {}
@@ -99,14 +89,15 @@ def parse_xprof_chrome(doc: dict, path: Path, *, host_index: int = 0) -> pd.Data
     activity = [ev for ev in rows if (ev.get("pid"), ev.get("tid")) in stream_tids]
     steps = [ev for ev in rows if derived_tids.get((ev.get("pid"), ev.get("tid"))) in ("Steps", "XLA Modules")]
     if not activity:
-        return make_table({}, n=0)
+        return Trace(events=make_table({}, n=0), path=str(path), format="chrome")
     ts = np.array([float(ev.get("ts", 0.0)) for ev in activity])
     dur = np.array([float(ev.get("dur", 0.0)) for ev in activity])
     names = [str(ev.get("name", "")) for ev in activity]
     args = [ev.get("args") or {} for ev in activity]
     start_ns, end_ns = us_interval_to_ns(ts, dur)
     ordinals = np.array([gpu_pids[ev["pid"]] for ev in activity], dtype=np.int64)
-    copy = [_COPY_NAME.match(n) for n in names]
+    vocab = vocabulary()
+    copy = [vocab.copy_kind(n) for n in names]
     table = make_table(
         {
             "host": host,
@@ -118,10 +109,9 @@ def parse_xprof_chrome(doc: dict, path: Path, *, host_index: int = 0) -> pd.Data
             "start_ns": start_ns,
             "end_ns": end_ns,
             "activity": [
-                "memcpy" if c else ("memset" if n.lower().startswith("memset") else "kernel")
-                for c, n in zip(copy, names)
+                "memcpy" if c else ("memset" if vocab.memset_name.match(n) else "kernel") for c, n in zip(copy, names)
             ],
-            "copy_kind": [_COPY_KINDS[c.group(1).lower()] if c else "" for c in copy],
+            "copy_kind": copy,
             "hlo_module": [str(a.get("hlo_module", "")) for a in args],
             "hlo_op": [str(a.get("hlo_op", "")) for a in args],
             # written by moeprof annotate (and harmless elsewhere): the HLO opcode and the communicating
@@ -134,27 +124,35 @@ def parse_xprof_chrome(doc: dict, path: Path, *, host_index: int = 0) -> pd.Data
             "source": "chrome",
         }
     )
+    markers = empty_markers()
     if steps:
         s_ts = np.array([float(ev.get("ts", 0.0)) for ev in steps])
         s_dur = np.array([float(ev.get("dur", 0.0)) for ev in steps])
         s_start, s_end = us_interval_to_ns(s_ts, s_dur)
         kinds = ["step" if derived_tids[(ev["pid"], ev.get("tid"))] == "Steps" else "module" for ev in steps]
-        markers = make_table(
-            {
-                "host": host,
-                "device": [f"{host}/GPU:{gpu_pids[ev['pid']]}" for ev in steps],
-                "name": [str(ev.get("name", "")) for ev in steps],
-                "start_ns": s_start,
-                "end_ns": s_end,
-                "activity": kinds,
-                "program_id": [
-                    _trailing_int(str(ev.get("name", ""))) if k == "step" else -1 for ev, k in zip(steps, kinds)
-                ],
-                "source": "chrome",
-            }
+        markers = make_markers(
+            host=host,
+            device=[f"{host}/GPU:{gpu_pids[ev['pid']]}" for ev in steps],
+            kind=kinds,
+            name=[str(ev.get("name", "")) for ev in steps],
+            start_ns=s_start,
+            end_ns=s_end,
+            number=[_trailing_int(str(ev.get("name", ""))) if k == "step" else -1 for ev, k in zip(steps, kinds)],
         )
-        table = concat([table, markers])
-    return table
+    has_hlo = bool((table["hlo_module"].astype(str) != "").any())
+    return Trace(
+        events=table,
+        path=str(path),
+        format="chrome",
+        markers=markers,
+        framework="jax" if has_hlo or any(k == "module" for k in kinds_of(markers)) else "unknown",
+        job=Job(hosts=(host,)),
+        devices={f"{host}/GPU:{o}": host_index * gpus + o for o in sorted(set(gpu_pids.values()))},
+    )
+
+
+def kinds_of(markers: pd.DataFrame) -> list[str]:
+    return [str(k) for k in markers["kind"].unique()] if len(markers) else []
 
 
 def _trailing_int(text: str) -> int:

@@ -31,8 +31,11 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import empty_table, make_table, us_interval_to_ns
+from ..core.trace import Job, Trace, empty_markers, make_markers
+from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
+from .base import ReadContext
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver")
@@ -42,15 +45,6 @@ _WANTED = (*DEVICE_CATS, *LAUNCH_CATS, *CPU_CATS, FLOW_CAT)
 _MARKER_KEYS = ("deviceProperties", "distributedInfo", "schemaVersion")
 DEFAULT_GPUS_PER_NODE = 8
 
-_COPY_KIND = re.compile(r"(?i)^memcpy\s*(HtoD|DtoH|DtoD|PtoP|HtoH)")
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-# CPU-side ranges that name a collective or an EP exchange. aten:: ops are excluded
-# because e.g. aten::broadcast_tensors is local math.
-_COMM_RANGE = re.compile(
-    r"(?i)^(nccl|rccl|gloo|ucc|mpi)[:_]|^_?c10d(_functional)?::|^symm_mem::|all_?(to|2)_?all|all_?reduce"
-    r"|all_?gather|reduce_?scatter|broadcast|\bi?(send|recv)\b|^(ep_?)?(dispatch|combine)(\(\w*\))?$"
-)
-_NOT_COMM_RANGE = re.compile(r"^aten::|^record_param_comms$|^ProfilerStep#")
 _RECORD_PARAM_COMMS = "record_param_comms"
 # rank in a file name: an explicit word first, else the only number in the stem
 # (Kineto's default "<host>_<pid>.<time>" has two numbers and is not a rank)
@@ -104,15 +98,17 @@ def is_kineto(doc: object) -> bool:
 us_pair_to_ns = us_interval_to_ns
 
 
-def parse_kineto(doc: dict, path: Path, *, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
-    """Read one decoded Kineto trace into the event table (raw columns) plus ``step`` marker rows.
+def read_kineto(doc: dict, path: Path, context: ReadContext | None = None) -> Trace:
+    """Read one decoded Kineto trace: device activity (raw columns), step markers, rank and process groups.
 
     Timestamps: ``start_ns = rint(ts*1e3)`` and ``end_ns = rint(ts*1e3 + dur*1e3)``
     (nearest ns, computed exactly even for epoch-sized ``ts``; see ``us_pair_to_ns``).
     A negative ``dur`` is clipped to 0. A trace without GPU activity gives an empty
     table (the caller decides whether that is an error).
     """
-    options = options or LoadOptions()
+    context = context or ReadContext()
+    options = context.options
+    host_index = context.placement.host_index
     if not isinstance(doc, dict):
         raise InputError(path, "not a Kineto trace: the JSON top level is not an object")
     events = doc.get("traceEvents")
@@ -130,7 +126,7 @@ def parse_kineto(doc: dict, path: Path, *, host_index: int = 0, options: LoadOpt
 
     device_events = [e for c in DEVICE_CATS for e in by_cat[c] if e.get("ph") == "X"]
     if not device_events:
-        return empty_table()
+        return Trace(events=empty_table(), path=str(path), format="kineto", framework="pytorch")
 
     rank = _rank(doc, path, host_index)
     host = f"rank{rank}"
@@ -160,11 +156,13 @@ def parse_kineto(doc: dict, path: Path, *, host_index: int = 0, options: LoadOpt
     names = np.array([str(e.get("name", "")) for e in cpu_events], dtype=object)
     codes, uniques = pd.factorize(names)
     unique_names = np.asarray(uniques, dtype=object)
-    comm_like = np.array(
-        [bool(_COMM_RANGE.search(u)) and not _NOT_COMM_RANGE.search(u) for u in unique_names], dtype=bool
-    )
+    vocab = vocabulary()
+    comm_like = np.array([vocab.is_comm_range(u) for u in unique_names], dtype=bool)
     is_rpc = unique_names == _RECORD_PARAM_COMMS
-    step_no = np.array([int(m.group(1)) if (m := _STEP.match(u)) else -1 for u in unique_names], dtype=np.int64)
+    step_no = np.array(
+        [int(m.group(1)) if (m := vocab.profiler_step.match(u)) else -1 for u in unique_names], dtype=np.int64
+    )
+    training = any(vocab.training_range.search(u) for u in unique_names)
     if options.step_marker:
         # ranges the user names as steps (--step-marker): numbered by their trailing digits, else in order
         try:
@@ -235,10 +233,17 @@ def parse_kineto(doc: dict, path: Path, *, host_index: int = 0, options: LoadOpt
         }
     )
     table = table.sort_values("start_ns", kind="stable", ignore_index=True)
-    steps = _step_markers(ranges, step_no[kept_codes], host, rank, gpus)
-    if len(steps):
-        table = pd.concat([table, steps], ignore_index=True)
-    return table
+    return Trace(
+        events=table,
+        path=str(path),
+        format="kineto",
+        markers=_step_markers(ranges, step_no[kept_codes], host),
+        framework="pytorch",
+        workload="training" if training else "inference",
+        process_groups={name: tuple(ranks) for name, ranks in pg_ranks.items()},
+        job=Job(rank=rank, world_size=world, gpus_per_node=gpus),
+        devices={str(d): rank for d in pd.unique(dev["device"])},
+    )
 
 
 # ---- decoding -------------------------------------------------------------------------------
@@ -384,7 +389,8 @@ def _device_columns(events: list[dict], path: Path, host: str) -> dict[str, np.n
     stream_label = _label(stream, lambda s: f"stream {s}")
 
     codes, uniques = pd.factorize(names)
-    kinds = np.array([(m.group(1) if (m := _COPY_KIND.match(u)) else "") for u in uniques], dtype=object)
+    vocab = vocabulary()
+    kinds = np.array([vocab.copy_kind(u) for u in uniques], dtype=object)
     copy_kind = np.where(activity == "memcpy", kinds[codes] if len(uniques) else "", "").astype(object)
 
     nbytes = np.full(len(events), np.nan)
@@ -526,10 +532,10 @@ def _innermost(
 _BY_ORDER = -2  # a step range without a number: numbered by its order among ranges of its name
 
 
-def _step_markers(ranges: dict, step_no: np.ndarray, host: str, rank: int, gpus: int) -> pd.DataFrame:
+def _step_markers(ranges: dict, step_no: np.ndarray, host: str) -> pd.DataFrame:
     rows = np.flatnonzero((step_no >= 0) | (step_no == _BY_ORDER))
     if not rows.size:
-        return empty_table()
+        return empty_markers()
     frame = pd.DataFrame(
         {
             "name": ranges["name"][rows],
@@ -543,17 +549,12 @@ def _step_markers(ranges: dict, step_no: np.ndarray, host: str, rank: int, gpus:
     by_order = frame["step"].to_numpy() == _BY_ORDER
     if by_order.any():
         frame.loc[by_order, "step"] = frame[by_order].groupby("name").cumcount().to_numpy()
-    return make_table(
-        {
-            "host": host,
-            "device": "",
-            "global_id": np.full(len(frame), rank, dtype=np.int64),
-            "gpus_per_domain": gpus,
-            "name": frame["name"].to_numpy(dtype=object),
-            "start_ns": frame["start"].to_numpy(dtype=np.int64),
-            "end_ns": frame["end"].to_numpy(dtype=np.int64),
-            "activity": "step",
-            "program_id": frame["step"].to_numpy(dtype=np.int64),
-            "source": "kineto",
-        }
+    return make_markers(
+        host=host,
+        device="",
+        kind="step",
+        name=frame["name"].to_numpy(dtype=object),
+        start_ns=frame["start"].to_numpy(dtype=np.int64),
+        end_ns=frame["end"].to_numpy(dtype=np.int64),
+        number=frame["step"].to_numpy(dtype=np.int64),
     )

@@ -44,9 +44,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.events import concat, make_table
+from ..core.events import make_table
+from ..core.trace import Job, Trace, empty_markers, make_markers
+from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
+from .base import ReadContext, sniff
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -99,21 +102,12 @@ _NCCL_COLLECTIVES = {
     "gather": "gather",
     "scatter": "scatter",
 }
-# CPU-side ranges that name communication (aten:: ops excluded: aten::broadcast_tensors is local math)
-COMM_ANNOTATION = re.compile(
-    r"(?i)^(nccl|rccl|gloo|ucc|mpi|xccl)[:_]|^_?c10d(_functional)?::|^symm_mem::|all_?(to|2)_?all|all_?reduce"
-    r"|all_?gather|reduce_?scatter|broadcast|\bi?(send|recv)\b|^(ep_?)?(dispatch|combine)(\(\w*\))?$"
-)
-_NOT_ANNOTATION = re.compile(r"^aten::|^record_param_comms$")
 _P2P_ANNOTATION = re.compile(r"(?i)send|recv|p2p")
 _ALL_TO_ALL = re.compile(r"(?i)all_?(to|2)_?all")
 # XLA's thunk and module annotations; nsys may show them as "TSL:Thunk:#...#" (domain prefix)
 _THUNK = re.compile(r"(?:^|:)Thunk:#([^#]*)#")
 _XLA_MODULE = re.compile(r"(?:^|:)XlaModule:#([^#]*)#")
 _KV = re.compile(r"(\w+)=([^,#]*)")
-# step ranges: ProfilerStep#N, "step 12", "step_12", "train_step", "TrainStep 3"; the number is the
-# trailing digits (ranges without digits are numbered in order of start)
-STEP_RANGE = re.compile(r"(?i)^(?:ProfilerStep#\d+|(?:train[ _]?)?step(?:[ _#:]*\d+)?)$")
 _TRAILING_DIGITS = re.compile(r"(\d+)\s*$")
 # SQL pre-filter for NVTX rows (LIKE is ASCII case-insensitive): a superset of the families above,
 # so that the aten:: ranges of emit_nvtx (often millions) stay in the file. No "_" (a LIKE wildcard).
@@ -500,15 +494,16 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
 # ---- entry points ---------------------------------------------------------------------------------
 
 
-def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
+def read(path: Path, context: ReadContext | None = None) -> Trace:
     """Read one Nsight Systems export (``.sqlite``, parquet folder) or report (``.nsys-rep``)."""
-    from . import sniff  # the package's one format sniffer (imported here: the package imports this module)
-
+    context = context or ReadContext()
+    options = context.options
+    host_index = context.placement.host_index
     marker = _step_marker(options)
 
     path = Path(path)
     if path.is_dir():
-        return parse_parquet_dir(path, host_index=host_index, options=options)
+        return read_parquet_dir(path, context)
     fmt = sniff(path)
     if fmt == "sqlite":
         return _parse_sqlite(path, path, _stem(path), host_index, marker)
@@ -517,8 +512,9 @@ def parse(path: Path, *, host_index: int = 0, options: LoadOptions | None = None
     raise InputError(path, "not an Nsight Systems SQLite export or .nsys-rep report")
 
 
-def parse_parquet_dir(folder: Path, *, host_index: int = 0, options: LoadOptions | None = None) -> pd.DataFrame:
+def read_parquet_dir(folder: Path, context: ReadContext | None = None) -> Trace:
     """Read a parquet folder written by ``nsys export --type parquetdir``."""
+    context = context or ReadContext()
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(folder, "not a folder of parquet tables")
@@ -529,7 +525,10 @@ def parse_parquet_dir(folder: Path, *, host_index: int = 0, options: LoadOptions
         frames = _parquet_frames(tables)
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(folder, f"cannot read the parquet tables: {_one_line(exc)}") from None
-    return _build(frames, frames.hostname or _stem(folder), host_index, _step_marker(options))
+    trace = _build(
+        frames, frames.hostname or _stem(folder), context.placement.host_index, folder, _step_marker(context.options)
+    )
+    return trace.replace(format="nsys-parquet")
 
 
 def _stem(path: Path) -> str:
@@ -555,7 +554,7 @@ def _step_marker(options: LoadOptions | None) -> re.Pattern[str] | None:
         raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
 
 
-def _parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | None = None) -> pd.DataFrame:
+def _parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | None = None) -> Trace:
     nsys = shutil.which("nsys")
     stem = _stem(path)
     if nsys is None:
@@ -581,7 +580,7 @@ def _parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | No
 
 def _parse_sqlite(
     db: Path, shown: Path, stem: str, host_index: int, step_marker: re.Pattern[str] | None = None
-) -> pd.DataFrame:
+) -> Trace:
     try:
         # read-only URI: no journal or lock file is ever created beside the user's export
         conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
@@ -606,7 +605,7 @@ def _parse_sqlite(
         raise InputError(shown, f"not a readable Nsight Systems SQLite export: {_one_line(exc)}") from None
     finally:
         conn.close()
-    return _build(frames, frames.hostname or stem, host_index, step_marker)
+    return _build(frames, frames.hostname or stem, host_index, shown, step_marker)
 
 
 # ---- building the event table -------------------------------------------------------------------
@@ -723,7 +722,9 @@ def _activities(frames: _Frames) -> pd.DataFrame:
     return act.sort_values(["start", "end"], kind="stable", ignore_index=True)
 
 
-def _build(frames: _Frames, host: str, host_index: int, step_marker: re.Pattern[str] | None = None) -> pd.DataFrame:
+def _build(
+    frames: _Frames, host: str, host_index: int, path: Path, step_marker: re.Pattern[str] | None = None
+) -> Trace:
     act = _activities(frames)
     n = len(act)
     dev_ids = _ints(act["deviceId"], n)
@@ -829,13 +830,29 @@ def _build(frames: _Frames, host: str, host_index: int, step_marker: re.Pattern[
         },
         n=n,
     )
-    steps = _step_markers(nv, host)
-    if len(steps):
-        events = concat([events, steps])
-    if frames.gpu_names:
-        # the GPU model of each device, for reports; not a column (other formats lack it)
-        events.attrs["gpu_names"] = {f"{host}/GPU:{g}": frames.gpu_names[g] for g in gpus if g in frames.gpu_names}
-    return events
+    clean = nv["clean"].astype(str) if len(nv) else pd.Series([], dtype=object)
+    if clean.str.contains(r"XlaModule:#|Thunk:#", regex=True).any():
+        framework = "jax"
+    elif clean.str.contains(r"^aten::|ProfilerStep#|^nccl:|c10d", regex=True).any():
+        framework = "pytorch"
+    else:
+        framework = "unknown"
+    training = bool(clean.str.contains(vocab_training_pattern(), regex=True).any())
+    return Trace(
+        events=events,
+        path=str(path),
+        format="nsys",
+        markers=_step_markers(nv, host),
+        framework=framework,
+        workload="training" if training else "unknown",
+        job=Job(hosts=(host,) if frames.hostname else ()),
+        devices={str(dev_names[i]): int(host_index * n_gpus + i) for i in range(n_gpus)},
+        device_models={f"{host}/GPU:{g}": frames.gpu_names[g] for g in gpus if g in frames.gpu_names},
+    )
+
+
+def vocab_training_pattern() -> str:
+    return vocabulary().training_range.pattern
 
 
 def _stream_names(ids: np.ndarray) -> np.ndarray:
@@ -912,11 +929,12 @@ def _nvtx_ranges(frames: _Frames, step_marker: re.Pattern[str] | None = None) ->
     codes, uniques = pd.factorize(nv["text"].astype(str).to_numpy(dtype=object))
     clean = np.array([_TORCH_SUFFIX.sub("", u).strip() for u in uniques], dtype=object)
     nccl = np.array([bool(NCCL_CALL.match(c)) for c in clean], dtype=bool)
-    annot = np.array([bool(COMM_ANNOTATION.search(c)) and not _NOT_ANNOTATION.search(c) for c in clean], dtype=bool)
+    vocab = vocabulary()
+    annot = np.array([vocab.is_comm_range(c) for c in clean], dtype=bool)
     thunk = np.array([(m.group(1) if (m := _THUNK.search(c)) else "") for c in clean], dtype=object)
     module = np.array([(m.group(1) if (m := _XLA_MODULE.search(c)) else "") for c in clean], dtype=object)
     step = np.array(
-        [bool(STEP_RANGE.match(c)) or bool(step_marker and step_marker.search(c)) for c in clean], dtype=bool
+        [bool(vocab.step_range.match(c)) or bool(step_marker and step_marker.search(c)) for c in clean], dtype=bool
     )
     nv["clean"] = clean[codes]
     domain_names = np.array(
@@ -1306,25 +1324,21 @@ def _groups(
 
 
 def _step_markers(nv: pd.DataFrame, host: str) -> pd.DataFrame:
-    """``step`` marker rows (device "") for NVTX ranges named like steps (STEP_RANGE)."""
+    """``step`` markers (device "": every device of the host) for NVTX ranges named like steps."""
     if not len(nv) or not nv["is_step"].any():
-        return pd.DataFrame()
+        return empty_markers()
     s = nv.loc[nv["is_step"], ["clean", "start", "end"]].sort_values("start", kind="stable")
     digits = s["clean"].str.extract(_TRAILING_DIGITS, expand=False)
     number = pd.to_numeric(digits, errors="coerce")
     # ranges without a number (train_step) are numbered by their order, per name
     ordinal = s.groupby("clean").cumcount()
     steps = number.fillna(ordinal).to_numpy(dtype=np.int64)
-    return make_table(
-        {
-            "host": host,
-            "device": "",
-            "name": s["clean"].to_numpy(dtype=object),
-            "start_ns": s["start"].to_numpy(dtype=np.int64),
-            "end_ns": s["end"].to_numpy(dtype=np.int64),
-            "activity": "step",
-            "program_id": steps,
-            "source": "nsys",
-        },
-        n=len(s),
+    return make_markers(
+        host=host,
+        device="",
+        kind="step",
+        name=s["clean"].to_numpy(dtype=object),
+        start_ns=s["start"].to_numpy(dtype=np.int64),
+        end_ns=s["end"].to_numpy(dtype=np.int64),
+        number=steps,
     )

@@ -21,31 +21,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.events import concat, make_table, set_strings
+from ..core.events import make_table, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
+from ..core.trace import Job, Trace, make_markers
+from ..core.vocabulary import vocabulary
 from ..errors import InputError
-from ..options import LoadOptions
-from . import Placement
+from .base import Placement, ReadContext
 from .xspace_proto import WireError, length_delimited, messages, peek
 
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 _STREAM_LINE = re.compile(r"^Stream #")
 _MODULE_KEY = re.compile(r"^(.*)\((\d+)\)$")
-_COPY_KINDS = {
-    "h2d": "HtoD",
-    "htod": "HtoD",
-    "d2h": "DtoH",
-    "dtoh": "DtoH",
-    "d2d": "DtoD",
-    "dtod": "DtoD",
-    "p2p": "PtoP",
-    "ptop": "PtoP",
-    "peer": "PtoP",
-    "h2h": "HtoH",
-    "htoh": "HtoH",
-}
-_COPY_NAME = re.compile(r"(?i)^memcpy\s*(h2d|htod|d2h|dtoh|d2d|dtod|p2p|ptop|peer|h2h|htoh)")
-_MEMSET_NAME = re.compile(r"(?i)^memset")
 HLO_STAT_NAMES = ("Hlo Proto", "hlo_proto")
 
 
@@ -90,11 +76,6 @@ def _read_hlo_plane(plane_bytes: bytes) -> dict[tuple[str, int], HloModule]:
     return modules
 
 
-# names whose events may be communication or copies: their XLA stats are read on every event
-_COMM_CAPABLE = re.compile(
-    r"(?i)nccl|rccl|nvshmem|all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|send|recv|broadcast|permute"
-    r"|collective|deep_?ep|::ep::|barrier|multimem|one_shot|two_shot|cross_device|p2p|peer"
-)
 # copies and memsets matter per event only when XLA attributes them to an op (a collective done by copies)
 _COPY_OR_SET = re.compile(r"(?i)^mem(cpy|set)")
 
@@ -127,6 +108,7 @@ class _StatReader:
         self.hlo = hlo
         self.read_all = read_all
         self.every_event: dict[str, bool] = {}
+        self.comm_capable = vocabulary().comm_capable
 
     def _collective_op(self, module: str, program_id: int, op: str) -> bool:
         m = self.hlo.get((module, program_id)) or self.hlo.get((module, -1))
@@ -160,22 +142,11 @@ class _StatReader:
             if decided is None:
                 every_event[name] = (
                     self.read_all
-                    or bool(_COMM_CAPABLE.search(name))
+                    or bool(self.comm_capable.search(name))
                     or (bool(op) and bool(_COPY_OR_SET.match(name)))
                     or self._collective_op(mod, pid, op)
                 )
         return names, starts, durs, stats_rows
-
-
-def _activity_of(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Activity and copy kind of each distinct name (memcpy/memset lines name their copies)."""
-    activity = np.empty(len(names), dtype=object)
-    copy_kind = np.empty(len(names), dtype=object)
-    for i, name in enumerate(names):
-        m = _COPY_NAME.match(name)
-        activity[i] = "memcpy" if m else ("memset" if _MEMSET_NAME.match(name) else "kernel")
-        copy_kind[i] = _COPY_KINDS[m.group(1).lower()] if m else ""
-    return activity, copy_kind
 
 
 def _repeat_categorical(values: list[str], counts: np.ndarray) -> pd.Categorical:
@@ -209,7 +180,7 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
     if rows:
         program_ids[idx] = [r[3] for r in rows]
     if activity is None:
-        act, copy = _activity_of(np.asarray(name_uniques, dtype=object))
+        act, copy = vocabulary().activity_of(np.asarray(name_uniques, dtype=object))
         act, copy = act[name_codes], copy[name_codes]
     else:
         act, copy = activity, ""
@@ -237,14 +208,15 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
     return table
 
 
-def parse(
-    path: Path, *, host_index: int = 0, options: LoadOptions | None = None, placement: Placement | None = None
-) -> pd.DataFrame:
-    """Read one ``.xplane.pb`` into the event table (raw columns), plus step/module marker rows.
+def read(path: Path, context: ReadContext) -> Trace:
+    """Read one ``.xplane.pb``: device activity (raw columns), step/module markers and the HLO.
 
-    ``host_index`` is this host's position among the job's hosts: GPU ``N`` of
-    host ``h`` gets global id ``h * gpus + N`` (the ids HLO replica groups use).
+    The placement's ``host_index`` is this host's position among the job's hosts:
+    GPU ``N`` of host ``h`` gets global id ``h * gpus + N`` (the ids HLO replica groups use).
     """
+    options = context.options
+    placement: Placement = context.placement
+    host_index = placement.host_index
     # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax (~0.5 s)
     try:
         from jaxlib._profile_data import ProfileData
@@ -260,11 +232,8 @@ def parse(
         raise InputError(
             path, f"not a valid XPlane file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
-    host = header.hostnames[0] if header.hostnames else path.name.split(".")[0]
-    first = 0
-    if placement is not None:
-        host = placement.host or host
-        first = placement.first_ordinal
+    host = placement.host or (header.hostnames[0] if header.hostnames else path.name.split(".")[0])
+    first = placement.first_ordinal
 
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step
     gpu_planes = []
@@ -275,14 +244,16 @@ def parse(
             gpu_planes.append((int(m.group(1)), plane))
         elif plane.name.startswith("/host:CPU"):
             host_planes.append(plane)
-    gpus = (placement.devices_per_host if placement and placement.devices_per_host else None) or len(gpu_planes)
-    reader = _StatReader(header.hlo, read_all=bool(options and options.all_kernel_stats))
+    gpus = placement.devices_per_host or len(gpu_planes)
+    reader = _StatReader(header.hlo, read_all=options.all_kernel_stats)
+    line_names: set[str] = set()
     chunks: list[_Chunk] = []
     for ordinal, plane in gpu_planes:
         device = f"{host}/GPU:{first + ordinal}"
         gid = host_index * gpus + first + ordinal
         for line in plane.lines:
             lname = line.name
+            line_names.add(lname)
             if _STREAM_LINE.match(lname):
                 chunks.append(_Chunk(device, gid, lname, *reader.walk(line)))
             elif lname == "Steps":
@@ -296,7 +267,7 @@ def parse(
     # which names are which is decided on each name's first event, so other host events cost no stats
     host_names: dict[str, bool] = {}
     user_step = None
-    if options is not None and options.step_marker:
+    if options.step_marker:
         try:
             user_step = re.compile(options.step_marker)
         except re.error as exc:
@@ -349,32 +320,36 @@ def parse(
             events["global_id"] = events["global_id"] + host_index * n_local
         events["gpus_per_domain"] = n_local
     attach_hlo(events, header.hlo)
-    _HLO_BY_PATH[str(path)] = header.hlo
-    if markers:
-        m = pd.DataFrame(markers, columns=["device", "activity", "name", "start_ns", "end_ns", "step"])
-        marker_rows = make_table(
-            {
-                "host": host,
-                "device": m["device"].to_numpy(dtype=object),
-                "name": m["name"].to_numpy(dtype=object),
-                "start_ns": np.rint(m["start_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
-                "end_ns": np.rint(m["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
-                "activity": m["activity"].to_numpy(dtype=object),
-                "program_id": m["step"].to_numpy(dtype=np.int64),
-                "source": "xplane",
-            }
-        )
-        events = concat([events, marker_rows])
-    return events
-
-
-# the HLO of the files parsed in this process, for the analysis that follows (map step)
-_HLO_BY_PATH: dict[str, dict[tuple[str, int], HloModule]] = {}
-
-
-def take_hlo(path: Path) -> dict[tuple[str, int], HloModule]:
-    """The HLO modules of an XPlane parsed in this process (forgotten once taken), or {}."""
-    return _HLO_BY_PATH.pop(str(path), {})
+    m = pd.DataFrame(markers, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
+    marker_table = make_markers(
+        host=host,
+        device=m["device"].to_numpy(dtype=object),
+        kind=m["kind"].to_numpy(dtype=object),
+        name=m["name"].to_numpy(dtype=object),
+        start_ns=np.rint(m["start_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
+        end_ns=np.rint(m["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
+        number=m["number"].to_numpy(dtype=np.int64),
+    )
+    if "TensorFlow Ops" in line_names:
+        framework = "tensorflow"
+    elif header.hlo or "XLA Modules" in line_names or not gpu_planes:
+        framework = "jax"
+    else:
+        framework = "unknown"
+    devices = {f"{host}/GPU:{first + o}": host_index * gpus + first + o for o, _ in gpu_planes}
+    if not gpu_planes and len(events):
+        pairs = events[["device", "global_id"]].drop_duplicates()
+        devices = dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
+    return Trace(
+        events=events,
+        path=str(path),
+        format="xplane",
+        markers=marker_table,
+        framework=framework,
+        hlo=header.hlo,
+        job=Job(hosts=tuple(header.hostnames)),
+        devices=devices,
+    )
 
 
 def _by_first(rows: list[tuple]) -> dict:

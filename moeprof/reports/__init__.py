@@ -1,1 +1,1 @@
-"""Renderers: each reads an AnalysisResult and nothing else."""
+"""Renderers: each reads an Analysis (and, for the timeline, its timeline view) and only renders."""

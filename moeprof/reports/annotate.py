@@ -26,56 +26,13 @@ import pandas as pd
 
 from .. import __version__
 from ..core import intervals as iv
-from ..core.metrics import device_activity
-from ..core.steps import find_steps
-from ..pipeline import AnalysisResult
+from ..core.analysis import Analysis
+from ..core.events import concat
+from ..core.timeline import CATEGORIES, EXPOSED, category_codes
+from ..core.trace import Trace
 
-# the categories every view of moeprof colours by (bucket, comm split by fabric), then the exposed band
-CATEGORIES = ("compute", "comm NVLink", "comm IB", "comm ?link", "memcpy", "other")
-EXPOSED = "exposed comm"
-EXPOSED_CODE = len(CATEGORIES)
 DERIVED_TID = 100_000  # derived threads sort after any stream
 STEPS_TID = DERIVED_TID - 1
-
-
-def category_codes(bucket: np.ndarray, ib_fraction: np.ndarray) -> np.ndarray:
-    """One code per activity (index in CATEGORIES).
-
-    A comm activity with any share over InfiniBand is drawn as IB: the cross-domain
-    part bounds its duration. The per-device bars split time by ``ib_fraction`` instead.
-    """
-    bucket = np.asarray(bucket, dtype=object)
-    ib = np.asarray(ib_fraction, dtype=np.float64)
-    codes = np.full(bucket.size, 5, dtype=np.uint8)
-    codes[bucket == "compute"] = 0
-    codes[bucket == "memcpy"] = 4
-    comm = bucket == "comm"
-    codes[comm & (ib == 0)] = 1
-    codes[comm & (ib > 0)] = 2
-    codes[comm & np.isnan(ib)] = 3
-    return codes
-
-
-def subtract(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted segments A minus disjoint sorted segments B."""
-    if a_s.size == 0 or b_s.size == 0:
-        return a_s.copy(), a_e.copy()
-    points = np.unique(np.concatenate([a_s, a_e, b_s, b_e]))
-    left, right = points[:-1], points[1:]
-
-    def inside(seg_s: np.ndarray, seg_e: np.ndarray) -> np.ndarray:
-        j = np.searchsorted(seg_s, left, side="right") - 1
-        return (j >= 0) & (left < seg_e[np.maximum(j, 0)])
-
-    keep = inside(a_s, a_e) & ~inside(b_s, b_e)
-    return iv.union(left[keep], right[keep])
-
-
-def exposed_segments(start: np.ndarray, end: np.ndarray, bucket: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where one device only communicates: union(comm) minus union(compute) (spec §4)."""
-    bucket = np.asarray(bucket, dtype=object)
-    comm, compute = bucket == "comm", bucket == "compute"
-    return subtract(*iv.union(start[comm], end[comm]), *iv.union(start[compute], end[compute]))
 
 
 def natural_key(text: str) -> list:
@@ -172,17 +129,21 @@ def _write_events(fh: IO[bytes], events: list[dict], first: bool) -> bool:
     return first
 
 
-def write_annotated(events: pd.DataFrame, result: AnalysisResult, out: Path, step_marker: str | None = None) -> dict:
-    """Write the annotated trace (gzipped when ``out`` ends in ``.gz``); returns counts for the CLI."""
-    activity = device_activity(events)
+def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
+    """Write the annotated trace (gzipped when ``out`` ends in ``.gz``); returns counts for the CLI.
+
+    Activities come from the traces as read; exposed communication and steps from the
+    analysis' timeline view, so the file shows exactly what the figures measured.
+    """
+    activity = concat([t.events for t in traces])
     devices = device_order(activity)
-    steps = find_steps(events, step_marker)
+    views = {v.device: v for v in result.timeline}
     starts = [activity["start_ns"].to_numpy(dtype=np.int64)]
-    if not steps.empty:
-        starts.append(steps["start_ns"].to_numpy(dtype=np.int64))
+    starts += [v.steps["start_ns"].to_numpy(dtype=np.int64) for v in views.values() if len(v.steps)]
     low = int(min(s.min() for s in starts if s.size)) if len(activity) else 0
     base = (low // 1000) * 1000  # whole µs, so offsets stay small floats that round back to the same ns
-    step_figs = {(s["device"], int(s["step"])): s for s in result.steps}
+    step_figs = {(s.device, s.step): s for s in result.steps}
+    by_device = activity.groupby("device", observed=True).indices
     counts = {"devices": len(devices), "activities": 0, "exposed": 0, "steps": 0}
     opener = gzip.open if out.suffix == ".gz" else open
     with opener(out, "wb") as fh:  # type: ignore[operator]
@@ -190,7 +151,8 @@ def write_annotated(events: pd.DataFrame, result: AnalysisResult, out: Path, ste
         first = True
         for pid0, device in enumerate(devices):
             pid = pid0 + 1
-            rows = activity[activity["device"] == device]
+            rows = activity.iloc[by_device[device]]
+            view = views.get(device)
             meta = [
                 _meta("process_name", pid, None, {"name": f"{device} [/device:GPU:{pid0}]", "moeprof_device": device}),
                 _meta("process_sort_index", pid, None, {"sort_index": pid0}),
@@ -225,7 +187,8 @@ def write_annotated(events: pd.DataFrame, result: AnalysisResult, out: Path, ste
             # derived tracks: not "Stream #", "Steps" or "XLA Modules", so never read back as activity
             codes = category_codes(rows["bucket"].to_numpy(dtype=object), rows["ib_fraction"].to_numpy())
             tracks = [(c, *iv.union(start[codes == i], end[codes == i])) for i, c in enumerate(CATEGORIES)]
-            tracks.append((EXPOSED, *exposed_segments(start, end, rows["bucket"].to_numpy(dtype=object))))
+            if view is not None:
+                tracks.append((EXPOSED, *view.exposed))
             for k, (name, seg_s, seg_e) in enumerate(tracks):
                 if not seg_s.size:
                     continue
@@ -237,15 +200,19 @@ def write_annotated(events: pd.DataFrame, result: AnalysisResult, out: Path, ste
                 out_events += _slices(pid, tid, seg_s, seg_e, base, name, {"moeprof": name})
                 if name == EXPOSED:
                     counts["exposed"] += seg_s.size
-            dev_steps = steps[steps["device"] == device]
+            dev_steps = view.steps if view is not None else pd.DataFrame(columns=["step", "start_ns", "end_ns"])
             if not dev_steps.empty:
                 meta += [
                     _meta("thread_name", pid, STEPS_TID, {"name": "Steps"}),
                     _meta("thread_sort_index", pid, STEPS_TID, {"sort_index": STEPS_TID}),
                 ]
                 for step, s, e in dev_steps[["step", "start_ns", "end_ns"]].itertuples(index=False):
-                    fig = step_figs.get((device, int(step)), {})
-                    extra = {k: fig[k] for k in ("comm_share", "exposed_comm_ns", "comm_ns", "span_ns") if k in fig}
+                    fig = step_figs.get((device, int(step)))
+                    extra = (
+                        {k: fig.value(k) for k in ("comm_share", "exposed_comm_ns", "comm_ns", "span_ns")}
+                        if fig
+                        else {}
+                    )
                     # "Step N": the reader numbers step markers by the trailing integer
                     out_events += _slices(
                         pid,
@@ -264,8 +231,8 @@ def write_annotated(events: pd.DataFrame, result: AnalysisResult, out: Path, ste
                 "producer": f"moeprof {__version__}",
                 "inputs": result.inputs,
                 "time_base_ns": base,
-                "comm_share": result.total.get("comm_share"),
-                "exposed_comm_ns": result.total.get("exposed_comm_ns"),
+                "comm_share": result.total.comm_share,
+                "exposed_comm_ns": result.total.exposed_comm_ns,
             },
         }
         fh.write(b"]," + orjson.dumps(tail)[1:])

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import orjson
@@ -33,10 +34,11 @@ import pandas as pd
 
 from .. import __version__
 from ..core import intervals as iv
-from ..core.metrics import NS_KEYS, device_activity, sum_figures
-from ..core.steps import find_steps
-from ..pipeline import AnalysisResult
-from .annotate import CATEGORIES, EXPOSED, EXPOSED_CODE, category_codes, exposed_segments, natural_key
+from ..core.analysis import Analysis, Figures, Opportunity, sum_figures
+from ..core.events import concat
+from ..core.timeline import CATEGORIES, EXPOSED, EXPOSED_CODE, category_codes
+from ..core.trace import Trace
+from .annotate import natural_key
 from .terminal import human_bytes
 from .text import evidence_text
 
@@ -68,12 +70,22 @@ DEVICE_TRACKS = (("compute", (0,)), ("comm", (1, 2, 3)), ("copy / other", (4, 5)
 
 @dataclass
 class ReportInput:
-    """One analyzed input: its label, the analysis and the classified event table (for the timeline)."""
+    """One analyzed input: its label, the analysis (with its timeline view) and the traces it read."""
 
     label: str
-    result: AnalysisResult
-    events: pd.DataFrame
+    analysis: Analysis
+    traces: list[Trace]
     window: tuple[int, int] | None = None  # the measured window (step selection); None: the whole trace
+
+    @property
+    def result(self) -> SimpleNamespace:
+        # the sections below read the analysis in its JSON form
+        doc = {"throughput": None, "manifest": None, **self.analysis.to_json()}
+        return SimpleNamespace(**doc)
+
+    @property
+    def events(self) -> pd.DataFrame:
+        return concat([t.events for t in self.traces])
 
 
 # ---------------------------------------------------------------- timeline data
@@ -157,7 +169,7 @@ def _shown_devices(item: ReportInput, devices: list[str], lanes_per_device: dict
 
 def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> dict:
     """The compact timeline of one input: lanes of tracks of encoded events (see the module doc)."""
-    activity = device_activity(item.events)
+    activity = item.events
     start_all = activity["start_ns"].to_numpy(dtype=np.int64)
     end_all = np.maximum(activity["end_ns"].to_numpy(dtype=np.int64), start_all)
     if item.window:
@@ -173,7 +185,13 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
     codes = category_codes(bucket, activity["ib_fraction"].to_numpy())
     label_idx, label_values = _labels(activity)
     label_dtype = "<u2" if len(label_values) < 65_536 else "<u4"
-    steps = find_steps(item.events)
+    views = {v.device: v for v in item.analysis.timeline}
+    step_frames = [v.steps.assign(device=v.device) for v in views.values() if len(v.steps)]
+    steps = (
+        pd.concat(step_frames, ignore_index=True)
+        if step_frames
+        else pd.DataFrame({"device": [], "step": [], "start_ns": [], "end_ns": []})
+    )
     steps = steps[(steps["end_ns"] > t0) & (steps["start_ns"] < t1)]
     # row positions per device and per (device, stream): one pass, not one mask per device
     by_device = {str(k): v for k, v in activity.groupby("device", observed=True).indices.items()}
@@ -190,10 +208,8 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
     else:
         n_events = int(start_all.size)
 
-    exposed_by_device = {}
-    for device in devices:
-        rows = by_device[device]
-        exposed_by_device[device] = exposed_segments(start_all[rows], end_all[rows], bucket[rows])
+    none = np.zeros(0, dtype=np.int64)
+    exposed_by_device = {d: views[d].exposed if d in views else (none, none) for d in devices}
     n_exposed = sum(seg[0].size for seg in exposed_by_device.values())
     binned = n_events + n_exposed > cap
     # a third of the cap is left for the exposed intervals and the pieces clipped at the window's edges
@@ -358,7 +374,7 @@ def _table(headers: list[str], rows: list[list[str]], numeric_from: int = 1, cls
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def collectives_html(result: AnalysisResult, top: int = 40) -> str:
+def collectives_html(result: SimpleNamespace, top: int = 40) -> str:
     if not result.collectives:
         return "<p>No communication found.</p>"
     rows = []
@@ -383,7 +399,7 @@ def collectives_html(result: AnalysisResult, top: int = 40) -> str:
     return _table(headers, rows, numeric_from=3, cls="coll") + more
 
 
-def opportunities_html(result: AnalysisResult, top: int = 12) -> str:
+def opportunities_html(result: SimpleNamespace, top: int = 12) -> str:
     if not result.opportunities:
         return "<p>No exposed communication or launch overhead found: nothing to hide.</p>"
     items = []
@@ -392,7 +408,7 @@ def opportunities_html(result: AnalysisResult, top: int = 12) -> str:
         items.append(
             f"<li><b>{esc(o['title'])}</b> <span class=save>save up to {fmt_ms(o['saving_bound_ns'])} ms on the "
             f"worst device</span> <span class=note>({esc(bound)}; {fmt_ms(o['exposed_ns'])} ms exposed over all "
-            f"devices)</span><div class=ev>Evidence: {esc(evidence_text(o))}</div>"
+            f"devices)</span><div class=ev>Evidence: {esc(evidence_text(Opportunity.from_json(o)))}</div>"
             f"<div class=remedy>→ {esc(o['remedy'])}</div></li>"
         )
     return f'<ol class="opps">{"".join(items)}</ol>'
@@ -402,7 +418,7 @@ def _kv(pairs: list[tuple[str, str]]) -> str:
     return "<dl class=kv>" + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in pairs if v) + "</dl>"
 
 
-def throughput_line(result: AnalysisResult) -> str:
+def throughput_line(result: SimpleNamespace) -> str:
     tp = result.throughput
     if not tp:
         return ""
@@ -416,7 +432,7 @@ def throughput_line(result: AnalysisResult) -> str:
     return ", ".join(parts)
 
 
-def manifest_html(result: AnalysisResult) -> str:
+def manifest_html(result: SimpleNamespace) -> str:
     m = result.manifest
     if not m:
         return ""
@@ -451,19 +467,19 @@ def manifest_html(result: AnalysisResult) -> str:
     )
 
 
-def step_rows(result: AnalysisResult, limit: int = 40) -> list[tuple[str, dict]]:
+def step_rows(result: SimpleNamespace, limit: int = 40) -> list[tuple[str, dict]]:
     """Per step, the figures of all devices summed (ratios recomputed from the sums)."""
     by_step: dict[int, list[dict]] = {}
     for s in result.steps:
         by_step.setdefault(int(s["step"]), []).append(s)
     rows = []
     for step in sorted(by_step)[:limit]:
-        figs = [{k: s.get(k, 0) for k in NS_KEYS} for s in by_step[step]]
-        rows.append((f"step {step}", sum_figures(figs)))
+        total = sum_figures(Figures.from_json(s) for s in by_step[step])
+        rows.append((f"step {step}", total.to_json()))
     return rows
 
 
-def headline(result: AnalysisResult) -> str:
+def headline(result: SimpleNamespace) -> str:
     t = result.total
     return (
         f"{len(result.devices)} device(s) · comm share {fmt_pct(t.get('comm_share'))} · "
@@ -532,7 +548,7 @@ def input_section(index: int, item: ReportInput, timeline: dict, single: bool) -
     return "".join(parts)
 
 
-def _median_step_ns(result: AnalysisResult) -> float | None:
+def _median_step_ns(result: SimpleNamespace) -> float | None:
     spans = [s["span_ns"] for s in result.spread.get("steps", [])]
     return float(np.median(spans)) if spans else None
 

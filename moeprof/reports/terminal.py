@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..pipeline import AnalysisResult
+from ..core.analysis import Analysis, Figures
 from .text import evidence_text, ms, pct
 
 _BAR_COLORS = {
@@ -36,16 +36,16 @@ def human_bytes(n: int | None) -> str:
     return str(n)
 
 
-def bucket_bar(fig: dict, width: int = 40) -> Text:
+def bucket_bar(fig: Figures, width: int = 40) -> Text:
     """One line of the bucket split of accumulated time, drawn with block characters."""
-    total = fig["accumulated_ns"] or 1
+    total = fig.accumulated_ns or 1
     parts = [
-        ("compute", fig["compute_ns"]),
-        ("comm_nvlink", fig["comm_nvlink_ns"]),
-        ("comm_ib", fig["comm_ib_ns"]),
-        ("comm_unknown", fig["comm_unknown_link_ns"]),
-        ("memcpy", fig["memcpy_ns"]),
-        ("other", fig["other_ns"]),
+        ("compute", fig.compute_ns),
+        ("comm_nvlink", fig.comm_nvlink_ns),
+        ("comm_ib", fig.comm_ib_ns),
+        ("comm_unknown", fig.comm_unknown_link_ns),
+        ("memcpy", fig.memcpy_ns),
+        ("other", fig.other_ns),
     ]
     text = Text()
     used = 0
@@ -57,7 +57,7 @@ def bucket_bar(fig: dict, width: int = 40) -> Text:
     return text
 
 
-def device_table(result: AnalysisResult) -> Table:
+def device_table(result: Analysis) -> Table:
     table = Table(title="Per device (ms; shares of accumulated kernel time)", title_justify="left", expand=False)
     for col, justify in [
         ("device", "left"),
@@ -74,42 +74,44 @@ def device_table(result: AnalysisResult) -> Table:
     ]:
         table.add_column(col, justify=justify, no_wrap=True)
 
-    def row(label: str, fig: dict, style: str | None = None) -> None:
+    def row(label: str, fig: Figures, style: str | None = None) -> None:
         table.add_row(
             label,
-            ms(fig["accumulated_ns"]),
-            ms(fig["compute_ns"]),
-            ms(fig["comm_nvlink_ns"]),
-            ms(fig["comm_ib_ns"]),
-            ms(fig["comm_unknown_link_ns"]),
-            ms(fig["memcpy_ns"]),
-            ms(fig["idle_ns"]),
-            pct(fig["comm_share"]),
-            ms(fig["exposed_comm_ns"]),
-            pct(fig["exposed_comm_fraction"]),
+            ms(fig.accumulated_ns),
+            ms(fig.compute_ns),
+            ms(fig.comm_nvlink_ns),
+            ms(fig.comm_ib_ns),
+            ms(fig.comm_unknown_link_ns),
+            ms(fig.memcpy_ns),
+            ms(fig.idle_ns),
+            pct(fig.comm_share),
+            ms(fig.exposed_comm_ns),
+            pct(fig.exposed_comm_fraction),
             style=style,
         )
 
     for dev in result.devices:
-        row(dev["device"], dev)
+        row(dev.device, dev)
     if len(result.devices) > 1:
         row("total", result.total, style="bold")
     return table
 
 
-def split_table(result: AnalysisResult) -> Table:
+def split_table(result: Analysis) -> Table:
     """The bucket split of each device's accumulated time, one bar a line."""
     table = Table(title="Bucket split of accumulated time", title_justify="left", box=None, show_header=False)
     table.add_column("device", no_wrap=True)
     table.add_column("bar", no_wrap=True)
     table.add_column("comm", justify="right", no_wrap=True)
-    rows = [*result.devices, {"device": "total", **result.total}] if len(result.devices) > 1 else result.devices
-    for fig in rows:
-        table.add_row(fig["device"], bucket_bar(fig, 50), f"comm {pct(fig['comm_share'])}")
+    rows: list[tuple[str, Figures]] = [(d.device, d) for d in result.devices]
+    if len(result.devices) > 1:
+        rows.append(("total", result.total))
+    for label, fig in rows:
+        table.add_row(label, bucket_bar(fig, 50), f"comm {pct(fig.comm_share)}")
     return table
 
 
-def collectives_table(result: AnalysisResult, top: int) -> Table:
+def collectives_table(result: Analysis, top: int) -> Table:
     table = Table(title=f"Top collectives (of {len(result.collectives)})", title_justify="left")
     columns = [
         ("op", "left"),
@@ -125,53 +127,52 @@ def collectives_table(result: AnalysisResult, top: int) -> Table:
     for col, justify in columns:
         table.add_column(col, justify=justify, overflow="fold")
     for c in result.collectives[:top]:
-        name = c["name"] if len(c["name"]) <= 60 else c["name"][:57] + "..."
-        busbw = c.get("bus_bandwidth_gbps")
-        util = c.get("link_utilization")
+        name = c.name if len(c.name) <= 60 else c.name[:57] + "..."
+        busbw = c.bus_bandwidth_gbps
+        util = c.link_utilization
         table.add_row(
             name,
-            c["kind"],
-            c["link"],
-            f"{c['count']:,}",
-            ms(c["total_ns"]),
-            ms(c["exposed_ns"]),
-            human_bytes(c["bytes_per_call"]),
+            c.kind,
+            c.link,
+            f"{c.count:,}",
+            ms(c.total_ns),
+            ms(c.exposed_ns),
+            human_bytes(c.bytes_per_call),
             "-" if busbw is None else f"{busbw:,.3g}",
-            "-" if util is None else f"{pct(util)} {c['bandwidth_verdict']}",
+            "-" if util is None else f"{pct(util)} {c.bandwidth_verdict}",
         )
     return table
 
 
-def opportunities_panel(result: AnalysisResult, top: int) -> Panel:
+def opportunities_panel(result: Analysis, top: int) -> Panel:
     items = []
     for i, o in enumerate(result.opportunities[:top], 1):
-        head = Text(f"{i}. {o['title'][:90]}", style="bold")
-        bound = "bounded by independent compute in the HLO" if o.get("bound_from") == "hlo" else "exposed time"
-        head.append(f"  save up to {ms(o['saving_bound_ns'])} ms on the worst device ({bound})", style="bold red")
-        body = Text(f"   {ms(o['exposed_ns'])} ms at stake over all devices: {evidence_text(o)}\n   → {o['remedy']}")
+        head = Text(f"{i}. {o.title[:90]}", style="bold")
+        bound = "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "exposed time"
+        head.append(f"  save up to {ms(o.saving_bound_ns)} ms on the worst device ({bound})", style="bold red")
+        body = Text(f"   {ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n   → {o.remedy}")
         items.extend([head, body])
     if not items:
         items = [Text("No exposed communication or launch overhead found: nothing to hide.")]
     return Panel(Group(*items), title="Opportunities (ranked by saving bound)", title_align="left")
 
 
-def spread_line(result: AnalysisResult) -> str | None:
+def spread_line(result: Analysis) -> str | None:
     sp = result.spread
     parts = []
-    if "straggler" in sp and sp["straggler"]["flagged"]:
-        st = sp["straggler"]
-        parts.append(f"straggler {st['device']}: compute {st['compute_over_median']:.2f}x the median device")
-    if "slowest_step" in sp and sp["slowest_step"]["over_median"]:
-        st = sp["slowest_step"]
-        flag = " (slow step)" if st["flagged"] else ""
+    if sp.straggler is not None and sp.straggler.flagged:
+        st = sp.straggler
+        parts.append(f"straggler {st.device}: compute {st.compute_over_median:.2f}x the median device")
+    if sp.slowest_step is not None and sp.slowest_step.over_median:
+        slow = sp.slowest_step
+        flag = " (slow step)" if slow.flagged else ""
         parts.append(
-            f"{len(sp.get('steps', []))} steps, slowest step {st['step']} at {st['over_median']:.2f}x the "
-            f"median span{flag}"
+            f"{len(sp.steps)} steps, slowest step {slow.step} at {slow.over_median:.2f}x the median span{flag}"
         )
     return "; ".join(parts) or None
 
 
-def render(result: AnalysisResult, console: Console | None = None, top: int = 8) -> None:
+def render(result: Analysis, console: Console | None = None, top: int = 8) -> None:
     console = console or make_console()
     t = result.total
     console.print(
@@ -179,11 +180,11 @@ def render(result: AnalysisResult, console: Console | None = None, top: int = 8)
             ("moeprof ", "bold"),
             f"{len(result.devices)} device(s) from {len(result.inputs)} trace file(s)  ",
             ("comm share ", "bold"),
-            (pct(t["comm_share"]), "bold magenta"),
+            (pct(t.comm_share), "bold magenta"),
             "  ",
             ("exposed comm ", "bold"),
-            (f"{ms(t['exposed_comm_ns'])} ms", "bold red"),
-            f" ({pct(t['exposed_comm_fraction'])} of span)",
+            (f"{ms(t.exposed_comm_ns)} ms", "bold red"),
+            f" ({pct(t.exposed_comm_fraction)} of span)",
         )
     )
     if result.throughput:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..core.analysis import Opportunity
+
 
 def ms(ns: int | float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
@@ -11,9 +13,9 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def evidence_text(opportunity: dict) -> str:
+def evidence_text(opportunity: Opportunity) -> str:
     """One line of an opportunity's evidence: what to look for in a trace viewer to verify it."""
-    ev = opportunity.get("evidence") or {}
+    ev = opportunity.evidence
     parts = []
     if "count" in ev:
         parts.append(f"{ev['count']:,} calls on {ev.get('devices', '?')} device(s)")
@@ -21,8 +23,8 @@ def evidence_text(opportunity: dict) -> str:
         parts.append(f"{pct(ev['exposed_share_of_its_time'])} of its time exposed")
     if "worst_device" in ev:
         parts.append(f"worst {ev['worst_device']}")
-    if opportunity.get("link"):
-        parts.append(f"link {opportunity['link']}")
+    if opportunity.link:
+        parts.append(f"link {opportunity.link}")
     if "independent_compute_ns" in ev:
         parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
     if ev.get("bus_bandwidth_gbps") is not None:

@@ -1,0 +1,462 @@
+"""The analysis as typed values: what ``measure`` returns and every renderer and gate reads.
+
+Field names are the spec's JSON keys (``moeprof.analysis/1``, spec §7). A saved
+``analysis.json`` read back with :meth:`Analysis.from_json` and a fresh result are
+the same type, so ``check``/``diff``/``history`` never work on JSON text.
+Every ratio is computed here, from the ns sums, in one place (:func:`ratio`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from .timeline import TimelineView
+
+SCHEMA = "moeprof.analysis/1"
+
+# the §4 time figures of a window, in the order the JSON lists them
+NS_KEYS: tuple[str, ...] = (
+    "accumulated_ns",
+    "compute_ns",
+    "comm_ns",
+    "memcpy_ns",
+    "other_ns",
+    "span_ns",
+    "busy_ns",
+    "idle_ns",
+    "exposed_comm_ns",
+    "overlapped_comm_ns",
+    "comm_nvlink_ns",
+    "comm_ib_ns",
+    "comm_unknown_link_ns",
+    "exposed_comm_nvlink_ns",
+    "exposed_comm_ib_ns",
+    "exposed_comm_unknown_link_ns",
+)
+# §8: present where the ledger ran (several members of a group in the inputs)
+LEDGER_KEYS: tuple[str, ...] = (
+    "comm_wait_ns",
+    "comm_transfer_ns",
+    "comm_unmatched_ns",
+    "exposed_wait_ns",
+    "exposed_transfer_ns",
+    "exposed_unmatched_ns",
+    "straggler_count",
+    "caused_wait_ns",
+)
+# ratio -> (numerator, denominator); the only definition of each ratio
+RATIOS: dict[str, tuple[str, str]] = {
+    "comm_share": ("comm_ns", "accumulated_ns"),
+    "exposed_comm_fraction": ("exposed_comm_ns", "span_ns"),
+    "idle_fraction": ("idle_ns", "span_ns"),
+}
+JSON_RATIOS = ("comm_share", "exposed_comm_fraction")  # the ratios the JSON carries (spec §4)
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """A share of two sums; 0 when the denominator is 0 (spec §4)."""
+    return float(numerator) / float(denominator) if denominator else 0.0
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN: unknown figures are null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """The §4 figures of one window (a device, a step of a device, or the total)."""
+
+    accumulated_ns: int = 0
+    compute_ns: int = 0
+    comm_ns: int = 0
+    memcpy_ns: int = 0
+    other_ns: int = 0
+    span_ns: int = 0
+    busy_ns: int = 0
+    idle_ns: int = 0
+    exposed_comm_ns: int = 0
+    overlapped_comm_ns: int = 0
+    comm_nvlink_ns: int = 0
+    comm_ib_ns: int = 0
+    comm_unknown_link_ns: int = 0
+    exposed_comm_nvlink_ns: int = 0
+    exposed_comm_ib_ns: int = 0
+    exposed_comm_unknown_link_ns: int = 0
+    ledger: Mapping[str, int] | None = None  # LEDGER_KEYS, where the ledger ran
+
+    @property
+    def comm_share(self) -> float:
+        return ratio(self.comm_ns, self.accumulated_ns)
+
+    @property
+    def exposed_comm_fraction(self) -> float:
+        return ratio(self.exposed_comm_ns, self.span_ns)
+
+    @property
+    def idle_fraction(self) -> float:
+        return ratio(self.idle_ns, self.span_ns)
+
+    def value(self, key: str) -> float:
+        """A figure by its JSON name: an ns sum, a ledger figure or a ratio."""
+        if key in RATIOS:
+            num, den = RATIOS[key]
+            return ratio(self.value(num), self.value(den))
+        if key in LEDGER_KEYS:
+            return float((self.ledger or {}).get(key, 0))
+        return float(getattr(self, key))
+
+    def figures_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: getattr(self, k) for k in NS_KEYS}
+        if self.ledger is not None:
+            out.update({k: int(self.ledger.get(k, 0)) for k in LEDGER_KEYS})
+        for k in JSON_RATIOS:
+            out[k] = getattr(self, k)
+        return out
+
+    @staticmethod
+    def figures_from(doc: Mapping[str, Any]) -> dict[str, Any]:
+        """The constructor arguments of the figure part of a JSON row (missing figures are 0)."""
+        kw: dict[str, Any] = {k: _int(doc.get(k)) for k in NS_KEYS}
+        if any(k in doc for k in LEDGER_KEYS):
+            kw["ledger"] = {k: _int(doc.get(k)) for k in LEDGER_KEYS}
+        return kw
+
+    def to_json(self) -> dict[str, Any]:
+        return self.figures_json()
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Self:
+        return cls(**cls.figures_from(doc))
+
+
+def _int(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"expected a number, got {value!r}")
+    return int(value)
+
+
+def sum_figures(rows: Iterable[Figures]) -> Figures:
+    """``total``: every ns key summed; ratios follow from the sums (spec §4)."""
+    rows = list(rows)
+    kw: dict[str, Any] = {k: sum(getattr(r, k) for r in rows) for k in NS_KEYS}
+    if any(r.ledger is not None for r in rows):
+        kw["ledger"] = {k: sum((r.ledger or {}).get(k, 0) for r in rows) for k in LEDGER_KEYS}
+    return Figures(**kw)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFigures(Figures):
+    device: str = ""
+    host: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"device": self.device, "host": self.host, **self.figures_json()}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Self:
+        return cls(device=str(doc.get("device", "")), host=str(doc.get("host", "")), **cls.figures_from(doc))
+
+
+@dataclass(frozen=True, slots=True)
+class StepFigures(Figures):
+    step: int = 0
+    device: str = ""
+    host: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        head = {
+            "step": self.step,
+            "device": self.device,
+            "host": self.host,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+        }
+        return {**head, **self.figures_json()}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Self:
+        return cls(
+            step=_int(doc.get("step")),
+            device=str(doc.get("device", "")),
+            host=str(doc.get("host", "")),
+            start_ns=_int(doc.get("start_ns")),
+            end_ns=_int(doc.get("end_ns")),
+            **cls.figures_from(doc),
+        )
+
+
+T = TypeVar("T")
+
+
+def _plain_to_json(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def _plain_from_json(cls: type[T], doc: Mapping[str, Any]) -> T:
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """One row of ``collectives``: an op (HLO op or kernel name) and kind, over all devices."""
+
+    name: str
+    kind: str
+    link: str  # nvlink | ib | mixed | unknown
+    count: int
+    devices: int
+    total_ns: int
+    exposed_ns: int
+    bytes: int | None = None
+    bytes_per_call: int | None = None
+    comm_nvlink_ns: int = 0
+    comm_ib_ns: int = 0
+    comm_unknown_link_ns: int = 0
+    exposed_nvlink_ns: int = 0
+    exposed_ib_ns: int = 0
+    exposed_unknown_link_ns: int = 0
+    ib_fraction: float | None = None
+    group_size: int | None = None
+    algo_bandwidth_gbps: float | None = None
+    bus_bandwidth_gbps: float | None = None
+    link_peak_gbps: float | None = None
+    link_utilization: float | None = None
+    bandwidth_verdict: str | None = None  # latency-bound | under-utilized | bandwidth-bound
+    wait_ns: int | None = None  # §8, where the ledger ran
+    transfer_ns: int | None = None
+    transfer_bus_bandwidth_gbps: float | None = None  # bytes over the transfer part alone
+
+    def to_json(self) -> dict[str, Any]:
+        out = _plain_to_json(self)
+        for k in ("wait_ns", "transfer_ns", "transfer_bus_bandwidth_gbps"):
+            if out[k] is None:
+                del out[k]
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Collective:
+        return _plain_from_json(cls, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class Opportunity:
+    """Spec §6: something to attack, the most it could save on the worst device, and what to do."""
+
+    title: str
+    kind: str
+    name: str
+    link: str | None
+    exposed_ns: int
+    saving_bound_ns: int
+    bound_from: str  # exposed | hlo
+    evidence: Mapping[str, Any]
+    remedy: str
+    remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)
+
+    def to_json(self) -> dict[str, Any]:
+        out = _plain_to_json(self)
+        out["evidence"] = dict(self.evidence)
+        if not out["remedy_id"]:
+            del out["remedy_id"]
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Opportunity:
+        kw = dict(doc)
+        kw.setdefault("name", kw.get("kind", ""))
+        kw.setdefault("link", None)
+        kw.setdefault("bound_from", "exposed")
+        kw.setdefault("evidence", {})
+        kw.setdefault("remedy", "")
+        return _plain_from_json(cls, kw)
+
+
+@dataclass(frozen=True, slots=True)
+class FigureSpread:
+    min: float
+    median: float
+    max: float
+    max_device: str
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeStraggler:
+    """The device that computes longest (it makes the others wait in their collectives)."""
+
+    device: str
+    compute_over_median: float
+    flagged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StepSummary:
+    step: int
+    span_ns: int  # the slowest device's span in this step
+    exposed_comm_ns: int  # mean over devices
+    comm_share: float
+
+
+@dataclass(frozen=True, slots=True)
+class SlowestStep:
+    step: int
+    span_ns: int
+    over_median: float | None
+    flagged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """How figures vary across devices and steps: a straggler device or a slow step shows here."""
+
+    devices: Mapping[str, FigureSpread] = field(default_factory=dict)
+    straggler: ComputeStraggler | None = None
+    steps: tuple[StepSummary, ...] = ()
+    slowest_step: SlowestStep | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.devices:
+            out["devices"] = {k: _plain_to_json(v) for k, v in self.devices.items()}
+        if self.straggler is not None:
+            out["straggler"] = _plain_to_json(self.straggler)
+        if self.steps:
+            out["steps"] = [_plain_to_json(s) for s in self.steps]
+        if self.slowest_step is not None:
+            out["slowest_step"] = _plain_to_json(self.slowest_step)
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Spread:
+        return cls(
+            devices={k: _plain_from_json(FigureSpread, v) for k, v in (doc.get("devices") or {}).items()},
+            straggler=_plain_from_json(ComputeStraggler, doc["straggler"]) if doc.get("straggler") else None,
+            steps=tuple(_plain_from_json(StepSummary, s) for s in doc.get("steps") or ()),
+            slowest_step=_plain_from_json(SlowestStep, doc["slowest_step"]) if doc.get("slowest_step") else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """Everything moeprof measured about a job; ``to_json`` is the ``moeprof.analysis/1`` object."""
+
+    inputs: tuple[str, ...]
+    devices: tuple[DeviceFigures, ...]
+    total: Figures
+    collectives: tuple[Collective, ...] = ()
+    steps: tuple[StepFigures, ...] = ()
+    opportunities: tuple[Opportunity, ...] = ()
+    rules: Mapping[str, int] = field(default_factory=dict)  # activities per deciding taxonomy rule
+    warnings: tuple[str, ...] = ()
+    spread: Spread = field(default_factory=Spread)
+    throughput: Mapping[str, Any] | None = None  # tokens/s, TFLOPS per device, MFU
+    manifest: Mapping[str, Any] | None = None  # the run folder's reproduction record, when the input is one
+    ledger: Mapping[str, Any] | None = None  # §8 summary: instances, incomplete, desynchronized, clocks
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a saved analysis this version does not know
+    producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
+    # each device's timeline view, when measured with one (report, annotate); never in the JSON
+    timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
+
+    schema: ClassVar[str] = SCHEMA
+
+    def with_(self, **changes: Any) -> Analysis:
+        """A copy with some fields replaced (an Analysis is never changed in place)."""
+        return replace(self, **changes)
+
+    def with_warnings(self, *warnings: str) -> Analysis:
+        return replace(self, warnings=(*self.warnings, *warnings))
+
+    def to_json(self) -> dict[str, Any]:
+        from .. import __version__
+
+        doc: dict[str, Any] = {
+            "schema": SCHEMA,
+            "moeprof_version": self.producer or __version__,
+            "inputs": list(self.inputs),
+            "devices": [d.to_json() for d in self.devices],
+            "total": self.total.to_json(),
+            "collectives": [c.to_json() for c in self.collectives],
+            "steps": [s.to_json() for s in self.steps],
+            "opportunities": [o.to_json() for o in self.opportunities],
+            "rules": dict(self.rules),
+            "warnings": list(self.warnings),
+            "spread": self.spread.to_json(),
+        }
+        if self.ledger is not None:
+            doc["ledger"] = dict(self.ledger)
+        if self.throughput:
+            doc["throughput"] = dict(self.throughput)
+        if self.manifest:
+            doc["manifest"] = dict(self.manifest)
+        for k, v in self.extra.items():
+            doc.setdefault(k, v)
+        return _clean(doc)
+
+    @classmethod
+    def from_json(cls, doc: Any, origin: str | None = None) -> Analysis:
+        """Read a ``moeprof.analysis/1`` object (a saved analysis.json, a baseline); one-line errors."""
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            schema = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+            raise InputError(origin, f"not a {SCHEMA} object (schema {schema!r})")
+        if not isinstance(doc.get("total"), dict) or not isinstance(doc.get("devices"), list):
+            raise InputError(origin, f"not a complete {SCHEMA} object: 'total' or 'devices' missing")
+        known = {
+            "schema",
+            "moeprof_version",
+            "inputs",
+            "devices",
+            "total",
+            "collectives",
+            "steps",
+            "opportunities",
+            "rules",
+            "warnings",
+            "spread",
+            "throughput",
+            "manifest",
+            "ledger",
+        }
+        try:
+            return cls(
+                inputs=tuple(str(i) for i in doc.get("inputs") or ()),
+                devices=tuple(DeviceFigures.from_json(d) for d in _dicts(doc["devices"])),
+                total=Figures.from_json(doc["total"]),
+                collectives=tuple(Collective.from_json(c) for c in _dicts(doc.get("collectives"))),
+                steps=tuple(StepFigures.from_json(s) for s in _dicts(doc.get("steps")) if "step" in s),
+                opportunities=tuple(Opportunity.from_json(o) for o in _dicts(doc.get("opportunities"))),
+                rules={str(k): int(v) for k, v in (doc.get("rules") or {}).items()},
+                warnings=tuple(str(w) for w in doc.get("warnings") or ()),
+                spread=Spread.from_json(doc.get("spread") or {}),
+                throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
+                manifest=doc.get("manifest") if isinstance(doc.get("manifest"), dict) else None,
+                ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
+                extra={k: v for k, v in doc.items() if k not in known},
+                producer=str(doc.get("moeprof_version") or ""),
+            )
+        except (TypeError, ValueError, KeyError) as exc:
+            raise InputError(origin, f"not a valid {SCHEMA} object ({exc})") from None
+
+
+def _dicts(items: Any) -> list[dict[str, Any]]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ValueError(f"expected a list, got {type(items).__name__}")
+    return [i for i in items if isinstance(i, dict)]

@@ -1,0 +1,67 @@
+"""The name patterns every reader and insight asks about, loaded once from ``taxonomy.toml``.
+
+Readers never spell a pattern themselves: one vocabulary means the Kineto and
+Nsight readers cannot drift apart on what counts as a communication range.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    copy_name: re.Pattern[str]
+    memset_name: re.Pattern[str]
+    copy_kinds: dict[str, str]
+    comm_range: re.Pattern[str]
+    not_comm_range: re.Pattern[str]
+    p2p_range: re.Pattern[str]
+    profiler_step: re.Pattern[str]
+    step_range: re.Pattern[str]
+    comm_capable: re.Pattern[str]
+    gemm: re.Pattern[str]
+    grouped_gemm: re.Pattern[str]
+    deepep: re.Pattern[str]
+    nccl_ep: re.Pattern[str]
+    training_range: re.Pattern[str]
+    point_to_point: frozenset[str]
+    ring_or_tree: frozenset[str]
+
+    def copy_kind(self, name: str) -> str:
+        """HtoD / DtoH / DtoD / PtoP / HtoH from a copy's name; "" when it names none."""
+        m = self.copy_name.match(name)
+        return self.copy_kinds[m.group(1).lower()] if m else ""
+
+    def is_comm_range(self, name: str) -> bool:
+        return bool(self.comm_range.search(name)) and not self.not_comm_range.search(name)
+
+    def activity_of(self, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Activity (kernel | memcpy | memset) and copy kind of each of some distinct names."""
+        activity = np.empty(len(names), dtype=object)
+        copy_kind = np.empty(len(names), dtype=object)
+        for i, name in enumerate(names):
+            kind = self.copy_kind(str(name))
+            copy_kind[i] = kind
+            activity[i] = "memcpy" if kind else ("memset" if self.memset_name.match(str(name)) else "kernel")
+        return activity, copy_kind
+
+
+@cache
+def vocabulary() -> Vocabulary:
+    text = resources.files("moeprof.core").joinpath("taxonomy.toml").read_text(encoding="utf-8")
+    raw = tomllib.loads(text)["vocabulary"]
+    patterns = raw.pop("patterns")
+    kinds = raw.pop("copy_kinds")
+    return Vocabulary(
+        **{k: re.compile(v) for k, v in raw.items()},
+        copy_kinds=dict(kinds),
+        point_to_point=frozenset(patterns["point_to_point"]),
+        ring_or_tree=frozenset(patterns["ring_or_tree"]),
+    )

@@ -1,0 +1,65 @@
+"""Throughput: tokens/s, model TFLOPS per device and MFU, from a model config and the measured step time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..core.analysis import Analysis
+
+
+def manifest_throughput(manifest: Mapping[str, Any]) -> dict | None:
+    """tokens/s and model TFLOPS per device from a manifest's run figures, where it has them."""
+    tokens_per_second = manifest.get("tokens_per_second")
+    flops = manifest.get("model_flops_per_token")
+    devices = (manifest.get("devices") or {}).get("count")
+    if not tokens_per_second:
+        return None
+    out = {"tokens_per_second": tokens_per_second}
+    if flops and devices:
+        out["model_flops_per_token"] = flops
+        out["tflops_per_device"] = tokens_per_second * flops / devices / 1e12
+    return out
+
+
+def with_throughput(
+    analysis: Analysis,
+    model: str,
+    tokens_per_step: int,
+    seq_len: int = 4096,
+    gpu: str | None = None,
+    dtype: str = "bf16",
+    job_devices: int | None = None,
+) -> Analysis:
+    """The analysis with tokens/s, model TFLOPS per device and MFU added.
+
+    ``tokens_per_step`` is the job's global batch in tokens and ``job_devices`` the job's
+    device count (default: the devices in the trace; a one-rank Kineto trace of a 64-GPU
+    job needs 64). The step time is the median over steps of the slowest device's step
+    span; without steps it is the longest device window (the trace is taken as one step).
+    """
+    from .flops import flops_per_token, load_model_config, throughput_figures
+
+    cfg = load_model_config(model)
+    per_token = flops_per_token(cfg, seq_len).total
+    spans = [s.span_ns for s in analysis.spread.steps]
+    warnings: list[str] = []
+    if spans:
+        step_ns = float(np.median(spans))
+    else:
+        step_ns = float(max((d.span_ns for d in analysis.devices), default=0))
+        warnings.append("no steps found: throughput takes the whole trace window as one step")
+    if step_ns <= 0 or not analysis.devices:
+        return analysis.with_warnings(*warnings, "no device activity: throughput not computed")
+    kind = gpu or ((analysis.manifest or {}).get("devices") or {}).get("kind")
+    figures = {
+        **throughput_figures(
+            tokens_per_step, step_ns / 1e9, per_token, job_devices or len(analysis.devices), kind, dtype
+        ),
+        "model": cfg.name,
+        "seq_len": seq_len,
+        "step_ns": round(step_ns),
+    }
+    return analysis.with_(throughput=figures, warnings=(*analysis.warnings, *warnings))

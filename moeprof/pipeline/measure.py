@@ -1,0 +1,329 @@
+"""The map step: one classified :class:`Trace` into a compact :class:`FileResult`.
+
+A ``FileResult`` holds what the merge needs and nothing per event: per-device and
+per-step figures, communication aggregated per (op, kind, device), the HLO bound
+of each collective, device signals, the comm records the ledger matches across
+files, and (when asked) each device's timeline view. It is small and picklable,
+so a 1,000-file job's results fit one coordinator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..core import intervals as iv
+from ..core.analysis import DeviceFigures, StepFigures
+from ..core.hlo import HloModule
+from ..core.ledger_records import clock_domain, comm_records, empty_records
+from ..core.metrics import DeviceTimeline, collective_key
+from ..core.steps import find_steps, select_steps
+from ..core.timeline import TimelineOptions, TimelineView, device_view
+from ..core.trace import Trace
+from ..errors import InputError
+from ..insight.dependency import independent_ops
+from ..insight.opportunities import device_signals
+from ..insight.stack import stack_facts
+from ..options import StepOptions
+
+# per (op, kind, device): sums the merge adds up across files (collectives, opportunities, bandwidth)
+COMM_AGG_COLUMNS = [
+    "key",
+    "kind",
+    "device",
+    "count",
+    "total_ns",
+    "exposed_ns",
+    "bytes_sum",
+    "bytes_known",
+    "ib_ns",
+    "unknown_ns",
+    "exposed_ib_ns",
+    "exposed_unknown_ns",
+    "ib_sum",
+    "ib_known",
+    "ib_zero",
+    "ib_one",
+    "ib_max",
+    "xla",
+]
+
+
+@dataclass
+class FileResult:
+    """What one trace file contributes to the analysis of its job."""
+
+    inputs: list[str]
+    format: str
+    devices: list[DeviceFigures]
+    steps: list[StepFigures]
+    comm: pd.DataFrame  # COMM_AGG_COLUMNS
+    group_sizes: pd.DataFrame  # key, kind, group_size, n: how many activities saw each group size
+    independent: pd.DataFrame  # device, key, independent_ns (HLO dependency bound)
+    signals: list[dict]  # non-collective opportunities per device
+    rules: dict[str, int]  # activities per deciding rule
+    warnings: list[str]
+    facts: dict  # framework, workload, libraries in use (remedies fit the trace)
+    device_ids: dict[str, int]  # device -> global id (-1 unknown)
+    clocks: dict[str, str]  # device -> clock domain (host) for the ledger
+    records: pd.DataFrame  # per comm activity, for the cross-rank ledger (core.ledger_records)
+    windows: pd.DataFrame  # device, start_ns, end_ns: each device's measured window
+    exposed: pd.DataFrame  # device, start_ns, end_ns: exposed comm segments inside the window
+    job: dict = field(default_factory=dict)  # world_size, rank: what the ledger's whole-job rule needs
+    timeline: list[TimelineView] = field(default_factory=list)
+    step_count: int = 0  # steps found in the file (selected or not)
+
+
+def _group_sizes(groups: np.ndarray) -> np.ndarray:
+    """Members in each comma-separated group string (0 unknown), counted once per distinct string."""
+    codes, uniques = pd.factorize(groups)
+    sizes = np.array([len(str(g).split(",")) if g else 0 for g in uniques], dtype=np.int64)
+    return sizes[codes] if len(uniques) else np.zeros(len(groups), dtype=np.int64)
+
+
+def _independent_compute(
+    device: str, frame: pd.DataFrame, clipped: np.ndarray, hlo: dict[tuple[str, int], HloModule]
+) -> list[dict]:
+    """Per collective op of this device: compute time on ops the HLO graph shows independent of it."""
+    ops = frame["hlo_op"].to_numpy(dtype=object)
+    names = frame["name"].to_numpy(dtype=object)
+    bucket = frame["bucket"].to_numpy(dtype=object)
+    compute = (bucket == "compute") & (clipped > 0)
+    # compute kernels whose stats were read once per name: their op is the name's first op
+    first_op = {n: o for n, o in zip(names[::-1], ops[::-1]) if o}
+    compute_ops = np.array([o or first_op.get(n, "") for n, o in zip(names[compute], ops[compute])], dtype=object)
+    op_time = pd.Series(clipped[compute]).groupby(compute_ops).sum().to_dict() if compute.any() else {}
+    comm = (bucket == "comm") & (ops != "")
+    out = []
+    seen = set()
+    modules = frame["hlo_module"].to_numpy(dtype=object)[comm]
+    programs = frame["program_id"].to_numpy()[comm]
+    for mod, pid, op in zip(modules, programs, ops[comm]):
+        if (mod, pid, op) in seen:
+            continue
+        seen.add((mod, pid, op))
+        module = hlo.get((mod, int(pid))) or hlo.get((mod, -1))
+        if module is None or op not in module.instructions:
+            continue
+        free = independent_ops(module, op)
+        out.append({"device": device, "key": op, "independent_ns": int(sum(op_time.get(o, 0) for o in free))})
+    return out
+
+
+def _comm_aggregate(device: str, frame: pd.DataFrame, clipped: np.ndarray, exposed: np.ndarray) -> pd.DataFrame:
+    """The device's comm activities summed per (op, kind): what collectives and opportunities need."""
+    ib = frame["ib_fraction"].to_numpy(dtype=np.float64)
+    total = clipped.astype(np.int64)
+    exp = exposed.astype(np.int64)
+    nbytes = frame["bytes"].to_numpy(dtype=np.float64)
+    known = ~np.isnan(ib)
+    rows = pd.DataFrame(
+        {
+            "key": collective_key(frame),
+            "kind": frame["kind"].to_numpy(dtype=object),
+            "count": 1,
+            "total_ns": total,
+            "exposed_ns": exp,
+            "bytes_sum": np.nan_to_num(nbytes),
+            "bytes_known": ~np.isnan(nbytes),
+            "ib_ns": total * np.nan_to_num(ib),
+            "unknown_ns": np.where(known, 0, total),
+            "exposed_ib_ns": exp * np.nan_to_num(ib),
+            "exposed_unknown_ns": np.where(known, 0, exp),
+            "ib_sum": np.nan_to_num(ib),
+            "ib_known": known,
+            "ib_zero": ib == 0,
+            "ib_one": ib == 1,
+            "ib_max": np.where(known, ib, -1.0),
+            "xla": (frame["hlo_op"].to_numpy(dtype=object) != "")
+            | (frame["source"].to_numpy(dtype=object) == "xplane"),
+        }
+    )
+    agg = rows.groupby(["key", "kind"], sort=False, observed=True).agg(
+        count=("count", "sum"),
+        total_ns=("total_ns", "sum"),
+        exposed_ns=("exposed_ns", "sum"),
+        bytes_sum=("bytes_sum", "sum"),
+        bytes_known=("bytes_known", "sum"),
+        ib_ns=("ib_ns", "sum"),
+        unknown_ns=("unknown_ns", "sum"),
+        exposed_ib_ns=("exposed_ib_ns", "sum"),
+        exposed_unknown_ns=("exposed_unknown_ns", "sum"),
+        ib_sum=("ib_sum", "sum"),
+        ib_known=("ib_known", "sum"),
+        ib_zero=("ib_zero", "sum"),
+        ib_one=("ib_one", "sum"),
+        ib_max=("ib_max", "max"),
+        xla=("xla", "any"),
+    )
+    agg = agg.reset_index()
+    agg.insert(2, "device", device)
+    return agg[COMM_AGG_COLUMNS]
+
+
+def _empty_comm() -> pd.DataFrame:
+    return pd.DataFrame(
+        {c: pd.Series(dtype=object if c in ("key", "kind", "device") else float) for c in COMM_AGG_COLUMNS}
+    )
+
+
+def _segments_frame(parts: list[tuple[str, np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    if not parts:
+        return pd.DataFrame(
+            {
+                "device": pd.Series(dtype=object),
+                "start_ns": pd.Series(dtype=np.int64),
+                "end_ns": pd.Series(dtype=np.int64),
+            }
+        )
+    return pd.DataFrame(
+        {
+            "device": np.concatenate([np.full(s.size, d, dtype=object) for d, s, _ in parts]),
+            "start_ns": np.concatenate([s for _, s, _ in parts]).astype(np.int64),
+            "end_ns": np.concatenate([e for _, _, e in parts]).astype(np.int64),
+        }
+    )
+
+
+def measure_file(
+    trace: Trace, step_options: StepOptions | None = None, timeline: TimelineOptions | None = None
+) -> FileResult:
+    """Spec §4-§6 figures of every device of one classified, link-attributed trace (the map step)."""
+    step_options = step_options or StepOptions()
+    warnings: list[str] = list(trace.warnings)
+    all_steps = find_steps(trace, step_options.marker)
+    selecting = bool(step_options.selection or step_options.skip_first)
+    selected = select_steps(all_steps, step_options.selection, step_options.skip_first)
+    if selecting and selected.empty:
+        raise InputError(trace.path, no_step_matches(step_options, all_steps))
+    activity = trace.events
+    devices: list[DeviceFigures] = []
+    steps: list[StepFigures] = []
+    comm_parts: list[pd.DataFrame] = []
+    size_parts: list[pd.DataFrame] = []
+    independent: list[dict] = []
+    signals: list[dict] = []
+    record_parts: list[pd.DataFrame] = []
+    windows: list[tuple[str, np.ndarray, np.ndarray]] = []
+    exposed_parts: list[tuple[str, np.ndarray, np.ndarray]] = []
+    views: list[TimelineView] = []
+    steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
+    all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
+    for (host, device), rows in activity.groupby(["host", "device"], sort=True, observed=True):
+        device = str(device)
+        timeline_rows = DeviceTimeline(rows)
+        device_steps = steps_by_device.get(device)
+        if selecting:
+            if device_steps is None:
+                continue  # this device ran nothing in the selected steps
+            win_s, win_e = iv.union(device_steps["start_ns"].to_numpy(), device_steps["end_ns"].to_numpy())
+        else:
+            lo, hi = timeline_rows.bounds
+            win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
+        whole = timeline_rows.measure(win_s, win_e)
+        devices.append(DeviceFigures(device=device, host=str(host), **_fields(whole.figures)))
+        windows.append((device, win_s, win_e))
+        exposed_parts.append((device, *whole.exposed_segments))
+        if device_steps is not None:
+            for step, s, e in device_steps[["step", "start_ns", "end_ns"]].itertuples(index=False):
+                part = timeline_rows.measure(np.array([s], np.int64), np.array([e], np.int64))
+                steps.append(
+                    StepFigures(
+                        step=int(step),
+                        device=device,
+                        host=str(host),
+                        start_ns=int(s),
+                        end_ns=int(e),
+                        **_fields(part.figures),
+                    )
+                )
+        n_steps = len(device_steps) if (selecting and device_steps is not None) else int(all_by_device.get(device, 0))
+        frame = timeline_rows.frame
+        signals.extend(
+            device_signals(
+                frame, timeline_rows.start, timeline_rows.end, whole.clipped, win_s, win_e, max(n_steps, 1), device
+            )
+        )
+        if trace.hlo:
+            independent.extend(_independent_compute(device, frame, whole.clipped, dict(trace.hlo)))
+        comm = timeline_rows.is_comm & (whole.clipped > 0)
+        if comm.any():
+            sub = frame[comm]
+            comm_parts.append(_comm_aggregate(device, sub, whole.clipped[comm], whole.exposed[comm]))
+            sizes = pd.DataFrame(
+                {
+                    "key": collective_key(sub),
+                    "kind": sub["kind"].to_numpy(dtype=object),
+                    "group_size": _group_sizes(sub["group"].to_numpy(dtype=object)),
+                }
+            )
+            size_parts.append(sizes.value_counts(sort=False).rename("n").reset_index())
+        if timeline_rows.is_comm.any():
+            record_parts.append(comm_records(trace, frame[timeline_rows.is_comm]))
+        if timeline is not None:
+            views.append(device_view(device, timeline_rows, whole, win_s, win_e, device_steps, timeline))
+    rules = activity["rule"].astype(str).value_counts().to_dict() if len(activity) else {}
+    if "unmatched" in rules:
+        warnings.append(f"{rules['unmatched']} activities matched no taxonomy rule and count as 'other'")
+    return FileResult(
+        inputs=[trace.path],
+        format=trace.format,
+        devices=devices,
+        steps=steps,
+        comm=pd.concat(comm_parts, ignore_index=True) if comm_parts else _empty_comm(),
+        group_sizes=(
+            pd.concat(size_parts, ignore_index=True)
+            if size_parts
+            else pd.DataFrame(columns=["key", "kind", "group_size", "n"])
+        ),
+        independent=pd.DataFrame(independent, columns=["device", "key", "independent_ns"]),
+        signals=signals,
+        rules={str(k): int(v) for k, v in rules.items()},
+        warnings=warnings,
+        facts=stack_facts(trace),
+        device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
+        clocks=_clocks(trace),
+        records=pd.concat(record_parts, ignore_index=True) if record_parts else empty_records(),
+        windows=_segments_frame(windows),
+        exposed=_segments_frame(exposed_parts),
+        job={"world_size": trace.job.world_size, "rank": trace.job.rank, "format": trace.format},
+        timeline=views,
+        step_count=int(all_steps["step"].nunique()) if len(all_steps) else 0,
+    )
+
+
+def no_step_matches(options: StepOptions, steps: pd.DataFrame) -> str:
+    """The refusal of a step selection that selects nothing, naming what the trace has."""
+    asked = " ".join(
+        part
+        for part in (
+            f"--skip-first {options.skip_first}" if options.skip_first else "",
+            f"--steps {options.selection}" if options.selection else "",
+        )
+        if part
+    )
+    numbers = sorted({int(s) for s in steps["step"].unique()}) if len(steps) else []
+    if not numbers:
+        return f"{asked} selects steps, but the trace marks none (no step markers, no XLA module executions)"
+    shown = ", ".join(map(str, numbers[:12])) + (", ..." if len(numbers) > 12 else "")
+    return f"{asked} matches no step: the trace has {len(numbers)} step(s) ({shown})"
+
+
+def _fields(figures: object) -> dict:
+    from ..core.analysis import NS_KEYS
+
+    return {k: getattr(figures, k) for k in NS_KEYS}
+
+
+def _device_ids(activity: pd.DataFrame) -> dict[str, int]:
+    if not len(activity):
+        return {}
+    pairs = activity[["device", "global_id"]].drop_duplicates("device")
+    return dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
+
+
+def _clocks(trace: Trace) -> dict[str, str]:
+    """Device -> clock domain (spec §8)."""
+    return {device: clock_domain(trace, device) for device in trace.device_names}

@@ -1,0 +1,134 @@
+"""The reduce step: per-file results into one :class:`Analysis` of the job.
+
+Everything merged is a sum or a group-by over compact per-file tables, so the
+merge of a 1,000-file job costs what its results weigh, not what its events do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core.analysis import (
+    Analysis,
+    ComputeStraggler,
+    DeviceFigures,
+    FigureSpread,
+    SlowestStep,
+    Spread,
+    StepFigures,
+    StepSummary,
+    ratio,
+    sum_figures,
+)
+from ..core.metrics import collectives_table
+from ..insight.bandwidth import annotate
+from ..insight.opportunities import (
+    comm_opportunities,
+    expert_exchange_opportunity,
+    rank,
+    signal_opportunities,
+)
+from .measure import FileResult
+
+
+def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Spread:
+    """How figures vary across devices and steps: a straggler device or a slow step shows here."""
+    device_spread: dict[str, FigureSpread] = {}
+    straggler = None
+    if devices:
+        names = [d.device for d in devices]
+        for key in ("busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "comm_share", "idle_ns"):
+            values = np.array([d.value(key) for d in devices], dtype=np.float64)
+            device_spread[key] = FigureSpread(
+                min=float(values.min()),
+                median=float(np.median(values)),
+                max=float(values.max()),
+                max_device=names[int(np.argmax(values))],
+            )
+        compute = np.array([d.compute_ns for d in devices], dtype=np.float64)
+        # the device that computes longest makes the others wait in their collectives
+        if len(devices) > 1 and np.median(compute) > 0:
+            over = float(compute.max() / np.median(compute))
+            straggler = ComputeStraggler(names[int(np.argmax(compute))], round(over, 4), over > 1.1)
+    summaries: list[StepSummary] = []
+    slowest = None
+    if steps:
+        frame = pd.DataFrame(
+            {
+                "step": [s.step for s in steps],
+                "span_ns": [s.span_ns for s in steps],
+                "exposed_comm_ns": [s.exposed_comm_ns for s in steps],
+                "comm_ns": [s.comm_ns for s in steps],
+                "accumulated_ns": [s.accumulated_ns for s in steps],
+            }
+        )
+        per_step = frame.groupby("step").agg(
+            span_ns=("span_ns", "max"),
+            exposed_comm_ns=("exposed_comm_ns", "mean"),
+            comm_ns=("comm_ns", "sum"),
+            accumulated_ns=("accumulated_ns", "sum"),
+        )
+        median = float(per_step["span_ns"].median())
+        summaries = [
+            StepSummary(
+                step=int(i),
+                span_ns=int(r.span_ns),
+                exposed_comm_ns=round(float(r.exposed_comm_ns)),
+                comm_share=ratio(r.comm_ns, r.accumulated_ns),
+            )
+            for i, r in per_step.iterrows()
+        ]
+        slow = per_step["span_ns"].idxmax()
+        slow_span = float(per_step.loc[slow, "span_ns"])
+        slowest = SlowestStep(
+            step=int(slow),
+            span_ns=int(slow_span),
+            over_median=round(slow_span / median, 4) if median else None,
+            flagged=bool(median and slow_span > 1.2 * median),
+        )
+    return Spread(device_spread, straggler, tuple(summaries), slowest)
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def merge(parts: Sequence[FileResult], link_peaks: dict[str, float] | None = None) -> Analysis:
+    """Concatenate devices, sum totals, regroup collectives, rank opportunities."""
+    devices = sorted((d for p in parts for d in p.devices), key=lambda d: d.device)
+    comm = _concat([p.comm for p in parts], list(parts[0].comm.columns) if parts else [])
+    rules: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.rules.items():
+            rules[k] = rules.get(k, 0) + v
+    sizes = _concat([p.group_sizes for p in parts], ["key", "kind", "group_size", "n"])
+    sized = sizes[sizes["group_size"] > 0] if not sizes.empty else sizes
+    mode: dict[tuple[str, str], int] = {}
+    if not sized.empty:
+        # the most common group size of each op (ties: the smallest), over all files
+        counts = sized.groupby(["key", "kind", "group_size"], observed=True)["n"].sum().reset_index()
+        counts = counts.sort_values(["key", "kind", "n", "group_size"], ascending=[True, True, False, True])
+        for key, kind, size in counts.drop_duplicates(["key", "kind"])[["key", "kind", "group_size"]].itertuples(
+            index=False
+        ):
+            mode[(str(key), str(kind))] = int(size)
+    collectives = annotate(collectives_table(comm), mode, link_peaks or {})
+    independent = _concat([p.independent for p in parts], ["device", "key", "independent_ns"])
+    steps = sorted((s for p in parts for s in p.steps), key=lambda s: (s.step, s.device))
+    hide = comm_opportunities(comm, collectives, independent)
+    signals = [s for p in parts for s in p.signals]
+    return Analysis(
+        inputs=tuple(i for p in parts for i in p.inputs),
+        devices=tuple(devices),
+        total=sum_figures(devices),
+        collectives=tuple(collectives),
+        steps=tuple(steps),
+        opportunities=tuple(rank(hide + expert_exchange_opportunity(comm, hide) + signal_opportunities(signals))),
+        rules=dict(sorted(rules.items(), key=lambda kv: -kv[1])),
+        warnings=tuple(w for p in parts for w in p.warnings),
+        spread=spread(devices, steps),
+    )

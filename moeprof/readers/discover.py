@@ -1,0 +1,160 @@
+"""From what the user typed to trace files: folders, TensorBoard log dirs, run folders, and the
+layout of a job's files over hosts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError
+from ..options import LoadOptions
+from .base import Placement
+
+TRACE_SUFFIXES = (
+    ".xplane.pb",
+    ".pt.trace.json.gz",
+    ".pt.trace.json",
+    ".trace.json.gz",
+    ".trace.json",
+    ".json.gz",
+    ".json",
+    ".sqlite",
+    ".nsys-rep",
+)
+
+
+def plan_placements(files: list[Path]) -> list[Placement]:
+    """Lay a job's trace files out over hosts before reading them.
+
+    One XPlane per host is the common case. When several XPlanes name the same
+    host (one process per GPU, or several processes on one machine), they are
+    that host's processes: their GPUs are numbered one after another (files in
+    name order) and share the host's NVLink domain. CPU-only captures of several
+    processes on one host keep a host each (``host:file``), as their devices do
+    not say which CPU they are.
+    """
+    from .xspace_proto import WireError, peek
+
+    peeked: list[tuple[str, int] | None] = []
+    for f in files:
+        if f.is_file() and f.name.lower().endswith(".pb"):
+            try:
+                hostnames, planes, _ = peek(f)
+            except (OSError, WireError, IndexError):
+                peeked.append(None)  # the full read reports what is wrong with it
+                continue
+            gpus = sum(1 for p in planes if p.startswith("/device:GPU:"))
+            peeked.append((hostnames[0] if hostnames else f.name.split(".")[0], gpus))
+        else:
+            peeked.append(None)
+    names = [p[0] for p in peeked if p]
+    repeated = {h for h in names if names.count(h) > 1}
+    hosts: list[str] = []
+    per_host_gpus: dict[str, int] = {}
+    for p in peeked:
+        if p and p[0] in repeated and p[1]:
+            per_host_gpus[p[0]] = per_host_gpus.get(p[0], 0) + p[1]
+    used: dict[str, int] = {}
+    out = []
+    for f, p in zip(files, peeked):
+        if p is None:
+            key = f"file:{f}"
+            host = None
+        elif p[0] in repeated and p[1]:
+            key = host = p[0]
+        elif p[0] in repeated:
+            key = host = f"{p[0]}:{f.name.split('.')[0]}"
+        else:
+            key, host = p[0], None
+        if key not in hosts:
+            hosts.append(key)
+        first = used.get(key, 0)
+        if p is not None and host == p[0]:
+            used[key] = first + p[1]
+        out.append(Placement(hosts.index(key), host, first, per_host_gpus.get(host) if host else None))
+    return out
+
+
+# JSON files that sit beside traces and are not traces: a run folder's records, test truth
+NOT_TRACES = ("manifest.json", "analysis.json", ".truth.json", "package.json")
+
+
+def _is_trace_file(path: Path) -> bool:
+    name = path.name.lower()
+    if name.startswith(".") or name.endswith(NOT_TRACES):
+        return False
+    return any(name.endswith(s) for s in TRACE_SUFFIXES)
+
+
+def is_nsys_parquet_dir(path: Path) -> bool:
+    """A folder written by ``nsys export --type parquetdir`` (one parquet file per table)."""
+    return path.is_dir() and (path / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").is_file()
+
+
+def _tensorboard_runs(root: Path) -> list[Path]:
+    base = root / "plugins" / "profile"
+    if not base.is_dir():
+        base = root if root.name == "profile" and root.parent.name == "plugins" else None
+    if base is None:
+        return []
+    return sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.name)
+
+
+def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> list[Path]:
+    """Trace files named by the user's inputs, in host/rank order, without duplicates."""
+    options = options or LoadOptions()
+    found: list[Path] = []
+    for raw in inputs:
+        path = Path(raw)
+        if not path.exists():
+            raise InputError(path, "no such file or directory")
+        if path.is_file() or is_nsys_parquet_dir(path):
+            found.append(path)
+            continue
+        runs = _tensorboard_runs(path)
+        if runs:
+            if options.run is not None:
+                chosen = [r for r in runs if r.name == options.run]
+                if not chosen:
+                    raise InputError(path, f"no run named {options.run!r} (runs: {', '.join(r.name for r in runs)})")
+                run = chosen[0]
+            else:
+                run = runs[-1]  # run folders are named by capture time: the newest sorts last
+            files = _trace_files_in(run)
+        else:
+            files = _trace_files_in(path)
+            if not files:
+                # a moeprof run folder keeps its traces one level down
+                for sub in sorted(p for p in path.iterdir() if p.is_dir()):
+                    files.extend(
+                        _trace_files_in(sub) or [f for r in _tensorboard_runs(sub)[-1:] for f in _trace_files_in(r)]
+                    )
+        if not files:
+            raise InputError(
+                path,
+                "directory holds no trace files "
+                "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
+            )
+        found.extend(files)
+    seen: set[Path] = set()
+    unique = []
+    for f in found:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def _trace_files_in(folder: Path) -> list[Path]:
+    files = sorted(p for p in folder.iterdir() if p.is_file() and _is_trace_file(p))
+    # xprof writes both host.xplane.pb and host.trace.json.gz for one capture: read the XPlane
+    # one capture, two formats: xprof writes host.xplane.pb and host.trace.json.gz, nsys a .nsys-rep and
+    # its .sqlite export; read the richer one once
+    stems = {p.name[: -len(".xplane.pb")] for p in files if p.name.endswith(".xplane.pb")}
+    exported = {p.name[: -len(".sqlite")] for p in files if p.name.endswith(".sqlite")}
+    return [
+        p
+        for p in files
+        if not (p.name.endswith(".trace.json.gz") and p.name[: -len(".trace.json.gz")] in stems)
+        and not (p.name.endswith(".nsys-rep") and p.name[: -len(".nsys-rep")] in exported)
+    ]

@@ -1,0 +1,75 @@
+"""One route through the pipeline: the library and the CLI agree, stages are pure, results round-trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import moeprof
+from moeprof.cli import app
+from moeprof.core.analysis import Analysis
+from moeprof.core.classify import classify
+from moeprof.core.topology import attribute_links
+from moeprof.readers import read_file
+
+from .conftest import SAMPLES
+
+SAMPLE_INPUTS = [
+    "cpu_moe_8dev",
+    "synthetic_1host_8gpu",
+    "synthetic_1host_8gpu.trace.json.gz",
+    "synthetic_1host_8gpu.nsys.sqlite",
+    "synthetic_2host_4gpu",
+    "synthetic_2host_4gpu_kineto",
+]
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("name", SAMPLE_INPUTS)
+def test_library_route_equals_cli_route(name: str) -> None:
+    """``moeprof.analyze(moeprof.load(p))`` and ``moeprof analyze p --json``: the same object, opportunities too."""
+    path = SAMPLES / name
+    res = runner.invoke(app, ["analyze", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    cli = json.loads(res.stdout)
+    library = moeprof.analyze(moeprof.load(path)).to_json()
+    assert library == cli
+
+
+def test_hlo_travels_with_the_trace() -> None:
+    """The dependency bound needs the HLO: it comes with the trace, whichever route reads it."""
+    (trace,) = moeprof.load(SAMPLES / "synthetic_2host_4gpu" / "node0.xplane.pb")
+    assert trace.hlo and trace.format == "xplane" and trace.framework == "jax"
+    hidden = [o for o in moeprof.analyze(trace).opportunities if o.kind == "all-gather"]
+    assert hidden and all(o.bound_from == "hlo" for o in hidden)
+
+
+def test_stages_return_new_values() -> None:
+    raw = read_file(SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb")
+    before = raw.events.copy()
+    classified = classify(raw)
+    linked = attribute_links(classified)
+    assert (raw.events["bucket"] == "").all() and raw.events.equals(before)
+    assert (classified.events["bucket"] != "").all()
+    assert classified.events["ib_fraction"].isna().all() and linked.events["ib_fraction"].notna().any()
+    assert len(raw.markers) and "activity" not in raw.markers.columns  # markers never travel as events
+
+
+@pytest.mark.parametrize("name", ["cpu_moe_8dev", "synthetic_2host_4gpu"])
+def test_saved_analysis_reads_back_as_the_same_value(name: str, tmp_path: Path) -> None:
+    fresh = moeprof.analyze_paths([SAMPLES / name])
+    saved = tmp_path / "analysis.json"
+    saved.write_text(json.dumps(fresh.to_json()))
+    back = Analysis.from_json(json.loads(saved.read_text()), str(saved))
+    assert back == fresh
+    assert back.to_json() == fresh.to_json()
+
+
+def test_a_bad_saved_analysis_is_named() -> None:
+    with pytest.raises(moeprof.InputError, match="x.json: not a moeprof.analysis/1 object"):
+        Analysis.from_json({"schema": "other"}, "x.json")
+    with pytest.raises(moeprof.InputError, match="'total' or 'devices' missing"):
+        Analysis.from_json({"schema": "moeprof.analysis/1"}, "x.json")
