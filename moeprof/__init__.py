@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0.dev0"
+from ._version import __version__
 
 __all__ = [
     "Analysis",

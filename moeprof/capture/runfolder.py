@@ -18,9 +18,20 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from ..core.analysis import Analysis
+from ..pipeline import analyze_paths, with_throughput
 from ..readers.runfolder import ANALYSIS, MANIFEST, MANIFEST_SCHEMA, TRACE_DIR, read_manifest
 
-__all__ = ["ANALYSIS", "MANIFEST", "MANIFEST_SCHEMA", "TRACE_DIR", "new_manifest", "read_manifest", "write_json"]
+__all__ = [
+    "ANALYSIS",
+    "MANIFEST",
+    "MANIFEST_SCHEMA",
+    "TRACE_DIR",
+    "analyze_run_folder",
+    "new_manifest",
+    "read_manifest",
+    "write_json",
+]
 # environment that changes what a step does on GPUs
 ENV_PREFIXES = ("XLA_", "NCCL_", "JAX_", "CUDA_", "NVSHMEM_", "TF_", "LIBTPU_", "TPU_")
 
@@ -85,3 +96,33 @@ def new_manifest(kind: str, command: list[str] | None = None, **fields: object) 
 
 def write_json(path: Path, obj: dict) -> None:
     path.write_text(json.dumps(obj, indent=1, default=str) + "\n")
+
+
+def analyze_run_folder(
+    out: Path,
+    model: str | None = None,
+    tokens_per_step: int | None = None,
+    seq_len: int = 4096,
+    job_devices: int | None = None,
+) -> Analysis:
+    """Analyze a run folder just written and store ``analysis.json`` beside its trace.
+
+    With a model and tokens per step, the throughput also goes into the manifest, so a later
+    ``moeprof analyze``/``diff`` of the folder has it.
+    """
+    result = analyze_paths([out])
+    if model and tokens_per_step:
+        result = with_throughput(result, model, tokens_per_step, seq_len, job_devices=job_devices)
+        figures = dict(result.throughput or {})
+        manifest = read_manifest(out) or {}
+        manifest.update(
+            throughput=figures,
+            tokens_per_second=figures.get("tokens_per_second"),
+            model_flops_per_token=figures.get("model_flops_per_token"),
+            tokens_per_step=tokens_per_step,
+        )
+        manifest.setdefault("devices", {}).setdefault("count", job_devices or len(result.devices))
+        write_json(out / MANIFEST, manifest)
+        result = result.with_(manifest=manifest)
+    write_json(out / ANALYSIS, result.to_json())
+    return result

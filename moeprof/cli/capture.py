@@ -9,10 +9,9 @@ from typing import Annotated
 
 import typer
 
-from ..capture.runfolder import ANALYSIS, MANIFEST, read_manifest, write_json
+from ..capture.runfolder import analyze_run_folder
 from ..core.analysis import Analysis
 from ..errors import InputError
-from ..pipeline import analyze_paths, with_throughput
 from ..reports import terminal
 from ..reports.json_report import to_json
 from .common import guarded
@@ -56,28 +55,9 @@ class Throughput:
 
 
 def finish_run(out: Path, as_json: bool, throughput: Throughput | None = None) -> Analysis:
-    """Analyze the run folder just written, store analysis.json beside the trace, show the report.
-
-    With a model and tokens per step, the throughput also goes into the manifest, so a later
-    ``moeprof analyze``/``diff`` of the folder has it.
-    """
-    result = analyze_paths([out])
-    if throughput and throughput.model and throughput.tokens_per_step:
-        result = with_throughput(
-            result, throughput.model, throughput.tokens_per_step, throughput.seq_len, job_devices=throughput.job_devices
-        )
-        tp = dict(result.throughput or {})
-        manifest = read_manifest(out) or {}
-        manifest.update(
-            throughput=tp,
-            tokens_per_second=tp.get("tokens_per_second"),
-            model_flops_per_token=tp.get("model_flops_per_token"),
-            tokens_per_step=throughput.tokens_per_step,
-        )
-        manifest.setdefault("devices", {}).setdefault("count", throughput.job_devices or len(result.devices))
-        write_json(out / MANIFEST, manifest)
-        result = result.with_(manifest=manifest)
-    write_json(out / ANALYSIS, result.to_json())
+    """Analyze the run folder just written (analysis.json beside the trace) and show the report."""
+    rate = throughput or Throughput()
+    result = analyze_run_folder(out, rate.model, rate.tokens_per_step, rate.seq_len, rate.job_devices)
     if as_json:
         typer.echo(to_json(result))
     else:

@@ -7,20 +7,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from ..gate.check import (
-    FIGURES,
-    GateResult,
     evaluate,
-    fmt,
     load_source,
     resolve_config,
     verdict,
     write_junit,
 )
-from ..reports.terminal import make_console
+from ..reports.gate import render_check
 from .common import (
     DomainOption,
     GpusPerNodeOption,
@@ -41,33 +36,6 @@ def options_given(
     steps: str | None, skip_first: int, nvlink_domain_size: int | None, gpus_per_node: int | None
 ) -> bool:
     return bool(steps or skip_first or nvlink_domain_size or gpus_per_node)
-
-
-def gate_table(results: list[GateResult], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col, justify in [
-        ("gate", "left"),
-        ("figure", "left"),
-        ("value", "right"),
-        ("limit", "right"),
-        ("baseline", "right"),
-        ("worst device", "left"),
-        ("step", "right"),
-        ("result", "left"),
-    ]:
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in results:
-        table.add_row(
-            r.name,
-            FIGURES[r.figure][1],
-            fmt(r.value, r.unit),
-            fmt(r.limit, r.unit),
-            fmt(r.baseline, r.unit),
-            r.device or "-",
-            "-" if r.step is None else str(r.step),
-            "[green]pass[/]" if r.passed else "[bold red]FAIL[/]",
-        )
-    return table
 
 
 def check_command(
@@ -156,17 +124,7 @@ def check_command(
         if json:
             typer.echo(jsonlib.dumps(doc, indent=2))
         else:
-            console = make_console()
-            scope = "worst device" if cfg.per_device else "total"
-            console.print(
-                gate_table(results, escape(f"moeprof check {path} ({scope}{', ' + cfg.origin if cfg.origin else ''})"))
-            )
-            failed = sum(not r.passed for r in results)
-            console.print(
-                f"[green]all {len(results)} gate(s) hold[/]"
-                if not failed
-                else f"[bold red]{failed} of {len(results)} gate(s) failed[/]"
-            )
+            render_check(results, path, cfg)
         if not doc["passed"]:
             for r in results:
                 if not r.passed:

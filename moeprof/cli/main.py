@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .. import __version__
+from .._version import __version__
 from .analyze import analyze_command
 from .baseline import app as baseline_app
 from .capture import app as capture_app

@@ -384,7 +384,7 @@ class Analysis:
         return replace(self, warnings=(*self.warnings, *warnings))
 
     def to_json(self) -> dict[str, Any]:
-        from .. import __version__
+        from .._version import __version__
 
         doc: dict[str, Any] = {
             "schema": SCHEMA,

@@ -9,6 +9,7 @@ here: they travel in ``Trace.markers``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,19 +68,20 @@ KINDS = (
 _DEFAULTS: dict[str, object] = {"str": "", "int64": -1, "float64": np.nan, "bool": False}
 
 
-def categorical(values: object, n: int) -> pd.Categorical:
+def categorical(values: Any, n: int) -> pd.Categorical[Any]:
     """A string column as a pandas Categorical: traces repeat a few thousand names millions of times."""
     if isinstance(values, pd.Categorical):
         return values
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
-        return values.array
+        return pd.Categorical(values)
     if values is None or np.isscalar(values):
-        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=["" if values is None else values])
+        fill = pd.Index(["" if values is None else values], dtype=object)
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=fill)
     codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
 
 
-def make_table(columns: Mapping[str, object], n: int | None = None) -> pd.DataFrame:
+def make_table(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
     """Build an event table from column arrays; absent columns get their default.
 
     ``n`` is the row count when every given column is a scalar.
@@ -115,7 +117,7 @@ def concat(tables: list[pd.DataFrame]) -> pd.DataFrame:
         return empty_table()
     if len(tables) == 1:
         return tables[0].reset_index(drop=True)
-    out = {}
+    out: dict[str, Any] = {}
     for col in tables[0].columns:
         parts = [t[col] for t in tables if col in t.columns]
         if all(isinstance(p.dtype, pd.CategoricalDtype) for p in parts):

@@ -60,7 +60,7 @@ class DeviceTimeline:
             return _empty_measure(n)
         clipped = np.zeros(n, dtype=np.int64)
         exposed = np.zeros(n, dtype=np.int64)
-        if win_s is None:
+        if win_s is None or win_e is None:
             lo, hi = self.bounds
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
         # only rows that can touch the window: starts are sorted, durations bounded
@@ -146,7 +146,7 @@ def collectives_table(comm: pd.DataFrame) -> list[Collective]:
     """Spec §7 ``collectives``: one row per (op, kind) over all devices.
 
     ``comm`` holds per (op ``key``, kind, device) sums of the comm activities' clipped
-    time (``pipeline.measure.COMM_AGG_COLUMNS``); sums from several files add up.
+    time (``pipeline.per_file.COMM_AGG_COLUMNS``); sums from several files add up.
     """
     if comm.empty:
         return []
@@ -166,36 +166,39 @@ def collectives_table(comm: pd.DataFrame) -> list[Collective]:
         ib_zero=("ib_zero", "sum"),
         ib_one=("ib_one", "sum"),
     )
+    col = {c: agg[c].to_numpy() for c in agg.columns}
     out = []
-    for (key, kind), r in zip(agg.index, agg.itertuples(index=False)):
-        n = int(r.count)
-        if r.ib_known == 0:
+    for i, (key, kind) in enumerate(agg.index):
+        n = int(col["count"][i])
+        ib_known = int(col["ib_known"][i])
+        if ib_known == 0:
             link = "unknown"
-        elif r.ib_known < n:
+        elif ib_known < n:
             link = "mixed"
         else:
-            link = "nvlink" if r.ib_zero == n else ("ib" if r.ib_one == n else "mixed")
-        total, ib_ns, unknown_ns = int(r.total_ns), round(float(r.ib_ns)), int(r.unknown_ns)
-        exposed = int(r.exposed_ns)
-        exposed_ib, exposed_unknown = round(float(r.exposed_ib_ns)), int(r.exposed_unknown_ns)
+            link = "nvlink" if col["ib_zero"][i] == n else ("ib" if col["ib_one"][i] == n else "mixed")
+        total, ib_ns, unknown_ns = int(col["total_ns"][i]), round(float(col["ib_ns"][i])), int(col["unknown_ns"][i])
+        exposed = int(col["exposed_ns"][i])
+        exposed_ib, exposed_unknown = round(float(col["exposed_ib_ns"][i])), int(col["exposed_unknown_ns"][i])
+        bytes_known, bytes_sum = int(col["bytes_known"][i]), float(col["bytes_sum"][i])
         out.append(
             Collective(
                 name=str(key),
                 kind=str(kind),
                 link=link,
                 count=n,
-                devices=int(r.devices),
+                devices=int(col["devices"][i]),
                 total_ns=total,
                 exposed_ns=exposed,
-                bytes=int(r.bytes_sum) if r.bytes_known else None,
-                bytes_per_call=round(float(r.bytes_sum) / float(r.bytes_known)) if r.bytes_known else None,
+                bytes=int(bytes_sum) if bytes_known else None,
+                bytes_per_call=round(bytes_sum / bytes_known) if bytes_known else None,
                 comm_nvlink_ns=total - ib_ns - unknown_ns,
                 comm_ib_ns=ib_ns,
                 comm_unknown_link_ns=unknown_ns,
                 exposed_nvlink_ns=exposed - exposed_ib - exposed_unknown,
                 exposed_ib_ns=exposed_ib,
                 exposed_unknown_link_ns=exposed_unknown,
-                ib_fraction=float(r.ib_sum) / float(r.ib_known) if r.ib_known else None,
+                ib_fraction=float(col["ib_sum"][i]) / ib_known if ib_known else None,
             )
         )
     out.sort(key=lambda r: (-r.total_ns, r.name))

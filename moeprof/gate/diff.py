@@ -209,7 +209,9 @@ def ablation(runs: list[RunInfo], analyses: list[Analysis]) -> dict:
     tokens = [(r.throughput or {}).get("tokens_per_second") for r in runs]
     step_ms = [step_time_ns(a) / 1e6 for a in analyses]
     use_tokens = all(t for t in tokens)
-    speed = [float(t) for t in tokens] if use_tokens else [1 / s if s else None for s in step_ms]  # type: ignore[misc]
+    speed: list[float | None] = (
+        [float(t) for t in tokens if t is not None] if use_tokens else [1 / s if s else None for s in step_ms]
+    )
 
     def ratio(v: float | None, ref: float | None) -> float | None:
         return v / ref if v is not None and ref else None

@@ -338,3 +338,25 @@ def trends(runs: list[Run]) -> list[dict]:
             }
         )
     return out
+
+
+def history_doc(runs: list[Run], trends_rows: list[dict], flip: dict | None) -> dict:
+    """The ``moeprof.history/1`` object: the runs, each figure's trend, the last gate flip."""
+    return {
+        "schema": "moeprof.history/1",
+        "runs": [
+            {
+                "id": r.id,
+                "time_utc": r.time_utc,
+                "command": r.command,
+                "git_commit": r.git_commit,
+                "inputs": r.inputs,
+                "passed": r.passed,
+                "figures": r.figures,
+                "gates": r.gates,
+            }
+            for r in runs
+        ],
+        "trends": trends_rows,
+        "last_flip": flip,
+    }

@@ -155,7 +155,7 @@ class ModelConfig:
             v_head_dim=_count(get("v_head_dim", default=0), "v_head_dim", origin),
             tie_word_embeddings=bool(get("tie_word_embeddings", default=False)),
             mtp_layers=_count(get("num_nextn_predict_layers", default=0), "num_nextn_predict_layers", origin),
-            sliding_window=get("sliding_window") if isinstance(get("sliding_window"), int) else None,
+            sliding_window=window if isinstance(window := get("sliding_window"), int) else None,
         )
 
 

@@ -123,7 +123,7 @@ def signal_opportunities(signals: list[dict]) -> list[Opportunity]:
     if frame.empty:
         return out
     for kind, g in frame.groupby("type", sort=False):
-        worst = g.loc[g["saving_ns"].idxmax()]
+        worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
         out.append(
@@ -153,7 +153,7 @@ def comm_opportunities(
 ) -> list[Opportunity]:
     """Spec §6: exposed comm grouped by (op, kind), ranked by what hiding it could save.
 
-    ``comm``: per (op ``key``, kind, device) sums (``pipeline.measure.COMM_AGG_COLUMNS``).
+    ``comm``: per (op ``key``, kind, device) sums (``pipeline.per_file.COMM_AGG_COLUMNS``).
     ``exposed_ns`` sums over devices. Per device the bound is its exposed time,
     capped by the compute the HLO graph shows to be independent of the op
     (``independent``: device, key, independent_ns) where the HLO is known;
@@ -173,11 +173,11 @@ def comm_opportunities(
         known, np.minimum(per_device["exposed_ns"], per_device["independent_ns"].fillna(0)), per_device["exposed_ns"]
     )
     by_op = {(c.name, c.kind): c for c in collectives}
-    xla = exposed.groupby(["key", "kind"], sort=False, observed=True)["xla"].any()
+    xla = exposed.groupby(["key", "kind"], sort=False, observed=True)["xla"].any().to_dict()
     out = []
     for (key, kind), g in per_device.groupby(["key", "kind"], sort=False, observed=True):
         c = by_op[(str(key), str(kind))]
-        worst = g.loc[g["bound_ns"].idxmax()]
+        worst = g.iloc[int(np.argmax(g["bound_ns"].to_numpy()))]
         from_hlo = bool(g["independent_ns"].notna().all())
         evidence: dict = {
             "count": c.count,
@@ -200,7 +200,7 @@ def comm_opportunities(
                 saving_bound_ns=int(worst["bound_ns"]),
                 bound_from="hlo" if from_hlo else "exposed",
                 evidence=evidence,
-                remedy=remedy(str(kind), c.link, bool(xla[(key, kind)]), c.bandwidth_verdict),
+                remedy=remedy(str(kind), c.link, bool(xla[(key, kind)]), c.bandwidth_verdict),  # type: ignore[index]
             )
         )
     return out

@@ -7,7 +7,6 @@ kernels already run. Each distinct kernel name is matched once.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..core.trace import Trace
@@ -17,9 +16,7 @@ from ..core.vocabulary import vocabulary
 def stack_facts(trace: Trace) -> dict:
     """framework, workload, hlo (bool), and in_use: the EP/GEMM libraries and paths the kernels show."""
     vocab = vocabulary()
-    names = (
-        np.asarray(pd.unique(trace.events["name"].to_numpy(dtype=object)), dtype=object) if len(trace.events) else []
-    )
+    names = [str(n) for n in pd.unique(trace.events["name"].to_numpy(dtype=object))] if len(trace.events) else []
     in_use = {
         "deepep": any(vocab.deepep.search(str(n)) for n in names),
         "nccl_ep": any(vocab.nccl_ep.search(str(n)) for n in names),

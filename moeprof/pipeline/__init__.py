@@ -23,8 +23,8 @@ from ..insight.throughput import manifest_throughput, with_throughput
 from ..options import LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, discover, plan_placements, read_file
 from ..readers.runfolder import read_manifest
-from .measure import FileResult, measure_file
 from .merge import merge
+from .per_file import FileResult, measure_file
 
 __all__ = [
     "Analysis",

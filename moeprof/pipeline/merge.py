@@ -31,7 +31,7 @@ from ..insight.opportunities import (
     rank,
     signal_opportunities,
 )
-from .measure import FileResult
+from .per_file import FileResult
 
 
 def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Spread:
@@ -72,19 +72,21 @@ def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Sp
             accumulated_ns=("accumulated_ns", "sum"),
         )
         median = float(per_step["span_ns"].median())
+        numbers = per_step.index.to_numpy(dtype=np.int64)
+        col = {c: per_step[c].to_numpy() for c in per_step.columns}
         summaries = [
             StepSummary(
-                step=int(i),
-                span_ns=int(r.span_ns),
-                exposed_comm_ns=round(float(r.exposed_comm_ns)),
-                comm_share=ratio(r.comm_ns, r.accumulated_ns),
+                step=int(numbers[i]),
+                span_ns=int(col["span_ns"][i]),
+                exposed_comm_ns=round(float(col["exposed_comm_ns"][i])),
+                comm_share=ratio(col["comm_ns"][i], col["accumulated_ns"][i]),
             )
-            for i, r in per_step.iterrows()
+            for i in range(len(numbers))
         ]
-        slow = per_step["span_ns"].idxmax()
-        slow_span = float(per_step.loc[slow, "span_ns"])
+        slow = int(np.argmax(col["span_ns"]))
+        slow_span = float(col["span_ns"][slow])
         slowest = SlowestStep(
-            step=int(slow),
+            step=int(numbers[slow]),
             span_ns=int(slow_span),
             over_median=round(slow_span / median, 4) if median else None,
             flagged=bool(median and slow_span > 1.2 * median),

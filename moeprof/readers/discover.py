@@ -91,8 +91,8 @@ def is_nsys_parquet_dir(path: Path) -> bool:
 
 
 def _tensorboard_runs(root: Path) -> list[Path]:
-    base = root / "plugins" / "profile"
-    if not base.is_dir():
+    base: Path | None = root / "plugins" / "profile"
+    if base is None or not base.is_dir():
         base = root if root.name == "profile" and root.parent.name == "plugins" else None
     if base is None:
         return []

@@ -889,7 +889,7 @@ def _inherit(act: pd.DataFrame, has_launch: np.ndarray, collective: np.ndarray, 
     agreed = pairs[~pairs["key"].duplicated(keep=False)].set_index("key")
     # agreement must also cover launches of that kernel that no NCCL range enclosed
     plain = pd.Series(key[has_launch][collective[has_launch] == ""]).unique()
-    agreed = agreed.drop(index=agreed.index.intersection(plain))
+    agreed = agreed.drop(index=agreed.index.intersection(pd.Index(plain)))
     rows = np.flatnonzero(orphan & np.isin(key, agreed.index.to_numpy()))
     if len(rows):
         look = agreed.reindex(key[rows])
@@ -1159,7 +1159,7 @@ def _decode_payloads(calls: pd.DataFrame, schemas: pd.DataFrame | None) -> pd.Da
         for r in rows:
             for key, value in _json_leaves(js.iloc[r]):
                 name = _payload_field(key)
-                if name is not None and np.isnan(out.at[r, name]):
+                if name is not None and pd.isna(out.at[r, name]):  # type: ignore[arg-type]
                     out.at[r, name] = value
     return out
 
@@ -1208,7 +1208,7 @@ def _schema_layouts(schemas: pd.DataFrame) -> dict[tuple[int, int], list[tuple[s
                 fields.append((name_field, pos, size, signed))
             pos = pos + size if (pos is not None and size) else None  # unknown size: next offset unknown
         if fields:
-            layouts[(int(dom), int(sch))] = fields
+            layouts[(int(dom), int(sch))] = fields  # type: ignore[call-overload]
     return layouts
 
 

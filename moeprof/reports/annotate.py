@@ -18,13 +18,13 @@ import gzip
 import heapq
 import re
 from pathlib import Path
-from typing import IO
+from typing import BinaryIO
 
 import numpy as np
 import orjson
 import pandas as pd
 
-from .. import __version__
+from .._version import __version__
 from ..core import intervals as iv
 from ..core.analysis import Analysis
 from ..core.events import concat
@@ -66,7 +66,7 @@ def pack(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def _us(ns: np.ndarray | int) -> np.ndarray | float:
+def _us(ns: np.ndarray | int) -> np.ndarray:
     return np.asarray(ns, dtype=np.float64) / 1e3
 
 
@@ -121,7 +121,7 @@ def _slices(pid: int, tid: int, start: np.ndarray, end: np.ndarray, base: int, n
     ]
 
 
-def _write_events(fh: IO[bytes], events: list[dict], first: bool) -> bool:
+def _write_events(fh: BinaryIO, events: list[dict], first: bool) -> bool:
     if events:
         body = orjson.dumps(events)[1:-1]
         fh.write(body if first else b"," + body)
@@ -145,8 +145,8 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
     step_figs = {(s.device, s.step): s for s in result.steps}
     by_device = activity.groupby("device", observed=True).indices
     counts = {"devices": len(devices), "activities": 0, "exposed": 0, "steps": 0}
-    opener = gzip.open if out.suffix == ".gz" else open
-    with opener(out, "wb") as fh:  # type: ignore[operator]
+    fh: BinaryIO
+    with gzip.open(out, "wb") if out.suffix == ".gz" else open(out, "wb") as fh:  # type: ignore[assignment]
         fh.write(b'{"traceEvents":[')
         first = True
         for pid0, device in enumerate(devices):

@@ -32,7 +32,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .. import __version__
+from .._version import __version__
 from ..core import intervals as iv
 from ..core.analysis import Analysis, Figures, Opportunity, sum_figures
 from ..core.events import concat

@@ -26,7 +26,7 @@ def make_console() -> Console:
     return console if console.is_terminal else Console(width=160)
 
 
-def human_bytes(n: int | None) -> str:
+def human_bytes(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -72,7 +72,7 @@ def device_table(result: Analysis) -> Table:
         ("exposed comm", "right"),
         ("exp./span", "right"),
     ]:
-        table.add_column(col, justify=justify, no_wrap=True)
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
 
     def row(label: str, fig: Figures, style: str | None = None) -> None:
         table.add_row(
@@ -125,7 +125,7 @@ def collectives_table(result: Analysis, top: int) -> Table:
         ("of link peak", "right"),
     ]
     for col, justify in columns:
-        table.add_column(col, justify=justify, overflow="fold")
+        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for c in result.collectives[:top]:
         name = c.name if len(c.name) <= 60 else c.name[:57] + "..."
         busbw = c.bus_bandwidth_gbps
@@ -207,9 +207,9 @@ def render(result: Analysis, console: Console | None = None, top: int = 8) -> No
         for name, color in _BAR_COLORS.items():
             legend.append("█ ", style=color).append(name.replace("_", " ") + "  ")
         console.print(legend)
-    line = spread_line(result)
-    if line:
-        console.print(line)
+    spread = spread_line(result)
+    if spread:
+        console.print(spread)
     if result.collectives:
         console.print(collectives_table(result, top))
     console.print(opportunities_panel(result, top))

@@ -1,0 +1,225 @@
+"""The terminal tables of the CI commands: check's gates, diff's comparison and ablation, history's trends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from ..gate.check import FIGURES, CheckConfig, GateResult, fmt
+from ..gate.history import Run
+from .terminal import human_bytes, make_console
+
+
+def gate_table(results: list[GateResult], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col, justify in [
+        ("gate", "left"),
+        ("figure", "left"),
+        ("value", "right"),
+        ("limit", "right"),
+        ("baseline", "right"),
+        ("worst device", "left"),
+        ("step", "right"),
+        ("result", "left"),
+    ]:
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        table.add_row(
+            r.name,
+            FIGURES[r.figure][1],
+            fmt(r.value, r.unit),
+            fmt(r.limit, r.unit),
+            fmt(r.baseline, r.unit),
+            r.device or "-",
+            "-" if r.step is None else str(r.step),
+            "[green]pass[/]" if r.passed else "[bold red]FAIL[/]",
+        )
+    return table
+
+
+def render_check(results: list[GateResult], path: Path, cfg: CheckConfig) -> None:
+    console = make_console()
+    scope = "worst device" if cfg.per_device else "total"
+    console.print(
+        gate_table(results, escape(f"moeprof check {path} ({scope}{', ' + cfg.origin if cfg.origin else ''})"))
+    )
+    failed = sum(not r.passed for r in results)
+    console.print(
+        f"[green]all {len(results)} gate(s) hold[/]"
+        if not failed
+        else f"[bold red]{failed} of {len(results)} gate(s) failed[/]"
+    )
+
+
+def _value(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "ratio":
+        return f"{100 * v:.1f}%"
+    if unit == "bytes":
+        return human_bytes(v)  # type: ignore[arg-type]
+    return f"{v:,.3f}"
+
+
+def _delta(d: float | None, change: float | None, unit: str) -> str:
+    if d is None:
+        return "-"
+    if unit == "ratio":
+        text = f"{100 * d:+.1f} pts"
+    elif unit == "bytes":
+        text = ("+" if d >= 0 else "-") + human_bytes(abs(d))  # type: ignore[arg-type]
+    else:
+        text = f"{d:+,.3f}"
+    if change is not None:
+        text += f" ({100 * change:+.0f}%)"
+    style = "" if abs(d) < 1e-12 else ("red" if d > 0 else "green")
+    # more time, comm or bytes is worse; the colour is a hint, the sign is the fact
+    return f"[{style}]{text}[/]" if style else text
+
+
+def diff_table(doc: dict) -> Table:
+    runs = doc["runs"]
+    n = len(runs)
+    table = Table(
+        title="moeprof diff (ms per device and step; Δ vs the first run, and vs the previous one)",
+        title_justify="left",
+    )
+    table.add_column("figure", justify="left")
+    for r in runs:
+        table.add_column(r["label"], justify="right")
+    for i in range(1, n):
+        table.add_column(f"Δ {runs[i]['label']}−{runs[0]['label']}", justify="right")
+    for i in range(2, n):
+        table.add_column(f"Δ {runs[i]['label']}−{runs[i - 1]['label']}", justify="right")
+    section = None
+    for row in doc["rows"]:
+        if row["section"] != section:
+            if section is not None:
+                table.add_section()
+            section = row["section"]
+        unit = row["unit"]
+        cells = [_value(v, unit) for v in row["values"]]
+        cells += [_delta(row["delta_first"][i], row["change_first"][i], unit) for i in range(1, n)]
+        cells += [_delta(row["delta_previous"][i], row["change_previous"][i], unit) for i in range(2, n)]
+        table.add_row(row["name"], *cells)
+    return table
+
+
+def ablation_table(doc: dict) -> Table:
+    ab = doc["ablation"]
+    metric = "tokens/s" if ab["metric"] == "tokens_per_second" else "1/step time"
+    table = Table(title=f"Ablation (gain = ratio of {metric})", title_justify="left")
+    for col in (
+        "run",
+        "tokens/s",
+        "TFLOPS/device",
+        "step ms",
+        "comm share",
+        "exposed comm ms",
+        "gain vs prev",
+        "gain vs first",
+    ):
+        table.add_column(col, justify="left" if col == "run" else "right")
+
+    def num(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    for r in ab["runs"]:
+        table.add_row(
+            escape(f"{r['label']} {Path(r['path']).name}"),
+            num(r["tokens_per_second"], ",.0f"),
+            num(r["tflops_per_device"], ".4g"),
+            num(r["step_ms"], ",.3f"),
+            num(100 * r["comm_share"], ".1f") + "%",
+            num(r["exposed_comm_ms"], ",.3f"),
+            "-" if r["gain_vs_previous"] is None else f"{r['gain_vs_previous']:.3f}x",
+            "-" if r["gain_vs_first"] is None else f"{r['gain_vs_first']:.3f}x",
+        )
+    return table
+
+
+def render_diff(doc: dict) -> None:
+    console = make_console()
+    for r in doc["runs"]:
+        console.print(
+            f"{r['label']} = {r['path']}  ({r['devices']} devices, {r['hosts']} host(s), {r['steps']} step(s))",
+            markup=False,
+            highlight=False,
+        )
+    console.print(diff_table(doc))
+    if doc["ablation"]:
+        console.print(ablation_table(doc))
+
+
+def _fmt(name: str, v: float | None) -> str:
+    if v is None:
+        return "-"
+    if name in ("comm_share", "exposed_comm_fraction", "idle_fraction"):
+        return f"{100 * v:.2f}%"
+    if name.endswith("_ns"):
+        return f"{v / 1e6:,.3f} ms"
+    if name.endswith("_ms"):
+        return f"{v:,.3f} ms"
+    return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def render_history(db: Path, runs: list[Run], flip: dict | None, rows: list[dict]) -> None:
+    console = make_console()
+    if not runs:
+        console.print(f"{db}: no runs recorded yet", markup=False)
+        return
+    first, latest = runs[0], runs[-1]
+    console.print(
+        f"{db}: runs #{first.id}..#{latest.id} ({len(runs)} shown), {first.time_utc} .. {latest.time_utc}",
+        markup=False,
+        highlight=False,
+    )
+    table = Table(title=f"Trend over the last {len(runs)} run(s), oldest to newest", title_justify="left")
+    for col, justify in [
+        ("figure", "left"),
+        ("trend", "left"),
+        ("first", "right"),
+        ("last", "right"),
+        ("min", "right"),
+        ("max", "right"),
+    ]:
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for t in rows:
+        name = t["figure"]
+        table.add_row(
+            name,
+            t["sparkline"],
+            _fmt(name, t["first"]),
+            _fmt(name, t["last"]),
+            _fmt(name, t["min"]),
+            _fmt(name, t["max"]),
+        )
+    console.print(table)
+    checks = [r for r in runs if r.passed is not None]
+    gate_names = list(dict.fromkeys(name for r in checks for name in r.gates))
+    if gate_names:
+        gates = Table(title="Gates over the check runs shown (✓ pass, ✗ fail)", title_justify="left")
+        for col, justify in [("gate", "left"), ("results", "left"), ("last value", "right"), ("limit", "right")]:
+            gates.add_column(col, justify=justify)  # type: ignore[arg-type]
+        for name in gate_names:
+            marks = "".join(" " if name not in r.gates else ("✓" if r.gates[name]["passed"] else "✗") for r in checks)
+            last_gate = next(r.gates[name] for r in reversed(checks) if name in r.gates)
+            gates.add_row(
+                name,
+                marks,
+                _fmt(last_gate["figure"], last_gate["value"]),
+                _fmt(last_gate["figure"], last_gate["limit"]),
+            )
+        console.print(gates)
+    if checks:
+        c = checks[-1]
+        console.print(f"last check run #{c.id}: {'[green]passed[/]' if c.passed else '[bold red]failed[/]'}")
+    if flip:
+        commit = (flip["git_commit"] or "")[:12] or "no commit"
+        console.print(f"[bold]last gate flip[/] pass → fail: run #{flip['run']} ({flip['time_utc']}, {commit})")
+        for g in flip["gates"]:
+            console.print(f"  {g['message']} (it passed in run #{g['previous_run']})", markup=False, highlight=False)
+    elif checks:
+        console.print("no gate has flipped from pass to fail")
