@@ -159,11 +159,6 @@ def test_runs_on_eight_devices(child: dict[str, Any]) -> None:
     assert child["default"]["a2a_impl"] == "padded"  # no ragged-all-to-all on XLA:CPU
 
 
-def test_default_run_is_fast(child: dict[str, Any]) -> None:
-    # "well under a minute on a 2-core CPU", compile included; headroom for slow CI machines
-    assert child["default"]["wall_seconds"] < 60
-
-
 def test_loss_decreases_dropless(child: dict[str, Any]) -> None:
     records = child["default"]["records"]
     losses = [r["loss"] for r in records]

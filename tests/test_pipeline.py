@@ -69,7 +69,7 @@ def test_saved_analysis_reads_back_as_the_same_value(name: str, tmp_path: Path) 
 
 
 def test_a_bad_saved_analysis_is_named() -> None:
-    with pytest.raises(moeprof.InputError, match="x.json: not a moeprof.analysis/1 object"):
+    with pytest.raises(moeprof.InputError, match=r"x\.json: not a moeprof\.analysis/1 object"):
         Analysis.from_json({"schema": "other"}, "x.json")
     with pytest.raises(moeprof.InputError, match="'total' or 'devices' missing"):
         Analysis.from_json({"schema": "moeprof.analysis/1"}, "x.json")

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ..gate.check import (
+    checkable,
     evaluate,
     load_source,
     resolve_config,
@@ -112,15 +113,16 @@ def check_command(
                 f"{path}: a saved analysis cannot be re-measured; --steps/--skip-first/--nvlink-domain-size/"
                 "--gpus-per-node apply to traces and run folders"
             )
-        base = load_source(cfg.baseline, load_opts, step_opts).analysis if cfg.baseline else None
-        results = evaluate(source.analysis, cfg, base)
+        analysis = checkable(source)
+        base = checkable(load_source(cfg.baseline, load_opts, step_opts)) if cfg.baseline else None
+        results = evaluate(analysis, cfg, base)
         doc = verdict(results, source, cfg)
         if junit:
             write_junit(results, junit)
         if history:
             from ..gate.history import record_run
 
-            record_run(history, "check", source.analysis, results, doc["passed"])
+            record_run(history, "check", analysis, results, doc["passed"])
         if json:
             typer.echo(jsonlib.dumps(doc, indent=2))
         else:

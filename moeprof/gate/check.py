@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..core.analysis import Analysis
 from ..errors import InputError
-from ..insight.throughput import manifest_throughput
+from ..insight.throughput import manifest_throughput, throughput_mismatch
 from ..options import LoadOptions, StepOptions
 from ..pipeline import analyze_paths
 from ..readers import discover
@@ -96,6 +96,23 @@ def load_source(path: Path, options: LoadOptions | None = None, step_options: St
         return Source(path, "run", analysis)
     analysis = analyze_paths([path], options, step_options)
     return Source(path, "run" if manifest is not None else "trace", analysis)
+
+
+def checkable(source: Source) -> Analysis:
+    """The analysis a gate may judge, or an InputError: a gate never passes on nothing or on nonsense."""
+    a = source.analysis
+    if not a.devices:
+        raise InputError(source.path, "the analysis holds no device: nothing to gate")
+    tp = a.throughput or {}
+    mfu, tflops, peak = tp.get("mfu"), tp.get("tflops_per_device"), tp.get("peak_tflops")
+    if isinstance(mfu, int | float) and mfu > 1:
+        raise InputError(source.path, f"MFU {mfu:.1%} is impossible: {throughput_mismatch(tp)}")
+    if isinstance(tflops, int | float) and isinstance(peak, int | float) and peak and tflops > peak:
+        raise InputError(
+            source.path,
+            f"{tflops:,.1f} model TFLOPS per device exceeds the {peak:,.0f} TFLOPS peak: " + throughput_mismatch(tp),
+        )
+    return a
 
 
 def _has_traces(folder: Path, options: LoadOptions | None) -> bool:

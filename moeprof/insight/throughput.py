@@ -62,4 +62,20 @@ def with_throughput(
         "seq_len": seq_len,
         "step_ns": round(step_ns),
     }
+    mfu, tflops, peak = figures.get("mfu"), figures.get("tflops_per_device"), figures.get("peak_tflops")
+    if isinstance(mfu, int | float) and mfu > 1:
+        warnings.append(f"MFU {mfu:.1%} is impossible: {throughput_mismatch(figures)}")
+    elif isinstance(tflops, int | float) and isinstance(peak, int | float) and peak and tflops > peak:
+        warnings.append(
+            f"{tflops:,.1f} model TFLOPS per device exceeds the {peak:,.0f} TFLOPS peak: {throughput_mismatch(figures)}"
+        )
     return analysis.with_(throughput=figures, warnings=(*analysis.warnings, *warnings))
+
+
+def throughput_mismatch(figures: Mapping[str, Any]) -> str:
+    """Why an MFU above 100% happens: the model, tokens or devices given do not describe this trace."""
+    step_ms = figures.get("step_ns", 0) / 1e6
+    return (
+        f"--model {figures.get('model', '?')}, --tokens-per-step and --job-devices do not describe the traced step "
+        f"(a step of {step_ms:,.3f} ms was measured: too short for that many tokens on that many devices)"
+    )

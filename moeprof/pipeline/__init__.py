@@ -19,9 +19,11 @@ from ..core.classify import classify, rules_with
 from ..core.timeline import TimelineOptions
 from ..core.topology import attribute_links
 from ..core.trace import Trace
+from ..errors import InputError
 from ..insight.throughput import manifest_throughput, with_throughput
 from ..options import LoadOptions, StepOptions
-from ..readers import Placement, ReadContext, discover, plan_placements, read_file
+from ..readers import Placement, ReadContext, plan_placements, read_file
+from ..readers.discover import discover_job
 from ..readers.runfolder import read_manifest
 from .merge import merge
 from .per_file import FileResult, measure_file
@@ -49,29 +51,39 @@ def load_trace(
     """Read one trace file, classify every activity and attribute comm to its fabric."""
     options = options or LoadOptions()
     trace = read_file(Path(path), ReadContext(options, placement or Placement(0)))
+    if not len(trace.events):
+        # nothing to measure is an input error, never a pass: a CI gate must not hold on an empty trace
+        raise InputError(
+            path,
+            f"no device activity ({trace.format}: no GPU kernels, copies or memsets; a host-only trace, "
+            "or a capture window that missed the step?)",
+        )
     trace = classify(trace, rules_with(options.rules))
     return attribute_links(trace, options.nvlink_domain_size, single_host)
 
 
-def _layout(inputs: Sequence[str | Path], options: LoadOptions) -> tuple[list[Path], list[Placement], bool]:
-    files = discover(list(inputs), options)
+def _layout(inputs: Sequence[str | Path], options: LoadOptions) -> tuple[list[Path], list[Placement], bool, list[str]]:
+    files, notes = discover_job(list(inputs), options)
     places = plan_placements(files)
-    return files, places, len({p.host_index for p in places}) == 1
+    return files, places, len({p.host_index for p in places}) == 1, notes
 
 
 class TraceSet(list[Trace]):
-    """The traces of one job as ``moeprof.load`` returns them: a list, plus the run folder's manifest."""
+    """The traces of one job as ``moeprof.load`` returns them: a list, plus the run folder's manifest
+    and what discovery left out (warnings)."""
 
     manifest: dict | None = None
+    notes: tuple[str, ...] = ()
 
 
 def load(paths: str | Path | Sequence[str | Path], options: LoadOptions | None = None) -> TraceSet:
     """The classified traces of one job (``moeprof.load``): one :class:`Trace` per trace file."""
     options = options or LoadOptions()
     inputs = [paths] if isinstance(paths, str | Path) else list(paths)
-    files, places, single = _layout(inputs, options)
+    files, places, single, notes = _layout(inputs, options)
     out = TraceSet(load_trace(f, p, options, single) for f, p in zip(files, places))
     out.manifest = _manifest(inputs)
+    out.notes = tuple(notes)
     return out
 
 
@@ -83,9 +95,10 @@ def analyze(
 ) -> Analysis:
     """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints)."""
     manifest = getattr(traces, "manifest", None)
+    notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     parts = [measure_file(t, step_options, timeline) for t in traces]
-    return _with_manifest(finish(merge(parts, link_peaks), timeline, parts), manifest)
+    return _with_manifest(finish(merge(parts, link_peaks, notes), timeline, parts), manifest)
 
 
 def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
@@ -136,7 +149,7 @@ def analyze_paths(
 ) -> Analysis:
     """Discover, read and measure every trace file (in parallel when there are several), then merge."""
     options = options or LoadOptions()
-    files, places, single = _layout(inputs, options)
+    files, places, single, notes = _layout(inputs, options)
     tasks = [(f, p, options, step_options, single, timeline) for f, p in zip(files, places)]
     jobs = jobs if jobs is not None else min(len(files), os.cpu_count() or 1)
     parts: list[FileResult] = []
@@ -151,7 +164,7 @@ def analyze_paths(
                 parts.append(part)
                 if progress:
                     progress(task[0])
-    analysis = finish(merge(parts, link_peaks), timeline, parts)
+    analysis = finish(merge(parts, link_peaks, notes), timeline, parts)
     return _with_run_folder(analysis, inputs)
 
 
@@ -164,9 +177,9 @@ def analyze_job(
 ) -> tuple[Analysis, list[Trace]]:
     """The analysis and the classified traces it measured, each file read once (``report``, ``annotate``)."""
     options = options or LoadOptions()
-    files, places, single = _layout(inputs, options)
+    files, places, single, notes = _layout(inputs, options)
     traces = [load_trace(f, p, options, single) for f, p in zip(files, places)]
     timeline = timeline or TimelineOptions()
     parts = [measure_file(t, step_options, timeline) for t in traces]
-    analysis = finish(merge(parts, link_peaks), timeline, parts)
+    analysis = finish(merge(parts, link_peaks, notes), timeline, parts)
     return _with_run_folder(analysis, inputs), traces

@@ -24,6 +24,7 @@ from ..core.analysis import (
     sum_figures,
 )
 from ..core.metrics import collectives_table
+from ..errors import InputError
 from ..insight.bandwidth import annotate
 from ..insight.opportunities import (
     comm_opportunities,
@@ -99,8 +100,28 @@ def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def merge(parts: Sequence[FileResult], link_peaks: dict[str, float] | None = None) -> Analysis:
-    """Concatenate devices, sum totals, regroup collectives, rank opportunities."""
+def check_distinct_devices(parts: Sequence[FileResult]) -> None:
+    """Two inputs that claim the same device are two jobs (or one job twice): refuse, naming both files."""
+    owner: dict[str, str] = {}
+    for p in parts:
+        for device in p.device_ids or {d.device: -1 for d in p.devices}:
+            first = owner.setdefault(device, p.inputs[0])
+            if first != p.inputs[0]:
+                raise InputError(
+                    p.inputs[0],
+                    f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
+                    "twice? Analyze them separately (moeprof report --compare shows them side by side)",
+                )
+
+
+def merge(
+    parts: Sequence[FileResult], link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
+) -> Analysis:
+    """Concatenate devices, sum totals, regroup collectives, rank opportunities.
+
+    ``notes`` are warnings from before the map (what discovery left out).
+    """
+    check_distinct_devices(parts)
     devices = sorted((d for p in parts for d in p.devices), key=lambda d: d.device)
     comm = _concat([p.comm for p in parts], list(parts[0].comm.columns) if parts else [])
     rules: dict[str, int] = {}
@@ -131,6 +152,6 @@ def merge(parts: Sequence[FileResult], link_peaks: dict[str, float] | None = Non
         steps=tuple(steps),
         opportunities=tuple(rank(hide + expert_exchange_opportunity(comm, hide) + signal_opportunities(signals))),
         rules=dict(sorted(rules.items(), key=lambda kv: -kv[1])),
-        warnings=tuple(w for p in parts for w in p.warnings),
+        warnings=(*notes, *(w for p in parts for w in p.warnings)),
         spread=spread(devices, steps),
     )

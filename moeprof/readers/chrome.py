@@ -22,6 +22,7 @@ from ..core.trace import Job, Trace, empty_markers, make_markers
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
+from .discover import capture_stem
 
 _GPU_PROCESS = re.compile(r"/device:GPU:(\d+)")
 _STREAM_THREAD = re.compile(r"^Stream #")
@@ -67,7 +68,7 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
     gpu_pids: dict[object, int] = {}
     stream_tids: dict[tuple[object, object], str] = {}
     derived_tids: dict[tuple[object, object], str] = {}
-    host = path.name.split(".")[0]
+    host = capture_stem(path.name)
     for ev in events:
         if ev.get("ph") != "M":
             continue

@@ -43,7 +43,7 @@ def plan_placements(files: list[Path]) -> list[Placement]:
                 peeked.append(None)  # the full read reports what is wrong with it
                 continue
             gpus = sum(1 for p in planes if p.startswith("/device:GPU:"))
-            peeked.append((hostnames[0] if hostnames else f.name.split(".")[0], gpus))
+            peeked.append((hostnames[0] if hostnames else capture_stem(f.name), gpus))
         else:
             peeked.append(None)
     names = [p[0] for p in peeked if p]
@@ -62,7 +62,7 @@ def plan_placements(files: list[Path]) -> list[Placement]:
         elif p[0] in repeated and p[1]:
             key = host = p[0]
         elif p[0] in repeated:
-            key = host = f"{p[0]}:{f.name.split('.')[0]}"
+            key = host = f"{p[0]}:{capture_stem(f.name)}"
         else:
             key, host = p[0], None
         if key not in hosts:
@@ -101,8 +101,14 @@ def _tensorboard_runs(root: Path) -> list[Path]:
 
 def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> list[Path]:
     """Trace files named by the user's inputs, in host/rank order, without duplicates."""
+    return discover_job(inputs, options)[0]
+
+
+def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -> tuple[list[Path], list[str]]:
+    """Trace files named by the user's inputs, and what discovery left out and why (warnings)."""
     options = options or LoadOptions()
     found: list[Path] = []
+    notes: list[str] = []
     for raw in inputs:
         path = Path(raw)
         if not path.exists():
@@ -119,14 +125,15 @@ def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> li
                 run = chosen[0]
             else:
                 run = runs[-1]  # run folders are named by capture time: the newest sorts last
-            files = _trace_files_in(run)
+            files = _trace_files_in(run, notes)
         else:
-            files = _trace_files_in(path)
+            files = _trace_files_in(path, notes)
             if not files:
                 # a moeprof run folder keeps its traces one level down
                 for sub in sorted(p for p in path.iterdir() if p.is_dir()):
                     files.extend(
-                        _trace_files_in(sub) or [f for r in _tensorboard_runs(sub)[-1:] for f in _trace_files_in(r)]
+                        _trace_files_in(sub, notes)
+                        or [f for r in _tensorboard_runs(sub)[-1:] for f in _trace_files_in(r, notes)]
                     )
         if not files:
             raise InputError(
@@ -142,19 +149,58 @@ def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> li
         if key not in seen:
             seen.add(key)
             unique.append(f)
-    return unique
+    return unique, notes
 
 
-def _trace_files_in(folder: Path) -> list[Path]:
+# one capture saved in several formats (xprof writes host.xplane.pb and host.trace.json.gz; nsys a .nsys-rep
+# and its .sqlite export; the synthetic samples all three): read the richest once. Richest first.
+FORMAT_PREFERENCE = (
+    ".xplane.pb",
+    ".sqlite",
+    ".nsys-rep",
+    ".pt.trace.json.gz",
+    ".pt.trace.json",
+    ".trace.json.gz",
+    ".trace.json",
+    ".json.gz",
+    ".json",
+)
+_FORMAT_WORDS = (".nsys", ".xplane", ".pt", ".trace")
+
+
+def capture_stem(name: str) -> str:
+    """The capture a file name belongs to: the name without its format suffixes."""
+    lower = name.lower()
+    for suffix in FORMAT_PREFERENCE:
+        if lower.endswith(suffix):
+            name, lower = name[: -len(suffix)], lower[: -len(suffix)]
+            break
+    while lower.endswith(_FORMAT_WORDS):
+        cut = next(w for w in _FORMAT_WORDS if lower.endswith(w))
+        name, lower = name[: -len(cut)], lower[: -len(cut)]
+    return name
+
+
+def _rank(path: Path) -> int:
+    lower = path.name.lower()
+    return next((i for i, s in enumerate(FORMAT_PREFERENCE) if lower.endswith(s)), len(FORMAT_PREFERENCE))
+
+
+def _trace_files_in(folder: Path, notes: list[str]) -> list[Path]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and _is_trace_file(p))
-    # xprof writes both host.xplane.pb and host.trace.json.gz for one capture: read the XPlane
-    # one capture, two formats: xprof writes host.xplane.pb and host.trace.json.gz, nsys a .nsys-rep and
-    # its .sqlite export; read the richer one once
-    stems = {p.name[: -len(".xplane.pb")] for p in files if p.name.endswith(".xplane.pb")}
-    exported = {p.name[: -len(".sqlite")] for p in files if p.name.endswith(".sqlite")}
-    return [
-        p
-        for p in files
-        if not (p.name.endswith(".trace.json.gz") and p.name[: -len(".trace.json.gz")] in stems)
-        and not (p.name.endswith(".nsys-rep") and p.name[: -len(".nsys-rep")] in exported)
-    ]
+    by_capture: dict[str, list[Path]] = {}
+    for p in files:
+        by_capture.setdefault(capture_stem(p.name), []).append(p)
+    keep = []
+    for stem, group in by_capture.items():
+        best = min(group, key=_rank)
+        keep.append(best)
+        others = [p.name for p in group if p is not best]
+        # xprof's own pair (host.xplane.pb + host.trace.json.gz) and nsys's (.nsys-rep + .sqlite) are expected
+        expected = {best.name.lower().replace(".xplane.pb", ".trace.json.gz"), capture_stem(best.name) + ".nsys-rep"}
+        if any(o.lower() not in expected for o in others):
+            notes.append(
+                f"{folder / stem}: one capture in several formats ({', '.join(p.name for p in group)}); "
+                f"read {best.name} only"
+            )
+    return sorted(keep)

@@ -27,6 +27,7 @@ from ..core.trace import Job, Trace, make_markers
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import Placement, ReadContext
+from .discover import capture_stem
 from .xspace_proto import WireError, length_delimited, messages, peek
 
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
@@ -232,7 +233,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         raise InputError(
             path, f"not a valid XPlane file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
-    host = placement.host or (header.hostnames[0] if header.hostnames else path.name.split(".")[0])
+    host = placement.host or (header.hostnames[0] if header.hostnames else capture_stem(path.name))
     first = placement.first_ordinal
 
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step
