@@ -50,6 +50,7 @@ _COMMENT = re.compile(r"/\*.*?\*/")
 _INSTRUCTION_HEAD = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _COMPUTATION_HEAD = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(]+)\s*[({]")
 _OPERAND_NAME = re.compile(r"%([^\s,()]+)")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
 
 COLLECTIVE_OPCODES = frozenset(
     {
@@ -167,6 +168,7 @@ class HloInstruction:
     replica_groups: tuple[tuple[int, ...], ...] | None = None
     source_target_pairs: tuple[tuple[int, ...], ...] | None = None
     bytes: int = 0
+    op_name: str = ""  # metadata op_name: the framework scope the op came from ("jit(step)/moe/all_to_all")
 
     @property
     def is_collective(self) -> bool:
@@ -281,6 +283,7 @@ def parse_hlo_text(text: str) -> HloModule:
             source_target_pairs=parse_groups(_attribute(source, "source_target_pairs")),
             # the size nccl-tests reports: the larger of what goes in and what comes out
             bytes=max(operand_bytes, result_bytes),
+            op_name=named.group(1) if (named := _OP_NAME.search(attrs)) else "",
         )
 
     module.instructions = {name: build(name) for name in raw}

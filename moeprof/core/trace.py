@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from .hlo import HloModule
 
 FRAMEWORKS = ("jax", "tensorflow", "pytorch", "unknown")
-WORKLOADS = ("training", "inference", "unknown")
 
 # step / module markers: ranges that delimit executions, never device activity
 MARKER_COLUMNS: dict[str, str] = {
@@ -100,7 +99,8 @@ class Trace:
     format: str  # xplane | chrome | kineto | nsys | nsys-parquet
     markers: pd.DataFrame = field(default_factory=empty_markers)
     framework: str = "unknown"  # jax | tensorflow | pytorch | unknown
-    workload: str = "unknown"  # training | inference | unknown
+    # distinct names of host-side ranges (CPU ops, user annotations, NVTX): what the host says it did
+    annotations: tuple[str, ...] = ()
     hlo: Mapping[tuple[str, int], HloModule] = field(default_factory=dict)  # (module, program id) -> HLO
     process_groups: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # name -> global ranks
     job: Job = field(default_factory=Job)

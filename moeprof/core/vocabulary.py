@@ -31,6 +31,9 @@ class Vocabulary:
     deepep: re.Pattern[str]
     nccl_ep: re.Pattern[str]
     training_range: re.Pattern[str]
+    inference_range: re.Pattern[str]
+    symm_mem: re.Pattern[str]
+    moe_scope: re.Pattern[str]
     point_to_point: frozenset[str]
     ring_or_tree: frozenset[str]
 

@@ -14,7 +14,8 @@ import pandas as pd
 from ..core import intervals as iv
 from ..core.analysis import Collective, Opportunity
 from ..core.vocabulary import vocabulary
-from .remedies import SIGNAL_REMEDIES, remedy
+from .remedies import choose, for_collective
+from .stack import Stack
 
 SMALL_GAP_NS = 20_000  # gaps shorter than this between kernels are launch overhead, not waiting
 SMALL_COPY_BYTES = 64 * 1024  # a DtoH copy this small is a sync of counts/flags, not data movement
@@ -116,7 +117,21 @@ def device_signals(
     return out
 
 
-def signal_opportunities(signals: list[dict]) -> list[Opportunity]:
+SIGNAL_TITLES = {
+    "launch-gaps": "launch-bound: the GPU idles in short gaps between kernels",
+    "d2h-sync": "device-to-host syncs inside the step",
+    "host-copies": "exposed host<->device copies (offload traffic)",
+    "small-gemms": "many small GEMMs instead of one grouped GEMM",
+}
+
+
+def signal_title(kind: str, stack: Stack) -> str:
+    if kind == "small-gemms" and stack.uses("moe"):
+        return "many small expert GEMMs instead of one grouped GEMM"
+    return SIGNAL_TITLES[kind]
+
+
+def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]:
     """One opportunity per signal type: summed over devices, bounded by the worst device."""
     out: list[Opportunity] = []
     frame = pd.DataFrame(signals)
@@ -126,9 +141,10 @@ def signal_opportunities(signals: list[dict]) -> list[Opportunity]:
         worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
+        fix = choose(str(kind), stack)
         out.append(
             Opportunity(
-                title=SIGNAL_REMEDIES[str(kind)][0],
+                title=signal_title(str(kind), stack),
                 kind=str(kind),
                 name=str(kind),
                 link=None,
@@ -142,14 +158,25 @@ def signal_opportunities(signals: list[dict]) -> list[Opportunity]:
                     "worst_device": str(worst["device"]),
                     "detail": str(worst["detail"]),
                 },
-                remedy=SIGNAL_REMEDIES[str(kind)][1],
+                remedy=fix.text,
+                remedy_id=fix.id,
             )
         )
     return out
 
 
+ROLES = {"ep-dispatch": "EP dispatch", "ep-combine": "EP combine"}
+
+
+def role(kind: str, stack: Stack) -> str:
+    """What an exposed collective is, in the words the evidence allows (expert only where MoE is shown)."""
+    if kind == "all-to-all" and stack.uses("moe"):
+        return "expert all-to-all"
+    return ROLES.get(kind, kind)
+
+
 def comm_opportunities(
-    comm: pd.DataFrame, collectives: list[Collective], independent: pd.DataFrame
+    comm: pd.DataFrame, collectives: list[Collective], independent: pd.DataFrame, stack: Stack
 ) -> list[Opportunity]:
     """Spec §6: exposed comm grouped by (op, kind), ranked by what hiding it could save.
 
@@ -173,7 +200,6 @@ def comm_opportunities(
         known, np.minimum(per_device["exposed_ns"], per_device["independent_ns"].fillna(0)), per_device["exposed_ns"]
     )
     by_op = {(c.name, c.kind): c for c in collectives}
-    xla = exposed.groupby(["key", "kind"], sort=False, observed=True)["xla"].any().to_dict()
     out = []
     for (key, kind), g in per_device.groupby(["key", "kind"], sort=False, observed=True):
         c = by_op[(str(key), str(kind))]
@@ -190,9 +216,10 @@ def comm_opportunities(
             evidence["independent_compute_ns"] = int(worst["independent_ns"])
         if c.bus_bandwidth_gbps is not None:
             evidence["bus_bandwidth_gbps"] = c.bus_bandwidth_gbps
+        remedy_id, remedy = for_collective(str(kind), c.link, stack, c.bandwidth_verdict)
         out.append(
             Opportunity(
-                title=f"exposed {kind} {key}",
+                title=f"exposed {role(str(kind), stack)} {key}",
                 kind=str(kind),
                 name=str(key),
                 link=c.link,
@@ -200,7 +227,8 @@ def comm_opportunities(
                 saving_bound_ns=int(worst["bound_ns"]),
                 bound_from="hlo" if from_hlo else "exposed",
                 evidence=evidence,
-                remedy=remedy(str(kind), c.link, bool(xla[(key, kind)]), c.bandwidth_verdict),  # type: ignore[index]
+                remedy=remedy,
+                remedy_id=remedy_id,
             )
         )
     return out
@@ -210,9 +238,9 @@ EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
 DOMINANT_SHARE = 0.3
 
 
-def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[Opportunity]) -> list[Opportunity]:
-    """When the expert dispatch/combine exchange dominates communication, hiding it is rarely enough
-    (the HLO leaves little compute independent of it); shrinking it is the lever."""
+def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[Opportunity], stack: Stack) -> list[Opportunity]:
+    """When the all-to-all exchange (expert dispatch/combine where the trace shows MoE) dominates
+    communication, hiding it is rarely enough; moving fewer bytes is the lever."""
     if comm.empty:
         return []
     a2a = comm[comm["kind"].isin(EXPERT_KINDS)]
@@ -228,9 +256,20 @@ def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[Opportunity]) -> 
     ib_max = a2a["ib_max"].to_numpy(dtype=np.float64)
     link = "ib" if (ib_max > 0).any() else ("nvlink" if (ib_max >= 0).any() else "unknown")
     share = float(a2a["total_ns"].sum()) / total
+    moe = stack.uses("moe")
+    what = "expert all-to-all" if moe else "all-to-all"
+    if stack.hlo:
+        bound = f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute to hide it behind"
+    else:
+        bound = "the trace has no HLO, so how much compute could hide it is not known"
+    fix = choose("exchange-dominates", stack)
     return [
         Opportunity(
-            title="expert dispatch/combine exchange dominates communication",
+            title=(
+                "expert dispatch/combine exchange dominates communication"
+                if moe
+                else "all-to-all exchange dominates communication"
+            ),
             kind="expert-exchange",
             name=", ".join(str(k) for k, _ in ops.index[:6]),
             link=link,
@@ -243,11 +282,11 @@ def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[Opportunity]) -> 
                 "total_ns": int(a2a["total_ns"].sum()),
                 "worst_device": worst,
                 "share_of_comm": round(share, 4),
-                "hide_bound_from_hlo_ns": int(hide_bound),
-                "detail": f"{share:.0%} of communication time is expert all-to-all; "
-                f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute to hide it behind",
+                **({"hide_bound_from_hlo_ns": int(hide_bound)} if stack.hlo else {}),
+                "detail": f"{share:.0%} of communication time is {what}; {bound}",
             },
-            remedy=SIGNAL_REMEDIES["expert-exchange"][1],
+            remedy=fix.text,
+            remedy_id=fix.id,
         )
     ]
 

@@ -7,6 +7,9 @@ kernels already run. Each distinct kernel name is matched once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
 import pandas as pd
 
 from ..core.trace import Trace
@@ -32,20 +35,66 @@ def stack_facts(trace: Trace) -> dict:
     in_use["ragged_all_to_all"] = any(o.startswith("ragged-all-to-all") for o in opcodes) or any(
         "RaggedAllToAll" in str(n) for n in names
     )
+    in_use["symm_mem"] = any(vocab.symm_mem.search(n) for n in names)
+    # an all-to-all whose HLO scope names an MoE layer (MaxText's MoeBlock, a "moe" named_scope)
+    hlo_moe = any(
+        vocab.moe_scope.search(inst.op_name)
+        for module in trace.hlo.values()
+        for inst in module.instructions.values()
+        if inst.opcode.startswith(("all-to-all", "ragged-all-to-all")) and inst.op_name
+    )
     # MoE evidence for calling an all-to-all an expert exchange: EP kernels, ragged all-to-all, or an
     # annotation of an MoE layer's dispatch/combine (DeepSeek's dispatch(F), MaxText's moe scope)
-    moe_scope = any(("moe" in a.lower()) or a.lower().startswith(("dispatch", "combine")) for a in annotations)
+    moe_scope = any(vocab.moe_scope.search(a) for a in (*annotations, *trace.annotations))
     in_use["moe"] = bool(
         in_use["deepep"]
         or in_use["nccl_ep"]
         or in_use["ragged_all_to_all"]
         or moe_scope
+        or hlo_moe
         or bool(kinds & {"ep-dispatch", "ep-combine"})
     )
+    if any(vocab.training_range.search(a) for a in trace.annotations):
+        workload = "training"
+    elif any(vocab.inference_range.search(a) for a in trace.annotations):
+        workload = "inference"
+    else:
+        workload = "unknown"
     return {
         "format": trace.format,
         "framework": trace.framework,
-        "workload": trace.workload,
+        "workload": workload,
         "hlo": bool(trace.hlo),
         "in_use": in_use,
     }
+
+
+FLAGS = ("moe", "deepep", "nccl_ep", "ragged_all_to_all", "grouped_gemm", "symm_mem")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The job's stack as its files show it: what remedies must fit."""
+
+    framework: str = "unknown"  # xla | pytorch | unknown
+    workload: str = "unknown"  # training | inference | unknown
+    hlo: bool = False  # the trace carries the programs' HLO (dependency bounds are known)
+    in_use: frozenset[str] = field(default_factory=frozenset)
+
+    def uses(self, flag: str) -> bool:
+        return flag in self.in_use
+
+    @staticmethod
+    def of(facts: Iterable[dict]) -> Stack:
+        """One stack for the files of a job (a framework only when they agree)."""
+        facts = list(facts)
+        frameworks = {"xla" if f.get("framework") == "jax" else f.get("framework", "unknown") for f in facts}
+        workloads = {f.get("workload", "unknown") for f in facts}
+        workload = "training" if "training" in workloads else ("inference" if workloads == {"inference"} else "unknown")
+        framework = frameworks.pop() if len(frameworks) == 1 else "unknown"
+        return Stack(
+            framework=framework if framework in ("xla", "pytorch") else "unknown",
+            workload=workload,
+            hlo=any(f.get("hlo") for f in facts),
+            in_use=frozenset(k for f in facts for k, v in (f.get("in_use") or {}).items() if v),
+        )

@@ -32,6 +32,7 @@ from ..insight.opportunities import (
     rank,
     signal_opportunities,
 )
+from ..insight.stack import Stack
 from .per_file import FileResult
 
 
@@ -142,7 +143,8 @@ def merge(
     collectives = annotate(collectives_table(comm), mode, link_peaks or {})
     independent = _concat([p.independent for p in parts], ["device", "key", "independent_ns"])
     steps = sorted((s for p in parts for s in p.steps), key=lambda s: (s.step, s.device))
-    hide = comm_opportunities(comm, collectives, independent)
+    stack = Stack.of(p.facts for p in parts)
+    hide = comm_opportunities(comm, collectives, independent, stack)
     signals = [s for p in parts for s in p.signals]
     return Analysis(
         inputs=tuple(i for p in parts for i in p.inputs),
@@ -150,7 +152,9 @@ def merge(
         total=sum_figures(devices),
         collectives=tuple(collectives),
         steps=tuple(steps),
-        opportunities=tuple(rank(hide + expert_exchange_opportunity(comm, hide) + signal_opportunities(signals))),
+        opportunities=tuple(
+            rank(hide + expert_exchange_opportunity(comm, hide, stack) + signal_opportunities(signals, stack))
+        ),
         rules=dict(sorted(rules.items(), key=lambda kv: -kv[1])),
         warnings=(*notes, *(w for p in parts for w in p.warnings)),
         spread=spread(devices, steps),

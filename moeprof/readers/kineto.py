@@ -162,7 +162,6 @@ def read_kineto(doc: dict, path: Path, context: ReadContext | None = None) -> Tr
     step_no = np.array(
         [int(m.group(1)) if (m := vocab.profiler_step.match(u)) else -1 for u in unique_names], dtype=np.int64
     )
-    training = any(vocab.training_range.search(u) for u in unique_names)
     if options.step_marker:
         # ranges the user names as steps (--step-marker): numbered by their trailing digits, else in order
         try:
@@ -239,7 +238,7 @@ def read_kineto(doc: dict, path: Path, context: ReadContext | None = None) -> Tr
         format="kineto",
         markers=_step_markers(ranges, step_no[kept_codes], host),
         framework="pytorch",
-        workload="training" if training else "inference",
+        annotations=tuple(str(u) for u in unique_names),
         process_groups={name: tuple(ranks) for name, ranks in pg_ranks.items()},
         job=Job(rank=rank, world_size=world, gpus_per_node=gpus),
         devices={str(d): rank for d in pd.unique(dev["device"])},

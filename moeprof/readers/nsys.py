@@ -837,22 +837,17 @@ def _build(
         framework = "pytorch"
     else:
         framework = "unknown"
-    training = bool(clean.str.contains(vocab_training_pattern(), regex=True).any())
     return Trace(
         events=events,
         path=str(path),
         format="nsys",
         markers=_step_markers(nv, host),
         framework=framework,
-        workload="training" if training else "unknown",
+        annotations=tuple(str(c) for c in pd.unique(clean.to_numpy(dtype=object))),
         job=Job(hosts=(host,) if frames.hostname else ()),
         devices={str(dev_names[i]): int(host_index * n_gpus + i) for i in range(n_gpus)},
         device_models={f"{host}/GPU:{g}": frames.gpu_names[g] for g in gpus if g in frames.gpu_names},
     )
-
-
-def vocab_training_pattern() -> str:
-    return vocabulary().training_range.pattern
 
 
 def _stream_names(ids: np.ndarray) -> np.ndarray:

@@ -59,7 +59,7 @@ def _value(v: float | None, unit: str) -> str:
     if unit == "ratio":
         return f"{100 * v:.1f}%"
     if unit == "bytes":
-        return human_bytes(v)  # type: ignore[arg-type]
+        return human_bytes(v)
     return f"{v:,.3f}"
 
 
@@ -69,7 +69,7 @@ def _delta(d: float | None, change: float | None, unit: str) -> str:
     if unit == "ratio":
         text = f"{100 * d:+.1f} pts"
     elif unit == "bytes":
-        text = ("+" if d >= 0 else "-") + human_bytes(abs(d))  # type: ignore[arg-type]
+        text = ("+" if d >= 0 else "-") + human_bytes(abs(d))
     else:
         text = f"{d:+,.3f}"
     if change is not None:
