@@ -260,7 +260,9 @@ class _Matching:
     kind_names: list
 
 
-def _match(records: pd.DataFrame, whole_job: bool, gid_device: dict[int, int], n_devices: int, dev: np.ndarray):
+def _match(
+    records: pd.DataFrame, whole_job: bool, gid_device: dict[int, int], n_devices: int, dev: np.ndarray
+) -> _Matching:
     n = len(records)
     start = records["start_ns"].to_numpy(dtype=np.int64)
     end = records["end_ns"].to_numpy(dtype=np.int64)
@@ -577,7 +579,7 @@ def build_ledger(
     per_record = pd.DataFrame(
         {
             "instance": instance,
-            "status": pd.Categorical.from_codes(m.status, categories=list(STATUSES)),
+            "status": pd.Categorical.from_codes(m.status, categories=pd.Index(list(STATUSES))),
             "wait_ns": wait,
             "aligned_start_ns": aligned,
             "straggler": straggler,
