@@ -73,3 +73,24 @@ def test_union_of_nothing():
     s, e = iv.union(np.array([], np.int64), np.array([], np.int64))
     assert s.size == 0 and iv.length(s, e) == 0
     assert iv.overlap_each(np.array([1]), np.array([5]), s, e).tolist() == [0]
+
+
+@given(st.lists(st.integers(-10, SPAN + 20), max_size=30), pairs)
+def test_inside_matches_brute_force(points, items):
+    s, e = iv.union(*arrays(items))
+    m = mask(s, e)
+    got = iv.inside(np.array(points, dtype=np.int64), s, e)
+    assert got.tolist() == [bool(0 <= p < m.size and m[p]) for p in points]
+
+
+@given(pairs, pairs)
+def test_overlap_length_matches_brute_force(a, b):
+    a_s, a_e = iv.union(*arrays(a))
+    b_s, b_e = iv.union(*arrays(b))
+    assert iv.overlap_length(a_s, a_e, b_s, b_e) == int((mask(a_s, a_e) & mask(b_s, b_e)).sum())
+
+
+def test_sum_by_index_is_exact_int64():
+    big = 2**53 + 1  # not representable in float64: a bincount with weights would round it
+    got = iv.sum_by_index(np.array([big, 1, 5]), np.array([0, 0, 2]), 4)
+    assert got.tolist() == [big + 1, 0, 5, 0]

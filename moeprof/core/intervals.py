@@ -118,3 +118,26 @@ def subtract(
 
     keep = inside(a_starts, a_ends) & ~inside(b_starts, b_ends)
     return union(left[keep], right[keep])
+
+
+def inside(points: np.ndarray, seg_starts: np.ndarray, seg_ends: np.ndarray) -> np.ndarray:
+    """For each point, whether it lies in one of the disjoint sorted segments (half-open)."""
+    points = np.asarray(points, dtype=np.int64)
+    if seg_starts.size == 0:
+        return np.zeros(points.shape, dtype=bool)
+    k = np.searchsorted(seg_starts, points, side="right") - 1
+    return (k >= 0) & (points < seg_ends[np.maximum(k, 0)])
+
+
+def overlap_length(a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b_ends: np.ndarray) -> int:
+    """``|A ∩ B|`` for two sets of disjoint sorted segments, without building the intersection."""
+    if a_starts.size == 0 or b_starts.size == 0:
+        return 0
+    return int(np.sum(overlap_each(a_starts, a_ends, b_starts, b_ends), dtype=np.int64))
+
+
+def sum_by_index(values: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
+    """``out[i] = Σ values[index == i]`` in int64 (``np.bincount`` would go through float64)."""
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, np.asarray(index, dtype=np.int64), np.asarray(values, dtype=np.int64))
+    return out
