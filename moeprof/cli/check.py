@@ -50,6 +50,16 @@ def check_command(
     max_idle_fraction: Annotated[
         float | None, typer.Option("--max-idle-fraction", min=0, help="Limit on idle / span (0-1).")
     ] = None,
+    max_exposed_wait_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--max-exposed-wait-fraction", min=0, help="Limit on exposed comm spent waiting for the last rank / span."
+        ),
+    ] = None,
+    max_exposed_transfer_fraction: Annotated[
+        float | None,
+        typer.Option("--max-exposed-transfer-fraction", min=0, help="Limit on exposed comm moving bytes / span."),
+    ] = None,
     max_exposed_comm_ms: Annotated[
         float | None,
         typer.Option("--max-exposed-comm-ms", min=0, help="Limit on exposed comm per step, ms (worst step)."),
@@ -95,6 +105,8 @@ def check_command(
                 "max_exposed_comm_fraction": max_exposed_comm_fraction,
                 "max_idle_fraction": max_idle_fraction,
                 "max_exposed_comm_ms": max_exposed_comm_ms,
+                "max_exposed_wait_fraction": max_exposed_wait_fraction,
+                "max_exposed_transfer_fraction": max_exposed_transfer_fraction,
                 "per_device": per_device,
                 "baseline": baseline,
                 "tolerance": tolerance,
@@ -103,8 +115,9 @@ def check_command(
         )
         if not cfg.has_gates:
             raise fail(
-                "no gates: give --max-comm-share/--max-exposed-comm-fraction/--max-idle-fraction/"
-                "--max-exposed-comm-ms or --baseline, or set them in [tool.moeprof.check] of pyproject.toml"
+                "no gates: give --max-comm-share/--max-exposed-comm-fraction/--max-idle-fraction/--max-exposed-comm-ms/"
+                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction or --baseline, or set them in "
+                "[tool.moeprof.check] of pyproject.toml"
             )
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
         source = load_source(path, load_opts, step_opts)
@@ -113,7 +126,7 @@ def check_command(
                 f"{path}: a saved analysis cannot be re-measured; --steps/--skip-first/--nvlink-domain-size/"
                 "--gpus-per-node apply to traces and run folders"
             )
-        analysis = checkable(source)
+        analysis = checkable(source, tuple(cfg.limits))
         base = checkable(load_source(cfg.baseline, load_opts, step_opts)) if cfg.baseline else None
         results = evaluate(analysis, cfg, base)
         doc = verdict(results, source, cfg)

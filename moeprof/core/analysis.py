@@ -55,6 +55,9 @@ RATIOS: dict[str, tuple[str, str]] = {
     "comm_share": ("comm_ns", "accumulated_ns"),
     "exposed_comm_fraction": ("exposed_comm_ns", "span_ns"),
     "idle_fraction": ("idle_ns", "span_ns"),
+    # §8: exposed communication spent waiting for the last member, or moving bytes, per span
+    "exposed_wait_fraction": ("exposed_wait_ns", "span_ns"),
+    "exposed_transfer_fraction": ("exposed_transfer_ns", "span_ns"),
 }
 JSON_RATIOS = ("comm_share", "exposed_comm_fraction")  # the ratios the JSON carries (spec §4)
 
@@ -266,7 +269,7 @@ class Opportunity:
     link: str | None
     exposed_ns: int
     saving_bound_ns: int
-    bound_from: str  # exposed | hlo
+    bound_from: str  # exposed | hlo | ledger: what bounds saving_bound_ns
     evidence: Mapping[str, Any]
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)

@@ -33,6 +33,8 @@ FIGURES: dict[str, tuple[str, str]] = {
     "comm_share": ("ratio", "comm / accumulated kernel time"),
     "exposed_comm_fraction": ("ratio", "exposed comm / span"),
     "idle_fraction": ("ratio", "idle / span"),
+    "exposed_wait_fraction": ("ratio", "exposed waiting for the last rank / span"),
+    "exposed_transfer_fraction": ("ratio", "exposed transfer / span"),
     "exposed_comm_ms": ("ms", "exposed comm per step (ms)"),
 }
 # gate key (config and CLI, underscores or dashes) -> figure
@@ -98,11 +100,21 @@ def load_source(path: Path, options: LoadOptions | None = None, step_options: St
     return Source(path, "run" if manifest is not None else "trace", analysis)
 
 
-def checkable(source: Source) -> Analysis:
+LEDGER_FIGURES = ("exposed_wait_fraction", "exposed_transfer_fraction")
+
+
+def checkable(source: Source, figures: tuple[str, ...] = ()) -> Analysis:
     """The analysis a gate may judge, or an InputError: a gate never passes on nothing or on nonsense."""
     a = source.analysis
     if not a.devices:
         raise InputError(source.path, "the analysis holds no device: nothing to gate")
+    wanted = [f for f in figures if f in LEDGER_FIGURES]
+    if wanted and a.ledger is None:
+        raise InputError(
+            source.path,
+            f"--max-{wanted[0].replace('_', '-')} needs the cross-rank ledger, which needs the traces of several "
+            "members of a group (several rank files, or several devices of one file)",
+        )
     tp = a.throughput or {}
     mfu, tflops, peak = tp.get("mfu"), tp.get("tflops_per_device"), tp.get("peak_tflops")
     if isinstance(mfu, int | float) and mfu > 1:
@@ -356,6 +368,8 @@ def evaluate(analysis: Analysis, config: CheckConfig, baseline: Analysis | None 
         results.append(_gate(f"max-{figure.replace('_', '-')}", figure, m, limit, config.per_device, None))
     if baseline is not None:
         for figure, (unit, _) in FIGURES.items():
+            if figure in LEDGER_FIGURES and (analysis.ledger is None or baseline.ledger is None):
+                continue  # the split exists only where both runs had the traces of several members
             base = measure(baseline, figure, config.per_device).value
             limit = base + config.tolerance if unit == "ratio" else base * (1 + config.tolerance)
             m = measure(analysis, figure, config.per_device)

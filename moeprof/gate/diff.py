@@ -141,6 +141,22 @@ def compare(sources: list[Source]) -> dict:
         _row("comm", "accumulated", "ms", per_device_step(total("accumulated_ns"))),
         _row("comm", "comm share", "ratio", [measure(a, "comm_share").value for a in analyses]),
         _row("comm", "exposed comm", "ms", per_device_step(total("exposed_comm_ns"))),
+        # §8 split, where a run had the traces of several members of a group (None elsewhere)
+        _row(
+            "comm",
+            "exposed: waiting for the last rank",
+            "ms",
+            [v if a.ledger is not None else None for v, a in zip(per_device_step(total("exposed_wait_ns")), analyses)],
+        ),
+        _row(
+            "comm",
+            "exposed: moving bytes",
+            "ms",
+            [
+                v if a.ledger is not None else None
+                for v, a in zip(per_device_step(total("exposed_transfer_ns")), analyses)
+            ],
+        ),
         _row("comm", "exposed comm / span", "ratio", [measure(a, "exposed_comm_fraction").value for a in analyses]),
         _row("comm", "step time", "ms", [step_time_ns(a) / 1e6 for a in analyses]),
     ]

@@ -16,6 +16,7 @@ from ..core.analysis import Collective, Opportunity
 from ..core.vocabulary import vocabulary
 from .remedies import choose, for_collective
 from .stack import Stack
+from .waiting import OpStraggler, why_exposed
 
 SMALL_GAP_NS = 20_000  # gaps shorter than this between kernels are launch overhead, not waiting
 SMALL_COPY_BYTES = 64 * 1024  # a DtoH copy this small is a sync of counts/flags, not data movement
@@ -176,7 +177,11 @@ def role(kind: str, stack: Stack) -> str:
 
 
 def comm_opportunities(
-    comm: pd.DataFrame, collectives: list[Collective], independent: pd.DataFrame, stack: Stack
+    comm: pd.DataFrame,
+    collectives: list[Collective],
+    independent: pd.DataFrame,
+    stack: Stack,
+    stragglers: dict[tuple[str, str], OpStraggler] | None = None,
 ) -> list[Opportunity]:
     """Spec §6: exposed comm grouped by (op, kind), ranked by what hiding it could save.
 
@@ -217,9 +222,16 @@ def comm_opportunities(
         if c.bus_bandwidth_gbps is not None:
             evidence["bus_bandwidth_gbps"] = c.bus_bandwidth_gbps
         remedy_id, remedy = for_collective(str(kind), c.link, stack, c.bandwidth_verdict)
+        title = f"exposed {role(str(kind), stack)} {key}"
+        why = why_exposed(c, (stragglers or {}).get((str(key), str(kind))), stack)
+        if why is not None:
+            # the ledger says what binds it: waiting for the last rank, or moving bytes
+            remedy_id, remedy, found = why
+            evidence.update(found)
+            title += " (waiting for the last rank)" if remedy_id.startswith("wait") else " (moving bytes)"
         out.append(
             Opportunity(
-                title=f"exposed {role(str(kind), stack)} {key}",
+                title=title,
                 kind=str(kind),
                 name=str(key),
                 link=c.link,
@@ -238,7 +250,9 @@ EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
 DOMINANT_SHARE = 0.3
 
 
-def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[Opportunity], stack: Stack) -> list[Opportunity]:
+def expert_exchange_opportunity(
+    comm: pd.DataFrame, hide: list[Opportunity], stack: Stack, collectives: list[Collective] | None = None
+) -> list[Opportunity]:
     """When the all-to-all exchange (expert dispatch/combine where the trace shows MoE) dominates
     communication, hiding it is rarely enough; moving fewer bytes is the lever."""
     if comm.empty:
@@ -263,6 +277,16 @@ def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[Opportunity], sta
     else:
         bound = "the trace has no HLO, so how much compute could hide it is not known"
     fix = choose("exchange-dominates", stack)
+    # where the ledger ran: an exchange that is mostly waiting is not helped by moving fewer bytes
+    exchange = [c for c in collectives or () if c.kind in EXPERT_KINDS and c.wait_ns is not None]
+    wait = sum(c.wait_ns or 0 for c in exchange)
+    transfer = sum(c.transfer_ns or 0 for c in exchange)
+    ledger: dict = {}
+    if wait + transfer > 0:
+        ledger["wait_share"] = round(wait / (wait + transfer), 4)
+        if wait / (wait + transfer) > 0.5:
+            fix = choose("wait-dominated", stack)
+            bound += f"; {wait / (wait + transfer):.0%} of it is waiting for the last rank, not moving bytes"
     return [
         Opportunity(
             title=(
@@ -283,6 +307,7 @@ def expert_exchange_opportunity(comm: pd.DataFrame, hide: list[Opportunity], sta
                 "worst_device": worst,
                 "share_of_comm": round(share, 4),
                 **({"hide_bound_from_hlo_ns": int(hide_bound)} if stack.hlo else {}),
+                **ledger,
                 "detail": f"{share:.0%} of communication time is {what}; {bound}",
             },
             remedy=fix.text,

@@ -7,12 +7,15 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
 
 from ..core.analysis import (
+    LEDGER_KEYS,
     Analysis,
+    Collective,
     ComputeStraggler,
     DeviceFigures,
     FigureSpread,
@@ -23,9 +26,10 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
+from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..errors import InputError
-from ..insight.bandwidth import annotate
+from ..insight.bandwidth import annotate, bus_factor
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
@@ -33,6 +37,7 @@ from ..insight.opportunities import (
     signal_opportunities,
 )
 from ..insight.stack import Stack
+from ..insight.waiting import op_stragglers, straggler_opportunity
 from .per_file import FileResult
 
 
@@ -115,6 +120,57 @@ def check_distinct_devices(parts: Sequence[FileResult]) -> None:
                 )
 
 
+def whole_job(parts: Sequence[FileResult]) -> bool:
+    """Spec §8 rule 4: the inputs hold the whole job (every rank of the world, or one host's whole trace)."""
+    ranks = {p.job.get("rank") for p in parts}
+    worlds = {p.job.get("world_size") for p in parts}
+    if len(worlds) == 1 and None not in worlds and None not in ranks:
+        (world,) = worlds
+        return ranks == set(range(int(world)))  # type: ignore[arg-type]
+    hosts = {host for p in parts for host in p.clocks.values()}
+    host_scoped = all(p.format in ("xplane", "chrome", "nsys", "nsys-parquet") for p in parts)
+    return host_scoped and len(hosts) == 1
+
+
+def job_ledger(parts: Sequence[FileResult]) -> tuple[pd.DataFrame | None, Ledger | None]:
+    """The comm records and cross-rank ledger of the job (spec §8), where at least two devices communicate."""
+    records = _concat([p.records for p in parts], list(RECORD_COLUMNS)).reset_index(drop=True)
+    if records.empty or records["device"].nunique() < 2:
+        return None, None
+    device_ids: dict[int, str] = {}
+    for p in parts:
+        for device, gid in p.device_ids.items():
+            if gid >= 0:
+                device_ids.setdefault(gid, device)
+    windows = _concat([p.windows for p in parts], ["device", "start_ns", "end_ns"])
+    exposed = _concat([p.exposed for p in parts], ["device", "start_ns", "end_ns"])
+    return records, build_ledger(records, windows, exposed, whole_job(parts), device_ids)
+
+
+def ledger_summary(ledger: Ledger) -> dict:
+    """The JSON ``ledger`` object (§8) with the straggler table."""
+    rows = sorted(ledger.stragglers, key=lambda r: (-r.caused_wait_ns, r.device))
+    return {**ledger.summary(), "stragglers": [asdict(r) for r in rows if r.straggler_count]}
+
+
+def with_wait_split(collectives: list[Collective], ledger: Ledger) -> list[Collective]:
+    """Each collectives row with the wait and transfer parts of its time, and the transfer's bus bandwidth."""
+    split = {(c.op, c.kind): c for c in ledger.collectives}
+    out = []
+    for c in collectives:
+        s = split.get((c.name, c.kind))
+        if s is None:
+            out.append(replace(c, wait_ns=0, transfer_ns=0))
+            continue
+        busbw = None
+        if c.bytes_per_call and c.count and s.transfer_ns > 0 and c.group_size:
+            # bytes over the transfer part alone: what the link carried while data actually moved
+            per_call = s.transfer_ns / c.count
+            busbw = round(c.bytes_per_call / per_call * bus_factor(c.kind, c.group_size), 3)
+        out.append(replace(c, wait_ns=s.wait_ns, transfer_ns=s.transfer_ns, transfer_bus_bandwidth_gbps=busbw))
+    return out
+
+
 def merge(
     parts: Sequence[FileResult], link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
 ) -> Analysis:
@@ -123,7 +179,11 @@ def merge(
     ``notes`` are warnings from before the map (what discovery left out).
     """
     check_distinct_devices(parts)
+    records, ledger = job_ledger(parts)
     devices = sorted((d for p in parts for d in p.devices), key=lambda d: d.device)
+    if ledger is not None:
+        per_device = {d.device: d.figures() for d in ledger.devices}
+        devices = [replace(d, ledger=per_device.get(d.device, dict.fromkeys(LEDGER_KEYS, 0))) for d in devices]
     comm = _concat([p.comm for p in parts], list(parts[0].comm.columns) if parts else [])
     rules: dict[str, int] = {}
     for p in parts:
@@ -141,10 +201,20 @@ def merge(
         ):
             mode[(str(key), str(kind))] = int(size)
     collectives = annotate(collectives_table(comm), mode, link_peaks or {})
+    if ledger is not None:
+        collectives = with_wait_split(collectives, ledger)
     independent = _concat([p.independent for p in parts], ["device", "key", "independent_ns"])
     steps = sorted((s for p in parts for s in p.steps), key=lambda s: (s.step, s.device))
     stack = Stack.of(p.facts for p in parts)
-    hide = comm_opportunities(comm, collectives, independent, stack)
+    matched = records.join(ledger.records) if ledger is not None and records is not None else None
+    hide = comm_opportunities(
+        comm, collectives, independent, stack, op_stragglers(matched) if matched is not None else None
+    )
+    waiting = (
+        straggler_opportunity(matched, {d.device: d.exposed_wait_ns for d in ledger.devices}, stack)
+        if matched is not None and ledger is not None
+        else []
+    )
     signals = [s for p in parts for s in p.signals]
     return Analysis(
         inputs=tuple(i for p in parts for i in p.inputs),
@@ -153,9 +223,15 @@ def merge(
         collectives=tuple(collectives),
         steps=tuple(steps),
         opportunities=tuple(
-            rank(hide + expert_exchange_opportunity(comm, hide, stack) + signal_opportunities(signals, stack))
+            rank(
+                hide
+                + expert_exchange_opportunity(comm, hide, stack, collectives)
+                + waiting
+                + signal_opportunities(signals, stack)
+            )
         ),
         rules=dict(sorted(rules.items(), key=lambda kv: -kv[1])),
         warnings=(*notes, *(w for p in parts for w in p.warnings)),
         spread=spread(devices, steps),
+        ledger=ledger_summary(ledger) if ledger is not None else None,
     )
