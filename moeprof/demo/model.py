@@ -18,6 +18,11 @@ One MoE layer on one device: router -> top-k -> sort the (token, k) assignments
 by expert id -> dispatch all-to-all -> sort the received rows by local expert ->
 grouped GEMM (``ragged_dot``) -> SwiGLU/GELU -> ``ragged_dot`` -> undo the local
 sort -> combine all-to-all -> un-sort -> weight by router probabilities.
+
+On XLA:CPU ``ragged_dot`` costs the same whatever the group sizes, so there the
+experts run as a loop over fixed-size row tiles, as many as the rows received
+(:func:`tiled_expert_ffn`): a device that gets more tokens does more work, and a
+skewed router (``router_skew``) makes a slow device, as on real hardware.
 """
 
 from __future__ import annotations
@@ -383,21 +388,21 @@ def _tiled_fold(
     w: dict[str, jax.Array],
     group_sizes: jax.Array,
     tile: int,
-    body: Callable[[jax.Array, dict[str, jax.Array], jax.Array, jax.Array, Any], Any],
+    body: Callable[[dict[str, jax.Array], jax.Array, jax.Array, jax.Array, Any], Any],
     init: Any,
 ) -> Any:
-    """Run ``body(tile_rows, expert_weights, tile_group, first_row, carry)`` over the tiles in use only.
+    """Run ``body(expert_weights, group, first_row, group_end_row, carry)`` for each tile in use, in order.
 
     The loop's trip count is the number of tiles the real group sizes need, so a device that
     received more rows runs more tiles: the work follows the routing, as in a grouped GEMM.
     """
     n_groups = group_sizes.shape[0]
-    n_tiles, group, first, _ = tile_schedule(group_sizes, tile, -(-xs.shape[0] // tile) + n_groups)
+    n_tiles, group, first, end = tile_schedule(group_sizes, tile, -(-xs.shape[0] // tile) + n_groups)
 
     def step(j: jax.Array, carry: Any) -> Any:
         g = group[j]
         w_g = {name: jax.lax.dynamic_index_in_dim(v, g, keepdims=False) for name, v in w.items()}
-        return body(j, w_g, g, first[j], carry)
+        return body(w_g, g, first[j], end[j], carry)
 
     return jax.lax.fori_loop(0, n_tiles, step, init)
 
@@ -425,12 +430,11 @@ def _tiled_forward(
 ) -> jax.Array:
     rows = xs.shape[0]
     xp = _pad_rows(xs, tile)
-    _, _, _, end = tile_schedule(group_sizes, tile, -(-rows // tile) + group_sizes.shape[0])
     valid_in_tile = jnp.arange(tile, dtype=jnp.int32)
 
-    def body(j: jax.Array, w_g: dict[str, jax.Array], g: jax.Array, start: jax.Array, out: jax.Array) -> jax.Array:
+    def body(w_g: dict[str, jax.Array], g: jax.Array, start: jax.Array, end: jax.Array, out: jax.Array) -> jax.Array:
         y = _ffn_tile(jax.lax.dynamic_slice_in_dim(xp, start, tile), w_g, activation).astype(out.dtype)
-        keep = (start + valid_in_tile < end[j])[:, None]  # the tile's tail belongs to the next group or padding
+        keep = (start + valid_in_tile < end)[:, None]  # the tile's tail belongs to the next group or padding
         old = jax.lax.dynamic_slice_in_dim(out, start, tile)
         return jax.lax.dynamic_update_slice_in_dim(out, jnp.where(keep, y, old), start, 0)
 
@@ -459,12 +463,11 @@ def _tiled_backward(
     xs, w, group_sizes = res
     rows = xs.shape[0]
     xp, dyp = _pad_rows(xs, tile), _pad_rows(dy, tile)
-    _, _, _, end = tile_schedule(group_sizes, tile, -(-rows // tile) + group_sizes.shape[0])
     valid_in_tile = jnp.arange(tile, dtype=jnp.int32)
 
-    def body(j: jax.Array, w_g: dict[str, jax.Array], g: jax.Array, start: jax.Array, carry: Any) -> Any:
+    def body(w_g: dict[str, jax.Array], g: jax.Array, start: jax.Array, end: jax.Array, carry: Any) -> Any:
         dx, dw = carry
-        keep = (start + valid_in_tile < end[j])[:, None]
+        keep = (start + valid_in_tile < end)[:, None]
         # rows outside the group get a zero cotangent, so they add nothing to the weight gradients
         dy_t = jnp.where(keep, jax.lax.dynamic_slice_in_dim(dyp, start, tile), 0)
         _, vjp = jax.vjp(lambda x, wg: _ffn_tile(x, wg, activation), jax.lax.dynamic_slice_in_dim(xp, start, tile), w_g)
@@ -819,7 +822,7 @@ def run_demo(
     t0 = time.perf_counter()
     compiled = step_fn.lower(params, opt, bias, x, y).compile()
     compile_seconds = time.perf_counter() - t0
-    hlo_text = compiled.as_text()
+    hlo_text = compiled.as_text() or ""
 
     t0 = time.perf_counter()
     if config.warmup_steps:
