@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,6 +27,7 @@ DEVICES = 8
 CHILD = textwrap.dedent(
     r"""
     import json, sys, time
+    import numpy as np
     from pathlib import Path
 
     from moeprof.demo import configure_host_devices
@@ -39,6 +41,7 @@ CHILD = textwrap.dedent(
     from moeprof.demo import model
 
     out_path, trace_dir = Path(sys.argv[1]), Path(sys.argv[2])
+    arrays_dir = out_path.parent
     found = {"device_count": jax.device_count()}
 
     def summary(result):
@@ -48,6 +51,9 @@ CHILD = textwrap.dedent(
             "compile_seconds": result.compile_seconds,
             "total_seconds": result.total_seconds,
             "a2a_impl": result.a2a_impl,
+            "expert_impl": result.expert_impl,
+            "expert_ops": result.expert_ops,
+            "load": result.load,
             "xla_flags": result.xla_flags,
             "model_flops_per_token": result.model_flops_per_token,
             "active_params_per_token": result.active_params_per_token,
@@ -64,6 +70,52 @@ CHILD = textwrap.dedent(
     skewed = dict(router_skew=2.0, steps=2, warmup_steps=0, layers=1)
     found["skewed_dropless"] = summary(run_demo(DemoConfig(**skewed), None))
     found["skewed_capacity"] = summary(run_demo(DemoConfig(capacity_factor=1.0, **skewed), None))
+    found["skew4"] = summary(run_demo(DemoConfig(router_skew=4.0, steps=1, warmup_steps=0, layers=1), None))
+
+    # what the first step of those one-layer runs routes: its input and router, for a recomputation in numpy
+    one_layer = DemoConfig(layers=1)
+    key_params, key_data = jax.random.split(jax.random.key(one_layer.seed))
+    first = model.init_params(one_layer, key_params)[0]
+    x0, _ = model.make_batch(one_layer, jax.device_count(), key_data)
+    for name, value in (("x", x0), ("norm", first["norm"]), ("router", first["router"])):
+        np.save(arrays_dir / f"{name}.npy", np.asarray(value))
+
+    # the tiled expert computation against ragged_dot, on group sizes that hit every edge
+    M, H, F, G, TILE = 300, 16, 24, 3, 32
+    ks = jax.random.split(jax.random.key(3), 5)
+    xs = jax.random.normal(ks[0], (M, H), jnp.float32)
+    w = {
+        "w_up": jax.random.normal(ks[1], (G, H, F)),
+        "w_gate": jax.random.normal(ks[2], (G, H, F)),
+        "w_down": jax.random.normal(ks[3], (G, F, H)),
+    }
+    probe = jax.random.normal(ks[4], (M, H), jnp.float32)
+    scale = lambda a: float(jnp.max(jnp.abs(a))) + 1e-12
+    err = lambda a, b: float(jnp.max(jnp.abs(a - b))) / scale(b)
+    tiled_cases = []
+    for sizes in ([100, 0, 77], [0, 0, 0], [300, 0, 0], [1, 1, 1], [32, 64, 96], [65, 130, 105]):
+        gs = jnp.array(sizes, jnp.int32)
+        for act in ("swiglu", "gelu"):
+            tiled = lambda xs, w: model.tiled_expert_ffn(xs, w, gs, act, TILE)
+            ragged = lambda xs, w: model.ragged_expert_ffn(xs, w, gs, act)
+            y_t, y_r = jax.jit(tiled)(xs, w), ragged(xs, w)
+            g_t = jax.jit(jax.grad(lambda xs, w: jnp.sum(tiled(xs, w) * probe), argnums=(0, 1)))(xs, w)
+            g_r = jax.grad(lambda xs, w: jnp.sum(ragged(xs, w) * probe), argnums=(0, 1))(xs, w)
+            used = sum(sizes)
+            tiled_cases.append({
+                "sizes": sizes,
+                "activation": act,
+                "out_rel_err": err(y_t, y_r),
+                "tail_max_abs": float(jnp.max(jnp.abs(y_t[used:]))) if used < M else 0.0,
+                "grad_x_rel_err": err(g_t[0], g_r[0]),
+                "grad_w_rel_err": max(err(g_t[1][k], g_r[1][k]) for k in ("w_up", "w_down")),
+                "grad_gate_rel_err": err(g_t[1]["w_gate"], g_r[1]["w_gate"]),
+            })
+    found["tiled_vs_ragged"] = tiled_cases
+    n_tiles, group, first_row, end = model.tile_schedule(jnp.array([65, 0, 130], jnp.int32), 64, 300 // 64 + 1 + 3)
+    found["schedule"] = {
+        "n_tiles": int(n_tiles), "group": group.tolist(), "first": first_row.tolist(), "end": end.tolist()
+    }
 
     def emulated_ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
                                    axis_name, axis_index_groups=None):
@@ -94,15 +146,15 @@ CHILD = textwrap.dedent(
         layer_s, h_s = jax.device_put(layer, sh), jax.device_put(h, sh)
 
         def sharded_loss(layer, h):
-            out, load, dropped = sharded_moe(layer, bias, h, cfg, mesh, a2a)
-            return jnp.sum(out * probe), (out, load, dropped)
+            out, load, dropped, rows = sharded_moe(layer, bias, h, cfg, mesh, a2a)
+            return jnp.sum(out * probe), (out, load, dropped, rows)
 
         def dense_loss(layer, h):
             out, load, dropped = dense_reference_moe(layer, bias, h, cfg, n)
             return jnp.sum(out * probe), (out, load, dropped)
 
         grad = lambda f: jax.jit(jax.grad(f, argnums=(0, 1), has_aux=True))
-        (g_layer, g_h), (out, load, dropped) = grad(sharded_loss)(layer_s, h_s)
+        (g_layer, g_h), (out, load, dropped, rows) = grad(sharded_loss)(layer_s, h_s)
         (r_layer, r_h), (ref, ref_load, ref_dropped) = grad(dense_loss)(layer, h)
         scale = lambda a: float(jnp.max(jnp.abs(a))) + 1e-12
         err = lambda a, b: float(jnp.max(jnp.abs(a - b))) / scale(b)
@@ -113,6 +165,8 @@ CHILD = textwrap.dedent(
             "grad_rel_err": {k: err(g_layer[k], r_layer[k]) for k in g_layer if k in r_layer},
             "load": [int(v) for v in load],
             "ref_load": [int(v) for v in ref_load],
+            "device_rows": [int(v) for v in rows],
+            "expert_impl": model.resolve_expert_impl(cfg, "cpu"),
             "dropped": int(dropped),
             "ref_dropped": int(ref_dropped),
         }
@@ -121,6 +175,9 @@ CHILD = textwrap.dedent(
     compare("ragged_emulated", DemoConfig(router_skew=1.0), "ragged")
     compare("capacity", DemoConfig(router_skew=2.0, capacity_factor=1.0), "capacity")
     compare("softmax_groups_gelu", DemoConfig(router="softmax", n_groups=4, topk_groups=2, activation="gelu"), "padded")
+    compare("ragged_dot", DemoConfig(router_skew=1.0, expert_compute="ragged_dot"), "padded")
+    # hot and idle devices, partial tiles
+    compare("tiled_skew4", DemoConfig(router_skew=4.0, expert_compute="tiled", expert_tile_rows=48), "padded")
 
     out_path.write_text(json.dumps(found))
     """
@@ -128,8 +185,13 @@ CHILD = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def child(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("demo")
+def child_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("demo")
+
+
+@pytest.fixture(scope="module")
+def child(child_dir: Path) -> dict[str, Any]:
+    tmp = child_dir
     out, trace = tmp / "found.json", tmp / "trace"
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICES}"
@@ -157,6 +219,7 @@ def test_runs_on_eight_devices(child: dict[str, Any]) -> None:
     assert child["device_count"] == DEVICES
     assert "--xla_force_host_platform_device_count=8" in child["default"]["xla_flags"]
     assert child["default"]["a2a_impl"] == "padded"  # no ragged-all-to-all on XLA:CPU
+    assert child["default"]["expert_impl"] == "tiled"  # ragged_dot on XLA:CPU ignores the group sizes
 
 
 def test_loss_decreases_dropless(child: dict[str, Any]) -> None:
@@ -169,12 +232,17 @@ def test_loss_decreases_dropless(child: dict[str, Any]) -> None:
 
 def test_loads_sum_and_finite(child: dict[str, Any]) -> None:
     tokens = DEVICES * 256
-    for run in ("default", "skewed_dropless", "skewed_capacity"):
+    for run in ("default", "skewed_dropless", "skewed_capacity", "skew4"):
         for r in child[run]["records"]:
             assert not r["nonfinite"]
-            for layer_load in r["expert_load"]:
-                assert len(layer_load) == 16
+            for layer_load, device_load in zip(r["expert_load"], r["device_load"], strict=True):
+                assert len(layer_load) == 16 and len(device_load) == DEVICES
                 assert sum(layer_load) == tokens * 2  # routed load counts before drops
+                if run != "skewed_capacity":
+                    # the rows each device computed on (from its group sizes) are its two experts' loads
+                    assert device_load == [layer_load[2 * d] + layer_load[2 * d + 1] for d in range(DEVICES)]
+            if run == "skewed_capacity":  # one layer: what is computed on is what was not dropped
+                assert sum(r["device_load"][0]) == tokens * 2 - r["tokens_dropped"]
             assert all(b >= 1.0 for b in r["balance_max_over_mean"])
             assert all(c >= 0.0 for c in r["load_cv"])
 
@@ -194,9 +262,10 @@ def test_hlo_has_moe_collectives(child: dict[str, Any]) -> None:
     assert ops["all-to-all"] >= 8, ops
     assert ops["all-gather"] > 0, ops  # FSDP weight gathers
     assert ops["reduce-scatter"] > 0, ops  # FSDP gradient scatters (transpose of the gathers)
-    # ragged_dot: either an XLA ragged-dot, or (CPU) the dense dot jax lowers it to, over the padded receive buffer
-    rows = DEVICES * 256 * 2
-    assert "ragged-dot(" in hlo or re.search(rf"f32\[{rows},\d+\]\S* dot\(", hlo)
+    # the tiled experts: one while loop per layer forward and one backward, in the experts' name scope
+    loops = re.findall(r"%(while\.\d+) = .* while\(.*op_name=\"[^\"]*/moe_experts/", hlo)
+    assert len(loops) == 2 * 2, loops
+    assert set(loops) <= set(child["default"]["expert_ops"])
 
 
 def test_trace_written(child: dict[str, Any]) -> None:
@@ -204,10 +273,16 @@ def test_trace_written(child: dict[str, Any]) -> None:
     assert len(xplanes) == 1 and xplanes[0] > 0
 
 
-@pytest.mark.parametrize("variant", ["padded", "ragged_emulated", "capacity", "softmax_groups_gelu"])
+@pytest.mark.parametrize(
+    "variant", ["padded", "ragged_emulated", "capacity", "softmax_groups_gelu", "ragged_dot", "tiled_skew4"]
+)
 def test_matches_dense_reference(child: dict[str, Any], variant: str) -> None:
     found = child["reference"][variant]
+    assert found["expert_impl"] == ("ragged_dot" if variant == "ragged_dot" else "tiled")
     assert found["load"] == found["ref_load"]
+    if variant != "capacity":
+        load = found["ref_load"]
+        assert found["device_rows"] == [load[2 * d] + load[2 * d + 1] for d in range(DEVICES)]
     assert found["dropped"] == found["ref_dropped"]
     assert found["out_scale"] > 1e-3  # the routed output is not trivially zero
     assert found["out_rel_err"] < 1e-4, found
@@ -233,3 +308,134 @@ def test_configure_host_devices_rewrites_flag() -> None:
 
     flags = xla_flags_with_host_devices(8, "--xla_foo=1 --xla_force_host_platform_device_count=2")
     assert flags.split() == ["--xla_foo=1", "--xla_force_host_platform_device_count=8"]
+
+
+# ---- routing loads and skew
+
+
+def _recomputed_load(arrays: Path, skew: float, top_k: int = 2) -> tuple[np.ndarray, int]:
+    """Per-expert load of the first step's layer 0 from its input and router, in float64 numpy.
+
+    Returns the load and the number of tokens whose top-k choice is within rounding of a tie
+    (float32 in the step; such tokens may legitimately land on either expert).
+    """
+    x, norm, router = (np.load(arrays / f"{name}.npy").astype(np.float64) for name in ("x", "norm", "router"))
+    hn = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6) * norm
+    logits = hn @ router + skew * np.linspace(1.0, -1.0, router.shape[1])
+    scores = 1.0 / (1.0 + np.exp(-logits))  # sigmoid router; the balancing bias starts at zero
+    order = np.argsort(-scores, axis=1)
+    chosen = order[:, :top_k]
+    ranked = np.take_along_axis(scores, order, axis=1)
+    near_ties = int(np.sum(ranked[:, top_k - 1] - ranked[:, top_k] < 1e-5))
+    return np.bincount(chosen.ravel(), minlength=router.shape[1]), near_ties
+
+
+@pytest.mark.parametrize(("run", "skew"), [("skewed_dropless", 2.0), ("skew4", 4.0)])
+def test_routing_loads_match_recomputation(child: dict[str, Any], child_dir: Path, run: str, skew: float) -> None:
+    expected, near_ties = _recomputed_load(child_dir, skew)
+    record = child[run]["records"][0]  # no warm-up: the first step routes with the initial weights
+    got = np.array(record["expert_load"][0])
+    assert np.abs(got - expected).sum() <= 2 * near_ties, (got.tolist(), expected.tolist())
+    per_device = expected.reshape(DEVICES, -1).sum(axis=1)
+    assert np.abs(np.array(record["device_load"][0]) - per_device).sum() <= 2 * near_ties
+    assert record["device_max_over_mean"][0] == pytest.approx(per_device.max() / per_device.mean(), abs=0.01)
+
+
+def test_skew_zero_is_balanced_and_skew_ramps(child: dict[str, Any]) -> None:
+    balanced = child["default"]["load"]
+    assert balanced["router_skew"] == 0.0
+    # random routing of 4,096 assignments: within a few tens of percent of the mean everywhere
+    assert balanced["imbalance_max_over_mean"] < 1.35
+    assert max(balanced["device_max_over_mean_per_layer"]) < 1.35
+    two, four = child["skewed_dropless"]["load"], child["skew4"]["load"]
+    for load in (two, four):
+        devices = np.array(load["tokens_per_device"][0])
+        assert load["hottest_device"] == 0  # the ramp favours expert 0, on device 0
+        # load falls along the ramp: each device at most a rounding blip above the one before it
+        assert np.all(np.diff(devices) <= 0.02 * devices.mean()), devices.tolist()
+    assert 2.0 < two["imbalance_max_over_mean"] < four["imbalance_max_over_mean"]
+    assert four["imbalance_max_over_mean"] > 4.0
+    # the summary is the records' own numbers, averaged over steps
+    rows = np.mean([r["device_load"] for r in child["skewed_dropless"]["records"]], axis=0)
+    np.testing.assert_allclose(two["tokens_per_device"], rows)
+    assert two["imbalance_max_over_mean"] == pytest.approx(rows.sum(axis=0).max() / rows.sum(axis=0).mean())
+
+
+# ---- the tiled expert computation
+
+
+def test_tiled_matches_ragged_dot(child: dict[str, Any]) -> None:
+    cases = child["tiled_vs_ragged"]
+    assert len(cases) == 12
+    for case in cases:
+        assert case["out_rel_err"] < 1e-5, case
+        assert case["tail_max_abs"] == 0.0, case  # rows past the groups come out zero, as ragged_dot's do
+        assert case["grad_x_rel_err"] < 1e-5, case
+        assert case["grad_w_rel_err"] < 1e-5, case
+        if case["activation"] == "swiglu":
+            assert case["grad_gate_rel_err"] < 1e-5, case
+
+
+def test_tile_schedule_by_hand(child: dict[str, Any]) -> None:
+    # groups of 65, 0 and 130 rows in 64-row tiles: rows [0, 65) in 2 tiles, [65, 195) in 3
+    sched = child["schedule"]
+    assert sched["n_tiles"] == 5
+    assert sched["group"][:5] == [0, 0, 2, 2, 2]
+    assert sched["first"][:5] == [0, 64, 65, 129, 193]
+    assert sched["end"][:5] == [65, 65, 195, 195, 195]
+
+
+# ---- the command
+
+
+def test_capture_demo_router_skew_reaches_manifest(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    args = ["--router-skew", "3", "--tokens", "64", "--layers", "1", "--steps", "2", "--warmup", "0"]
+    res = subprocess.run(
+        [sys.executable, "-m", "moeprof", "capture", "demo", *args, "--out", str(out)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "comm share" in res.stdout  # the report
+    lines = res.stderr.strip().splitlines()
+    # progress, one phase a line, and nothing else: no jax/XLA log lines
+    assert all(line.startswith(("moeprof: ", "run folder: ")) for line in lines), lines
+    joined = "\n".join(lines)
+    for phase in ("compiling", "profiling step 1/2", "profiling step 2/2", "analyzing"):
+        assert phase in joined, lines
+    assert "warm-up" not in joined  # --warmup 0
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    demo = manifest["demo"]
+    assert manifest["model"]["router_skew"] == 3.0 and demo["router_skew"] == 3.0
+    assert demo["expert_compute"] == "tiled" and demo["expert_ops"]
+    load = demo["load"]
+    assert load["router_skew"] == 3.0
+    per_device = np.array(load["tokens_per_device"])
+    assert per_device.shape == (1, DEVICES)
+    assert per_device.sum() == pytest.approx(64 * DEVICES * 2)  # every (token, k) assignment, dropless
+    assert load["imbalance_max_over_mean"] == pytest.approx(per_device.max() / per_device.mean())
+    assert load["imbalance_max_over_mean"] > 2.0
+    assert [r["device_load"] for r in demo["records"]] and len(demo["records"]) == 2
+    assert not (out / "demo_stderr.log").exists() or "Traceback" not in (out / "demo_stderr.log").read_text()
+
+
+def test_capture_demo_rejects_bad_expert_compute(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "moeprof", "capture", "demo", "--expert-compute", "dense", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        "moeprof: --expert-compute must be auto, tiled or ragged_dot (got 'dense')"
+    ], res.stderr

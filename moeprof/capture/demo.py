@@ -2,6 +2,12 @@
 
 The step runs in a child process: XLA reads ``XLA_FLAGS`` (8 virtual CPU
 devices) once, when jax starts, and the parent may already have imported it.
+
+The child's stderr comes back through a pipe. Lines it marks as progress are
+passed on (to ``progress``); everything else (jax/XLA logging such as absl
+``W...`` lines) is kept aside: it goes to ``demo_stderr.log`` in the run folder,
+error-level absl lines are also shown, and on failure the log is named in the
+one-line error.
 """
 
 from __future__ import annotations
@@ -9,17 +15,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError
 from .runfolder import MANIFEST, TRACE_DIR, new_manifest, write_json
 
 CHILD = "moeprof.capture.demo"
+PROGRESS_MARK = "moeprof-demo-progress: "  # child -> parent; never shown as is
+CHILD_LOG = "demo_stderr.log"
+# absl/glog prefix of an ERROR or FATAL line ("E1201 05:22:23.895918   10079 file.cc:125] ...")
+_ABSL_ERROR = re.compile(r"^[EF]\d{4} \d\d:\d\d:\d\d")
+_ABSL_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
 
 
-def run_child(config: dict, out: Path, host_devices: int | None) -> dict:
+def _last_message(lines: list[str]) -> str:
+    # the Python exception line if there is one; absl log lines are context, not the cause
+    meaningful = [line for line in lines if line.strip() and not _ABSL_LINE.match(line)]
+    return (meaningful or lines or ["no output"])[-1].strip()
+
+
+def run_child(config: dict, out: Path, host_devices: int | None, progress: Callable[[str], None] | None = None) -> dict:
     """Run the demo in a fresh interpreter; returns its ``DemoResult.to_dict()``."""
     env = dict(os.environ)
     if host_devices:
@@ -27,24 +47,44 @@ def run_child(config: dict, out: Path, host_devices: int | None) -> dict:
 
         env["XLA_FLAGS"] = xla_flags_with_host_devices(host_devices, env.get("XLA_FLAGS", ""))
     result_path = out / ".demo_result.json"
-    proc = subprocess.run(
+    log_path = out / CHILD_LOG
+    log_path.unlink(missing_ok=True)
+    other: list[str] = []
+    proc = subprocess.Popen(
         [sys.executable, "-m", CHILD, json.dumps(config), str(out / TRACE_DIR), str(result_path)],
         env=env,
-        capture_output=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
+        bufsize=1,
     )
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise InputError(None, f"the demo step failed: {tail[0]}")
+    assert proc.stderr is not None
+    with proc.stderr:
+        for line in proc.stderr:
+            if line.startswith(PROGRESS_MARK):
+                if progress:
+                    progress(line[len(PROGRESS_MARK) :].rstrip())
+                continue
+            other.append(line.rstrip("\n"))
+            if _ABSL_ERROR.match(line):
+                print(line.rstrip(), file=sys.stderr, flush=True)
+    code = proc.wait()
+    if other:
+        log_path.write_text("\n".join(other) + "\n")
+    if code != 0:
+        where = f" (its output: {log_path})" if other else ""
+        raise InputError(None, f"the demo step failed: {_last_message(other)}{where}")
     result = json.loads(result_path.read_text())
     result_path.unlink()
     return result
 
 
-def capture_demo(out: Path, config: dict, host_devices: int | None = 8) -> Path:
+def capture_demo(
+    out: Path, config: dict, host_devices: int | None = 8, progress: Callable[[str], None] | None = None
+) -> Path:
     """Run the demo with a trace and write ``out/`` (trace, manifest; the caller adds the analysis)."""
     out.mkdir(parents=True, exist_ok=True)
-    result = run_child(config, out, host_devices)
+    result = run_child(config, out, host_devices, progress)
     records = result["records"]
     cfg = result["config"]
     tokens_per_step = cfg["tokens_per_device"] * result["device_count"]
@@ -67,7 +107,15 @@ def capture_demo(out: Path, config: dict, host_devices: int | None = 8) -> Path:
             "warmup_s": result["warmup_seconds"],
             "total_s": result["total_seconds"],
         },
-        demo={"records": records},
+        demo={
+            "router_skew": cfg["router_skew"],
+            "expert_compute": result["expert_impl"],
+            "expert_compute_note": result["expert_note"],
+            "expert_scope": result["expert_scope"],
+            "expert_ops": result["expert_ops"],
+            "load": result["load"],
+            "records": records,
+        },
     )
     write_json(out / MANIFEST, manifest)
     return out
@@ -76,10 +124,14 @@ def capture_demo(out: Path, config: dict, host_devices: int | None = 8) -> Path:
 def _child(config_json: str, trace_dir: str, result_path: str) -> None:
     from ..demo.model import DemoConfig, run_demo
 
+    def progress(message: str) -> None:
+        print(PROGRESS_MARK + message, file=sys.stderr, flush=True)
+
     fields = {f.name for f in dataclasses.fields(DemoConfig)}
     config = DemoConfig(**{k: v for k, v in json.loads(config_json).items() if k in fields})
-    result = run_demo(config, Path(trace_dir))
-    Path(result_path).write_text(json.dumps(result.to_dict(include_hlo=False), default=str))
+    result = run_demo(config, Path(trace_dir), progress)
+    doc: dict[str, Any] = result.to_dict(include_hlo=False)
+    Path(result_path).write_text(json.dumps(doc, default=str))
 
 
 if __name__ == "__main__":

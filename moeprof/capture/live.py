@@ -21,7 +21,9 @@ from .runfolder import MANIFEST, TRACE_DIR, new_manifest, write_json
 
 LOOPBACK = "127.0.0.1"
 # the options jax/collect_profile.py passes: host and device activity, Python frames at level 1
-TRACER_OPTIONS = {"host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 1}
+# delay_ms: the client asks the server to start at now + delay_ms; with 0 that moment has passed by the time
+# the request arrives, and the server (in the job, on its stderr) logs "Profiling is late by N nanoseconds"
+TRACER_OPTIONS = {"host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 1, "delay_ms": 200}
 TRACING_ATTEMPTS = 3
 CONNECT_TIMEOUT_S = 2.0
 _HOSTNAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?")

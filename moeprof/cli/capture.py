@@ -82,6 +82,23 @@ def demo_command(
         typer.Option("--capacity-factor", help="Pad and drop to this capacity instead of dropless routing."),
     ] = None,
     dtype: Annotated[str | None, typer.Option(help="float32 or bfloat16.")] = None,
+    router_skew: Annotated[
+        float | None,
+        typer.Option(
+            "--router-skew",
+            min=0.0,
+            help="Router logit ramp from +S (expert 0) to -S (last expert): hot experts on the first devices "
+            "(default 0: balanced; 4 gives the hottest device about 5x the mean tokens).",
+        ),
+    ] = None,
+    expert_compute: Annotated[
+        str | None,
+        typer.Option(
+            "--expert-compute",
+            help="auto, tiled (work follows the tokens received) or ragged_dot (on CPU: the same cost whatever "
+            "the routing). auto: ragged_dot on accelerators, tiled on CPU.",
+        ),
+    ] = None,
     steps: Annotated[int | None, typer.Option(help="Profiled steps (default 5).")] = None,
     warmup: Annotated[int | None, typer.Option(help="Warm-up steps, not profiled (default 2).")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed (default 0).")] = None,
@@ -92,6 +109,8 @@ def demo_command(
     def body() -> None:
         from ..capture.demo import capture_demo
 
+        if expert_compute not in (None, "auto", "tiled", "ragged_dot"):
+            raise InputError(None, f"--expert-compute must be auto, tiled or ragged_dot (got {expert_compute!r})")
         config = {
             "experts": experts,
             "top_k": top_k,
@@ -102,13 +121,23 @@ def demo_command(
             "router": router,
             "capacity_factor": capacity_factor,
             "dtype": dtype,
+            "router_skew": router_skew,
+            "expert_compute": expert_compute,
             "steps": steps,
             "warmup_steps": warmup,
             "seed": seed,
         }
         target = out or default_out("demo")
-        typer.echo(f"capturing the demo MoE step into {target} ...", err=True)
-        capture_demo(target, {k: v for k, v in config.items() if v is not None}, host_devices=devices)
+
+        def progress(message: str) -> None:
+            # stderr, and only without --json: stdout carries the report or the JSON alone
+            if not as_json:
+                typer.echo(f"moeprof: {message}", err=True)
+
+        progress(f"capturing the demo MoE step into {target}")
+        chosen = {k: v for k, v in config.items() if v is not None}
+        capture_demo(target, chosen, host_devices=devices, progress=progress)
+        progress("analyzing the trace")
         finish_run(target, as_json)
 
     guarded(body)

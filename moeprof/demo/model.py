@@ -18,12 +18,19 @@ One MoE layer on one device: router -> top-k -> sort the (token, k) assignments
 by expert id -> dispatch all-to-all -> sort the received rows by local expert ->
 grouped GEMM (``ragged_dot``) -> SwiGLU/GELU -> ``ragged_dot`` -> undo the local
 sort -> combine all-to-all -> un-sort -> weight by router probabilities.
+
+On XLA:CPU ``ragged_dot`` costs the same whatever the group sizes, so there the
+experts run as a loop over fixed-size row tiles, as many as the rows received
+(:func:`tiled_expert_ffn`): a device that gets more tokens does more work, and a
+skewed router (``router_skew``) makes a slow device, as on real hardware.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -50,11 +57,24 @@ PADDED_ALL_TO_ALL_NOTE = (
 RAGGED_ALL_TO_ALL_NOTE = "ragged_all_to_all: each source sends exactly the rows routed to each destination"
 CAPACITY_ALL_TO_ALL_NOTE = "fixed-size all_to_all of per-expert buffers padded to capacity; overflow tokens are dropped"
 
+# Name scope of the routed experts' computation (forward and backward), in the HLO op metadata.
+EXPERT_SCOPE = "moe_experts"
+
 # Keys of the routed-expert weights (split by expert); all other weights are FSDP-split.
 EXPERT_KEYS = frozenset({"w_gate", "w_up", "w_down"})
 
 Params = list[dict[str, jax.Array]]
 A2AImpl = Literal["ragged", "padded", "capacity"]
+ExpertImpl = Literal["ragged_dot", "tiled"]
+
+# Where ragged_dot is a grouped GEMM whose cost follows the group sizes. XLA:CPU lowers it to a
+# dense dot per group over the whole buffer, so skewed routing would cost every device the same.
+GROUPED_GEMM_PLATFORMS = frozenset({"gpu", "cuda", "rocm", "tpu"})
+EXPERT_IMPL_NOTES = {
+    "ragged_dot": "jax.lax.ragged_dot grouped GEMMs (the backend's grouped GEMM)",
+    "tiled": "a while loop over fixed-size row tiles, as many as the rows each expert received: "
+    "expert work follows the routing (ragged_dot on XLA:CPU costs the same whatever the group sizes)",
+}
 
 
 @dataclass
@@ -76,8 +96,10 @@ class DemoConfig:
     aux_free_bias: bool = True  # DeepSeek-V3 auxiliary-loss-free balancing bias (selection only)
     bias_update_rate: float = 1e-3  # gamma in b_i += gamma * sign(mean_load - load_i)
     capacity_factor: float | None = None  # None: dropless; float: pad each expert to capacity, drop overflow
-    router_skew: float = 0.0  # fixed logit offset favouring low-numbered experts (to make hot experts)
+    router_skew: float = 0.0  # logit ramp from +skew (expert 0) to -skew (last expert): hot experts, hot devices
     a2a: Literal["auto", "ragged", "padded"] = "auto"  # dropless dispatch; auto picks ragged where supported
+    expert_compute: Literal["auto", "ragged_dot", "tiled"] = "auto"  # auto: ragged_dot on accelerators, else tiled
+    expert_tile_rows: int = 64  # rows per tile of the tiled expert computation
     dtype: Literal["float32", "bfloat16"] = "float32"
     steps: int = 5
     warmup_steps: int = 2
@@ -111,7 +133,9 @@ class StepRecord:
     step: int
     loss: float
     expert_load: list[list[int]]  # [layer][expert]: (token, k) assignments routed there, before any drop
-    balance_max_over_mean: list[float]  # per layer
+    device_load: list[list[int]]  # [layer][device]: rows that device's experts computed on (kept assignments)
+    balance_max_over_mean: list[float]  # per layer, of expert_load
+    device_max_over_mean: list[float]  # per layer, of device_load
     load_cv: list[float]  # per layer: std / mean of expert_load
     tokens_dropped: int  # (token, k) assignments dropped for capacity, all layers
     nonfinite: bool  # loss, gradients or updated parameters not all finite
@@ -128,6 +152,11 @@ class DemoResult:
     active_params_per_token: int
     a2a_impl: str  # "ragged" | "padded" | "capacity"
     a2a_note: str
+    expert_impl: str  # "ragged_dot" | "tiled"
+    expert_note: str
+    expert_scope: str  # the name scope of the experts' computation in the HLO metadata
+    expert_ops: list[str]  # top-level HLO instructions of that computation: the names its trace events carry
+    load: dict[str, Any]  # load_summary(records, config)
     jax_version: str
     jaxlib_version: str
     platform: str
@@ -176,6 +205,10 @@ def _dims(cfg: DemoConfig, n_devices: int) -> _Dims:
         problems.append("router must be softmax|sigmoid and activation swiglu|gelu")
     if cfg.dtype not in ("float32", "bfloat16") or cfg.a2a not in ("auto", "ragged", "padded"):
         problems.append("dtype must be float32|bfloat16 and a2a auto|ragged|padded")
+    if cfg.expert_compute not in ("auto", "ragged_dot", "tiled") or cfg.expert_tile_rows < 1:
+        problems.append("expert_compute must be auto|ragged_dot|tiled and expert_tile_rows >= 1")
+    if not math.isfinite(cfg.router_skew):
+        problems.append("router_skew must be finite")
     if problems:
         raise ValueError("invalid DemoConfig: " + "; ".join(problems))
     # capacity per (source device, expert), MaxText-style: factor x the balanced share
@@ -194,6 +227,13 @@ def resolve_a2a(cfg: DemoConfig, platform: str) -> A2AImpl:
     if cfg.a2a == "auto":
         return "ragged" if ragged_all_to_all_supported(platform) else "padded"
     return cfg.a2a
+
+
+def resolve_expert_impl(cfg: DemoConfig, platform: str) -> ExpertImpl:
+    """How the step computes its experts on ``platform``."""
+    if cfg.expert_compute == "auto":
+        return "ragged_dot" if platform.lower() in GROUPED_GEMM_PLATFORMS else "tiled"
+    return cfg.expert_compute
 
 
 def _a2a_note(impl: A2AImpl) -> str:
@@ -300,14 +340,149 @@ def capacity_keep(ids: jax.Array, n_experts: int, capacity: int) -> jax.Array:
 # ---------------------------------------------------------------- expert compute
 
 
-def _expert_ffn(xs: jax.Array, w: dict[str, jax.Array], group_sizes: jax.Array, activation: str) -> jax.Array:
-    """Grouped GEMMs over this device's experts; rows past ``sum(group_sizes)`` come out zero."""
+def _expert_ffn(
+    xs: jax.Array, w: dict[str, jax.Array], group_sizes: jax.Array, activation: str, impl: ExpertImpl, tile: int
+) -> jax.Array:
+    """This device's experts on rows ``xs`` sorted by local expert; rows past ``sum(group_sizes)`` come out zero."""
+    with jax.named_scope(EXPERT_SCOPE):  # in each op's metadata: how a trace reader finds the expert work
+        if impl == "tiled":
+            return tiled_expert_ffn(xs, w, group_sizes, activation, tile)
+        return ragged_expert_ffn(xs, w, group_sizes, activation)
+
+
+def ragged_expert_ffn(xs: jax.Array, w: dict[str, jax.Array], group_sizes: jax.Array, activation: str) -> jax.Array:
+    """Grouped GEMMs by ``ragged_dot`` (a grouped GEMM on GPU; a dense dot per group over every row on XLA:CPU)."""
     up = jax.lax.ragged_dot(xs, w["w_up"], group_sizes)
     if activation == "swiglu":
         act = jax.nn.silu(jax.lax.ragged_dot(xs, w["w_gate"], group_sizes)) * up
     else:
         act = jax.nn.gelu(up)
     return jax.lax.ragged_dot(act, w["w_down"], group_sizes)
+
+
+def _ffn_tile(x: jax.Array, w: dict[str, jax.Array], activation: str) -> jax.Array:
+    # one expert's FFN on one tile of rows
+    up = x @ w["w_up"]
+    act = jax.nn.silu(x @ w["w_gate"]) * up if activation == "swiglu" else jax.nn.gelu(up)
+    return act @ w["w_down"]
+
+
+def tile_schedule(group_sizes: jax.Array, tile: int, max_tiles: int) -> tuple[jax.Array, ...]:
+    """Fixed-size row tiles covering each group of a group-sorted buffer, as a grouped GEMM walks it.
+
+    Returns (tiles in use, group of each tile slot, its first row, the end row of its group); slots
+    past the count in use are never visited. ``max_tiles`` must be ``>= rows / tile + groups``.
+    """
+    tiles_per_group = (group_sizes + tile - 1) // tile
+    tiles_end = jnp.cumsum(tiles_per_group)
+    rows_start = _exclusive_cumsum(group_sizes)
+    slot = jnp.arange(max_tiles, dtype=jnp.int32)
+    # a comparison count rather than searchsorted, which XLA:CPU runs as a while loop of its own
+    group = jnp.minimum((slot[:, None] >= tiles_end[None, :]).sum(axis=1, dtype=jnp.int32), group_sizes.shape[0] - 1)
+    first = rows_start[group] + (slot - (tiles_end - tiles_per_group)[group]) * tile
+    return tiles_end[-1], group, first, (rows_start + group_sizes)[group]
+
+
+def _tiled_fold(
+    xs: jax.Array,
+    w: dict[str, jax.Array],
+    group_sizes: jax.Array,
+    tile: int,
+    body: Callable[[dict[str, jax.Array], jax.Array, jax.Array, jax.Array, Any], Any],
+    init: Any,
+) -> Any:
+    """Run ``body(expert_weights, group, first_row, group_end_row, carry)`` for each tile in use, in order.
+
+    The loop's trip count is the number of tiles the real group sizes need, so a device that
+    received more rows runs more tiles: the work follows the routing, as in a grouped GEMM.
+    """
+    n_groups = group_sizes.shape[0]
+    n_tiles, group, first, end = tile_schedule(group_sizes, tile, -(-xs.shape[0] // tile) + n_groups)
+
+    def step(j: jax.Array, carry: Any) -> Any:
+        g = group[j]
+        w_g = {name: jax.lax.dynamic_index_in_dim(v, g, keepdims=False) for name, v in w.items()}
+        return body(w_g, g, first[j], end[j], carry)
+
+    return jax.lax.fori_loop(0, n_tiles, step, init)
+
+
+def _pad_rows(a: jax.Array, tile: int) -> jax.Array:
+    # room for a tile that starts near the end, so dynamic_slice never clamps (and shifts) it
+    return jnp.concatenate([a, jnp.zeros((tile, *a.shape[1:]), a.dtype)])
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def tiled_expert_ffn(
+    xs: jax.Array, w: dict[str, jax.Array], group_sizes: jax.Array, activation: str, tile: int
+) -> jax.Array:
+    """The experts' FFN over row tiles bounded by the real group sizes (a while loop, not a fixed-shape dot).
+
+    Same result as :func:`ragged_expert_ffn`; the cost grows with ``sum(group_sizes)``, not with
+    the buffer. Differentiated by a hand-written backward that walks the same tiles (a while
+    loop with a data-dependent trip count has no automatic reverse mode).
+    """
+    return _tiled_forward(xs, w, group_sizes, activation, tile)
+
+
+def _tiled_forward(
+    xs: jax.Array, w: dict[str, jax.Array], group_sizes: jax.Array, activation: str, tile: int
+) -> jax.Array:
+    rows = xs.shape[0]
+    xp = _pad_rows(xs, tile)
+    valid_in_tile = jnp.arange(tile, dtype=jnp.int32)
+
+    def body(w_g: dict[str, jax.Array], g: jax.Array, start: jax.Array, end: jax.Array, out: jax.Array) -> jax.Array:
+        y = _ffn_tile(jax.lax.dynamic_slice_in_dim(xp, start, tile), w_g, activation).astype(out.dtype)
+        keep = (start + valid_in_tile < end)[:, None]  # the tile's tail belongs to the next group or padding
+        old = jax.lax.dynamic_slice_in_dim(out, start, tile)
+        return jax.lax.dynamic_update_slice_in_dim(out, jnp.where(keep, y, old), start, 0)
+
+    # zeros_like keeps the input's shard_map varying-axis type, as the loop carry requires
+    out = jnp.zeros_like(xp, shape=(rows + tile, w["w_down"].shape[-1]))
+    return _tiled_fold(xs, w, group_sizes, tile, body, out)[:rows]
+
+
+def _tiled_fwd(
+    xs: jax.Array, w: dict[str, jax.Array], group_sizes: jax.Array, activation: str, tile: int
+) -> tuple[jax.Array, tuple[jax.Array, dict[str, jax.Array], jax.Array]]:
+    # keep only the inputs: the backward recomputes each tile's activations (as flash-style kernels do)
+    return _tiled_forward(xs, w, group_sizes, activation, tile), (xs, w, group_sizes)
+
+
+def _tiled_bwd(
+    activation: str, tile: int, res: tuple[jax.Array, dict[str, jax.Array], jax.Array], dy: jax.Array
+) -> tuple[jax.Array, dict[str, jax.Array], None]:
+    with jax.named_scope(EXPERT_SCOPE):  # the backward is traced outside the forward's scope
+        return _tiled_backward(activation, tile, res, dy)
+
+
+def _tiled_backward(
+    activation: str, tile: int, res: tuple[jax.Array, dict[str, jax.Array], jax.Array], dy: jax.Array
+) -> tuple[jax.Array, dict[str, jax.Array], None]:
+    xs, w, group_sizes = res
+    rows = xs.shape[0]
+    xp, dyp = _pad_rows(xs, tile), _pad_rows(dy, tile)
+    valid_in_tile = jnp.arange(tile, dtype=jnp.int32)
+
+    def body(w_g: dict[str, jax.Array], g: jax.Array, start: jax.Array, end: jax.Array, carry: Any) -> Any:
+        dx, dw = carry
+        keep = (start + valid_in_tile < end)[:, None]
+        # rows outside the group get a zero cotangent, so they add nothing to the weight gradients
+        dy_t = jnp.where(keep, jax.lax.dynamic_slice_in_dim(dyp, start, tile), 0)
+        _, vjp = jax.vjp(lambda x, wg: _ffn_tile(x, wg, activation), jax.lax.dynamic_slice_in_dim(xp, start, tile), w_g)
+        dx_t, dw_g = vjp(dy_t.astype(xs.dtype))
+        old = jax.lax.dynamic_slice_in_dim(dx, start, tile)
+        dx = jax.lax.dynamic_update_slice_in_dim(dx, jnp.where(keep, dx_t.astype(dx.dtype), old), start, 0)
+        dw = {name: dw[name].at[g].add(dw_g[name].astype(jnp.float32)) for name in dw}
+        return dx, dw
+
+    init = (jnp.zeros_like(xp), {name: jnp.zeros_like(v, jnp.float32) for name, v in w.items()})
+    dx, dw = _tiled_fold(xs, w, group_sizes, tile, body, init)
+    return dx[:rows], {name: dw[name].astype(w[name].dtype) for name in w}, None
+
+
+tiled_expert_ffn.defvjp(_tiled_fwd, _tiled_bwd)
 
 
 def _dense_ffn(h: jax.Array, w_up: jax.Array, w_down: jax.Array, w_gate: jax.Array | None) -> jax.Array:
@@ -335,11 +510,14 @@ def _moe_local(
     cfg: DemoConfig,
     dims: _Dims,
     impl: A2AImpl,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
+    expert_impl: ExpertImpl,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Routed-expert output ``[T, H]`` on one device, inside ``shard_map``.
 
     ``w_router`` is the full router, ``w_experts`` this device's ``El`` experts.
-    Also returns the global per-expert load ``[E]`` and the global dropped count.
+    Also returns the global per-expert load ``[E]``, the global dropped count, and
+    the rows this device's experts computed on (``[1]``: the group sizes it fed to
+    its expert computation, so what the routing really gave this device).
     """
     D, E, El, K, T, H, C = dims.D, dims.E, dims.El, dims.K, dims.T, dims.H, dims.C
     me = jax.lax.axis_index(AXIS)
@@ -352,6 +530,7 @@ def _moe_local(
     rank = jnp.arange(T * K, dtype=jnp.int32) - _exclusive_cumsum(counts)[sorted_e]  # position within expert
     load = jax.lax.psum(counts, AXIS)
     dropped = jnp.zeros((), jnp.int32)
+    tile = cfg.expert_tile_rows
 
     if impl == "capacity":
         keep = rank < C
@@ -361,7 +540,10 @@ def _moe_local(
         send = jnp.zeros((E * C, H), h.dtype).at[dest_row].add(x_sorted, mode="drop")
         recv = jax.lax.all_to_all(send.reshape(D, El * C, H), AXIS, 0, 0, tiled=True)
         xs = recv.reshape(D, El, C, H).transpose(1, 0, 2, 3).reshape(El * D * C, H)
-        ys = _expert_ffn(xs, w_experts, jnp.full((El,), D * C, jnp.int32), cfg.activation)
+        ys = _expert_ffn(xs, w_experts, jnp.full((El,), D * C, jnp.int32), cfg.activation, expert_impl, tile)
+        # the buffers are full-size whatever the routing; the rows that carry a kept assignment:
+        kept_from = jax.lax.all_gather(jnp.minimum(counts, C), AXIS)  # [src, E]
+        received = jax.lax.dynamic_slice_in_dim(kept_from, me * El, El, axis=1).sum()
         back = ys.reshape(El, D, C, H).transpose(1, 0, 2, 3).reshape(D, El * C, H)
         ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(E * C, H)
         y_sorted = ret.at[dest_row].get(mode="fill", fill_value=0)
@@ -369,6 +551,7 @@ def _moe_local(
         all_counts = jax.lax.all_gather(counts, AXIS)  # [D, E]: every device's load per expert
         counts_from = jax.lax.dynamic_slice_in_dim(all_counts, me * El, El, axis=1)  # [src, local expert]
         group_sizes = counts_from.sum(axis=0)
+        received = group_sizes.sum()
         dev_of = sorted_e // El  # destination device of each sorted row
         dev_counts = counts.reshape(D, El).sum(axis=1)
         dev_starts = _exclusive_cumsum(dev_counts)
@@ -383,7 +566,7 @@ def _moe_local(
             ends = jnp.cumsum(counts_from, axis=1)  # [D, El]
             row_expert = (j[None, :, None] >= ends[:, None, :]).sum(axis=2, dtype=jnp.int32).reshape(D * B)
             perm, inverse = _local_expert_order(row_expert)
-            ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation)
+            ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation, expert_impl, tile)
             back = ys[inverse].reshape(D, B, H)
             ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(D * B, H)
             y_sorted = ret[dest_row]
@@ -402,7 +585,7 @@ def _moe_local(
             segment = (jnp.arange(R, dtype=jnp.int32)[:, None] >= ends[None, :]).sum(axis=1, dtype=jnp.int32)
             row_expert = jnp.where(segment < D * El, segment % El, El)
             perm, inverse = _local_expert_order(row_expert)
-            ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation)
+            ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation, expert_impl, tile)
             back = ys[inverse]
             # send each source's rows home, to where they sat in its sorted buffer
             home_offsets = _exclusive_cumsum(S, axis=1)[:, me]
@@ -413,7 +596,7 @@ def _moe_local(
     # un-sort back to (token, k) and weight by the router
     y_assign = y_sorted[jnp.argsort(order)].reshape(T, K, H)
     out = jnp.einsum("tk,tkh->th", weights, y_assign.astype(jnp.float32))
-    return out, load, dropped
+    return out, load, dropped, received.astype(jnp.int32).reshape(1)
 
 
 def _gather_fsdp(w: jax.Array) -> jax.Array:
@@ -426,18 +609,25 @@ def _rms_norm(h: jax.Array, scale: jax.Array) -> jax.Array:
 
 
 def _local_loss(
-    params: Params, bias: jax.Array, x: jax.Array, y: jax.Array, cfg: DemoConfig, dims: _Dims, impl: A2AImpl
+    params: Params,
+    bias: jax.Array,
+    x: jax.Array,
+    y: jax.Array,
+    cfg: DemoConfig,
+    dims: _Dims,
+    impl: A2AImpl,
+    expert_impl: ExpertImpl,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Per-device forward and global mean-squared error, inside ``shard_map``."""
     dt = jnp.dtype(cfg.dtype)
     h = x
-    loads, dropped = [], []
+    loads, dropped, received = [], [], []
     for layer, layer_bias in zip(params, bias, strict=True):
         # norm and router stay float32 (routing decisions are precision-sensitive); matmul weights go to dt
         full = {name: _gather_fsdp(w) for name, w in layer.items() if name not in EXPERT_KEYS}
         experts = {name: w.astype(dt) for name, w in layer.items() if name in EXPERT_KEYS}
         hn = _rms_norm(h, full["norm"]).astype(dt)
-        out, load, drop = _moe_local(hn, full["router"], experts, layer_bias, cfg, dims, impl)
+        out, load, drop, rows = _moe_local(hn, full["router"], experts, layer_bias, cfg, dims, impl, expert_impl)
         if cfg.shared_expert:
             gate = full["shared_gate"].astype(dt) if "shared_gate" in full else None
             shared = _dense_ffn(hn, full["shared_up"].astype(dt), full["shared_down"].astype(dt), gate)
@@ -445,9 +635,11 @@ def _local_loss(
         h = h + out  # residual stream stays float32
         loads.append(load)
         dropped.append(drop)
+        received.append(rows)
     sq = jnp.sum(jnp.square(h - y))
     loss = jax.lax.psum(sq, AXIS) / (dims.D * dims.T * dims.H)
-    return loss, {"load": jnp.stack(loads), "dropped": jnp.sum(jnp.stack(dropped))}
+    aux = {"load": jnp.stack(loads), "dropped": jnp.sum(jnp.stack(dropped)), "device_rows": jnp.stack(received)}
+    return loss, aux
 
 
 # ---------------------------------------------------------------- train step
@@ -468,15 +660,22 @@ def _all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
 
 
-def make_train_step(cfg: DemoConfig, mesh: Mesh, params: Params, impl: A2AImpl) -> Callable[..., Any]:
-    """``step(params, opt, bias, x, y) -> (params, opt, bias, metrics)``, un-jitted."""
+def make_train_step(
+    cfg: DemoConfig, mesh: Mesh, params: Params, impl: A2AImpl, expert_impl: ExpertImpl
+) -> Callable[..., Any]:
+    """``step(params, opt, bias, x, y) -> (params, opt, bias, metrics)``, un-jitted.
+
+    ``metrics["load"]`` is ``[layers, experts]`` and ``metrics["device_rows"]``
+    ``[layers, devices]``: the (token, k) assignments each expert, and each device's
+    experts, received in this step's forward.
+    """
     dims = _dims(cfg, mesh.size)
     specs = param_specs(params)
     loss_fn = jax.shard_map(
-        lambda p, b, x, y: _local_loss(p, b, x, y, cfg, dims, impl),
+        lambda p, b, x, y: _local_loss(p, b, x, y, cfg, dims, impl, expert_impl),
         mesh=mesh,
         in_specs=(specs, P(), P(AXIS), P(AXIS)),
-        out_specs=(P(), {"load": P(), "dropped": P()}),
+        out_specs=(P(), {"load": P(), "dropped": P(), "device_rows": P(None, AXIS)}),
     )
 
     def step(
@@ -490,7 +689,13 @@ def make_train_step(cfg: DemoConfig, mesh: Mesh, params: Params, impl: A2AImpl) 
             load = aux["load"].astype(jnp.float32)
             new_bias = bias + cfg.bias_update_rate * jnp.sign(load.mean(axis=1, keepdims=True) - load)
         nonfinite = ~(jnp.isfinite(loss) & _all_finite(grads) & _all_finite(new_params))
-        metrics = {"loss": loss, "load": aux["load"], "dropped": aux["dropped"], "nonfinite": nonfinite}
+        metrics = {
+            "loss": loss,
+            "load": aux["load"],
+            "device_rows": aux["device_rows"],
+            "dropped": aux["dropped"],
+            "nonfinite": nonfinite,
+        }
         return new_params, new_opt, new_bias, metrics
 
     return step
@@ -504,7 +709,41 @@ def make_batch(cfg: DemoConfig, n_devices: int, key: jax.Array) -> tuple[jax.Arr
     return x, x + jnp.tanh(x @ teacher)
 
 
-def _balance(load: list[int]) -> tuple[float, float]:
+def initial_state(cfg: DemoConfig, mesh: Mesh) -> tuple[Params, dict[str, Any], jax.Array, jax.Array, jax.Array]:
+    """Parameters, Adam state, routing bias and the batch, placed on ``mesh``, made by one compiled program.
+
+    One program rather than op-by-op: eager jax compiles every small op separately,
+    which took longer than compiling the train step on a 2-core machine.
+    """
+    dims = _dims(cfg, mesh.size)
+    sharded = NamedSharding(mesh, P(AXIS))
+    replicated = NamedSharding(mesh, P())
+
+    def make() -> tuple[Params, dict[str, Any], jax.Array, jax.Array, jax.Array]:
+        key_params, key_data = jax.random.split(jax.random.key(cfg.seed))
+        params = init_params(cfg, key_params)
+        # mu and nu are separate outputs, so separate buffers: all three are donated to the step
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        opt = {"count": jnp.zeros((), jnp.int32), "mu": zeros, "nu": jax.tree.map(jnp.zeros_like, params)}
+        x, y = make_batch(cfg, mesh.size, key_data)
+        return params, opt, jnp.zeros((dims.L, dims.E), jnp.float32), x, y
+
+    shapes = jax.eval_shape(make)
+    shardings = (
+        jax.tree.map(lambda _: sharded, shapes[0]),
+        {
+            "count": replicated,
+            "mu": jax.tree.map(lambda _: sharded, shapes[1]["mu"]),
+            "nu": jax.tree.map(lambda _: sharded, shapes[1]["nu"]),
+        },
+        replicated,
+        sharded,
+        sharded,
+    )
+    return jax.jit(make, out_shardings=shardings)()
+
+
+def _balance(load: list[int] | list[float]) -> tuple[float, float]:
     arr = np.asarray(load, dtype=np.float64)
     mean = arr.mean()
     if mean == 0:
@@ -512,39 +751,82 @@ def _balance(load: list[int]) -> tuple[float, float]:
     return float(arr.max() / mean), float(arr.std() / mean)
 
 
-def run_demo(config: DemoConfig, trace_dir: Path | None = None) -> DemoResult:
+_HLO_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+) = .*\bop_name=\"([^\"]*)\"")
+# instructions that move no data and so leave no event of their own in a trace
+_NO_EVENT = re.compile(r"^(get-tuple-element|bitcast|tuple|parameter|constant)(\.\d+)?$")
+
+
+def expert_op_names(hlo_text: str) -> list[str]:
+    """Names of the entry computation's instructions inside the experts' name scope.
+
+    A trace names a device event after its top-level HLO instruction, so these names
+    pick the expert computation out of a trace of this step (the tiled path: its while
+    loops, one per layer and direction, and the small fusions that plan their tiles).
+    """
+    entry = hlo_text.find("\nENTRY ")
+    if entry < 0:
+        return []
+    names = []
+    for line in hlo_text[entry:].splitlines()[1:]:
+        if line.startswith("}"):
+            break
+        m = _HLO_INSTRUCTION.match(line)
+        if m and f"/{EXPERT_SCOPE}/" in m.group(2) and not _NO_EVENT.match(m.group(1)):
+            names.append(m.group(1))
+    return names
+
+
+def load_summary(records: list[StepRecord], config: DemoConfig) -> dict[str, Any]:
+    """The routing the profiled steps really had, per step on average (units: (token, k) assignments).
+
+    ``imbalance_max_over_mean`` is the hottest device's share of the expert rows over the
+    mean device's, all layers together: how much longer its expert work is than a balanced one.
+    """
+    per_expert = np.mean([r.expert_load for r in records], axis=0)  # [layer, expert]
+    per_device = np.mean([r.device_load for r in records], axis=0)  # [layer, device]
+    total = per_device.sum(axis=0)
+    return {
+        "router_skew": config.router_skew,
+        "unit": "(token, k) assignments per step, mean over the profiled steps",
+        "tokens_per_expert": per_expert.round(3).tolist(),
+        "tokens_per_device": per_device.round(3).tolist(),
+        "device_max_over_mean_per_layer": [_balance(row)[0] for row in per_device],
+        "imbalance_max_over_mean": _balance(total)[0],
+        "hottest_device": int(np.argmax(total)),
+    }
+
+
+def run_demo(
+    config: DemoConfig, trace_dir: Path | None = None, progress: Callable[[str], None] | None = None
+) -> DemoResult:
     """Compile the train step, run warmup steps, then ``steps`` profiled steps.
 
     With ``trace_dir`` the profiled steps run under ``jax.profiler.trace``, each
     inside ``StepTraceAnnotation("train", step_num=i)`` and blocked on before the
-    annotation closes, so a step's span covers its device work.
+    annotation closes, so a step's span covers its device work. ``progress`` is
+    told each phase as it starts (one short line).
     """
+    say = progress or (lambda _message: None)
     t_start = time.perf_counter()
     mesh = make_mesh(config)
     dims = _dims(config, mesh.size)
     device = mesh.devices.flat[0]
     impl = resolve_a2a(config, device.platform)
+    expert_impl = resolve_expert_impl(config, device.platform)
 
-    key_params, key_data = jax.random.split(jax.random.key(config.seed))
-    sharded = NamedSharding(mesh, P(AXIS))
-    replicated = NamedSharding(mesh, P())
-    params = jax.device_put(init_params(config, key_params), sharded)
-    # mu and nu need buffers of their own: all three are donated to the step
-    opt = {
-        "count": jax.device_put(jnp.zeros((), jnp.int32), replicated),
-        "mu": jax.tree.map(jnp.zeros_like, params),
-        "nu": jax.tree.map(jnp.zeros_like, params),
-    }
-    bias = jax.device_put(jnp.zeros((dims.L, dims.E), jnp.float32), replicated)
-    x, y = jax.device_put(make_batch(config, mesh.size, key_data), sharded)
+    say("initializing parameters and data")
+    params, opt, bias, x, y = initial_state(config, mesh)
 
-    step_fn = jax.jit(make_train_step(config, mesh, params, impl), donate_argnums=(0, 1, 2))
+    step_fn = jax.jit(make_train_step(config, mesh, params, impl, expert_impl), donate_argnums=(0, 1, 2))
+    say(f"compiling the train step ({mesh.size} x {device.platform}, {expert_impl} experts)")
     t0 = time.perf_counter()
     compiled = step_fn.lower(params, opt, bias, x, y).compile()
     compile_seconds = time.perf_counter() - t0
-    hlo_text = compiled.as_text()
+    hlo_text = compiled.as_text() or ""
 
     t0 = time.perf_counter()
+    if config.warmup_steps:
+        say(f"warm-up: {config.warmup_steps} step(s), not profiled")
     for _ in range(config.warmup_steps):
         params, opt, bias, metrics = compiled(params, opt, bias, x, y)
     jax.block_until_ready((params, opt, bias))
@@ -555,6 +837,7 @@ def run_demo(config: DemoConfig, trace_dir: Path | None = None) -> DemoResult:
     def profiled_steps() -> None:
         nonlocal params, opt, bias
         for i in range(config.steps):
+            say(f"profiling step {i + 1}/{config.steps}")
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 t = time.perf_counter()
                 params, opt, bias, metrics = compiled(params, opt, bias, x, y)
@@ -567,6 +850,7 @@ def run_demo(config: DemoConfig, trace_dir: Path | None = None) -> DemoResult:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
         with jax.profiler.trace(str(trace_dir)):
             profiled_steps()
+            say("writing the trace")
     else:
         profiled_steps()
     profiled_seconds = time.perf_counter() - t0
@@ -575,13 +859,16 @@ def run_demo(config: DemoConfig, trace_dir: Path | None = None) -> DemoResult:
     for i, (metrics, elapsed) in enumerate(raw):
         m = jax.device_get(metrics)
         load = [[int(v) for v in row] for row in np.asarray(m["load"])]
+        device_load = [[int(v) for v in row] for row in np.asarray(m["device_rows"])]
         stats = [_balance(row) for row in load]
         records.append(
             StepRecord(
                 step=i,
                 loss=float(m["loss"]),
                 expert_load=load,
+                device_load=device_load,
                 balance_max_over_mean=[s[0] for s in stats],
+                device_max_over_mean=[_balance(row)[0] for row in device_load],
                 load_cv=[s[1] for s in stats],
                 tokens_dropped=int(m["dropped"]),
                 nonfinite=bool(m["nonfinite"]),
@@ -598,6 +885,11 @@ def run_demo(config: DemoConfig, trace_dir: Path | None = None) -> DemoResult:
         active_params_per_token=active_params_per_token(config),
         a2a_impl=impl,
         a2a_note=_a2a_note(impl),
+        expert_impl=expert_impl,
+        expert_note=EXPERT_IMPL_NOTES[expert_impl],
+        expert_scope=EXPERT_SCOPE,
+        expert_ops=expert_op_names(hlo_text),
+        load=load_summary(records, config),
         jax_version=jax.__version__,
         jaxlib_version=jaxlib.__version__,
         platform=device.platform,
@@ -617,25 +909,27 @@ def run_demo(config: DemoConfig, trace_dir: Path | None = None) -> DemoResult:
 
 def sharded_moe(
     layer: dict[str, jax.Array], bias: jax.Array, h: jax.Array, cfg: DemoConfig, mesh: Mesh, a2a: A2AImpl | None = None
-) -> tuple[jax.Array, jax.Array, jax.Array]:
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Routed-expert output of one layer for normalised tokens ``h [D*T, H]``, through the real dispatch path.
 
     ``layer`` holds full-shape weights (as from :func:`init_params`). Returns
     (output ``[D*T, H]``, load ``[E]``, dropped count). Jitted and traceable, so it
-    can be differentiated.
+    can be differentiated. Also returns the rows each device's experts computed on ``[D]``.
     """
     dims = _dims(cfg, mesh.size)
-    impl = a2a or resolve_a2a(cfg, mesh.devices.flat[0].platform)
+    platform = mesh.devices.flat[0].platform
+    impl = a2a or resolve_a2a(cfg, platform)
+    expert_impl = resolve_expert_impl(cfg, platform)
     experts = {name: w for name, w in layer.items() if name in EXPERT_KEYS}
 
     def local(router: jax.Array, experts: dict[str, jax.Array], b: jax.Array, hh: jax.Array) -> Any:
-        return _moe_local(hh, _gather_fsdp(router), experts, b, cfg, dims, impl)
+        return _moe_local(hh, _gather_fsdp(router), experts, b, cfg, dims, impl, expert_impl)
 
     fn = jax.shard_map(
         local,
         mesh=mesh,
         in_specs=(P(AXIS), {k: P(AXIS) for k in experts}, P(), P(AXIS)),
-        out_specs=(P(AXIS), P(), P()),
+        out_specs=(P(AXIS), P(), P(), P(AXIS)),
     )
     return fn(layer["router"], experts, bias, h)
 
