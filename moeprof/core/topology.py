@@ -44,11 +44,26 @@ def ib_fraction(kind: str, own: int, members: list[int], per_domain: int) -> flo
 
 def attribute_links(trace: Trace, nvlink_domain_size: int | None = None, single_host: bool | None = None) -> Trace:
     """The trace with ``ib_fraction`` of every comm activity filled (spec §3)."""
-    return trace.replace(events=link_fractions(trace.events, nvlink_domain_size, single_host))
+    return trace.replace(
+        events=link_fractions(trace.events, nvlink_domain_size, single_host, all_local=job_fits_one_domain(trace))
+    )
+
+
+def job_fits_one_domain(trace: Trace) -> bool:
+    """A rank file of a job whose every rank sits in one NVLink domain (world size <= GPUs per node).
+
+    Spec §3: where every peer is local the link is NVLink, whatever the group, even for a kernel
+    whose launch (and so its annotation) fell before the profiler started.
+    """
+    job = trace.job
+    return bool(job.world_size and job.gpus_per_node and 0 < job.world_size <= job.gpus_per_node)
 
 
 def link_fractions(
-    events: pd.DataFrame, nvlink_domain_size: int | None = None, single_host: bool | None = None
+    events: pd.DataFrame,
+    nvlink_domain_size: int | None = None,
+    single_host: bool | None = None,
+    all_local: bool = False,
 ) -> pd.DataFrame:
     """A copy of an event table with ``ib_fraction`` filled for comm rows (NaN elsewhere and where unknown)."""
     n = len(events)
@@ -82,8 +97,8 @@ def link_fractions(
                 values[i] = 0.0
             elif group:
                 values[i] = ib_fraction(kind, int(own), [int(x) for x in group.split(",")], int(size))
-            elif single_host and source in HOST_SCOPED_SOURCES and not nvlink_domain_size:
-                values[i] = 0.0  # every peer of a single-host trace is local
+            elif ((single_host and source in HOST_SCOPED_SOURCES) or all_local) and not nvlink_domain_size:
+                values[i] = 0.0  # every peer of a single-host trace (or of a one-domain job) is local
             else:
                 values[i] = np.nan
         out[comm] = values[codes]

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -57,6 +57,10 @@ PADDED_ALL_TO_ALL_NOTE = (
 RAGGED_ALL_TO_ALL_NOTE = "ragged_all_to_all: each source sends exactly the rows routed to each destination"
 CAPACITY_ALL_TO_ALL_NOTE = "fixed-size all_to_all of per-expert buffers padded to capacity; overflow tokens are dropped"
 
+# Name scope of the MoE layer (dispatch, experts, combine), in the HLO op metadata.
+MOE_SCOPE = "moe"
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
 # Name scope of the routed experts' computation (forward and backward), in the HLO op metadata.
 EXPERT_SCOPE = "moe_experts"
 
@@ -502,6 +506,19 @@ def _local_expert_order(row_expert: jax.Array) -> tuple[jax.Array, jax.Array]:
     return perm, inverse
 
 
+def _in_moe_scope(fn: Callable[Params, Result]) -> Callable[Params, Result]:
+    """Run inside the ``moe`` named scope: the layer's dispatch/combine all-to-all and expert work carry
+    it in their HLO op_name, as MaxText's MoeBlock does, so a trace reader knows the exchange is MoE."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Params.args, **kwargs: Params.kwargs) -> Result:
+        with jax.named_scope(MOE_SCOPE):
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+@_in_moe_scope
 def _moe_local(
     h: jax.Array,
     w_router: jax.Array,
