@@ -1,4 +1,9 @@
-"""``moeprof report``: one self-contained HTML file, its embedded data matching the analysis, drawn by a browser."""
+"""``moeprof report``: one self-contained HTML file, its embedded data matching the analysis, drawn by a browser.
+
+The page encodes each device's timeline view; these tests check what it embeds
+against the analysis figures, against the views, and against the event table read
+independently (exact ns sums for single activities, one 8-bit level per bin).
+"""
 
 from __future__ import annotations
 
@@ -10,16 +15,21 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
+import orjson
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
+from moeprof.core import intervals as iv
+from moeprof.core.analysis import Analysis
 from moeprof.core.events import concat
-from moeprof.pipeline import analyze_job, load
-from moeprof.pipeline import analyze_paths as _analyze_paths
+from moeprof.core.timeline import Grid, TimelineOptions, coverage_bins
+from moeprof.options import StepOptions
+from moeprof.pipeline import analyze_paths, load
+from moeprof.reports import html as html_report
 
 from .conftest import ROOT, SAMPLES
 
@@ -34,15 +44,32 @@ CHROMIUM = next(
     ),
     None,
 )
+# category codes of the page, from the event table's own columns (not the library's mapping)
+BUCKET_CODES = {"compute": 0, "memcpy": 4, "other": 5}
 
 
-def analyze_paths(*args: object, **kwargs: object) -> SimpleNamespace:
-    """The analysis in its JSON form (the contract the renderers' output is checked against)."""
-    return SimpleNamespace(**_analyze_paths(*args, **kwargs).to_json())  # type: ignore[arg-type]
+def measured(paths: list[Path], lanes: str = "device", max_events: int = html_report.RAW_EVENTS_CAP) -> Analysis:
+    """The analysis with the views a one-input page of these options holds (as ``moeprof report`` measures it)."""
+    return html_report.analyze_input(paths, lanes=lanes, max_events=max_events)
 
 
-def device_activity(traces: list) -> object:
-    return concat([t.events for t in traces])
+def device_activity(paths: list[Path]) -> pd.DataFrame:
+    """Every activity as read, with its page category code computed here from bucket and IB share."""
+    events = concat([t.events for t in load(paths)])
+    bucket = events["bucket"].to_numpy(dtype=object)
+    ib = events["ib_fraction"].to_numpy(dtype=np.float64)
+    code = np.array([BUCKET_CODES.get(b, 5) for b in bucket], dtype=np.int64)
+    comm = bucket == "comm"
+    code[comm] = np.where(np.isnan(ib[comm]), 3, np.where(ib[comm] > 0, 2, 1))
+    return events.assign(code=code)
+
+
+def covered_per_bin(seg_s: np.ndarray, seg_e: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """ns of the disjoint segments inside each bin ``[edges[i], edges[i + 1])``, one segment at a time."""
+    out = np.zeros(edges.size - 1)
+    for s, e in zip(seg_s.tolist(), seg_e.tolist()):
+        out += np.clip(edges[1:], s, e) - np.clip(edges[:-1], s, e)
+    return out
 
 
 def make(tmp: Path, name: str, *args: str) -> tuple[Path, str]:
@@ -60,6 +87,7 @@ def reports(tmp_path_factory) -> dict[str, tuple[Path, str]]:
         "cpu": make(tmp, "cpu", str(CPU)),
         "binned": make(tmp, "binned", str(CPU), "--max-events", "1000"),
         "stream": make(tmp, "stream", str(TWO_HOST), "--lanes", "stream"),
+        "stream_binned": make(tmp, "stream_binned", str(CPU), "--lanes", "stream", "--max-events", "1000"),
         "compare": make(tmp, "compare", str(TWO_HOST), str(SAMPLES / "synthetic_1host_8gpu")),
     }
 
@@ -74,7 +102,24 @@ def decode(b64: str, dtype: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(b64), dtype=dtype)
 
 
-@pytest.mark.parametrize("name", ["two_host", "cpu", "binned", "stream", "compare"])
+def raw_sums(tracks: list[dict]) -> dict[int, int]:
+    """Per category code, the summed durations of the single activities of these tracks."""
+    sums: dict[int, int] = {}
+    for t in tracks:
+        d, c = decode(t["d"], "<u4"), decode(t["c"], "u1")
+        for code in np.unique(c):
+            sums[int(code)] = sums.get(int(code), 0) + int(d[c == code].sum())
+    return sums
+
+
+def bin_edges(tl: dict) -> np.ndarray:
+    bins, unit = tl["bins"], tl["unit"]
+    width = round(bins["w"] * unit)
+    origin = tl["t0"] + round(bins["o"] * unit)
+    return origin + width * np.arange(bins["n"] + 1, dtype=np.int64)
+
+
+@pytest.mark.parametrize("name", ["two_host", "cpu", "binned", "stream", "stream_binned", "compare"])
 def test_one_file_nothing_from_the_network(reports, name):
     path, text = reports[name]
     assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
@@ -89,36 +134,44 @@ def test_one_file_nothing_from_the_network(reports, name):
 def test_embedded_timeline_matches_the_analysis(reports):
     _, text = reports["two_host"]
     data = embedded(text)
-    result = analyze_paths([TWO_HOST])
+    result = measured([TWO_HOST])
     (tl,) = data["inputs"]
-    assert [lane["label"] for lane in tl["lanes"]] == [d["device"] for d in result.devices]
+    assert [lane["label"] for lane in tl["lanes"]] == [d.device for d in result.devices]
     assert tl["unit"] == 1 and "bins" not in tl
-    assert tl["events"] == len(device_activity(load([TWO_HOST])))
+    assert tl["events"] == len(device_activity([TWO_HOST]))
     for lane, dev in zip(tl["lanes"], result.devices):
         tracks = {t["name"]: t for t in lane["tracks"]}
-        sums = {}
-        for t in lane["tracks"]:
-            d, c = decode(t["d"], "<u4"), decode(t["c"], "u1")
-            for code in np.unique(c):
-                sums[int(code)] = sums.get(int(code), 0) + int(d[c == code].sum())
+        sums = raw_sums(lane["tracks"])
         # durations are whole ns: they add up to the figures exactly
-        assert sums.get(0, 0) == dev["compute_ns"]
-        assert sums.get(1, 0) + sums.get(2, 0) + sums.get(3, 0) == dev["comm_ns"]
-        assert sums.get(4, 0) == dev["memcpy_ns"] and sums.get(5, 0) == dev["other_ns"]
-        assert int(decode(lane["exposed"]["d"], "<u4").sum()) == dev["exposed_comm_ns"]
+        assert sums.get(0, 0) == dev.compute_ns
+        assert sums.get(1, 0) + sums.get(2, 0) + sums.get(3, 0) == dev.comm_ns
+        assert sums.get(4, 0) == dev.memcpy_ns and sums.get(5, 0) == dev.other_ns
+        assert int(decode(lane["exposed"]["d"], "<u4").sum()) == dev.exposed_comm_ns
         assert set(tracks) == {"compute", "comm", "copy / other"}
         starts = decode(tracks["compute"]["s"], "<u4")
         assert (np.diff(starts.astype(np.int64)) >= 0).all(), "tracks are sorted by start (the viewer bisects)"
-    assert len(tl["lanes"][0]["steps"]) == len([s for s in result.steps if s["device"] == result.devices[0]["device"]])
+    assert len(tl["lanes"][0]["steps"]) == len([s for s in result.steps if s.device == result.devices[0].device])
+
+
+def test_hover_labels_name_each_activity(reports):
+    _, text = reports["two_host"]
+    (tl,) = embedded(text)["inputs"]
+    events = device_activity([TWO_HOST])
+    labels = np.array(tl["labels"], dtype=object)
+    for lane in tl["lanes"]:
+        rows = events[events["device"] == lane["label"]]
+        want = sorted(f"{n}\t{k}" for n, k in zip(rows["name"].astype(str), rows["kind"].astype(str)))
+        got = sorted(str(x) for t in lane["tracks"] for x in labels[decode(t["l"], "<u2")])
+        assert got == want
 
 
 def test_bars_tables_and_headline(reports):
     _, text = reports["two_host"]
-    result = analyze_paths([TWO_HOST])
-    share = f"comm share {100 * result.total['comm_share']:.1f}%"
+    result = measured([TWO_HOST])
+    share = f"comm share {100 * result.total.comm_share:.1f}%"
     assert share in re.search(r"<title>(.*?)</title>", text).group(1)
     assert text.count('<figure class="bars">') == 2  # per device, per step
-    assert all(f">{c['name']}<" in text for c in result.collectives)
+    assert all(f">{c.name}<" in text for c in result.collectives)
     assert text.count("<li><b>") == min(len(result.opportunities), 12)
     assert "Run manifest" not in text  # not a run folder
 
@@ -132,25 +185,91 @@ def test_run_folder_shows_its_manifest(reports):
 def test_binned_past_the_cap(reports):
     _, text = reports["binned"]
     (tl,) = embedded(text)["inputs"]
-    result = analyze_paths([CPU])
+    result = measured([CPU], max_events=1000)
+    views = {v.device: v for v in result.timeline}
+    events = device_activity([CPU])
     bins = tl["bins"]
     assert 0 <= bins["w0"] < bins["w1"] <= tl["span"]
     raw = sum(t["n"] for lane in tl["lanes"] for t in [*lane["tracks"], lane["exposed"]])
     assert raw <= 1000, "raw events only inside the detail window, within the cap"
-    width = tl["span"] * tl["unit"] / bins["n"]
+    edges = bin_edges(tl)
+    width = int(edges[1] - edges[0])
+    assert edges[0] <= tl["t0"] and edges[-1] >= tl["t0"] + tl["span"] * tl["unit"]
+    level = width / 255  # one 8-bit level of a bin, in ns: each device's grid rounds, then the common one
     for lane, dev in zip(tl["lanes"], result.devices):
-        coverage = decode(lane["exposed"]["b"]["6"], "u1").astype(float) / 255 * width
-        # 8-bit coverage per bin: within half a level per bin of the exact exposed time
-        assert abs(coverage.sum() - dev["exposed_comm_ns"]) <= bins["n"] * width / 510 + 1
+        view = views[dev.device]
+        # exposed comm per bin: against the view's exposed segments, exactly measured here, and the figure
+        got = decode(lane["exposed"]["b"]["6"], "u1") / 255 * width
+        exact = covered_per_bin(*view.exposed, edges)
+        assert np.abs(got - exact).max() <= level + 1
+        assert abs(got.sum() - dev.exposed_comm_ns) <= bins["n"] * (level + 1)
+        # each category per bin: against the union of that category's activities in the event table
+        rows = events[events["device"] == dev.device]
+        for track in lane["tracks"]:
+            for code, b64 in track["b"].items():
+                sel = rows[rows["code"] == int(code)]
+                union = iv.union(sel["start_ns"].to_numpy(np.int64), sel["end_ns"].to_numpy(np.int64))
+                got = decode(b64, "u1") / 255 * width
+                assert np.abs(got - covered_per_bin(*union, edges)).max() <= level + 1
+    assert_detail_is_exact(tl, events)
+
+
+def assert_detail_is_exact(tl: dict, events: pd.DataFrame) -> None:
+    """Single activities inside the detail window: per device and category their clipped durations, to the ns."""
+    unit = tl["unit"]
+    w0, w1 = tl["t0"] + tl["bins"]["w0"] * unit, tl["t0"] + tl["bins"]["w1"] * unit
+    assert unit == 1 and w1 > w0
+    for lane in tl["lanes"]:
+        rows = events[events["device"] == lane["label"]]
+        start = np.clip(rows["start_ns"].to_numpy(np.int64), w0, w1)
+        end = np.clip(rows["end_ns"].to_numpy(np.int64), w0, w1)
+        want = pd.Series(end - start).groupby(rows["code"].to_numpy()).sum()
+        assert raw_sums(lane["tracks"]) == {int(c): int(v) for c, v in want.items() if v > 0}
+
+
+def test_views_capped_to_their_first_steps_share_one_detail_window():
+    analysis = analyze_paths([CPU], timeline=TimelineOptions(raw_cap=150))
+    assert not any(v.complete for v in analysis.timeline)  # each view holds only its first ~150 activities
+    tl = html_report.timeline_data(html_report.ReportInput("x", analysis), "device", 1_000_000, 3_000_000)
+    assert tl["events"] == len(device_activity([CPU])) < 1_000_000  # under the page's cap, yet binned:
+    w0, w1 = tl["t0"] + tl["bins"]["w0"], tl["t0"] + tl["bins"]["w1"]
+    assert all(v.detail[0] <= w0 < w1 <= v.detail[1] for v in analysis.timeline)  # inside every view's window
+    assert_detail_is_exact(tl, device_activity([CPU]))
 
 
 def test_stream_lanes(reports):
     _, text = reports["stream"]
     (tl,) = embedded(text)["inputs"]
-    events = device_activity(load([TWO_HOST]))
+    events = device_activity([TWO_HOST])
     streams = events.groupby("device", observed=True)["stream"].nunique()
     assert len(tl["lanes"]) == int(streams.sum()) + len(streams)  # one per stream, one exposed band per device
     assert sum(t["n"] for lane in tl["lanes"] for t in lane["tracks"]) == len(events)
+    for lane in tl["lanes"]:
+        if lane["tracks"]:
+            rows = events[(events["device"] == lane["device"]) & (events["stream"] == lane["stream"])]
+            want = (rows["end_ns"] - rows["start_ns"]).groupby(rows["code"].to_numpy()).sum()
+            assert raw_sums(lane["tracks"]) == {int(c): int(v) for c, v in want.items() if v > 0}
+
+
+def test_stream_lanes_past_the_cap(reports):
+    _, text = reports["stream_binned"]
+    (tl,) = embedded(text)["inputs"]
+    events = device_activity([CPU])
+    streams = events.groupby("device", observed=True)["stream"].nunique()
+    assert len(tl["lanes"]) == int(streams.sum()) + len(streams)
+    edges = bin_edges(tl)
+    level = (edges[1] - edges[0]) / 255
+    for lane in tl["lanes"]:
+        if not lane["tracks"]:
+            continue
+        rows = events[(events["device"] == lane["device"]) & (events["stream"] == lane["stream"])]
+        (track,) = lane["tracks"]
+        assert set(track["b"]) == {str(c) for c in rows["code"].unique()}
+        for code, b64 in track["b"].items():
+            sel = rows[rows["code"] == int(code)]
+            union = iv.union(sel["start_ns"].to_numpy(np.int64), sel["end_ns"].to_numpy(np.int64))
+            got = decode(b64, "u1") / 255 * (edges[1] - edges[0])
+            assert np.abs(got - covered_per_bin(*union, edges)).max() <= level + 1
 
 
 def test_comparison(reports):
@@ -159,37 +278,115 @@ def test_comparison(reports):
     assert len(data["inputs"]) == 2
     assert '<section id="compare">' in text
     for path in (TWO_HOST, SAMPLES / "synthetic_1host_8gpu"):
-        share = analyze_paths([path]).total["comm_share"]
+        share = analyze_paths([path]).total.comm_share
         assert f"{100 * share:.1f}%" in text.split('<section class="input"')[0]
 
 
 def test_merge_makes_one_job_of_several_files(tmp_path):
     files = sorted(str(f) for f in TWO_HOST.glob("*.xplane.pb"))
-    _, text = make(tmp_path, "merged", *files, "--merge")
+    assert len(files) > 1
+    _, text = make(tmp_path, "merged", *files, "--merge", "--jobs", "2")
     data = embedded(text)
     assert len(data["inputs"]) == 1 and len(data["inputs"][0]["lanes"]) == 8
     assert '<section id="compare">' not in text
+    # files measured in worker processes: the same page as measured one after the other
+    _, serial = make(tmp_path, "serial", *files, "--merge", "--jobs", "1")
+    assert embedded(serial) == data
 
 
 def test_many_devices_keep_the_most_exposed(monkeypatch):
-    import moeprof.reports.html as html_report
-
     monkeypatch.setattr(html_report, "MAX_LANES", 3)
-    analysis, traces = analyze_job([TWO_HOST])
-    result = SimpleNamespace(**analysis.to_json())
-    item = html_report.ReportInput("x", analysis, traces)
-    tl = html_report.timeline_data(item, "device", 1_000_000, 100_000)
-    worst = sorted(result.devices, key=lambda d: -d["exposed_comm_ns"])[:3]
-    assert {lane["label"] for lane in tl["lanes"]} == {d["device"] for d in worst}
+    analysis = measured([TWO_HOST])
+    tl = html_report.timeline_data(html_report.ReportInput("x", analysis), "device", 1_000_000, 100_000)
+    worst = sorted(analysis.devices, key=lambda d: -d.exposed_comm_ns)[:3]
+    assert {lane["label"] for lane in tl["lanes"]} == {d.device for d in worst}
     assert (tl["devices"], tl["devices_total"]) == (3, 8)
+
+
+def test_bin_budget_coarsens_the_common_grid():
+    analysis = measured([CPU], max_events=1000)
+    item = html_report.ReportInput("x", analysis)
+    fine = html_report.timeline_data(item, "device", 1000, html_report.BIN_BUDGET_BYTES)
+    small = html_report.timeline_data(item, "device", 1000, 20_000)
+    channels = sum(len(t["b"]) for lane in small["lanes"] for t in [*lane["tracks"], lane["exposed"]])
+    assert small["bins"]["n"] * channels <= 20_000 or small["bins"]["n"] <= html_report.MIN_BINS
+    assert small["bins"]["w"] > fine["bins"]["w"] and small["bins"]["n"] < fine["bins"]["n"]
+    # coarser, still the same exposed time in all (within a level per bin)
+    for a, b, dev in zip(fine["lanes"], small["lanes"], analysis.devices):
+        for tl, lane in ((fine, a), (small, b)):
+            width = tl["bins"]["w"] * tl["unit"]
+            got = decode(lane["exposed"]["b"]["6"], "u1").sum() / 255 * width
+            assert abs(got - dev.exposed_comm_ns) <= tl["bins"]["n"] * (width / 255 + 1)
+
+
+def test_grids_of_different_widths_combine_by_coarsening():
+    rng = np.random.default_rng(7)
+    grids, segments = [], []
+    for lo, hi in ((1_000, 9_000), (3_000, 70_000), (500, 2_100)):  # spans that give three bin widths
+        s = np.sort(rng.integers(lo, hi, 60))
+        e = np.minimum(s + rng.integers(1, 400, s.size), hi)
+        grid = Grid.covering(lo, hi, 64)
+        grids.append((grid, coverage_bins(s, e, grid)))
+        segments.append(iv.union(s, e))
+    assert len({g.width for g, _ in grids}) == 3
+    common = html_report.common_grid([g for g, _ in grids])
+    assert all(
+        common.origin <= g.origin and g.origin + g.n * g.width <= common.origin + common.n * common.width
+        for g, _ in grids
+    )
+    for (grid, values), seg in zip(grids, segments):
+        got = html_report.coarsen(values, grid, common).astype(float) / 255 * common.width
+        exact = covered_per_bin(*seg, common.edges)
+        assert np.abs(got - exact).max() <= common.width / 255 + 1
 
 
 def test_step_selection_narrows_the_timeline(tmp_path):
     _, text = make(tmp_path, "sel", str(TWO_HOST), "--skip-first", "1")
     (tl,) = embedded(text)["inputs"]
-    steps = [s for s in analyze_paths([TWO_HOST]).steps if s["step"] >= 1]
-    assert tl["t0"] == min(s["start_ns"] for s in steps)
-    assert tl["span"] == max(s["end_ns"] for s in steps) - tl["t0"]
+    steps = [s for s in analyze_paths([TWO_HOST]).steps if s.step >= 1]
+    assert tl["t0"] == min(s.start_ns for s in steps)
+    assert tl["span"] == max(s.end_ns for s in steps) - tl["t0"]
+    # only what the figures measured: each device's activities clipped to its selected steps
+    result = analyze_paths([TWO_HOST], step_options=StepOptions(skip_first=1))
+    events = device_activity([TWO_HOST])
+    pieces = 0
+    for lane, dev in zip(tl["lanes"], result.devices):
+        mine = [s for s in result.steps if s.device == dev.device]
+        seg_s, seg_e = iv.union(np.array([s.start_ns for s in mine]), np.array([s.end_ns for s in mine]))
+        rows = events[events["device"] == dev.device]
+        overlap = np.minimum(rows["end_ns"].to_numpy()[:, None], seg_e) - np.maximum(
+            rows["start_ns"].to_numpy()[:, None], seg_s
+        )
+        pieces += int((overlap > 0).sum())
+        sums = raw_sums(lane["tracks"])
+        assert sums.get(0, 0) == dev.compute_ns
+        assert sums.get(1, 0) + sums.get(2, 0) + sums.get(3, 0) == dev.comm_ns
+        assert int(decode(lane["exposed"]["d"], "<u4").sum()) == dev.exposed_comm_ns
+    assert tl["events"] == pieces
+
+
+def test_names_from_a_trace_are_text_not_markup(tmp_path):
+    def kernel(name: str, ts: float, dur: float, corr: int, stream: int) -> dict:
+        args = {"device": 0, "stream": stream, "correlation": corr}
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+    nasty = "ncclDevKernel_AllReduce</script><b>x & y"
+    doc = {
+        "schemaVersion": 1,
+        "traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+            kernel(nasty, 100.0, 50.0, 1, 9),
+            kernel("gemm<i>", 120.0, 100.0, 2, 7),
+        ],
+    }
+    trace = tmp_path / "nasty.json"
+    trace.write_bytes(orjson.dumps(doc))
+    _, text = make(tmp_path, "nasty", str(trace))
+    assert "&lt;/script&gt;&lt;b&gt;x &amp; y" in text  # in the collectives table and the opportunities
+    body = text.split('<script type="application/json"')[0]
+    assert "<b>x" not in body and "<i>" not in body
+    data = embedded(text)  # "</" escaped inside the script element, the JSON still the names as read
+    assert sorted(data["inputs"][0]["labels"]) == sorted([f"{nasty}\tall-reduce", "gemm<i>\t"])
 
 
 @pytest.mark.parametrize(
@@ -205,6 +402,11 @@ def test_bad_usage_is_one_line(tmp_path, args, message):
     res = runner.invoke(app, ["report", str(TWO_HOST), *out, *args])
     assert res.exit_code == 2
     assert message in res.output and "Traceback" not in res.output
+
+
+def test_unwritable_output_is_one_line(tmp_path):
+    res = runner.invoke(app, ["report", str(TWO_HOST), "-o", str(tmp_path / "no" / "such" / "r.html")])
+    assert res.exit_code == 2 and "cannot write" in res.output and "Traceback" not in res.output
 
 
 def test_missing_input(tmp_path):
@@ -290,9 +492,14 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary
 
 
 @needs_chromium
-@pytest.mark.parametrize("name, timelines, lanes", [("cpu", 1, 8), ("binned", 1, 8), ("compare", 2, 16)])
+@pytest.mark.parametrize(
+    "name, timelines, lanes",
+    [("cpu", 1, 8), ("binned", 1, 8), ("compare", 2, 16), ("stream_binned", 1, None)],
+)
 def test_browser_draws_without_errors(reports, tmp_path, name, timelines, lanes):
-    path, _ = reports[name]
+    path, text = reports[name]
+    if lanes is None:  # stream lanes: as many as the page embeds (their count is checked above)
+        lanes = sum(len(tl["lanes"]) for tl in embedded(text)["inputs"])
     # "#selftest" makes the page drive its own zoom, pan, hover and reset and write the outcome into the DOM
     res = chromium(tmp_path, "--dump-dom", f"{path.as_uri()}#selftest")
     dom = res.stdout
@@ -321,3 +528,17 @@ def test_browser_screenshot_is_not_blank(reports, tmp_path):
     for color in ((0x43, 0xA0, 0x47), (0x00, 0xAC, 0xC1), (0xE5, 0x39, 0x35)):
         close = (np.abs(rgb.astype(int) - np.array(color)).sum(axis=2) < 30).sum()
         assert close > 2_000, f"too few pixels of {color}"
+
+
+def test_views_hold_fewer_single_activities_the_more_files_a_job_has():
+    one = html_report.timeline_options("device", 250_000, 1, files=1)
+    many = html_report.timeline_options("device", 250_000, 1, files=1000)
+    assert one.raw_cap == 250_000 and not one.streams
+    assert many.raw_cap == 250_000 // html_report.MAX_LANES  # enough for the most devices a page shows
+    assert html_report.timeline_options("stream", 250_000, 2, files=4).raw_cap == 125_000 // 4
+
+
+def test_render_needs_the_timeline_views():
+    analysis = analyze_paths([TWO_HOST])  # measured without a TimelineOptions: figures only
+    with pytest.raises(ValueError, match="timeline views"):
+        html_report.render([html_report.ReportInput("x", analysis)])

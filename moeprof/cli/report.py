@@ -7,11 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..core.analysis import Analysis
-from ..core.timeline import TimelineOptions
 from ..insight.bandwidth import link_peaks
-from ..pipeline import analyze_job
-from ..reports.html import RAW_EVENTS_CAP, ReportInput, write_report
+from ..reports.html import RAW_EVENTS_CAP, report_paths
 from .common import (
     DomainOption,
     GpuOption,
@@ -25,21 +22,6 @@ from .common import (
     fail,
     guarded,
 )
-
-
-def measured_window(result: Analysis, selected: bool) -> tuple[int, int] | None:
-    """With a step selection, the timeline shows the selected steps only, as the figures measure them."""
-    if not selected or not result.steps:
-        return None
-    return min(s.start_ns for s in result.steps), max(s.end_ns for s in result.steps)
-
-
-def input_label(paths: list[Path]) -> str:
-    if len(paths) == 1:
-        path = paths[0].resolve()
-        # a TensorBoard run's files sit deep inside the run folder: name the folder the user typed
-        return paths[0].name or path.name
-    return " + ".join(p.name for p in paths)
 
 
 def report_command(
@@ -84,22 +66,7 @@ def report_command(
         )
         peaks = link_peaks(gpu, link_peak)
         groups = [list(paths)] if merge or len(paths) == 1 else [[p] for p in paths]
-        items = []
-        for group in groups:
-            # each file read once: the analysis (with its timeline view) and the traces it measured
-            result, traces = analyze_job(
-                list(group), options, step_options, peaks, TimelineOptions(streams=lanes == "stream")
-            )
-            window = measured_window(result, bool(step_options.selection or skip_first))
-            items.append(ReportInput(input_label(group), result, traces, window))
-        labels = [it.label for it in items]
-        for i, it in enumerate(items):  # two inputs with the same file name still need distinct labels
-            if labels.count(it.label) > 1:
-                it.label = f"{i + 1}: {it.label}"
-        try:
-            size = write_report(items, output, lanes=lanes, max_events=max_events)
-        except OSError as exc:
-            raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
+        size = report_paths(groups, output, options, step_options, peaks, lanes, max_events, jobs)
         typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)
 
     guarded(body)

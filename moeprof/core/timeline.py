@@ -88,6 +88,17 @@ class TimelineView:
     kind: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     stream: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     activities: int = 0  # in the whole window (the detail window may hold fewer)
+    streams: tuple[str, ...] = ()  # every stream with activity in the window (the detail window may miss some)
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """First and last ns of the measured window."""
+        return int(self.window[0][0]), int(self.window[1][-1])
+
+    @property
+    def complete(self) -> bool:
+        """The detail window holds every activity of the window."""
+        return self.detail == self.span
 
 
 def coverage_bins(starts: np.ndarray, ends: np.ndarray, grid: Grid) -> np.ndarray:
@@ -98,7 +109,10 @@ def coverage_bins(starts: np.ndarray, ends: np.ndarray, grid: Grid) -> np.ndarra
 
 
 def detail_window(starts: np.ndarray, steps: pd.DataFrame | None, lo: int, hi: int, cap: int) -> tuple[int, int]:
-    """A window of at most ~``cap`` activities: from the first step, as many whole steps as fit."""
+    """A window of at most ~``cap`` activities: all of ``[lo, hi)`` when they fit, else from the
+    first step as many whole steps as fit (activities that began before it are clipped to it)."""
+    if starts.size <= cap:
+        return lo, hi
     ordered = np.sort(starts)
     w0 = max(int(steps["start_ns"].min()), lo) if steps is not None and len(steps) else lo
     i0 = int(np.searchsorted(ordered, w0))
@@ -132,9 +146,11 @@ def device_view(
     exp_s, exp_e = measured.exposed_segments
     coverage[EXPOSED_CODE] = coverage_bins(exp_s, exp_e, grid)
     streams = frame["stream"].to_numpy(dtype=object)[idx]
+    unique_streams = pd.unique(streams)
+    stream_names = tuple(str(x) for x in unique_streams)
     stream_cov: dict[tuple[str, int], np.ndarray] = {}
     if options.streams:
-        for stream in pd.unique(streams):
+        for stream in unique_streams:
             on = streams == stream
             for c in np.unique(codes[on]):
                 sel = on & (codes == c)
@@ -164,4 +180,5 @@ def device_view(
         kind=kinds[inside],
         stream=streams[inside],
         activities=int(s.size),
+        streams=stream_names,
     )

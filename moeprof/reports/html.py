@@ -1,8 +1,14 @@
 """``moeprof report``: one self-contained HTML file (no network needed to view it).
 
-Zero dependencies: the timeline is a ``<canvas>`` drawn by a small hand-written
-script (``assets/report.js``), the bars are inline SVG written here, tables are
-plain HTML. Everything, data included, is inline.
+The renderer lays out what the analysis already holds: the figures of a typed
+:class:`Analysis`, and the timeline of each device as its :class:`TimelineView`
+(computed once while measuring). It never reads an event table and never
+recomputes steps, exposed segments or coverage: it encodes the views, combines
+the devices' coverage grids by coarsening them to one grid, and picks one detail
+window all shown devices hold. The markup is the Jinja2 template
+``templates/report.html.j2`` (autoescaped); ``assets/report.css`` and
+``assets/report.js`` (a ``<canvas>`` timeline, no dependencies) are inlined with
+the data, so the page works offline.
 
 Timeline data, per input and lane: typed arrays as base64 (little-endian):
 ``s`` starts and ``d`` durations as uint32 ticks from the window start (a tick
@@ -12,39 +18,45 @@ label table (kernel name and kind). The browser turns them into per-pixel
 coverage each frame, so a draw costs O(events in view + pixels), never one DOM
 node per kernel.
 
-Past ``max_events`` raw events an input switches to binned coverage: per lane,
-track and category, the fraction of each time bin covered (uint8), for the whole
-window, plus raw events for a detail window (the first steps that fit the cap),
-so a 1M-event trace stays a few MB and still shows kernels when zoomed in there.
+Past ``max_events`` activities an input switches to binned coverage: per lane,
+track and category, the fraction of each time bin covered (uint8) on one grid
+for the whole window (``bins``: ``o`` its origin and ``w`` its bin width in
+ticks), plus single activities inside a detail window (the first steps that fit
+the cap), so a 1M-event trace stays a few MB and still shows kernels when zoomed
+in there.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
 from pathlib import Path
-from types import SimpleNamespace
 
+import jinja2
 import numpy as np
 import orjson
 import pandas as pd
+from markupsafe import Markup
 
 from .._version import __version__
 from ..core import intervals as iv
-from ..core.analysis import Analysis, Figures, Opportunity, sum_figures
-from ..core.events import concat
-from ..core.timeline import CATEGORIES, EXPOSED, EXPOSED_CODE, category_codes
-from ..core.trace import Trace
+from ..core.analysis import Analysis, Collective, Figures, Opportunity, sum_figures
+from ..core.timeline import CATEGORIES, EXPOSED, EXPOSED_CODE, Grid, TimelineOptions, TimelineView, detail_window
+from ..errors import InputError
+from ..options import LoadOptions, StepOptions
+from ..pipeline import analyze_paths
+from ..readers import discover
 from .annotate import natural_key
 from .terminal import human_bytes
 from .text import evidence_text
 
 RAW_EVENTS_CAP = 250_000  # ~12 bytes each once base64'd: ~3 MB of raw events at most
 BIN_BUDGET_BYTES = 3_000_000  # binned coverage, all lanes and categories of all inputs together
-MAX_BINS = 16_384
+MAX_BINS = 16_384  # per device window, asked of the view; the common grid coarsens to fit the budget
 MIN_BINS = 256
 MAX_LANES = 64  # beyond, the timeline keeps the devices with the most exposed comm (a canvas has a height limit)
 COLORS = {
@@ -68,24 +80,31 @@ SPLIT = (
 DEVICE_TRACKS = (("compute", (0,)), ("comm", (1, 2, 3)), ("copy / other", (4, 5)))
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReportInput:
-    """One analyzed input: its label, the analysis (with its timeline view) and the traces it read."""
+    """One input of the page: its label and its analysis, measured with a timeline view per device."""
 
     label: str
     analysis: Analysis
-    traces: list[Trace]
-    window: tuple[int, int] | None = None  # the measured window (step selection); None: the whole trace
 
-    @property
-    def result(self) -> SimpleNamespace:
-        # the sections below read the analysis in its JSON form
-        doc = {"throughput": None, "manifest": None, **self.analysis.to_json()}
-        return SimpleNamespace(**doc)
 
-    @property
-    def events(self) -> pd.DataFrame:
-        return concat([t.events for t in self.traces])
+def per_input_cap(max_events: int, inputs: int) -> int:
+    """Activities one input keeps one by one: the page's cap shared by its inputs."""
+    return max(1_000, max_events // max(inputs, 1))
+
+
+def timeline_options(lanes: str, max_events: int, inputs: int, files: int = 1) -> TimelineOptions:
+    """What each device's view must hold for a page of ``inputs`` inputs, this one read from ``files`` files.
+
+    The page keeps ~cap single activities per input, over all its shown devices, in one
+    detail window each of them holds. So a device's view needs no more than cap / files
+    of them (a job of many files has at least as many devices), and never fewer than a
+    ``MAX_LANES``-th of the cap (the most devices the page shows): a 1,000-file job does
+    not carry every activity of every device back to the process that renders.
+    """
+    cap = per_input_cap(max_events, inputs)
+    raw_cap = max(cap // MAX_LANES, cap // max(files, 1))
+    return TimelineOptions(bins=MAX_BINS, raw_cap=raw_cap, streams=lanes == "stream")
 
 
 # ---------------------------------------------------------------- timeline data
@@ -121,44 +140,55 @@ def _track(
     return out
 
 
-def _bins(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Fraction of each bin ``[edges[i], edges[i+1])`` covered by the union of the intervals, 0-255."""
-    seg_s, seg_e = iv.union(start, end)
-    covered = np.diff(iv.coverage(seg_s, seg_e, edges))
-    width = np.maximum(np.diff(edges), 1)
-    return np.clip(np.rint(255 * covered / width), 0, 255).astype(np.uint8)
+def grid_at(lo: int, hi: int, width: int) -> Grid:
+    """The grid of bins ``width`` wide (a power of two) covering ``[lo, hi)``, its origin a multiple of ``width``."""
+    origin = (lo // width) * width
+    return Grid(origin, width, max(1, -(-(hi - origin) // width)))
 
 
-def _raw_window(starts: np.ndarray, steps: pd.DataFrame, t0: int, t1: int, cap: int) -> tuple[int, int]:
-    """A detail window of at most ~``cap`` events: from the first step, as many whole steps as fit."""
-    ordered = np.sort(starts)
-    w0 = max(int(steps["start_ns"].min()), t0) if not steps.empty else t0
-    i0 = int(np.searchsorted(ordered, w0))
-    last = min(i0 + cap, ordered.size) - 1
-    w1 = int(ordered[last]) if last >= i0 else w0 + 1
-    if not steps.empty:
-        fits = steps[steps["end_ns"] <= w1]["end_ns"]
-        if len(fits):
-            w1 = int(fits.max())
-    return w0, min(max(w1, w0 + 1), t1)
+def common_grid(grids: Sequence[Grid]) -> Grid:
+    """The finest grid every device's grid coarsens to: the widest of their widths, spanning them all."""
+    width = max(g.width for g in grids)
+    return grid_at(min(g.origin for g in grids), max(g.origin + g.n * g.width for g in grids), width)
 
 
-def _labels(activity: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """Per row an index into a table of distinct "name<TAB>kind" strings, built from the categorical codes."""
-    name_codes, names = pd.factorize(activity["name"].to_numpy(dtype=object))
-    kind_codes, kinds = pd.factorize(activity["kind"].to_numpy(dtype=object))
-    idx, pairs = pd.factorize(name_codes.astype(np.int64) * (len(kinds) + 1) + kind_codes)
-    table = [f"{names[p // (len(kinds) + 1)]}\t{kinds[p % (len(kinds) + 1)]}" for p in pairs]
-    return idx, table
+def coarsen(values: np.ndarray, grid: Grid, target: Grid) -> np.ndarray:
+    """Coverage on a device's grid, averaged onto a coarser grid of the same family (no bin straddles two)."""
+    factor = target.width // grid.width
+    first = (grid.origin - target.origin) // grid.width  # fine bins between the two origins
+    index = (first + np.arange(values.size)) // factor
+    sums = np.bincount(index, weights=values.astype(np.float64), minlength=target.n)[: target.n]
+    return np.clip(np.rint(sums / factor), 0, 255).astype(np.uint8)
 
 
-def _shown_devices(item: ReportInput, devices: list[str], lanes_per_device: dict[str, int]) -> list[str]:
+def common_detail(views: Sequence[TimelineView], cap: int) -> tuple[int, int]:
+    """One detail window every shown device holds whole (inside each view's), cut to ~``cap`` activities."""
+    w0 = max(v.detail[0] for v in views)
+    w1 = min(v.detail[1] for v in views)
+    if w1 <= w0:  # the views' detail windows do not meet (clocks far apart): bins only
+        return w0, w0
+    starts = np.concatenate([v.start[(v.end > w0) & (v.start < w1)] for v in views])
+    steps = pd.concat([v.steps for v in views if len(v.steps)] or [views[0].steps], ignore_index=True)
+    return detail_window(starts, steps, w0, w1, cap)
+
+
+def _labels(names: np.ndarray, kinds: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Per activity an index into a table of distinct "name<TAB>kind" strings."""
+    name_codes, name_values = pd.factorize(names)
+    kind_codes, kind_values = pd.factorize(kinds)
+    width = len(kind_values) + 1
+    idx, pairs = pd.factorize(name_codes.astype(np.int64) * width + kind_codes)
+    return idx, [f"{name_values[p // width]}\t{kind_values[p % width]}" for p in pairs]
+
+
+def _shown_devices(analysis: Analysis, devices: list[str], lanes_per_device: dict[str, int]) -> list[str]:
     """All devices, or where their lanes would not fit, those with the most exposed communication."""
     if sum(lanes_per_device.values()) <= MAX_LANES:
         return devices
-    exposed = {d["device"]: d["exposed_comm_ns"] for d in item.result.devices}
+    exposed = {d.device: d.exposed_comm_ns for d in analysis.devices}
     ranked = sorted(devices, key=lambda d: (-exposed.get(d, 0), natural_key(d)))
-    keep, used = [], 0
+    keep: list[str] = []
+    used = 0
     for device in ranked:
         if used + lanes_per_device[device] > MAX_LANES and keep:
             break
@@ -167,118 +197,124 @@ def _shown_devices(item: ReportInput, devices: list[str], lanes_per_device: dict
     return sorted(keep, key=natural_key)
 
 
-def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> dict:
-    """The compact timeline of one input: lanes of tracks of encoded events (see the module doc)."""
-    activity = item.events
-    start_all = activity["start_ns"].to_numpy(dtype=np.int64)
-    end_all = np.maximum(activity["end_ns"].to_numpy(dtype=np.int64), start_all)
-    if item.window:
-        keep = (end_all > item.window[0]) & (start_all < item.window[1])
-        activity = activity[keep]
-        start_all = np.maximum(start_all[keep], item.window[0])
-        end_all = np.minimum(end_all[keep], item.window[1])
-    if not len(activity):
-        return {"lanes": [], "span": 0, "unit": 1, "t0": 0, "labels": [], "mode": lanes, "events": 0, "devices": 0}
-    t0, t1 = item.window if item.window else (int(start_all.min()), int(end_all.max()))
-    unit = max(1, math.ceil((t1 - t0) / 4_000_000_000))  # ticks fit uint32
-    bucket = activity["bucket"].to_numpy(dtype=object)
-    codes = category_codes(bucket, activity["ib_fraction"].to_numpy())
-    label_idx, label_values = _labels(activity)
-    label_dtype = "<u2" if len(label_values) < 65_536 else "<u4"
-    views = {v.device: v for v in item.analysis.timeline}
-    step_frames = [v.steps.assign(device=v.device) for v in views.values() if len(v.steps)]
-    steps = (
-        pd.concat(step_frames, ignore_index=True)
-        if step_frames
-        else pd.DataFrame({"device": [], "step": [], "start_ns": [], "end_ns": []})
-    )
-    steps = steps[(steps["end_ns"] > t0) & (steps["start_ns"] < t1)]
-    # row positions per device and per (device, stream): one pass, not one mask per device
-    by_device = {str(k): v for k, v in activity.groupby("device", observed=True).indices.items()}
-    by_stream: dict[str, dict[str, np.ndarray]] = {}
-    if lanes == "stream":
-        for (dev, stream), rows in activity.groupby(["device", "stream"], observed=True).indices.items():
-            by_stream.setdefault(str(dev), {})[str(stream)] = rows
-    all_devices = sorted(by_device, key=natural_key)
-    per_device = {d: (len(by_stream.get(d, {})) + 1 if lanes == "stream" else 1) for d in all_devices}
-    devices = _shown_devices(item, all_devices, per_device)
-    if len(devices) < len(all_devices):
-        shown = np.concatenate([by_device[d] for d in devices])
-        n_events = int(shown.size)
-    else:
-        n_events = int(start_all.size)
+@dataclass
+class _Lane:
+    """One lane before encoding: per track the rows of its device's detail activities and its coverage bins."""
 
-    none = np.zeros(0, dtype=np.int64)
-    exposed_by_device = {d: views[d].exposed if d in views else (none, none) for d in devices}
-    n_exposed = sum(seg[0].size for seg in exposed_by_device.values())
-    binned = n_events + n_exposed > cap
-    # a third of the cap is left for the exposed intervals and the pieces clipped at the window's edges
-    shown_starts = start_all if n_events == start_all.size else start_all[shown]
-    w0, w1 = _raw_window(shown_starts, steps, t0, t1, cap * 2 // 3) if binned else (t0, t1)
-    has_other = bool(np.isin(codes, (4, 5)).any())
+    label: str
+    group: int
+    view: TimelineView
+    tracks: list[tuple[str, np.ndarray, dict[int, np.ndarray]]] = field(default_factory=list)
+    stream: str | None = None
+    exposed: bool = False
 
-    # (label, device index, stream or None, [(track name, row positions)], exposed segments or None)
-    layout: list[tuple[str, int, str | None, list[tuple[str, np.ndarray]], tuple | None]] = []
-    for gi, device in enumerate(devices):
-        rows = by_device[device]
+
+def _layout(views: list[TimelineView], picks: list[np.ndarray], lanes: str, binned: bool) -> list[_Lane]:
+    """Lanes of tracks: per device its compute / comm / copy tracks, or per stream one track and an exposed lane."""
+    has_other = any(c in (4, 5) for v in views for c in v.coverage)
+    out: list[_Lane] = []
+    for gi, (view, pick) in enumerate(zip(views, picks)):
+        codes = view.code[pick]
         if lanes == "stream":
-            streams = by_stream.get(device, {})
-            for stream in sorted(streams, key=natural_key):
-                layout.append((f"{device} {stream}".strip(), gi, stream, [("all", np.sort(streams[stream]))], None))
-            layout.append((f"{device} exposed comm", gi, "", [], exposed_by_device[device]))
+            if binned and view.streams and not view.stream_coverage:
+                raise ValueError("stream lanes past the cap need views measured with TimelineOptions(streams=True)")
+            stream_of = np.array([str(s) for s in view.stream[pick]], dtype=object)
+            for stream in sorted(view.streams, key=natural_key):
+                bins = {c: b for (s, c), b in view.stream_coverage.items() if s == stream}
+                lane = _Lane(f"{view.device} {stream}".strip(), gi, view, stream=stream)
+                lane.tracks.append(("all", np.flatnonzero(stream_of == stream), bins))
+                out.append(lane)
+            out.append(_Lane(f"{view.device} exposed comm", gi, view, stream="", exposed=True))
         else:
-            tracks = [
-                (name, rows[np.isin(codes[rows], group)])
-                for name, group in DEVICE_TRACKS
-                if has_other or 4 not in group
-            ]
-            layout.append((device, gi, None, tracks, exposed_by_device[device]))
+            lane = _Lane(view.device, gi, view, exposed=True)
+            for name, group in DEVICE_TRACKS:
+                if has_other or 4 not in group:
+                    bins = {c: view.coverage[c] for c in group if c in view.coverage}
+                    lane.tracks.append((name, np.flatnonzero(np.isin(codes, group)), bins))
+            out.append(lane)
+    return out
 
-    channels = sum(len(np.unique(codes[rows])) for *_, tracks, _ in layout for _, rows in tracks)
-    channels += sum(1 for *_, exp in layout if exp is not None)
-    n_bins = int(np.clip(bin_budget // max(channels, 1), MIN_BINS, MAX_BINS)) if binned else 0
-    edges = np.linspace(t0, t1, n_bins + 1).round().astype(np.int64) if binned else None
+
+def _empty_timeline(lanes: str) -> dict:
+    return {
+        "lanes": [],
+        "span": 0,
+        "unit": 1,
+        "t0": 0,
+        "labels": [],
+        "label_bytes": 2,
+        "mode": lanes,
+        "events": 0,
+        "devices": 0,
+        "devices_total": 0,
+    }
+
+
+def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> dict:
+    """The compact timeline of one input, encoded from its devices' views (see the module doc)."""
+    views = {v.device: v for v in item.analysis.timeline if v.window[0].size}
+    if not views:
+        return _empty_timeline(lanes)
+    all_devices = sorted(views, key=natural_key)
+    t0 = min(v.span[0] for v in views.values())
+    t1 = max(v.span[1] for v in views.values())
+    unit = max(1, math.ceil((t1 - t0) / 4_000_000_000))  # ticks fit uint32
+    per_device = {d: (len(views[d].streams) + 1 if lanes == "stream" else 1) for d in all_devices}
+    devices = _shown_devices(item.analysis, all_devices, per_device)
+    shown = [views[d] for d in devices]
+    n_events = sum(v.activities for v in shown)
+    n_exposed = sum(v.exposed[0].size for v in shown)
+    binned = n_events + n_exposed > cap or not all(v.complete for v in shown)
+    # a third of the cap is left for the exposed intervals and the pieces clipped at the window's edges
+    w0, w1 = common_detail(shown, cap * 2 // 3) if binned else (t0, t1)
+    picks = [np.flatnonzero((v.end > w0) & (v.start < w1)) for v in shown]
+
+    # one label table for the input: distinct (name, kind) pairs of the activities drawn one by one
+    label_idx, label_values = _labels(
+        np.concatenate([v.name[p] for v, p in zip(shown, picks)]),
+        np.concatenate([v.kind[p] for v, p in zip(shown, picks)]),
+    )
+    label_dtype = "<u2" if len(label_values) < 65_536 else "<u4"
+    offsets = np.cumsum([0, *(p.size for p in picks)])
+    by_view = {id(v): (p, label_idx[offsets[i] : offsets[i + 1]]) for i, (v, p) in enumerate(zip(shown, picks))}
+
+    layout = _layout(shown, picks, lanes, binned)
+    grid = None
+    if binned:
+        channels = sum(len(bins) for lane in layout for *_, bins in lane.tracks) + sum(lane.exposed for lane in layout)
+        grid = common_grid([v.grid for v in shown])
+        while grid.n * max(channels, 1) > bin_budget and grid.n > MIN_BINS:
+            grid = grid_at(grid.origin, grid.origin + grid.n * grid.width, grid.width * 2)
 
     out_lanes = []
-    for label, gi, stream, tracks, exposed in layout:
-        lane: dict = {"label": label, "group": gi, "tracks": []}
-        if stream is not None:
-            lane.update(device=devices[gi], stream=stream)
-        for name, rows in tracks:
-            s_r, e_r = start_all[rows], end_all[rows]
-            inside = (e_r > w0) & (s_r < w1)
-            sel = rows[inside]
-            track = _track(
-                name,
-                np.maximum(s_r[inside], w0),
-                np.minimum(e_r[inside], w1),
-                codes[sel],
-                label_idx[sel],
-                t0,
-                unit,
-                label_dtype,
-            )
-            if binned:
-                c_r = codes[rows]
-                track["b"] = {
-                    str(int(c)): _b64(_bins(s_r[c_r == c], e_r[c_r == c], edges), "u1") for c in np.unique(c_r)
-                }
-            lane["tracks"].append(track)
-        if exposed is not None:
-            e_s, e_e = exposed
-            clip_s, clip_e, _ = iv.clip(e_s, e_e, np.array([w0]), np.array([w1]))
-            track = _track(EXPOSED, clip_s, clip_e, np.full(clip_s.size, EXPOSED_CODE, np.uint8), None, t0, unit, "")
-            if binned:
-                track["b"] = {str(EXPOSED_CODE): _b64(_bins(e_s, e_e, edges), "u1")}
-            lane["exposed"] = track
-        device = devices[gi]
-        dev_steps = steps[steps["device"] == device]
-        lane["steps"] = [
+    for lane in layout:
+        view = lane.view
+        pick, labels = by_view[id(view)]
+        start = np.maximum(view.start[pick], w0)
+        end = np.minimum(view.end[pick], w1)
+        codes = view.code[pick]
+        data: dict = {"label": lane.label, "group": lane.group, "tracks": []}
+        if lane.stream is not None:
+            data.update(device=view.device, stream=lane.stream)
+        for name, rows, bins in lane.tracks:
+            track = _track(name, start[rows], end[rows], codes[rows], labels[rows], t0, unit, label_dtype)
+            if grid is not None:
+                track["b"] = {str(c): _b64(coarsen(b, view.grid, grid), "u1") for c, b in sorted(bins.items())}
+            data["tracks"].append(track)
+        if lane.exposed:
+            clip_s, clip_e, _ = iv.clip(*view.exposed, np.array([w0]), np.array([w1]))
+            codes_e = np.full(clip_s.size, EXPOSED_CODE, np.uint8)
+            track = _track(EXPOSED, clip_s, clip_e, codes_e, None, t0, unit, "")
+            if grid is not None:
+                track["b"] = {str(EXPOSED_CODE): _b64(coarsen(view.coverage[EXPOSED_CODE], view.grid, grid), "u1")}
+            data["exposed"] = track
+        data["steps"] = [
             [int((max(s, t0) - t0) // unit), int((min(e, t1) - t0) // unit), int(n)]
-            for n, s, e in dev_steps[["step", "start_ns", "end_ns"]].itertuples(index=False)
+            for n, s, e in view.steps[["step", "start_ns", "end_ns"]].itertuples(index=False)
+            if e > t0 and s < t1
         ]
-        out_lanes.append(lane)
-    data = {
+        out_lanes.append(data)
+    out = {
         "mode": lanes,
         "t0": t0,
         "span": int((t1 - t0) // unit),
@@ -290,14 +326,18 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
         "devices": len(devices),
         "devices_total": len(all_devices),
     }
-    if binned:
-        data["bins"] = {"n": n_bins, "w0": int((w0 - t0) // unit), "w1": int((w1 - t0) // unit)}
-    return data
+    if grid is not None:
+        out["bins"] = {
+            "n": grid.n,
+            "o": (grid.origin - t0) / unit,
+            "w": grid.width / unit,
+            "w0": int((w0 - t0) // unit),
+            "w1": int((w1 - t0) // unit),
+        }
+    return out
 
 
-# ---------------------------------------------------------------- HTML pieces
-
-esc = html.escape
+# ---------------------------------------------------------------- what the template lays out
 
 
 def fmt_ms(ns: float | None) -> str:
@@ -311,115 +351,119 @@ def fmt_pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def split_bar(fig: dict, label: str, y: int, width: int = 560, x0: int = 190) -> str:
+@dataclass(frozen=True)
+class Segment:
+    x: float
+    width: float
+    color: str
+    tip: str
+
+
+@dataclass(frozen=True)
+class BarRow:
     """One SVG row: the bucket split of accumulated time, and under it the span with its exposed part."""
-    total = fig["accumulated_ns"] or 1
-    short = label if len(label) <= 26 else label[:25] + "…"  # the label column is 190 px wide
-    parts = [f'<text x="0" y="{y + 12}" class="lbl">{esc(short)}<title>{esc(label)}</title></text>']
+
+    label: str
+    short: str
+    y: int
+    segments: list[Segment]
+    exposed: Segment | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Bars:
+    caption: str
+    height: int
+    rows: list[BarRow]
+    x0: int = 190  # the label column
+    width: int = 560
+
+
+def bar_row(label: str, fig: Figures, y: int, x0: int = 190, width: int = 560) -> BarRow:
+    total = fig.accumulated_ns or 1
+    segments = []
     x = float(x0)
     for name, key in SPLIT:
-        value = fig.get(key, 0) or 0
+        value = getattr(fig, key)
         w = width * value / total
         if w <= 0:
             continue
         tip = f"{label}: {name} {fmt_ms(value)} ms ({fmt_pct(value / total)} of accumulated)"
-        parts.append(
-            f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="14" fill="{COLORS[name]}">'
-            f"<title>{esc(tip)}</title></rect>"
-        )
+        segments.append(Segment(x, w, COLORS[name], tip))
         x += w
-    span = fig.get("span_ns") or 0
-    exposed = fig.get("exposed_comm_ns", 0) or 0
-    ew = width * exposed / span if span else 0
-    parts.append(f'<rect x="{x0}" y="{y + 16}" width="{width}" height="4" fill="#e0e0e0"/>')
-    if ew > 0:
+    span, exposed = fig.span_ns, fig.exposed_comm_ns
+    exposed_bar = None
+    if span and exposed > 0:
         tip = f"{label}: exposed comm {fmt_ms(exposed)} ms = {fmt_pct(exposed / span)} of the {fmt_ms(span)} ms span"
-        parts.append(
-            f'<rect x="{x0}" y="{y + 16}" width="{ew:.2f}" height="4" fill="{COLORS[EXPOSED]}">'
-            f"<title>{esc(tip)}</title></rect>"
-        )
+        exposed_bar = Segment(float(x0), width * exposed / span, COLORS[EXPOSED], tip)
     text = (
-        f"comm {fmt_pct(fig.get('comm_share'))} · exposed {fmt_pct(fig.get('exposed_comm_fraction'))} of span"
-        f" · {fmt_ms(fig['accumulated_ns'])} ms"
+        f"comm {fmt_pct(fig.comm_share)} · exposed {fmt_pct(fig.exposed_comm_fraction)} of span"
+        f" · {fmt_ms(fig.accumulated_ns)} ms"
     )
-    parts.append(f'<text x="{x0 + width + 10}" y="{y + 12}" class="val">{esc(text)}</text>')
-    return "".join(parts)
+    short = label if len(label) <= 26 else label[:25] + "…"  # the label column is 190 px wide
+    return BarRow(label, short, y, segments, exposed_bar, text)
 
 
-def bars_svg(rows: list[tuple[str, dict]], caption: str) -> str:
-    height = 26 * len(rows) + 4
-    body = "".join(split_bar(fig, label, 2 + 26 * i) for i, (label, fig) in enumerate(rows))
-    return (
-        f'<figure class="bars"><figcaption>{esc(caption)}</figcaption>'
-        f'<svg viewBox="0 0 1160 {height}" width="1160" height="{height}" role="img" '
-        f'aria-label="{esc(caption)}">{body}</svg></figure>'
-    )
+def bars(rows: Sequence[tuple[str, Figures]], caption: str) -> Bars:
+    return Bars(caption, 26 * len(rows) + 4, [bar_row(label, fig, 2 + 26 * i) for i, (label, fig) in enumerate(rows)])
 
 
-def legend(cpu: bool = False) -> str:
-    items = "".join(
-        f'<span class="key"><i style="background:{color}"></i>{esc(name)}</span>' for name, color in COLORS.items()
-    )
-    if cpu:  # the XLA:CPU demo has no NVLink: "NVLink" there means the traffic stays inside the host
-        items += '<span class="note">(CPU devices: "NVLink" = stays inside the host)</span>'
-    return f'<div class="legend">{items}</div>'
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    numeric_from: int = 1
+    cls: str = ""
 
 
-def _table(headers: list[str], rows: list[list[str]], numeric_from: int = 1, cls: str = "") -> str:
-    head = "".join(f"<th{' class=num' if i >= numeric_from else ''}>{esc(h)}</th>" for i, h in enumerate(headers))
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=num' if i >= numeric_from else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
-        for r in rows
-    )
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def collectives_html(result: SimpleNamespace, top: int = 40) -> str:
-    if not result.collectives:
-        return "<p>No communication found.</p>"
+def collectives_table(collectives: Sequence[Collective], top: int = 40) -> Table:
     rows = []
-    for c in result.collectives[:top]:
-        busbw = c.get("bus_bandwidth_gbps")
-        util = c.get("link_utilization")
+    for c in collectives[:top]:
+        util = c.link_utilization
         rows.append(
             [
-                f'<span class="name" title="{esc(c["name"])}">{esc(c["name"])}</span>',
-                esc(c["kind"]),
-                esc(c["link"]),
-                f"{c['count']:,}",
-                fmt_ms(c["total_ns"]),
-                fmt_ms(c["exposed_ns"]),
-                esc(human_bytes(c.get("bytes_per_call"))),
-                "-" if busbw is None else f"{busbw:,.3g}",
-                "-" if util is None else esc(f"{fmt_pct(util)} {c.get('bandwidth_verdict') or ''}"),
+                c.name,
+                c.kind,
+                c.link,
+                f"{c.count:,}",
+                fmt_ms(c.total_ns),
+                fmt_ms(c.exposed_ns),
+                human_bytes(c.bytes_per_call),
+                "-" if c.bus_bandwidth_gbps is None else f"{c.bus_bandwidth_gbps:,.3g}",
+                "-" if util is None else f"{fmt_pct(util)} {c.bandwidth_verdict or ''}",
             ]
         )
-    more = f"<p class=note>{len(result.collectives) - top} more not shown.</p>" if len(result.collectives) > top else ""
     headers = ["op", "kind", "link", "count", "total ms", "exposed ms", "bytes/call", "bus GB/s", "of link peak"]
-    return _table(headers, rows, numeric_from=3, cls="coll") + more
+    return Table(headers, rows, numeric_from=3, cls="coll")
 
 
-def opportunities_html(result: SimpleNamespace, top: int = 12) -> str:
-    if not result.opportunities:
-        return "<p>No exposed communication or launch overhead found: nothing to hide.</p>"
-    items = []
-    for o in result.opportunities[:top]:
-        bound = "bounded by independent compute in the HLO" if o.get("bound_from") == "hlo" else "its exposed time"
-        items.append(
-            f"<li><b>{esc(o['title'])}</b> <span class=save>save up to {fmt_ms(o['saving_bound_ns'])} ms on the "
-            f"worst device</span> <span class=note>({esc(bound)}; {fmt_ms(o['exposed_ns'])} ms exposed over all "
-            f"devices)</span><div class=ev>Evidence: {esc(evidence_text(Opportunity.from_json(o)))}</div>"
-            f"<div class=remedy>→ {esc(o['remedy'])}</div></li>"
+@dataclass(frozen=True)
+class OpportunityItem:
+    title: str
+    saving: str
+    bound: str
+    exposed: str
+    evidence: str
+    remedy: str
+
+
+def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12) -> list[OpportunityItem]:
+    return [
+        OpportunityItem(
+            o.title,
+            fmt_ms(o.saving_bound_ns),
+            "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "its exposed time",
+            fmt_ms(o.exposed_ns),
+            evidence_text(o),
+            o.remedy,
         )
-    return f'<ol class="opps">{"".join(items)}</ol>'
+        for o in opportunities[:top]
+    ]
 
 
-def _kv(pairs: list[tuple[str, str]]) -> str:
-    return "<dl class=kv>" + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in pairs if v) + "</dl>"
-
-
-def throughput_line(result: SimpleNamespace) -> str:
-    tp = result.throughput
+def throughput_line(throughput: Mapping | None) -> str:
+    tp = throughput
     if not tp:
         return ""
     parts = []
@@ -432,128 +476,147 @@ def throughput_line(result: SimpleNamespace) -> str:
     return ", ".join(parts)
 
 
-def manifest_html(result: SimpleNamespace) -> str:
-    m = result.manifest
+@dataclass(frozen=True)
+class Manifest:
+    pairs: list[tuple[str, str, bool]]  # key, value, shown as code
+    full: str
+
+
+def _joined(d: object) -> str:
+    if isinstance(d, dict):
+        return ", ".join(f"{k}={v}" for k, v in d.items())
+    if isinstance(d, list):
+        return " ".join(str(x) for x in d)
+    return "" if d is None else str(d)
+
+
+def manifest_view(analysis: Analysis) -> Manifest | None:
+    m = analysis.manifest
     if not m:
-        return ""
+        return None
     dev = m.get("devices") or {}
-    topo = m.get("topology") or {}
-
-    def join(d: object) -> str:
-        if isinstance(d, dict):
-            return esc(", ".join(f"{k}={v}" for k, v in d.items()))
-        if isinstance(d, list):
-            return esc(" ".join(str(x) for x in d))
-        return esc("" if d is None else str(d))
-
     pairs = [
-        ("capture", join(f"{m.get('kind', '')} at {m.get('created', '')}")),
-        ("command", f"<code>{join(m.get('command'))}</code>"),
-        ("devices", join(f"{dev.get('count', '?')} x {dev.get('kind', '?')} ({dev.get('platform', '')})")),
-        ("topology", join(topo)),
-        ("host", join(f"{m.get('host', '')} {m.get('platform', '')}")),
-        ("versions", join(m.get("versions"))),
-        ("XLA flags", f"<code>{join(m.get('xla_flags'))}</code>" if m.get("xla_flags") else ""),
-        ("environment", f"<code>{join(m.get('env'))}</code>" if m.get("env") else ""),
-        ("precision", join(m.get("precision"))),
-        ("tokens per step", join(m.get("tokens_per_step"))),
-        ("throughput", esc(throughput_line(result))),
+        ("capture", f"{m.get('kind', '')} at {m.get('created', '')}", False),
+        ("command", _joined(m.get("command")), True),
+        ("devices", f"{dev.get('count', '?')} x {dev.get('kind', '?')} ({dev.get('platform', '')})", False),
+        ("topology", _joined(m.get("topology") or {}), False),
+        ("host", f"{m.get('host', '')} {m.get('platform', '')}", False),
+        ("versions", _joined(m.get("versions")), False),
+        ("XLA flags", _joined(m.get("xla_flags")), True),
+        ("environment", _joined(m.get("env")), True),
+        ("precision", _joined(m.get("precision")), False),
+        ("tokens per step", _joined(m.get("tokens_per_step")), False),
+        ("throughput", throughput_line(analysis.throughput), False),
     ]
-    full = orjson.dumps(m, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()  # NaN -> null
+    full = orjson.dumps(dict(m), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()  # NaN -> null
+    return Manifest([p for p in pairs if p[1]], full)
+
+
+def step_rows(analysis: Analysis, limit: int = 40) -> list[tuple[str, Figures]]:
+    """Per step, the figures of all devices summed (ratios follow from the sums)."""
+    by_step: dict[int, list[Figures]] = {}
+    for s in analysis.steps:
+        by_step.setdefault(s.step, []).append(s)
+    return [(f"step {step}", sum_figures(by_step[step])) for step in sorted(by_step)[:limit]]
+
+
+def headline(analysis: Analysis) -> str:
+    t = analysis.total
     return (
-        "<h3>Run manifest</h3>"
-        + _kv(pairs)
-        + f"<details><summary>full manifest.json</summary><pre>{esc(full)}</pre></details>"
+        f"{len(analysis.devices)} device(s) · comm share {fmt_pct(t.comm_share)} · "
+        f"exposed comm {fmt_ms(t.exposed_comm_ns)} ms ({fmt_pct(t.exposed_comm_fraction)} of span)"
     )
 
 
-def step_rows(result: SimpleNamespace, limit: int = 40) -> list[tuple[str, dict]]:
-    """Per step, the figures of all devices summed (ratios recomputed from the sums)."""
-    by_step: dict[int, list[dict]] = {}
-    for s in result.steps:
-        by_step.setdefault(int(s["step"]), []).append(s)
-    rows = []
-    for step in sorted(by_step)[:limit]:
-        total = sum_figures(Figures.from_json(s) for s in by_step[step])
-        rows.append((f"step {step}", total.to_json()))
-    return rows
+@dataclass(frozen=True)
+class InputPage:
+    """What the template shows of one input."""
+
+    index: int
+    label: str
+    analysis: Analysis
+    headline: str
+    throughput: str
+    timeline_lanes: int
+    timeline_mode: str
+    detail: bool  # a detail window of single kernels inside binned coverage
+    timeline_note: str
+    cpu: bool
+    device_bars: Bars | None
+    step_bars: Bars | None
+    collectives: Table
+    more_collectives: int
+    opportunities: list[OpportunityItem]
+    manifest: Manifest | None
 
 
-def headline(result: SimpleNamespace) -> str:
-    t = result.total
-    return (
-        f"{len(result.devices)} device(s) · comm share {fmt_pct(t.get('comm_share'))} · "
-        f"exposed comm {fmt_ms(t.get('exposed_comm_ns'))} ms ({fmt_pct(t.get('exposed_comm_fraction'))} of span)"
-    )
-
-
-def input_section(index: int, item: ReportInput, timeline: dict, single: bool) -> str:
-    r = item.result
-    parts = [f'<section class="input" id="input-{index}">']
-    if not single:  # a single input's headline is the page title
-        parts.append(f"<h2>{esc(item.label)}</h2><p class=headline>{esc(headline(r))}</p>")
-    tp = throughput_line(r)
-    if tp:
-        parts.append(f"<p class=headline>Throughput: {esc(tp)}</p>")
-    n_lanes = len(timeline["lanes"])
-    mode = "one lane per device and stream" if timeline["mode"] == "stream" else "one lane per device"
-    binned = timeline.get("bins")
-    note = (
-        f"{timeline['events']:,} activities: more than the report keeps one by one, so the view shows each "
-        "category's coverage per time bin, and single kernels inside the highlighted detail window."
-        if binned
-        else f"{timeline['events']:,} activities."
-    )
-    if timeline.get("devices", 0) < timeline.get("devices_total", 0):
+def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
+    r = item.analysis
+    bins: dict | None = timeline.get("bins")
+    detail = bins is not None and bins["w1"] > bins["w0"]
+    if not bins:
+        note = f"{timeline['events']:,} activities."
+    else:
+        note = (
+            f"{timeline['events']:,} activities: more than the report keeps one by one, so the view shows each "
+            "category's coverage per time bin, and single kernels inside the highlighted detail window."
+            if detail
+            else f"{timeline['events']:,} activities: more than the report keeps one by one, so the view shows "
+            "each category's coverage per time bin (the devices' detail windows do not overlap: no single kernels)."
+        )
+    if timeline["devices"] < timeline["devices_total"]:
         note += (
             f" The timeline shows the {timeline['devices']} devices with the most exposed communication "
             f"(of {timeline['devices_total']}); the bars and tables below count every device."
         )
-    parts.append(
-        f'<h3>Timeline</h3><div class="timeline" data-input="{index}" data-lanes="{n_lanes}">'
-        f"{legend(cpu=all('/CPU:' in d['device'] for d in r.devices) and bool(r.devices))}"
-        '<div class="toolbar"><button type="button" data-act="reset">Reset zoom</button>'
-        + ('<button type="button" data-act="detail">Zoom to detail window</button>' if binned else "")
-        + f"<span class=hint>{esc(mode)} · wheel: zoom · drag: pan · double-click: reset · hover: kernel</span></div>"
-        '<canvas></canvas><div class="tip" hidden></div></div>'
-        f"<p class=note>{esc(note)} Bar height = share of the pixel's time the category covers. "
-        "Red band under each lane: exposed communication (comm with no compute running). "
-        "Dashed lines: step boundaries.</p>"
-    )
+    device_bars = None
     if r.devices:
-        rows = [(d["device"], d) for d in r.devices]
+        rows: list[tuple[str, Figures]] = [(d.device, d) for d in r.devices]
         if len(r.devices) > 1:
             rows.append(("total", r.total))
-        parts.append("<h3>Where the accumulated kernel time goes</h3>")
-        parts.append(
-            bars_svg(
-                rows,
-                "Thick bar: bucket split of accumulated kernel time (100% = sum of all kernel durations). "
-                "Thin bar: the device's wall-clock span, red = exposed communication.",
-            )
+        device_bars = bars(
+            rows,
+            "Thick bar: bucket split of accumulated kernel time (100% = sum of all kernel durations). "
+            "Thin bar: the device's wall-clock span, red = exposed communication.",
         )
     steps = step_rows(r)
+    step_bars = None
     if steps:
-        n_steps = len({s["step"] for s in r.steps})
-        caption = "Per step, all devices summed" + (
-            f" (first {len(steps)} of {n_steps})" if n_steps > len(steps) else ""
-        )
-        parts.append(f"<h3>Per step</h3>{bars_svg(steps, caption)}")
-    parts.append(f"<h3>Collectives ({len(r.collectives)})</h3>{collectives_html(r)}")
-    parts.append(f"<h3>Opportunities, ranked by saving bound</h3>{opportunities_html(r)}")
-    parts.append(manifest_html(r))
-    if r.warnings:
-        parts.append("<h3>Warnings</h3><ul class=warn>" + "".join(f"<li>{esc(w)}</li>" for w in r.warnings) + "</ul>")
-    parts.append(f"<p class=note>Inputs: {esc(', '.join(r.inputs))}</p></section>")
-    return "".join(parts)
+        n_steps = len({s.step for s in r.steps})
+        more = f" (first {len(steps)} of {n_steps})" if n_steps > len(steps) else ""
+        step_bars = bars(steps, f"Per step, all devices summed{more}")
+    return InputPage(
+        index=index,
+        label=item.label,
+        analysis=r,
+        headline=headline(r),
+        throughput=throughput_line(r.throughput),
+        timeline_lanes=len(timeline["lanes"]),
+        timeline_mode="one lane per device and stream" if timeline["mode"] == "stream" else "one lane per device",
+        detail=detail,
+        timeline_note=note,
+        cpu=bool(r.devices) and all("/CPU:" in d.device for d in r.devices),
+        device_bars=device_bars,
+        step_bars=step_bars,
+        collectives=collectives_table(r.collectives),
+        more_collectives=max(0, len(r.collectives) - 40),
+        opportunities=opportunity_items(r.opportunities),
+        manifest=manifest_view(r),
+    )
 
 
-def _median_step_ns(result: SimpleNamespace) -> float | None:
-    spans = [s["span_ns"] for s in result.spread.get("steps", [])]
+def _median_step_ns(analysis: Analysis) -> float | None:
+    spans = [s.span_ns for s in analysis.spread.steps]
     return float(np.median(spans)) if spans else None
 
 
-def comparison_section(items: list[ReportInput]) -> str:
+@dataclass(frozen=True)
+class Comparison:
+    table: Table
+    bars: Bars
+
+
+def comparison(items: Sequence[ReportInput]) -> Comparison:
     """Side by side: per bucket, comm share and exposed comm of each input, with the change against the first."""
     metrics: list[tuple[str, str, bool]] = [  # label, total key, is a ratio
         ("devices", "", False),
@@ -565,18 +628,17 @@ def comparison_section(items: list[ReportInput]) -> str:
         ("median step span ms", "", False),
     ]
     headers = ["figure (all devices)"] + [it.label for it in items]
-    if len(items) > 1:
-        headers += [f"{it.label} vs {items[0].label}" for it in items[1:]]
+    headers += [f"{it.label} vs {items[0].label}" for it in items[1:]]
 
     def value(item: ReportInput, label: str, key: str) -> float | None:
         if label == "devices":
-            return float(len(item.result.devices))
+            return float(len(item.analysis.devices))
         if label.startswith("median step"):
-            return _median_step_ns(item.result)
-        return item.result.total.get(key)
+            return _median_step_ns(item.analysis)
+        return item.analysis.total.value(key)
 
     rows = []
-    for label, key, ratio in metrics:
+    for label, key, is_ratio in metrics:
         vals = [value(it, label, key) for it in items]
         cells = []
         for v in vals:
@@ -585,63 +647,56 @@ def comparison_section(items: list[ReportInput]) -> str:
             elif label == "devices":
                 cells.append(f"{int(v)}")
             else:
-                cells.append(fmt_pct(v) if ratio else fmt_ms(v))
+                cells.append(fmt_pct(v) if is_ratio else fmt_ms(v))
+        base = vals[0]
         for v in vals[1:]:
-            base = vals[0]
             if v is None or base is None:
                 cells.append("-")
-            elif ratio:
+            elif is_ratio:
                 cells.append(f"{100 * (v - base):+.1f} pt")
             elif label == "devices":
                 cells.append(f"{int(v - base):+d}")
             else:
                 cells.append(f"{(v - base) / 1e6:+,.3f}" + (f" ({(v - base) / base:+.0%})" if base else ""))
-        rows.append([esc(label), *[esc(c) for c in cells]])
-    bars = bars_svg(
-        [(it.label, it.result.total) for it in items],
-        "Bucket split of accumulated kernel time per input (all devices); thin bar: exposed share of span.",
-    )
-    return (
-        '<section id="compare"><h2>Comparison</h2>'
-        + _table(headers, rows, numeric_from=1, cls="cmp")
-        + bars
-        + "</section>"
+        rows.append([label, *cells])
+    return Comparison(
+        Table(headers, rows, numeric_from=1, cls="cmp"),
+        bars(
+            [(it.label, it.analysis.total) for it in items],
+            "Bucket split of accumulated kernel time per input (all devices); thin bar: exposed share of span.",
+        ),
     )
 
 
-def _asset(name: str) -> str:
-    return resources.files("moeprof.reports").joinpath("assets", name).read_text(encoding="utf-8")
+# ---------------------------------------------------------------- the page
 
 
-def _script_json(obj: object) -> str:
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("moeprof.reports", "templates"),
+        autoescape=True,  # every value from a trace (kernel names, labels, paths) is text, never markup
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ms"] = fmt_ms
+    env.filters["pct"] = fmt_pct
+    return env
+
+
+def _asset(name: str) -> Markup:
+    # our own stylesheet and script, inlined verbatim (neither holds "</style>" or "</script>")
+    return Markup(resources.files("moeprof.reports").joinpath("assets", name).read_text(encoding="utf-8"))
+
+
+def _script_json(obj: object) -> Markup:
     # inside <script>, "</" would end the element: escape it (still valid JSON)
-    return orjson.dumps(obj).decode().replace("</", "<\\/")
-
-
-# reports errors from the page's own script into the DOM, before that script runs
-_ERROR_HOOK = """
-(function () {
-  var errs = [];
-  function note(msg) {
-    errs.push(String(msg));
-    document.documentElement.setAttribute('data-errors', String(errs.length));
-    var box = document.getElementById('moeprof-errors');
-    if (!box) return;
-    var li = document.createElement('li');
-    li.textContent = String(msg);
-    box.appendChild(li);
-    box.hidden = false;
-  }
-  window.moeprofError = note;
-  window.addEventListener('error', function (e) { note(e.message || 'script error'); });
-  var orig = console.error;
-  console.error = function () { note(Array.prototype.join.call(arguments, ' ')); orig.apply(console, arguments); };
-})();
-"""
+    return Markup(orjson.dumps(obj).decode().replace("</", "<\\/"))
 
 
 def render(
-    items: list[ReportInput],
+    items: Sequence[ReportInput],
     lanes: str = "device",
     max_events: int = RAW_EVENTS_CAP,
     bin_budget: int = BIN_BUDGET_BYTES,
@@ -650,40 +705,95 @@ def render(
     """The whole report as one HTML string."""
     if lanes not in ("device", "stream"):
         raise ValueError("lanes must be 'device' or 'stream'")
-    per_cap = max(1_000, max_events // max(len(items), 1))
-    timelines = [timeline_data(it, lanes, per_cap, bin_budget // max(len(items), 1)) for it in items]
+    if not items:
+        raise ValueError("a report needs at least one input")
+    for it in items:
+        if it.analysis.devices and not it.analysis.timeline:
+            raise ValueError(f"{it.label}: the analysis holds no timeline views (measure it with a TimelineOptions)")
+    cap = per_input_cap(max_events, len(items))
+    timelines = [timeline_data(it, lanes, cap, bin_budget // len(items)) for it in items]
+    single = len(items) == 1
     if title is None:
         title = (
-            f"moeprof report · {items[0].label} · {headline(items[0].result)}"
-            if len(items) == 1
+            f"moeprof report · {items[0].label} · {headline(items[0].analysis)}"
+            if single
             else f"moeprof: {len(items)} inputs compared"
         )
-    body = []
-    if len(items) > 1:
-        body.append(comparison_section(items))
-    body.extend(input_section(i, it, tl, len(items) == 1) for i, (it, tl) in enumerate(zip(items, timelines)))
     data = {"version": __version__, "categories": [*CATEGORIES, EXPOSED], "colors": COLORS, "inputs": timelines}
-    nav = ""
-    if len(items) > 1:
-        nav = "<nav>" + " · ".join(f'<a href="#input-{i}">{esc(it.label)}</a>' for i, it in enumerate(items)) + "</nav>"
     return (
-        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{_asset('report.css')}</style>"
-        f"<script>{_ERROR_HOOK}</script></head><body>"
-        f"<header><h1>{esc(title)}</h1>{nav}"
-        f"<p class=note>moeprof {esc(__version__)} · comm share = communication / accumulated kernel time; "
-        "exposed comm = time a device only communicates. "
-        '<span id="moeprof-status" data-ok="0">drawing…</span></p>'
-        '<ul id="moeprof-errors" hidden></ul></header><main>' + "".join(body) + "</main>"
-        f'<script type="application/json" id="moeprof-data">{_script_json(data)}</script>'
-        f"<script>{_asset('report.js')}</script></body></html>\n"
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            title=title,
+            version=__version__,
+            single=single,
+            inputs=[input_page(i, it, tl) for i, (it, tl) in enumerate(zip(items, timelines))],
+            comparison=None if single else comparison(items),
+            colors=COLORS,
+            css=_asset("report.css"),
+            script=_asset("report.js"),
+            data=_script_json(data),
+        )
     )
 
 
-def write_report(items: list[ReportInput], out: Path, **kwargs: object) -> int:
+def write_report(items: Sequence[ReportInput], out: Path, **kwargs: object) -> int:
     """Write the report; returns its size in bytes."""
-    text = render(items, **kwargs)  # type: ignore[arg-type]
-    data = text.encode("utf-8")
-    out.write_bytes(data)
+    data = render(items, **kwargs).encode("utf-8")  # type: ignore[arg-type]
+    try:
+        out.write_bytes(data)
+    except OSError as exc:
+        raise InputError(out, f"cannot write: {exc.strerror or exc}") from None
     return len(data)
+
+
+def input_label(paths: Sequence[Path]) -> str:
+    if len(paths) == 1:
+        # a TensorBoard run's files sit deep inside the run folder: name the folder the user typed
+        return paths[0].name or paths[0].resolve().name
+    return " + ".join(p.name for p in paths)
+
+
+def distinct_labels(labels: Iterable[str]) -> list[str]:
+    """Two inputs with the same file name still need distinct labels."""
+    labels = list(labels)
+    return [f"{i + 1}: {lab}" if labels.count(lab) > 1 else lab for i, lab in enumerate(labels)]
+
+
+def analyze_input(
+    paths: Sequence[Path],
+    options: LoadOptions | None = None,
+    step_options: StepOptions | None = None,
+    link_peaks: dict[str, float] | None = None,
+    lanes: str = "device",
+    max_events: int = RAW_EVENTS_CAP,
+    inputs: int = 1,
+    jobs: int | None = None,
+) -> Analysis:
+    """One input of a page of ``inputs`` inputs: its files read once (in worker processes when there are
+    several), measured with the timeline views the page draws."""
+    files = len(discover(list(paths), options))
+    timeline = timeline_options(lanes, max_events, inputs, files)
+    return analyze_paths(list(paths), options, step_options, jobs, link_peaks=link_peaks, timeline=timeline)
+
+
+def report_paths(
+    groups: Sequence[Sequence[Path]],
+    out: Path,
+    options: LoadOptions | None = None,
+    step_options: StepOptions | None = None,
+    link_peaks: dict[str, float] | None = None,
+    lanes: str = "device",
+    max_events: int = RAW_EVENTS_CAP,
+    jobs: int | None = None,
+) -> int:
+    """``moeprof report``: each group of paths is one input (one job); several are compared.
+
+    Returns the size written, in bytes.
+    """
+    labels = distinct_labels(input_label(list(g)) for g in groups)
+    items = [
+        ReportInput(label, analyze_input(g, options, step_options, link_peaks, lanes, max_events, len(groups), jobs))
+        for label, g in zip(labels, groups)
+    ]
+    return write_report(items, out, lanes=lanes, max_events=max_events)

@@ -159,11 +159,12 @@
     }
     var bins = this.bins;
     if (bins && track.bins) {
-      var bw = this.span / bins.n;
-      var first = Math.max(0, Math.floor(v0 / bw)), last = Math.min(bins.n, Math.ceil(end / bw));
+      // bin b covers [o + b w, o + (b + 1) w): one grid for all lanes, its origin at or before the timeline's
+      var bw = bins.w, bo = bins.o;
+      var first = Math.max(0, Math.floor((v0 - bo) / bw)), last = Math.min(bins.n, Math.ceil((end - bo) / bw));
       var codes = Object.keys(track.bins);
       for (var b = first; b < last; b++) {
-        var bs = b * bw, be = bs + bw;
+        var bs = bo + b * bw, be = bs + bw;
         // binned coverage only outside the detail window, where raw events are drawn
         var pieces = [[bs, Math.min(be, bins.w0)], [Math.max(bs, bins.w1), be]];
         for (var j = 0; j < codes.length; j++) {
@@ -393,13 +394,13 @@
       return row.lane.label + '\n' + lines.join('\n');
     }
     if (this.bins && !inDetail && tr.bins) {
-      var b = Math.floor(t / (this.span / this.bins.n));
+      var b = Math.floor((t - this.bins.o) / this.bins.w);
       var parts = Object.keys(tr.bins).map(function (c) {
         var v = tr.bins[c][b] || 0;
         return v ? CATS[c] + ' ' + Math.round(100 * v / 255) + '%' : '';
       }).filter(Boolean);
-      var bw = this.span / this.bins.n * unit;
-      return row.lane.label + '\nbin ' + fmtMs(b * bw, 1) + ' + ' + fmtDur(Math.round(bw)) + ': ' +
+      var bw = this.bins.w * unit;
+      return row.lane.label + '\nbin ' + fmtMs((this.bins.o + b * this.bins.w) * unit, 1) + ' + ' + fmtDur(Math.round(bw)) + ': ' +
         (parts.join(', ') || 'idle') + '\n(zoom into the detail window for single kernels)';
     }
     return row.lane.label + ' · ' + tr.name + '\n' + fmtMs(t * unit, 1) + ': nothing here';
