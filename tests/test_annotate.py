@@ -159,3 +159,37 @@ def test_uncompressed_output_and_bad_names(tmp_path):
     assert res.exit_code == 2 and "trace-event JSON" in res.output
     res = runner.invoke(app, ["annotate", str(tmp_path / "missing"), "-o", str(out)])
     assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+def test_wait_and_transfer_tracks_partition_comm(tmp_path):
+    """§8 tracks: a device's comm is split into waiting for the last member and moving bytes, exactly."""
+    out = tmp_path / "a.trace.json.gz"
+    res = CliRunner().invoke(app, ["annotate", str(SAMPLES / "synthetic_2host_4gpu"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "3 steps" in res.output  # distinct steps, not 3 x 8 device windows
+    doc = _doc(out)
+    analysis = {d["device"]: d for d in _analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_json()["devices"]}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+    procs = {e["pid"]: e["args"]["moeprof_device"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    spans: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X" and threads.get((e["pid"], e["tid"]), "").startswith("moeprof: comm"):
+            s = round(e["ts"] * 1000)
+            spans.setdefault((e["pid"], threads[(e["pid"], e["tid"])]), []).append((s, s + round(e["dur"] * 1000)))
+
+    def total(pid: int, name: str) -> int:
+        return sum(b - a for a, b in spans.get((pid, name), []))
+
+    def union(pid: int, *names: str) -> int:
+        covered: set[int] = set()  # per ns: small synthetic windows
+        for name in names:
+            for a, b in spans.get((pid, name), []):
+                covered.update(range(a, b))
+        return len(covered)
+
+    for pid, device in procs.items():
+        comm = union(pid, "moeprof: comm NVLink", "moeprof: comm IB", "moeprof: comm ?link")
+        waiting, moving = total(pid, "moeprof: comm waiting"), total(pid, "moeprof: comm moving bytes")
+        assert waiting > 0 and moving > 0
+        assert waiting + moving == comm, device  # disjoint, and together all of comm
+        assert waiting <= analysis[device]["comm_wait_ns"]

@@ -9,6 +9,7 @@ import typer
 
 from ..pipeline import analyze_job
 from ..reports.annotate import write_annotated
+from ..reports.text import plural
 from .common import (
     DomainOption,
     GpusPerNodeOption,
@@ -51,7 +52,7 @@ def annotate_command(
             raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
         typer.echo(
             f"wrote {output}: {counts['devices']} device(s), {counts['activities']:,} activities, "
-            f"{counts['exposed']:,} exposed-comm intervals, {counts['steps']:,} steps "
+            f"{counts['exposed']:,} exposed-comm intervals, {plural(counts['steps'], 'step')} "
             "(open it in ui.perfetto.dev or xprof)",
             err=True,
         )

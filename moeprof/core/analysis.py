@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 from ..errors import InputError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .timeline import TimelineView
 
 SCHEMA = "moeprof.analysis/1"
@@ -376,6 +378,8 @@ class Analysis:
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
     # each device's timeline view, when measured with one (report, annotate); never in the JSON
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
+    # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
+    instances: pd.DataFrame | None = field(default=None, compare=False, repr=False)
 
     schema: ClassVar[str] = SCHEMA
 

@@ -9,7 +9,7 @@ combine by coarsening: a renderer averages pairs of bins, never re-reads events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,8 @@ from .metrics import DeviceTimeline, WindowMeasure
 CATEGORIES = ("compute", "comm NVLink", "comm IB", "comm ?link", "memcpy", "other")
 EXPOSED = "exposed comm"
 EXPOSED_CODE = len(CATEGORIES)
+WAITING = "comm waiting"  # §8: the part of comm spent waiting for the last member (drawn over comm)
+WAIT_CODE = EXPOSED_CODE + 1
 
 
 def category_codes(bucket: np.ndarray, ib_fraction: np.ndarray) -> np.ndarray:
@@ -89,6 +91,14 @@ class TimelineView:
     stream: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     activities: int = 0  # in the whole window (the detail window may hold fewer)
     streams: tuple[str, ...] = ()  # every stream with activity in the window (the detail window may miss some)
+    # §8, filled when the job's ledger ran: the wait parts of this device's comm, clipped to the window
+    wait: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+
+    def with_wait(self, starts: np.ndarray, ends: np.ndarray) -> TimelineView:
+        """This view with its wait intervals and their coverage (code WAIT_CODE) added."""
+        s, e, _ = iv.clip(starts, ends, *self.window)
+        seg = iv.union(s, e)
+        return replace(self, wait=seg, coverage={**self.coverage, WAIT_CODE: coverage_bins(*seg, self.grid)})
 
     @property
     def span(self) -> tuple[int, int]:

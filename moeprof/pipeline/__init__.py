@@ -14,6 +14,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from ..core.analysis import Analysis
 from ..core.classify import classify, rules_with
 from ..core.timeline import TimelineOptions
@@ -25,7 +28,7 @@ from ..options import LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, plan_placements, read_file
 from ..readers.discover import discover_job
 from ..readers.runfolder import read_manifest
-from .merge import merge
+from .merge import instance_table, merge, merge_job
 from .per_file import FileResult, measure_file
 
 __all__ = [
@@ -98,7 +101,7 @@ def analyze(
     notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     parts = [measure_file(t, step_options, timeline) for t in traces]
-    return _with_manifest(finish(merge(parts, link_peaks, notes), timeline, parts), manifest)
+    return _with_manifest(finish(merge_job(parts, link_peaks, notes), timeline, parts), manifest)
 
 
 def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
@@ -106,10 +109,23 @@ def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
     return analyze([trace], step_options)
 
 
-def finish(analysis: Analysis, timeline: TimelineOptions | None, parts: Sequence[FileResult] = ()) -> Analysis:
-    if timeline is not None and parts:
-        return analysis.with_(timeline=tuple(v for p in parts for v in p.timeline))
-    return analysis
+def finish(
+    merged: tuple[Analysis, pd.DataFrame | None], timeline: TimelineOptions | None, parts: Sequence[FileResult] = ()
+) -> Analysis:
+    """The merged analysis, with the devices' timeline views (and their ledger wait parts) when asked."""
+    analysis, matched = merged
+    if timeline is None or not parts:
+        return analysis
+    views = [v for p in parts for v in p.timeline]
+    if matched is None:
+        return analysis.with_(timeline=tuple(views))
+    complete = matched[matched["instance"] >= 0]
+    waits = {
+        str(d): (g["start_ns"].to_numpy(np.int64), (g["start_ns"] + g["wait_ns"]).to_numpy(np.int64))
+        for d, g in complete[complete["wait_ns"] > 0].groupby("device", observed=True)
+    }
+    views = [v.with_wait(*waits[v.device]) if v.device in waits else v for v in views]
+    return analysis.with_(timeline=tuple(views), instances=instance_table(matched))
 
 
 def _map_one(
@@ -164,7 +180,7 @@ def analyze_paths(
                 parts.append(part)
                 if progress:
                     progress(task[0])
-    analysis = finish(merge(parts, link_peaks, notes), timeline, parts)
+    analysis = finish(merge_job(parts, link_peaks, notes), timeline, parts)
     return _with_run_folder(analysis, inputs)
 
 
@@ -181,5 +197,5 @@ def analyze_job(
     traces = [load_trace(f, p, options, single) for f, p in zip(files, places)]
     timeline = timeline or TimelineOptions()
     parts = [measure_file(t, step_options, timeline) for t in traces]
-    analysis = finish(merge(parts, link_peaks, notes), timeline, parts)
+    analysis = finish(merge_job(parts, link_peaks, notes), timeline, parts)
     return _with_run_folder(analysis, inputs), traces

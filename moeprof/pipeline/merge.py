@@ -178,6 +178,13 @@ def merge(
 
     ``notes`` are warnings from before the map (what discovery left out).
     """
+    return merge_job(parts, link_peaks, notes)[0]
+
+
+def merge_job(
+    parts: Sequence[FileResult], link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
+) -> tuple[Analysis, pd.DataFrame | None]:
+    """:func:`merge`, and the comm records with their ledger view (instance, wait, straggler) for timelines."""
     check_distinct_devices(parts)
     records, ledger = job_ledger(parts)
     devices = sorted((d for p in parts for d in p.devices), key=lambda d: d.device)
@@ -234,4 +241,21 @@ def merge(
         warnings=(*notes, *(w for p in parts for w in p.warnings)),
         spread=spread(devices, steps),
         ledger=ledger_summary(ledger) if ledger is not None else None,
-    )
+    ), matched
+
+
+def instance_table(matched: pd.DataFrame) -> pd.DataFrame:
+    """Per complete instance: op, kind, members, first and last aligned arrival, the straggler (§8)."""
+    complete = matched[matched["instance"] >= 0]
+    if complete.empty:
+        return pd.DataFrame(columns=["instance", "op", "kind", "members", "first_ns", "last_ns", "straggler"])
+    grouped = complete.groupby("instance", sort=True)
+    table = grouped.agg(
+        op=("op", "first"),
+        kind=("kind", "first"),
+        members=("device", "size"),
+        first_ns=("aligned_start_ns", "min"),
+        last_ns=("aligned_start_ns", "max"),
+    ).reset_index()
+    last = complete[complete["straggler"]].drop_duplicates("instance").set_index("instance")["device"]
+    return table.assign(straggler=table["instance"].map(last).astype(str))

@@ -28,9 +28,10 @@ from .._version import __version__
 from ..core import intervals as iv
 from ..core.analysis import Analysis
 from ..core.events import concat
-from ..core.timeline import CATEGORIES, EXPOSED, category_codes
+from ..core.timeline import CATEGORIES, EXPOSED, WAITING, category_codes
 from ..core.trace import Trace
 
+TRANSFER = "comm moving bytes"  # comm outside its wait parts (§8), beside WAITING
 DERIVED_TID = 100_000  # derived threads sort after any stream
 STEPS_TID = DERIVED_TID - 1
 
@@ -145,6 +146,7 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
     step_figs = {(s.device, s.step): s for s in result.steps}
     by_device = activity.groupby("device", observed=True).indices
     counts = {"devices": len(devices), "activities": 0, "exposed": 0, "steps": 0}
+    step_numbers: set[int] = set()  # distinct steps, not step windows of every device
     fh: BinaryIO
     with gzip.open(out, "wb") if out.suffix == ".gz" else open(out, "wb") as fh:  # type: ignore[assignment]
         fh.write(b'{"traceEvents":[')
@@ -189,6 +191,14 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
             tracks = [(c, *iv.union(start[codes == i], end[codes == i])) for i, c in enumerate(CATEGORIES)]
             if view is not None:
                 tracks.append((EXPOSED, *view.exposed))
+                # §8: where the ledger ran, comm split into waiting for the last member and moving bytes
+                tracks.append((WAITING, *view.wait))
+                comm_s, comm_e = iv.union(
+                    start[rows["bucket"].to_numpy(dtype=object) == "comm"],
+                    end[rows["bucket"].to_numpy(dtype=object) == "comm"],
+                )
+                if view.wait[0].size:
+                    tracks.append((TRANSFER, *iv.subtract(comm_s, comm_e, *view.wait)))
             for k, (name, seg_s, seg_e) in enumerate(tracks):
                 if not seg_s.size:
                     continue
@@ -223,7 +233,7 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
                         f"Step {int(step)}",
                         {"step": int(step), **extra},
                     )
-                    counts["steps"] += 1
+                    step_numbers.add(int(step))
             first = _write_events(fh, meta + out_events, first)
         tail = {
             "displayTimeUnit": "ns",
@@ -236,4 +246,5 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
             },
         }
         fh.write(b"]," + orjson.dumps(tail)[1:])
+    counts["steps"] = len(step_numbers)
     return counts

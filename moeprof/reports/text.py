@@ -5,6 +5,11 @@ from __future__ import annotations
 from ..core.analysis import Opportunity
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 step``, ``3 steps``: a count with its noun in the right number."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+
+
 def ms(ns: int | float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
