@@ -207,7 +207,17 @@ def test_config_file_top_level_and_relative_baseline(cases, synth_analysis, tmp_
     assert res.exit_code == 0, res.stderr  # the same figures as the baseline: every gate holds at tolerance 0
     doc = json.loads(res.stdout)
     assert doc["scope"] == "per-device" and doc["baseline"] == str(tmp_path / "cfg" / "base.json")
-    assert len(doc["gates"]) == 4 and all(g["baseline"] == pytest.approx(g["value"]) for g in doc["gates"])
+    # every figure against its baseline: the four of every analysis, and the ledger's two (several devices here)
+    figures = [g["figure"] for g in doc["gates"]]
+    assert figures == [
+        "comm_share",
+        "exposed_comm_fraction",
+        "idle_fraction",
+        "exposed_comm_ms",
+        "exposed_wait_fraction",
+        "exposed_transfer_fraction",
+    ]
+    assert all(g["baseline"] == pytest.approx(g["value"]) for g in doc["gates"])
 
 
 @pytest.mark.parametrize(

@@ -33,9 +33,10 @@ FIGURES: dict[str, tuple[str, str]] = {
     "comm_share": ("ratio", "comm / accumulated kernel time"),
     "exposed_comm_fraction": ("ratio", "exposed comm / span"),
     "idle_fraction": ("ratio", "idle / span"),
+    "exposed_comm_ms": ("ms", "exposed comm per step (ms)"),
+    # §8, where the traces hold several members of a group
     "exposed_wait_fraction": ("ratio", "exposed waiting for the last rank / span"),
     "exposed_transfer_fraction": ("ratio", "exposed transfer / span"),
-    "exposed_comm_ms": ("ms", "exposed comm per step (ms)"),
 }
 # gate key (config and CLI, underscores or dashes) -> figure
 GATES: dict[str, str] = {f"max_{name}": name for name in FIGURES}

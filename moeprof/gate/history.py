@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from ..core.analysis import Analysis
 from ..errors import InputError
-from .check import FIGURES, GateResult, measure, step_count, step_time_ns
+from .check import FIGURES, LEDGER_FIGURES, GateResult, measure, step_count, step_time_ns
 
 BUSY_TIMEOUT_S = 30.0
 RETRY_DEADLINE_S = 120.0
@@ -93,7 +93,11 @@ def git_commit(cwd: Path | None = None, timeout_s: float = 5.0) -> str | None:
 def key_figures(analysis: Analysis) -> dict[str, float]:
     """The total's figures a trend needs: the gate figures, the step time, a few totals, throughput."""
     total = analysis.total
-    out: dict[str, float] = {name: measure(analysis, name).value for name in FIGURES}
+    out: dict[str, float] = {
+        name: measure(analysis, name).value
+        for name in FIGURES
+        if analysis.ledger is not None or name not in LEDGER_FIGURES  # no ledger: no split, not a zero
+    }
     out["step_ms"] = step_time_ns(analysis) / 1e6
     out["steps"] = float(step_count(analysis))
     out["devices"] = float(len(analysis.devices))
