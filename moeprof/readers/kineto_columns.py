@@ -690,10 +690,15 @@ def _stop_of(text: memoryview) -> int:
 
 def columns_of_document(doc: dict, path: Path | None = None) -> KinetoColumns:
     """The columns of an already decoded document (a dict as json/orjson give it), via its JSON text."""
+    import json
+
     import orjson
 
     try:
         raw = orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError as exc:
-        raise InputError(path, f"not a JSON document ({exc})") from None
+    except TypeError:  # e.g. an integer beyond 64 bits, which Python's json reads and writes
+        try:
+            raw = json.dumps(doc).encode()
+        except (TypeError, ValueError) as exc:
+            raise InputError(path, f"not a JSON document ({exc})") from None
     return decode_columns(raw, path)
