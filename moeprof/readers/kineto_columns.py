@@ -59,7 +59,7 @@ _GROUP_OF_CODE = np.array([DEVICE] * 3 + [LAUNCH] * 4 + [CPU] * 2 + [FLOW] + [-1
 _FIRST_CODE = np.array([0, 3, 7, 9], dtype=np.int8)
 _REPEAT_OTHER = itertools.repeat(_OTHER)
 
-CHUNK_BYTES = 1 << 22  # JSON text decoded at once: a few MB of live event objects
+CHUNK_BYTES = 1 << 18  # JSON text decoded at once: its event objects stay in cache while turned to columns
 _NAN = float("nan")
 # the trace-event format's phases; one outside it sends its chunk to the permissive schema
 _PHASES = "BEXiICbneSTpFstfPONDMVvRc()"
