@@ -76,9 +76,10 @@ def sniff(path: Path) -> str:
     return "unknown"
 
 
-# peak memory of reading a file, as a multiple of its size on disk (measured on the benchmark and
-# the shared traces: XPlane ~12x, gzipped Chrome/Kineto JSON ~60-100x once decoded into objects)
-MEMORY_FACTOR = {"xplane": 16, "json": 12, "json.gz": 120, "sqlite": 3, "nsys-rep": 3}
+# peak memory of reading a file, as a multiple of its size on disk (measured on the benchmarks and
+# the shared traces: XPlane ~12x; Kineto JSON decoded to columns ~2.5x its text, which gzip holds
+# in ~1/10 of it -- a gzip is also capped while it inflates, see chrome.read_bytes)
+MEMORY_FACTOR = {"xplane": 16, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3}
 
 
 def available_memory() -> int | None:

@@ -1,14 +1,15 @@
 """Chrome trace-event JSON: xprof/TensorBoard trace viewer exports and PyTorch Kineto traces.
 
-The file is decoded once with orjson (C, several times faster than ``json`` and
-lighter on memory); the content then decides the reader: Kineto traces carry
-``deviceProperties``/``distributedInfo`` or ``kernel`` events, xprof exports name
-their processes ``/device:GPU:N``.
+The file is decoded once into typed columns (``kineto_columns``, msgspec); the
+content then decides the reader: Kineto traces carry ``deviceProperties``/
+``distributedInfo`` or ``kernel`` events and are read from those columns; xprof
+exports, which name their processes ``/device:GPU:N``, are small and decoded again
+into dicts with orjson. A gzip is inflated under a memory cap.
 """
 
 from __future__ import annotations
 
-import gzip
+import os
 import re
 import zlib
 from pathlib import Path
@@ -28,23 +29,109 @@ _GPU_PROCESS = re.compile(r"/device:GPU:(\d+)")
 _STREAM_THREAD = re.compile(r"^Stream #")
 
 
-def read_json(path: Path) -> dict:
-    """Decode a (possibly gzipped) JSON trace; one-line errors for the usual breakages."""
+# memory to decode JSON, as a multiple of its (uncompressed) size: Kineto columns need ~3x, and
+# the limit on inflating a gzip is set by it (xprof JSON decodes to dicts, ~8x, but is small)
+JSON_MEMORY_FACTOR = 4
+_INFLATE_STEP = 1 << 24  # bytes inflated per call: the cap is checked this often
+_GIB = 2**30
+
+
+def read_bytes(path: Path) -> bytes | bytearray:
+    """The JSON text of a (possibly gzipped) trace file; one-line errors for the usual breakages.
+
+    A gzip is inflated step by step and refused, before memory runs out, once its text
+    outgrows what this machine could decode (``JSON_MEMORY_FACTOR`` x the text must fit).
+    """
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except MemoryError:
+        raise InputError(path, f"out of memory reading {path.stat().st_size / _GIB:.1f} GiB") from None
     if not raw:
         raise InputError(path, "empty file")
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(path, f"truncated or corrupt gzip data ({exc})") from None
+        return _gunzip(raw, path)
+    return raw
+
+
+def _inflate_limit() -> tuple[int | None, int | None]:
+    """(the most bytes a gzip may inflate to, the memory available) -- None where not known or not checked."""
+    from . import base  # looked up at call time: tests set a small memory
+
+    if os.environ.get("MOEPROF_IGNORE_MEMORY_CHECK"):
+        return None, None
+    available = base.available_memory()
+    return (None, None) if available is None else (available // JSON_MEMORY_FACTOR, available)
+
+
+def _gunzip(data: bytes, path: Path) -> bytearray:
+    """Inflate every gzip member of ``data``, refusing (InputError) output beyond the inflate limit."""
+    limit, available = _inflate_limit()
+    out = bytearray()
+    view = memoryview(data)
     try:
-        doc = orjson.loads(raw)
+        while True:
+            inflater = zlib.decompressobj(wbits=31)  # gzip header and trailer
+            rest: bytes | memoryview = view
+            while not inflater.eof:
+                piece = inflater.decompress(rest, _INFLATE_STEP)
+                rest = inflater.unconsumed_tail
+                if not piece and not rest:  # input used up before the end of the stream
+                    raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+                out += piece
+                if limit is not None and len(out) > limit:
+                    raise InputError(path, _too_large(data, len(out), limit, available or 0))
+            tail = inflater.unused_data
+            if not tail:
+                return out
+            if tail[:2] != b"\x1f\x8b":  # as gzip.decompress: only another member may follow
+                raise OSError("Not a gzipped file (trailing data after the last member)")
+            view = memoryview(tail)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(path, f"truncated or corrupt gzip data ({exc})") from None
+    except MemoryError:
+        size = len(out)
+        del out
+        raise InputError(path, f"out of memory inflating gzip data (past {size / _GIB:.1f} GiB of text)") from None
+
+
+def _too_large(data: bytes, produced: int, limit: int, available: int) -> str:
+    # the gzip trailer holds the text's size modulo 2**32: the smallest such size not below what came out
+    isize = int.from_bytes(data[-4:], "little")
+    total = isize + ((max(produced - isize, 0) + 2**32 - 1) // 2**32) * 2**32
+    size = f"to {total / _GIB:.1f} GiB" if total >= produced else f"to more than {limit / _GIB:.1f} GiB"
+    return (
+        f"too large to analyze in memory here: the gzip inflates {size} of JSON, which needs about "
+        f"{total * JSON_MEMORY_FACTOR / _GIB:.0f} GiB ({available / _GIB:.0f} GiB available); analyze one file per "
+        "rank, or set MOEPROF_IGNORE_MEMORY_CHECK=1 to try anyway"
+    )
+
+
+def _out_of_memory(path: Path, size: int) -> InputError:
+    need = size * JSON_MEMORY_FACTOR / _GIB
+    return InputError(
+        path,
+        f"out of memory decoding {size / _GIB:.2f} GiB of JSON (needs about {need:.1f} GiB);"
+        " analyze one file per rank, or on a machine with more memory",
+    )
+
+
+def loads(raw: bytes | bytearray, path: Path) -> object:
+    """orjson-decode JSON text; out of memory is said as such, not as invalid JSON."""
+    try:
+        return orjson.loads(raw)
+    except MemoryError:
+        raise _out_of_memory(path, len(raw)) from None
     except orjson.JSONDecodeError as exc:
+        if "memory" in str(exc):  # orjson reports a failed allocation as a decode error
+            raise _out_of_memory(path, len(raw)) from None
         raise InputError(path, f"not valid JSON ({exc}); is it truncated?") from None
+
+
+def read_json(path: Path) -> dict:
+    """Decode a (possibly gzipped) JSON trace into dicts; one-line errors for the usual breakages."""
+    doc = loads(read_bytes(path), path)
     if isinstance(doc, list):  # the bare-array form of the trace-event format
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
@@ -53,12 +140,27 @@ def read_json(path: Path) -> dict:
 
 
 def read(path: Path, context: ReadContext) -> Trace:
-    """A Chrome trace-event file: Kineto when it says so (metadata keys, GPU activity events), else xprof."""
-    doc = read_json(path)
-    from .kineto import is_kineto, read_kineto
+    """A Chrome trace-event file: Kineto when it says so (metadata keys, GPU activity events), else xprof.
 
-    if is_kineto(doc):
-        return read_kineto(doc, path, context)
+    Kineto is decoded straight into columns; xprof's trace-viewer JSON is small and read as dicts.
+    """
+    from .kineto import read_kineto
+    from .kineto_columns import decode_columns
+
+    raw = read_bytes(path)
+    try:
+        columns = decode_columns(raw, path)
+    except MemoryError:
+        raise _out_of_memory(path, len(raw)) from None
+    if columns.is_kineto:
+        del raw  # the columns are all that is read from here on
+        return read_kineto(columns, path, context)
+    del columns
+    doc = loads(raw, path)
+    if isinstance(doc, list):
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise InputError(path, "JSON without a traceEvents list: not a Chrome/Kineto trace")
     return read_xprof_chrome(doc, path, context.placement.host_index)
 
 

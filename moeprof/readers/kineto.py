@@ -19,12 +19,14 @@ Collective evidence for a device activity, strongest first:
 Ranks: ``R`` from ``distributedInfo.rank``, else the file name (``worker3``,
 ``rank-1``), else ``host_index``; host ``rank<R>``, device ``rank<R>/GPU:<n>``,
 global id ``R``. ``ProfilerStep#N`` ranges become ``step`` marker rows.
+
+The file is read through ``kineto_columns`` (one msgspec pass into typed columns of
+the four categories above); everything here works on those columns.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,12 +38,9 @@ from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
 from .base import ReadContext
+from .kineto_columns import KinetoColumns, columns_of_document
 
-DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver")
-CPU_CATS = ("cpu_op", "user_annotation")
-FLOW_CAT = "ac2g"
-_WANTED = (*DEVICE_CATS, *LAUNCH_CATS, *CPU_CATS, FLOW_CAT)
+DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}  # kineto_columns' order
 _MARKER_KEYS = ("deviceProperties", "distributedInfo", "schemaVersion")
 DEFAULT_GPUS_PER_NODE = 8
 
@@ -86,7 +85,9 @@ _DTYPE_BYTES = {
 
 
 def is_kineto(doc: object) -> bool:
-    """Whether a decoded JSON document is a Kineto trace (metadata keys, or GPU activity events)."""
+    """Whether a decoded JSON document (or its columns) is a Kineto trace (metadata keys, or GPU activity)."""
+    if isinstance(doc, KinetoColumns):
+        return doc.is_kineto
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         return False
     if any(k in doc for k in _MARKER_KEYS):
@@ -98,8 +99,11 @@ def is_kineto(doc: object) -> bool:
 us_pair_to_ns = us_interval_to_ns
 
 
-def read_kineto(doc: dict, path: Path, context: ReadContext | None = None) -> Trace:
-    """Read one decoded Kineto trace: device activity (raw columns), step markers, rank and process groups.
+def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | None = None) -> Trace:
+    """Read one Kineto trace: device activity (raw columns), step markers, rank and process groups.
+
+    ``doc`` is the trace's columns (``kineto_columns.decode_columns``, what the file reader
+    passes) or an already decoded document (a dict, as json/orjson give it).
 
     Timestamps: ``start_ns = rint(ts*1e3)`` and ``end_ns = rint(ts*1e3 + dur*1e3)``
     (nearest ns, computed exactly even for epoch-sized ``ts``; see ``us_pair_to_ns``).
@@ -109,53 +113,48 @@ def read_kineto(doc: dict, path: Path, context: ReadContext | None = None) -> Tr
     context = context or ReadContext()
     options = context.options
     host_index = context.placement.host_index
-    if not isinstance(doc, dict):
-        raise InputError(path, "not a Kineto trace: the JSON top level is not an object")
-    events = doc.get("traceEvents")
-    if not isinstance(events, list):
-        raise InputError(path, "not a Kineto trace: no traceEvents list")
+    if isinstance(doc, KinetoColumns):
+        cols = doc
+    else:
+        if not isinstance(doc, dict):
+            raise InputError(path, "not a Kineto trace: the JSON top level is not an object")
+        if not isinstance(doc.get("traceEvents"), list):
+            raise InputError(path, "not a Kineto trace: no traceEvents list")
+        cols = columns_of_document(doc, path)
 
-    by_cat: dict[str, list[dict]] = {c: [] for c in _WANTED}
-    try:
-        for ev in events:
-            bucket = by_cat.get(ev.get("cat"))
-            if bucket is not None:
-                bucket.append(ev)
-    except (AttributeError, TypeError):
-        raise InputError(path, "traceEvents holds an entry that is not an event object") from None
-
-    device_events = [e for c in DEVICE_CATS for e in by_cat[c] if e.get("ph") == "X"]
-    if not device_events:
+    if not len(cols.device):
         return Trace(events=empty_table(), path=str(path), format="kineto", framework="pytorch")
 
-    rank = _rank(doc, path, host_index)
+    meta = cols.meta
+    rank = _rank(meta, path, host_index)
     host = f"rank{rank}"
-    gpus = _gpus_per_domain(doc, options)
-    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    gpus = _gpus_per_domain(meta, options)
+    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     world = _as_int(dist.get("world_size"))
     pg_ranks = _pg_config_ranks(dist)
+    names = cols.name_array()
+    threads = _Threads(cols.values)
 
-    dev = _device_columns(device_events, path, host)
+    dev = _device_columns(cols, names, path, host)
     n = len(dev["name"])
     collective = np.full(n, "", dtype=object)
     group = np.full(n, "", dtype=object)
     nbytes = dev["bytes"]
     annotation = np.full(n, "", dtype=object)
 
-    # 1. the kernel's own args (a step repeats the same calls: decode each distinct one once)
-    cache: dict[tuple, tuple[str, str, float]] = {}
-    own = [i for i, a in enumerate(dev["args"]) if "Collective name" in a or "Process Group Ranks" in a]
-    for i in own:
-        name, members, size = _comm_fields_cached(dev["args"][i], pg_ranks, world, cache)
-        collective[i], group[i] = name, members
-        if size == size:  # not NaN
-            nbytes[i] = size
+    # 1. the kernel's own args (a step repeats the same calls: each distinct set is decoded once)
+    comm = _CommFields(cols.comm_args, pg_ranks, world)
+    own = np.flatnonzero(cols.device.own_comm)
+    if own.size:
+        o_coll, o_group, o_bytes = comm.of(cols.device.comm[own])
+        collective[own], group[own] = o_coll, o_group
+        sized = ~np.isnan(o_bytes)
+        nbytes[own[sized]] = o_bytes[sized]
 
     # 2. the CPU side of the launch: only the few ranges that can carry evidence are decoded
-    cpu_events = [e for c in CPU_CATS for e in by_cat[c] if e.get("ph") == "X"]
-    names = np.array([str(e.get("name", "")) for e in cpu_events], dtype=object)
-    codes, uniques = pd.factorize(names)
-    unique_names = np.asarray(uniques, dtype=object)
+    cpu = cols.cpu
+    used_names, codes = np.unique(cpu.name, return_inverse=True)
+    unique_names = names[used_names]
     vocab = vocabulary()
     comm_like = np.array([vocab.is_comm_range(u) for u in unique_names], dtype=bool)
     is_rpc = unique_names == _RECORD_PARAM_COMMS
@@ -174,13 +173,10 @@ def read_kineto(doc: dict, path: Path, context: ReadContext | None = None) -> Tr
                 step_no[i] = int(m.group(1)) if m else _BY_ORDER
     is_step = (step_no >= 0) | (step_no == _BY_ORDER)
     keep = np.flatnonzero((comm_like | is_rpc | is_step)[codes]) if len(unique_names) else np.zeros(0, int)
-    ranges = _ranges([cpu_events[i] for i in keep], path)
+    ranges = _ranges(cols, names, threads, keep, path)
     kept_codes = codes[keep]
-    anchor_key, anchor_t = _anchors(dev, by_cat, cpu_events, path)
-    threads, _ = pd.factorize(pd.concat([ranges["thread_key"], anchor_key], ignore_index=True))
-    range_thread = threads[: len(keep)].astype(np.int64)
-    anchor_thread = threads[len(keep) :].astype(np.int64)
-    anchor_thread[(anchor_key == "").to_numpy()] = -1  # launch not found
+    range_thread = ranges["thread"]
+    anchor_thread, anchor_t = _anchors(cols, threads, path)
 
     def innermost_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sel = np.flatnonzero(mask[kept_codes]) if len(keep) else np.zeros(0, dtype=np.int64)
@@ -192,12 +188,10 @@ def read_kineto(doc: dict, path: Path, context: ReadContext | None = None) -> Tr
 
     sel, hit = innermost_of(is_rpc)
     used, inverse = np.unique(hit, return_inverse=True)
-    r_coll = np.full(len(used), "", dtype=object)
-    r_group = np.full(len(used), "", dtype=object)
-    r_bytes = np.full(len(used), np.nan)
-    for u, r in enumerate(used):  # one decode per record_param_comms call, not per kernel
-        if r >= 0:
-            r_coll[u], r_group[u], r_bytes[u] = _comm_fields_cached(ranges["args"][sel[r]], pg_ranks, world, cache)
+    # one decode per distinct record_param_comms args, not per kernel; -1 (no enclosing call) decodes to nothing
+    call_args = np.full(len(used), -1, dtype=np.int64)
+    call_args[used >= 0] = ranges["comm"][sel[used[used >= 0]]]
+    r_coll, r_group, r_bytes = comm.of(call_args)
     # fill only what the kernel's own args left empty; copies keep the bytes they moved
     fill = collective == ""
     collective[fill] = r_coll[inverse][fill]
@@ -326,27 +320,29 @@ def _comm_fields(args: dict, pg_ranks: dict[str, list[int]], world: int | None) 
     return collective, group, _nccl_tests_bytes(args)
 
 
-_COMM_KEYS = (
-    "Collective name",
-    "Process Group Ranks",
-    "Process Group Name",
-    "Group size",
-    "Global rank start",
-    "Global rank stride",
-    "In msg nelems",
-    "Out msg nelems",
-    "dtype",
-)
+class _CommFields:
+    """``_comm_fields`` of the trace's distinct collective args (``KinetoColumns.comm_args``), each decoded once."""
 
+    def __init__(self, table: list[dict], pg_ranks: dict[str, list[int]], world: int | None) -> None:
+        self.table, self.pg_ranks, self.world = table, pg_ranks, world
+        self.done: dict[int, tuple[str, str, float]] = {}
 
-def _comm_fields_cached(
-    args: dict, pg_ranks: dict[str, list[int]], world: int | None, cache: dict[tuple, tuple[str, str, float]]
-) -> tuple[str, str, float]:
-    key = tuple(str(args.get(k)) for k in _COMM_KEYS)
-    hit = cache.get(key)
-    if hit is None:
-        hit = cache[key] = _comm_fields(args, pg_ranks, world)
-    return hit
+    def of(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(collective, group, bytes) columns for comm codes (-1: none, "" / NaN)."""
+        used, inverse = np.unique(codes, return_inverse=True)
+        fields = [self._one(int(c)) for c in used]
+        coll = np.array([f[0] for f in fields], dtype=object)
+        group = np.array([f[1] for f in fields], dtype=object)
+        size = np.array([f[2] for f in fields], dtype=np.float64)
+        return coll[inverse], group[inverse], size[inverse]
+
+    def _one(self, code: int) -> tuple[str, str, float]:
+        if code < 0:
+            return "", "", float("nan")
+        hit = self.done.get(code)
+        if hit is None:
+            hit = self.done[code] = _comm_fields(self.table[code], self.pg_ranks, self.world)
+        return hit
 
 
 def _nccl_tests_bytes(args: dict) -> float:
@@ -364,43 +360,34 @@ def _nccl_tests_bytes(args: dict) -> float:
     return float(max(counts) * item)
 
 
-def _floats(values: list, path: Path, what: str) -> np.ndarray:
-    try:
-        out = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(path, f"{what} with a timestamp or duration that is not a number") from None
-    if not np.isfinite(out).all():
-        raise InputError(path, f"{what} with a timestamp or duration that is not finite")
-    return out
+def _check_times(ts: np.ndarray, dur: np.ndarray | None, bad: np.ndarray, path: Path, what: str) -> None:
+    """The dict reader's checks, in its order: every ts a finite number, then every dur."""
+    for values, bit in ((ts, 1), (dur, 2)):
+        if values is None:
+            continue
+        if (bad & bit).any():
+            raise InputError(path, f"{what} with a timestamp or duration that is not a number")
+        if not np.isfinite(values).all():
+            raise InputError(path, f"{what} with a timestamp or duration that is not finite")
 
 
-def _device_columns(events: list[dict], path: Path, host: str) -> dict[str, np.ndarray]:
-    args = [a if isinstance(a := e.get("args"), dict) else {} for e in events]
-    ts = _floats([e.get("ts") for e in events], path, "a GPU event")
-    dur = _floats([e.get("dur", 0) for e in events], path, "a GPU event")
-    start, end = us_pair_to_ns(ts, np.maximum(dur, 0.0))  # a negative dur would make end < start
-    names = np.array([str(e.get("name", "")) for e in events], dtype=object)
-    activity = np.array([DEVICE_CATS[e["cat"]] for e in events], dtype=object)
+def _device_columns(cols: KinetoColumns, names: np.ndarray, path: Path, host: str) -> dict[str, np.ndarray]:
+    d = cols.device
+    _check_times(d.ts, d.dur, d.bad, path, "a GPU event")
+    start, end = us_pair_to_ns(d.ts, np.maximum(d.dur, 0.0))  # a negative dur would make end < start
+    activity = np.array(list(DEVICE_CATS.values()), dtype=object)[d.cat]
+    device = _label(cols.values, d.device, lambda g: f"{host}/GPU:{g}")
+    stream_label = _label(cols.values, d.stream, lambda s: f"stream {s}")
 
-    gpu = pd.Series([a.get("device", e.get("pid")) for a, e in zip(args, events, strict=True)], dtype=object)
-    stream = pd.Series([a.get("stream", e.get("tid")) for a, e in zip(args, events, strict=True)], dtype=object)
-    device = _label(gpu, lambda g: f"{host}/GPU:{g}")
-    stream_label = _label(stream, lambda s: f"stream {s}")
-
-    codes, uniques = pd.factorize(names)
+    used, codes = np.unique(d.name, return_inverse=True)
     vocab = vocabulary()
-    kinds = np.array([vocab.copy_kind(u) for u in uniques], dtype=object)
-    copy_kind = np.where(activity == "memcpy", kinds[codes] if len(uniques) else "", "").astype(object)
-
-    nbytes = np.full(len(events), np.nan)
-    copies = np.flatnonzero(activity != "kernel")
-    if copies.size:  # memcpy/memset args carry the bytes they moved
-        raw = [args[i].get("bytes") for i in copies]
-        nbytes[copies] = [float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else np.nan for b in raw]
+    kinds = np.array([vocab.copy_kind(u) for u in names[used]], dtype=object)
+    copy_kind = np.where(activity == "memcpy", kinds[codes] if len(used) else "", "").astype(object)
+    # memcpy/memset args carry the bytes they moved
+    nbytes = np.where(activity != "kernel", d.bytes, np.nan)
 
     return {
-        "args": args,  # type: ignore[dict-item]
-        "name": names,
+        "name": names[d.name],
         "start": start,
         "end": end,
         "activity": activity,
@@ -408,51 +395,60 @@ def _device_columns(events: list[dict], path: Path, host: str) -> dict[str, np.n
         "device": device,
         "stream": stream_label,
         "bytes": nbytes,
-        "correlation": _ints([a.get("correlation") for a in args]),
-        "external": _ints([a.get("External id") for a in args]),
     }
 
 
-def _label(values: pd.Series, fmt) -> np.ndarray:
-    """Format each distinct value once (devices and streams repeat a lot)."""
-    codes, uniques = pd.factorize(values.map(lambda v: "" if v is None else str(v)))
-    labels = np.array([fmt(u) for u in uniques], dtype=object)
-    return labels[codes] if len(uniques) else np.array([], dtype=object)
+def _label(values: list, codes: np.ndarray, fmt) -> np.ndarray:
+    """Format each distinct value once (devices and streams repeat a lot); None (absent/null) formats as ""."""
+    used, inverse = np.unique(codes, return_inverse=True)
+    labels = np.array([fmt("" if (v := values[c]) is None else str(v)) for c in used], dtype=object)
+    return labels[inverse] if len(used) else np.array([], dtype=object)
 
 
-def _ints(values: list) -> np.ndarray:
-    """Ids as int64, -1 where absent or not an integer."""
-    return np.array([v if isinstance(v, int) and not isinstance(v, bool) else -1 for v in values], dtype=np.int64)
+class _Threads:
+    """Thread ids for (pid, tid) value codes: equal when ``f"{pid}\\x00{tid}"`` is equal (1 and "1" are one)."""
+
+    def __init__(self, values: list) -> None:
+        self.values = values
+        self.ids: dict[str, int] = {}
+
+    def __call__(self, pids: np.ndarray, tids: np.ndarray) -> np.ndarray:
+        width = max(len(self.values), 1)
+        pairs, inverse = np.unique(pids.astype(np.int64) * width + tids, return_inverse=True)
+        ids = np.array(
+            [
+                self.ids.setdefault(f"{self.values[p // width]}\x00{self.values[p % width]}", len(self.ids))
+                for p in pairs.tolist()
+            ],
+            dtype=np.int64,
+        )
+        return ids[inverse] if len(pairs) else np.zeros(0, dtype=np.int64)
 
 
-def _thread_keys(pids: Sequence, tids: Sequence) -> pd.Series:
-    return pd.Series([f"{p}\x00{t}" for p, t in zip(pids, tids, strict=True)], dtype=object)
-
-
-def _ranges(events: list[dict], path: Path) -> dict:
-    """CPU ops / user annotations: name, thread key, [start, end] in ns, args."""
-    ts = _floats([e.get("ts") for e in events], path, "a CPU op")
-    dur = _floats([e.get("dur", 0) for e in events], path, "a CPU op")
+def _ranges(cols: KinetoColumns, names: np.ndarray, threads: _Threads, rows: np.ndarray, path: Path) -> dict:
+    """The kept CPU ops / user annotations: name, thread id, [start, end] in ns, collective args code."""
+    c = cols.cpu
+    ts, dur = c.ts[rows], c.dur[rows]
+    _check_times(ts, dur, c.bad[rows], path, "a CPU op")
     start, end = us_pair_to_ns(ts, np.maximum(dur, 0.0))
     return {
-        "name": np.array([str(e.get("name", "")) for e in events], dtype=object),
-        "thread_key": _thread_keys([e.get("pid") for e in events], [e.get("tid") for e in events]),
+        "name": names[c.name[rows]],
+        "thread": threads(c.pid[rows], c.tid[rows]),
         "start": start,
         "end": end,
-        "args": [a if isinstance(a := e.get("args"), dict) else {} for e in events],
+        "comm": c.comm[rows],
     }
 
 
-def _anchors(
-    dev: dict, by_cat: dict[str, list[dict]], cpu_events: list[dict], path: Path
-) -> tuple[pd.Series, np.ndarray]:
-    """The launching thread (key; "" unknown) and launch time (ns) of every device activity."""
-    n = len(dev["name"])
-    key = np.full(n, "", dtype=object)
+def _anchors(cols: KinetoColumns, threads: _Threads, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The launching thread (id; -1 unknown) and launch time (ns) of every device activity."""
+    dev = cols.device
+    n = len(dev)
+    thread = np.full(n, -1, dtype=np.int64)
     t = np.zeros(n, dtype=np.int64)
     pending = np.ones(n, dtype=bool)
 
-    def take(ids: np.ndarray, own_ids: np.ndarray, launches: list[dict]) -> None:
+    def take(ids: np.ndarray, own_ids: np.ndarray, launches) -> None:
         # left-join still-pending device rows onto (id -> launch event); first one wins on duplicates
         if not len(ids) or not pending.any():
             return
@@ -462,29 +458,20 @@ def _anchors(
         where = lookup.reindex(own_ids[rows]).to_numpy()
         ok = ~np.isnan(where)
         rows, where = rows[ok], where[ok].astype(np.int64)
-        hits = [launches[i] for i in where]
-        key[rows] = _thread_keys([e.get("pid") for e in hits], [e.get("tid") for e in hits]).to_numpy()
-        t[rows] = us_pair_to_ns(_floats([e.get("ts") for e in hits], path, "a launch"))[0]
+        ts = launches.ts[where]
+        _check_times(ts, None, launches.bad[where], path, "a launch")
+        thread[rows] = threads(launches.pid[where], launches.tid[where])
+        t[rows] = us_pair_to_ns(ts)[0]
         pending[rows] = False
 
-    launches = [e for c in LAUNCH_CATS for e in by_cat[c] if e.get("ph") == "X"]
-    if launches:
-        take(
-            _ints([a.get("correlation") if isinstance(a := e.get("args"), dict) else None for e in launches]),
-            dev["correlation"],
-            launches,
-        )
+    if len(cols.launch):
+        take(cols.launch.correlation, dev.correlation, cols.launch)
     if pending.any():
-        flows = [e for e in by_cat[FLOW_CAT] if e.get("ph") == "s"]
-        take(_ints([e.get("id") for e in flows]), dev["correlation"], flows)
-    if pending.any() and cpu_events:
+        take(cols.flow.id, dev.correlation, cols.flow)
+    if pending.any() and len(cols.cpu):
         # last resort: the CPU op the kernel names by External id, at its start
-        take(
-            _ints([a.get("External id") if isinstance(a := e.get("args"), dict) else None for e in cpu_events]),
-            dev["external"],
-            cpu_events,
-        )
-    return pd.Series(key, dtype=object), t
+        take(cols.cpu.external, dev.external, cols.cpu)
+    return thread, t
 
 
 # ---- enclosing ranges ---------------------------------------------------------------------
