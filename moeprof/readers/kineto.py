@@ -200,6 +200,31 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     fill = np.isnan(nbytes) & (dev["activity"] == "kernel")
     nbytes[fill] = r_bytes[inverse][fill]
 
+    # the ledger's match key (spec §8 rule 1): process group, sequence number, p2p or not, and a p2p call's peer
+    d = cols.device
+    own_pg = comm.group_names(d.comm)
+    rpc_rows = np.where(hit >= 0, sel[np.maximum(hit, 0)], -1) if sel.size else np.full(n, -1, dtype=np.int64)
+    call = rpc_rows >= 0
+    rpc_pg = np.full(n, "", dtype=object)
+    rpc_pg[call] = comm.group_names(ranges["comm"][rpc_rows[call]])
+    pg = np.where(own_pg != "", own_pg, rpc_pg)
+
+    def per_call(column: str) -> np.ndarray:
+        own = d.columns[column].astype(np.int64)
+        from_call = np.full(n, -1, dtype=np.int64)
+        from_call[call] = ranges[column][rpc_rows[call]]
+        return np.where(own >= 0, own, from_call)
+
+    seq = per_call("seq")
+    peer = np.where(per_call("dst_rank") >= 0, per_call("dst_rank"), per_call("src_rank"))
+    p2p = (peer >= 0) | np.array([bool(vocab.p2p_range.search(str(c))) for c in collective], dtype=bool)
+    with_peer = np.flatnonzero(p2p & (peer >= 0))
+    # the members of a send/recv are its two peers (group ranks mapped to global ranks where the group is known)
+    for i in with_peer.tolist():
+        ranks = [int(x) for x in group[i].split(",")] if group[i] else []
+        other = ranks[peer[i]] if 0 <= peer[i] < len(ranks) else int(peer[i])
+        group[i] = ",".join(map(str, sorted({rank, other})))
+
     # every global rank below G sits in domain 0: when the whole job fits one domain,
     # any group this rank talks to is local, whatever it is
     if world is not None and 0 < world <= gpus:
@@ -222,6 +247,9 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             "annotation": annotation,
             "bytes": nbytes,
             "group": group,
+            "pg": pg,
+            "seq": seq,
+            "p2p": p2p,
             "source": "kineto",
         }
     )
@@ -336,6 +364,15 @@ class _CommFields:
         size = np.array([f[2] for f in fields], dtype=np.float64)
         return coll[inverse], group[inverse], size[inverse]
 
+    def group_names(self, codes: np.ndarray) -> np.ndarray:
+        """The process group name of each comm code ("" none): with the ranks, what identifies a group."""
+        used, inverse = np.unique(codes, return_inverse=True)
+        names = np.array(
+            [str(self.table[c].get("Process Group Name") or "") if c >= 0 else "" for c in used.tolist()],
+            dtype=object,
+        )
+        return names[inverse] if len(used) else np.zeros(0, dtype=object)
+
     def _one(self, code: int) -> tuple[str, str, float]:
         if code < 0:
             return "", "", float("nan")
@@ -437,6 +474,9 @@ def _ranges(cols: KinetoColumns, names: np.ndarray, threads: _Threads, rows: np.
         "start": start,
         "end": end,
         "comm": c.comm[rows],
+        "seq": c.seq[rows],
+        "src_rank": c.src_rank[rows],
+        "dst_rank": c.dst_rank[rows],
     }
 
 
