@@ -34,13 +34,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def timed_map_one(task: tuple) -> tuple[object, float, int]:
-    """``_map_one`` plus the CPU seconds it took and the process that ran it."""
+def timed_map_one(task: tuple) -> tuple[object, float, int, float]:
+    """``_map_one`` plus the CPU seconds it took, the process that ran it, and that process's CPU so far."""
     from moeprof.pipeline import _map_one
 
     cpu = time.process_time()
     part = _map_one(task)
-    return part, time.process_time() - cpu, os.getpid()
+    done = time.process_time()
+    return part, done - cpu, os.getpid(), done
 
 
 def one(folder: Path, executor: str, scheduler: str | None, stream: bool) -> dict:
@@ -56,12 +57,16 @@ def one(folder: Path, executor: str, scheduler: str | None, stream: bool) -> dic
     tasks = [(f, p, options, None, False) for f, p in zip(files, places)]
     parts: list = [None] * len(tasks)
     cpu_by_worker: dict[int, float] = {}
+    # per worker, its process CPU clock when its first task began and its last ended
+    span_by_worker: dict[int, tuple[float, float]] = {}
     kept = 0
 
-    def on_result(index: int, value: tuple[object, float, int]) -> None:
+    def on_result(index: int, value: tuple[object, float, int, float]) -> None:
         nonlocal kept
-        part, cpu, pid = value
+        part, cpu, pid, process_cpu = value
         cpu_by_worker[pid] = cpu_by_worker.get(pid, 0.0) + cpu
+        first, last = span_by_worker.get(pid, (process_cpu - cpu, process_cpu))
+        span_by_worker[pid] = (min(first, process_cpu - cpu), max(last, process_cpu))
         if stream:
             kept += 1  # a streaming merge would fold part into running totals here
         else:
@@ -86,6 +91,11 @@ def one(folder: Path, executor: str, scheduler: str | None, stream: bool) -> dic
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KiB on Linux
         "workers": len(cpu_by_worker),
         "worker_busy": sorted((c / wall for c in cpu_by_worker.values()), reverse=True),
+        "task_cpu_ms_per_file": 1e3 * sum(cpu_by_worker.values()) / len(tasks),
+        # CPU a worker spent between its first task and its last outside them (receiving tasks, sending results)
+        "overhead_ms_per_file": 1e3
+        * (sum(b - a for a, b in span_by_worker.values()) - sum(cpu_by_worker.values()))
+        / len(tasks),
     }
 
 
@@ -136,7 +146,9 @@ def main() -> None:
                 print(
                     f"{n:5d} ranks ({row['job_mb']:.1f} MB)  {executor:6s}  map {row['wall_s']:6.2f} s"
                     f"  {row['files_per_s']:6.1f} files/s  merge {row['merge_s']:5.2f} s"
-                    f"  coordinator RSS {row['rss_mb']:6.0f} MB  worker CPU/wall: {busy}",
+                    f"  coordinator RSS {row['rss_mb']:6.0f} MB  task CPU {row['task_cpu_ms_per_file']:4.0f} ms/file"
+                    f" (+{row['overhead_ms_per_file']:.0f} ms outside tasks)"
+                    f"  worker CPU/wall: {busy}",
                     flush=True,
                 )
     finally:

@@ -73,6 +73,10 @@ def buggy(path: str) -> int:
     raise ValueError("a reader bug")
 
 
+def needs_a_missing_package(path: str) -> None:
+    import moeprof_no_such_module  # noqa: F401 - a worker environment without it
+
+
 # ---------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict]:
@@ -213,6 +217,12 @@ def test_a_bug_is_raised_as_itself_naming_the_file(fleet: tuple[list[str], dict]
     with pytest.raises(ValueError, match="a reader bug") as info:
         run(buggy, paths[:3], skip_bad=True, **parallel)
     assert any(n.startswith("while analyzing ") and n.endswith(".pt.trace.json.gz") for n in info.value.__notes__)
+
+
+def test_workers_without_a_package_say_so_in_one_line(fleet: tuple[list[str], dict], dask_scheduler: str) -> None:
+    with pytest.raises(InputError, match="Dask workers cannot import 'moeprof_no_such_module'") as info:
+        run(needs_a_missing_package, fleet[0][:2], scheduler=dask_scheduler, skip_bad=True)
+    assert info.value.path is None and "\n" not in str(info.value)
 
 
 def test_interrupt_cancels_pending_work(fleet: tuple[list[str], dict], parallel: dict, tmp_path: Path) -> None:

@@ -346,6 +346,10 @@ def _map_dask(
             if isinstance(error, KilledWorker):
                 died = InputError(file, "the Dask worker analyzing it died (killed, or out of memory?)")
                 settle.bad_file(index, file, died)
+            elif isinstance(error, ModuleNotFoundError):  # the workers' environment, not the file
+                raise InputError(
+                    None, f"the Dask workers cannot import {error.name!r}: install moeprof and its dependencies on them"
+                ) from None
             else:
                 settle.failed(index, file, error.with_traceback(tb))
     except BaseException:
