@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ..errors import InputError
@@ -184,7 +185,7 @@ def _worker_main(conn: Connection, fn: Callable[[Any], Any]) -> None:
 
 @dataclass
 class _Worker:
-    process: Any  # multiprocessing.process.BaseProcess
+    process: BaseProcess
     conn: Connection
     task: int | None = None  # index of the file it holds
 
