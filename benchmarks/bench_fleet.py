@@ -54,7 +54,7 @@ def one(folder: Path, executor: str, scheduler: str | None, stream: bool) -> dic
     options = LoadOptions()
     files = discover([folder], options)
     places = plan_placements(files)
-    tasks = [(f, p, options, None, False) for f, p in zip(files, places)]
+    tasks = [(f, p, options, None, False, None) for f, p in zip(files, places)]  # as analyze_paths builds them
     parts: list = [None] * len(tasks)
     cpu_by_worker: dict[int, float] = {}
     # per worker, its process CPU clock when its first task began and its last ended
