@@ -61,9 +61,7 @@ def _filesystem(url: str) -> tuple[Any, str]:
 
     try:
         return fsspec.core.url_to_fs(url)
-    except ImportError as exc:  # fsspec says which package the protocol needs ("Install s3fs to access S3")
-        raise InputError(url, f"cannot open this URL: {exc}") from None
-    except ValueError as exc:
+    except (ImportError, ValueError) as exc:  # unknown protocol, or its package missing ("Install s3fs to access S3")
         raise InputError(url, f"cannot open this URL: {exc}") from None
 
 
