@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +24,24 @@ def shared_trace(relative: str) -> Path:
 @pytest.fixture
 def samples() -> Path:
     return SAMPLES
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Address of a real Dask scheduler with 2 workers on 127.0.0.1.
+
+    CI's .ci/run starts one and exports MOEPROF_TEST_SCHEDULER; otherwise this
+    fixture starts its own (tests/dask_cluster.py) and stops it at the end.
+    """
+    address = os.environ.get("MOEPROF_TEST_SCHEDULER")
+    if address:
+        yield address
+        return
+    pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    from .dask_cluster import start
+
+    cluster = start(tmp_path_factory.mktemp("dask"), workers=2)
+    try:
+        yield cluster.address
+    finally:
+        cluster.stop()

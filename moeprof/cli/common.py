@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, TypeVar
 
 import typer
@@ -108,7 +108,7 @@ def guarded(fn: Callable[[], T]) -> T:
 
 
 @contextmanager
-def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path], None]]:
+def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path | str], None]]:
     """A progress bar on stderr, advanced once per trace file parsed."""
     if not enabled or not sys.stderr.isatty():
         yield lambda _path: None
@@ -122,4 +122,5 @@ def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path],
     ]
     with Progress(*columns, console=stderr, transient=True) as progress:
         task = progress.add_task(f"{total} trace file(s)", total=total)
-        yield lambda path: progress.update(task, advance=1, description=path.name)
+        # a URL (str) names its file after the last slash, as a path does
+        yield lambda path: progress.update(task, advance=1, description=PurePosixPath(path).name)

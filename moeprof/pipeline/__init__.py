@@ -25,7 +25,7 @@ from ..core.trace import Trace
 from ..errors import InputError
 from ..insight.throughput import manifest_throughput, with_throughput
 from ..options import LoadOptions, StepOptions
-from ..readers import Placement, ReadContext, plan_placements, read_file
+from ..readers import Placement, ReadContext, TraceSource, plan_placements, read_file
 from ..readers.discover import discover_job
 from ..readers.runfolder import read_manifest
 from .merge import instance_table, merge, merge_job
@@ -49,11 +49,14 @@ __all__ = [
 
 
 def load_trace(
-    path: Path, placement: Placement | None = None, options: LoadOptions | None = None, single_host: bool = True
+    path: TraceSource,
+    placement: Placement | None = None,
+    options: LoadOptions | None = None,
+    single_host: bool = True,
 ) -> Trace:
-    """Read one trace file, classify every activity and attribute comm to its fabric."""
+    """Read one trace file (a local path or a URL), classify every activity and attribute comm to its fabric."""
     options = options or LoadOptions()
-    trace = read_file(Path(path), ReadContext(options, placement or Placement(0)))
+    trace = read_file(path, ReadContext(options, placement or Placement(0)))
     if not len(trace.events):
         # nothing to measure is an input error, never a pass: a CI gate must not hold on an empty trace
         raise InputError(
@@ -65,7 +68,9 @@ def load_trace(
     return attribute_links(trace, options.nvlink_domain_size, single_host)
 
 
-def _layout(inputs: Sequence[str | Path], options: LoadOptions) -> tuple[list[Path], list[Placement], bool, list[str]]:
+def _layout(
+    inputs: Sequence[str | Path], options: LoadOptions
+) -> tuple[list[TraceSource], list[Placement], bool, list[str]]:
     files, notes = discover_job(list(inputs), options)
     places = plan_placements(files)
     return files, places, len({p.host_index for p in places}) == 1, notes
@@ -129,7 +134,7 @@ def finish(
 
 
 def _map_one(
-    task: tuple[Path, Placement, LoadOptions, StepOptions | None, bool, TimelineOptions | None],
+    task: tuple[TraceSource, Placement, LoadOptions, StepOptions | None, bool, TimelineOptions | None],
 ) -> FileResult:
     path, placement, options, step_options, single_host, timeline = task
     return measure_file(load_trace(path, placement, options, single_host), step_options, timeline)
@@ -159,7 +164,7 @@ def analyze_paths(
     options: LoadOptions | None = None,
     step_options: StepOptions | None = None,
     jobs: int | None = None,
-    progress: Callable[[Path], None] | None = None,
+    progress: Callable[[TraceSource], None] | None = None,
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
 ) -> Analysis:

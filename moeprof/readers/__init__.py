@@ -17,6 +17,7 @@ from ..errors import InputError
 from ..options import LoadOptions
 from .base import Placement, ReadContext, Reader, check_fits_in_memory, sniff
 from .discover import TRACE_SUFFIXES, discover, is_nsys_parquet_dir, plan_placements
+from .sources import TraceSource, is_url
 
 
 class _XPlane:
@@ -72,9 +73,17 @@ def reader_for(path: Path) -> tuple[Reader, str]:
     )
 
 
-def read_file(path: Path, context: ReadContext | None = None) -> Trace:
-    """Read one trace file into a :class:`Trace` (raw columns; not yet classified)."""
+def read_file(path: TraceSource, context: ReadContext | None = None) -> Trace:
+    """Read one trace file into a :class:`Trace` (raw columns; not yet classified).
+
+    A URL is read through a local copy (``moeprof.readers.sources``).
+    """
     context = context or ReadContext()
+    if is_url(path):
+        from .sources import read_url
+
+        return read_url(str(path), context)
+    path = Path(path)
     reader, kind = reader_for(path)
     check_fits_in_memory(path, kind)
     # readers build many small objects and no cycles: the cyclic GC would only rescan them
@@ -94,6 +103,7 @@ __all__ = [
     "Placement",
     "ReadContext",
     "Reader",
+    "TraceSource",
     "discover",
     "is_nsys_parquet_dir",
     "plan_placements",

@@ -3,11 +3,15 @@ layout of a job's files over hosts."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
+from typing import TypeVar
 
 from ..errors import InputError
 from ..options import LoadOptions
 from .base import Placement
+from .sources import TraceSource, is_url
+
+P = TypeVar("P", bound=PurePath)
 
 TRACE_SUFFIXES = (
     ".xplane.pb",
@@ -22,7 +26,7 @@ TRACE_SUFFIXES = (
 )
 
 
-def plan_placements(files: list[Path]) -> list[Placement]:
+def plan_placements(files: list[TraceSource]) -> list[Placement]:
     """Lay a job's trace files out over hosts before reading them.
 
     One XPlane per host is the common case. When several XPlanes name the same
@@ -30,13 +34,13 @@ def plan_placements(files: list[Path]) -> list[Placement]:
     that host's processes: their GPUs are numbered one after another (files in
     name order) and share the host's NVLink domain. CPU-only captures of several
     processes on one host keep a host each (``host:file``), as their devices do
-    not say which CPU they are.
+    not say which CPU they are. URLs are not peeked (that would mean a download): a host each.
     """
     from .xspace_proto import WireError, peek
 
     peeked: list[tuple[str, int] | None] = []
     for f in files:
-        if f.is_file() and f.name.lower().endswith(".pb"):
+        if isinstance(f, Path) and f.is_file() and f.name.lower().endswith(".pb"):
             try:
                 hostnames, planes, _ = peek(f)
             except (OSError, WireError, IndexError):
@@ -62,7 +66,7 @@ def plan_placements(files: list[Path]) -> list[Placement]:
         elif p[0] in repeated and p[1]:
             key = host = p[0]
         elif p[0] in repeated:
-            key = host = f"{p[0]}:{capture_stem(f.name)}"
+            key = host = f"{p[0]}:{capture_stem(PurePosixPath(f).name)}"
         else:
             key, host = p[0], None
         if key not in hosts:
@@ -78,7 +82,7 @@ def plan_placements(files: list[Path]) -> list[Placement]:
 NOT_TRACES = ("manifest.json", "analysis.json", ".truth.json", "package.json")
 
 
-def _is_trace_file(path: Path) -> bool:
+def _is_trace_file(path: PurePath) -> bool:
     name = path.name.lower()
     if name.startswith(".") or name.endswith(NOT_TRACES):
         return False
@@ -99,17 +103,36 @@ def _tensorboard_runs(root: Path) -> list[Path]:
     return sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.name)
 
 
-def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> list[Path]:
+def choose_run(where: str | Path, runs: list[P], options: LoadOptions) -> P:
+    """The TensorBoard run to read: the one ``--run`` names, else the newest."""
+    if options.run is not None:
+        chosen = [r for r in runs if r.name == options.run]
+        if not chosen:
+            raise InputError(where, f"no run named {options.run!r} (runs: {', '.join(r.name for r in runs)})")
+        return chosen[0]
+    return runs[-1]  # run folders are named by capture time: the newest sorts last
+
+
+def discover(inputs: list[str | Path], options: LoadOptions | None = None) -> list[TraceSource]:
     """Trace files named by the user's inputs, in host/rank order, without duplicates."""
     return discover_job(inputs, options)[0]
 
 
-def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -> tuple[list[Path], list[str]]:
-    """Trace files named by the user's inputs, and what discovery left out and why (warnings)."""
+def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -> tuple[list[TraceSource], list[str]]:
+    """Trace files named by the user's inputs, and what discovery left out and why (warnings).
+
+    Local inputs give paths; URLs (``gs://``, ``s3://``, ``memory://``) give URLs, expanded through
+    fsspec (imported only then); ``file://`` URLs give local paths.
+    """
     options = options or LoadOptions()
-    found: list[Path] = []
+    found: list[TraceSource] = []
     notes: list[str] = []
     for raw in inputs:
+        if is_url(raw):
+            from .sources import discover_url
+
+            found.extend(discover_url(str(raw), options, notes))
+            continue
         path = Path(raw)
         if not path.exists():
             raise InputError(path, "no such file or directory")
@@ -118,14 +141,7 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
             continue
         runs = _tensorboard_runs(path)
         if runs:
-            if options.run is not None:
-                chosen = [r for r in runs if r.name == options.run]
-                if not chosen:
-                    raise InputError(path, f"no run named {options.run!r} (runs: {', '.join(r.name for r in runs)})")
-                run = chosen[0]
-            else:
-                run = runs[-1]  # run folders are named by capture time: the newest sorts last
-            files = _trace_files_in(run, notes)
+            files = _trace_files_in(choose_run(path, runs, options), notes)
         else:
             files = _trace_files_in(path, notes)
             if not files:
@@ -142,10 +158,10 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
                 "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
             )
         found.extend(files)
-    seen: set[Path] = set()
+    seen: set[TraceSource] = set()
     unique = []
     for f in found:
-        key = f.resolve()
+        key = f if isinstance(f, str) else f.resolve()
         if key not in seen:
             seen.add(key)
             unique.append(f)
@@ -181,14 +197,22 @@ def capture_stem(name: str) -> str:
     return name
 
 
-def _rank(path: Path) -> int:
+def _rank(path: PurePath) -> int:
     lower = path.name.lower()
     return next((i for i, s in enumerate(FORMAT_PREFERENCE) if lower.endswith(s)), len(FORMAT_PREFERENCE))
 
 
 def _trace_files_in(folder: Path, notes: list[str]) -> list[Path]:
-    files = sorted(p for p in folder.iterdir() if p.is_file() and _is_trace_file(p))
-    by_capture: dict[str, list[Path]] = {}
+    return select_trace_files(sorted(p for p in folder.iterdir() if p.is_file()), folder, notes)
+
+
+def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> list[P]:
+    """The trace files among a folder's (sorted) files, one per capture; ``folder`` names it in notes.
+
+    Paths are local, or a URL's ``PurePosixPath`` (``moeprof.readers.sources``).
+    """
+    files = [p for p in files if _is_trace_file(p)]
+    by_capture: dict[str, list[P]] = {}
     for p in files:
         by_capture.setdefault(capture_stem(p.name), []).append(p)
     keep = []
@@ -199,8 +223,8 @@ def _trace_files_in(folder: Path, notes: list[str]) -> list[Path]:
         # xprof's own pair (host.xplane.pb + host.trace.json.gz) and nsys's (.nsys-rep + .sqlite) are expected
         expected = {best.name.lower().replace(".xplane.pb", ".trace.json.gz"), capture_stem(best.name) + ".nsys-rep"}
         if any(o.lower() not in expected for o in others):
+            where = folder / stem if isinstance(folder, Path) else f"{folder.rstrip('/')}/{stem}"
             notes.append(
-                f"{folder / stem}: one capture in several formats ({', '.join(p.name for p in group)}); "
-                f"read {best.name} only"
+                f"{where}: one capture in several formats ({', '.join(p.name for p in group)}); read {best.name} only"
             )
     return sorted(keep)

@@ -1,0 +1,387 @@
+"""The per-file map on every executor (in-process, local pool, a real Dask cluster) and URL inputs.
+
+Expected figures come from synthetic.fleet's truth file (sums over the
+generator's own event list), never from moeprof. The Dask cluster is real: a
+``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1 (.ci/run, or
+the session fixture in conftest.py). The task functions below are imported by
+the workers from this module (the cluster runs with the repository on
+PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import multiprocessing as mp
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from moeprof.errors import InputError
+from moeprof.pipeline import load_trace
+from moeprof.pipeline.executors import SkippedFile, map_files, resolve_scheduler
+from moeprof.pipeline.per_file import measure_file
+from synthetic.fleet import TRUTH_NAME, write_job
+
+ROOT = Path(__file__).resolve().parents[1]
+RANKS = 12
+KEYS = ("accumulated_ns", "compute_ns", "comm_ns", "memcpy_ns")
+BAD_RANK = 3
+KILL_RANK = 5
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+# module level: the pool and the Dask workers import them by name
+
+
+def measure(source: str | Path) -> dict[str, tuple[int, ...]]:
+    """What a rank file contributes, as the map step computes it: figures per device."""
+    part = measure_file(load_trace(source))
+    return {d.device: tuple(int(getattr(d, k)) for k in KEYS) for d in part.devices}
+
+
+def measure_slowly(task: tuple[str, float]) -> dict[str, tuple[int, ...]]:
+    path, delay = task
+    time.sleep(delay)
+    return measure(path)
+
+
+def measure_or_die(path: str) -> dict[str, tuple[int, ...]]:
+    if Path(path).name.startswith(f"rank{KILL_RANK:02d}"):
+        os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does to a worker
+    return measure(path)
+
+
+def mark_and_wait(task: tuple[str, str]) -> str:
+    path, marks = task
+    Path(marks, Path(path).name).touch()
+    time.sleep(0.3)
+    return path
+
+
+def buggy(path: str) -> int:
+    raise ValueError("a reader bug")
+
+
+def needs_a_missing_package(path: str) -> None:
+    import moeprof_no_such_module  # noqa: F401 - a worker environment without it
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict]:
+    """A 12-rank job: its rank files (input order) and, per file, the truth of its one device."""
+    out = tmp_path_factory.mktemp("fleet")
+    paths = write_job(out, RANKS, steps=2, layers=2, seed=7)
+    truth = json.loads((out / TRUTH_NAME).read_text())
+    expected = {str(p): {r["device"]: tuple(r[k] for k in KEYS)} for p, r in zip(paths, truth["per_rank"], strict=True)}
+    return [str(p) for p in paths], expected
+
+
+@pytest.fixture(scope="module")
+def fleet_with_bad(fleet: tuple[list[str], dict], tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The same job with rank 3's file cut short (a truncated upload)."""
+    out = tmp_path_factory.mktemp("fleet_bad")
+    paths = []
+    for p in fleet[0]:
+        paths.append(str(shutil.copy(p, out)))
+    raw = Path(paths[BAD_RANK]).read_bytes()
+    Path(paths[BAD_RANK]).write_bytes(raw[: len(raw) // 2])
+    return paths
+
+
+@pytest.fixture(params=["inline", "pool", "dask"])
+def executor(request: pytest.FixtureRequest) -> dict:
+    """map_files keywords for each executor."""
+    if request.param == "inline":
+        return {"jobs": 1}
+    if request.param == "pool":
+        return {"jobs": 2}
+    return {"scheduler": request.getfixturevalue("dask_scheduler")}
+
+
+@pytest.fixture(params=["pool", "dask"])
+def parallel(request: pytest.FixtureRequest) -> dict:
+    """The executors that run files in other processes."""
+    if request.param == "pool":
+        return {"jobs": 2}
+    return {"scheduler": request.getfixturevalue("dask_scheduler")}
+
+
+def run(fn, items, **kw) -> tuple[list, list[int], list[SkippedFile]]:
+    """map_files into a list in input order, with the order results arrived in."""
+    out: list = [None] * len(items)
+    arrived: list[int] = []
+
+    def collect(index: int, value: object) -> None:
+        arrived.append(index)
+        out[index] = value
+
+    skipped = map_files(fn, items, on_result=collect, **kw)
+    return out, arrived, skipped
+
+
+# ---------------------------------------------------------------------------------------------- InputError
+def test_input_error_pickles_intact() -> None:
+    err = pickle.loads(pickle.dumps(InputError("/data/rank3.pt.trace.json.gz", "truncated gzip data")))
+    assert (type(err), err.path, err.problem) == (InputError, "/data/rank3.pt.trace.json.gz", "truncated gzip data")
+    assert str(err) == "/data/rank3.pt.trace.json.gz: truncated gzip data"
+    bare = pickle.loads(pickle.dumps(InputError(None, "bad option")))
+    assert (bare.path, str(bare)) == (None, "bad option")
+
+
+def test_bad_file_no_longer_breaks_the_process_pool(fleet_with_bad: list[str]) -> None:
+    """Issue 14: the current analyze_paths (ProcessPoolExecutor) died with BrokenProcessPool."""
+    from moeprof.pipeline import analyze_paths
+
+    with pytest.raises(InputError) as info:
+        analyze_paths(fleet_with_bad[:5], jobs=2)
+    assert info.value.path == fleet_with_bad[BAD_RANK]
+    with ProcessPoolExecutor(1) as pool:  # and it crosses a plain process boundary as itself
+        with pytest.raises(InputError, match="rank03"):
+            pool.submit(measure, fleet_with_bad[BAD_RANK]).result()
+
+
+# ---------------------------------------------------------------------------------------------- results
+def test_every_executor_gives_the_truth_in_input_order(fleet: tuple[list[str], dict], executor: dict) -> None:
+    paths, expected = fleet
+    out, arrived, skipped = run(measure, paths, **executor)
+    assert skipped == []
+    assert sorted(arrived) == list(range(len(paths)))  # each file exactly once
+    assert out == [expected[p] for p in paths]
+
+
+def test_results_stream_in_completion_order(fleet: tuple[list[str], dict], parallel: dict) -> None:
+    """The first file is slow: the others stream in meanwhile, and the index restores the input order."""
+    paths, expected = fleet
+    tasks = [(p, 1.5 if i == 0 else 0.0) for i, p in enumerate(paths[:6])]
+    out, arrived, _ = run(measure_slowly, tasks, **parallel)
+    assert arrived[0] != 0  # another file's result came in while the first was still being read
+    assert out == [expected[p] for p in paths[:6]]
+
+
+# ---------------------------------------------------------------------------------------------- bad files
+def test_bad_file_stops_the_run_in_one_line(fleet_with_bad: list[str], executor: dict) -> None:
+    with pytest.raises(InputError) as info:
+        run(measure, fleet_with_bad, **executor)
+    assert info.value.path == fleet_with_bad[BAD_RANK]
+    assert "\n" not in str(info.value) and "gzip" in str(info.value)
+
+
+def test_skip_bad_lists_the_file_and_measures_the_rest(
+    fleet: tuple[list[str], dict], fleet_with_bad: list[str], executor: dict
+) -> None:
+    _, expected = fleet
+    seen: list[SkippedFile] = []
+    out, _, skipped = run(measure, fleet_with_bad, skip_bad=True, on_skip=seen.append, **executor)
+    assert [(s.index, s.file) for s in skipped] == [(BAD_RANK, fleet_with_bad[BAD_RANK])]
+    assert "gzip" in skipped[0].problem and seen == skipped
+    good = [i for i in range(RANKS) if i != BAD_RANK]
+    assert [out[i] for i in good] == [expected[p] for p in (fleet[0][i] for i in good)]
+    assert out[BAD_RANK] is None
+
+
+def test_killed_worker_is_named_by_file(fleet: tuple[list[str], dict], parallel: dict) -> None:
+    paths, expected = fleet
+    with pytest.raises(InputError) as info:
+        run(measure_or_die, paths, **parallel)
+    assert info.value.path == paths[KILL_RANK]
+    assert "died" in str(info.value) or "killed" in str(info.value)
+    out, _, skipped = run(measure_or_die, paths, skip_bad=True, **parallel)
+    assert [(s.index, s.file) for s in skipped] == [(KILL_RANK, paths[KILL_RANK])]
+    assert [out[i] for i in range(RANKS) if i != KILL_RANK] == [expected[p] for p in paths if p != paths[KILL_RANK]]
+
+
+def test_option_error_stops_even_with_skip_bad() -> None:
+    """An InputError without a file (a bad option) would fail every file alike: it is raised."""
+
+    def bad_option(item: str) -> None:
+        raise InputError(None, "--step-marker '(': bad regular expression")
+
+    with pytest.raises(InputError, match="step-marker"):
+        map_files(bad_option, ["a", "b"], on_result=lambda i, v: None, jobs=1, skip_bad=True)
+
+
+def test_a_bug_is_raised_as_itself_naming_the_file(fleet: tuple[list[str], dict], parallel: dict) -> None:
+    paths, _ = fleet
+    with pytest.raises(ValueError, match="a reader bug") as info:
+        run(buggy, paths[:3], skip_bad=True, **parallel)
+    assert any(n.startswith("while analyzing ") and n.endswith(".pt.trace.json.gz") for n in info.value.__notes__)
+
+
+def test_workers_without_a_package_say_so_in_one_line(fleet: tuple[list[str], dict], dask_scheduler: str) -> None:
+    with pytest.raises(InputError, match="Dask workers cannot import 'moeprof_no_such_module'") as info:
+        run(needs_a_missing_package, fleet[0][:2], scheduler=dask_scheduler, skip_bad=True)
+    assert info.value.path is None and "\n" not in str(info.value)
+
+
+def test_interrupt_cancels_pending_work(fleet: tuple[list[str], dict], parallel: dict, tmp_path: Path) -> None:
+    paths, _ = fleet
+    tasks = [(p, str(tmp_path)) for p in paths]  # 12 tasks of 0.3 s on 2 workers, one task each at a time
+
+    def interrupt(index: int, value: object) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        map_files(mark_and_wait, tasks, on_result=interrupt, **parallel)
+    assert not [p for p in mp.active_children() if p.name == "moeprof-worker"]
+    time.sleep(1.0)  # anything not cancelled would have started by now
+    assert len(list(tmp_path.iterdir())) <= 6  # the first result stopped the run: the rest never started
+
+
+def test_scheduler_unreachable_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("distributed")
+    monkeypatch.setattr("moeprof.pipeline.executors.CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(InputError, match=r"cannot reach the Dask scheduler at tcp://127\.0\.0\.1:9") as info:
+        map_files(measure, ["x"], on_result=lambda i, v: None, scheduler="tcp://127.0.0.1:9")
+    assert "\n" not in str(info.value)
+
+
+def test_scheduler_option_then_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MOEPROF_SCHEDULER", "tcp://10.0.0.5:8786")
+    assert resolve_scheduler(None) == "tcp://10.0.0.5:8786"
+    assert resolve_scheduler("tcp://127.0.0.1:8786") == "tcp://127.0.0.1:8786"
+    monkeypatch.delenv("MOEPROF_SCHEDULER")
+    assert resolve_scheduler(None) is None
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+class _MapFilesPool:
+    """Stands in for ProcessPoolExecutor inside analyze_paths: the per-file map goes through map_files."""
+
+    def __init__(self, max_workers: int, **map_kw: object) -> None:
+        self.map_kw = {"jobs": max_workers, **map_kw}
+
+    def __enter__(self) -> _MapFilesPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, fn: Callable[[tuple], object], tasks: Iterable[tuple]) -> list:
+        tasks = list(tasks)
+        out: list = [None] * len(tasks)
+        map_files(fn, tasks, on_result=out.__setitem__, **self.map_kw)
+        return out
+
+
+def test_analyze_paths_through_each_executor(
+    fleet: tuple[list[str], dict], parallel: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moeprof import pipeline
+
+    paths, _ = fleet
+    folder = str(Path(paths[0]).parent)
+    truth = json.loads(Path(folder, TRUTH_NAME).read_text())
+    alone = pipeline.analyze_paths([folder], jobs=1).to_json()
+    monkeypatch.setattr(pipeline, "ProcessPoolExecutor", lambda max_workers: _MapFilesPool(max_workers, **parallel))
+    mapped = pipeline.analyze_paths([folder], jobs=2).to_json()
+    assert mapped == alone
+    assert {k: mapped["total"][k] for k in KEYS} == {k: truth["total"][k] for k in KEYS}
+
+
+# ---------------------------------------------------------------------------------------------- URLs
+@pytest.fixture
+def memfs():
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    yield fs
+    fs.store.clear()  # one store per process: leave it empty for the next test
+    fs.pseudo_dirs[:] = [""]
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where temporary copies go in this test: checked empty afterwards."""
+    folder = tmp_path / "worker-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "synthetic_2host_4gpu/node0.xplane.pb",  # jaxlib reads a real path
+        "synthetic_1host_8gpu.nsys.sqlite",  # so does SQLite
+        "synthetic_2host_4gpu_kineto/rank5.pt.trace.json.gz",
+    ],
+)
+def test_memory_url_reads_like_the_local_file(sample: str, memfs, private_tmp: Path) -> None:
+    from moeprof.readers import read_file
+
+    local = ROOT / "sample_traces" / sample
+    memfs.pipe(f"/bucket/{local.name}", local.read_bytes())
+    url = f"memory://bucket/{local.name}"
+    remote = read_file(url)
+    here = read_file(local)
+    assert len(remote.events) and remote.events.equals(here.events) and remote.markers.equals(here.markers)
+    assert (remote.path, remote.format, remote.hlo.keys()) == (url, here.format, here.hlo.keys())
+    assert list(private_tmp.iterdir()) == []  # the copy is gone
+
+
+def test_memory_url_folder_is_discovered_and_analyzed(fleet: tuple[list[str], dict], memfs, private_tmp: Path) -> None:
+    from moeprof.pipeline import analyze_paths
+    from moeprof.readers import discover
+
+    paths, _ = fleet
+    # a TensorBoard-style layout: plugins/profile/<run>/, the newest run is read
+    for run in ("2026_01_01", "2026_01_02"):
+        for p in paths[:4]:
+            memfs.pipe(f"/job/plugins/profile/{run}/{Path(p).name}", Path(p).read_bytes())
+    memfs.pipe("/job/plugins/profile/2026_01_02/fleet.truth.json", b"{}")
+    found = discover(["memory://job"])
+    assert found == [f"memory:///job/plugins/profile/2026_01_02/{Path(p).name}" for p in paths[:4]]
+    result = analyze_paths(["memory://job"], jobs=1)
+    local = analyze_paths(paths[:4], jobs=1)
+    assert result.total == local.total and list(result.inputs) == found
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_memory_url_errors_name_the_url(memfs, private_tmp: Path) -> None:
+    from moeprof.readers import discover, read_file
+
+    with pytest.raises(InputError) as info:
+        discover(["memory://nowhere/rank0.pt.trace.json.gz"])
+    assert info.value.path == "memory://nowhere/rank0.pt.trace.json.gz" and "no such file" in info.value.problem
+    memfs.pipe("/b/rank0.pt.trace.json.gz", gzip.compress(b'{"traceEvents": [')[:-4])
+    with pytest.raises(InputError) as info:
+        read_file("memory://b/rank0.pt.trace.json.gz")
+    assert info.value.path == "memory://b/rank0.pt.trace.json.gz"  # not the temporary copy
+    assert list(private_tmp.iterdir()) == []
+    with pytest.raises(InputError, match="Protocol not known"):
+        discover(["nosuchprotocol://bucket/x.json"])
+
+
+def test_file_urls_are_local_paths(fleet: tuple[list[str], dict], parallel: dict) -> None:
+    from moeprof.readers import discover
+    from moeprof.readers.sources import local_file
+
+    paths, expected = fleet
+    folder = Path(paths[0]).parent
+    assert discover([f"file://{folder}"]) == [Path(p) for p in paths]
+    with local_file(f"file://{paths[0]}") as p:
+        assert p == Path(paths[0])  # no copy of a local file
+    urls = [f"file://{p}" for p in paths[:4]]  # as a worker receives them
+    out, _, _ = run(measure, urls, **parallel)
+    assert out == [expected[p] for p in paths[:4]]
+
+
+def test_local_analysis_imports_neither_fsspec_nor_dask() -> None:
+    code = (
+        "import sys; from moeprof.pipeline import analyze_paths; from moeprof.pipeline import executors;"
+        f"analyze_paths([{str(ROOT / 'sample_traces' / 'synthetic_2host_4gpu_kineto')!r}], jobs=1);"
+        "print(sorted(m for m in ('fsspec', 'distributed', 'dask') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
