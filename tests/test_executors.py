@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -256,38 +255,39 @@ def test_scheduler_option_then_environment(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 # ---------------------------------------------------------------------------------------------- end to end
-class _MapFilesPool:
-    """Stands in for ProcessPoolExecutor inside analyze_paths: the per-file map goes through map_files."""
-
-    def __init__(self, max_workers: int, **map_kw: object) -> None:
-        self.map_kw = {"jobs": max_workers, **map_kw}
-
-    def __enter__(self) -> _MapFilesPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def map(self, fn: Callable[[tuple], object], tasks: Iterable[tuple]) -> list:
-        tasks = list(tasks)
-        out: list = [None] * len(tasks)
-        map_files(fn, tasks, on_result=out.__setitem__, **self.map_kw)
-        return out
-
-
-def test_analyze_paths_through_each_executor(
-    fleet: tuple[list[str], dict], parallel: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_analyze_paths_through_each_executor(fleet: tuple[list[str], dict], parallel: dict) -> None:
+    """The JSON of a job is the same whichever executor measured its files (and equals the generator's truth)."""
     from moeprof import pipeline
 
     paths, _ = fleet
     folder = str(Path(paths[0]).parent)
     truth = json.loads(Path(folder, TRUTH_NAME).read_text())
     alone = pipeline.analyze_paths([folder], jobs=1).to_json()
-    monkeypatch.setattr(pipeline, "ProcessPoolExecutor", lambda max_workers: _MapFilesPool(max_workers, **parallel))
-    mapped = pipeline.analyze_paths([folder], jobs=2).to_json()
+    mapped = pipeline.analyze_paths([folder], **parallel).to_json()
     assert mapped == alone
     assert {k: mapped["total"][k] for k in KEYS} == {k: truth["total"][k] for k in KEYS}
+
+
+def test_skip_bad_analyzes_the_rest_and_lists_what_it_skipped(
+    fleet: tuple[list[str], dict], parallel: dict, tmp_path: Path
+) -> None:
+    from moeprof import pipeline
+    from moeprof.errors import InputError
+
+    paths, _ = fleet
+    folder = tmp_path / "job"
+    shutil.copytree(Path(paths[0]).parent, folder)
+    bad = folder / Path(paths[BAD_RANK]).name
+    bad.write_bytes(b"\x1f\x8b not gzip")
+    with pytest.raises(InputError) as err:
+        pipeline.analyze_paths([folder], **parallel)
+    assert str(bad) in str(err.value)
+    doc = pipeline.analyze_paths([folder], skip_bad=True, **parallel).to_json()
+    assert [s["file"] for s in doc["skipped"]] == [str(bad)]
+    assert any(w.startswith(f"skipped {bad}: ") for w in doc["warnings"])
+    assert len(doc["devices"]) == RANKS - 1
+    alone = pipeline.analyze_paths([folder], skip_bad=True, jobs=1).to_json()
+    assert doc == alone
 
 
 # ---------------------------------------------------------------------------------------------- URLs

@@ -376,6 +376,7 @@ class Analysis:
     ledger: Mapping[str, Any] | None = None  # §8 summary: instances, incomplete, desynchronized, clocks
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a saved analysis this version does not know
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
+    skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
     # each device's timeline view, when measured with one (report, annotate); never in the JSON
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
     # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
@@ -408,6 +409,8 @@ class Analysis:
         }
         if self.ledger is not None:
             doc["ledger"] = dict(self.ledger)
+        if self.skipped:
+            doc["skipped"] = [dict(s) for s in self.skipped]
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -439,6 +442,7 @@ class Analysis:
             "throughput",
             "manifest",
             "ledger",
+            "skipped",
         }
         try:
             return cls(
@@ -454,6 +458,7 @@ class Analysis:
                 throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
                 manifest=doc.get("manifest") if isinstance(doc.get("manifest"), dict) else None,
                 ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
+                skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

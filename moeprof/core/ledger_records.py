@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .events import categorical
 from .metrics import collective_key
 from .trace import Trace
 
@@ -88,19 +89,21 @@ def comm_records(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     peer_copy = activity == "memcpy"
     key[peer_copy] = ""  # copies that are not NCCL's are never matched
     device = comm["device"].to_numpy(dtype=object)
+    # string columns repeat a few values thousands of times (a 1,024-rank group's member list on every
+    # row): categorical, so a file's records stay small on their way to the coordinator
     return pd.DataFrame(
         {
-            "device": device,
-            "clock": _clock(trace, device),
+            "device": categorical(device, n),
+            "clock": categorical(_clock(trace, device), n),
             "global_id": comm["global_id"].to_numpy(dtype=np.int64),
             "start_ns": comm["start_ns"].to_numpy(dtype=np.int64),
             "end_ns": np.maximum(comm["end_ns"].to_numpy(dtype=np.int64), comm["start_ns"].to_numpy(dtype=np.int64)),
-            "kind": kind,
-            "name": name,
-            "op": collective_key(comm),
-            "key": key,
+            "kind": categorical(kind, n),
+            "name": categorical(name, n),
+            "op": categorical(collective_key(comm), n),
+            "key": categorical(key, n),
             "counted": counted,
-            "members": np.where(key != "", group, ""),
+            "members": categorical(np.where(key != "", group, ""), n),
             "fallback": ~peer_copy,
         }
     )

@@ -9,9 +9,7 @@ in one process. The library and the CLI take the same route.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ import pandas as pd
 
 from ..core.analysis import Analysis
 from ..core.classify import classify, rules_with
-from ..core.timeline import TimelineOptions
+from ..core.timeline import TimelineOptions, TimelineView
 from ..core.topology import attribute_links
 from ..core.trace import Trace
 from ..errors import InputError
@@ -28,7 +26,8 @@ from ..options import LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, TraceSource, plan_placements, read_file
 from ..readers.discover import discover_job
 from ..readers.runfolder import read_manifest
-from .merge import instance_table, merge, merge_job
+from .executors import map_files, resolve_scheduler
+from .merge import JobResults, finish_job, instance_table, merge, merge_job
 from .per_file import FileResult, measure_file
 
 __all__ = [
@@ -106,7 +105,9 @@ def analyze(
     notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     parts = [measure_file(t, step_options, timeline) for t in traces]
-    return _with_manifest(finish(merge_job(parts, link_peaks, notes), timeline, parts), manifest)
+    return _with_manifest(
+        finish(merge_job(parts, link_peaks, notes), timeline, [v for p in parts for v in p.timeline]), manifest
+    )
 
 
 def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
@@ -115,13 +116,15 @@ def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
 
 
 def finish(
-    merged: tuple[Analysis, pd.DataFrame | None], timeline: TimelineOptions | None, parts: Sequence[FileResult] = ()
+    merged: tuple[Analysis, pd.DataFrame | None],
+    timeline: TimelineOptions | None,
+    views: Sequence[TimelineView] = (),
 ) -> Analysis:
     """The merged analysis, with the devices' timeline views (and their ledger wait parts) when asked."""
     analysis, matched = merged
-    if timeline is None or not parts:
+    if timeline is None or not views:
         return analysis
-    views = [v for p in parts for v in p.timeline]
+    views = sorted(views, key=lambda v: v.device)
     if matched is None:
         return analysis.with_(timeline=tuple(views))
     complete = matched[matched["instance"] >= 0]
@@ -167,25 +170,43 @@ def analyze_paths(
     progress: Callable[[TraceSource], None] | None = None,
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
 ) -> Analysis:
-    """Discover, read and measure every trace file (in parallel when there are several), then merge."""
+    """Discover, read and measure every trace file, then merge (``moeprof analyze``).
+
+    The per-file map runs in this process (one file, or ``jobs=1``), in a local process pool
+    (the default), or on a Dask cluster (``scheduler``); each result is merged as it arrives and
+    then dropped, so the coordinator holds compact per-file tables, never events. A bad file
+    stops the run with one line naming it, or with ``skip_bad`` is listed in the warnings and
+    left out.
+    """
     options = options or LoadOptions()
     files, places, single, notes = _layout(inputs, options)
     tasks = [(f, p, options, step_options, single, timeline) for f, p in zip(files, places)]
-    jobs = jobs if jobs is not None else min(len(files), os.cpu_count() or 1)
-    parts: list[FileResult] = []
-    if jobs <= 1 or len(files) == 1:
-        for task in tasks:
-            parts.append(_map_one(task))
-            if progress:
-                progress(task[0])
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for task, part in zip(tasks, pool.map(_map_one, tasks)):
-                parts.append(part)
-                if progress:
-                    progress(task[0])
-    analysis = finish(merge_job(parts, link_peaks, notes), timeline, parts)
+    job = JobResults()
+
+    def take(index: int, part: FileResult) -> None:
+        job.add(index, part)
+        if progress:
+            progress(files[index])
+
+    skipped = map_files(
+        _map_one,
+        tasks,
+        on_result=take,
+        scheduler=resolve_scheduler(scheduler),
+        jobs=jobs,
+        skip_bad=skip_bad,
+        on_skip=(lambda s: progress(files[s.index])) if progress else None,
+    )
+    if skipped and not job.added:
+        first = skipped[0]
+        raise InputError(first.file, f"{first.problem} (and every other input was bad too: nothing to analyze)")
+    notes = [*notes, *(f"skipped {s.file}: {s.problem}" for s in skipped)]
+    analysis = finish(finish_job(job, link_peaks, notes), timeline, job.timeline)
+    if skipped:
+        analysis = analysis.with_(skipped=tuple({"file": s.file, "problem": s.problem} for s in skipped))
     return _with_run_folder(analysis, inputs)
 
 
@@ -202,5 +223,5 @@ def analyze_job(
     traces = [load_trace(f, p, options, single) for f, p in zip(files, places)]
     timeline = timeline or TimelineOptions()
     parts = [measure_file(t, step_options, timeline) for t in traces]
-    analysis = finish(merge_job(parts, link_peaks, notes), timeline, parts)
+    analysis = finish(merge_job(parts, link_peaks, notes), timeline, [v for p in parts for v in p.timeline])
     return _with_run_folder(analysis, inputs), traces

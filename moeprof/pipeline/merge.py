@@ -38,7 +38,7 @@ from ..insight.opportunities import (
 )
 from ..insight.stack import Stack
 from ..insight.waiting import op_stragglers, straggler_opportunity
-from .per_file import FileResult
+from .per_file import COMM_AGG_COLUMNS, FileResult
 
 
 def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Spread:
@@ -101,50 +101,99 @@ def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Sp
     return Spread(device_spread, straggler, tuple(summaries), slowest)
 
 
-def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    frames = [f for f in frames if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+class JobResults:
+    """What the coordinator keeps of a job: the per-file results' contents, merged as they arrive.
 
+    Only compact tables are kept (figures per device and step, comm sums per op and device,
+    the ledger's comm records, each device's window and exposed segments); the small tables
+    of many files are concatenated every ``COMPACT_EVERY`` files, so a 1,000-file job holds a
+    few large tables rather than thousands of small ones. Results may arrive in any order:
+    ``index`` is the file's place in the inputs, and every output is sorted or summed so the
+    order of arrival never shows.
+    """
 
-def check_distinct_devices(parts: Sequence[FileResult]) -> None:
-    """Two inputs that claim the same device are two jobs (or one job twice): refuse, naming both files."""
-    owner: dict[str, str] = {}
-    for p in parts:
-        for device in p.device_ids or {d.device: -1 for d in p.devices}:
-            first = owner.setdefault(device, p.inputs[0])
-            if first != p.inputs[0]:
+    COMPACT_EVERY = 64
+    _TABLES = ("comm", "group_sizes", "independent", "records", "windows", "exposed")
+
+    def __init__(self) -> None:
+        self.inputs: dict[int, list[str]] = {}
+        self.warnings: dict[int, list[str]] = {}
+        self.devices: list[DeviceFigures] = []
+        self.steps: list[StepFigures] = []
+        self.signals: list[dict] = []
+        self.rules: dict[str, int] = {}
+        self.facts: dict[str, dict] = {}
+        self.device_ids: dict[str, int] = {}
+        self.owner: dict[str, str] = {}
+        self.hosts: set[str] = set()
+        self.formats: set[str] = set()
+        self.ranks: set[int | None] = set()
+        self.worlds: set[int | None] = set()
+        self.timeline: list = []
+        self.tables: dict[str, list[pd.DataFrame]] = {name: [] for name in self._TABLES}
+        self.added = 0
+
+    def add(self, index: int, part: FileResult) -> None:
+        """Take in one file's result (then the caller can drop it)."""
+        source = part.inputs[0] if part.inputs else f"input {index}"
+        for device in part.device_ids or {d.device: -1 for d in part.devices}:
+            first = self.owner.setdefault(device, source)
+            if first != source:
+                # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
                 raise InputError(
-                    p.inputs[0],
+                    source,
                     f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
                     "twice? Analyze them separately (moeprof report --compare shows them side by side)",
                 )
+        self.inputs[index] = list(part.inputs)
+        self.warnings[index] = list(part.warnings)
+        self.devices.extend(part.devices)
+        self.steps.extend(part.steps)
+        self.signals.extend(part.signals)
+        for k, v in part.rules.items():
+            self.rules[k] = self.rules.get(k, 0) + v
+        self.facts.setdefault(repr(sorted(part.facts.items())), part.facts)
+        for device, gid in part.device_ids.items():
+            self.device_ids.setdefault(device, gid)
+        self.hosts.update(part.clocks.values())
+        self.formats.add(part.format)
+        self.ranks.add(part.job.get("rank"))
+        self.worlds.add(part.job.get("world_size"))
+        self.timeline.extend(part.timeline)
+        for name in self._TABLES:
+            frame = getattr(part, name)
+            if not frame.empty:
+                self.tables[name].append(frame)
+        self.added += 1
+        if self.added % self.COMPACT_EVERY == 0:
+            self.compact()
 
+    def compact(self) -> None:
+        for name, frames in self.tables.items():
+            if len(frames) > 1:
+                self.tables[name] = [pd.concat(frames, ignore_index=True)]
 
-def whole_job(parts: Sequence[FileResult]) -> bool:
-    """Spec §8 rule 4: the inputs hold the whole job (every rank of the world, or one host's whole trace)."""
-    ranks = {p.job.get("rank") for p in parts}
-    worlds = {p.job.get("world_size") for p in parts}
-    if len(worlds) == 1 and None not in worlds and None not in ranks:
-        (world,) = worlds
-        return ranks == set(range(int(world)))  # type: ignore[arg-type]
-    hosts = {host for p in parts for host in p.clocks.values()}
-    host_scoped = all(p.format in ("xplane", "chrome", "nsys", "nsys-parquet") for p in parts)
-    return host_scoped and len(hosts) == 1
+    def table(self, name: str, columns: Sequence[str]) -> pd.DataFrame:
+        frames = self.tables[name]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
 
+    def whole_job(self) -> bool:
+        """Spec §8 rule 4: the inputs hold the whole job (every rank of the world, or one host's whole trace)."""
+        if len(self.worlds) == 1 and None not in self.worlds and None not in self.ranks:
+            (world,) = self.worlds
+            return self.ranks == set(range(int(world)))  # type: ignore[arg-type]
+        host_scoped = self.formats <= {"xplane", "chrome", "nsys", "nsys-parquet"}
+        return host_scoped and len(self.hosts) == 1
 
-def job_ledger(parts: Sequence[FileResult]) -> tuple[pd.DataFrame | None, Ledger | None]:
-    """The comm records and cross-rank ledger of the job (spec §8), where at least two devices communicate."""
-    records = _concat([p.records for p in parts], list(RECORD_COLUMNS)).reset_index(drop=True)
-    if records.empty or records["device"].nunique() < 2:
-        return None, None
-    device_ids: dict[int, str] = {}
-    for p in parts:
-        for device, gid in p.device_ids.items():
-            if gid >= 0:
-                device_ids.setdefault(gid, device)
-    windows = _concat([p.windows for p in parts], ["device", "start_ns", "end_ns"])
-    exposed = _concat([p.exposed for p in parts], ["device", "start_ns", "end_ns"])
-    return records, build_ledger(records, windows, exposed, whole_job(parts), device_ids)
+    def ledger(self) -> tuple[pd.DataFrame | None, Ledger | None]:
+        """The comm records and cross-rank ledger of the job (spec §8), where at least two devices communicate."""
+        records = self.table("records", RECORD_COLUMNS).reset_index(drop=True)
+        if records.empty or records["device"].nunique() < 2:
+            return None, None
+        device_ids = {gid: device for device, gid in sorted(self.device_ids.items()) if gid >= 0}
+        windows = self.table("windows", ("device", "start_ns", "end_ns"))
+        exposed = self.table("exposed", ("device", "start_ns", "end_ns"))
+        return records, build_ledger(records, windows, exposed, self.whole_job(), device_ids)
 
 
 def ledger_summary(ledger: Ledger) -> dict:
@@ -185,18 +234,24 @@ def merge_job(
     parts: Sequence[FileResult], link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
 ) -> tuple[Analysis, pd.DataFrame | None]:
     """:func:`merge`, and the comm records with their ledger view (instance, wait, straggler) for timelines."""
-    check_distinct_devices(parts)
-    records, ledger = job_ledger(parts)
-    devices = sorted((d for p in parts for d in p.devices), key=lambda d: d.device)
+    job = JobResults()
+    for i, part in enumerate(parts):
+        job.add(i, part)
+    return finish_job(job, link_peaks, notes)
+
+
+def finish_job(
+    job: JobResults, link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
+) -> tuple[Analysis, pd.DataFrame | None]:
+    """The analysis of everything ``job`` took in."""
+    records, ledger = job.ledger()
+    devices = sorted(job.devices, key=lambda d: d.device)
     if ledger is not None:
         per_device = {d.device: d.figures() for d in ledger.devices}
         devices = [replace(d, ledger=per_device.get(d.device, dict.fromkeys(LEDGER_KEYS, 0))) for d in devices]
-    comm = _concat([p.comm for p in parts], list(parts[0].comm.columns) if parts else [])
-    rules: dict[str, int] = {}
-    for p in parts:
-        for k, v in p.rules.items():
-            rules[k] = rules.get(k, 0) + v
-    sizes = _concat([p.group_sizes for p in parts], ["key", "kind", "group_size", "n"])
+    # a fixed row order: float sums (bytes, IB shares) never depend on the order results arrived in
+    comm = job.table("comm", COMM_AGG_COLUMNS).sort_values(["key", "kind", "device"], ignore_index=True)
+    sizes = job.table("group_sizes", ("key", "kind", "group_size", "n"))
     sized = sizes[sizes["group_size"] > 0] if not sizes.empty else sizes
     mode: dict[tuple[str, str], int] = {}
     if not sized.empty:
@@ -210,9 +265,9 @@ def merge_job(
     collectives = annotate(collectives_table(comm), mode, link_peaks or {})
     if ledger is not None:
         collectives = with_wait_split(collectives, ledger)
-    independent = _concat([p.independent for p in parts], ["device", "key", "independent_ns"])
-    steps = sorted((s for p in parts for s in p.steps), key=lambda s: (s.step, s.device))
-    stack = Stack.of(p.facts for p in parts)
+    independent = job.table("independent", ("device", "key", "independent_ns"))
+    steps = sorted(job.steps, key=lambda s: (s.step, s.device))
+    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
     matched = records.join(ledger.records) if ledger is not None and records is not None else None
     hide = comm_opportunities(
         comm, collectives, independent, stack, op_stragglers(matched) if matched is not None else None
@@ -222,9 +277,10 @@ def merge_job(
         if matched is not None and ledger is not None
         else []
     )
-    signals = [s for p in parts for s in p.signals]
+    signals = sorted(job.signals, key=lambda s: (s["type"], s["device"]))
+    order = sorted(job.inputs)
     return Analysis(
-        inputs=tuple(i for p in parts for i in p.inputs),
+        inputs=tuple(i for k in order for i in job.inputs[k]),
         devices=tuple(devices),
         total=sum_figures(devices),
         collectives=tuple(collectives),
@@ -237,8 +293,8 @@ def merge_job(
                 + signal_opportunities(signals, stack)
             )
         ),
-        rules=dict(sorted(rules.items(), key=lambda kv: -kv[1])),
-        warnings=(*notes, *(w for p in parts for w in p.warnings)),
+        rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
+        warnings=(*notes, *(w for k in order for w in job.warnings[k])),
         spread=spread(devices, steps),
         ledger=ledger_summary(ledger) if ledger is not None else None,
     ), matched
