@@ -1,11 +1,28 @@
-"""Benchmark: ``moeprof analyze --json`` on a 1M-event XPlane against the floor of any Python reader.
+"""Benchmark: reading a large XPlane, against the floor of any Python reader built on jaxlib.
 
-The floor is ``jax.profiler.ProfileData.from_file`` plus touching every event's
-name and duration: what any tool reading XPlane from Python must pay. Target:
-moeprof within 1.5x of it in wall time and in peak RSS. Each side runs in its
-own process; wall time and peak RSS come from ``os.wait4`` for that process.
+The floor is ``ProfileData.from_file`` plus touching every event's name and
+duration from Python: what any tool reading XPlane through jaxlib must pay.
+Two measurements, each side in its own process (wall time and peak RSS from
+``os.wait4`` for that process; "work" is the time a process spends after its
+imports, which it prints itself):
+
+* ``moeprof analyze --json`` against the floor (target: within 1.5x);
+* the wire decoder ``moeprof.readers.xplane_wire`` reading every event's name,
+  start and end (and, in a second run, the stats the XPlane reader needs)
+  against the floor (target: >= 3x faster, peak RSS <= 4x the file).
+
+The generated trace is shaped like a real XLA GPU capture: 8 GPUs with a
+compute, a collective and a copy stream each (about 28% of kernels are
+collectives or copies), the XLA stats on every kernel (``correlation_id``,
+``kernel_details``/``memcpy_details``, ``hlo_op``, ``hlo_module``,
+``program_id``; strings as references the way XLA writes them), the derived
+lines ``XLA Ops`` (whose event metadata carry the op's stats), ``XLA Modules``
+and ``Steps``, and on the host a launch event per kernel plus the
+``StepTraceAnnotation`` of each step. Per kernel there are three events
+(kernel, XLA op, launch), so ``--events 1000000`` holds ~333k kernels.
 
     python benchmarks/bench_xplane.py [--events 1000000] [--repeat 3] [--keep out.xplane.pb]
+                                      [--skip-analyze]
 """
 
 from __future__ import annotations
@@ -20,71 +37,256 @@ from pathlib import Path
 
 import numpy as np
 
-KERNELS = [
-    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopB_NTN", "gemm_fusion_dot.{i}", "Stream #13(Compute)"),
-    ("loop_multiply_fusion_{i}", "loop_multiply_fusion.{i}", "Stream #13(Compute)"),
-    ("input_reduce_fusion_{i}", "input_reduce_fusion.{i}", "Stream #13(Compute)"),
-    ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "all-to-all.{i}", "Stream #21(Collective)"),
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make `synthetic` importable
+    sys.path.insert(0, str(ROOT))
+
+from synthetic.xplane_encode import Fields, stat, varint_bytes  # noqa: E402
+
+T0_NS = 1_733_011_200_000_000_000  # lines carry wall-clock (epoch) timestamps, as XLA GPU captures do
+MODULE = "jit_train_step"
+PROGRAM_ID = 7
+STEPS = 10
+
+# (kernel name, HLO op prefix, category); {i} is the op's index
+COMPUTE = [
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopB_NTN_{i}", "gemm_fusion_dot", "convolution"),
+    ("loop_multiply_fusion_{i}", "loop_multiply_fusion", "loop fusion"),
+    ("input_reduce_fusion_{i}", "input_reduce_fusion", "reduce"),
+    ("triton_softmax_topk_router_{i}", "triton_softmax_fusion", "custom fusion"),
     (
-        "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-        "all-gather-start.{i}",
-        "Stream #21(Collective)",
+        "void cutlass::device_kernel<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwd<{i}>>>(Params)",
+        "custom-call",
+        "custom-call",
     ),
-    (
-        "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-        "reduce-scatter.{i}",
-        "Stream #22(Collective)",
-    ),
-    ("MemcpyD2H", "", "Stream #35(MemcpyD2H)"),
 ]
+COMPUTE_OPS = 600  # distinct compute ops (and kernel names)
+COMM = [
+    ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "all-to-all"),
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "all-gather-start"),
+    ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "reduce-scatter"),
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "all-reduce-start"),
+    ("ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "collective-permute-start"),
+]
+COPY = [("MemcpyD2D", "copy-start"), ("MemcpyH2D", ""), ("MemcpyD2H", "copy-start")]
+LAYERS = 61  # distinct collective/copy ops per kind
+STREAM_SHARE = (0.72, 0.20, 0.08)  # compute, collective, copy
+CHUNK = 200_000  # events encoded at a time
 
-WEIGHTS = [0.30, 0.30, 0.22, 0.06, 0.05, 0.04, 0.03]  # ~15% collectives, ~3% copies
+
+class _Plane:
+    """One XPlane: metadata through the protobuf classes, lines' events through the vectorized encoder."""
+
+    def __init__(self, plane_id: int, name: str) -> None:
+        from moeprof.readers.xspace_proto import messages
+
+        self.msg = messages()
+        self.header = self.msg["XPlane"](id=plane_id, name=name)
+        self.event_ids: dict[str, int] = {}
+        self.stat_ids: dict[str, int] = {}
+        self.lines: list[bytes] = []
+
+    def event_id(self, name: str) -> int:
+        if name not in self.event_ids:
+            i = len(self.event_ids) + 1
+            self.event_ids[name] = i
+            self.header.event_metadata[i].id = i
+            self.header.event_metadata[i].name = name
+        return self.event_ids[name]
+
+    def stat_id(self, name: str) -> int:
+        if name not in self.stat_ids:
+            i = len(self.stat_ids) + 1
+            self.stat_ids[name] = i
+            self.header.stat_metadata[i].id = i
+            self.header.stat_metadata[i].name = name
+        return self.stat_ids[name]
+
+    def ids(self, names: list[str], stat: bool = False) -> np.ndarray:
+        get = self.stat_id if stat else self.event_id
+        return np.array([get(n) for n in names], dtype=np.int64)
+
+    def add_line(self, line_id: int, name: str, events: list[Fields], display_name: str = "") -> None:
+        head = self.msg["XLine"](id=line_id, display_id=line_id, name=name, display_name=display_name)
+        head.timestamp_ns = T0_NS
+        parts = [head.SerializeToString()]
+        for chunk in events:
+            parts.append(Fields(chunk.n).message(4, chunk).encode())
+        self.lines.append(b"".join(parts))
+
+    def to_bytes(self) -> bytes:
+        body = [self.header.SerializeToString()]
+        for line in self.lines:
+            body += [b"\x1a", varint_bytes(len(line)), line]
+        return b"".join(body)
 
 
-def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0) -> None:
-    """A realistic-shaped XPlane of ``n_events`` events in all, laid out as XLA GPU profiles are.
+def _chunks(n: int) -> list[slice]:
+    return [slice(i, min(i + CHUNK, n)) for i in range(0, max(n, 1), CHUNK)] if n else []
 
-    Per kernel there are three events, as in real traces: the kernel on its
-    stream line (with correlation_id, kernel_details and the XLA stats), its op
-    on the derived ``XLA Ops`` line, and its launch on a host thread. So 1M
-    events hold ~333k kernels over 8 GPUs.
-    """
-    from moeprof.readers.xspace_proto import messages
-    from synthetic.gpu import _PlaneBuilder
 
+def _events(mids: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray) -> Fields:
+    return Fields(len(mids)).varint(1, mids).varint(2, start_ns * 1000).varint(3, dur_ns * 1000)
+
+
+def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0) -> dict[str, int]:
+    """Write the benchmark trace; returns counts by kind (for the tests that read it back)."""
     rng = np.random.default_rng(seed)
-    space = messages()["XSpace"]()
-    space.hostnames.append("bench0")
-    per_gpu = n_events // (3 * gpus)
-    host = _PlaneBuilder(space.planes.add(), "/host:CPU", 1)
-    for d in range(gpus):
-        plane = _PlaneBuilder(space.planes.add(), f"/device:GPU:{d}", 100 + d)
-        # ~15% of kernels are collectives and ~3% copies, as in a MoE training step's timeline
-        picks = rng.choice(len(KERNELS), per_gpu, p=WEIGHTS)
-        layer = rng.integers(0, 61, per_gpu)  # 61 layers' worth of distinct op names
-        durs = rng.integers(2_000, 40_000, per_gpu)
-        gaps = rng.integers(100, 3_000, per_gpu)
-        starts = np.cumsum(gaps + durs // 2)
-        lines: dict[str, list] = {}
-        ops, launches = [], []
-        for j, (k, i, s, du) in enumerate(zip(picks.tolist(), layer.tolist(), starts.tolist(), durs.tolist())):
-            name, op, stream = KERNELS[k]
-            stats = {"correlation_id": j, "kernel_details": "regs:128 shm:0 grid:132,1,1 block:384,1,1"}
-            if op:
-                stats.update(hlo_op=op.format(i=i), hlo_module="jit_train_step", program_id=7)
-            lines.setdefault(stream, []).append((name.format(i=i), s, du, stats))
-            ops.append((op.format(i=i) or name, s, du, {}))
-            launches.append(("cuLaunchKernel", max(0, s - 5_000), 3_000, {"correlation_id": j, "device_id": d}))
-        for line_id, (stream, evs) in enumerate(sorted(lines.items()), 1):
-            plane.add_line(line_id, stream, evs)
-        plane.add_line(90, "XLA Ops", ops)
-        host.add_line(1000 + d, f"Host Threads/{4000 + d}", launches)
-    path.write_bytes(space.SerializeToString())
+    per_gpu = max(n_events // (3 * gpus), 1)
+    host = _Plane(1, "/host:CPU")
+    counts = {"kernels": 0, "comm": 0, "copies": 0}
+    step_windows_all = []
+    with open(path, "wb") as out:
+        planes = []
+        for d in range(gpus):
+            plane = _Plane(100 + d, f"/device:GPU:{d}")
+            stream = rng.choice(3, per_gpu, p=STREAM_SHARE)  # 0 compute, 1 collective, 2 copy
+            kind = np.where(
+                stream == 0,
+                rng.integers(0, len(COMPUTE), per_gpu),
+                np.where(stream == 1, rng.integers(0, len(COMM), per_gpu), rng.integers(0, len(COPY), per_gpu)),
+            )
+            op_index = np.where(stream == 0, rng.integers(0, COMPUTE_OPS, per_gpu), rng.integers(0, LAYERS, per_gpu))
+            dur = np.where(stream == 0, rng.integers(2_000, 40_000, per_gpu), rng.integers(5_000, 120_000, per_gpu))
+            start = np.empty(per_gpu, dtype=np.int64)
+            for s in range(3):  # kernels of one stream run one after another
+                on = stream == s
+                gaps = rng.integers(300, 4_000, int(on.sum()))
+                start[on] = np.cumsum(gaps + dur[on]) - dur[on] + 1_000_000 + s * 777
+            counts["kernels"] += per_gpu
+            counts["comm"] += int((stream == 1).sum())
+            counts["copies"] += int((stream == 2).sum())
+
+            # distinct (kernel name, op) per (stream, kind, op index): names and stats are decided once per key
+            key = (stream * 10 + kind) * 1000 + op_index
+            keys, inverse = np.unique(key, return_inverse=True)
+            k_stream, k_kind, k_op = keys // 10_000, (keys // 1000) % 10, keys % 1000
+            names, ops, details = [], [], []
+            for s, k, i in zip(k_stream.tolist(), k_kind.tolist(), k_op.tolist()):
+                if s == 0:
+                    kname, op, _ = COMPUTE[k]
+                    names.append(kname.format(i=i))
+                    ops.append(f"{op}.{i}")
+                    details.append(f"regs:{64 + 8 * (i % 16)} static_shared:0 grid:{132 * (1 + k)},1,1 block:384,1,1")
+                elif s == 1:
+                    kname, op = COMM[k]
+                    names.append(kname)
+                    ops.append(f"{op}.{i}")
+                    details.append("regs:96 static_shared:0 grid:32,1,1 block:640,1,1")
+                else:
+                    kname, op = COPY[k]
+                    names.append(kname)
+                    ops.append(f"{op}.{i}" if op else "")
+                    details.append("")
+            name_ids = plane.ids(names)[inverse]
+            op_refs = plane.ids([o or "-" for o in ops], stat=True)[inverse]
+            has_op = np.array([bool(o) for o in ops])[inverse]
+            detail_refs = plane.ids([dt or "-" for dt in details], stat=True)[inverse]
+            corr = np.arange(per_gpu, dtype=np.int64) * gpus + d + 1_000_000
+            sid = {n: plane.stat_id(n) for n in ("correlation_id", "kernel_details", "memcpy_details", "hlo_op")}
+            sid.update({n: plane.stat_id(n) for n in ("hlo_module", "program_id", "context_id", "group_id")})
+            sid.update({n: plane.stat_id(n) for n in ("step_num", "run_id", "hlo_category", "flops", "tf_op")})
+            module_ref = plane.stat_id(MODULE)
+            copy_sizes = [f"kind_src:device kind_dst:device size:{1 << (12 + j)} dest:0 async:1" for j in range(12)]
+            copy_size = rng.integers(0, len(copy_sizes), per_gpu)
+            step_of = np.minimum(np.arange(per_gpu) * STEPS // per_gpu, STEPS - 1)
+
+            stream_names = ("Stream #13(Compute)", "Stream #21(Collective)", "Stream #35(MemcpyD2D)")
+            for s, sname in enumerate(stream_names):
+                idx = np.flatnonzero(stream == s)
+                idx = idx[np.argsort(start[idx], kind="stable")]
+                chunks = []
+                for c in _chunks(len(idx)):
+                    j = idx[c]
+                    n = len(j)
+                    ev = _events(name_ids[j], start[j], dur[j])
+                    ev.message(4, stat(sid["correlation_id"], n).varint(3, corr[j]))
+                    if s == 2:
+                        ev.message(4, stat(sid["context_id"], n).varint(3, 1))
+                        cats = [t.encode() for t in copy_sizes]
+                        ev.message(4, stat(sid["memcpy_details"], n).strings(5, cats, copy_size[j]))
+                    else:
+                        ev.message(4, stat(sid["kernel_details"], n).varint(7, detail_refs[j]))
+                    op_here = has_op[j]
+                    ev.message(4, stat(sid["hlo_op"], n).varint(7, op_refs[j]), present=op_here)
+                    ev.message(4, stat(sid["hlo_module"], n).varint(7, module_ref), present=op_here)
+                    ev.message(4, stat(sid["program_id"], n).varint(4, PROGRAM_ID), present=op_here)
+                    chunks.append(ev)
+                plane.add_line(s + 1, sname, chunks)
+
+            # derived lines: the XLA op of every kernel (stats on the op's event metadata, as XLA writes them)
+            op_names = [o or nm for o, nm in zip(ops, names)]
+            op_ids = plane.ids(op_names)
+            for key_i, (o, s) in enumerate(zip(op_names, k_stream.tolist())):
+                meta = plane.header.event_metadata[int(op_ids[key_i])]
+                if len(meta.stats):
+                    continue
+                meta.stats.add(metadata_id=sid["program_id"]).int64_value = PROGRAM_ID
+                category = ("collective" if s == 1 else "copy") if s else COMPUTE[k_kind[key_i]][2]
+                meta.stats.add(metadata_id=sid["hlo_category"]).ref_value = plane.stat_id(category)
+                meta.stats.add(metadata_id=sid["flops"]).uint64_value = 0 if s else 1 << (20 + key_i % 12)
+                meta.stats.add(metadata_id=sid["tf_op"]).str_value = f"jit(train_step)/layer_{key_i % LAYERS}/{o}"
+            order = np.argsort(start, kind="stable")
+            chunks = []
+            for c in _chunks(per_gpu):
+                j = order[c]
+                ev = _events(op_ids[inverse[j]], start[j], dur[j])
+                ev.message(4, stat(sid["group_id"], len(j)).varint(4, step_of[j]))
+                chunks.append(ev)
+            plane.add_line(90, "XLA Ops", chunks)
+            lo = np.full(STEPS, np.iinfo(np.int64).max)
+            hi = np.zeros(STEPS, dtype=np.int64)
+            np.minimum.at(lo, step_of, start)
+            np.maximum.at(hi, step_of, start + dur)
+            step_windows_all.append((lo, hi))
+            steps = np.arange(STEPS)
+            module_ev = _events(np.full(STEPS, plane.event_id(f"{MODULE}({PROGRAM_ID})")), lo, hi - lo)
+            module_ev.message(4, stat(sid["run_id"], STEPS).varint(4, steps + 100))
+            plane.add_line(91, "XLA Modules", [module_ev])
+            step_ev = _events(plane.ids([str(s) for s in range(STEPS)]), lo, hi - lo)
+            step_ev.message(4, stat(sid["group_id"], STEPS).varint(4, steps))
+            step_ev.message(4, stat(sid["step_num"], STEPS).varint(4, steps))
+            plane.add_line(92, "Steps", [step_ev])
+            planes.append(plane.to_bytes())
+
+            # the host side: one launch per kernel on this GPU's launch thread
+            launch_name = np.array([host.event_id(n) for n in ("cuLaunchKernel", "cuLaunchKernelEx", "cuMemcpyAsync")])
+            hs = {n: host.stat_id(n) for n in ("correlation_id", "device_id", "hlo_op", "hlo_module", "program_id")}
+            host_op_refs = host.ids([o or "-" for o in ops], stat=True)[inverse]
+            host_module = host.stat_id(MODULE)
+            launch_start = start - rng.integers(4_000, 30_000, per_gpu)
+            order = np.argsort(launch_start, kind="stable")
+            chunks = []
+            for c in _chunks(per_gpu):
+                j = order[c]
+                n = len(j)
+                ev = _events(launch_name[stream[j]], launch_start[j], rng.integers(1_500, 4_000, n))
+                ev.message(4, stat(hs["correlation_id"], n).varint(3, corr[j]))
+                ev.message(4, stat(hs["device_id"], n).varint(3, d))
+                op_here = has_op[j]
+                ev.message(4, stat(hs["hlo_op"], n).varint(7, host_op_refs[j]), present=op_here)
+                ev.message(4, stat(hs["hlo_module"], n).varint(7, host_module), present=op_here)
+                ev.message(4, stat(hs["program_id"], n).varint(4, PROGRAM_ID), present=op_here)
+                chunks.append(ev)
+            host.add_line(40_000 + d, f"Host Threads/{40_000 + d}", chunks, display_name=f"gpu_launch_{d}")
+        lo = np.min([w[0] for w in step_windows_all], axis=0)
+        hi = np.max([w[1] for w in step_windows_all], axis=0)
+        train = _events(np.full(STEPS, host.event_id("train")), lo - 20_000, hi - lo + 20_000)
+        train.message(4, stat(host.stat_id("step_num"), STEPS).varint(4, np.arange(STEPS)))
+        host.add_line(1, "python3", [train])
+        for body in [host.to_bytes(), *planes]:
+            out.write(b"\x0a" + varint_bytes(len(body)))
+            out.write(body)
+        host_name = b"bench0"
+        out.write(b"\x22" + varint_bytes(len(host_name)) + host_name)
+    counts["events"] = 3 * counts["kernels"] + gpus * 2 * STEPS + STEPS
+    return counts
 
 
 FLOOR = """
-import sys
-from jax.profiler import ProfileData
+import sys, time
+from jaxlib._profile_data import ProfileData
+t0 = time.perf_counter()
 n = 0
 total = 0.0
 for plane in ProfileData.from_file(sys.argv[1]).planes:
@@ -93,19 +295,40 @@ for plane in ProfileData.from_file(sys.argv[1]).planes:
             ev.name
             total += ev.duration_ns
             n += 1
-print(n, total)
+print("work", time.perf_counter() - t0, n, total)
 """
 
+DECODER = """
+import sys, time
+from moeprof.readers.xplane_wire import read_xspace
+stats = sys.argv[2].split(",") if sys.argv[2] else ()
+t0 = time.perf_counter()
+space = read_xspace(sys.argv[1], stats=stats)
+n = sum(len(line.start_ns) for plane in space.planes for line in plane.lines)
+print("work", time.perf_counter() - t0, n)
+"""
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
+BASELINE = """
+import time
+from moeprof.readers.xplane_wire import read_xspace
+print("work", 0.0)
+"""
+
+# the stats moeprof's XPlane reader needs (GPU kernels, step markers, CPU thunks)
+READER_STATS = "hlo_op,hlo_module,program_id,step_num,device_ordinal,run_id"
+
+
+def measure(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MiB) and the work seconds the child printed, of one child process."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    out = proc.stdout.read().decode() if proc.stdout else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr.read().decode() if proc.stderr else ''}")
-    return wall, usage.ru_maxrss / 1024
+    work = next((float(line.split()[1]) for line in out.splitlines() if line.startswith("work ")), wall)
+    return wall, usage.ru_maxrss / 1024, work
 
 
 def main() -> None:
@@ -113,27 +336,42 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="also keep the generated trace here")
+    ap.add_argument("--skip-analyze", action="store_true", help="measure only the decoder against the floor")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         trace = args.keep or Path(tmp) / "bench.xplane.pb"
         t0 = time.perf_counter()
         build(trace, args.events)
-        print(
-            f"built {args.events:,} events, {trace.stat().st_size / 2**20:.1f} MiB in {time.perf_counter() - t0:.1f} s"
-        )
+        size_mib = trace.stat().st_size / 2**20
+        print(f"built {args.events:,} events, {size_mib:.1f} MiB in {time.perf_counter() - t0:.1f} s")
+        py = sys.executable
         runs = {
-            "floor (ProfileData + name/duration of every event)": [sys.executable, "-c", FLOOR, str(trace)],
-            "moeprof analyze --json": [sys.executable, "-m", "moeprof", "analyze", str(trace), "--json"],
+            "interpreter + imports (decoder process baseline)": [py, "-c", BASELINE],
+            "floor (ProfileData + name/duration of every event)": [py, "-c", FLOOR, str(trace)],
+            "decoder: name, start, end of every event": [py, "-c", DECODER, str(trace), ""],
+            "decoder: + the XPlane reader's stats": [py, "-c", DECODER, str(trace), READER_STATS],
         }
+        if not args.skip_analyze:
+            runs["moeprof analyze --json"] = [py, "-m", "moeprof", "analyze", str(trace), "--json"]
         results = {}
         for label, cmd in runs.items():
             samples = [measure(cmd) for _ in range(args.repeat)]
-            results[label] = (min(s[0] for s in samples), max(s[1] for s in samples))
-        print(f"{'':56s} {'wall s (best)':>14s} {'peak RSS MiB':>14s}")
-        for label, (wall, rss) in results.items():
-            print(f"{label:56s} {wall:14.2f} {rss:14.0f}")
-        (fw, fr), (mw, mr) = results.values()
-        print(f"{'ratio moeprof / floor':56s} {mw / fw:14.2f} {mr / fr:14.2f}   (target <= 1.5)")
+            results[label] = (min(s[0] for s in samples), max(s[1] for s in samples), min(s[2] for s in samples))
+        print(f"{'':56s} {'wall s':>8s} {'work s':>8s} {'peak RSS MiB':>13s} {'RSS/file':>9s}")
+        for label, (wall, rss, work) in results.items():
+            print(f"{label:56s} {wall:8.2f} {work:8.2f} {rss:13.0f} {rss / size_mib:9.2f}")
+        base_rss = results["interpreter + imports (decoder process baseline)"][1]
+        fw, fr, fwork = results["floor (ProfileData + name/duration of every event)"]
+        for label in ("decoder: name, start, end of every event", "decoder: + the XPlane reader's stats"):
+            dw, dr, dwork = results[label]
+            print(
+                f"{label}: speed-up floor/decoder {fwork / dwork:.2f}x work, {fw / dw:.2f}x wall (target >= 3); "
+                f"peak RSS {dr / size_mib:.2f}x file, {(dr - base_rss) / size_mib:.2f}x above the baseline "
+                f"(target <= 4)"
+            )
+        if not args.skip_analyze:
+            mw, mr, _ = results["moeprof analyze --json"]
+            print(f"moeprof analyze / floor: wall {mw / fw:.2f}, peak RSS {mr / fr:.2f}   (target <= 1.5)")
 
 
 if __name__ == "__main__":
