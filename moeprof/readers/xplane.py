@@ -14,9 +14,11 @@ host name, which ``ProfileData`` does not expose, are read from the file's
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -29,6 +31,9 @@ from ..errors import InputError
 from .base import Placement, ReadContext
 from .discover import capture_stem
 from .xspace_proto import WireError, length_delimited, messages, peek
+
+if TYPE_CHECKING:
+    from .xplane_wire import Line, Plane
 
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 _STREAM_LINE = re.compile(r"^Stream #")
@@ -83,16 +88,48 @@ _COPY_OR_SET = re.compile(r"(?i)^mem(cpy|set)")
 
 @dataclass
 class _Chunk:
-    """The events of one stream line (or one CPU device's thunks on one thread)."""
+    """The events of one stream line (or one CPU device's thunks on one thread), as arrays."""
 
     device: str
     global_id: int
     stream: str
-    names: list[str]
-    starts: list[float]
-    durs: list[float]
-    stats: list[tuple[int, str, str, int]]  # (index in this chunk, hlo_module, hlo_op, program_id), sparse
-    run_ids: list[int] | None = None
+    names: np.ndarray  # object
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
+    stat_index: np.ndarray  # rows (in this chunk) whose XLA stats were read, increasing
+    modules: np.ndarray  # object, one per stat row
+    ops: np.ndarray  # object
+    program_ids: np.ndarray  # int64
+    run_ids: np.ndarray | None = None
+
+
+def _chunk_from_lists(
+    device: str,
+    global_id: int,
+    stream: str,
+    names: list[str],
+    starts: list[float],
+    durs: list[float],
+    stats: list[tuple[int, str, str, int]],
+    run_ids: list[int] | None = None,
+) -> _Chunk:
+    """A chunk from the jaxlib walk (float ns, as ProfileData gives them; rounded as before)."""
+    s = np.asarray(starts, dtype=np.float64)
+    d = np.asarray(durs, dtype=np.float64)
+    idx, mods, ops, pids = (list(x) for x in zip(*stats, strict=True)) if stats else ([], [], [], [])
+    return _Chunk(
+        device,
+        global_id,
+        stream,
+        np.asarray(names, dtype=object),
+        np.rint(s).astype(np.int64),
+        np.rint(s + d).astype(np.int64),
+        np.asarray(idx, dtype=np.int64),
+        np.asarray(mods, dtype=object),
+        np.asarray(ops, dtype=object),
+        np.asarray(pids, dtype=np.int64),
+        None if run_ids is None else np.asarray(run_ids, dtype=np.int64),
+    )
 
 
 class _StatReader:
@@ -156,9 +193,9 @@ def _repeat_categorical(values: list[str], counts: np.ndarray) -> pd.Categorical
     return pd.Categorical.from_codes(np.repeat(codes, counts), categories=pd.Index(uniques, dtype=object))
 
 
-def _sparse_categorical(n: int, idx: np.ndarray, values: list[str]) -> pd.Categorical:
+def _sparse_categorical(n: int, idx: np.ndarray, values: list[np.ndarray]) -> pd.Categorical:
     """A string column that is "" except at ``idx``."""
-    codes, uniques = pd.factorize(np.asarray(["", *values], dtype=object))
+    codes, uniques = pd.factorize(np.concatenate([np.array([""], dtype=object), *values]))
     full = np.zeros(n, dtype=codes.dtype)
     full[idx] = codes[1:]
     return pd.Categorical.from_codes(full, categories=pd.Index(uniques, dtype=object))
@@ -167,19 +204,21 @@ def _sparse_categorical(n: int, idx: np.ndarray, values: list[str]) -> pd.Catego
 def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, activity: str | None) -> pd.DataFrame:
     counts = np.array([len(c.names) for c in chunks], dtype=np.int64)
     total = int(counts.sum())
-    names = np.fromiter((n for c in chunks for n in c.names), dtype=object, count=total)
+    names = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=object)
     name_codes, name_uniques = pd.factorize(names)
-    starts = np.concatenate([np.asarray(c.starts, dtype=np.float64) for c in chunks]) if chunks else np.zeros(0)
-    durs = np.concatenate([np.asarray(c.durs, dtype=np.float64) for c in chunks]) if chunks else np.zeros(0)
+    starts = np.concatenate([c.start_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+    ends = np.concatenate([c.end_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     # scatter the sparse XLA stats into full categorical columns ("" where not read)
     offsets = np.cumsum(counts) - counts
-    rows = [(off + i, m, o, p) for off, c in zip(offsets.tolist(), chunks) for i, m, o, p in c.stats]
+    idx = (
+        np.concatenate([c.stat_index + off for c, off in zip(chunks, offsets.tolist(), strict=True)]) if chunks else []
+    )
+    idx = np.asarray(idx, dtype=np.int64)
     program_ids = np.full(total, -1, dtype=np.int64)
-    idx = np.asarray([r[0] for r in rows], dtype=np.int64)
-    modules = _sparse_categorical(total, idx, [r[1] for r in rows])
-    ops = _sparse_categorical(total, idx, [r[2] for r in rows])
-    if rows:
-        program_ids[idx] = [r[3] for r in rows]
+    if len(idx):
+        program_ids[idx] = np.concatenate([c.program_ids for c in chunks])
+    modules = _sparse_categorical(total, idx, [c.modules for c in chunks])
+    ops = _sparse_categorical(total, idx, [c.ops for c in chunks])
     if activity is None:
         act, copy = vocabulary().activity_of(np.asarray(name_uniques, dtype=object))
         act, copy = act[name_codes], copy[name_codes]
@@ -193,8 +232,8 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
             "gpus_per_domain": gpus_per_domain,
             "stream": _repeat_categorical([c.stream for c in chunks], counts),
             "name": pd.Categorical.from_codes(name_codes, categories=pd.Index(name_uniques, dtype=object)),
-            "start_ns": np.rint(starts).astype(np.int64),
-            "end_ns": np.rint(starts + durs).astype(np.int64),
+            "start_ns": starts,
+            "end_ns": ends,
             "activity": act,
             "copy_kind": copy,
             "hlo_module": modules,
@@ -205,8 +244,27 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
         n=total,
     )
     if chunks and chunks[0].run_ids is not None:
-        table["run_id"] = np.fromiter((r for c in chunks for r in c.run_ids), dtype=np.int64, count=total)
+        table["run_id"] = np.concatenate([c.run_ids for c in chunks if c.run_ids is not None])
     return table
+
+
+# the stats the reader uses: XLA's kernel attribution, step numbers, CPU thunks
+WIRE_STATS = ("hlo_op", "hlo_module", "program_id", "step_num", "device_ordinal", "run_id")
+
+
+@dataclass
+class _Walk:
+    """What a walk of the planes gives the table builder (either route)."""
+
+    gpu_ordinals: list[int]  # the /device:GPU:N planes, in file order
+    chunks: list[_Chunk]
+    markers: list[dict[str, np.ndarray]]  # columns: device, kind, name, start_ns, end_ns, number
+    line_names: set[str]
+
+
+def _reader_route() -> str:
+    """MOEPROF_XPLANE_READER=jaxlib reads with jaxlib's ProfileData (the fallback route), else the wire decoder."""
+    return "jaxlib" if os.environ.get("MOEPROF_XPLANE_READER", "").lower() == "jaxlib" else "wire"
 
 
 def read(path: Path, context: ReadContext) -> Trace:
@@ -214,28 +272,113 @@ def read(path: Path, context: ReadContext) -> Trace:
 
     The placement's ``host_index`` is this host's position among the job's hosts:
     GPU ``N`` of host ``h`` gets global id ``h * gpus + N`` (the ids HLO replica groups use).
+    The wire decoder (:mod:`.xplane_wire`) reads the file; jaxlib's ``ProfileData``
+    reads it instead where the decoder refuses it (or when MOEPROF_XPLANE_READER=jaxlib).
     """
     options = context.options
     placement: Placement = context.placement
     host_index = placement.host_index
+    if path.stat().st_size == 0:
+        raise InputError(path, "empty file")
+    header = read_header(path)
+    host = placement.host or (header.hostnames[0] if header.hostnames else capture_stem(path.name))
+    first = placement.first_ordinal
+    user_step = None
+    if options.step_marker:
+        try:
+            user_step = re.compile(options.step_marker)
+        except re.error as exc:
+            raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
+    walk_args = (
+        path,
+        host,
+        host_index,
+        first,
+        placement.devices_per_host,
+        header.hlo,
+        options.all_kernel_stats,
+        user_step,
+    )
+    walk = None
+    if _reader_route() == "wire":
+        try:
+            walk = _walk_wire(*walk_args)
+        except WireError:
+            walk = None  # jaxlib may read what the decoder refuses; if not, it says why
+    if walk is None:
+        walk = _walk_jaxlib(*walk_args)
+    gpu_ordinals, chunks, line_names = walk.gpu_ordinals, walk.chunks, walk.line_names
+    gpus = placement.devices_per_host or len(gpu_ordinals)
+    gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
+
+    events = _table_from_chunks(chunks, host, gpus, activity=None if gpu_planes else "kernel")
+    if not gpu_planes and len(events):
+        run_ids = events.pop("run_id").to_numpy()
+        events = _drop_nested(events)
+        module_runs = _cpu_module_runs(events, run_ids[events.index.to_numpy()])
+        events = events.reset_index(drop=True)
+        n_local = int(events["global_id"].max()) + 1
+        if host_index:
+            # CPU device ordinals are local: make them global like GPU ordinals
+            events["global_id"] = events["global_id"] + host_index * n_local
+        events["gpus_per_domain"] = n_local
+    attach_hlo(events, header.hlo)
+    parts = walk.markers or [_marker_part([])]
+    if not gpu_planes and len(events):
+        parts = [*parts, _marker_part(module_runs)]
+    marker_table = make_markers(
+        host=host,
+        **{col: np.concatenate([part[col] for part in parts]) for col in ("device", "kind", "name")},
+        **{
+            col: np.concatenate([part[col] for part in parts]).astype(np.int64)
+            for col in ("start_ns", "end_ns", "number")
+        },
+    )
+    if "TensorFlow Ops" in line_names:
+        framework = "tensorflow"
+    elif header.hlo or "XLA Modules" in line_names or not gpu_planes:
+        framework = "jax"
+    else:
+        framework = "unknown"
+    devices = {f"{host}/GPU:{first + o}": host_index * gpus + first + o for o in gpu_ordinals}
+    if not gpu_planes and len(events):
+        pairs = events[["device", "global_id"]].drop_duplicates()
+        devices = dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
+    return Trace(
+        events=events,
+        path=str(path),
+        format="xplane",
+        markers=marker_table,
+        framework=framework,
+        hlo=header.hlo,
+        job=Job(hosts=tuple(header.hostnames)),
+        devices=devices,
+    )
+
+
+def _walk_jaxlib(
+    path: Path,
+    host: str,
+    host_index: int,
+    first: int,
+    devices_per_host: int | None,
+    hlo: dict[tuple[str, int], HloModule],
+    read_all: bool,
+    user_step: re.Pattern | None,
+) -> _Walk:
+    """Walk every event through jaxlib's ProfileData (a Python step per event)."""
     # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax (~0.5 s)
     try:
         from jaxlib._profile_data import ProfileData
     except ImportError:  # pragma: no cover - a jaxlib that moved it
         from jax.profiler import ProfileData
 
-    if path.stat().st_size == 0:
-        raise InputError(path, "empty file")
-    header = read_header(path)
     try:
         profile = ProfileData.from_file(str(path))  # C++ reads the file: no copy of it in Python
     except Exception as exc:  # jaxlib raises bare RuntimeErrors on bad protos
         raise InputError(
             path, f"not a valid XPlane file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
-    host = placement.host or (header.hostnames[0] if header.hostnames else capture_stem(path.name))
-    first = placement.first_ordinal
-
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step
     gpu_planes = []
     host_planes = []
@@ -245,8 +388,8 @@ def read(path: Path, context: ReadContext) -> Trace:
             gpu_planes.append((int(m.group(1)), plane))
         elif plane.name.startswith("/host:CPU"):
             host_planes.append(plane)
-    gpus = placement.devices_per_host or len(gpu_planes)
-    reader = _StatReader(header.hlo, read_all=options.all_kernel_stats)
+    gpus = devices_per_host or len(gpu_planes)
+    reader = _StatReader(hlo, read_all=read_all)
     line_names: set[str] = set()
     chunks: list[_Chunk] = []
     for ordinal, plane in gpu_planes:
@@ -256,7 +399,7 @@ def read(path: Path, context: ReadContext) -> Trace:
             lname = line.name
             line_names.add(lname)
             if _STREAM_LINE.match(lname):
-                chunks.append(_Chunk(device, gid, lname, *reader.walk(line)))
+                chunks.append(_chunk_from_lists(device, gid, lname, *reader.walk(line)))
             elif lname == "Steps":
                 for ev in line.events:
                     step = _step_number(ev.name, dict(ev.stats).get("step_num"))
@@ -267,12 +410,6 @@ def read(path: Path, context: ReadContext) -> Trace:
     # host events matter only as step markers (StepTraceAnnotation) and, in CPU captures, as thunks;
     # which names are which is decided on each name's first event, so other host events cost no stats
     host_names: dict[str, bool] = {}
-    user_step = None
-    if options.step_marker:
-        try:
-            user_step = re.compile(options.step_marker)
-        except re.error as exc:
-            raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
     for plane in host_planes:
         for line in plane.lines:
             thunks: list[tuple] = []
@@ -305,52 +442,21 @@ def read(path: Path, context: ReadContext) -> Trace:
                 names, starts, durs, mods, ops, pids, runs = (list(x) for x in zip(*(t[1:] for t in group)))
                 stats = list(zip(range(len(names)), mods, ops, pids))
                 chunks.append(
-                    _Chunk(f"{host}/CPU:{ordinal}", int(ordinal), line.name, names, starts, durs, stats, runs)
+                    _chunk_from_lists(
+                        f"{host}/CPU:{ordinal}", int(ordinal), line.name, names, starts, durs, stats, runs
+                    )
                 )
     del profile
-
-    events = _table_from_chunks(chunks, host, gpus, activity=None if gpu_planes else "kernel")
-    if not gpu_planes and len(events):
-        run_ids = events.pop("run_id").to_numpy()
-        events = _drop_nested(events)
-        markers.extend(_cpu_module_runs(events, run_ids[events.index.to_numpy()]))
-        events = events.reset_index(drop=True)
-        n_local = int(events["global_id"].max()) + 1
-        if host_index:
-            # CPU device ordinals are local: make them global like GPU ordinals
-            events["global_id"] = events["global_id"] + host_index * n_local
-        events["gpus_per_domain"] = n_local
-    attach_hlo(events, header.hlo)
     m = pd.DataFrame(markers, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
-    marker_table = make_markers(
-        host=host,
-        device=m["device"].to_numpy(dtype=object),
-        kind=m["kind"].to_numpy(dtype=object),
-        name=m["name"].to_numpy(dtype=object),
-        start_ns=np.rint(m["start_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
-        end_ns=np.rint(m["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
-        number=m["number"].to_numpy(dtype=np.int64),
-    )
-    if "TensorFlow Ops" in line_names:
-        framework = "tensorflow"
-    elif header.hlo or "XLA Modules" in line_names or not gpu_planes:
-        framework = "jax"
-    else:
-        framework = "unknown"
-    devices = {f"{host}/GPU:{first + o}": host_index * gpus + first + o for o, _ in gpu_planes}
-    if not gpu_planes and len(events):
-        pairs = events[["device", "global_id"]].drop_duplicates()
-        devices = dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
-    return Trace(
-        events=events,
-        path=str(path),
-        format="xplane",
-        markers=marker_table,
-        framework=framework,
-        hlo=header.hlo,
-        job=Job(hosts=tuple(header.hostnames)),
-        devices=devices,
-    )
+    part = {
+        "device": m["device"].to_numpy(dtype=object),
+        "kind": m["kind"].to_numpy(dtype=object),
+        "name": m["name"].to_numpy(dtype=object),
+        "start_ns": np.rint(m["start_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
+        "end_ns": np.rint(m["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
+        "number": m["number"].to_numpy(dtype=np.int64),
+    }
+    return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names)
 
 
 def _by_first(rows: list[tuple]) -> dict:
@@ -434,3 +540,259 @@ def attach_hlo(events: pd.DataFrame, modules: dict[tuple[str, int], HloModule]) 
             events[col] = column
         else:
             set_strings(events, col, column)
+
+
+def _marker_part(rows: list[tuple]) -> dict[str, np.ndarray]:
+    """Marker columns from (device, kind, name, start, end, number) rows (few: module runs)."""
+    m = pd.DataFrame(rows, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
+    return {
+        "device": m["device"].to_numpy(dtype=object),
+        "kind": m["kind"].to_numpy(dtype=object),
+        "name": m["name"].to_numpy(dtype=object),
+        "start_ns": m["start_ns"].to_numpy(dtype=np.int64),
+        "end_ns": m["end_ns"].to_numpy(dtype=np.int64),
+        "number": m["number"].to_numpy(dtype=np.int64),
+    }
+
+
+# --------------------------------------------------------------------------------------------- the wire route
+
+
+def _walk_wire(
+    path: Path,
+    host: str,
+    host_index: int,
+    first: int,
+    devices_per_host: int | None,
+    hlo: dict[tuple[str, int], HloModule],
+    read_all: bool,
+    user_step: re.Pattern | None,
+) -> _Walk:
+    """The same walk as :func:`_walk_jaxlib`, on the wire decoder's columns: nothing per event in Python.
+
+    Its choices match the jaxlib route's exactly: a kernel name's XLA stats are
+    kept on every event only when the name (or the HLO op of its first event) can
+    be communication or a copy, otherwise on its first event only; a host event
+    name is a step marker or a CPU thunk as its first event says.
+    """
+    from .xplane_wire import read_xspace
+
+    def gpu_plane(name: str) -> bool:
+        return bool(_GPU_PLANE.match(name))
+
+    def wanted_line(plane: str, line: str) -> bool:
+        return not gpu_plane(plane) or bool(_STREAM_LINE.match(line)) or line in ("Steps", "XLA Modules")
+
+    space = read_xspace(
+        path, planes=lambda n: gpu_plane(n) or n.startswith("/host:CPU"), stats=WIRE_STATS, lines=wanted_line
+    )
+    gpu_planes = [p for p in space.planes if gpu_plane(p.name)]
+    host_planes = [p for p in space.planes if not gpu_plane(p.name)]
+    ordinals = [int(_GPU_PLANE.match(p.name).group(1)) for p in gpu_planes]  # type: ignore[union-attr]
+    gpus = devices_per_host or len(gpu_planes)
+    line_names = {line.name for plane in gpu_planes for line in plane.lines}
+    markers: list[dict[str, np.ndarray]] = []
+
+    # GPU stream lines: one chunk each; the stat sampling is decided over all of them, in file order
+    streams: list[tuple[str, int, str, _LineView]] = []
+    for ordinal, plane in zip(ordinals, gpu_planes, strict=True):
+        device = f"{host}/GPU:{first + ordinal}"
+        gid = host_index * gpus + first + ordinal
+        labels = _Labels(plane.event_names)
+        for line in plane.lines:
+            if _STREAM_LINE.match(line.name):
+                streams.append((device, gid, line.name, _LineView(plane, line, labels)))
+            elif line.name in ("Steps", "XLA Modules") and len(line):
+                view = _LineView(plane, line, labels)
+                is_step = line.name == "Steps"
+                markers.append(
+                    {
+                        "device": np.full(len(line), device, dtype=object),
+                        "kind": np.full(len(line), "step" if is_step else "module", dtype=object),
+                        "name": view.names,
+                        "start_ns": line.start_ns,
+                        "end_ns": line.end_ns,
+                        "number": view.step_numbers() if is_step else np.full(len(line), -1, dtype=np.int64),
+                    }
+                )
+    chunks = _stream_chunks(streams, hlo, read_all)
+
+    # host lines: step markers (StepTraceAnnotation or --step-marker), and the thunks of CPU captures
+    host_lines = [_LineView(plane, line, _Labels(plane.event_names)) for plane in host_planes for line in plane.lines]
+    if host_lines:
+        names = np.concatenate([v.names for v in host_lines])
+        is_step = np.concatenate([v.present("step_num") for v in host_lines])
+        if user_step is not None:
+            is_step |= np.concatenate([v.labels.matches(user_step)[v.codes] for v in host_lines])
+        is_thunk = np.zeros(len(names), dtype=bool)
+        if not gpu_planes:
+            is_thunk = np.concatenate([v.present("hlo_op") & v.present("device_ordinal") for v in host_lines])
+        # a name's first event decides whether its later events are looked at
+        processed = _first_decides(names, is_step | is_thunk)
+        offset = 0
+        for view in host_lines:
+            n = len(view.names)
+            sl = slice(offset, offset + n)
+            offset += n
+            steps = np.flatnonzero(processed[sl] & is_step[sl])
+            if len(steps):
+                markers.append(
+                    {
+                        "device": np.full(len(steps), "", dtype=object),
+                        "kind": np.full(len(steps), "step", dtype=object),
+                        "name": view.names[steps],
+                        "start_ns": view.line.start_ns[steps],
+                        "end_ns": view.line.end_ns[steps],
+                        "number": view.step_numbers()[steps],
+                    }
+                )
+            thunks = np.flatnonzero(processed[sl] & ~is_step[sl] & is_thunk[sl])
+            if len(thunks):
+                chunks.extend(_thunk_chunks(host, view, thunks))
+    return _Walk(ordinals, chunks, markers, line_names)
+
+
+class _Labels:
+    """A plane's event names, indexable by the decoder's name index (-1, an unknown id, reads "")."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.values = np.array([*names, ""], dtype=object)
+
+    def matches(self, pattern: re.Pattern) -> np.ndarray:
+        return np.array([bool(pattern.search(v)) for v in self.values.tolist()], dtype=bool)
+
+    def trailing_numbers(self) -> np.ndarray:
+        return np.array([_step_number(v, None) for v in self.values.tolist()], dtype=np.int64)
+
+
+class _LineView:
+    """One decoded line with the helpers the walk needs (per distinct value, never per event)."""
+
+    def __init__(self, plane: Plane, line: Line, labels: _Labels) -> None:
+        self.plane = plane
+        self.line = line
+        self.labels = labels
+        self.codes = plane.name_index(line)  # -1 -> the trailing ""
+        self.names = labels.values[self.codes]
+
+    def present(self, stat: str) -> np.ndarray:
+        return self.line.stats[stat].present
+
+    def strings(self, stat: str) -> tuple[np.ndarray, np.ndarray]:
+        """(values as an object array, "" where absent or not a string; mask of non-empty values)."""
+        codes, categories = self.line.stats[stat].string_codes()
+        cats = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in categories]
+        values = np.array([*cats, ""], dtype=object)
+        nonempty = np.array([bool(c) for c in cats] + [False], dtype=bool)
+        return values[codes], nonempty[codes]
+
+    def integers(self, stat: str) -> np.ndarray:
+        return self.line.stats[stat].integers(-1)[0]
+
+    def step_numbers(self) -> np.ndarray:
+        """A step marker's number: its integer step_num stat, else the digits that end its name, else -1."""
+        values, is_int = self.line.stats["step_num"].integers(-1)
+        return np.where(is_int, values, self.labels.trailing_numbers()[self.codes])
+
+
+def _first_decides(names: np.ndarray, decision: np.ndarray) -> np.ndarray:
+    """Events that are looked at: the first event of each name, and every event of a name it accepted."""
+    codes, _ = pd.factorize(names)
+    order = np.argsort(codes, kind="stable")
+    starts = np.r_[0, np.flatnonzero(np.diff(codes[order])) + 1]
+    first = order[starts]  # the first event of each name (codes count names in order of appearance)
+    is_first = np.zeros(len(names), dtype=bool)
+    is_first[first] = True
+    return is_first | decision[first][codes]
+
+
+def _stream_chunks(
+    streams: list[tuple[str, int, str, _LineView]], hlo: dict[tuple[str, int], HloModule], read_all: bool
+) -> list[_Chunk]:
+    """Kernel chunks with the XLA stats sampled as :class:`_StatReader` samples them."""
+    if not streams:
+        return []
+    views = [v for *_, v in streams]
+    names = np.concatenate([v.names for v in views])
+    ops_parts, mods_parts, pids_parts, has_parts = [], [], [], []
+    for v in views:
+        ops, op_set = v.strings("hlo_op")
+        mods, mod_set = v.strings("hlo_module")
+        ops_parts.append(ops)
+        mods_parts.append(mods)
+        # jaxlib's route takes the stat whatever its type; integers are what XLA writes
+        pids_parts.append(v.integers("program_id"))
+        has_parts.append(op_set | mod_set)
+    ops, mods = np.concatenate(ops_parts), np.concatenate(mods_parts)
+    pids, has_stats = np.concatenate(pids_parts), np.concatenate(has_parts)
+    codes, uniques = pd.factorize(names)
+    order = np.argsort(codes, kind="stable")
+    first = order[np.r_[0, np.flatnonzero(np.diff(codes[order])) + 1]]
+    # the decision per distinct name, from its first event (as _StatReader.walk decides it)
+    decider = _StatReader(hlo, read_all)
+    every = np.array(
+        [
+            read_all
+            or bool(decider.comm_capable.search(name))
+            or (bool(op) and bool(_COPY_OR_SET.match(name)))
+            or decider._collective_op(mod, int(pid), op)
+            for name, op, mod, pid in zip(
+                uniques.tolist(), ops[first].tolist(), mods[first].tolist(), pids[first].tolist(), strict=True
+            )
+        ],
+        dtype=bool,
+    )
+    kept = every[codes]
+    kept[first] = True
+    recorded = kept & has_stats
+    chunks = []
+    offset = 0
+    for (device, gid, stream, view), part_names in zip(streams, (v.names for v in views), strict=True):
+        n = len(part_names)
+        rows = np.flatnonzero(recorded[offset : offset + n])
+        at = rows + offset
+        chunks.append(
+            _Chunk(
+                device,
+                gid,
+                stream,
+                part_names,
+                view.line.start_ns,
+                view.line.end_ns,
+                rows,
+                mods[at],
+                ops[at],
+                pids[at],
+            )
+        )
+        offset += n
+    return chunks
+
+
+def _thunk_chunks(host: str, view: _LineView, thunks: np.ndarray) -> list[_Chunk]:
+    """A CPU capture line's thunk executions, one chunk per XLA CPU device in order of appearance."""
+    ordinals = view.integers("device_ordinal")[thunks]
+    ops, _ = view.strings("hlo_op")
+    mods, _ = view.strings("hlo_module")
+    pids = view.integers("program_id")
+    runs = view.integers("run_id")
+    distinct, first = np.unique(ordinals, return_index=True)
+    chunks = []
+    for ordinal in distinct[np.argsort(first)].tolist():
+        rows = thunks[ordinals == ordinal]
+        chunks.append(
+            _Chunk(
+                f"{host}/CPU:{ordinal}",
+                int(ordinal),
+                view.line.name,
+                view.names[rows],
+                view.line.start_ns[rows],
+                view.line.end_ns[rows],
+                np.arange(len(rows), dtype=np.int64),
+                mods[rows],
+                ops[rows],
+                pids[rows],
+                runs[rows],
+            )
+        )
+    return chunks

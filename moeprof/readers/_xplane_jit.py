@@ -1,0 +1,218 @@
+"""Compiled kernels for :mod:`moeprof.readers.xplane_wire` (numba; imported only when available).
+
+The numpy route decodes a line's events in lockstep, about 25 array passes per
+field; at millions of events that is no faster than jaxlib's parse. These
+kernels walk the same bytes once, in order, with every read checked against
+the end of the message it belongs to; they return an error code instead of
+raising (the caller turns it into :class:`WireError`). Compiled code is cached
+next to this file (or in numba's user cache), so only the first run compiles.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+OK = 0
+TRUNCATED_VARINT = 1
+LONG_VARINT = 2
+PAST_END = 3
+FIELD_ZERO = 4
+BAD_WIRE = 5
+FULL = 6  # output arrays full: grow them and call again from where it stopped
+
+MESSAGES = {
+    TRUNCATED_VARINT: "truncated varint",
+    LONG_VARINT: "varint longer than 10 bytes",
+    PAST_END: "a field runs past the end of its message",
+    FIELD_ZERO: "field number 0",
+    BAD_WIRE: "unsupported wire type",
+}
+
+
+# helpers are inlined into the two entry points: one compiled unit each, and a cheaper cache load
+
+
+@nb.njit(inline="always")
+def _varint(data, pos, end):  # pragma: no cover - compiled
+    """(value as int64 bits, position after it); position -1 (truncated) or -2 (too long) on error."""
+    if pos < end and data[pos] < 0x80:
+        return np.int64(data[pos]), pos + 1
+    result = np.int64(0)
+    shift = 0
+    while True:
+        if pos >= end:
+            return np.int64(0), -1
+        b = np.int64(data[pos])
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            return np.int64(0), -2
+
+
+@nb.njit(inline="always")
+def _varint_error(p):  # pragma: no cover - compiled
+    return TRUNCATED_VARINT if p == -1 else LONG_VARINT
+
+
+@nb.njit(inline="always")
+def _skip(data, pos, end, wire):  # pragma: no cover - compiled
+    """Position after a field value of this wire type, or a negative error code."""
+    if wire == 0:
+        _, p = _varint(data, pos, end)
+        return p if p >= 0 else -_varint_error(p)
+    if wire == 2:
+        length, p = _varint(data, pos, end)
+        if p < 0:
+            return -_varint_error(p)
+        if length < 0 or length > end - p:
+            return -PAST_END
+        return p + length
+    if wire == 1:
+        return pos + 8 if pos + 8 <= end else -PAST_END
+    if wire == 5:
+        return pos + 4 if pos + 4 <= end else -PAST_END
+    return -BAD_WIRE
+
+
+@nb.njit(cache=True, nogil=True)
+def field_run(data, first, end, tag, body, body_end):  # pragma: no cover - compiled
+    """Consecutive length-delimited fields with one-byte key ``tag`` from ``first``.
+
+    Fills ``body``/``body_end`` with their payloads; returns (count, stop, error):
+    stop is where the run ended (or where to resume when error is FULL).
+    """
+    pos = first
+    k = 0
+    while pos < end and data[pos] == tag:
+        if k == len(body):
+            return k, pos, FULL
+        length, p = _varint(data, pos + 1, end)
+        if p < 0:
+            return k, pos, _varint_error(p)
+        if length < 0 or length > end - p:
+            return k, pos, PAST_END
+        body[k] = p
+        body_end[k] = p + length
+        pos = p + length
+        k += 1
+    return k, pos, OK
+
+
+@nb.njit(inline="always")
+def _stat(data, pos, end, row, req_ids, req_slot, skind, svalue, sstart, send):  # pragma: no cover - compiled
+    """Decode one XStat; store it in its requested slot (the last one on a row wins). Returns an error code."""
+    mid = np.int64(0)
+    kind = 0
+    value = np.int64(0)
+    vstart = 0
+    vend = 0
+    while pos < end:
+        key, pos = _varint(data, pos, end)
+        if pos < 0:
+            return _varint_error(pos)
+        number = key >> 3
+        wire = key & 7
+        if number == 0:
+            return FIELD_ZERO
+        if wire == 0 and (number == 1 or number == 3 or number == 4 or number == 7):
+            v, pos = _varint(data, pos, end)
+            if pos < 0:
+                return _varint_error(pos)
+            if number == 1:
+                mid = v
+            else:
+                kind = number
+                value = v
+        elif wire == 1 and number == 2:
+            if pos + 8 > end:
+                return PAST_END
+            v = np.int64(0)
+            for j in range(8):
+                v |= np.int64(data[pos + j]) << (8 * j)
+            kind = 2
+            value = v
+            pos += 8
+        elif wire == 2 and (number == 5 or number == 6):
+            length, p = _varint(data, pos, end)
+            if p < 0:
+                return _varint_error(p)
+            if length < 0 or length > end - p:
+                return PAST_END
+            kind = number
+            vstart = p
+            vend = p + length
+            pos = vend
+        else:
+            pos = _skip(data, pos, end, wire)
+            if pos < 0:
+                return -pos
+    if kind != 0:
+        # requested ids are few: a linear scan
+        for r in range(len(req_ids)):
+            if req_ids[r] == mid:
+                slot = req_slot[r]
+                skind[slot, row] = kind
+                svalue[slot, row] = value
+                sstart[slot, row] = vstart
+                send[slot, row] = vend
+                break
+    return OK
+
+
+@nb.njit(cache=True, nogil=True)
+def events(
+    data, body, body_end, req_ids, req_slot, metadata_id, offset_ps, duration_ps, skind, svalue, sstart, send
+):  # pragma: no cover - compiled
+    """Decode every event (fields in any order); its requested stats go to their slots.
+
+    Values are int64 bit patterns (uint64 fields included). Returns (error code,
+    index of the event where it occurred).
+    """
+    for i in range(len(body)):
+        pos = body[i]
+        end = body_end[i]
+        mid = np.int64(0)
+        off = np.int64(0)
+        dur = np.int64(0)
+        while pos < end:
+            key, pos = _varint(data, pos, end)
+            if pos < 0:
+                return _varint_error(pos), i
+            number = key >> 3
+            wire = key & 7
+            if number == 0:
+                return FIELD_ZERO, i
+            if wire == 0 and (number == 1 or number == 2 or number == 3 or number == 5):
+                v, pos = _varint(data, pos, end)
+                if pos < 0:
+                    return _varint_error(pos), i
+                if number == 1:
+                    mid = v
+                elif number == 2:
+                    off = v
+                elif number == 3:
+                    dur = v
+                else:  # num_occurrences shares a oneof with offset_ps: setting it clears the offset
+                    off = np.int64(0)
+            elif wire == 2 and number == 4:
+                length, p = _varint(data, pos, end)
+                if p < 0:
+                    return _varint_error(p), i
+                if length < 0 or length > end - p:
+                    return PAST_END, i
+                err = _stat(data, p, p + length, i, req_ids, req_slot, skind, svalue, sstart, send)
+                if err != OK:
+                    return err, i
+                pos = p + length
+            else:
+                pos = _skip(data, pos, end, wire)
+                if pos < 0:
+                    return -pos, i
+        metadata_id[i] = mid
+        offset_ps[i] = off
+        duration_ps[i] = dur
+    return OK, 0

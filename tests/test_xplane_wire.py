@@ -1,0 +1,453 @@
+"""The XPlane wire decoder against two independent readings of the same bytes.
+
+* the protobuf runtime's own parse (``moeprof.readers.xspace_proto`` classes,
+  with string fields read as bytes so that only the strings the decoder decodes
+  are checked), turned into per-event values in plain Python: exact integer
+  times, tsl's stat semantics (the event's stat over its metadata's,
+  references resolved);
+* jaxlib's ``ProfileData``, whose times are ``float(timestamp_ns + trunc(offset_ps/1000))``
+  and ``+ float(trunc(duration_ps/1000))`` (C++ integer division, then doubles):
+  the decoder rounds half-to-even in integers instead, so the two agree exactly
+  where offsets and durations are whole nanoseconds and the times below 2**53,
+  and each is checked against its own formula everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from moeprof.readers import xspace_proto as xp
+from moeprof.readers.xplane_wire import (
+    STAT_ABSENT,
+    STAT_BYTES,
+    STAT_DOUBLE,
+    STAT_INT64,
+    STAT_REF,
+    STAT_STR,
+    STAT_UINT64,
+    WireError,
+    XSpaceColumns,
+    read_xspace,
+)
+
+from .conftest import ROOT, SAMPLES, SHARED_TRACES, shared_trace
+
+STATS = ("hlo_op", "hlo_module", "program_id", "step_num", "device_ordinal", "run_id", "correlation_id", "flops")
+T_EPOCH = 1_733_011_200_000_000_123  # an epoch timestamp in ns: ps since then overflow int64, doubles lose ns
+
+
+# ------------------------------------------------------------------------------------------ reference readings
+
+
+@cache
+def _raw_messages() -> dict[str, type]:
+    """The XSpace classes with every string field as bytes: parsing checks structure, never UTF-8."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name="raw_xplane.proto", package="raw_xplane", syntax="proto3")
+    for name, fields in xp._SCHEMA:
+        xp._add_message(file, name, fields)
+    for msg in file.message_type:
+        for f in [*msg.field, *(g for nested in msg.nested_type for g in nested.field)]:
+            if f.type == xp._F.TYPE_STRING:
+                f.type = xp._F.TYPE_BYTES
+            if f.type_name:
+                f.type_name = f.type_name.replace(f".{xp._PACKAGE}.", ".raw_xplane.")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"raw_xplane.{n}")) for n, _ in xp._SCHEMA}
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8")  # raises on bad UTF-8: the decoder must then raise WireError
+
+
+def _round_half_even_div(x: int, d: int = 1000) -> int:
+    q, r = divmod(x, d)
+    return q + (1 if r * 2 > d or (r * 2 == d and q % 2) else 0)
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _stat_value(stat, stat_names: dict[int, str]):
+    which = stat.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "ref_value":
+        return stat_names.get(stat.ref_value, "")
+    if which == "str_value":
+        return _text(stat.str_value)
+    if which == "uint64_value":
+        return _signed(stat.uint64_value)
+    return getattr(stat, which)
+
+
+def reference(data: bytes, stats: tuple[str, ...] = STATS) -> dict:
+    """Per plane and line: header fields and each event's name, exact times and requested stats."""
+    space = _raw_messages()["XSpace"]()
+    space.ParseFromString(data)
+    out = {"hostnames": [_text(h) for h in space.hostnames], "planes": []}
+    for plane in space.planes:
+        stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
+        meta_names = {k: _text(v.name) for k, v in plane.event_metadata.items()}
+        meta_stats = {}
+        for k, v in plane.event_metadata.items():
+            found = {}
+            for st in v.stats:
+                name = stat_names.get(st.metadata_id)
+                value = _stat_value(st, stat_names) if name in stats else None
+                if value is not None:
+                    found[name] = value
+            meta_stats[k] = found
+        lines = []
+        for line in plane.lines:
+            ts = line.timestamp_ns
+            events = []
+            for ev in line.events:
+                off = ev.offset_ps if ev.WhichOneof("data") == "offset_ps" else 0
+                own = {}
+                for st in ev.stats:
+                    name = stat_names.get(st.metadata_id)
+                    if name in stats:
+                        value = _stat_value(st, stat_names)
+                        if value is not None:
+                            own[name] = value
+                merged = {**meta_stats.get(ev.metadata_id, {}), **own}
+                events.append(
+                    (
+                        meta_names.get(ev.metadata_id, ""),
+                        ts + _round_half_even_div(off),
+                        ts + _round_half_even_div(off + ev.duration_ps),
+                        merged,
+                    )
+                )
+            head = (line.id, line.display_id, _text(line.name), _text(line.display_name), ts, line.duration_ps)
+            lines.append((head, events))
+        out["planes"].append((plane.id, _text(plane.name), lines))
+    return out
+
+
+def decoded(space: XSpaceColumns, stats: tuple[str, ...] = STATS) -> dict:
+    """The decoder's columns as the same plain values."""
+    out = {"hostnames": space.hostnames, "planes": []}
+    for plane in space.planes:
+        lines = []
+        for line in plane.lines:
+            idx = plane.name_index(line)
+            values = {}
+            for s in stats:
+                col = line.stats[s]
+                vals: list = []
+                for i, k in enumerate(col.kind.tolist()):
+                    if k == STAT_ABSENT:
+                        vals.append(None)
+                    elif k in (STAT_INT64, STAT_UINT64):
+                        vals.append(int(col.ints[i]))
+                    elif k == STAT_DOUBLE:
+                        vals.append(float(col.doubles[i]))
+                    else:
+                        assert k in (STAT_STR, STAT_BYTES, STAT_REF)
+                        vals.append(col.categories[col.codes[i]])
+                values[s] = vals
+            events = []
+            for i in range(len(line)):
+                merged = {s: values[s][i] for s in stats if values[s][i] is not None}
+                name = plane.event_names[idx[i]] if idx[i] >= 0 else ""
+                events.append((name, int(line.start_ns[i]), int(line.end_ns[i]), merged))
+            head = (line.id, line.display_id, line.name, line.display_name, line.timestamp_ns, line.duration_ps)
+            lines.append((head, events))
+        out["planes"].append((plane.id, plane.name, lines))
+    return out
+
+
+def assert_matches_jaxlib(path: Path, space: XSpaceColumns) -> None:
+    """Names and stats equal ProfileData's; times equal its float formula, and ours the exact one."""
+    from jaxlib._profile_data import ProfileData
+
+    raw = _raw_messages()["XSpace"]()
+    raw.ParseFromString(path.read_bytes())
+    planes = list(ProfileData.from_file(str(path)).planes)
+    assert [p.name for p in planes] == space.plane_names
+    for plane, ours, raw_plane in zip(planes, space.planes, raw.planes, strict=True):
+        meta_stat_names = {
+            raw_plane.stat_metadata[st.metadata_id].name.decode()
+            for m in raw_plane.event_metadata.values()
+            for st in m.stats
+            if st.metadata_id in raw_plane.stat_metadata
+        }
+        for line, mine, raw_line in zip(plane.lines, ours.lines, raw_plane.lines, strict=True):
+            assert line.name == mine.name
+            events = list(line.events)
+            assert len(events) == len(mine)
+            idx = ours.name_index(mine)
+            ts = raw_line.timestamp_ns
+            for i, (ev, raw_ev) in enumerate(zip(events, raw_line.events, strict=True)):
+                assert ev.name == (ours.event_names[idx[i]] if idx[i] >= 0 else "")
+                off, dur = raw_ev.offset_ps, raw_ev.duration_ps
+                trunc_off = int(off / 1000) if abs(off) < 2**53 else -((-off) // 1000) if off < 0 else off // 1000
+                trunc_dur = int(dur / 1000) if abs(dur) < 2**53 else dur // 1000
+                jax_start = float(ts + trunc_off)
+                assert ev.start_ns == jax_start
+                assert ev.end_ns == jax_start + float(trunc_dur)
+                exact_start = ts + _round_half_even_div(off)
+                exact_end = ts + _round_half_even_div(off + dur)
+                assert (int(mine.start_ns[i]), int(mine.end_ns[i])) == (exact_start, exact_end)
+                if off % 1000 == 0 and dur % 1000 == 0 and abs(exact_end) < 2**53 and abs(exact_start) < 2**53:
+                    assert (ev.start_ns, ev.end_ns) == (mine.start_ns[i], mine.end_ns[i])
+                theirs = {k: v for k, v in ev.stats if k is not None}
+                for s, col in mine.stats.items():
+                    if s in meta_stat_names:
+                        continue  # jaxlib reads the event's own stats only; the reference checks the merge
+                    k = int(col.kind[i])
+                    if s not in theirs:
+                        assert k == STAT_ABSENT, (s, i)
+                        continue
+                    want = theirs[s]
+                    if k in (STAT_INT64, STAT_UINT64):
+                        assert int(col.ints[i]) & ((1 << 64) - 1) == want & ((1 << 64) - 1)
+                    elif k == STAT_DOUBLE:
+                        assert float(col.doubles[i]) == want or (math.isnan(want) and math.isnan(col.doubles[i]))
+                    elif k == STAT_BYTES:  # jaxlib hands bytes stats over as str
+                        assert col.categories[col.codes[i]].decode() == want
+                    else:
+                        assert col.categories[col.codes[i]] == want
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def _all_xplanes() -> list[Path]:
+    files = sorted(SAMPLES.rglob("*.xplane.pb"))
+    files += sorted((SHARED_TRACES / "xplane").glob("*.xplane.pb")) if (SHARED_TRACES / "xplane").exists() else []
+    return files
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> dict[str, Path]:
+    """Files written here: the synthetic generator's, a benchmark-shaped one, and hand-made edge cases."""
+    out = tmp_path_factory.mktemp("xplane")
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_xplane import build
+    from synthetic.gpu import build as build_scenario
+    from synthetic.gpu import write_xplane
+
+    scen = build_scenario("wire", 1, 4, steps=2, layers=2, seed=5)
+    write_xplane(scen, 0, out / "synthetic.xplane.pb")
+    build(out / "bench.xplane.pb", 24_000)
+    (out / "edge.xplane.pb").write_bytes(_edge_case_bytes())
+    return {p.stem.split(".")[0]: p for p in out.glob("*.pb")}
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return xp_varint(number << 3 | 2) + xp_varint(len(payload)) + payload
+
+
+def xp_varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _edge_case_bytes() -> bytes:
+    """Epoch timestamps, sub-ns offsets and ties, negatives, metadata stats, refs, odd field orders."""
+    m = xp.messages()
+    plane = m["XPlane"](id=3, name="/device:GPU:0")
+    for i, name in enumerate(["hlo_op", "program_id", "flops", "ref_target", "hlo_module", "step_num"], 1):
+        plane.stat_metadata[i].id = i
+        plane.stat_metadata[i].name = name
+    k = plane.event_metadata[10]
+    k.id, k.name = 10, "kernel_with_metadata_stats"
+    k.stats.add(metadata_id=1).str_value = "op_from_metadata"
+    k.stats.add(metadata_id=2).uint64_value = 2**64 - 1
+    k.stats.add(metadata_id=3).double_value = 1.5e12
+    plane.event_metadata[11].id = 11
+    plane.event_metadata[11].name = "plain"
+    plane.event_metadata[2**40].name = "big id"
+    line = m["XLine"](id=1, display_id=7, name="Stream #1(odd)", display_name="odd", timestamp_ns=T_EPOCH)
+    offsets = [0, 1, 499, 500, 501, 1500, 2500, -1500, -500, 10**15 + 500, 999_999_999_999_999]
+    for j, off in enumerate(offsets):
+        ev = line.events.add(metadata_id=10 if j % 2 else 11, offset_ps=off, duration_ps=(j * 777) % 3001)
+        if j % 3 == 0:
+            ev.stats.add(metadata_id=1).ref_value = 4  # a reference: the name of stat metadata 4
+        if j % 4 == 0:
+            ev.stats.add(metadata_id=2).int64_value = -7 * j
+        if j == 5:
+            ev.stats.add(metadata_id=1).ref_value = 999  # unknown reference: ""
+            ev.stats.add(metadata_id=3)  # no value: absent
+            ev.stats.add(metadata_id=77).int64_value = 1  # unknown stat metadata: ignored
+        if j == 6:
+            ev.stats.add(metadata_id=5).bytes_value = b"\x00raw\x01"
+            ev.stats.add(metadata_id=1).str_value = "first"
+            ev.stats.add(metadata_id=1).str_value = "second wins"
+    line.events.add(metadata_id=2**40, num_occurrences=3, duration_ps=5000)
+    line.events.add(metadata_id=12345, offset_ps=3000, duration_ps=1000)  # no metadata: name ""
+    head = line.SerializeToString()
+    # the same line with fields out of order: events split around the header, each event's fields reversed
+    events = []
+    for ev in line.events:
+        pieces = [m["XEvent"](metadata_id=ev.metadata_id).SerializeToString()]
+        if ev.WhichOneof("data") == "offset_ps":
+            pieces.append(m["XEvent"](offset_ps=ev.offset_ps).SerializeToString())
+        else:
+            pieces.append(m["XEvent"](num_occurrences=ev.num_occurrences).SerializeToString())
+        pieces.append(m["XEvent"](duration_ps=ev.duration_ps).SerializeToString())
+        for st in ev.stats:
+            one = m["XEvent"]()
+            one.stats.add().CopyFrom(st)
+            pieces.append(one.SerializeToString())
+        events.append(_field(4, b"".join(reversed(pieces))))  # protobuf merges concatenated pieces
+    header = m["XLine"](id=2, name="Stream #2(reordered)", timestamp_ns=5_000).SerializeToString()
+    tail = m["XLine"](duration_ps=123, display_name="tail").SerializeToString()
+    unknown = xp_varint(15 << 3 | 0) + xp_varint(99) + _field(14, b"\x22\x22\x22")
+    reordered_line = b"".join(events[:4]) + header + unknown + b"".join(events[4:]) + tail
+    steps = m["XLine"](id=3, name="Steps", timestamp_ns=0)
+    for s in range(3):
+        e = steps.events.add(metadata_id=11, offset_ps=s * 10**9, duration_ps=10**9)
+        e.stats.add(metadata_id=6).int64_value = s
+    empty = m["XLine"](id=4, name="empty line")
+    body = plane.SerializeToString() + b"".join(
+        _field(3, x) for x in (head, reordered_line, steps.SerializeToString(), empty.SerializeToString())
+    )
+    other = m["XPlane"](id=9, name="/host:CPU").SerializeToString()
+    return _field(1, body) + _field(4, b"edgehost") + _field(1, other) + _field(2, b"an error string")
+
+
+# ------------------------------------------------------------------------------------------ tests
+
+
+@pytest.mark.parametrize("path", _all_xplanes(), ids=lambda p: p.name)
+def test_sample_and_shared_traces_match_both_references(path):
+    space = read_xspace(path, stats=STATS)
+    assert decoded(space) == reference(path.read_bytes())
+    assert_matches_jaxlib(path, space)
+
+
+def test_real_shared_traces_are_present_or_skipped():
+    shared_trace("xplane/tf_bert_8xv100_worker.xplane.pb")
+    shared_trace("xplane/jax_conv_8xmi300.xplane.pb")
+
+
+@pytest.mark.parametrize("which", ["synthetic", "bench", "edge"])
+def test_generated_files_match_both_references(generated, which):
+    path = generated[which]
+    space = read_xspace(path, stats=STATS)
+    assert decoded(space) == reference(path.read_bytes())
+    assert_matches_jaxlib(path, space)
+
+
+def test_edge_case_values_by_hand(generated):
+    space = read_xspace(generated["edge"], stats=STATS)
+    plane = space.planes[0]
+    assert space.hostnames == ["edgehost"] and space.plane_names == ["/device:GPU:0", "/host:CPU"]
+    line = plane.lines[0]
+    # offsets [0, 1, 499, 500, 501, 1500, 2500, -1500, -500, ...] ps from an epoch timestamp, half to even
+    assert (line.start_ns[:9] - T_EPOCH).tolist() == [0, 0, 0, 0, 1, 2, 2, -2, 0]
+    assert line.start_ns[9] - T_EPOCH == 10**12  # 10**15 + 500 ps: the tie goes to the even ns
+    ops = line.stats["hlo_op"]
+    names = [plane.event_names[i] if i >= 0 else "" for i in plane.name_index(line)]
+    assert names[-1] == "" and names[-2] == "big id"
+    # event 0: its own reference; event 1: the metadata's string; event 5: unknown reference -> ""
+    assert ops.categories[ops.codes[0]] == "ref_target" and ops.categories[ops.codes[1]] == "op_from_metadata"
+    assert ops.categories[ops.codes[5]] == ""
+    assert ops.categories[ops.codes[6]] == "second wins"
+    pid = line.stats["program_id"]
+    assert pid.ints[1] == -1 and pid.kind[1] == STAT_UINT64  # 2**64-1 from the metadata, as its bit pattern
+    assert pid.ints[4] == -28 and pid.kind[4] == STAT_INT64  # the event's own stat over the metadata's
+    assert line.stats["flops"].doubles[1] == 1.5e12 and line.stats["flops"].kind[5] == STAT_DOUBLE  # no-value stat
+    assert line.stats["hlo_module"].categories[line.stats["hlo_module"].codes[6]] == b"\x00raw\x01"
+    odd = plane.lines[1]
+    assert (odd.name, odd.display_name, odd.duration_ps, odd.id) == ("Stream #2(reordered)", "tail", 123, 2)
+    assert len(odd) == len(line)
+    assert plane.lines[3].name == "empty line" and len(plane.lines[3]) == 0
+
+
+def test_plane_and_line_filters(generated):
+    path = generated["synthetic"]
+    every = read_xspace(path, stats=("hlo_op",))
+    gpus = read_xspace(path, planes=lambda n: n.startswith("/device:GPU"), stats=("hlo_op",))
+    assert gpus.plane_names == every.plane_names
+    assert [p.name for p in gpus.planes] == [p.name for p in every.planes if p.name.startswith("/device:GPU")]
+    streams = read_xspace(path, stats=(), lines=lambda plane, line: line.startswith("Stream"))
+    for plane, full in zip(streams.planes, every.planes, strict=True):
+        for line, want in zip(plane.lines, full.lines, strict=True):
+            assert line.name == want.name
+            assert line.events_read == line.name.startswith("Stream")
+            if line.events_read:
+                assert np.array_equal(line.start_ns, want.start_ns) and np.array_equal(line.end_ns, want.end_ns)
+            else:
+                assert len(line) == 0
+
+
+def _mutations(data: bytes, rng: random.Random, count: int) -> list[bytes]:
+    out = []
+    for _ in range(count):
+        kind = rng.randrange(5)
+        b = bytearray(data)
+        if kind == 0:
+            b = b[: rng.randrange(len(b))]
+        elif kind == 1:
+            for _ in range(rng.randint(1, 3)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+        elif kind == 2:
+            i = rng.randrange(len(b))
+            b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
+        elif kind == 3:
+            i = rng.randrange(len(b))
+            del b[i : i + rng.randint(1, 4)]
+        else:  # a byte that matters to the event walk: an events tag or a length
+            i = rng.choice([j for j in range(len(b)) if b[j] == 0x22] or [0])
+            b[min(i + rng.randint(0, 1), len(b) - 1)] ^= 1 << rng.randrange(8)
+        out.append(bytes(b))
+    return out
+
+
+@pytest.mark.parametrize("which", ["edge", "synthetic"])
+def test_truncated_or_corrupted_input_raises_wire_error_or_reads_correctly(generated, tmp_path, which):
+    data = generated[which].read_bytes()
+    rng = random.Random(12)
+    outcomes = {"error": 0, "correct": 0}
+    for i, bad in enumerate(_mutations(data, rng, 120 if which == "edge" else 60)):
+        path = tmp_path / f"m{i}.xplane.pb"
+        path.write_bytes(bad)
+        try:
+            space = read_xspace(path, stats=STATS)
+        except WireError:
+            outcomes["error"] += 1
+            continue
+        try:
+            want = reference(bad)
+        except Exception as exc:  # the protobuf runtime rejects it, or a name is not UTF-8
+            pytest.fail(f"mutation {i}: decoded input the protobuf runtime rejects ({exc})")
+        assert decoded(space) == want, f"mutation {i}"
+        outcomes["correct"] += 1
+    assert outcomes["error"] and outcomes["correct"]  # both paths were exercised
+
+
+def test_empty_and_garbage_files(tmp_path):
+    empty = tmp_path / "empty.xplane.pb"
+    empty.write_bytes(b"")
+    assert read_xspace(empty).planes == []
+    for junk in (
+        b"\x0a\xff",
+        b"\x00\x01",
+        b"\x0b",
+        b"\x0a\x05\x1a\x10abc",
+        b"\x0a\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80",
+    ):
+        path = tmp_path / "junk.xplane.pb"
+        path.write_bytes(junk)
+        with pytest.raises(WireError):
+            read_xspace(path)
