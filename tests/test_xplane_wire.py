@@ -328,8 +328,26 @@ def _edge_case_bytes() -> bytes:
 # ------------------------------------------------------------------------------------------ tests
 
 
+def _has_numba() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+ROUTES = ["numpy", pytest.param("jit", marks=pytest.mark.skipif(not _has_numba(), reason="numba not installed"))]
+
+
+@pytest.fixture(params=ROUTES)
+def route(request, monkeypatch) -> str:
+    """Each test below runs on the numpy route and on the compiled (numba) route."""
+    monkeypatch.setenv("MOEPROF_XPLANE_WIRE_JIT", "1" if request.param == "jit" else "0")
+    return request.param
+
+
 @pytest.mark.parametrize("path", _all_xplanes(), ids=lambda p: p.name)
-def test_sample_and_shared_traces_match_both_references(path):
+def test_sample_and_shared_traces_match_both_references(path, route):
     space = read_xspace(path, stats=STATS)
     assert decoded(space) == reference(path.read_bytes())
     assert_matches_jaxlib(path, space)
@@ -341,14 +359,14 @@ def test_real_shared_traces_are_present_or_skipped():
 
 
 @pytest.mark.parametrize("which", ["synthetic", "bench", "edge"])
-def test_generated_files_match_both_references(generated, which):
+def test_generated_files_match_both_references(generated, which, route):
     path = generated[which]
     space = read_xspace(path, stats=STATS)
     assert decoded(space) == reference(path.read_bytes())
     assert_matches_jaxlib(path, space)
 
 
-def test_edge_case_values_by_hand(generated):
+def test_edge_case_values_by_hand(generated, route):
     space = read_xspace(generated["edge"], stats=STATS)
     plane = space.planes[0]
     assert space.hostnames == ["edgehost"] and space.plane_names == ["/device:GPU:0", "/host:CPU"]
@@ -415,7 +433,7 @@ def _mutations(data: bytes, rng: random.Random, count: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("which", ["edge", "synthetic"])
-def test_truncated_or_corrupted_input_raises_wire_error_or_reads_correctly(generated, tmp_path, which):
+def test_truncated_or_corrupted_input_raises_wire_error_or_reads_correctly(generated, tmp_path, which, route):
     data = generated[which].read_bytes()
     rng = random.Random(12)
     outcomes = {"error": 0, "correct": 0}
@@ -436,7 +454,7 @@ def test_truncated_or_corrupted_input_raises_wire_error_or_reads_correctly(gener
     assert outcomes["error"] and outcomes["correct"]  # both paths were exercised
 
 
-def test_empty_and_garbage_files(tmp_path):
+def test_empty_and_garbage_files(tmp_path, route):
     empty = tmp_path / "empty.xplane.pb"
     empty.write_bytes(b"")
     assert read_xspace(empty).planes == []
@@ -451,3 +469,92 @@ def test_empty_and_garbage_files(tmp_path):
         path.write_bytes(junk)
         with pytest.raises(WireError):
             read_xspace(path)
+
+
+# ------------------------------------------------------------------------------------------ the reader on both routes
+
+
+def _read(path: Path, reader: str, monkeypatch) -> object:
+    from moeprof.readers.base import ReadContext
+    from moeprof.readers.xplane import read
+
+    monkeypatch.setenv("MOEPROF_XPLANE_READER", reader)
+    return read(path, ReadContext())
+
+
+def _as_jaxlib_times(table):
+    """jaxlib's times from exact ones (whole-ns offsets): the start as a double, plus the duration as a double."""
+    out = table.copy()
+    start, end = table["start_ns"].to_numpy(), table["end_ns"].to_numpy()
+    s = start.astype(np.float64)
+    out["start_ns"] = np.rint(s).astype(np.int64)
+    out["end_ns"] = np.rint(s + (end - start).astype(np.float64)).astype(np.int64)
+    return out
+
+
+def assert_same_trace(jax_trace, wire_trace, float_times: bool = False) -> None:
+    import pandas as pd
+
+    for table in ("events", "markers"):
+        theirs, ours = getattr(jax_trace, table), getattr(wire_trace, table)
+        pd.testing.assert_frame_equal(theirs, _as_jaxlib_times(ours) if float_times else ours)
+    for attr in ("devices", "framework", "job", "format", "path"):
+        assert getattr(jax_trace, attr) == getattr(wire_trace, attr)
+    assert set(jax_trace.hlo) == set(wire_trace.hlo)
+
+
+@pytest.mark.parametrize("path", _all_xplanes(), ids=lambda p: p.name)
+def test_both_readers_give_equal_traces(path, route, monkeypatch):
+    assert_same_trace(_read(path, "jaxlib", monkeypatch), _read(path, "wire", monkeypatch))
+
+
+@pytest.mark.parametrize("which", ["synthetic", "bench"])
+def test_both_readers_give_equal_traces_on_generated_files(generated, which, route, monkeypatch):
+    """The benchmark file has epoch timestamps: jaxlib's doubles lose nanoseconds there, and only that differs."""
+    jax_trace = _read(generated[which], "jaxlib", monkeypatch)
+    wire_trace = _read(generated[which], "wire", monkeypatch)
+    assert_same_trace(jax_trace, wire_trace, float_times=which == "bench")
+    if which == "bench":
+        # and the wire route's times are the exact ones: a kernel's start is a whole number of ns past T0
+        assert (wire_trace.events["start_ns"].to_numpy() % 1000 == 0).mean() < 0.5  # not rounded to doubles
+        assert len(wire_trace.events) and len(wire_trace.markers)
+
+
+def test_every_kernel_stat_option_matches_too(route, monkeypatch):
+    from moeprof.options import LoadOptions
+    from moeprof.readers.base import ReadContext
+    from moeprof.readers.xplane import read
+
+    path = next(SAMPLES.glob("synthetic_1host_8gpu/*.xplane.pb"))
+    context = ReadContext(options=LoadOptions(all_kernel_stats=True))
+    monkeypatch.setenv("MOEPROF_XPLANE_READER", "jaxlib")
+    jax_trace = read(path, context)
+    monkeypatch.setenv("MOEPROF_XPLANE_READER", "wire")
+    wire_trace = read(path, context)
+    assert_same_trace(jax_trace, wire_trace)
+    # every kernel's op is read: more rows carry one than with the sampling
+    sampled = _read(path, "wire", monkeypatch)
+    assert (wire_trace.events["hlo_op"] != "").sum() > (sampled.events["hlo_op"] != "").sum()
+
+
+def test_the_jaxlib_route_takes_over_when_the_decoder_refuses(monkeypatch):
+    import moeprof.readers.xplane_wire as wire
+
+    path = next(SAMPLES.glob("synthetic_2host_4gpu/*.xplane.pb"))
+    expected = _read(path, "jaxlib", monkeypatch)
+
+    def refuse(*args, **kwargs):
+        raise WireError("refused for the test")
+
+    monkeypatch.setattr(wire, "read_xspace", refuse)
+    assert_same_trace(expected, _read(path, "wire", monkeypatch))
+
+
+def test_a_corrupt_file_is_one_input_error(tmp_path, monkeypatch):
+    from moeprof.errors import InputError
+
+    data = next(SAMPLES.glob("synthetic_2host_4gpu/*.xplane.pb")).read_bytes()
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError):
+        _read(bad, "wire", monkeypatch)

@@ -623,7 +623,7 @@ def _walk_wire(
         names = np.concatenate([v.names for v in host_lines])
         is_step = np.concatenate([v.present("step_num") for v in host_lines])
         if user_step is not None:
-            is_step |= np.concatenate([v.labels.matches(user_step)[v.codes] for v in host_lines])
+            is_step |= np.concatenate([v.labels.matches(user_step, v.codes) for v in host_lines])
         is_thunk = np.zeros(len(names), dtype=bool)
         if not gpu_planes:
             is_thunk = np.concatenate([v.present("hlo_op") & v.present("device_ordinal") for v in host_lines])
@@ -658,11 +658,17 @@ class _Labels:
     def __init__(self, names: tuple[str, ...]) -> None:
         self.values = np.array([*names, ""], dtype=object)
 
-    def matches(self, pattern: re.Pattern) -> np.ndarray:
-        return np.array([bool(pattern.search(v)) for v in self.values.tolist()], dtype=bool)
+    def matches(self, pattern: re.Pattern, codes: np.ndarray) -> np.ndarray:
+        """Whether each coded name matches (the names a line uses are looked at once each)."""
+        used, inverse = np.unique(codes, return_inverse=True)
+        found = np.array([bool(pattern.search(v)) for v in self.values[used].tolist()], dtype=bool)
+        return found[inverse.ravel()]
 
-    def trailing_numbers(self) -> np.ndarray:
-        return np.array([_step_number(v, None) for v in self.values.tolist()], dtype=np.int64)
+    def trailing_numbers(self, codes: np.ndarray) -> np.ndarray:
+        """The number that ends each coded name (-1 if none)."""
+        used, inverse = np.unique(codes, return_inverse=True)
+        numbers = np.array([_step_number(v, None) for v in self.values[used].tolist()], dtype=np.int64)
+        return numbers[inverse.ravel()]
 
 
 class _LineView:
@@ -692,7 +698,9 @@ class _LineView:
     def step_numbers(self) -> np.ndarray:
         """A step marker's number: its integer step_num stat, else the digits that end its name, else -1."""
         values, is_int = self.line.stats["step_num"].integers(-1)
-        return np.where(is_int, values, self.labels.trailing_numbers()[self.codes])
+        if is_int.all():
+            return values
+        return np.where(is_int, values, self.labels.trailing_numbers(self.codes))
 
 
 def _first_decides(names: np.ndarray, decision: np.ndarray) -> np.ndarray:

@@ -710,16 +710,27 @@ def _decode_stats(buf: _Buffer, starts: np.ndarray, ends: np.ndarray, requested:
     """Decode (and check) every stat message; keep those whose metadata id is in ``requested`` (sorted uint64).
 
     Nearly every stat is laid out ``08 <id> <value key> <value>`` with an id
-    below 128: those are decoded at fixed offsets; the rest by the lockstep walk.
+    below 16384: those are decoded at fixed offsets; the rest by the lockstep walk.
     """
     b0 = buf.data[starts]
-    mid = buf.data[starts + 1]
-    tag = buf.data[starts + 2]
-    vpos = starts + 3
+    b1 = buf.data[starts + 1]
+    b2 = buf.data[starts + 2]
+    # the id takes one byte (below 128) or two (below 16384)
+    two = b1 >= 0x80
+    mid = b1.astype(np.int64)
+    tag = b2
+    if two.any():
+        mid = np.where(two, (mid & 0x7F) | (b2.astype(np.int64) << 7), mid)
+        tag = np.where(two, buf.data[starts + 3], b2)
+        two &= b2 < 0x80
+        short = b1 < 0x80
+    else:
+        short = np.ones(len(starts), dtype=bool)
+    vpos = starts + 3 + two
     word = buf.words[vpos]
     value, vlen, ok = _varint_words(word)
     kind = _VALUE_TAG[tag]
-    common = (b0 == 0x08) & (mid < 0x80) & (kind != STAT_ABSENT)
+    common = (b0 == 0x08) & (short | two) & (kind != STAT_ABSENT)
     # where each layout's value would end; it must end the message
     vend = vpos + vlen
     is_len = (kind == STAT_STR) | (kind == STAT_BYTES)
@@ -729,10 +740,10 @@ def _decode_stats(buf: _Buffer, starts: np.ndarray, ends: np.ndarray, requested:
     fits &= np.where(is_len, value == payload_room, is_double | (vend == ends))
     common &= fits
     del fits, payload_room
-    req_small = requested[requested < 0x80].astype(np.intp)
-    wanted = np.zeros(0x80, dtype=bool)
+    req_small = requested[requested < 0x4000].astype(np.intp)
+    wanted = np.zeros(0x4000, dtype=bool)
     wanted[req_small] = True
-    keep = np.flatnonzero(common & wanted[mid & 0x7F])
+    keep = np.flatnonzero(common & wanted[mid & 0x3FFF])
     out = _Stats(
         keep,
         mid[keep].astype(np.uint64),
@@ -901,7 +912,11 @@ def _stat_column(
             # a reference to a missing stat metadata reads as "" (as jaxlib's ProfileData has it)
             get = stat_names.get
             names = [get(r - (1 << 64) if r >= 1 << 63 else r, "") for r in uniq.tolist()]
-            codes[rows] = np.array([code_of(v) for v in names], dtype=np.int32)[inverse.ravel()]
+            if not index and len(set(names)) == len(names):  # the usual case: distinct names, nothing before
+                index.update(zip(names, range(len(names)), strict=True))
+                codes[rows] = inverse.ravel()
+            else:
+                codes[rows] = np.array([code_of(v) for v in names], dtype=np.int32)[inverse.ravel()]
         if len(from_meta):
             mk = meta.kind[meta_index[from_meta]]  # type: ignore[union-attr]
             rows = from_meta[(mk == STAT_STR) | (mk == STAT_BYTES) | (mk == STAT_REF)]
