@@ -364,11 +364,24 @@ def main() -> None:
     ap.add_argument("--shape", choices=("xla", "kernel-only"), default="xla")
     ap.add_argument("--keep", type=Path, help="also keep the generated trace here")
     ap.add_argument("--skip-analyze", action="store_true", help="measure only the decoder against the floor")
+    ap.add_argument("--build-only", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.build_only:
+        built = build(args.build_only, args.events, kernel_only=args.shape == "kernel-only")
+        print(" ".join(f"{k}={v}" for k, v in built.items()))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         trace = args.keep or Path(tmp) / "bench.xplane.pb"
         t0 = time.perf_counter()
-        counts = build(trace, args.events, kernel_only=args.shape == "kernel-only")
+        # built in a child process: a forked child's peak RSS starts from its parent's (Linux carries the
+        # high-water mark across exec), so the parent must stay small for the children's figures to be theirs
+        built = subprocess.run(
+            [sys.executable, __file__, "--build-only", str(trace), "--events", str(args.events), "--shape", args.shape],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        counts = {k: int(v) for k, v in (item.split("=") for item in built.stdout.split())}
         size_mib = trace.stat().st_size / 2**20
         print(
             f"built {counts['events']:,} events ({args.shape}: {counts['kernels']:,} kernels, {counts['comm']:,} "

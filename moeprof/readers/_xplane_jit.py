@@ -110,6 +110,17 @@ def _stat(data, pos, end, row, req_ids, req_slot, skind, svalue, sstart, send): 
     value = np.int64(0)
     vstart = 0
     vend = 0
+    # the layout XLA writes: 08 <id below 128> <value key> <value>, the value ending the message
+    if end - pos >= 4 and data[pos] == 0x08 and data[pos + 1] < 0x80:
+        tag = data[pos + 2]
+        if tag == 0x18 or tag == 0x20 or tag == 0x38 or tag == 0x2A or tag == 0x32:
+            v, p = _varint(data, pos + 3, end)
+            if p > 0:
+                if tag == 0x2A or tag == 0x32:
+                    if v >= 0 and v == end - p:
+                        mid, kind, vstart, vend, pos = np.int64(data[pos + 1]), tag >> 3, p, end, end
+                elif p == end:
+                    mid, kind, value, pos = np.int64(data[pos + 1]), tag >> 3, v, end
     while pos < end:
         key, pos = _varint(data, pos, end)
         if pos < 0:

@@ -210,18 +210,19 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
     ends = np.concatenate([c.end_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     # scatter the sparse XLA stats into full categorical columns ("" where not read)
     offsets = np.cumsum(counts) - counts
-    idx = (
-        np.concatenate([c.stat_index + off for c, off in zip(chunks, offsets.tolist(), strict=True)]) if chunks else []
-    )
-    idx = np.asarray(idx, dtype=np.int64)
+    idx = np.zeros(0, dtype=np.int64)
+    if chunks:
+        idx = np.concatenate([c.stat_index + off for c, off in zip(chunks, offsets.tolist(), strict=True)])
     program_ids = np.full(total, -1, dtype=np.int64)
     if len(idx):
         program_ids[idx] = np.concatenate([c.program_ids for c in chunks])
     modules = _sparse_categorical(total, idx, [c.modules for c in chunks])
     ops = _sparse_categorical(total, idx, [c.ops for c in chunks])
+    act: np.ndarray | str
+    copy: np.ndarray | str
     if activity is None:
-        act, copy = vocabulary().activity_of(np.asarray(name_uniques, dtype=object))
-        act, copy = act[name_codes], copy[name_codes]
+        act_of, copy_of = vocabulary().activity_of(np.asarray(name_uniques, dtype=object))
+        act, copy = act_of[name_codes], copy_of[name_codes]
     else:
         act, copy = activity, ""
     table = make_table(
@@ -447,14 +448,14 @@ def _walk_jaxlib(
                     )
                 )
     del profile
-    m = pd.DataFrame(markers, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
+    frame = pd.DataFrame(markers, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
     part = {
-        "device": m["device"].to_numpy(dtype=object),
-        "kind": m["kind"].to_numpy(dtype=object),
-        "name": m["name"].to_numpy(dtype=object),
-        "start_ns": np.rint(m["start_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
-        "end_ns": np.rint(m["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
-        "number": m["number"].to_numpy(dtype=np.int64),
+        "device": frame["device"].to_numpy(dtype=object),
+        "kind": frame["kind"].to_numpy(dtype=object),
+        "name": frame["name"].to_numpy(dtype=object),
+        "start_ns": np.rint(frame["start_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
+        "end_ns": np.rint(frame["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
+        "number": frame["number"].to_numpy(dtype=np.int64),
     }
     return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names)
 
@@ -604,15 +605,15 @@ def _walk_wire(
                 streams.append((device, gid, line.name, _LineView(plane, line, labels)))
             elif line.name in ("Steps", "XLA Modules") and len(line):
                 view = _LineView(plane, line, labels)
-                is_step = line.name == "Steps"
+                steps_line = line.name == "Steps"
                 markers.append(
                     {
                         "device": np.full(len(line), device, dtype=object),
-                        "kind": np.full(len(line), "step" if is_step else "module", dtype=object),
+                        "kind": np.full(len(line), "step" if steps_line else "module", dtype=object),
                         "name": view.names,
                         "start_ns": line.start_ns,
                         "end_ns": line.end_ns,
-                        "number": view.step_numbers() if is_step else np.full(len(line), -1, dtype=np.int64),
+                        "number": view.step_numbers() if steps_line else np.full(len(line), -1, dtype=np.int64),
                     }
                 )
     chunks = _stream_chunks(streams, hlo, read_all)
@@ -621,7 +622,7 @@ def _walk_wire(
     host_lines = [_LineView(plane, line, _Labels(plane.event_names)) for plane in host_planes for line in plane.lines]
     if host_lines:
         names = np.concatenate([v.names for v in host_lines])
-        is_step = np.concatenate([v.present("step_num") for v in host_lines])
+        is_step: np.ndarray = np.concatenate([v.present("step_num") for v in host_lines])
         if user_step is not None:
             is_step |= np.concatenate([v.labels.matches(user_step, v.codes) for v in host_lines])
         is_thunk = np.zeros(len(names), dtype=bool)

@@ -312,18 +312,18 @@ class _Buffer:
     def __init__(self, data: np.ndarray, size: int) -> None:
         self.data = data
         self.size = size
-        self.mv = memoryview(data)[:size]
+        self.mv = memoryview(data)[:size]  # type: ignore[arg-type]  # numpy arrays are buffers
         # overlapping unaligned words: words[i] = bytes i..i+7 (the padding keeps the last ones in bounds)
         self.words = np.ndarray((size + _PAD - 7,), dtype="<u8", buffer=data, offset=0, strides=(1,))
         # positions in int32 where they fit: half the memory traffic of int64
         self.itype = np.int32 if size + _PAD < 2**31 else np.int64
 
     @classmethod
-    def read(cls, fh: BinaryIO, start: int, size: int) -> _Buffer:
+    def read(cls, fh: BinaryIO, start: int, size: int) -> _Buffer:  # fh: a file opened "rb"
         data = np.empty(size + _PAD, dtype=np.uint8)
         data[size:] = 0
         fh.seek(start)
-        if fh.readinto(memoryview(data)[:size]) != size:
+        if fh.readinto(memoryview(data)[:size]) != size:  # type: ignore[attr-defined,arg-type]
             raise WireError("file shorter than its fields say")
         return cls(data, size)
 
@@ -427,8 +427,8 @@ class _Step:
 def _walk(buf: _Buffer, starts: np.ndarray, ends: np.ndarray) -> Iterator[_Step]:
     """Walk the fields of many messages at once, one field of each message per step."""
     it = buf.itype
-    p = starts.astype(it)
-    msg_end = ends.astype(it)
+    p: np.ndarray = starts.astype(it)
+    msg_end: np.ndarray = ends.astype(it)
     rows: np.ndarray | None = None
     live = p < msg_end
     if not live.all():
@@ -631,18 +631,19 @@ def _decode_events(buf: _Buffer, body: np.ndarray, body_end: np.ndarray, timesta
     stat_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     all_rows = None
     for step in _walk(buf, body, body_end):
+        groups: list[tuple[int, int, np.ndarray | None]]
         if step.key is not None:
             groups = [(step.key >> 3, step.key & 7, None)]
         else:
             assert step.number is not None and step.wire is not None
             groups = []
             for number, wire in ((1, 0), (2, 0), (3, 0), (4, 2), (5, 0)):
-                sel = np.flatnonzero((step.number == number) & (step.wire == wire))
-                if len(sel):
-                    groups.append((number, wire, sel))
+                chosen = np.flatnonzero((step.number == number) & (step.wire == wire))
+                if len(chosen):
+                    groups.append((number, wire, chosen))
         for number, wire, sel in groups:
             if wire == 0 and number in (1, 2, 3, 5):
-                value = step.value if sel is None else step.value[sel]
+                value: np.ndarray | int = step.value if sel is None else step.value[sel]
                 if number == 5:  # num_occurrences shares a oneof with offset_ps: setting it clears the offset
                     number, value = 2, 0
                 if step.rows is None and sel is None:
@@ -781,15 +782,16 @@ def _decode_stats_walk(buf: _Buffer, starts: np.ndarray, ends: np.ndarray) -> _S
     every = np.arange(m, dtype=buf.itype)
     for step in _walk(buf, starts, ends):
         rows_all = every if step.rows is None else step.rows
+        groups: list[tuple[int, int, np.ndarray | None]]
         if step.key is not None:
             groups = [(step.key >> 3, step.key & 7, None)]
         else:
             assert step.number is not None and step.wire is not None
             groups = []
             for number, wire in _STAT_FIELDS:
-                sel = np.flatnonzero((step.number == number) & (step.wire == wire))
-                if len(sel):
-                    groups.append((number, wire, sel))
+                chosen = np.flatnonzero((step.number == number) & (step.wire == wire))
+                if len(chosen):
+                    groups.append((number, wire, chosen))
         for number, wire, sel in groups:
             if (number, wire) not in _STAT_FIELDS:
                 continue  # unknown field, or a known number with another wire type: skipped as protobuf does
@@ -874,8 +876,10 @@ def _stat_column(
 ) -> StatColumn:
     """One requested stat over a line's events: the event's own stat, else its metadata's."""
     n = len(own.kind)
+    has_own = own.kind != STAT_ABSENT
+    if (meta is None or not (meta.kind != STAT_ABSENT).any()) and not has_own.any():
+        return StatColumn(own.kind)  # no event of this line carries it: most stats on most lines
     kind = own.kind.copy()
-    has_own = kind != STAT_ABSENT
     from_meta = np.zeros(0, dtype=np.int64)
     if meta is not None and (meta.kind != STAT_ABSENT).any():
         from_meta = np.flatnonzero(~has_own & (meta_index >= 0))
@@ -1033,7 +1037,7 @@ def _event_metadata(
     ids = key.view(np.int64)
     reorder = np.argsort(ids, kind="stable")  # sorted as signed ids (map keys are int64)
     ids = ids[reorder]
-    names = tuple([names[i] for i in reorder.tolist()])
+    ordered = tuple([names[i] for i in reorder.tolist()])
     rank = np.empty(n, dtype=np.int64)
     rank[reorder] = np.arange(n)
     meta_stats: dict[str, _MetaStat | None] = {s: None for s in wanted}
@@ -1057,7 +1061,7 @@ def _event_metadata(
     else:
         for step_parts in stat_parts:  # still check the stats are well formed
             _decode_stats(buf, step_parts[1], step_parts[2], req_ids)
-    return ids, names, meta_stats
+    return ids, ordered, meta_stats
 
 
 def _fields_by_number(
@@ -1189,9 +1193,11 @@ def _jit() -> ModuleType | None:
     if not _USE_JIT[0]:
         return None
     if not _JIT:
-        module = None
+        module: ModuleType | None = None
         try:
-            from . import _xplane_jit as module  # type: ignore[no-redef]
+            from . import _xplane_jit
+
+            module = _xplane_jit
         except ImportError:  # numba is optional (the `fast` extra)
             module = None
         _JIT.append(module)
