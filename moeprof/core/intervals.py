@@ -106,18 +106,21 @@ def clip(
 def subtract(
     a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b_ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted segments A minus disjoint sorted segments B, as disjoint sorted segments."""
+    """Disjoint sorted segments A minus disjoint sorted segments B, as disjoint sorted segments.
+
+    A minus B is A clipped to the gaps of B: one :func:`clip`, linear in the segments.
+    """
     if a_starts.size == 0 or b_starts.size == 0:
         return a_starts.copy(), a_ends.copy()
-    points = np.unique(np.concatenate([a_starts, a_ends, b_starts, b_ends]))
-    left, right = points[:-1], points[1:]
-
-    def inside(seg_s: np.ndarray, seg_e: np.ndarray) -> np.ndarray:
-        j = np.searchsorted(seg_s, left, side="right") - 1
-        return (j >= 0) & (left < seg_e[np.maximum(j, 0)])
-
-    keep = inside(a_starts, a_ends) & ~inside(b_starts, b_ends)
-    return union(left[keep], right[keep])
+    lo = min(int(a_starts[0]), int(b_starts[0]))
+    hi = max(int(a_ends[-1]), int(b_ends[-1]))
+    gap_s = np.r_[np.int64(lo), b_ends].astype(np.int64)
+    gap_e = np.r_[b_starts, np.int64(hi)].astype(np.int64)
+    keep = gap_e > gap_s
+    if not keep.any():
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    s, e, _ = clip(a_starts, a_ends, gap_s[keep], gap_e[keep])
+    return s, e
 
 
 def inside(points: np.ndarray, seg_starts: np.ndarray, seg_ends: np.ndarray) -> np.ndarray:
