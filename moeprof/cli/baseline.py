@@ -12,6 +12,7 @@ import typer
 from ..errors import InputError
 from ..gate.check import load_source
 from ..gate.history import git_commit
+from ..words import plural
 from .check import options_given
 from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, analyze_options, fail, guarded
 
@@ -52,6 +53,6 @@ def save_command(
             out.write_text(json.dumps(doc, indent=1) + "\n")
         except OSError as exc:
             raise InputError(out, f"cannot write: {exc.strerror or exc}") from None
-        typer.echo(f"baseline written to {out} ({len(doc.get('devices') or [])} devices)", err=True)
+        typer.echo(f"baseline written to {out} ({plural(len(doc.get('devices') or []), 'device')})", err=True)
 
     guarded(body)

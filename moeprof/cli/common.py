@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from ..core.steps import parse_selection
 from ..errors import InputError
 from ..options import LoadOptions, StepOptions
+from ..words import plural
 
 stderr = Console(stderr=True)
 T = TypeVar("T")
@@ -26,13 +27,19 @@ RulesOption = Annotated[
 GpusPerNodeOption = Annotated[
     int | None,
     typer.Option(
-        "--gpus-per-node", min=1, help="GPUs per host where the trace does not say (Kineto: deviceProperties, else 8)."
+        "--gpus-per-node",
+        min=1,
+        metavar="N",
+        help="GPUs per host where the trace does not say (Kineto: deviceProperties, else 8).",
     ),
 ]
 DomainOption = Annotated[
     int | None,
     typer.Option(
-        "--nvlink-domain-size", min=1, help="Global ranks per NVLink domain (e.g. 72 for NVL72); default: one host."
+        "--nvlink-domain-size",
+        min=1,
+        metavar="N",
+        help="Global ranks per NVLink domain (e.g. 72 for NVL72); default: one host.",
     ),
 ]
 RunOption = Annotated[
@@ -40,7 +47,9 @@ RunOption = Annotated[
 ]
 
 
-SkipFirstOption = Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")]
+SkipFirstOption = Annotated[
+    int, typer.Option("--skip-first", min=0, metavar="N", help="Drop the first N steps (warm-up).")
+]
 StepsOption = Annotated[
     str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
 ]
@@ -121,6 +130,6 @@ def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path |
         TimeElapsedColumn(),
     ]
     with Progress(*columns, console=stderr, transient=True) as progress:
-        task = progress.add_task(f"{total} trace file(s)", total=total)
+        task = progress.add_task(plural(total, "trace file"), total=total)
         # a URL (str) names its file after the last slash, as a path does
         yield lambda path: progress.update(task, advance=1, description=PurePosixPath(path).name)

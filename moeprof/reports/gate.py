@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..gate.check import FIGURES, CheckConfig, GateResult, fmt
 from ..gate.history import Run
+from ..words import plural
 from .terminal import human_bytes, make_console
 
 
@@ -47,9 +48,9 @@ def render_check(results: list[GateResult], path: Path, cfg: CheckConfig) -> Non
     )
     failed = sum(not r.passed for r in results)
     console.print(
-        f"[green]all {len(results)} gate(s) hold[/]"
+        ("[green]the gate holds[/]" if len(results) == 1 else f"[green]all {len(results)} gates hold[/]")
         if not failed
-        else f"[bold red]{failed} of {len(results)} gate(s) failed[/]"
+        else f"[bold red]{failed} of {plural(len(results), 'gate')} failed[/]"
     )
 
 
@@ -63,7 +64,14 @@ def _value(v: float | None, unit: str) -> str:
     return f"{v:,.3f}"
 
 
-def _delta(d: float | None, change: float | None, unit: str) -> str:
+def _spread(h: float | None, unit: str) -> str:
+    """`` ±x``: half the step-to-step range of a run (nothing when unknown)."""
+    if h is None or unit == "bytes":
+        return ""
+    return f" ±{100 * h:.1f}" if unit == "ratio" else f" ±{h:,.3f}"
+
+
+def _delta(d: float | None, change: float | None, unit: str, noise: bool | None = None) -> str:
     if d is None:
         return "-"
     if unit == "ratio":
@@ -74,9 +82,12 @@ def _delta(d: float | None, change: float | None, unit: str) -> str:
         text = f"{d:+,.3f}"
     if change is not None:
         text += f" ({100 * change:+.0f}%)"
-    style = "" if abs(d) < 1e-12 else ("red" if d > 0 else "green")
+    if abs(d) < 1e-12:
+        return text
+    if noise:  # the runs' step bands overlap: no colour, the words say it
+        return f"[dim]{text} within noise[/]"
     # more time, comm or bytes is worse; the colour is a hint, the sign is the fact
-    return f"[{style}]{text}[/]" if style else text
+    return f"[{'red' if d > 0 else 'green'}]{text}[/]"
 
 
 def diff_table(doc: dict) -> Table:
@@ -85,6 +96,9 @@ def diff_table(doc: dict) -> Table:
     table = Table(
         title="moeprof diff (ms per device and step; Δ vs the first run, and vs the previous one)",
         title_justify="left",
+        caption="± half the range of the run's per-step values; within noise: the difference is no larger than"
+        " the two ± together (the runs' step bands overlap), see docs/ci.md",
+        caption_justify="left",
     )
     table.add_column("figure", justify="left")
     for r in runs:
@@ -100,9 +114,14 @@ def diff_table(doc: dict) -> Table:
                 table.add_section()
             section = row["section"]
         unit = row["unit"]
-        cells = [_value(v, unit) for v in row["values"]]
-        cells += [_delta(row["delta_first"][i], row["change_first"][i], unit) for i in range(1, n)]
-        cells += [_delta(row["delta_previous"][i], row["change_previous"][i], unit) for i in range(2, n)]
+        spreads = row.get("spread") or [None] * n
+        noise_first = row.get("within_noise_first") or [None] * n
+        noise_previous = row.get("within_noise_previous") or [None] * n
+        cells = [_value(v, unit) + _spread(h, unit) for v, h in zip(row["values"], spreads)]
+        cells += [_delta(row["delta_first"][i], row["change_first"][i], unit, noise_first[i]) for i in range(1, n)]
+        cells += [
+            _delta(row["delta_previous"][i], row["change_previous"][i], unit, noise_previous[i]) for i in range(2, n)
+        ]
         table.add_row(row["name"], *cells)
     return table
 
@@ -110,7 +129,9 @@ def diff_table(doc: dict) -> Table:
 def ablation_table(doc: dict) -> Table:
     ab = doc["ablation"]
     metric = "tokens/s" if ab["metric"] == "tokens_per_second" else "1/step time"
-    table = Table(title=f"Ablation (gain = ratio of {metric})", title_justify="left")
+    table = Table(
+        title=f"Ablation (gain = ratio of {metric}; within noise when the step times are)", title_justify="left"
+    )
     for col in (
         "run",
         "tokens/s",
@@ -126,6 +147,11 @@ def ablation_table(doc: dict) -> Table:
     def num(v: float | None, spec: str) -> str:
         return "-" if v is None else format(v, spec)
 
+    def gain(g: float | None, noise: bool | None) -> str:
+        if g is None:
+            return "-"
+        return f"[dim]{g:.3f}x within noise[/]" if noise else f"{g:.3f}x"
+
     for r in ab["runs"]:
         table.add_row(
             escape(f"{r['label']} {Path(r['path']).name}"),
@@ -134,8 +160,8 @@ def ablation_table(doc: dict) -> Table:
             num(r["step_ms"], ",.3f"),
             num(100 * r["comm_share"], ".1f") + "%",
             num(r["exposed_comm_ms"], ",.3f"),
-            "-" if r["gain_vs_previous"] is None else f"{r['gain_vs_previous']:.3f}x",
-            "-" if r["gain_vs_first"] is None else f"{r['gain_vs_first']:.3f}x",
+            gain(r["gain_vs_previous"], r.get("gain_vs_previous_within_noise")),
+            gain(r["gain_vs_first"], r.get("gain_vs_first_within_noise")),
         )
     return table
 
@@ -143,14 +169,39 @@ def ablation_table(doc: dict) -> Table:
 def render_diff(doc: dict) -> None:
     console = make_console()
     for r in doc["runs"]:
+        hosts = "? hosts" if r["hosts"] is None else plural(r["hosts"], "host")
         console.print(
-            f"{r['label']} = {r['path']}  ({r['devices']} devices, {r['hosts']} host(s), {r['steps']} step(s))",
+            f"{r['label']} = {r['path']}  ({plural(r['devices'], 'device')}, {hosts}, {plural(r['steps'], 'step')})",
             markup=False,
             highlight=False,
         )
     console.print(diff_table(doc))
     if doc["ablation"]:
         console.print(ablation_table(doc))
+
+
+# what ``history`` shows for each stored figure (the stored names stay: they are the database's and the JSON's)
+HISTORY_LABELS = {
+    "comm_share": "comm share",
+    "exposed_comm_fraction": "exposed comm / span",
+    "idle_fraction": "idle / span",
+    "exposed_comm_ms": "exposed comm per step (mean device, worst step)",
+    "step_ms": "step time",
+    "tokens_per_second": "tokens/s",
+    "tflops_per_device": "model TFLOPS per device",
+    "devices": "devices",
+}
+
+
+def history_label(name: str) -> str:
+    """The figure as a reader says it; ns sums are shown in ms and are sums over the devices."""
+    if name in HISTORY_LABELS:
+        return HISTORY_LABELS[name]
+    if name.endswith("_ns"):
+        return name[: -len("_ns")].replace("_", " ") + " (sum over devices)"
+    if name.endswith("_ms"):
+        return name[: -len("_ms")].replace("_", " ")
+    return name.replace("_", " ")
 
 
 def _fmt(name: str, v: float | None) -> str:
@@ -176,7 +227,8 @@ def render_history(db: Path, runs: list[Run], flip: dict | None, rows: list[dict
         markup=False,
         highlight=False,
     )
-    table = Table(title=f"Trend over the last {len(runs)} run(s), oldest to newest", title_justify="left")
+    title = "The one run recorded" if len(runs) == 1 else f"Trend over the last {len(runs)} runs, oldest to newest"
+    table = Table(title=title, title_justify="left")
     for col, justify in [
         ("figure", "left"),
         ("trend", "left"),
@@ -189,7 +241,7 @@ def render_history(db: Path, runs: list[Run], flip: dict | None, rows: list[dict
     for t in rows:
         name = t["figure"]
         table.add_row(
-            name,
+            escape(history_label(name)),
             t["sparkline"],
             _fmt(name, t["first"]),
             _fmt(name, t["last"]),
