@@ -87,6 +87,9 @@ def test_first_lines_say_where_time_goes_and_what_to_try(two_host):
     assert head[0].startswith(f"Communication is {100 * share:.1f}% of accumulated kernel time")
     assert f"{100 * exposed_fraction:.1f}% of the devices' span is exposed communication" in head[0]
     assert f"{kind} ({kind_share:.0%})" in head[0]
+    # the cross-rank ledger ran (two hosts of one job): the part of exposed comm spent waiting
+    wait = sum((d.ledger or {}).get("exposed_wait_ns", 0) for d in devices) / sum(d.exposed_comm_ns for d in devices)
+    assert wait > 0.5 and f"{wait:.0%} of it waiting for the last rank" in " ".join(head[:2])
     first = two_host.opportunities[0]
     try_line = next(line for line in head if line.startswith("First try:"))
     assert first.title in try_line and "see opportunity 1" in try_line

@@ -14,7 +14,16 @@ from ..gate.check import load_source
 from ..gate.history import git_commit
 from ..words import plural
 from .check import options_given
-from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, analyze_options, fail, guarded
+from .common import (
+    DomainOption,
+    FittingHelp,
+    GpusPerNodeOption,
+    SkipFirstOption,
+    StepsOption,
+    analyze_options,
+    fail,
+    guarded,
+)
 
 app = typer.Typer(help="Save and manage the baseline that moeprof check compares against.", no_args_is_help=True)
 
@@ -24,7 +33,7 @@ def _baseline() -> None:
     """Save and manage the baseline that moeprof check compares against."""
 
 
-@app.command("save")
+@app.command("save", cls=FittingHelp)
 def save_command(
     path: Annotated[Path, typer.Argument(help="Trace(s) folder or file, run folder, or a saved analysis JSON.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Baseline file to write (e.g. baseline.json).")],

@@ -53,6 +53,7 @@ class Verdict:
     exposed: PerDevice
     exposed_kind: Part | None  # the collective kind with the most exposed time
     exposed_link: Part | None  # the link (nvlink, ib, unknown) with the most exposed time
+    exposed_wait_share: float | None  # of the exposed comm, the part waiting for the last rank (§8; None: no ledger)
     first: Opportunity | None  # the top-ranked opportunity
     first_saving_per_step_ns: float | None  # its saving bound per step; None without steps
 
@@ -123,6 +124,9 @@ def verdict(analysis: Analysis) -> Verdict | None:
         exposed=per_device(devices, "exposed_comm_ns"),
         exposed_kind=largest_part(exposed_by_kind(analysis)),
         exposed_link=largest_part(links),
+        exposed_wait_share=(
+            ratio(t.ledger.get("exposed_wait_ns", 0), t.exposed_comm_ns) if t.ledger is not None else None
+        ),
         first=first,
         first_saving_per_step_ns=per_step(first.saving_bound_ns, steps) if first is not None else None,
     )

@@ -63,11 +63,11 @@ def _where_exposed(v: Verdict) -> str:
         link = LINK_WORDS[v.exposed_link.name] if most else "over NVLink and InfiniBand"
         if most and v.exposed_link.share < 1 and v.exposed_link.name != "unknown":
             link += f" ({v.exposed_link.share:.0%})"
-    if kind and link:
-        return f", {kind} {link}"
-    if kind or link:
-        return f", {kind or 'mostly ' + link}"
-    return ""
+    made_of = f", {kind} {link}" if kind and link else (f", {kind or 'mostly ' + link}" if kind or link else "")
+    if v.exposed_wait_share is not None and v.exposed_wait_share > MOSTLY:
+        # the cross-rank ledger tells waiting from moving bytes: waiting is a different fix
+        made_of += f", {v.exposed_wait_share:.0%} of it waiting for the last rank"
+    return made_of
 
 
 def verdict_lines(v: Verdict | None) -> list[str]:
