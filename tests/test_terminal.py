@@ -301,7 +301,8 @@ def _stepped(spans_ms: list[float], comm_ms: float = 1.0) -> Analysis:
 _NS = ("accumulated_ns", "compute_ns", "comm_ns", "comm_nvlink_ns", "span_ns", "busy_ns", "exposed_comm_ns")
 
 
-def test_diff_says_when_a_difference_is_within_the_step_to_step_noise(capsys):
+def test_diff_says_when_a_difference_is_within_the_step_to_step_noise(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
     a = _stepped([10, 12, 14])  # median 12, range 4: band 12 ± 2
     b = _stepped([11, 13, 15])  # 13 ± 2: overlaps A
     c = _stepped([30, 31, 32])  # 31 ± 1: far from both
@@ -322,6 +323,18 @@ def test_diff_says_when_a_difference_is_within_the_step_to_step_noise(capsys):
     step_row = next(line for line in out.splitlines() if "step time" in line)
     assert "12.000 ±2.000" in step_row and step_row.count("within noise") == 1
     assert "within noise" in next(line for line in out.splitlines() if line.lstrip("│ ").startswith("B b"))
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_diff_fits_narrow_consoles_without_cutting_numbers(capsys, monkeypatch, width):
+    monkeypatch.setenv("COLUMNS", str(width))
+    runs = [_stepped([10, 12, 14]), _stepped([11, 13, 15]), _stepped([30, 31, 32])]
+    render_diff(compare([Source(Path(f"run{i}"), "run", x) for i, x in enumerate(runs)]))
+    out = capsys.readouterr().out
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= width
+    step_rows = out[out.index("│ step time") :]
+    for text in ("12.000", "±2.000", "31.000", "+19.000", "within noise"):
+        assert text in step_rows, text
 
 
 def test_diff_without_steps_gives_no_noise_verdict():

@@ -21,7 +21,7 @@ from itertools import pairwise
 
 import pandas as pd
 
-from ..core.analysis import NS_KEYS, Analysis, Collective, Opportunity
+from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Collective, Opportunity
 from ..words import plural
 from .check import Source, measure, step_count, step_time_ns
 
@@ -131,12 +131,14 @@ def _row(
 
 
 def step_frame(a: Analysis) -> pd.DataFrame:
-    """Per step: every ns figure summed over devices, the number of devices and the slowest device's span."""
+    """Per step: every ns figure (and §8 figure, where the ledger ran) summed over devices, the number of
+    devices and the slowest device's span."""
     if not a.steps:
         return pd.DataFrame()
-    frame = pd.DataFrame([{"step": s.step, **{k: getattr(s, k) for k in NS_KEYS}} for s in a.steps])
+    keys = [*NS_KEYS, *(LEDGER_KEYS if any(s.ledger is not None for s in a.steps) else ())]
+    frame = pd.DataFrame([{"step": s.step, **{k: s.value(k) for k in keys}} for s in a.steps])
     grouped = frame.groupby("step")
-    out = grouped[list(NS_KEYS)].sum()
+    out = grouped[keys].sum()
     out["devices"] = grouped.size()
     out["step_span_ns"] = grouped["span_ns"].max()
     return out
@@ -156,10 +158,14 @@ def step_ratio(num: str, den: str) -> StepValue:
 
 
 def half_range(steps: pd.DataFrame, value: StepValue) -> float | None:
-    """Half of (max − min) of a figure over the steps of one run; None with fewer than two steps."""
+    """Half of (max − min) of a figure over the steps of one run; None with fewer than two steps
+    (or without the figure per step)."""
     if len(steps) < 2:
         return None
-    values = value(steps).astype(float)
+    try:
+        values = value(steps).astype(float)
+    except KeyError:  # a §8 figure of a run whose steps carry no ledger figures
+        return None
     return float(values.max() - values.min()) / 2
 
 
@@ -231,6 +237,7 @@ def compare(sources: list[Source]) -> dict:
             "exposed: waiting for the last rank",
             "ms",
             [v if a.ledger is not None else None for v, a in zip(per_device_step(total("exposed_wait_ns")), analyses)],
+            spreads(per_device_ms("exposed_wait_ns")),
         ),
         _row(
             "comm",
@@ -240,6 +247,7 @@ def compare(sources: list[Source]) -> dict:
                 v if a.ledger is not None else None
                 for v, a in zip(per_device_step(total("exposed_transfer_ns")), analyses)
             ],
+            spreads(per_device_ms("exposed_transfer_ns")),
         ),
         _row(
             "comm",
