@@ -143,7 +143,7 @@ def test_topology_warning_across_hosts():
     assert [(r["hosts"], r["devices_per_host"]) for r in doc["runs"]] == [(1, 8), (2, 4)]
     assert len(doc["warnings"]) == 1 and "vanish across racks" in doc["warnings"][0]
     warning_lines = [line for line in res.stderr.splitlines() if "warning" in line]
-    assert len(warning_lines) == 1 and "2 host(s) x 4" in warning_lines[0]
+    assert len(warning_lines) == 1 and "2 hosts x 4" in warning_lines[0]
     # the 2-host trace sends part of its comm over IB, the 1-host one none
     ib = row(doc, "comm IB")
     assert ib["values"][0] == 0 and ib["values"][1] > 0 and ib["delta_first"][1] > 0

@@ -66,7 +66,7 @@ def test_a_step_selection_that_matches_nothing_is_refused() -> None:
     run = SAMPLES / "cpu_moe_8dev"
     steps = sorted({s["step"] for s in json.loads((run / "analysis.json").read_text())["steps"]})
     line = one_line_error(moeprof_cli("check", str(run), "--skip-first", "5", "--max-comm-share", "0.99"))
-    assert "--skip-first 5" in line and f"{len(steps)} step(s)" in line
+    assert "--skip-first 5" in line and f"the trace has {len(steps)} step{'' if len(steps) == 1 else 's'} " in line
     assert ", ".join(map(str, steps)) in line
     line = one_line_error(moeprof_cli("analyze", str(run), "--steps", "7:9"))
     assert "--steps 7:9 matches no step" in line

@@ -28,6 +28,18 @@ from .common import (
 )
 
 
+def parse_devices(value: str) -> int | str | None:
+    """--devices: "all", a positive number, or "auto" (None)."""
+    text = value.strip().lower()
+    if text == "auto":
+        return None
+    if text == "all":
+        return "all"
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise fail(f"--devices must be 'all' or a number of devices (>= 1), not {value!r}")
+
+
 def analyze_command(
     paths: Annotated[
         list[Path],
@@ -43,6 +55,15 @@ def analyze_command(
     skip_first: SkipFirstOption = 0,
     step_marker: StepMarkerOption = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows of collectives and opportunities to show.")] = 8,
+    devices: Annotated[
+        str,
+        typer.Option(
+            "--devices",
+            metavar="all|N",
+            help="Per-device rows: 'all', or N: min/median/max over every device and the N with the most exposed"
+            " comm. Default: every device up to 16, else 5.",
+        ),
+    ] = "auto",
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Worker processes for several files.")] = None,
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
@@ -71,6 +92,7 @@ def analyze_command(
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
     def body() -> None:
+        device_rows = parse_devices(devices)
         options, step_options = analyze_options(
             steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
@@ -89,6 +111,6 @@ def analyze_command(
         if json:
             typer.echo(to_json(result))
         else:
-            terminal.render(result, top=top)
+            terminal.render(result, top=top, devices=device_rows)
 
     guarded(body)

@@ -9,7 +9,7 @@ import typer
 
 from ..pipeline import analyze_job
 from ..reports.annotate import write_annotated
-from ..reports.text import plural
+from ..words import plural
 from .common import (
     DomainOption,
     GpusPerNodeOption,
@@ -51,8 +51,9 @@ def annotate_command(
         except OSError as exc:
             raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
         typer.echo(
-            f"wrote {output}: {counts['devices']} device(s), {counts['activities']:,} activities, "
-            f"{counts['exposed']:,} exposed-comm intervals, {plural(counts['steps'], 'step')} "
+            f"wrote {output}: {plural(counts['devices'], 'device')}, "
+            f"{plural(counts['activities'], 'activity', 'activities')}, "
+            f"{plural(counts['exposed'], 'exposed-comm interval')}, {plural(counts['steps'], 'step')} "
             "(open it in ui.perfetto.dev or xprof)",
             err=True,
         )

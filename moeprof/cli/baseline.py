@@ -12,8 +12,18 @@ import typer
 from ..errors import InputError
 from ..gate.check import load_source
 from ..gate.history import git_commit
+from ..words import plural
 from .check import options_given
-from .common import DomainOption, GpusPerNodeOption, SkipFirstOption, StepsOption, analyze_options, fail, guarded
+from .common import (
+    DomainOption,
+    FittingHelp,
+    GpusPerNodeOption,
+    SkipFirstOption,
+    StepsOption,
+    analyze_options,
+    fail,
+    guarded,
+)
 
 app = typer.Typer(help="Save and manage the baseline that moeprof check compares against.", no_args_is_help=True)
 
@@ -23,7 +33,7 @@ def _baseline() -> None:
     """Save and manage the baseline that moeprof check compares against."""
 
 
-@app.command("save")
+@app.command("save", cls=FittingHelp)
 def save_command(
     path: Annotated[Path, typer.Argument(help="Trace(s) folder or file, run folder, or a saved analysis JSON.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Baseline file to write (e.g. baseline.json).")],
@@ -52,6 +62,6 @@ def save_command(
             out.write_text(json.dumps(doc, indent=1) + "\n")
         except OSError as exc:
             raise InputError(out, f"cannot write: {exc.strerror or exc}") from None
-        typer.echo(f"baseline written to {out} ({len(doc.get('devices') or [])} devices)", err=True)
+        typer.echo(f"baseline written to {out} ({plural(len(doc.get('devices') or []), 'device')})", err=True)
 
     guarded(body)

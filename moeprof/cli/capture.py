@@ -14,7 +14,7 @@ from ..core.analysis import Analysis
 from ..errors import InputError
 from ..reports import terminal
 from ..reports.json_report import to_json
-from .common import guarded
+from .common import FittingHelp, guarded
 
 app = typer.Typer(help="Profile a MoE training step and analyze it (writes a run folder).", no_args_is_help=True)
 
@@ -66,7 +66,7 @@ def finish_run(out: Path, as_json: bool, throughput: Throughput | None = None) -
     return result
 
 
-@app.command("demo")
+@app.command("demo", cls=FittingHelp)
 def demo_command(
     out: OutOption = None,
     devices: Annotated[int, typer.Option(help="Virtual CPU devices when no accelerator is present.")] = 8,
@@ -148,7 +148,7 @@ CommandArgument = Annotated[
 ]
 
 
-@app.command("run")
+@app.command("run", cls=FittingHelp)
 def run_command(
     command: CommandArgument = None,
     delay: Annotated[float, typer.Option("--delay", help="Seconds to wait after the server is up (compile).")] = 10.0,
@@ -191,7 +191,7 @@ def run_command(
     guarded(body)
 
 
-@app.command("live")
+@app.command("live", cls=FittingHelp)
 def live_command(
     addresses: Annotated[
         str | None,
@@ -221,7 +221,7 @@ def live_command(
     guarded(body)
 
 
-@app.command("nsys")
+@app.command("nsys", cls=FittingHelp)
 def nsys_command(
     command: CommandArgument = None,
     capture_range: Annotated[

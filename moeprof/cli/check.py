@@ -41,33 +41,44 @@ def options_given(
 
 def check_command(
     path: Annotated[Path, typer.Argument(help="Trace(s) folder or file, run folder, or a saved analysis JSON.")],
+    # short metavars and no --flag/--other pairs: at 80 columns typer's help gives the option names
+    # only what the type and help columns leave, and the two --max-exposed-comm-* names cut short read the same
     max_comm_share: Annotated[
-        float | None, typer.Option("--max-comm-share", min=0, help="Limit on comm / accumulated kernel time (0-1).")
+        float | None,
+        typer.Option("--max-comm-share", min=0, metavar="X", help="Limit on comm / accumulated kernel time (0-1)."),
     ] = None,
     max_exposed_comm_fraction: Annotated[
-        float | None, typer.Option("--max-exposed-comm-fraction", min=0, help="Limit on exposed comm / span (0-1).")
+        float | None,
+        typer.Option("--max-exposed-comm-fraction", min=0, metavar="X", help="Limit on exposed comm / span (0-1)."),
     ] = None,
     max_idle_fraction: Annotated[
-        float | None, typer.Option("--max-idle-fraction", min=0, help="Limit on idle / span (0-1).")
+        float | None, typer.Option("--max-idle-fraction", min=0, metavar="X", help="Limit on idle / span (0-1).")
     ] = None,
     max_exposed_wait_fraction: Annotated[
         float | None,
         typer.Option(
-            "--max-exposed-wait-fraction", min=0, help="Limit on exposed comm spent waiting for the last rank / span."
+            "--max-exposed-wait-fraction",
+            min=0,
+            metavar="X",
+            help="Limit on exposed comm spent waiting for the last rank / span.",
         ),
     ] = None,
     max_exposed_transfer_fraction: Annotated[
         float | None,
-        typer.Option("--max-exposed-transfer-fraction", min=0, help="Limit on exposed comm moving bytes / span."),
+        typer.Option(
+            "--max-exposed-transfer-fraction", min=0, metavar="X", help="Limit on exposed comm moving bytes / span."
+        ),
     ] = None,
     max_exposed_comm_ms: Annotated[
         float | None,
-        typer.Option("--max-exposed-comm-ms", min=0, help="Limit on exposed comm per step, ms (worst step)."),
+        typer.Option(
+            "--max-exposed-comm-ms", min=0, metavar="MS", help="Limit on exposed comm per step, ms (worst step)."
+        ),
     ] = None,
-    per_device: Annotated[
-        bool | None,
-        typer.Option("--per-device/--total", help="Gate every device (the worst decides) or the total (default)."),
-    ] = None,
+    per_device: Annotated[bool, typer.Option("--per-device", help="Gate every device: the worst one decides.")] = False,
+    total: Annotated[
+        bool, typer.Option("--total", help="Gate the total (the default; overrides per-device in a config).")
+    ] = False,
     baseline: Annotated[
         Path | None, typer.Option("--baseline", help="A saved analysis (moeprof baseline save): no figure may regress.")
     ] = None,
@@ -76,6 +87,7 @@ def check_command(
         typer.Option(
             "--tolerance",
             min=0,
+            metavar="X",
             help="Allowed regression vs the baseline: absolute on ratios, relative on times (default 0.02).",
         ),
     ] = None,
@@ -99,6 +111,8 @@ def check_command(
     """Gate a run on its communication figures: exit 0 when every gate holds, 1 when one fails, 2 on bad input."""
 
     def body() -> None:
+        if per_device and total:
+            raise fail("--per-device and --total exclude each other")
         cfg = resolve_config(
             {
                 "max_comm_share": max_comm_share,
@@ -107,7 +121,7 @@ def check_command(
                 "max_exposed_comm_ms": max_exposed_comm_ms,
                 "max_exposed_wait_fraction": max_exposed_wait_fraction,
                 "max_exposed_transfer_fraction": max_exposed_transfer_fraction,
-                "per_device": per_device,
+                "per_device": True if per_device else (False if total else None),
                 "baseline": baseline,
                 "tolerance": tolerance,
             },

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -16,9 +19,46 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from ..core.steps import parse_selection
 from ..errors import InputError
 from ..options import LoadOptions, StepOptions
+from ..words import plural
 
 stderr = Console(stderr=True)
 T = TypeVar("T")
+
+
+class FittingHelp(typer.core.TyperCommand):
+    """typer's help panels where every option name shows whole; otherwise click's plain help.
+
+    typer lays options out in a table of six columns (name, short name, two for a --flag/--other
+    pair, type, help). When the console is narrower than about twice the longest option name plus
+    the other columns, rich shrinks the name column together with the help column and cuts the
+    names: at 80 columns ``--max-exposed-comm-fraction`` and ``--max-exposed-comm-ms`` both read
+    ``--max-exposed-comm-…``. So the panels are rendered once aside and used only when every
+    name came out whole; click's plain layout never cuts a name.
+    """
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        if panels_show_every_name(self, ctx, lambda: super(FittingHelp, self).format_help(ctx, formatter)):
+            super().format_help(ctx, formatter)
+        else:
+            # the command class typer builds on (its copy of click): usage, text, options, epilog
+            super(typer.core.TyperCommand, self).format_help(ctx, formatter)
+
+
+def panels_show_every_name(command: Any, ctx: Any, render: Callable[[], None]) -> bool:
+    """Whether typer's help, rendered to a buffer at the same width, shows every option name whole."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):  # typer prints the panels to sys.stdout
+        render()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", buffer.getvalue())
+    names = [
+        opt
+        for param in command.get_params(ctx)
+        if not getattr(param, "hidden", False)
+        for opt in (*param.opts, *getattr(param, "secondary_opts", ()))
+        if opt.startswith("--")
+    ]
+    return all(re.search(rf"{re.escape(name)}(?![\w-])", text) for name in names)
+
 
 RulesOption = Annotated[
     Path | None, typer.Option("--rules", help="Extra taxonomy rules (TOML), tried before the built-in ones.")
@@ -26,13 +66,19 @@ RulesOption = Annotated[
 GpusPerNodeOption = Annotated[
     int | None,
     typer.Option(
-        "--gpus-per-node", min=1, help="GPUs per host where the trace does not say (Kineto: deviceProperties, else 8)."
+        "--gpus-per-node",
+        min=1,
+        metavar="N",
+        help="GPUs per host where the trace does not say (Kineto: deviceProperties, else 8).",
     ),
 ]
 DomainOption = Annotated[
     int | None,
     typer.Option(
-        "--nvlink-domain-size", min=1, help="Global ranks per NVLink domain (e.g. 72 for NVL72); default: one host."
+        "--nvlink-domain-size",
+        min=1,
+        metavar="N",
+        help="Global ranks per NVLink domain (e.g. 72 for NVL72); default: one host.",
     ),
 ]
 RunOption = Annotated[
@@ -40,7 +86,9 @@ RunOption = Annotated[
 ]
 
 
-SkipFirstOption = Annotated[int, typer.Option("--skip-first", min=0, help="Drop the first N steps (warm-up).")]
+SkipFirstOption = Annotated[
+    int, typer.Option("--skip-first", min=0, metavar="N", help="Drop the first N steps (warm-up).")
+]
 StepsOption = Annotated[
     str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
 ]
@@ -121,6 +169,6 @@ def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path |
         TimeElapsedColumn(),
     ]
     with Progress(*columns, console=stderr, transient=True) as progress:
-        task = progress.add_task(f"{total} trace file(s)", total=total)
+        task = progress.add_task(plural(total, "trace file"), total=total)
         # a URL (str) names its file after the last slash, as a path does
         yield lambda path: progress.update(task, advance=1, description=PurePosixPath(path).name)

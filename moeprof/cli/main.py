@@ -10,6 +10,7 @@ from .baseline import app as baseline_app
 from .capture import app as capture_app
 from .check import check_command
 from .classify import classify_command
+from .common import FittingHelp
 from .diff import diff_command
 from .events import events_command
 from .flops import flops_command
@@ -22,19 +23,19 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("analyze")(analyze_command)
-app.command("events")(events_command)
-app.command("classify")(classify_command)
-app.command("flops")(flops_command)
+app.command("analyze", cls=FittingHelp)(analyze_command)
+app.command("events", cls=FittingHelp)(events_command)
+app.command("classify", cls=FittingHelp)(classify_command)
+app.command("flops", cls=FittingHelp)(flops_command)
 from .annotate import annotate_command  # noqa: E402
 from .report import report_command  # noqa: E402
 
-app.command("report")(report_command)
-app.command("annotate")(annotate_command)
+app.command("report", cls=FittingHelp)(report_command)
+app.command("annotate", cls=FittingHelp)(annotate_command)
 app.add_typer(capture_app, name="capture")
-app.command("check")(check_command)
-app.command("diff")(diff_command)
-app.command("history")(history_command)
+app.command("check", cls=FittingHelp)(check_command)
+app.command("diff", cls=FittingHelp)(diff_command)
+app.command("history", cls=FittingHelp)(history_command)
 app.add_typer(baseline_app, name="baseline")
 
 

@@ -6,14 +6,23 @@ run with a 16-device run; ratios need no normalization. Deltas are given against
 the first run and against the previous one. When every input is a run folder the
 comparison also carries an ablation table (throughput and the gain each run
 contributed), and runs that differ in device count or topology are flagged.
+
+Noise: the steps of a run give the figure's step-to-step spread. A run's band is
+its value ± half the range (max − min) of its per-step values; a difference is
+*within noise* when the two bands overlap, i.e. ``|Δ| <= half range A + half range B``.
+A run with fewer than two steps has no spread, and then no noise verdict is given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ..core.analysis import Analysis, Collective, Opportunity
+import pandas as pd
+
+from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Collective, Opportunity
+from ..words import plural
 from .check import Source, measure, step_count, step_time_ns
 
 DIFF_SCHEMA = "moeprof.diff/1"
@@ -44,7 +53,8 @@ class RunInfo:
     @property
     def topology(self) -> str:
         domain = f", NVLink domain {self.nvlink_domain}" if self.nvlink_domain else ""
-        return f"{self.devices} devices, {self.hosts} host(s) x {self.devices_per_host}{domain}"
+        hosts = "? hosts" if self.hosts is None else plural(self.hosts, "host")
+        return f"{plural(self.devices, 'device')}, {hosts} x {self.devices_per_host}{domain}"
 
 
 def labels(n: int) -> list[str]:
@@ -83,7 +93,18 @@ def topology_warning(runs: list[RunInfo]) -> str | None:
     return f"runs differ in device count or topology ({what}): a single-node win can vanish across racks"
 
 
-def _row(section: str, name: str, unit: str, values: list[float | None]) -> dict:
+def within_noise(v: float | None, ref: float | None, spread: float | None, ref_spread: float | None) -> bool | None:
+    """True when two values differ by no more than their half step ranges together; None when unknown."""
+    if v is None or ref is None or spread is None or ref_spread is None:
+        return None
+    return abs(v - ref) <= spread + ref_spread
+
+
+def _row(
+    section: str, name: str, unit: str, values: list[float | None], spreads: list[float | None] | None = None
+) -> dict:
+    spreads = spreads or [None] * len(values)
+
     def delta(v: float | None, ref: float | None) -> float | None:
         return None if v is None or ref is None else v - ref
 
@@ -101,7 +122,51 @@ def _row(section: str, name: str, unit: str, values: list[float | None]) -> dict
         "change_first": [change(v, first) for v in values],
         "delta_previous": [None] + [delta(v, p) for p, v in pairwise(values)],
         "change_previous": [None] + [change(v, p) for p, v in pairwise(values)],
+        # half the range of the run's per-step values (None: fewer than two steps, or no steps for this figure)
+        "spread": spreads,
+        "within_noise_first": [None] + [within_noise(v, first, h, spreads[0]) for v, h in zip(values[1:], spreads[1:])],
+        "within_noise_previous": [None]
+        + [within_noise(v, p, h, hp) for (p, hp), (v, h) in pairwise(list(zip(values, spreads)))],
     }
+
+
+def step_frame(a: Analysis) -> pd.DataFrame:
+    """Per step: every ns figure (and §8 figure, where the ledger ran) summed over devices, the number of
+    devices and the slowest device's span."""
+    if not a.steps:
+        return pd.DataFrame()
+    keys = [*NS_KEYS, *(LEDGER_KEYS if any(s.ledger is not None for s in a.steps) else ())]
+    frame = pd.DataFrame([{"step": s.step, **{k: s.value(k) for k in keys}} for s in a.steps])
+    grouped = frame.groupby("step")
+    out = grouped[keys].sum()
+    out["devices"] = grouped.size()
+    out["step_span_ns"] = grouped["span_ns"].max()
+    return out
+
+
+# a row's value in every step, from the steps' sums (one value per row of step_frame)
+StepValue = Callable[[pd.DataFrame], pd.Series]
+
+
+def per_device_ms(key: str) -> StepValue:
+    return lambda f: f[key] / f["devices"] / 1e6
+
+
+def step_ratio(num: str, den: str) -> StepValue:
+    # a share is 0 where its denominator is (spec §4)
+    return lambda f: (f[num] / f[den].where(f[den] != 0)).fillna(0.0)
+
+
+def half_range(steps: pd.DataFrame, value: StepValue) -> float | None:
+    """Half of (max − min) of a figure over the steps of one run; None with fewer than two steps
+    (or without the figure per step)."""
+    if len(steps) < 2:
+        return None
+    try:
+        values = value(steps).astype(float)
+    except KeyError:  # a §8 figure of a run whose steps carry no ledger figures
+        return None
+    return float(values.max() - values.min()) / 2
 
 
 def _kinds(items: list[Collective] | list[Opportunity]) -> list[str]:
@@ -136,17 +201,43 @@ def compare(sources: list[Source]) -> dict:
     def total(key: str) -> list[float]:
         return [a.total.value(key) for a in analyses]
 
-    rows = [_row("buckets", name, "ms", per_device_step(total(key))) for name, key in BUCKETS]
+    frames = [step_frame(a) for a in analyses]
+
+    def spreads(value: StepValue) -> list[float | None]:
+        return [half_range(f, value) for f in frames]
+
+    rows = [
+        _row("buckets", name, "ms", per_device_step(total(key)), spreads(per_device_ms(key))) for name, key in BUCKETS
+    ]
     rows += [
-        _row("comm", "accumulated", "ms", per_device_step(total("accumulated_ns"))),
-        _row("comm", "comm share", "ratio", [measure(a, "comm_share").value for a in analyses]),
-        _row("comm", "exposed comm", "ms", per_device_step(total("exposed_comm_ns"))),
+        _row(
+            "comm",
+            "accumulated",
+            "ms",
+            per_device_step(total("accumulated_ns")),
+            spreads(per_device_ms("accumulated_ns")),
+        ),
+        _row(
+            "comm",
+            "comm share",
+            "ratio",
+            [measure(a, "comm_share").value for a in analyses],
+            spreads(step_ratio("comm_ns", "accumulated_ns")),
+        ),
+        _row(
+            "comm",
+            "exposed comm",
+            "ms",
+            per_device_step(total("exposed_comm_ns")),
+            spreads(per_device_ms("exposed_comm_ns")),
+        ),
         # §8 split, where a run had the traces of several members of a group (None elsewhere)
         _row(
             "comm",
             "exposed: waiting for the last rank",
             "ms",
             [v if a.ledger is not None else None for v, a in zip(per_device_step(total("exposed_wait_ns")), analyses)],
+            spreads(per_device_ms("exposed_wait_ns")),
         ),
         _row(
             "comm",
@@ -156,10 +247,24 @@ def compare(sources: list[Source]) -> dict:
                 v if a.ledger is not None else None
                 for v, a in zip(per_device_step(total("exposed_transfer_ns")), analyses)
             ],
+            spreads(per_device_ms("exposed_transfer_ns")),
         ),
-        _row("comm", "exposed comm / span", "ratio", [measure(a, "exposed_comm_fraction").value for a in analyses]),
-        _row("comm", "step time", "ms", [step_time_ns(a) / 1e6 for a in analyses]),
+        _row(
+            "comm",
+            "exposed comm / span",
+            "ratio",
+            [measure(a, "exposed_comm_fraction").value for a in analyses],
+            spreads(step_ratio("exposed_comm_ns", "span_ns")),
+        ),
+        _row(
+            "comm",
+            "step time",
+            "ms",
+            [step_time_ns(a) / 1e6 for a in analyses],
+            spreads(lambda f: f["step_span_ns"] / 1e6),
+        ),
     ]
+    step_time_row = rows[-1]
     collectives = [a.collectives for a in analyses]
     for kind in _kinds([c for cs in collectives for c in cs]):
         rows.append(
@@ -196,6 +301,8 @@ def compare(sources: list[Source]) -> dict:
     return {
         "schema": DIFF_SCHEMA,
         "normalization": "times in ms per device and step (totals / (devices x steps)); saving bounds per step",
+        "noise": "spread = half the range of a run's per-step values; a difference is within noise when"
+        " |delta| <= spread of one run + spread of the other (the bands overlap); null without two steps in both",
         "runs": [
             {
                 "label": r.label,
@@ -211,17 +318,20 @@ def compare(sources: list[Source]) -> dict:
             for r in runs
         ],
         "rows": rows,
-        "ablation": ablation(runs, analyses) if all(s.kind == "run" for s in sources) else None,
+        "ablation": ablation(runs, analyses, step_time_row) if all(s.kind == "run" for s in sources) else None,
         "warnings": warnings,
     }
 
 
-def ablation(runs: list[RunInfo], analyses: list[Analysis]) -> dict:
+def ablation(runs: list[RunInfo], analyses: list[Analysis], step_time_row: dict | None = None) -> dict:
     """Per run in order: throughput, comm figures and the gain over the previous run and over the first.
 
     The gain is the ratio of tokens/s when every run reports it, else the inverse
-    ratio of step times (a shorter step is a gain).
+    ratio of step times (a shorter step is a gain). Both follow from the step time,
+    so a gain is within noise when the step-time difference is (``step_time_row``).
     """
+    noise_first = (step_time_row or {}).get("within_noise_first") or [None] * len(runs)
+    noise_previous = (step_time_row or {}).get("within_noise_previous") or [None] * len(runs)
     tokens = [(r.throughput or {}).get("tokens_per_second") for r in runs]
     step_ms = [step_time_ns(a) / 1e6 for a in analyses]
     use_tokens = all(t for t in tokens)
@@ -245,6 +355,8 @@ def ablation(runs: list[RunInfo], analyses: list[Analysis]) -> dict:
                 "exposed_comm_ms": a.total.exposed_comm_ns / max(r.devices, 1) / r.steps / 1e6,
                 "gain_vs_previous": ratio(speed[i], speed[i - 1]) if i else None,
                 "gain_vs_first": ratio(speed[i], speed[0]) if i else None,
+                "gain_vs_previous_within_noise": noise_previous[i],
+                "gain_vs_first_within_noise": noise_first[i],
             }
         )
     return {"metric": "tokens_per_second" if use_tokens else "1/step_time", "runs": rows}

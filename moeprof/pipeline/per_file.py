@@ -27,6 +27,7 @@ from ..insight.dependency import independent_ops
 from ..insight.opportunities import device_signals
 from ..insight.stack import stack_facts
 from ..options import StepOptions
+from ..words import plural
 
 # per (op, kind, device): sums the merge adds up across files (collectives, opportunities, bandwidth)
 COMM_AGG_COLUMNS = [
@@ -308,7 +309,7 @@ def no_step_matches(options: StepOptions, steps: pd.DataFrame) -> str:
     if not numbers:
         return f"{asked} selects steps, but the trace marks none (no step markers, no XLA module executions)"
     shown = ", ".join(map(str, numbers[:12])) + (", ..." if len(numbers) > 12 else "")
-    return f"{asked} matches no step: the trace has {len(numbers)} step(s) ({shown})"
+    return f"{asked} matches no step: the trace has {plural(len(numbers), 'step')} ({shown})"
 
 
 def _fields(figures: object) -> dict:

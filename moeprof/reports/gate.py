@@ -9,7 +9,8 @@ from rich.table import Table
 
 from ..gate.check import FIGURES, CheckConfig, GateResult, fmt
 from ..gate.history import Run
-from .terminal import human_bytes, make_console
+from ..words import plural
+from .terminal import human_bytes, make_console, natural_width
 
 
 def gate_table(results: list[GateResult], title: str) -> Table:
@@ -47,9 +48,9 @@ def render_check(results: list[GateResult], path: Path, cfg: CheckConfig) -> Non
     )
     failed = sum(not r.passed for r in results)
     console.print(
-        f"[green]all {len(results)} gate(s) hold[/]"
+        ("[green]the gate holds[/]" if len(results) == 1 else f"[green]all {len(results)} gates hold[/]")
         if not failed
-        else f"[bold red]{failed} of {len(results)} gate(s) failed[/]"
+        else f"[bold red]{failed} of {plural(len(results), 'gate')} failed[/]"
     )
 
 
@@ -63,7 +64,16 @@ def _value(v: float | None, unit: str) -> str:
     return f"{v:,.3f}"
 
 
-def _delta(d: float | None, change: float | None, unit: str) -> str:
+def _spread(h: float | None, unit: str, sep: str = " ") -> str:
+    """`` ±x``: half the step-to-step range of a run (nothing when unknown or when the figure never moves)."""
+    if h is None or unit == "bytes" or h == 0:
+        return ""
+    return f"{sep}±{100 * h:.1f}" if unit == "ratio" else f"{sep}±{h:,.3f}"
+
+
+def _delta(d: float | None, change: float | None, unit: str, noise: bool | None = None, layout: int = 0) -> str:
+    """A difference, its relative change and whether it is within noise; ``layout`` 0 on one line,
+    1 the noise verdict on a second line, 3 each part on its own line (narrow consoles)."""
     if d is None:
         return "-"
     if unit == "ratio":
@@ -73,26 +83,52 @@ def _delta(d: float | None, change: float | None, unit: str) -> str:
     else:
         text = f"{d:+,.3f}"
     if change is not None:
-        text += f" ({100 * change:+.0f}%)"
-    style = "" if abs(d) < 1e-12 else ("red" if d > 0 else "green")
+        text += ("\n" if layout >= 3 else " ") + f"({100 * change:+.0f}%)"
+    if abs(d) < 1e-12:
+        return text
+    if noise:  # the runs' step bands overlap: no colour, the words say it
+        words = "within\nnoise" if layout >= 3 else "within noise"
+        return f"[dim]{text}{' ' if layout == 0 else chr(10)}{words}[/]"
     # more time, comm or bytes is worse; the colour is a hint, the sign is the fact
-    return f"[{style}]{text}[/]" if style else text
+    return f"[{'red' if d > 0 else 'green'}]{text}[/]"
 
 
-def diff_table(doc: dict) -> Table:
+def diff_table(doc: dict, width: int | None = None) -> Table:
+    """The comparison in the richest layout that fits ``width``: every cell on one line; each value's
+    spread and each delta's noise verdict on a second line; without the Δ-vs-previous columns (they
+    follow from the Δ-vs-first ones); each part of a delta on its own line. Numbers are never cut."""
+    table = _diff_table(doc, 0)
+    for layout in (1, 2, 3):
+        if width is None or natural_width(table) <= width:
+            break
+        table = _diff_table(doc, layout)
+    return table
+
+
+def _diff_table(doc: dict, layout: int) -> Table:
     runs = doc["runs"]
     n = len(runs)
+    sep = " " if layout == 0 else "\n"
+    previous = layout < 2 or n < 3  # the Δ-vs-previous columns
+    caption = (
+        "± half the range of the run's per-step values; within noise: the difference is no larger than"
+        " the two ± together (the runs' step bands overlap), see docs/ci.md"
+    )
+    if not previous:
+        caption += "; Δ vs the previous run left out at this width (--json has it)"
     table = Table(
         title="moeprof diff (ms per device and step; Δ vs the first run, and vs the previous one)",
         title_justify="left",
+        caption=caption,
+        caption_justify="left",
     )
-    table.add_column("figure", justify="left")
+    table.add_column("figure", justify="left", min_width=12)
     for r in runs:
-        table.add_column(r["label"], justify="right")
+        table.add_column(r["label"], justify="right", no_wrap=True)  # numbers whole; the figure names wrap
     for i in range(1, n):
-        table.add_column(f"Δ {runs[i]['label']}−{runs[0]['label']}", justify="right")
-    for i in range(2, n):
-        table.add_column(f"Δ {runs[i]['label']}−{runs[i - 1]['label']}", justify="right")
+        table.add_column(f"Δ {runs[i]['label']}−{runs[0]['label']}", justify="right", no_wrap=True)
+    for i in range(2, n if previous else 2):
+        table.add_column(f"Δ {runs[i]['label']}−{runs[i - 1]['label']}", justify="right", no_wrap=True)
     section = None
     for row in doc["rows"]:
         if row["section"] != section:
@@ -100,63 +136,131 @@ def diff_table(doc: dict) -> Table:
                 table.add_section()
             section = row["section"]
         unit = row["unit"]
-        cells = [_value(v, unit) for v in row["values"]]
-        cells += [_delta(row["delta_first"][i], row["change_first"][i], unit) for i in range(1, n)]
-        cells += [_delta(row["delta_previous"][i], row["change_previous"][i], unit) for i in range(2, n)]
+        spreads = row.get("spread") or [None] * n
+        noise_first = row.get("within_noise_first") or [None] * n
+        noise_previous = row.get("within_noise_previous") or [None] * n
+        cells = [_value(v, unit) + _spread(h, unit, sep) for v, h in zip(row["values"], spreads)]
+        cells += [
+            _delta(row["delta_first"][i], row["change_first"][i], unit, noise_first[i], layout) for i in range(1, n)
+        ]
+        cells += [
+            _delta(row["delta_previous"][i], row["change_previous"][i], unit, noise_previous[i], layout)
+            for i in range(2, n if previous else 2)
+        ]
         table.add_row(row["name"], *cells)
     return table
 
 
-def ablation_table(doc: dict) -> Table:
+ABLATION_COLUMNS = (
+    "run",
+    "tokens/s",
+    "TFLOPS /device",
+    "step ms",
+    "comm share",
+    "exposed comm ms",
+    "gain vs prev",
+    "gain vs first",
+)
+
+
+def ablation_table(doc: dict, width: int | None = None) -> Table:
+    """Throughput and gain per run; narrower than ``width`` allows: headers and noise verdicts on two lines,
+    then without TFLOPS per device, then without exposed comm (the diff table above has it). Numbers are
+    never cut."""
+    table = _ablation_table(doc, stacked=False, drop=())
+    for drop in ((), ("TFLOPS /device",), ("TFLOPS /device", "exposed comm ms")):
+        if width is None or natural_width(table) <= width:
+            break
+        table = _ablation_table(doc, True, drop)
+    return table
+
+
+def _ablation_table(doc: dict, stacked: bool, drop: tuple[str, ...]) -> Table:
     ab = doc["ablation"]
     metric = "tokens/s" if ab["metric"] == "tokens_per_second" else "1/step time"
-    table = Table(title=f"Ablation (gain = ratio of {metric})", title_justify="left")
-    for col in (
-        "run",
-        "tokens/s",
-        "TFLOPS/device",
-        "step ms",
-        "comm share",
-        "exposed comm ms",
-        "gain vs prev",
-        "gain vs first",
-    ):
-        table.add_column(col, justify="left" if col == "run" else "right")
+    table = Table(
+        title=f"Ablation (gain = ratio of {metric})",
+        title_justify="left",
+        caption="a gain is within noise when the step times are",
+        caption_justify="left",
+    )
+    for col in ABLATION_COLUMNS:
+        if col in drop:
+            continue
+        header = col.replace(" ", "\n", 1) if stacked else col.replace(" /", "/")
+        if col == "run":
+            table.add_column(header, justify="left", overflow="fold", min_width=6)
+        else:
+            table.add_column(header, justify="right", no_wrap=True)
 
     def num(v: float | None, spec: str) -> str:
         return "-" if v is None else format(v, spec)
 
+    def gain(g: float | None, noise: bool | None) -> str:
+        if g is None:
+            return "-"
+        return f"[dim]{g:.3f}x{chr(10) if stacked else ' '}within noise[/]" if noise else f"{g:.3f}x"
+
     for r in ab["runs"]:
-        table.add_row(
-            escape(f"{r['label']} {Path(r['path']).name}"),
-            num(r["tokens_per_second"], ",.0f"),
-            num(r["tflops_per_device"], ".4g"),
-            num(r["step_ms"], ",.3f"),
-            num(100 * r["comm_share"], ".1f") + "%",
-            num(r["exposed_comm_ms"], ",.3f"),
-            "-" if r["gain_vs_previous"] is None else f"{r['gain_vs_previous']:.3f}x",
-            "-" if r["gain_vs_first"] is None else f"{r['gain_vs_first']:.3f}x",
-        )
+        cells = {
+            "run": escape(f"{r['label']} {Path(r['path']).name}"),
+            "tokens/s": num(r["tokens_per_second"], ",.0f"),
+            "TFLOPS /device": num(r["tflops_per_device"], ".4g"),
+            "step ms": num(r["step_ms"], ",.3f"),
+            "comm share": num(100 * r["comm_share"], ".1f") + "%",
+            "exposed comm ms": num(r["exposed_comm_ms"], ",.3f"),
+            "gain vs prev": gain(r["gain_vs_previous"], r.get("gain_vs_previous_within_noise")),
+            "gain vs first": gain(r["gain_vs_first"], r.get("gain_vs_first_within_noise")),
+        }
+        table.add_row(*(cells[c] for c in ABLATION_COLUMNS if c not in drop))
     return table
 
 
 def render_diff(doc: dict) -> None:
     console = make_console()
     for r in doc["runs"]:
+        hosts = "? hosts" if r["hosts"] is None else plural(r["hosts"], "host")
         console.print(
-            f"{r['label']} = {r['path']}  ({r['devices']} devices, {r['hosts']} host(s), {r['steps']} step(s))",
+            f"{r['label']} = {r['path']}  ({plural(r['devices'], 'device')}, {hosts}, {plural(r['steps'], 'step')})",
             markup=False,
             highlight=False,
         )
-    console.print(diff_table(doc))
+    console.print(diff_table(doc, console.width))
     if doc["ablation"]:
-        console.print(ablation_table(doc))
+        console.print(ablation_table(doc, console.width))
+
+
+# what ``history`` shows for each stored figure (the stored names stay: they are the database's and the JSON's)
+HISTORY_LABELS = {
+    "comm_share": "comm share",
+    "exposed_comm_fraction": "exposed comm / span",
+    "idle_fraction": "idle / span",
+    "exposed_comm_ms": "exposed comm per step (worst step)",
+    "comm_ib_ns": "comm IB (sum over devices)",
+    "step_ms": "step time",
+    "tokens_per_second": "tokens/s",
+    "tflops_per_device": "model TFLOPS per device",
+    "devices": "devices",
+}
+
+
+def history_label(name: str) -> str:
+    """The figure as a reader says it; ns sums are shown in ms and are sums over the devices."""
+    if name in HISTORY_LABELS:
+        return HISTORY_LABELS[name]
+    if name in FIGURES:
+        return FIGURES[name][1]
+    if name.endswith("_ns"):
+        return name[: -len("_ns")].replace("_", " ") + " (sum over devices)"
+    if name.endswith("_ms"):
+        return name[: -len("_ms")].replace("_", " ")
+    return name.replace("_", " ")
 
 
 def _fmt(name: str, v: float | None) -> str:
     if v is None:
         return "-"
-    if name in ("comm_share", "exposed_comm_fraction", "idle_fraction"):
+    if name in FIGURES and FIGURES[name][0] == "ratio":
         return f"{100 * v:.2f}%"
     if name.endswith("_ns"):
         return f"{v / 1e6:,.3f} ms"
@@ -176,7 +280,8 @@ def render_history(db: Path, runs: list[Run], flip: dict | None, rows: list[dict
         markup=False,
         highlight=False,
     )
-    table = Table(title=f"Trend over the last {len(runs)} run(s), oldest to newest", title_justify="left")
+    title = "The one run recorded" if len(runs) == 1 else f"Trend over the last {len(runs)} runs, oldest to newest"
+    table = Table(title=title, title_justify="left")
     for col, justify in [
         ("figure", "left"),
         ("trend", "left"),
@@ -189,7 +294,7 @@ def render_history(db: Path, runs: list[Run], flip: dict | None, rows: list[dict
     for t in rows:
         name = t["figure"]
         table.add_row(
-            name,
+            escape(history_label(name)),
             t["sparkline"],
             _fmt(name, t["first"]),
             _fmt(name, t["last"]),

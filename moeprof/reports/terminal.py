@@ -1,29 +1,96 @@
-"""The terminal report: per-device table, bucket bars, top collectives and opportunities."""
+"""The terminal report: the verdict first, then the per-device figures, the bucket split, collectives, opportunities.
+
+Everything shown is per device (the sums are in the JSON ``total``). The layout
+follows the console: at 80 columns the per-device table drops its least needed
+columns instead of cutting numbers; without colour (piped, ``NO_COLOR``) the
+bucket bars use one character per bucket so the split still reads.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..core.analysis import Analysis, Figures
-from .text import evidence_text, ms, pct
+from ..core.analysis import Analysis, Collective, Figures
+from ..core.summary import (
+    device_stats,
+    mean_figures,
+    per_step,
+    step_count,
+    verdict,
+    worst_devices,
+    zero_everywhere,
+)
+from ..words import plural
+from .text import NBSP, duration, evidence_text, headline, ms, pct, verdict_lines
 
-_BAR_COLORS = {
-    "compute": "green",
-    "comm_nvlink": "cyan",
-    "comm_ib": "magenta",
-    "comm_unknown": "yellow",
-    "memcpy": "blue",
-    "other": "white",
-}
+PIPED_WIDTH = 160  # a report piped into a CI log without COLUMNS: wide, tables are not folded
+DEVICE_ROWS_AUTO = 16  # up to this many devices every one gets a row; more: statistics and the worst ones
+WORST_DEVICES = 5
+
+# bucket -> (figure, legend name, colour, character when there is no colour)
+BUCKETS: tuple[tuple[str, str, str, str], ...] = (
+    ("compute_ns", "compute", "green", "█"),
+    ("comm_nvlink_ns", "comm NVLink", "cyan", "▓"),
+    ("comm_ib_ns", "comm IB", "magenta", "▒"),
+    ("comm_unknown_link_ns", "comm ?link", "yellow", "░"),
+    ("memcpy_ns", "memcpy", "blue", "="),
+    ("other_ns", "other", "white", "·"),
+)
+
+
+def console_width() -> int:
+    """Width for a console that is not a terminal: COLUMNS, else the terminal stderr is on, else wide."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        if sys.stderr.isatty():  # `moeprof analyze ... | less`: the user still reads it in this terminal
+            return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        pass
+    return PIPED_WIDTH
+
+
+def spaced(text: str) -> str:
+    """NBSP as a plain space, where rich wraps the text (rich breaks lines at NBSP too)."""
+    return text.replace(NBSP, " ")
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Word-wrapped lines; a number stays with its unit (joined by NBSP in the text, a space on screen)."""
+    lines = textwrap.wrap(text, width=max(width, 20), break_long_words=False, break_on_hyphens=False)
+    return [spaced(line) for line in lines]
+
+
+def pack(parts: Sequence[str], width: int, sep: str = " · ") -> list[str]:
+    """Parts joined by ``sep`` into lines of at most ``width``; a part is split only when it is wider than a line."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return [wrapped for line in lines for wrapped in wrap(line, width)]
 
 
 def make_console() -> Console:
-    """Stdout console; piped or in CI it is wide, so tables are not folded to 80 columns."""
+    """Stdout console: a terminal's own width; piped, the width the reader is likely to have (see console_width)."""
     console = Console()
-    return console if console.is_terminal else Console(width=160)
+    return console if console.is_terminal else Console(width=console_width())
+
+
+def has_colour(console: Console) -> bool:
+    return console.color_system is not None and not console.no_color
 
 
 def human_bytes(n: float | None) -> str:
@@ -36,182 +103,354 @@ def human_bytes(n: float | None) -> str:
     return str(n)
 
 
-def bucket_bar(fig: Figures, width: int = 40) -> Text:
-    """One line of the bucket split of accumulated time, drawn with block characters."""
-    total = fig.accumulated_ns or 1
-    parts = [
-        ("compute", fig.compute_ns),
-        ("comm_nvlink", fig.comm_nvlink_ns),
-        ("comm_ib", fig.comm_ib_ns),
-        ("comm_unknown", fig.comm_unknown_link_ns),
-        ("memcpy", fig.memcpy_ns),
-        ("other", fig.other_ns),
-    ]
+def bucket_bar(fig: Figures, width: int = 40, colour: bool = True) -> Text:
+    """The bucket split of accumulated time in ``width`` cells: coloured blocks, or one character per bucket.
+
+    Cells are cut at the rounded running total, so each bucket gets its share to within one cell
+    and the cells add up to ``width`` (an empty device gets an empty bar).
+    """
     text = Text()
+    total = fig.accumulated_ns
+    if total <= 0:
+        return text.append(" " * width)
+    running = 0
     used = 0
-    for i, (name, value) in enumerate(parts):
-        cells = round(width * value / total) if i < len(parts) - 1 else width - used
-        cells = max(0, min(cells, width - used))
-        used += cells
-        text.append("█" * cells, style=_BAR_COLORS[name])
+    for key, _, color, char in BUCKETS:
+        running += getattr(fig, key)
+        end = round(width * running / total)
+        cells, used = end - used, end
+        if colour:
+            text.append("█" * cells, style=color)
+        else:
+            text.append(char * cells)
     return text
 
 
-def device_table(result: Analysis) -> Table:
-    table = Table(title="Per device (ms; shares of accumulated kernel time)", title_justify="left", expand=False)
-    for col, justify in [
-        ("device", "left"),
-        ("accum.", "right"),
-        ("compute", "right"),
-        ("comm NVLink", "right"),
-        ("comm IB", "right"),
-        ("comm ?link", "right"),
-        ("memcpy", "right"),
-        ("idle", "right"),
-        ("comm share", "right"),
-        ("exposed comm", "right"),
-        ("exp./span", "right"),
-    ]:
-        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+def bar_legend(fig: Figures, colour: bool) -> Text:
+    """What each colour or character of the bars is (the buckets that occur)."""
+    legend = Text("split: ")
+    for key, name, color, char in BUCKETS:
+        if getattr(fig, key) > 0:
+            legend.append("█" if colour else char, style=color if colour else "").append(f" {name}  ")
+    return legend
 
-    def row(label: str, fig: Figures, style: str | None = None) -> None:
-        table.add_row(
-            label,
-            ms(fig.accumulated_ns),
-            ms(fig.compute_ns),
-            ms(fig.comm_nvlink_ns),
-            ms(fig.comm_ib_ns),
-            ms(fig.comm_unknown_link_ns),
-            ms(fig.memcpy_ns),
-            ms(fig.idle_ns),
-            pct(fig.comm_share),
-            ms(fig.exposed_comm_ns),
-            pct(fig.exposed_comm_fraction),
-            style=style,
-        )
 
-    for dev in result.devices:
-        row(dev.device, dev)
-    if len(result.devices) > 1:
-        row("total", result.total, style="bold")
+# ---------------------------------------------------------------- the per-device table
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str  # words separated by a space; a narrow layout stacks them on two lines
+    key: str  # a figure of Figures.value
+    unit: str  # "ms" or "ratio"
+    stacked: str = ""  # the header on two lines, where splitting at the first space reads wrong
+
+    def head(self, stacked: bool) -> str:
+        if not stacked:
+            return self.header
+        return self.stacked or self.header.replace(" ", "\n", 1)
+
+
+ACCUM = Column("accum.", "accumulated_ns", "ms")
+COMPUTE = Column("compute", "compute_ns", "ms")
+NVLINK = Column("comm NVLink", "comm_nvlink_ns", "ms")
+IB = Column("comm IB", "comm_ib_ns", "ms")
+UNKNOWN = Column("comm ?link", "comm_unknown_link_ns", "ms")
+COMM = Column("comm", "comm_ns", "ms")
+MEMCPY = Column("memcpy", "memcpy_ns", "ms")
+IDLE = Column("idle", "idle_ns", "ms")
+SHARE = Column("comm share", "comm_share", "ratio")
+EXPOSED = Column("exposed comm", "exposed_comm_ns", "ms")
+EXP_SPAN = Column("exp./span", "exposed_comm_fraction", "ratio", "exp./\nspan")
+FULL = (ACCUM, COMPUTE, NVLINK, IB, UNKNOWN, MEMCPY, IDLE, SHARE, EXPOSED, EXP_SPAN)
+LINKS = (NVLINK, IB, UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Layout:
+    columns: list[Column]
+    hidden: list[str]  # what this layout leaves out (said in the caption)
+    stacked: bool  # headers on two lines
+
+
+def column_layouts(devices: Sequence[Figures]) -> list[Layout]:
+    """The layouts to try, richest first.
+
+    Columns that are zero on every device are never shown (the caption names them). For
+    narrower consoles: headers on two lines, then the link split becomes one comm column
+    (the bars keep the split), then accumulated, memcpy, idle and comm share go, in that order.
+    """
+    columns = [c for c in FULL if not (c in (*LINKS, MEMCPY) and zero_everywhere(devices, c.key))]
+    layouts = [Layout(columns, [], False), Layout(columns, [], True)]
+    merged = [c for c in columns if c not in LINKS]
+    merged.insert(merged.index(IDLE) - (MEMCPY in merged), COMM)
+    # one link column alone merges into "comm" without losing anything
+    hidden = ["the link split"] if sum(c in LINKS for c in columns) >= 2 else []
+    if merged != columns:
+        layouts.append(Layout(merged, hidden, True))
+    for drop in (ACCUM, MEMCPY, IDLE, SHARE):
+        if drop in merged:
+            merged = [c for c in merged if c is not drop]
+            hidden = [*hidden, drop.header]
+            layouts.append(Layout(merged, hidden, True))
+    return layouts
+
+
+Row = tuple[str, Callable[[str], float], str | None]  # label, figure by key, style
+
+
+def _decimals(values: list[float]) -> int:
+    """Decimals for a column of ms values: the largest one keeps at most 5-6 significant digits."""
+    top = max((abs(v) for v in values), default=0.0) / 1e6
+    return 3 if top < 100 else (2 if top < 1000 else 1)
+
+
+def _table(layout: Layout, rows: Sequence[Row | None], footer: Row | None, title: str, caption: str | None) -> Table:
+    """Rows (None: a blank line between groups) and a footer row under a rule (the mean device)."""
+    table = Table(
+        title=title,
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+        box=box.SIMPLE,
+        show_edge=False,
+        show_footer=footer is not None,
+    )
+    columns = layout.columns
+    real = [r for r in (*rows, footer) if r is not None]
+    decimals = {c.key: _decimals([get(c.key) for _, get, _ in real]) for c in columns if c.unit == "ms"}
+
+    def cells(get: Callable[[str], float]) -> list[str]:
+        return [f"{get(c.key) / 1e6:,.{decimals[c.key]}f}" if c.unit == "ms" else pct(get(c.key)) for c in columns]
+
+    foot = [footer[0], *cells(footer[1])] if footer is not None else [""] * (len(columns) + 1)
+    labels = [r[0] for r in real]
+    table.add_column("device", overflow="fold", footer=foot[0], min_width=min(12, max(map(len, labels))))
+    for c, f in zip(columns, foot[1:]):
+        table.add_column(c.head(layout.stacked), justify="right", no_wrap=True, footer=f)
+    for row in rows:
+        if row is None:
+            table.add_section()
+            continue
+        label, get, style = row
+        table.add_row(label, *cells(get), style=style)
     return table
 
 
-def split_table(result: Analysis) -> Table:
-    """The bucket split of each device's accumulated time, one bar a line."""
-    table = Table(title="Bucket split of accumulated time", title_justify="left", box=None, show_header=False)
-    table.add_column("device", no_wrap=True)
+def device_rows(result: Analysis, rows: int | None) -> tuple[list[Row | None], Row | None, str, str | None]:
+    """Every device, or (``rows`` given) min/median/max over all of them and the ``rows`` worst; the mean below."""
+    devices = result.devices
+    out: list[Row | None] = []
+    if rows is None or rows >= len(devices):
+        out = [(d.device, d.value, None) for d in devices]
+        title = "Per device (ms)"
+    else:
+        stats = device_stats(devices, [c.key for c in (*FULL, COMM)])
+        out += [
+            ("min", lambda key: stats[key].min, "dim"),
+            ("median", lambda key: stats[key].median, "dim"),
+            ("max", lambda key: stats[key].max, "dim"),
+        ]
+        out.append(None)
+        out += [(d.device, d.value, None) for d in worst_devices(devices, rows)]
+        title = f"Per device (ms), {plural(len(devices), 'device')} summarized"
+    footer: Row | None = ("mean", mean_figures(devices).value, "bold") if len(devices) > 1 else None
+    note = (
+        None
+        if rows is None or rows >= len(devices)
+        else f"min, median, max: each column on its own over all devices; then the {plural(rows, 'device')}"
+        " with the most exposed comm (--devices all lists every one)"
+    )
+    return out, footer, title, note
+
+
+def natural_width(renderable: RenderableType) -> int:
+    """The width a table takes when nothing limits it (rich clamps a measure to the console's width)."""
+    return Console(width=100_000).measure(renderable).maximum
+
+
+def device_table(result: Analysis, width: int = PIPED_WIDTH, rows: int | None = None) -> Table:
+    """The per-device figures in ``width`` columns: the richest layout that fits, numbers never cut.
+
+    When not even the narrowest layout fits (very long device names), the device names fold.
+    """
+    body, footer, title, summary_note = device_rows(result, rows)
+    zero = [c.header for c in (*LINKS, MEMCPY) if zero_everywhere(result.devices, c.key)]
+    table = None
+    for layout in column_layouts(result.devices):
+        notes = [summary_note] if summary_note else []
+        if zero:
+            notes.append(f"0 on every device: {', '.join(zero)}")
+        if layout.hidden:
+            notes.append(f"left out at {width} columns: {', '.join(layout.hidden)} (all in --json)")
+        table = _table(layout, body, footer, title, "; ".join(notes) or None)
+        if natural_width(table) <= width:
+            return table
+    assert table is not None
+    return table
+
+
+def split_table(result: Analysis, width: int = PIPED_WIDTH, colour: bool = True, rows: int | None = None) -> Table:
+    """The bucket split of each device's accumulated time, one bar a line (the worst devices when summarized)."""
+    devices = result.devices
+    every = rows is None or rows >= len(devices)
+    listed = devices if every else worst_devices(devices, rows or 0)
+    shown: list[tuple[str, Figures]] = [(d.device, d) for d in listed]
+    if len(devices) > 1:
+        shown.append(("mean", mean_figures(devices)))
+    label_width = max(len(label) for label, _ in shown)
+    bar_width = max(16, min(50, width - label_width - 16))
+    title = "Bucket split of accumulated time" + ("" if every else " (the devices listed above)")
+    table = Table(title=title, title_justify="left", box=None, show_header=False)
+    table.add_column("device", overflow="fold")
     table.add_column("bar", no_wrap=True)
     table.add_column("comm", justify="right", no_wrap=True)
-    rows: list[tuple[str, Figures]] = [(d.device, d) for d in result.devices]
-    if len(result.devices) > 1:
-        rows.append(("total", result.total))
-    for label, fig in rows:
-        table.add_row(label, bucket_bar(fig, 50), f"comm {pct(fig.comm_share)}")
+    for label, fig in shown:
+        table.add_row(label, bucket_bar(fig, bar_width, colour), f"comm {pct(fig.comm_share)}")
     return table
 
 
-def collectives_table(result: Analysis, top: int) -> Table:
-    table = Table(title=f"Top collectives (of {len(result.collectives)})", title_justify="left")
-    columns = [
-        ("op", "left"),
-        ("kind", "left"),
-        ("link", "left"),
-        ("count", "right"),
-        ("total ms", "right"),
-        ("exposed ms", "right"),
-        ("bytes/call", "right"),
-        ("bus GB/s", "right"),
-        ("of link peak", "right"),
-    ]
-    for col, justify in columns:
-        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for c in result.collectives[:top]:
-        name = c.name if len(c.name) <= 60 else c.name[:57] + "..."
-        busbw = c.bus_bandwidth_gbps
+# ---------------------------------------------------------------- collectives, opportunities
+
+
+OP_MIN_WIDTH = 18  # narrower than this, an op name folds into too many lines to read
+
+
+def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table:
+    """The top collectives. Columns with nothing to say ("-" on every row) are left out; the rest fit
+    ``width`` by dropping the least needed (link peak, bus bandwidth, bytes per call, count), then by
+    folding the op name. Numbers are never cut."""
+
+    def cells(c: Collective) -> dict[str, str]:
         util = c.link_utilization
-        table.add_row(
-            name,
-            c.kind,
-            c.link,
-            f"{c.count:,}",
-            ms(c.total_ns),
-            ms(c.exposed_ns),
-            human_bytes(c.bytes_per_call),
-            "-" if busbw is None else f"{busbw:,.3g}",
-            "-" if util is None else f"{pct(util)} {c.bandwidth_verdict}",
-        )
+        return {
+            "op": c.name if len(c.name) <= 60 else c.name[:57] + "...",
+            "kind": c.kind,
+            "link": c.link,
+            "count": f"{c.count:,}",
+            "total ms": ms(c.total_ns),
+            "exposed ms": ms(c.exposed_ns),
+            "bytes/call": human_bytes(c.bytes_per_call),
+            "bus GB/s": "-" if c.bus_bandwidth_gbps is None else f"{c.bus_bandwidth_gbps:,.3g}",
+            "of link peak": "-" if util is None else f"{pct(util)} {c.bandwidth_verdict}",
+        }
+
+    data = [cells(c) for c in result.collectives[:top]]
+    names = [n for n in data[0] if n == "op" or any(d[n] != "-" for d in data)] if data else ["op"]
+    op_width = max([len("op"), *(len(d["op"]) for d in data)])
+    title = f"Top collectives (of {len(result.collectives)})"
+    table = Table()
+    for drop in (None, "of link peak", "bus GB/s", "bytes/call", "count"):
+        if drop in names:
+            names.remove(drop)
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+        for n in names:
+            if n == "op":
+                table.add_column(n, overflow="fold", min_width=min(op_width, OP_MIN_WIDTH))
+            else:
+                table.add_column(n, justify="left" if n in ("kind", "link") else "right", no_wrap=True)
+        for d in data:
+            table.add_row(*(d[n] for n in names))
+        if natural_width(table) - op_width + min(op_width, OP_MIN_WIDTH) <= width:
+            break
     return table
 
 
 def opportunities_panel(result: Analysis, top: int) -> Panel:
-    items = []
+    """Each opportunity: what, the saving bound (per step where there are steps), evidence and remedy.
+
+    The number sits in its own column so that wrapped lines keep their indent.
+    """
+    steps = step_count(result)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
     for i, o in enumerate(result.opportunities[:top], 1):
-        head = Text(f"{i}. {o.title[:90]}", style="bold")
         bound = "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "exposed time"
-        head.append(f"  save up to {ms(o.saving_bound_ns)} ms on the worst device ({bound})", style="bold red")
-        body = Text(f"   {ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n   → {o.remedy}")
-        items.extend([head, body])
-    if not items:
-        items = [Text("No exposed communication or launch overhead found: nothing to hide.")]
-    return Panel(Group(*items), title="Opportunities (ranked by saving bound)", title_align="left")
+        saving = per_step(o.saving_bound_ns, steps)
+        if saving is not None and steps > 1:
+            amount = f"{spaced(duration(saving))} per step ({spaced(duration(o.saving_bound_ns))} over {steps} steps)"
+        else:
+            amount = spaced(duration(o.saving_bound_ns))
+        head = Text(o.title[:90], style="bold", overflow="fold")
+        head.append(f"  save up to {amount} on the worst device ({bound})", style="bold red")
+        # a flag list longer than the line folds instead of being cut
+        body = Text(
+            f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {o.remedy}", overflow="fold"
+        )
+        grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))
+    content: RenderableType = grid
+    if not result.opportunities:
+        content = Text("No exposed communication or launch overhead found: nothing to hide.")
+    return Panel(content, title="Opportunities (ranked by saving bound)", title_align="left")
 
 
-def spread_line(result: Analysis) -> str | None:
+def spread_parts(result: Analysis) -> list[str]:
     sp = result.spread
     parts = []
     if sp.straggler is not None and sp.straggler.flagged:
         st = sp.straggler
         parts.append(f"straggler {st.device}: compute {st.compute_over_median:.2f}x the median device")
-    if sp.slowest_step is not None and sp.slowest_step.over_median:
+    if sp.slowest_step is not None and sp.slowest_step.over_median and len(sp.steps) > 1:
         slow = sp.slowest_step
         flag = " (slow step)" if slow.flagged else ""
-        parts.append(
-            f"{len(sp.steps)} steps, slowest step {slow.step} at {slow.over_median:.2f}x the median span{flag}"
-        )
-    return "; ".join(parts) or None
+        steps = plural(len(sp.steps), "step")
+        parts.append(f"{steps}, slowest step {slow.step} at {slow.over_median:.2f}x the median span{flag}")
+    return parts
 
 
-def render(result: Analysis, console: Console | None = None, top: int = 8) -> None:
+def throughput_parts(result: Analysis) -> list[str]:
+    tp = result.throughput or {}
+    parts = [f"throughput {tp['tokens_per_second']:,.0f} tokens/s"]
+    if "tflops_per_device" in tp:
+        parts[0] += f", {tp['tflops_per_device']:.4g} model TFLOPS per device"
+    if tp.get("mfu") is not None:
+        parts[0] += f", MFU {pct(tp['mfu'])} of {tp['peak_tflops']:,.0f} TFLOPS {tp.get('dtype', '')}".rstrip()
+    if result.manifest:
+        dev = result.manifest.get("devices") or {}
+        parts.append(f"({dev.get('count', '?')} x {dev.get('kind', '?')}, {result.manifest.get('kind')} capture)")
+    return parts
+
+
+def device_rows_shown(n_devices: int, devices: int | str | None) -> int | None:
+    """Rows of devices to show: None (every device) or how many worst devices next to the statistics.
+
+    ``devices`` is "all", a number, or None (automatic: every device up to 16, else the 5 worst).
+    """
+    if devices == "all":
+        return None
+    if devices is None:
+        return None if n_devices <= DEVICE_ROWS_AUTO else WORST_DEVICES
+    return int(devices)
+
+
+def render(result: Analysis, console: Console | None = None, top: int = 8, devices: int | str | None = None) -> None:
+    """The report. ``devices``: "all", a number of worst devices to list, or None (automatic, see above)."""
     console = console or make_console()
-    t = result.total
-    console.print(
-        Text.assemble(
-            ("moeprof ", "bold"),
-            f"{len(result.devices)} device(s) from {len(result.inputs)} trace file(s)  ",
-            ("comm share ", "bold"),
-            (pct(t.comm_share), "bold magenta"),
-            "  ",
-            ("exposed comm ", "bold"),
-            (f"{ms(t.exposed_comm_ns)} ms", "bold red"),
-            f" ({pct(t.exposed_comm_fraction)} of span)",
-        )
-    )
+    width = console.width
+    colour = has_colour(console)
+    v = verdict(result)
+    for sentence in verdict_lines(v):
+        for line in wrap(sentence, width):
+            console.print(Text(line, style="bold"), soft_wrap=True)
+    for line in pack(headline(v), width):
+        console.print(Text(line), soft_wrap=True)
     if result.throughput:
-        tp = result.throughput
-        line = f"throughput {tp['tokens_per_second']:,.0f} tokens/s"
-        if "tflops_per_device" in tp:
-            line += f", {tp['tflops_per_device']:.4g} model TFLOPS per device"
-        if tp.get("mfu") is not None:
-            line += f", MFU {pct(tp['mfu'])} of {tp['peak_tflops']:,.0f} TFLOPS {tp.get('dtype', '')}"
-        if result.manifest:
-            dev = result.manifest.get("devices") or {}
-            line += f"  ({dev.get('count', '?')} x {dev.get('kind', '?')}, {result.manifest.get('kind')} capture)"
-        console.print(line)
-    if not result.devices:
-        console.print("[yellow]No device activity found in the input.[/yellow]")
-    else:
-        console.print(device_table(result))
-        console.print(split_table(result))
-        legend = Text("split: ")
-        for name, color in _BAR_COLORS.items():
-            legend.append("█ ", style=color).append(name.replace("_", " ") + "  ")
-        console.print(legend)
-    spread = spread_line(result)
-    if spread:
-        console.print(spread)
+        for line in pack(throughput_parts(result), width, "  "):
+            console.print(Text(line), soft_wrap=True)
+    if result.devices:
+        rows = device_rows_shown(len(result.devices), devices)
+        console.print()
+        console.print(device_table(result, width, rows))
+        console.print(split_table(result, width, colour, rows))
+        console.print(bar_legend(mean_figures(result.devices), colour))
+    for line in pack(spread_parts(result), width, "; "):
+        console.print(Text(line), soft_wrap=True)
     if result.collectives:
-        console.print(collectives_table(result, top))
+        console.print(collectives_table(result, top, width))
     console.print(opportunities_panel(result, top))
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+__all__ = ["bucket_bar", "device_table", "make_console", "render", "split_table"]

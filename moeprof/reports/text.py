@@ -1,13 +1,13 @@
-"""Plain-text pieces every renderer shares (terminal, HTML): number formats and the evidence line."""
+"""Plain-text pieces every renderer shares (terminal, HTML): number formats, the evidence line, the verdict."""
 
 from __future__ import annotations
 
 from ..core.analysis import Opportunity
+from ..core.summary import MOSTLY, Verdict
+from ..words import plural  # re-exported: renderers count with it
 
-
-def plural(n: int, noun: str, nouns: str | None = None) -> str:
-    """``1 step``, ``3 steps``: a count with its noun in the right number."""
-    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+NBSP = "\u00a0"  # between a number and its unit: a wrapped line never ends in "88.9" and starts with "ms"
+LINK_WORDS = {"nvlink": "over NVLink", "ib": "over InfiniBand", "unknown": "on links moeprof could not tell"}
 
 
 def ms(ns: int | float | None) -> str:
@@ -18,12 +18,24 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def duration(ns: float | None) -> str:
+    """A time with its unit and three significant digits: ``120 µs``, ``75.1 ms``, ``5.32 s`` (joined by NBSP)."""
+    if ns is None:
+        return "-"
+    scale, unit = next(((s, u) for s, u in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")) if abs(ns) >= s), (1.0, "ns"))
+    value = ns / scale
+    digits = 0 if abs(value) >= 100 or unit == "ns" else (1 if abs(value) >= 10 else 2)
+    return f"{value:,.{digits}f}{NBSP}{unit}"
+
+
 def evidence_text(opportunity: Opportunity) -> str:
     """One line of an opportunity's evidence: what to look for in a trace viewer to verify it."""
     ev = opportunity.evidence
     parts = []
     if "count" in ev:
-        parts.append(f"{ev['count']:,} calls on {ev.get('devices', '?')} device(s)")
+        devices = ev.get("devices")
+        on = plural(devices, "device") if isinstance(devices, int) else "? devices"
+        parts.append(f"{plural(int(ev['count']), 'call')} on {on}")
     if "exposed_share_of_its_time" in ev:
         parts.append(f"{pct(ev['exposed_share_of_its_time'])} of its time exposed")
     if "worst_device" in ev:
@@ -37,3 +49,72 @@ def evidence_text(opportunity: Opportunity) -> str:
     if "detail" in ev:
         parts.append(str(ev["detail"]))
     return ", ".join(parts)
+
+
+def _where_exposed(v: Verdict) -> str:
+    """``mostly all-to-all (78%) over NVLink``: what the exposed communication is made of."""
+    kind = ""
+    if v.exposed_kind is not None:
+        lead = "mostly" if v.exposed_kind.share > MOSTLY else "led by"
+        kind = f"{lead} {v.exposed_kind.name} ({v.exposed_kind.share:.0%})"
+    link = ""
+    if v.exposed_link is not None:
+        most = v.exposed_link.share > MOSTLY
+        link = LINK_WORDS[v.exposed_link.name] if most else "over NVLink and InfiniBand"
+        if most and v.exposed_link.share < 1 and v.exposed_link.name != "unknown":
+            link += f" ({v.exposed_link.share:.0%})"
+    made_of = f", {kind} {link}" if kind and link else (f", {kind or 'mostly ' + link}" if kind or link else "")
+    if v.exposed_wait_share is not None and v.exposed_wait_share > MOSTLY:
+        # the cross-rank ledger tells waiting from moving bytes: waiting is a different fix
+        made_of += f", {v.exposed_wait_share:.0%} of it waiting for the last rank"
+    return made_of
+
+
+def verdict_lines(v: Verdict | None) -> list[str]:
+    """The report's first lines in words: where the step loses its time, then the first thing to try."""
+    if v is None:
+        return ["No device activity found in the input: there is nothing to measure."]
+    large_idle = v.idle_fraction >= 0.1  # below this, idle time is not where the step loses its time
+    if not v.has_comm:
+        where = (
+            f"No communication kernels in this trace: compute is {pct(v.compute_share)} of accumulated kernel time"
+            f" and {pct(v.idle_fraction)} of the devices' span is idle."
+        )
+    elif not v.has_exposed:
+        idle = f"; {pct(v.idle_fraction)} of the devices' span is idle" if large_idle else ""
+        where = (
+            f"Communication is {pct(v.comm_share)} of accumulated kernel time, all of it overlapped with compute:"
+            f" none is exposed{idle}."
+        )
+    else:
+        idle = f", and {pct(v.idle_fraction)} is idle" if large_idle else ""
+        where = (
+            f"Communication is {pct(v.comm_share)} of accumulated kernel time; {pct(v.exposed_comm_fraction)} of the"
+            f" devices' span is exposed communication{_where_exposed(v)}{idle}."
+        )
+    if v.first is not None:
+        if v.first_saving_per_step_ns is not None:
+            saving = f"save up to {duration(v.first_saving_per_step_ns)} per step on the worst device"
+        else:
+            saving = f"save up to {duration(v.first.saving_bound_ns)} on the worst device over the capture"
+        first = f"First try: {v.first.title} ({saving}) — see opportunity 1."
+    elif v.has_exposed:
+        first = "moeprof ranked no opportunity for it: the collectives below show where it is."
+    else:
+        first = "Nothing to hide: moeprof found no exposed communication or launch overhead to attack."
+    return [where, first]
+
+
+def headline(v: Verdict | None) -> list[str]:
+    """The key figures in parts (a renderer joins them), per device: a sum over devices reads as longer than the run."""
+    if v is None:
+        return []
+    scope = f"{plural(v.devices, 'device')} from {plural(v.files, 'trace file')}"
+    if v.steps:
+        scope += f", {plural(v.steps, 'step')}"
+    per = f"per device: span {duration(v.span.mean_ns)}"
+    if v.has_comm:
+        per += f", exposed comm {duration(v.exposed.mean_ns)}"
+        if v.devices > 1:
+            per += f" mean, {duration(v.exposed.worst_ns)} worst ({v.exposed.worst_device})"
+    return [scope, f"comm share {pct(v.comm_share)}", per]

@@ -1,0 +1,395 @@
+"""The terminal report as a new user meets it (issue 10): the verdict first, per-device figures,
+readable at 80 columns and piped, a summary for many devices, noise in diff, and the wording.
+
+Expected figures are recomputed here from the analysis rows (devices, collectives, steps), not
+taken from the summary code; printed numbers are parsed back and compared within their rounding.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from rich.console import Console
+from typer.testing import CliRunner
+
+import moeprof
+from moeprof.cli import app
+from moeprof.core.analysis import Analysis, DeviceFigures, StepFigures, sum_figures
+from moeprof.gate.check import Source
+from moeprof.gate.diff import compare
+from moeprof.gate.history import record_run
+from moeprof.reports.gate import render_diff
+from moeprof.reports.terminal import BUCKETS, render
+from moeprof.words import plural
+
+from .conftest import SAMPLES
+
+runner = CliRunner()
+CPU_MOE = SAMPLES / "cpu_moe_8dev"
+TWO_HOST = SAMPLES / "synthetic_2host_4gpu"
+UNIT_NS = {"ns": 1.0, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+@pytest.fixture(scope="module")
+def cpu_moe() -> Analysis:
+    return Analysis.from_json(json.loads((CPU_MOE / "analysis.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def two_host() -> Analysis:
+    return moeprof.analyze_paths([TWO_HOST])
+
+
+def rendered(result: Analysis, width: int, colour: bool = False, **kw) -> str:
+    """The report as a console of ``width`` columns prints it (without colour: as when piped)."""
+    console = Console(
+        width=width,
+        record=True,
+        file=io.StringIO(),
+        color_system="truecolor" if colour else None,
+        force_terminal=colour,
+    )
+    render(result, console, **kw)
+    return console.export_text()
+
+
+def parse_time(number: str, unit: str) -> float:
+    return float(number.replace(",", "")) * UNIT_NS[unit]
+
+
+def close_to_printed(printed_ns: float, true_ns: float) -> bool:
+    """A time printed with three significant digits."""
+    return abs(printed_ns - true_ns) <= 0.005 * abs(true_ns) + 1
+
+
+# ---------------------------------------------------------------- 1. the verdict first
+
+
+def test_first_lines_say_where_time_goes_and_what_to_try(two_host):
+    out = rendered(two_host, 160)
+    head = out.splitlines()[:4]
+    devices = two_host.devices
+    comm = sum(d.comm_ns for d in devices)
+    share = comm / sum(d.accumulated_ns for d in devices)
+    exposed_fraction = sum(d.exposed_comm_ns for d in devices) / sum(d.span_ns for d in devices)
+    by_kind: dict[str, int] = {}
+    for c in two_host.collectives:
+        by_kind[c.kind] = by_kind.get(c.kind, 0) + c.exposed_ns
+    kind = max(by_kind, key=by_kind.__getitem__)
+    kind_share = by_kind[kind] / sum(by_kind.values())
+    assert head[0].startswith(f"Communication is {100 * share:.1f}% of accumulated kernel time")
+    assert f"{100 * exposed_fraction:.1f}% of the devices' span is exposed communication" in head[0]
+    assert f"{kind} ({kind_share:.0%})" in head[0]
+    # the cross-rank ledger ran (two hosts of one job): the part of exposed comm spent waiting
+    wait = sum((d.ledger or {}).get("exposed_wait_ns", 0) for d in devices) / sum(d.exposed_comm_ns for d in devices)
+    assert wait > 0.5 and f"{wait:.0%} of it waiting for the last rank" in " ".join(head[:2])
+    first = two_host.opportunities[0]
+    try_line = next(line for line in head if line.startswith("First try:"))
+    assert first.title in try_line and "see opportunity 1" in try_line
+    steps = len({s.step for s in two_host.steps})
+    m = re.search(r"save up to ([\d.,]+) (µs|ms|s) per step", try_line)
+    assert m and close_to_printed(parse_time(*m.groups()), first.saving_bound_ns / steps)
+
+
+def _device(name: str, compute: int, comm: int, exposed: int, span: int, ib: int = 0) -> DeviceFigures:
+    busy = min(span, compute + exposed)
+    return DeviceFigures(
+        device=name,
+        host=name.split("/")[0],
+        accumulated_ns=compute + comm,
+        compute_ns=compute,
+        comm_ns=comm,
+        comm_nvlink_ns=comm - ib,
+        comm_ib_ns=ib,
+        span_ns=span,
+        busy_ns=busy,
+        idle_ns=span - busy,
+        exposed_comm_ns=exposed,
+        exposed_comm_nvlink_ns=exposed - exposed * ib // max(comm, 1),
+        exposed_comm_ib_ns=exposed * ib // max(comm, 1),
+        overlapped_comm_ns=comm - exposed,
+    )
+
+
+def _analysis(devices: list[DeviceFigures], steps: tuple[StepFigures, ...] = ()) -> Analysis:
+    return Analysis(inputs=("x.json",), devices=tuple(devices), total=sum_figures(devices), steps=steps)
+
+
+def test_verdict_is_honest_without_comm_or_without_exposure():
+    compute_only = _analysis([_device("h/GPU:0", 8_000_000, 0, 0, 10_000_000)])
+    out = rendered(compute_only, 100)
+    assert out.startswith("No communication kernels in this trace: compute is 100.0% of accumulated kernel time")
+    assert "20.0% of the devices' span is idle" in " ".join(out.splitlines()[:2])
+    assert "Nothing to hide" in out and not re.search(r"exposed comm \d", out)
+    hidden = _analysis([_device("h/GPU:0", 8_000_000, 2_000_000, 0, 9_000_000)])
+    first = rendered(hidden, 160).splitlines()[0]
+    assert first.startswith("Communication is 20.0% of accumulated kernel time, all of it overlapped with compute")
+    assert "none is exposed" in first
+
+
+def test_no_devices_says_so():
+    assert rendered(_analysis([]), 80).startswith("No device activity found in the input")
+
+
+# ---------------------------------------------------------------- 2. per device, not summed
+
+
+def test_headline_is_per_device_mean_and_worst(cpu_moe):
+    out = rendered(cpu_moe, 160)
+    exposed = [d.exposed_comm_ns for d in cpu_moe.devices]
+    worst = cpu_moe.devices[int(np.argmax(exposed))].device
+    m = re.search(r"exposed comm ([\d.,]+) (µs|ms|s) mean, ([\d.,]+) (µs|ms|s) worst \((.+?)\)", out)
+    assert m, out[:600]
+    assert close_to_printed(parse_time(m[1], m[2]), float(np.mean(exposed)))
+    assert close_to_printed(parse_time(m[3], m[4]), max(exposed)) and m[5] == worst
+    summed = f"{sum(exposed) / 1e6:,.3f}"  # the old headline: 601 ms of exposed comm in a ~90 ms window
+    assert summed not in out
+    assert re.search(r"^ *mean +[\d.]", out, re.M) and not re.search(r"^ *total ", out, re.M)
+
+
+# ---------------------------------------------------------------- 3. 80 columns, piped
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+@pytest.mark.parametrize("sample", ["cpu_moe", "two_host"])
+def test_report_fits_the_console_without_cutting_numbers(sample, width, request):
+    result: Analysis = request.getfixturevalue(sample)
+    out = rendered(result, width)
+    assert "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= width
+    lines = out.splitlines()
+    for d in result.devices:
+        row = next(line for line in lines if line.strip().startswith(d.device + " ") and "%" in line)
+        # every value is < 100 ms here: printed with 3 decimals
+        assert f"{d.exposed_comm_ns / 1e6:.3f}" in row, (width, row)
+        assert f"{100 * d.exposed_comm_ns / d.span_ns:.1f}%" in row
+        assert f"{100 * d.comm_ns / d.accumulated_ns:.1f}%" in row or width < 80
+
+
+def test_wide_console_shows_the_link_split_narrow_says_what_it_leaves_out(two_host):
+    wide = rendered(two_host, 160)
+    assert "comm NVLink" in wide and "comm IB" in wide and "left out" not in wide
+    narrow = rendered(two_host, 80)
+    assert "left out at 80 columns: the link split" in " ".join(narrow.split())
+
+
+def _bar_lines(out: str, devices: list[str]) -> dict[str, str]:
+    split = out[out.index("Bucket split") :]
+    bars = {}
+    for line in split.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] in devices:
+            bars[parts[0]] = parts[1]
+    return bars
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_piped_bars_show_the_bucket_split_in_proportion(cpu_moe, two_host, width):
+    for result in (cpu_moe, two_host):
+        names = [d.device for d in result.devices]
+        bars = _bar_lines(rendered(result, width, colour=False), names)
+        assert set(bars) == set(names)
+        for d in result.devices:
+            bar = bars[d.device]
+            assert len({c for c in bar}) >= 2, bar  # compute and comm are not the same character
+            for key, _, _, char in BUCKETS:
+                share = getattr(d, key) / d.accumulated_ns
+                assert abs(bar.count(char) - share * len(bar)) <= 1, (d.device, key, bar)
+
+
+def test_colour_bars_stay_solid_blocks(cpu_moe):
+    out = rendered(cpu_moe, 160, colour=True)
+    bar = _bar_lines(out, [cpu_moe.devices[0].device])[cpu_moe.devices[0].device]
+    assert set(bar) == {"█"}
+
+
+def test_cli_piped_output_has_distinct_bucket_characters():
+    res = runner.invoke(app, ["analyze", str(CPU_MOE)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "▓" in res.stdout and "█" in res.stdout
+    assert max(len(line) for line in res.stdout.splitlines()) <= 80
+
+
+# ---------------------------------------------------------------- 4. many devices
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Analysis:
+    rng = random.Random(7)
+    devices = []
+    for i in range(1000):
+        compute = rng.randint(5_000_000, 9_000_000)
+        comm = rng.randint(1_000_000, 4_000_000)
+        exposed = rng.randint(0, comm)
+        devices.append(
+            _device(f"h{i // 8:03d}/GPU:{i % 8}", compute, comm, exposed, compute + exposed + 500_000, comm // 3)
+        )
+    return _analysis(devices)
+
+
+def test_many_devices_are_summarized_with_the_worst_ones(fleet):
+    out = rendered(fleet, 100)
+    names = {d.device for d in fleet.devices}
+    shown = {tok for line in out.splitlines() for tok in line.split() if tok in names}
+    worst = sorted(fleet.devices, key=lambda d: -d.exposed_comm_ns)[:5]
+    assert shown == {d.device for d in worst}
+    assert len(out.splitlines()) < 60
+    exposed_ms = np.array([d.exposed_comm_ns for d in fleet.devices]) / 1e6
+    for name, want in (("min", exposed_ms.min()), ("median", np.median(exposed_ms)), ("max", exposed_ms.max())):
+        row = next(line.split() for line in out.splitlines() if line.split()[:1] == [name])
+        printed = row[-2]  # ... exposed comm, exp./span
+        decimals = len(printed.split(".")[1])
+        assert abs(float(printed.replace(",", "")) - want) <= 0.5 * 10**-decimals, (name, printed, want)
+    assert "--devices all" in " ".join(out.split())
+
+
+def test_devices_all_and_n(fleet):
+    out = rendered(fleet, 160, devices="all")
+    assert all(d.device in out for d in fleet.devices)
+    out = rendered(fleet, 160, devices=2)
+    shown = {tok for line in out.splitlines() for tok in line.split() if tok.startswith("h") and "/GPU:" in tok}
+    assert len(shown) == 2
+
+
+def test_devices_option_on_the_command_line():
+    res = runner.invoke(app, ["analyze", str(CPU_MOE), "--devices", "2"])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"^ *median ", res.stdout, re.M)
+    bad = runner.invoke(app, ["analyze", str(CPU_MOE), "--devices", "some"])
+    assert bad.exit_code == 2 and "--devices" in bad.output
+
+
+# ---------------------------------------------------------------- 5. diff: noise
+
+
+def _stepped(spans_ms: list[float], comm_ms: float = 1.0) -> Analysis:
+    """One device whose steps last ``spans_ms`` (compute fills the rest of each step)."""
+    steps = []
+    start = 0
+    for i, span in enumerate(spans_ms):
+        ns = int(span * 1e6)
+        comm = int(comm_ms * 1e6)
+        steps.append(
+            StepFigures(
+                step=i,
+                device="h/GPU:0",
+                host="h",
+                start_ns=start,
+                end_ns=start + ns,
+                accumulated_ns=ns,
+                compute_ns=ns - comm,
+                comm_ns=comm,
+                comm_nvlink_ns=comm,
+                span_ns=ns,
+                busy_ns=ns,
+                exposed_comm_ns=comm,
+                exposed_comm_nvlink_ns=comm,
+            )
+        )
+        start += ns
+    device = DeviceFigures(device="h/GPU:0", host="h", **{k: sum(getattr(s, k) for s in steps) for k in _NS})
+    return _analysis([device], tuple(steps))
+
+
+_NS = ("accumulated_ns", "compute_ns", "comm_ns", "comm_nvlink_ns", "span_ns", "busy_ns", "exposed_comm_ns")
+
+
+def test_diff_says_when_a_difference_is_within_the_step_to_step_noise(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    a = _stepped([10, 12, 14])  # median 12, range 4: band 12 ± 2
+    b = _stepped([11, 13, 15])  # 13 ± 2: overlaps A
+    c = _stepped([30, 31, 32])  # 31 ± 1: far from both
+    doc = compare([Source(Path(p), "run", x) for p, x in (("a", a), ("b", b), ("c", c))])
+    step = next(r for r in doc["rows"] if r["name"] == "step time")
+    assert step["values"] == [12.0, 13.0, 31.0]
+    assert step["spread"] == [2.0, 2.0, 1.0]
+    assert step["within_noise_first"] == [None, True, False]  # |1| <= 2 + 2; |19| > 2 + 1
+    assert step["within_noise_previous"] == [None, True, False]  # B vs A, then |18| > 2 + 1
+    # the comm share per step: 1/10, 1/12, 1/14 -> half range (0.1 - 1/14) / 2
+    share = next(r for r in doc["rows"] if r["name"] == "comm share")
+    assert share["spread"][0] == pytest.approx((1 / 10 - 1 / 14) / 2)
+    gains = doc["ablation"]["runs"]
+    assert [g["gain_vs_first_within_noise"] for g in gains] == [None, True, False]
+    assert gains[1]["gain_vs_first"] == pytest.approx(12 / 13)
+    render_diff(doc)
+    out = capsys.readouterr().out
+    step_row = next(line for line in out.splitlines() if "step time" in line)
+    assert "12.000 ±2.000" in step_row and step_row.count("within noise") == 1
+    assert "within noise" in next(line for line in out.splitlines() if line.lstrip("│ ").startswith("B b"))
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_diff_fits_narrow_consoles_without_cutting_numbers(capsys, monkeypatch, width):
+    monkeypatch.setenv("COLUMNS", str(width))
+    runs = [_stepped([10, 12, 14]), _stepped([11, 13, 15]), _stepped([30, 31, 32])]
+    render_diff(compare([Source(Path(f"run{i}"), "run", x) for i, x in enumerate(runs)]))
+    out = capsys.readouterr().out
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= width
+    step_rows = out[out.index("│ step time") :]
+    for text in ("12.000", "±2.000", "31.000", "+19.000", "within noise"):
+        assert text in step_rows, text
+
+
+def test_diff_without_steps_gives_no_noise_verdict():
+    one = _analysis([_device("h/GPU:0", 8_000_000, 2_000_000, 1_000_000, 10_000_000)])
+    doc = compare([Source(Path("a"), "trace", one), Source(Path("b"), "trace", one)])
+    assert all(r["within_noise_first"] == [None, None] for r in doc["rows"])
+
+
+# ---------------------------------------------------------------- 6. wording
+
+
+def test_plural():
+    assert plural(1, "step") == "1 step"
+    assert plural(0, "step") == "0 steps"
+    assert plural(2, "device") == "2 devices"
+    assert plural(1000, "device") == "1,000 devices"
+    assert plural(3, "copy", "copies") == "3 copies"
+
+
+def test_one_step_one_host_read_as_singular(capsys):
+    one = _stepped([10])
+    out = rendered(one, 120)
+    assert "1 step" in out and "1 steps" not in out and "(s)" not in out
+    render_diff(compare([Source(Path("a"), "trace", one), Source(Path("b"), "trace", one)]))
+    diff_out = capsys.readouterr().out
+    assert "(1 device, 1 host, 1 step)" in diff_out and "(s)" not in diff_out
+
+
+def test_history_names_what_it_shows(tmp_path, cpu_moe):
+    db = tmp_path / "runs.db"
+    record_run(db, "analyze", cpu_moe)
+    record_run(db, "analyze", cpu_moe)
+    res = runner.invoke(app, ["history", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "_ns" not in res.stdout and "_ms" not in res.stdout
+    row = next(line for line in res.stdout.splitlines() if "exposed comm (sum over devices)" in line)
+    assert f"{cpu_moe.total.exposed_comm_ns / 1e6:,.3f} ms" in row
+
+
+def _commands(group: typer.core.TyperGroup, prefix: tuple[str, ...] = ()):
+    for name, cmd in group.commands.items():
+        if hasattr(cmd, "commands"):
+            yield from _commands(cmd, (*prefix, name))
+        else:
+            yield (*prefix, name), cmd
+
+
+def test_help_at_80_columns_shows_every_option_name_whole():
+    root = typer.main.get_command(app)
+    for path, cmd in _commands(root):
+        res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+        assert res.exit_code == 0, (path, res.output)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", res.stdout)
+        for param in cmd.params:
+            for opt in (*param.opts, *param.secondary_opts):
+                if opt.startswith("--"):
+                    assert re.search(rf"{re.escape(opt)}(?![\w-])", text), (path, opt)
+        assert "…" not in text, path
