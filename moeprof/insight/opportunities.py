@@ -282,10 +282,12 @@ def expert_exchange_opportunity(
     wait = sum(c.wait_ns or 0 for c in exchange)
     transfer = sum(c.transfer_ns or 0 for c in exchange)
     ledger: dict = {}
+    waiting = False
     if wait + transfer > 0:
         ledger["wait_share"] = round(wait / (wait + transfer), 4)
         if wait / (wait + transfer) > 0.5:
             fix = choose("wait-dominated", stack)
+            waiting = True
             bound += f"; {wait / (wait + transfer):.0%} of it is waiting for the last rank, not moving bytes"
     return [
         Opportunity(
@@ -293,7 +295,8 @@ def expert_exchange_opportunity(
                 "expert dispatch/combine exchange dominates communication"
                 if moe
                 else "all-to-all exchange dominates communication"
-            ),
+            )
+            + (", mostly waiting for the last rank" if waiting else ""),
             kind="expert-exchange",
             name=", ".join(str(k) for k, _ in ops.index[:6]),
             link=link,
