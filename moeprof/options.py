@@ -24,3 +24,12 @@ class StepOptions:
     selection: str | None = None  # "A:B" step positions, half-open
     skip_first: int = 0
     marker: str | None = None  # regex on step marker names (NVTX ranges, annotations)
+
+
+@dataclass(frozen=True)
+class ExecOptions:
+    """Where the per-file map runs, and what a bad file does to the run."""
+
+    jobs: int | None = None  # local worker processes (default: one per core, at most one per file)
+    scheduler: str | None = None  # a dask.distributed scheduler address or file (default: $MOEPROF_SCHEDULER)
+    skip_bad: bool = False  # analyze the other files and list the bad ones, instead of stopping

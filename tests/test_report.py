@@ -88,7 +88,7 @@ def reports(tmp_path_factory) -> dict[str, tuple[Path, str]]:
         "binned": make(tmp, "binned", str(CPU), "--max-events", "1000"),
         "stream": make(tmp, "stream", str(TWO_HOST), "--lanes", "stream"),
         "stream_binned": make(tmp, "stream_binned", str(CPU), "--lanes", "stream", "--max-events", "1000"),
-        "compare": make(tmp, "compare", str(TWO_HOST), str(SAMPLES / "synthetic_1host_8gpu")),
+        "compare": make(tmp, "compare", str(TWO_HOST), str(SAMPLES / "synthetic_1host_8gpu"), "--compare"),
     }
 
 
@@ -285,12 +285,12 @@ def test_comparison(reports):
 def test_merge_makes_one_job_of_several_files(tmp_path):
     files = sorted(str(f) for f in TWO_HOST.glob("*.xplane.pb"))
     assert len(files) > 1
-    _, text = make(tmp_path, "merged", *files, "--merge", "--jobs", "2")
+    _, text = make(tmp_path, "merged", *files, "--jobs", "2")  # several files: one job, as analyze reads them
     data = embedded(text)
     assert len(data["inputs"]) == 1 and len(data["inputs"][0]["lanes"]) == 8
     assert '<section id="compare">' not in text
     # files measured in worker processes: the same page as measured one after the other
-    _, serial = make(tmp_path, "serial", *files, "--merge", "--jobs", "1")
+    _, serial = make(tmp_path, "serial", *files, "--jobs", "1")
     assert embedded(serial) == data
 
 

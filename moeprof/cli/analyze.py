@@ -16,12 +16,16 @@ from .common import (
     DomainOption,
     GpuOption,
     GpusPerNodeOption,
+    JobsOption,
     RulesOption,
     RunOption,
+    SchedulerOption,
+    SkipBadOption,
     SkipFirstOption,
     StepMarkerOption,
     StepsOption,
     analyze_options,
+    exec_options,
     fail,
     file_progress,
     guarded,
@@ -42,9 +46,9 @@ def parse_devices(value: str) -> int | str | None:
 
 def analyze_command(
     paths: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
-            help="Trace files or folders: .xplane.pb, TensorBoard log dir, "
+            help="Trace files or folders (local, or gs://, s3://, file:// URLs): .xplane.pb, TensorBoard log dir, "
             ".trace.json[.gz], Kineto .pt.trace.json[.gz], Nsight .sqlite"
         ),
     ],
@@ -64,7 +68,9 @@ def analyze_command(
             " comm. Default: every device up to 16, else 5.",
         ),
     ] = "auto",
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Worker processes for several files.")] = None,
+    jobs: JobsOption = None,
+    scheduler: SchedulerOption = None,
+    skip_bad: SkipBadOption = False,
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
@@ -98,8 +104,11 @@ def analyze_command(
         )
         peaks = link_peaks(gpu, link_peak)
         files = discover(list(paths), options)
-        with file_progress(len(files), enabled=True) as advance:
-            result = analyze_paths(list(paths), options, step_options, jobs, advance, peaks)
+        with file_progress(len(files), enabled=not json) as advance:
+            result = analyze_paths(
+                list(paths), options, step_options, progress=advance, link_peaks=peaks,
+                execution=exec_options(jobs, scheduler, skip_bad),
+            )  # fmt: skip
         if model or tokens_per_step:
             if not (model and tokens_per_step):
                 raise fail("--model and --tokens-per-step go together")

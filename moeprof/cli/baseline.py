@@ -18,9 +18,13 @@ from .common import (
     DomainOption,
     FittingHelp,
     GpusPerNodeOption,
+    JobsOption,
+    SchedulerOption,
+    SkipBadOption,
     SkipFirstOption,
     StepsOption,
     analyze_options,
+    exec_options,
     fail,
     guarded,
 )
@@ -41,12 +45,16 @@ def save_command(
     steps: StepsOption = None,
     nvlink_domain_size: DomainOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    jobs: JobsOption = None,
+    scheduler: SchedulerOption = None,
+    skip_bad: SkipBadOption = False,
 ) -> None:
     """Write a moeprof.analysis/1 object (total, devices, steps, collectives) to use as --baseline."""
 
     def body() -> None:
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
-        source = load_source(path, load_opts, step_opts)
+        execution = exec_options(jobs, scheduler, skip_bad)
+        source = load_source(path, load_opts, step_opts, execution)
         if source.kind == "analysis" and options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
             raise fail(f"{path}: a saved analysis cannot be re-measured; analyze options apply to traces")
         doc = source.analysis.to_json()

@@ -20,9 +20,13 @@ from ..reports.gate import render_check
 from .common import (
     DomainOption,
     GpusPerNodeOption,
+    JobsOption,
+    SchedulerOption,
+    SkipBadOption,
     SkipFirstOption,
     StepsOption,
     analyze_options,
+    exec_options,
     fail,
     guarded,
     stderr,
@@ -107,6 +111,9 @@ def check_command(
     steps: StepsOption = None,
     nvlink_domain_size: DomainOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    jobs: JobsOption = None,
+    scheduler: SchedulerOption = None,
+    skip_bad: SkipBadOption = False,
 ) -> None:
     """Gate a run on its communication figures: exit 0 when every gate holds, 1 when one fails, 2 on bad input."""
 
@@ -134,14 +141,15 @@ def check_command(
                 "[tool.moeprof.check] of pyproject.toml"
             )
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
-        source = load_source(path, load_opts, step_opts)
+        execution = exec_options(jobs, scheduler, skip_bad)
+        source = load_source(path, load_opts, step_opts, execution)
         if source.kind == "analysis" and options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
             raise fail(
                 f"{path}: a saved analysis cannot be re-measured; --steps/--skip-first/--nvlink-domain-size/"
                 "--gpus-per-node apply to traces and run folders"
             )
         analysis = checkable(source, tuple(cfg.limits))
-        base = checkable(load_source(cfg.baseline, load_opts, step_opts)) if cfg.baseline else None
+        base = checkable(load_source(cfg.baseline, load_opts, step_opts, execution)) if cfg.baseline else None
         results = evaluate(analysis, cfg, base)
         doc = verdict(results, source, cfg)
         if junit:

@@ -14,11 +14,22 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from ..core.steps import parse_selection
 from ..errors import InputError
-from ..options import LoadOptions, StepOptions
+from ..options import ExecOptions, LoadOptions, StepOptions
 from ..words import plural
 
 stderr = Console(stderr=True)
@@ -84,6 +95,28 @@ DomainOption = Annotated[
 RunOption = Annotated[
     str | None, typer.Option("--run", help="TensorBoard log dir: the plugins/profile/<run> to read (default: newest).")
 ]
+
+
+JobsOption = Annotated[
+    int | None, typer.Option("--jobs", "-j", min=1, help="Local worker processes for several files (default: cores).")
+]
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Run the per-file map on a Dask cluster: tcp://host:8786 or a scheduler JSON file "
+        "(default: $MOEPROF_SCHEDULER, else local processes).",
+    ),
+]
+SkipBadOption = Annotated[
+    bool,
+    typer.Option("--skip-bad", help="Analyze the other files when one is bad; list the skipped ones in warnings."),
+]
+
+
+def exec_options(jobs: int | None, scheduler: str | None, skip_bad: bool) -> ExecOptions:
+    return ExecOptions(jobs=jobs, scheduler=scheduler, skip_bad=skip_bad)
 
 
 SkipFirstOption = Annotated[
@@ -155,18 +188,32 @@ def guarded(fn: Callable[[], T]) -> T:
         ) from None
 
 
+class FilesPerSecond(ProgressColumn):
+    """How many trace files a second are done (the rate the ETA follows)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:,.1f} files/s", style="progress.data.speed")
+
+
 @contextmanager
 def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path | str], None]]:
-    """A progress bar on stderr, advanced once per trace file parsed."""
-    if not enabled or not sys.stderr.isatty():
+    """A progress bar on stderr over the trace files of a job: done/total, rate, elapsed, ETA.
+
+    Shown only where stderr is a terminal and there are several files; never under --json.
+    """
+    if not enabled or total < 2 or not sys.stderr.isatty():
         yield lambda _path: None
         return
     columns = [
         SpinnerColumn(),
-        TextColumn("parsing {task.description}"),
+        TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        FilesPerSecond(),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
     ]
     with Progress(*columns, console=stderr, transient=True) as progress:
         task = progress.add_task(plural(total, "trace file"), total=total)

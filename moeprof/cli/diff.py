@@ -15,9 +15,13 @@ from .check import options_given
 from .common import (
     DomainOption,
     GpusPerNodeOption,
+    JobsOption,
+    SchedulerOption,
+    SkipBadOption,
     SkipFirstOption,
     StepsOption,
     analyze_options,
+    exec_options,
     fail,
     guarded,
     stderr,
@@ -34,6 +38,9 @@ def diff_command(
     steps: StepsOption = None,
     nvlink_domain_size: DomainOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    jobs: JobsOption = None,
+    scheduler: SchedulerOption = None,
+    skip_bad: SkipBadOption = False,
 ) -> None:
     """Compare runs: buckets, comm share, exposed comm, collectives and opportunities, with deltas."""
 
@@ -41,7 +48,8 @@ def diff_command(
         if len(paths) < 2:
             raise fail("diff needs two or more inputs")
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
-        sources = [load_source(p, load_opts, step_opts) for p in paths]
+        execution = exec_options(jobs, scheduler, skip_bad)
+        sources = [load_source(p, load_opts, step_opts, execution) for p in paths]
         if options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
             for s in sources:
                 if s.kind == "analysis":

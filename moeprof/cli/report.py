@@ -30,9 +30,13 @@ def report_command(
     lanes: Annotated[
         str, typer.Option("--lanes", help="Timeline lanes: 'device' (one per device) or 'stream' (device + stream).")
     ] = "device",
-    merge: Annotated[
+    compare: Annotated[
         bool,
-        typer.Option("--merge", help="The PATHs are files of ONE job (e.g. one XPlane per host): no comparison."),
+        typer.Option(
+            "--compare",
+            help="Each PATH is a separate run, shown side by side. Default: the PATHs are the files of one job "
+            "(as analyze reads them).",
+        ),
     ] = False,
     steps: StepsOption = None,
     skip_first: SkipFirstOption = 0,
@@ -65,7 +69,8 @@ def report_command(
             steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         peaks = link_peaks(gpu, link_peak)
-        groups = [list(paths)] if merge or len(paths) == 1 else [[p] for p in paths]
+        # one rule with analyze: the PATHs are one job unless --compare says they are runs to compare
+        groups = [[p] for p in paths] if compare and len(paths) > 1 else [list(paths)]
         size = report_paths(groups, output, options, step_options, peaks, lanes, max_events, jobs)
         typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)
 

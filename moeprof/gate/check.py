@@ -21,7 +21,7 @@ from pathlib import Path
 from ..core.analysis import Analysis
 from ..errors import InputError
 from ..insight.throughput import manifest_throughput, throughput_mismatch
-from ..options import LoadOptions, StepOptions
+from ..options import ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_paths
 from ..readers import discover
 from ..readers.runfolder import ANALYSIS, read_manifest
@@ -82,7 +82,12 @@ def read_analysis(path: Path) -> Analysis:
     return Analysis.from_json(data, str(path))
 
 
-def load_source(path: Path, options: LoadOptions | None = None, step_options: StepOptions | None = None) -> Source:
+def load_source(
+    path: Path,
+    options: LoadOptions | None = None,
+    step_options: StepOptions | None = None,
+    execution: ExecOptions | None = None,
+) -> Source:
     """Analyze a trace or run folder, or read a saved analysis JSON."""
     if not path.exists():
         raise InputError(path, "no such file or directory")
@@ -97,7 +102,7 @@ def load_source(path: Path, options: LoadOptions | None = None, step_options: St
         if analysis.throughput is None and (tp := manifest_throughput(manifest)):
             analysis = analysis.with_(throughput=tp)
         return Source(path, "run", analysis)
-    analysis = analyze_paths([path], options, step_options)
+    analysis = analyze_paths([path], options, step_options, execution=execution)
     return Source(path, "run" if manifest is not None else "trace", analysis)
 
 

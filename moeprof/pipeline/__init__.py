@@ -22,7 +22,7 @@ from ..core.topology import attribute_links
 from ..core.trace import Trace
 from ..errors import InputError
 from ..insight.throughput import manifest_throughput, with_throughput
-from ..options import LoadOptions, StepOptions
+from ..options import ExecOptions, LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, TraceSource, plan_placements, read_file
 from ..readers.discover import discover_job
 from ..readers.runfolder import read_manifest
@@ -32,6 +32,7 @@ from .per_file import FileResult, measure_file
 
 __all__ = [
     "Analysis",
+    "ExecOptions",
     "FileResult",
     "LoadOptions",
     "StepOptions",
@@ -172,6 +173,7 @@ def analyze_paths(
     timeline: TimelineOptions | None = None,
     scheduler: str | None = None,
     skip_bad: bool = False,
+    execution: ExecOptions | None = None,
 ) -> Analysis:
     """Discover, read and measure every trace file, then merge (``moeprof analyze``).
 
@@ -182,6 +184,8 @@ def analyze_paths(
     left out.
     """
     options = options or LoadOptions()
+    if execution is not None:
+        jobs, scheduler, skip_bad = execution.jobs, execution.scheduler, execution.skip_bad
     files, places, single, notes = _layout(inputs, options)
     tasks = [(f, p, options, step_options, single, timeline) for f, p in zip(files, places)]
     job = JobResults()
