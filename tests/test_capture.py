@@ -567,3 +567,43 @@ def test_model_without_tokens_is_a_usage_error() -> None:
         timeout=60,
     )
     assert res.returncode == 2 and "--tokens-per-step" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+# ---- the manifest's environment ------------------------------------------------------------------
+
+SECRET = "s3cr3t-value-that-must-not-leave-the-machine"
+
+
+def test_manifest_records_allow_listed_environment_and_redacts_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moeprof.capture.runfolder import new_manifest
+
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    recorded = {
+        "XLA_FLAGS": "--xla_gpu_enable_latency_hiding_scheduler=true",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": ".9",
+        "JAX_PLATFORMS": "cuda",
+        "NCCL_ALGO": "Ring",
+        "NCCL_IB_HCA": "mlx5",
+        "NVSHMEM_IB_ENABLE_IBGDA": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "LIBTPU_INIT_ARGS": "--xla_tpu_enable_async_all_gather=true",
+    }
+    secret_but_allowed = ["JAX_COMPILATION_CACHE_KEY", "NCCL_NET_PASSWORD", "NVSHMEM_Secret_x", "JAX_api_token"]
+    never = {
+        "TF_TOKEN_app_terraform_io": SECRET,  # Terraform's credential: "TF_" is not an allowed prefix
+        "TF_VAR_db_password": SECRET,
+        "CUDA_HOME": "/usr/local/cuda",  # not a performance knob
+        "HF_TOKEN": SECRET,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "XLA_UNKNOWN_THING": "x",
+        "PATH": "/usr/bin",
+    }
+    for name, value in {**recorded, **dict.fromkeys(secret_but_allowed, SECRET), **never}.items():
+        monkeypatch.setenv(name, value)
+    manifest = new_manifest("run", command=["python", "train.py"])
+    assert manifest["env"] == {**recorded, **dict.fromkeys(secret_but_allowed, "<redacted>")}
+    assert list(manifest["env"]) == sorted(manifest["env"])
+    assert SECRET not in json.dumps(manifest, default=str)
