@@ -567,3 +567,125 @@ def test_model_without_tokens_is_a_usage_error() -> None:
         timeout=60,
     )
     assert res.returncode == 2 and "--tokens-per-step" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+# ---- the manifest's environment ------------------------------------------------------------------
+
+SECRET = "s3cr3t-value-that-must-not-leave-the-machine"
+
+
+def test_manifest_records_allow_listed_environment_and_redacts_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moeprof.capture.runfolder import new_manifest
+
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    recorded = {
+        "XLA_FLAGS": "--xla_gpu_enable_latency_hiding_scheduler=true",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": ".9",
+        "JAX_PLATFORMS": "cuda",
+        "NCCL_ALGO": "Ring",
+        "NCCL_IB_HCA": "mlx5",
+        "NVSHMEM_IB_ENABLE_IBGDA": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "LIBTPU_INIT_ARGS": "--xla_tpu_enable_async_all_gather=true",
+    }
+    secret_but_allowed = ["JAX_COMPILATION_CACHE_KEY", "NCCL_NET_PASSWORD", "NVSHMEM_Secret_x", "JAX_api_token"]
+    never = {
+        "TF_TOKEN_app_terraform_io": SECRET,  # Terraform's credential: "TF_" is not an allowed prefix
+        "TF_VAR_db_password": SECRET,
+        "CUDA_HOME": "/usr/local/cuda",  # not a performance knob
+        "HF_TOKEN": SECRET,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "XLA_UNKNOWN_THING": "x",
+        "PATH": "/usr/bin",
+    }
+    for name, value in {**recorded, **dict.fromkeys(secret_but_allowed, SECRET), **never}.items():
+        monkeypatch.setenv(name, value)
+    manifest = new_manifest("run", command=["python", "train.py"])
+    assert manifest["env"] == {**recorded, **dict.fromkeys(secret_but_allowed, "<redacted>")}
+    assert list(manifest["env"]) == sorted(manifest["env"])
+    assert SECRET not in json.dumps(manifest, default=str)
+
+
+# ---- where capture run's profiler listens --------------------------------------------------------
+
+
+def non_loopback_ipv4() -> str | None:
+    """An IPv4 address of this machine other than loopback that accepts local connections, or None."""
+    candidates: list[str] = []
+    try:
+        candidates += socket.gethostbyname_ex(socket.gethostname())[2]
+    except OSError:
+        pass
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # UDP connect sends nothing: it only picks the outgoing address
+            candidates.append(probe.getsockname()[0])
+        except OSError:
+            pass
+    for address in dict.fromkeys(candidates):
+        if address.startswith("127.") or address == "0.0.0.0":
+            continue
+        # the control: a listener on every interface must be reachable there, or the check below proves nothing
+        with socket.socket() as listener:
+            listener.bind(("0.0.0.0", 0))
+            listener.listen()
+            if reachable(address, listener.getsockname()[1]):
+                return address
+    return None
+
+
+def reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def run_in_background(tmp_path: Path, job: Path, port: int, *options: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "moeprof", "capture", "run", "--delay", "4", "--duration", "1", "--stop"]
+    command += ["--port", str(port), "--out", "run", *options, "--", sys.executable, str(job), "60"]
+    return subprocess.Popen(
+        command, cwd=tmp_path, env=env_for_jax(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.parametrize("host", [None, "0.0.0.0"])
+def test_run_profiler_listens_on_loopback_unless_asked(tmp_path: Path, job: Path, host: str | None) -> None:
+    """By default the job's profiler port answers on 127.0.0.1 and not on the machine's other address;
+    --profiler-host 0.0.0.0 (jax.profiler.start_server, which binds every interface) answers on both."""
+    address = non_loopback_ipv4()
+    if address is None:
+        pytest.skip("this machine has no non-loopback IPv4 address that accepts local connections")
+    port = free_port()
+    proc = run_in_background(tmp_path, job, port, *(["--profiler-host", host] if host else []))
+    try:
+        deadline = time.monotonic() + 90
+        while not reachable("127.0.0.1", port):
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "the job's profiler never came up"
+            time.sleep(0.1)
+        assert reachable(address, port) is (host == "0.0.0.0"), f"{address}:{port}"
+        if host is None:
+            # loopback peers without moeprof's key get nothing: the connection closes, no trace is written
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(b'{"key": "guess", "duration_s": 0.1, "wait_s": 0.1}\n')
+                sock.settimeout(15)
+                assert sock.recv(100) == b""
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    manifest, _ = check_run_folder(tmp_path / "run", "run")
+    assert manifest["profiler_host"] == (host or "127.0.0.1")
+    assert len(manifest["traces"]) == 1
+
+
+def test_run_profiler_host_must_be_loopback_or_every_interface(tmp_path: Path) -> None:
+    line = one_line(moeprof_cli(["capture", "run", "--profiler-host", "10.1.2.3", "--", "true"], tmp_path))
+    assert "--profiler-host must be 127.0.0.1 (the default) or 0.0.0.0" in line

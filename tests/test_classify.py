@@ -164,3 +164,55 @@ def test_deepep_cached_notify_takes_the_kind_of_its_op():
     assert one(name).kind == "ep-combine"  # no annotation: counted with combine
     # the annotation alone does not change a dispatch kernel's kind
     assert one("void dpsk::ep::internode::dispatch<false, 8>(int4*)", annotation="combine(F)").kind == "ep-dispatch"
+
+
+@pytest.mark.parametrize(
+    ("name", "bucket"),
+    [
+        # ROCclr's blit kernels (rocclr/device/blitcl.cpp): hipMemset* runs the fill kernels,
+        # hipMemcpy* the copy kernels; XPlane appends the kernel descriptor suffix ".kd"
+        ("__amd_rocclr_fillBuffer.kd", "other"),
+        ("__amd_rocclr_fillBufferAligned", "other"),
+        ("__amd_rocclr_fillBufferAligned2D.kd", "other"),
+        ("__amd_rocclr_fillBufferUnAligned", "other"),
+        ("__amd_rocclr_fillImage.kd", "other"),
+        ("__amd_rocclr_copyBuffer.kd", "memcpy"),
+        ("__amd_rocclr_copyBufferAligned", "memcpy"),
+        ("__amd_rocclr_copyBufferRect.kd", "memcpy"),
+        ("__amd_rocclr_copyBufferRectAligned", "memcpy"),
+        ("__amd_rocclr_copyBufferToImage", "memcpy"),
+        ("__amd_rocclr_copyImage.kd", "memcpy"),
+        ("__amd_rocclr_copyImage1DA", "memcpy"),
+        ("__amd_rocclr_copyImageToBuffer", "memcpy"),
+        # waits on / writes of a memory value and runtime set-up are bookkeeping, not compute
+        ("__amd_rocclr_streamOpsWait.kd", "other"),
+        ("__amd_rocclr_streamOpsWrite", "other"),
+        ("__amd_rocclr_batchMemOp", "other"),
+        ("__amd_rocclr_initHeap", "other"),
+        ("__amd_rocclr_gwsInit", "other"),
+        # a user kernel that merely mentions the word stays compute
+        ("my_copyBuffer_kernel.kd", "compute"),
+        ("input_transpose_fusion.kd", "compute"),
+    ],
+)
+def test_rocclr_blit_kernels_are_copies_and_memsets(name, bucket):
+    c = one(name)
+    assert (c.bucket, c.kind) == (bucket, ""), c.rule
+
+
+def test_rocclr_copies_in_the_mi300_trace_leave_compute():
+    """The 8xMI300 JAX trace: its __amd_rocclr_copyBuffer kernels are memcpy; every other kernel is compute."""
+    from moeprof.pipeline import analyze_paths, load
+
+    from .conftest import shared_trace
+
+    path = shared_trace("xplane/jax_conv_8xmi300.xplane.pb")
+    total = analyze_paths([path]).to_json()["total"]
+    # the expected figures from the raw events, summed here by name without the taxonomy
+    events = concat([trace.events for trace in load(path)])
+    duration = events["end_ns"] - events["start_ns"]
+    blit = events["name"].astype(str).str.startswith("__amd_rocclr_copyBuffer")
+    assert blit.sum() > 0
+    assert total["memcpy_ns"] == duration[blit].sum()
+    assert total["compute_ns"] == duration[~blit].sum()
+    assert total["other_ns"] == 0 and total["comm_ns"] == 0

@@ -134,3 +134,20 @@ def test_history_bad_input(tmp_path):
     assert "junk.db" in error(invoke("analyze", SYNTH, "--history", junk))
     line = error(invoke("check", SYNTH, "--max-comm-share", "1", "--history", tmp_path / "no" / "dir" / "r.db"))
     assert "r.db" in line
+
+
+@pytest.mark.parametrize("name", ["runs#1.db", "what?.db", "100%.db", "a%20b.db", "my runs.db", "x?mode=ro#y.db"])
+def test_history_paths_with_uri_characters(tmp_path, monkeypatch, name):
+    """A SQLite URI reads '?' as its query, '#' as its fragment and '%' as an escape: the file named
+    is the one written and read back, and nothing else appears in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    assert invoke("analyze", SYNTH, "--history", name).exit_code == 0
+    assert invoke("check", SYNTH, "--max-comm-share", "1", "--history", name).exit_code == 0
+    res = invoke("history", name, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert [r["command"] for r in json.loads(res.stdout)["runs"]] == ["analyze", "check"]
+    # the literal file holds both runs (a plain, non-URI open reads the name as it is)
+    conn = sqlite3.connect(tmp_path / name)
+    assert conn.execute("SELECT command FROM runs ORDER BY id").fetchall() == [("analyze",), ("check",)]
+    conn.close()
+    assert {p.name for p in tmp_path.iterdir()} <= {name, f"{name}-wal", f"{name}-shm"}

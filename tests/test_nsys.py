@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import struct
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -271,6 +273,113 @@ def test_nsys_export_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     with pytest.raises(InputError, match="nsys export failed: Importer error: report is corrupt"):
         parse(report)
+
+
+def process_gone(pid: int) -> bool:
+    """No such process, or a zombie waiting for a parent that is not us to reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_nsys_export_that_never_returns_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung export is killed after the timeout, with the process it started, and named in one line."""
+    report = tmp_path / "hangs.nsys-rep"
+    report.write_bytes(b"NVIDIA Tegra Profiler Report 1.0 (hangs)")
+    pid_file = tmp_path / "child.pid"
+    # the export starts a child of its own (as nsys does) and both block
+    bin_dir = fake_nsys(tmp_path / "bin", f'sleep 300 & echo $! > "{pid_file}"; sleep 300')
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("MOEPROF_NSYS_EXPORT_TIMEOUT", "1.5")
+    t0 = time.monotonic()
+    with pytest.raises(InputError) as err:
+        parse(report)
+    assert time.monotonic() - t0 < 30
+    message = str(err.value)
+    assert "\n" not in message and "hangs.nsys-rep" in message
+    assert "nsys export did not finish in 1.5 s" in message and "MOEPROF_NSYS_EXPORT_TIMEOUT" in message
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while not process_gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_gone(child), "the export's own child outlived the timeout"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "child.pid", "hangs.nsys-rep"]
+
+
+def test_nsys_export_timeout_follows_the_report_size(tmp_path: Path) -> None:
+    report = tmp_path / "big.nsys-rep"
+    with report.open("wb") as f:
+        f.truncate(512 * 2**20)  # sparse: 512 MiB without writing them
+    assert nsys.export_timeout(report, {}) == 300 + 512
+    assert nsys.export_timeout(tmp_path / "missing.nsys-rep", {}) == 300
+    assert nsys.export_timeout(report, {"MOEPROF_NSYS_EXPORT_TIMEOUT": "42"}) == 42
+    for bad in ("soon", "0", "-5", "inf", "nan"):
+        with pytest.raises(InputError, match="MOEPROF_NSYS_EXPORT_TIMEOUT must be a positive number"):
+            nsys.export_timeout(report, {"MOEPROF_NSYS_EXPORT_TIMEOUT": bad})
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    yield folder
+    folder.chmod(0o755)  # let pytest clean up
+
+
+def seal(folder: Path) -> None:
+    """Make ``folder`` and its files read-only (root still may write: the snapshot is what tells)."""
+    for p in folder.iterdir():
+        p.chmod(0o444)
+    folder.chmod(0o555)
+
+
+def test_wal_mode_export_is_read_without_writing_beside_it(tmp_path: Path, read_only_folder: Path) -> None:
+    """mode=ro alone leaves -shm and -wal files beside a WAL-mode database; nothing may appear."""
+    plain = make_export(tmp_path / "export.sqlite")
+    wal = read_only_folder / "export.sqlite"
+    shutil.copyfile(plain, wal)
+    with sqlite3.connect(wal) as conn:
+        assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    conn.close()
+    assert sorted(p.name for p in read_only_folder.iterdir()) == ["export.sqlite"]  # a clean close checkpoints
+    seal(read_only_folder)
+    before = snapshot(read_only_folder)
+    expected, got = parse(plain), parse(wal)
+    assert snapshot(read_only_folder) == before
+    pd.testing.assert_frame_equal(got.events, expected.events)
+    pd.testing.assert_frame_equal(got.markers, expected.markers)
+    assert len(device_rows(got)) == 8
+
+
+def test_wal_with_pending_transactions_is_read_whole(tmp_path: Path, read_only_folder: Path) -> None:
+    """A -wal file whose transactions are not yet in the database: immutable=1 alone would miss them."""
+    db = make_export(tmp_path / "live.sqlite")
+    writer = sqlite3.connect(db)
+    try:
+        writer.execute("PRAGMA journal_mode=WAL")
+        writer.execute("PRAGMA wal_autocheckpoint=0")  # keep what follows in the -wal file
+        writer.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (12000, 12500, 1, 1, 14, 99, ?, 6, 6, NULL)", (P1,)
+        )
+        writer.commit()
+        assert (tmp_path / "live.sqlite-wal").stat().st_size > 0
+        for name in ("live.sqlite", "live.sqlite-wal"):  # as a crashed or still-running writer leaves them
+            shutil.copyfile(tmp_path / name, read_only_folder / name)
+    finally:
+        writer.close()
+    seal(read_only_folder)
+    before = snapshot(read_only_folder)
+    got = parse(read_only_folder / "live.sqlite")
+    assert snapshot(read_only_folder) == before
+    rows = device_rows(got)
+    assert len(rows) == 9  # make_export's 8 and the kernel only the -wal holds
+    assert ((rows["start_ns"] == 12000) & (rows["end_ns"] == 12500)).sum() == 1
 
 
 def test_empty_activity_tables(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -32,8 +33,46 @@ __all__ = [
     "read_manifest",
     "write_json",
 ]
-# environment that changes what a step does on GPUs
-ENV_PREFIXES = ("XLA_", "NCCL_", "JAX_", "CUDA_", "NVSHMEM_", "TF_", "LIBTPU_", "TPU_")
+# The environment the manifest records: variables known to change what a step does on accelerators,
+# by exact name or, ending in "*", by prefix. An allow-list, not prefixes like "TF_" or "CUDA_": a run
+# folder is meant to be shared, and such prefixes also catch credentials (Terraform's TF_TOKEN_*).
+# docs/capture.md lists them; keep the two in step.
+ENV_RECORDED = (
+    # XLA and JAX
+    "XLA_FLAGS",
+    "XLA_PYTHON_CLIENT_*",
+    "XLA_CLIENT_MEM_FRACTION",
+    "JAX_*",
+    "LIBTPU_INIT_ARGS",
+    "TPU_VISIBLE_CHIPS",
+    "TPU_PROCESS_BOUNDS",
+    "TPU_CHIPS_PER_PROCESS_BOUNDS",
+    "TPU_ACCELERATOR_TYPE",
+    "TF_CPP_*",  # TSL logging inside XLA: verbose logging slows a step
+    "TF_GPU_ALLOCATOR",  # cuda_malloc_async, which XLA's GPU client also honours
+    # communication libraries: every variable of theirs is a configuration knob
+    "NCCL_*",
+    "RCCL_*",
+    "TORCH_NCCL_*",
+    "NVSHMEM_*",
+    # devices, streams and allocators
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_MODULE_LOADING",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HSA_ENABLE_SDMA",
+    "GPU_MAX_HW_QUEUES",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_HIP_ALLOC_CONF",
+    "NVTE_*",  # Transformer Engine kernels (fused attention, FP8)
+)
+# a recorded variable whose name holds one of these words keeps its name, never its value
+SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL")
+REDACTED = "<redacted>"
 
 
 def package_version(name: str) -> str | None:
@@ -61,9 +100,23 @@ def _nvidia_smi() -> dict:
     return {"gpu_names": names, "driver": driver}
 
 
+def is_recorded(name: str) -> bool:
+    """Whether the manifest records the environment variable ``name`` (see ``ENV_RECORDED``)."""
+    return any(name.startswith(item[:-1]) if item.endswith("*") else name == item for item in ENV_RECORDED)
+
+
+def recorded_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed variables of ``environ``, sorted, with the value of secret-looking names redacted."""
+    return {
+        name: REDACTED if any(word in name.upper() for word in SECRET_WORDS) else value
+        for name, value in sorted(environ.items())
+        if is_recorded(name)
+    }
+
+
 def environment() -> dict:
     """Versions and the relevant environment of this process."""
-    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
+    env = recorded_env(os.environ)
     versions = {
         "moeprof": package_version("moeprof"),
         "python": platform.python_version(),

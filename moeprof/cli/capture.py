@@ -155,6 +155,14 @@ def run_command(
     duration: Annotated[float, typer.Option("--duration", help="Seconds of trace to capture.")] = 2.0,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the command after the capture (SIGTERM).")] = False,
     port: Annotated[int | None, typer.Option("--port", help="Profiler server port (default: a free one).")] = None,
+    profiler_host: Annotated[
+        str,
+        typer.Option(
+            "--profiler-host",
+            help="127.0.0.1: the job's profiler listens on loopback only; 0.0.0.0: jax.profiler.start_server "
+            "on every interface, for capture from other hosts (multi-host jobs).",
+        ),
+    ] = "127.0.0.1",
     out: OutOption = None,
     as_json: JsonOption = False,
     model: ModelOption = None,
@@ -162,9 +170,9 @@ def run_command(
     seq_len: SeqLenOption = 4096,
     job_devices: JobDevicesOption = None,
 ) -> None:
-    """Launch a JAX training command with the profiler server on, capture a window of it and analyze it.
+    """Launch a JAX training command with its profiler on, capture a window of it and analyze it.
 
-    The script is not edited: a generated sitecustomize.py starts the profiler server when the command imports jax.
+    The script is not edited: a generated sitecustomize.py starts the profiler when the command imports jax.
     """
 
     def body() -> None:
@@ -179,6 +187,7 @@ def run_command(
             duration_s=duration,
             stop=stop,
             port=port,
+            host=profiler_host,
             child_stdout_to_stderr=as_json,  # stdout carries only the JSON
         )
         code = manifest["exit_code"]

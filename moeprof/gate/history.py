@@ -125,10 +125,19 @@ def _retry(fn: Callable[[], T], deadline_s: float = RETRY_DEADLINE_S) -> T:
         delay = min(delay * 2, 1.0)
 
 
+def database_uri(path: Path, mode: str = "rwc") -> str:
+    """The SQLite URI of the file ``path``.
+
+    ``as_uri()`` percent-encodes what a URI would otherwise read as its query (``?``), fragment
+    (``#``) or an escape (``%``), and spaces: ``f"file:{path}"`` would open ``runs`` for ``runs#1.db``.
+    """
+    return f"{Path(path).absolute().as_uri()}?mode={mode}"
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) a history database in WAL mode with a busy timeout."""
     try:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = sqlite3.connect(database_uri(path), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as exc:
         raise InputError(path, f"cannot open the history database: {exc}") from None
     try:
@@ -244,7 +253,7 @@ def read_runs(path: Path, last: int | None = None) -> list[Run]:
     if not path.is_file():
         raise InputError(path, "no such file")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        conn = sqlite3.connect(database_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error as exc:
         raise InputError(path, f"cannot open the history database: {exc}") from None
     try:

@@ -31,8 +31,10 @@ of GPUs with activity in the file and ``i`` the position of the GPU among them;
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -58,6 +60,11 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 STRINGS = "StringIds"
 ACTIVITY_TABLES = (KERNEL, MEMCPY, MEMSET)
+# `nsys export` of a .nsys-rep: how long before a hung export is killed. Generous, sized by the report
+# (exports of large reports run for minutes): a base plus a second per MiB; the variable overrides it.
+EXPORT_TIMEOUT_ENV = "MOEPROF_NSYS_EXPORT_TIMEOUT"
+EXPORT_TIMEOUT_BASE_S = 300.0
+EXPORT_TIMEOUT_S_PER_MIB = 1.0
 _NAME_COLUMNS = ("demangledName", "shortName", "mangledName")  # preferred first
 _DOMAIN_CREATE = 75  # NvtxDomainCreate in ENUM_NSYS_EVENT_TYPE, the same in every schema seen
 _PID_SHIFT = 24  # globalTid = globalPid | tid: the low 24 bits are the thread
@@ -563,29 +570,107 @@ def _parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | No
             "is a raw Nsight Systems report and nsys is not on PATH; export it first: "
             f"nsys export --type sqlite --output {stem}.sqlite {path}",
         )
+    timeout_s = export_timeout(path)
     # export into a private folder: nothing is ever written beside the user's report
     with tempfile.TemporaryDirectory(prefix="moeprof-nsys-") as tmp:
         out = Path(tmp) / "x.sqlite"
-        proc = subprocess.run(
-            [nsys, "export", "--type", "sqlite", "--output", str(out), str(path)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0 or not out.exists():
-            lines = (proc.stderr or proc.stdout or "").strip().splitlines()
-            raise InputError(path, f"nsys export failed: {lines[-1] if lines else f'exit code {proc.returncode}'}")
+        # output to a file, not a pipe: a killed export's own children could hold a pipe open
+        with open(Path(tmp) / "export.log", "w+", encoding="utf-8", errors="replace") as log:
+            # its own process group: on a timeout the export and everything it started are killed
+            proc = subprocess.Popen(
+                [nsys, "export", "--type", "sqlite", "--output", str(out), str(path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                raise InputError(
+                    path,
+                    f"nsys export did not finish in {timeout_s:g} s and was stopped; "
+                    f"set {EXPORT_TIMEOUT_ENV}=SECONDS to wait longer, or export it yourself: "
+                    f"nsys export --type sqlite --output {stem}.sqlite {path}",
+                ) from None
+            finally:
+                if proc.poll() is None:  # timed out, or interrupted (Ctrl-C)
+                    _kill_group(proc)
+            log.seek(0)
+            lines = log.read().strip().splitlines()
+        if code != 0 or not out.exists():
+            raise InputError(path, f"nsys export failed: {lines[-1] if lines else f'exit code {code}'}")
         return _parse_sqlite(out, path, stem, host_index, step_marker)
+
+
+def export_timeout(report: Path, environ: dict[str, str] | None = None) -> float:
+    """Seconds ``nsys export`` of ``report`` may take: ``MOEPROF_NSYS_EXPORT_TIMEOUT``, else sized by the report."""
+    environ = dict(os.environ) if environ is None else environ
+    override = environ.get(EXPORT_TIMEOUT_ENV, "").strip()
+    if override:
+        try:
+            seconds = float(override)
+        except ValueError:
+            seconds = -1.0
+        if not 0 < seconds < float("inf"):
+            raise InputError(None, f"{EXPORT_TIMEOUT_ENV} must be a positive number of seconds (got {override!r})")
+        return seconds
+    try:
+        size = report.stat().st_size
+    except OSError:
+        size = 0
+    return EXPORT_TIMEOUT_BASE_S + EXPORT_TIMEOUT_S_PER_MIB * size / 2**20
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _parse_sqlite(
     db: Path, shown: Path, stem: str, host_index: int, step_marker: re.Pattern[str] | None = None
 ) -> Trace:
-    try:
-        # read-only URI: no journal or lock file is ever created beside the user's export
-        conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise InputError(shown, f"cannot open as SQLite: {_one_line(exc)}") from None
+    with tempfile.TemporaryDirectory(prefix="moeprof-sqlite-") as scratch:
+        try:
+            conn = _connect_read_only(db, Path(scratch))
+        except sqlite3.Error as exc:
+            raise InputError(shown, f"cannot open as SQLite: {_one_line(exc)}") from None
+        except OSError as exc:
+            raise InputError(shown, f"cannot read: {exc.strerror or exc}") from None
+        return _parse_connection(conn, shown, stem, host_index, step_marker)
+
+
+def _connect_read_only(db: Path, scratch: Path) -> sqlite3.Connection:
+    """A connection to ``db`` that never writes a byte beside it.
+
+    ``mode=ro`` is not enough: a WAL-mode database still gets ``-shm`` and ``-wal`` files next to it (and
+    cannot be opened at all in a read-only folder). ``immutable=1`` makes SQLite take no locks and open
+    no journal, WAL or shared-memory file, but it also ignores a ``-wal``/``-journal`` file that holds
+    transactions not yet in the database; in that case the database and that file are copied into
+    ``scratch``, where SQLite may apply them.
+    """
+    db = db.resolve()  # a link's -wal lies beside the file it points to
+    pending = [
+        companion
+        for suffix in ("-wal", "-journal")
+        if (companion := db.with_name(db.name + suffix)).is_file() and companion.stat().st_size > 0
+    ]
+    if not pending:
+        # as_uri() percent-encodes '#', '?', '%' and spaces in the path
+        return sqlite3.connect(db.as_uri() + "?mode=ro&immutable=1", uri=True)
+    copy = scratch / "export.sqlite"
+    shutil.copyfile(db, copy)
+    for companion in pending:
+        shutil.copyfile(companion, scratch / (copy.name + companion.name[len(db.name) :]))
+    return sqlite3.connect(copy)
+
+
+def _parse_connection(
+    conn: sqlite3.Connection, shown: Path, stem: str, host_index: int, step_marker: re.Pattern[str] | None
+) -> Trace:
     try:
         tables = _SqliteTables(conn)
         if not tables.names & set(ACTIVITY_TABLES):
