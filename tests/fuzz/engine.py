@@ -84,7 +84,8 @@ class Harness:
         want = None
         if with_seed and case.seed and case.expect in (SAME, SAME_OR_REJECT):
             want = self.seed_figures(case.seed)
-        violations = check(case, outcome, before, after, want)
+        outputs = {p.name: p.stat().st_size for p in (root / "out").iterdir() if p.is_file()}
+        violations = check(case, outcome, before, after, want, outputs)
         if keep is None:
             unlock(root)
             shutil.rmtree(root, ignore_errors=True)

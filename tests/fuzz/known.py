@@ -37,10 +37,11 @@ ONE_LINE = frozenset({"unforeseen-exception", "unnamed-file", "stderr-lines"})
 # values near or past the int64 range, as the mutation log spells them
 _EXTREME = re.compile(
     r"9223372036854775807|9223372036854775808|2\^63|4611686018427387904|9223372036854|1000000000000000000"
-    r"|18446744073709551615|1\.7e\+?1[58]|1e\+?300"
+    r"|18446744073709551615|1\.7e\+?1[58]|1700000000000000|1e\+?300"
 )
 
 
+_PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 _NATIVE_LOG = re.compile(r"(?m)^[EWIF]\d{4} \d\d:\d\d:\d\d|absl::InitializeLog")
 
 
@@ -102,11 +103,12 @@ KNOWN: list[KnownClass] = [
         frozenset({"files-written"}),
         lambda c, o, v: c.fmt == "nsys-sqlite" and "WAL" in _steps(c),
     ),
-    # numpy RuntimeWarnings (NaN or overflow cast to int64) printed on stderr; the nsys parquet seed itself does it
+    # Python warnings printed on stderr: numpy RuntimeWarnings (NaN or overflow cast to int64; the nsys parquet
+    # seed itself prints two), a pandas UserWarning merging int and float keys
     KnownClass(
-        "runtime-warning-on-stderr",
+        "python-warning-on-stderr",
         frozenset({"stray-stderr", "stderr-lines"}),
-        lambda c, o, v: "RuntimeWarning" in o.stderr,
+        lambda c, o, v: bool(_PY_WARNING.search(o.stderr)),
     ),
     # jaxlib/XLA C++ logging on stderr: absl/glog lines ("E0000 ... wire_format_lite.cc", "profile_data_lib.cc",
     # an HLO RET_CHECK with a stack trace) when an XPlane holds invalid UTF-8, odd stat types or a broken HLO
@@ -116,22 +118,62 @@ KNOWN: list[KnownClass] = [
         lambda c, o, v: c.fmt == "xplane" and bool(_NATIVE_LOG.search(o.stderr)),
     ),
     # exceptions that escape a reader as "cannot process the input: <Type>" without the file's name
-    KnownClass("xprof-json-non-object-event", ONE_LINE, _escaped("AttributeError", fmts=("xprof-json",))),
+    # (a Kineto document that is a bare array of non-objects is read by the same xprof reader)
+    KnownClass(
+        "xprof-json-non-object-event",
+        ONE_LINE,
+        _escaped("AttributeError", fmts=("xprof-json", "kineto"), text="has no attribute 'get'"),
+    ),
+    # a ts/dur that is a list, object or non-numeric string meets float()
+    KnownClass(
+        "xprof-json-time-not-a-number",
+        ONE_LINE,
+        lambda c, o, v: (
+            c.fmt == "xprof-json"
+            and (
+                (escaped_type(o) == "TypeError" and "float()" in o.stderr)
+                or (escaped_type(o) == "ValueError" and "to float" in o.stderr)
+            )
+        ),
+    ),
+    KnownClass("xprof-json-group-arg", ONE_LINE, _escaped("ValueError", fmts=("xprof-json",), text="invalid literal")),
     KnownClass("json-unhashable-id", ONE_LINE, _escaped("TypeError", fmts=("xprof-json", "kineto"), text="unhashable")),
     KnownClass("gzip-corrupt-zlib-error", ONE_LINE, _escaped("error", text="decompressing")),
     KnownClass("json-deep-nesting-recursion", ONE_LINE, _escaped("RecursionError")),
     KnownClass("xplane-metadata-decode-error", ONE_LINE, _escaped("DecodeError", fmts=("xplane",))),
+    # a NULL id (enum, GPU or string table) meets int()
     KnownClass(
-        "nsys-null-id-in-small-tables",
+        "nsys-null-id",
         ONE_LINE,
-        _escaped("TypeError", fmts=("nsys-sqlite", "nsys-parquet"), text="NAType"),
+        _escaped("TypeError", fmts=("nsys-sqlite", "nsys-parquet"), text="int() argument must be"),
     ),
     KnownClass("not-a-file-not-a-dir", ONE_LINE, _escaped("NotADirectoryError")),
     KnownClass("json-huge-int-overflow", ONE_LINE, _escaped("OverflowError", fmts=("kineto", "xprof-json"))),
-    KnownClass("xplane-huge-stat-overflow", ONE_LINE, _escaped("OverflowError", fmts=("xplane",))),
+    # a double (1e300, NaN) or a uint64 past int64 where the XPlane reader wants an integer stat
+    KnownClass("xplane-stat-value-to-int", ONE_LINE, _escaped("OverflowError", "ValueError", fmts=("xplane",))),
+    # a column mixing types (text, blob, numbers) reaches a pandas sort or categorical that cannot order it
+    KnownClass(
+        "nsys-mixed-type-column",
+        ONE_LINE,
+        _escaped("TypeError", fmts=("nsys-sqlite", "nsys-parquet"), text="not ordered"),
+    ),
+    # a binary column holding bytes that are not UTF-8 (NVTX text) is decoded strictly
+    KnownClass(
+        "nsys-parquet-binary-text", ONE_LINE, _escaped("UnicodeDecodeError", fmts=("nsys-parquet", "nsys-sqlite"))
+    ),
+    # an enum or GPU name that is not text (a float after a parquet export) meets str methods
+    KnownClass("nsys-name-not-text", ONE_LINE, _escaped("AttributeError", fmts=("nsys-sqlite", "nsys-parquet"))),
     KnownClass("nsys-parquet-list-column", ONE_LINE, _escaped("TypeError", fmts=("nsys-parquet",), text="unhashable")),
-    # times near the int64 limits give a figure past int64 that the JSON writer (orjson) refuses
-    KnownClass("figure-past-int64-at-json-output", ONE_LINE, _escaped("TypeError", text="64-bit range")),
+    # times near the int64 limits give a value past int64 that a writer refuses: orjson in the JSON report,
+    # Python int -> C long in the annotated trace
+    KnownClass(
+        "value-past-int64-at-output",
+        ONE_LINE,
+        lambda c, o, v: (
+            (escaped_type(o) == "TypeError" and "64-bit range" in o.stderr)
+            or (escaped_type(o) == "OverflowError" and c.command == "annotate")
+        ),
+    ),
     # file names with a newline split the one error line
     KnownClass("newline-in-file-name", frozenset({"stderr-lines"}), lambda c, o, v: "\n" in c.arg),
     # MemoryError becomes "out of memory reading the input" without the file's name

@@ -32,7 +32,19 @@ class Violation:
         return f"{self.code}: {self.detail}"
 
 
-def check(case: Case, outcome: Outcome, before: dict, after: dict, seed_figures: dict | None) -> list[Violation]:
+# the file each writing command must leave in out/ when it exits 0
+OUTPUTS = {"events": "events.csv", "report": "report.html", "annotate": "annotated.trace.json.gz"}
+
+
+def check(
+    case: Case,
+    outcome: Outcome,
+    before: dict,
+    after: dict,
+    seed_figures: dict | None,
+    outputs: dict[str, int] | None = None,
+) -> list[Violation]:
+    """Every broken rule of the contract in one run; ``outputs``: sizes of the files under ``out/``."""
     v: list[Violation] = []
     add = lambda code, detail: v.append(Violation(code, detail))  # noqa: E731
     both = outcome.stdout + outcome.stderr
@@ -59,6 +71,9 @@ def check(case: Case, outcome: Outcome, before: dict, after: dict, seed_figures:
             add("stray-stderr", f"{len(stray)} line(s) not from moeprof, first: {stray[0][:160]!r}")
         if case.command == "analyze":
             _check_figures(case, outcome, add, seed_figures)
+        wanted = OUTPUTS.get(case.command)
+        if wanted and outputs is not None and not outputs.get(wanted):
+            add("no-output", f"exit 0 but out/{wanted} is missing or empty")
     _check_files(before, after, add)
     return v
 
