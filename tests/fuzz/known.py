@@ -2,7 +2,8 @@
 
 A failing case whose every violation is explained by a class here is an expected failure
 (pytest.xfail, not strict); anything else fails the test. Whoever fixes a class deletes its entry:
-from then on the harness enforces it.
+from then on the harness enforces it. (Fixed on main and deleted so: multi-file-error-lost,
+no-device-activity-accepted, newline-in-file-name, out-of-memory-unnamed.)
 """
 
 from __future__ import annotations
@@ -70,15 +71,6 @@ def _extreme(fmt: str) -> Callable[[Case, Outcome, list], bool]:
 
 
 KNOWN: list[KnownClass] = [
-    # pipeline: an InputError raised in a worker process cannot be unpickled (its __init__ takes two
-    # arguments), so any bad file in a job of 2+ files ends as BrokenProcessPool without the file's name
-    KnownClass("multi-file-error-lost", ONE_LINE, _escaped("BrokenProcessPool")),
-    # every reader + pipeline: a trace without device activity is accepted (exit 0, devices: [])
-    KnownClass(
-        "no-device-activity-accepted",
-        frozenset({"accepted-bad-input", "no-devices"}),
-        lambda c, o, v: "no-devices" in _codes(v) or "[no device activity]" in _steps(c),
-    ),
     # a device time no int64 nanosecond can hold (1e300, 2^64) is accepted, the activity misplaced
     KnownClass(
         "time-beyond-int64-accepted",
@@ -174,10 +166,6 @@ KNOWN: list[KnownClass] = [
             or (escaped_type(o) == "OverflowError" and c.command == "annotate")
         ),
     ),
-    # file names with a newline split the one error line
-    KnownClass("newline-in-file-name", frozenset({"stderr-lines"}), lambda c, o, v: "\n" in c.arg),
-    # MemoryError becomes "out of memory reading the input" without the file's name
-    KnownClass("out-of-memory-unnamed", frozenset({"unnamed-file"}), lambda c, o, v: "out of memory" in o.stderr),
     # nsys reader: `nsys export` runs without a timeout
     KnownClass("nsys-export-hang", frozenset({"hang"}), lambda c, o, v: c.arg.endswith(".nsys-rep")),
 ]
