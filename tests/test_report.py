@@ -8,6 +8,7 @@ independently (exact ns sums for single activities, one 8-bit level per bin).
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import shutil
@@ -26,12 +27,14 @@ from moeprof.cli import app
 from moeprof.core import intervals as iv
 from moeprof.core.analysis import Analysis
 from moeprof.core.events import concat
+from moeprof.core.summary import ArrivalSkew, ledger_summary
 from moeprof.core.timeline import Grid, TimelineOptions, coverage_bins
 from moeprof.options import StepOptions
 from moeprof.pipeline import analyze_paths, load
 from moeprof.reports import html as html_report
 
-from .conftest import ROOT, SAMPLES
+from .conftest import ROOT, SAMPLES, shared_trace
+from .ledger_brute import comm_instances, instances, stragglers
 
 runner = CliRunner()
 TWO_HOST = SAMPLES / "synthetic_2host_4gpu"
@@ -542,3 +545,318 @@ def test_render_needs_the_timeline_views():
     analysis = analyze_paths([TWO_HOST])  # measured without a TimelineOptions: figures only
     with pytest.raises(ValueError, match="timeline views"):
         html_report.render([html_report.ReportInput("x", analysis)])
+
+
+# ---------------------------------------------------------------- the cross-rank ledger (spec §8)
+
+
+def brute_records(paths: list[Path], key: str) -> pd.DataFrame:
+    """Each comm activity with its instance and wait, matched by brute force (one clock, every device a member)."""
+    return comm_instances(device_activity(paths), key)
+
+
+def brute_wait(records: pd.DataFrame, device: str) -> tuple[np.ndarray, np.ndarray]:
+    """The device's wait parts ``[start, start + W)`` as disjoint segments."""
+    mine = records[(records["device"] == device) & (records["wait_ns"] > 0)]
+    start = mine["start_ns"].to_numpy(np.int64)
+    return iv.union(start, start + mine["wait_ns"].to_numpy(np.int64))
+
+
+def segments(track: dict, tl: dict) -> tuple[np.ndarray, np.ndarray]:
+    s = decode(track["s"], "<u4").astype(np.int64) * tl["unit"] + tl["t0"]
+    return s, s + decode(track["d"], "<u4").astype(np.int64) * tl["unit"]
+
+
+def html_table(text: str, cls: str) -> tuple[list[str], list[list[str]]]:
+    """Headers and cell texts of the page's ``<table class=cls>``."""
+    m = re.search(rf'<table class="{cls}">(.*?)</table>', text, re.S)
+    assert m, f"no table {cls}"
+
+    def cells(row: str, tag: str) -> list[str]:
+        return [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(rf"<{tag}[^>]*>(.*?)</{tag}>", row, re.S)]
+
+    head, body = m.group(1).split("</thead>")
+    return cells(head, "th"), [cells(r, "td") for r in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+
+
+def skew_rows(tl: dict) -> list[dict]:
+    """The arrival-skew rows decoded: per instance first and last arrival (ns) and the straggler."""
+    devices = tl["skew"]["devices"]
+    out = []
+    for row in tl["skew"]["rows"]:
+        s = (decode(row["s"], "<u4").astype(np.int64) + row["o"]) * tl["unit"] + tl["t0"]
+        d = decode(row["d"], "<u4").astype(np.int64) * tl["unit"]
+        who = [devices[i] for i in decode(row["w"], "<u4")]
+        out.append(
+            {"name": row["name"], "kind": row["kind"], "first": s.tolist(), "last": (s + d).tolist(), "who": who}
+        )
+    return out
+
+
+def test_wait_segments_are_the_wait_of_each_comm_activity(reports):
+    _, text = reports["cpu"]
+    (tl,) = embedded(text)["inputs"]
+    result = measured([CPU])
+    events = device_activity([CPU])
+    records = brute_records([CPU], "hlo_op")
+    assert "bins" not in tl and len(tl["lanes"]) == len(result.devices)
+    for lane, dev in zip(tl["lanes"], result.devices):
+        s, e = segments(lane["wait"], tl)
+        want_s, want_e = brute_wait(records, dev.device)
+        assert np.array_equal(s, want_s) and np.array_equal(e, want_e)
+        rows = events[events["device"] == dev.device]
+        comm = rows[rows["bucket"] == "comm"].sort_values("start_ns")
+        # one comm activity at a time on these devices: the wait parts never overlap, their sum is the figure
+        assert (comm["start_ns"].to_numpy()[1:] >= comm["end_ns"].to_numpy()[:-1]).all()
+        assert int((e - s).sum()) == dev.ledger["comm_wait_ns"]
+        # exposed wait = wait − compute (one comm at a time, none unmatched: transfer never covers a wait part)
+        assert dev.ledger["comm_unmatched_ns"] == 0
+        compute = rows[rows["bucket"] == "compute"]
+        exposed = iv.subtract(s, e, *iv.union(compute["start_ns"].to_numpy(), compute["end_ns"].to_numpy()))
+        assert iv.length(*exposed) == dev.ledger["exposed_wait_ns"]
+
+
+def test_wait_parts_lie_inside_comm_where_comm_streams_overlap(reports):
+    for name in ("two_host", "stream"):
+        _, text = reports[name]
+        (tl,) = embedded(text)["inputs"]
+        result = measured([TWO_HOST], lanes="device" if name == "two_host" else "stream")
+        events = device_activity([TWO_HOST])
+        with_wait = [lane for lane in tl["lanes"] if "wait" in lane]
+        assert len(with_wait) == len(result.devices)  # once per device, on its exposed lane in stream mode
+        for lane, dev in zip(with_wait, result.devices):
+            s, e = segments(lane["wait"], tl)
+            comm = events[(events["device"] == dev.device) & (events["bucket"] == "comm")]
+            outside = iv.subtract(s, e, *iv.union(comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy()))
+            assert iv.length(*outside) == 0
+            assert (s[1:] >= e[:-1]).all()
+            # overlapping comm streams: the union is at most the summed wait of the device's activities
+            assert 0 < int((e - s).sum()) <= dev.ledger["comm_wait_ns"]
+
+
+def test_binned_wait_coverage(reports):
+    _, text = reports["binned"]
+    (tl,) = embedded(text)["inputs"]
+    result = measured([CPU], max_events=1000)
+    records = brute_records([CPU], "hlo_op")
+    edges = bin_edges(tl)
+    width = int(edges[1] - edges[0])
+    level = width / 255
+    w0, w1 = tl["t0"] + tl["bins"]["w0"], tl["t0"] + tl["bins"]["w1"]
+    for lane, dev in zip(tl["lanes"], result.devices):
+        want_s, want_e = brute_wait(records, dev.device)
+        got = decode(lane["wait"]["b"]["7"], "u1") / 255 * width
+        assert np.abs(got - covered_per_bin(want_s, want_e, edges)).max() <= level + 1
+        assert abs(got.sum() - dev.ledger["comm_wait_ns"]) <= tl["bins"]["n"] * (level + 1)
+        # inside the detail window the wait parts themselves, clipped to it
+        s, e = segments(lane["wait"], tl)
+        clipped = iv.clip(want_s, want_e, np.array([w0]), np.array([w1]))
+        assert np.array_equal(s, clipped[0]) and np.array_equal(e, clipped[1])
+
+
+def test_arrival_skew_rows_are_the_instances_recomputed_from_the_comm_activities(reports):
+    _, text = reports["cpu"]
+    (tl,) = embedded(text)["inputs"]
+    result = measured([CPU])
+    brute = instances(brute_records([CPU], "hlo_op"))
+    assert set(brute["members"]) == {len(result.devices)}
+    rows = skew_rows(tl)
+    # the costliest collectives first (the collectives' order), as many as the page draws
+    ranked = [c.name for c in result.collectives if c.name in set(brute["op"])]
+    assert [r["name"] for r in rows] == ranked[: html_report.SKEW_ROWS]
+    table = result.instances
+    for row in rows:
+        mine = brute[brute["op"] == row["name"]]
+        assert row["first"] == mine["first_ns"].tolist() and row["last"] == mine["last_ns"].tolist()
+        assert row["who"] == mine["straggler"].tolist() and {row["kind"]} == set(mine["kind"])
+        held = table[table["op"] == row["name"]].sort_values("first_ns")  # what Analysis.instances holds
+        assert held["first_ns"].tolist() == row["first"] and held["last_ns"].tolist() == row["last"]
+        assert held["straggler"].tolist() == row["who"]
+    # the page's skew table: spreads and who is most often last, from the same instances
+    _, cells = html_table(text, "skew")
+    assert [c[0] for c in cells] == [r["name"] for r in rows]
+    for cell, row in zip(cells, rows):
+        spread = np.array(row["last"]) - np.array(row["first"])
+        last = pd.Series(row["who"]).value_counts()
+        top = sorted(d for d, n in last.items() if n == last.max())[0]
+        assert cell[2:] == [
+            f"{len(spread):,}",
+            html_report.duration(float(np.median(spread))),
+            html_report.duration(int(spread.max())),
+            f"{top} ({last.max():,} of {len(spread):,})",
+        ]
+
+
+fmt_ms = html_report.fmt_ms  # the page's ms: 3 decimals, 1 from 100 ms
+
+
+def test_ledger_section_and_collectives(reports):
+    for name, key in (("cpu", "hlo_op"), ("two_host", None)):
+        _, text = reports[name]
+        path = CPU if name == "cpu" else TWO_HOST
+        result = measured([path])
+        doc = result.to_json()
+        assert "Cross-rank ledger" in text
+        _, cells = html_table(text, "stragglers")
+        want = sorted(doc["ledger"]["stragglers"], key=lambda r: (-r["caused_wait_ns"], r["device"]))
+        assert cells == [
+            [
+                r["device"],
+                f"{r['straggler_count']:,}",
+                f"{r['instances']:,}",
+                f"{100 * r['straggler_count'] / r['instances']:.1f}%",
+                fmt_ms(r["caused_wait_ns"]),
+            ]
+            for r in want
+        ]
+        # per device: exposed comm by cause, as the JSON rows hold it
+        _, rows = html_table(text, "ledger-devices")
+        keys = ("exposed_comm_ns", "exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns", "comm_wait_ns")
+        assert rows == [
+            [d["device"], *(fmt_ms(d[k]) for k in keys), f"{d['straggler_count']:,}", fmt_ms(d["caused_wait_ns"])]
+            for d in doc["devices"]
+        ]
+        headers, coll = html_table(text, "coll")
+        wait_col, transfer_col = headers.index("wait ms"), headers.index("transfer ms")
+        for c, row in zip(result.collectives, coll):
+            assert row[0] == c.name
+            assert (row[wait_col], row[transfer_col]) == (fmt_ms(c.wait_ns), fmt_ms(c.transfer_ns))
+        if key is None:
+            continue
+        # independently: who arrives last and the waiting it causes, from the comm activities
+        records = brute_records([path], key)
+        brute = stragglers(records)
+        assert {r[0]: (int(r[1]), int(r[2]), r[4]) for r in cells} == {
+            d: (n, of, fmt_ms(w)) for d, (n, of, w) in brute.items()
+        }
+        wait = records.groupby("op")["wait_ns"].sum()
+        assert all(row[wait_col] == fmt_ms(wait[row[0]]) for row in coll)
+    # the clocks of two hosts: the second aligned to the first by the offset the JSON holds
+    _, text = reports["two_host"]
+    _, clocks = html_table(text, "clocks")
+    offsets = measured([TWO_HOST]).ledger["clock_offsets_ns"]
+    assert [c[0] for c in clocks] == sorted(offsets) and len(clocks) == 2
+    assert clocks[1][1] == f"+{html_report.duration(offsets[clocks[1][0]])}"
+
+
+def test_real_8rank_dlrm_page(tmp_path):
+    folder = shared_trace("kineto/dlrm_8rank_v100")
+    _, text = make(tmp_path, "dlrm", str(folder))
+    (tl,) = embedded(text)["inputs"]
+    result = measured([folder])
+    records = brute_records([folder], "name")
+    for lane, dev in zip(tl["lanes"], result.devices):
+        s, e = segments(lane["wait"], tl)
+        assert int((e - s).sum()) == dev.ledger["comm_wait_ns"]
+        want_s, want_e = brute_wait(records, dev.device)
+        assert np.array_equal(s, want_s) and np.array_equal(e, want_e)
+    brute = instances(records)
+    for row in skew_rows(tl):
+        mine = brute[brute["op"] == row["name"]]
+        assert row["first"] == mine["first_ns"].tolist() and row["last"] == mine["last_ns"].tolist()
+        assert row["who"] == mine["straggler"].tolist()
+    # rank7 arrives last in 5 of the 8 collectives
+    _, cells = html_table(text, "stragglers")
+    assert cells[0][:3] == ["rank7/GPU:7", "5", "8"]
+
+
+def test_one_device_page_says_nothing_about_the_ledger(tmp_path):
+    def kernel(name: str, ts: float, dur: float, corr: int) -> dict:
+        args = {"device": 0, "stream": 7, "correlation": corr}
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": args}
+
+    doc = {
+        "schemaVersion": 1,
+        "traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+            kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 100.0, 50.0, 1),
+            kernel("gemm", 200.0, 100.0, 2),
+        ],
+    }
+    trace = tmp_path / "one.json"
+    trace.write_bytes(orjson.dumps(doc))
+    _, text = make(tmp_path, "one", str(trace))
+    (tl,) = embedded(text)["inputs"]
+    assert "skew" not in tl and not any("wait" in lane for lane in tl["lanes"])
+    body = text.split('<script type="application/json"')[0]  # the markup, not the inlined script
+    assert "Cross-rank ledger" not in body and "waiting for the last rank" not in body
+    headers, _ = html_table(text, "coll")
+    assert "wait ms" not in headers and "transfer ms" not in headers
+
+
+@needs_chromium
+@pytest.mark.parametrize("name", ["cpu", "binned", "stream"])
+def test_browser_decodes_and_draws_the_ledger(reports, tmp_path, name):
+    """What the page's script decoded and drew, read back from the DOM, against the ledger recomputed here."""
+    path, text = reports[name]
+    res = chromium(tmp_path, "--dump-dom", f"{path.as_uri()}#selftest")
+    status = re.search(r'<span id="moeprof-status"([^>]*)>', res.stdout)
+    assert status, res.stderr[-2000:]
+    attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', status.group(1)))
+    assert attrs["data-selftest"] == "ok", attrs.get("data-selftest-detail")
+    (got,) = json.loads(html.unescape(attrs["data-selftest-detail"]))
+    (tl,) = embedded(text)["inputs"]
+    assert got["paled"] > 0, "no comm drawn in the pale (waiting) shade"
+    if name == "stream":
+        result = measured([TWO_HOST], lanes="stream")
+        figures = {d.device: d for d in result.devices}
+        for view in result.timeline:  # comm streams overlap here: the union of the wait parts
+            waited = got["wait"][f"{view.device} exposed comm"]
+            assert 0 < waited["raw"] == iv.length(*view.wait) <= figures[view.device].ledger["comm_wait_ns"]
+        table = result.instances.sort_values(["first_ns", "instance"])
+        spans = {op: (g["last_ns"] - g["first_ns"]).to_numpy() for op, g in table.groupby("op", sort=False)}
+        last = {op: g["straggler"].tolist() for op, g in table.groupby("op", sort=False)}
+    else:
+        result = measured([CPU], max_events=1000 if name == "binned" else html_report.RAW_EVENTS_CAP)
+        records = brute_records([CPU], "hlo_op")
+        for dev in result.devices:
+            waited = got["wait"][dev.device]
+            want_s, want_e = brute_wait(records, dev.device)
+            if name == "cpu":
+                assert waited["raw"] == int((want_e - want_s).sum()) == dev.ledger["comm_wait_ns"]
+                assert waited["binned"] == 0
+            else:
+                w0, w1 = tl["t0"] + tl["bins"]["w0"], tl["t0"] + tl["bins"]["w1"]
+                assert waited["raw"] == iv.length(*iv.clip(want_s, want_e, np.array([w0]), np.array([w1]))[:2])
+                width = tl["bins"]["w"] * tl["unit"]
+                assert abs(waited["binned"] - dev.ledger["comm_wait_ns"]) <= tl["bins"]["n"] * (width / 255 + 1)
+        brute = instances(records)
+        spans = {op: (g["last_ns"] - g["first_ns"]).to_numpy() for op, g in brute.groupby("op", sort=False)}
+        last = {op: g["straggler"].tolist() for op, g in brute.groupby("op", sort=False)}
+    assert [row["name"] for row in got["skew"]] == [row["name"] for row in tl["skew"]["rows"]]
+    assert len(got["skew"]) == min(html_report.SKEW_ROWS, len(spans))
+    for row in got["skew"]:
+        spread = spans[row["name"]]
+        assert row["n"] == spread.size and row["spread"] == int(spread.sum())
+        widest = int(np.argmax(spread))  # the first of the widest: the one the page hovered
+        assert row["widest"] == widest
+        # the tip lists every instance under the pointer (one op's instances on different groups can overlap)
+        block = re.search(rf"· instance {widest + 1} of {spread.size}\n.*\nlast to arrive: (\S+)", row["hovered"])
+        assert block and block[1] == last[row["name"]][widest], row["hovered"]
+
+
+def test_many_devices_list_those_that_wait_longest(monkeypatch):
+    monkeypatch.setattr(html_report, "MAX_TABLE_ROWS", 3)
+    result = measured([TWO_HOST])
+    section = html_report.ledger_section(result, ledger_summary(result), [])
+    waits = {d.device: d.ledger["exposed_wait_ns"] for d in result.devices}
+    longest = sorted(waits, key=lambda d: -waits[d])[:3]
+    assert [row[0] for row in section.devices.rows] == sorted(longest)  # in device order
+    assert "lists the 3 with the most exposed waiting (of 8)" in section.split
+
+
+def test_skew_instances_may_start_before_the_window():
+    """Aligned arrivals of another host can precede the first device's window: starts count from a base <= 0."""
+    t0 = 5_000_000
+    row = ArrivalSkew(
+        "all-reduce.1",
+        "all-reduce",
+        np.array([t0 - 500, t0 + 100, t0 + 9_000], np.int64),
+        np.array([t0 + 200, t0 + 300, t0 + 9_500], np.int64),
+        np.array(["h1/GPU:0", "h0/GPU:1", "h1/GPU:0"], dtype=object),
+    )
+    data = html_report.skew_data([row], t0, t0 + 1_000, 1)  # the third instance lies after the window
+    tl = {"t0": t0, "unit": 1, "skew": data}
+    (got,) = skew_rows(tl)
+    assert got["first"] == [t0 - 500, t0 + 100] and got["last"] == [t0 + 200, t0 + 300]
+    assert got["who"] == ["h1/GPU:0", "h0/GPU:1"] and data["rows"][0]["count"] == 3

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import typer
 from rich.console import Console
@@ -22,6 +23,7 @@ from typer.testing import CliRunner
 import moeprof
 from moeprof.cli import app
 from moeprof.core.analysis import Analysis, DeviceFigures, StepFigures, sum_figures
+from moeprof.core.events import concat
 from moeprof.gate.check import Source
 from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
@@ -29,7 +31,8 @@ from moeprof.reports.gate import render_diff
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 
-from .conftest import SAMPLES
+from .conftest import SAMPLES, shared_trace
+from .ledger_brute import comm_instances, stragglers
 
 runner = CliRunner()
 CPU_MOE = SAMPLES / "cpu_moe_8dev"
@@ -181,7 +184,7 @@ def test_wide_console_shows_the_link_split_narrow_says_what_it_leaves_out(two_ho
 
 
 def _bar_lines(out: str, devices: list[str]) -> dict[str, str]:
-    split = out[out.index("Bucket split") :]
+    split = out[out.index("Bucket split") : out.index("split: ")]  # up to the bars' legend
     bars = {}
     for line in split.splitlines()[1:]:
         parts = line.split()
@@ -393,3 +396,180 @@ def test_help_at_80_columns_shows_every_option_name_whole():
                 if opt.startswith("--"):
                     assert re.search(rf"{re.escape(opt)}(?![\w-])", text), (path, opt)
         assert "…" not in text, path
+
+
+# ---------------------------------------------------------------- 7. the cross-rank ledger (spec §8)
+
+DLRM = "kineto/dlrm_8rank_v100"
+# inputs on one clock whose collectives the brute force of ledger_brute can match: path, the op column
+BRUTE = {"cpu_ledger": (CPU_MOE, "hlo_op"), "dlrm": (None, "name")}
+
+
+@pytest.fixture(scope="module")
+def cpu_ledger() -> Analysis:
+    return moeprof.analyze_paths([CPU_MOE])  # measured now: the saved analysis.json predates the ledger
+
+
+@pytest.fixture(scope="module")
+def dlrm() -> Analysis:
+    return moeprof.analyze_paths([shared_trace(DLRM)])
+
+
+def _brute(sample: str) -> pd.DataFrame:
+    path, key = BRUTE[sample]
+    events = concat([t.events for t in moeprof.load([path or shared_trace(DLRM)])])
+    return comm_instances(events, key)
+
+
+def _flat(out: str) -> str:
+    return " ".join(out.split())
+
+
+def _mean_worst(label: str, flat: str) -> tuple[float, float, str]:
+    m = re.search(rf"{label}: ([\d.,]+) (ns|µs|ms|s) mean, ([\d.,]+) (ns|µs|ms|s) worst \((\S+?)\)", flat)
+    assert m, (label, flat[:800])
+    return parse_time(m[1], m[2]), parse_time(m[3], m[4]), m[5]
+
+
+@pytest.mark.parametrize("width", [80, 160])
+@pytest.mark.parametrize("sample", ["two_host", "cpu_ledger", "dlrm"])
+def test_headline_splits_exposed_comm_into_waiting_transfer_unmatched(sample, width, request):
+    result: Analysis = request.getfixturevalue(sample)
+    flat = _flat(rendered(result, width))
+    rows = result.to_json()["devices"]
+    for label, key in (("exposed comm waiting", "exposed_wait_ns"), ("moving bytes", "exposed_transfer_ns")):
+        values = np.array([r[key] for r in rows], dtype=float)
+        mean, worst, device = _mean_worst(label, flat)
+        assert close_to_printed(mean, values.mean()) and close_to_printed(worst, values.max()), label
+        assert device == rows[int(np.argmax(values))]["device"]
+    unmatched = [r["exposed_unmatched_ns"] for r in rows]
+    assert ("unmatched: none" in flat) == (max(unmatched) == 0)
+    # the three parts are the device's exposed comm (spec §8), so the headline adds up
+    parts = ("exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns")
+    assert all(sum(r[k] for k in parts) == r["exposed_comm_ns"] for r in rows)
+
+
+def _straggler_rows(out: str) -> dict[str, tuple[int, int, float, float]]:
+    """The rows of the straggler table: device -> (last in, of, share %, others waited ms)."""
+    table = out[out.index("Last to arrive") :]
+    rows = {}
+    for line in table.splitlines()[1:]:
+        m = re.match(r"^\s*(\S+)\s+([\d,]+) of ([\d,]+)\s+([\d.]+)%\s+([\d.,]+)\s*$", line)
+        if not m:
+            if rows:
+                break
+            continue
+        rows[m[1]] = (int(m[2].replace(",", "")), int(m[3].replace(",", "")), float(m[4]), float(m[5].replace(",", "")))
+    return rows
+
+
+@pytest.mark.parametrize("width", [80, 160])
+@pytest.mark.parametrize("sample", ["two_host", "cpu_ledger", "dlrm"])
+def test_straggler_table_is_the_ledgers(sample, width, request):
+    result: Analysis = request.getfixturevalue(sample)
+    out = rendered(result, width)
+    printed = _straggler_rows(out)
+    want = result.to_json()["ledger"]["stragglers"]
+    assert list(printed) == [r["device"] for r in sorted(want, key=lambda r: (-r["caused_wait_ns"], r["device"]))]
+    devices = {d.device: d for d in result.devices}
+    for row in want:
+        last, of, share, waited_ms = printed[row["device"]]
+        assert (last, of) == (row["straggler_count"], row["instances"])
+        assert share == pytest.approx(100 * row["straggler_count"] / row["instances"], abs=0.05)
+        assert waited_ms == pytest.approx(row["caused_wait_ns"] / 1e6, abs=0.0005)
+        # the same figures on the device's own row of the JSON
+        assert devices[row["device"]].ledger["straggler_count"] == last
+        assert devices[row["device"]].ledger["caused_wait_ns"] == row["caused_wait_ns"]
+    n = result.ledger["instances"]
+    assert f"Cross-rank ledger: {plural(n, 'collective instance')} matched across ranks" in _flat(out)
+
+
+@pytest.mark.parametrize("sample", ["cpu_ledger", "dlrm"])
+def test_stragglers_and_collective_waits_recomputed_from_the_comm_activities(sample, request):
+    """The n-th activity of an op on every device is one instance: who arrives last, and how long the others wait."""
+    result: Analysis = request.getfixturevalue(sample)
+    records = _brute(sample)
+    out = rendered(result, 80)
+    printed = _straggler_rows(out)
+    brute = stragglers(records)
+    assert set(printed) == set(brute)
+    for device, (last, of, waited) in brute.items():
+        assert printed[device][:2] == (last, of)
+        assert printed[device][3] == pytest.approx(waited / 1e6, abs=0.0005)
+    # collectives: total, exposed, wait, transfer side by side (ms, 3 decimals), at 80 columns too
+    flat = _flat(out[out.index("Top collectives") :])
+    wait = records.groupby("op")["wait_ns"].sum()
+    busy = (records["end_ns"] - records["start_ns"]).groupby(records["op"]).sum()
+    for c in result.collectives[:8]:
+        cells = f"{c.total_ns / 1e6:,.3f} {c.exposed_ns / 1e6:,.3f} {wait[c.name] / 1e6:,.3f}"
+        assert f"{cells} {(busy[c.name] - wait[c.name]) / 1e6:,.3f}" in flat, c.name
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("sample", ["cpu_ledger", "dlrm", "two_host"])
+def test_ledger_report_fits_80_columns(sample, width, request):
+    result: Analysis = request.getfixturevalue(sample)
+    out = rendered(result, width)
+    assert "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= width
+    assert "exposed comm waiting:" in out and "Last to arrive" in out
+    assert "wait" in _collectives_header(out) and "transfer" in _collectives_header(out)
+
+
+LEDGER_WORDS = ("waiting", "moving bytes", "unmatched", "Last to arrive", "ledger")
+
+
+def _collectives_header(out: str) -> str:
+    return " ".join(out[out.index("Top collectives") :].splitlines()[1:4])
+
+
+def test_no_word_about_the_ledger_where_it_did_not_run(cpu_moe):
+    one_device = _analysis([_device("h/GPU:0", 8_000_000, 2_000_000, 1_000_000, 10_000_000)])
+    assert cpu_moe.ledger is None  # the saved analysis.json has no ledger figures
+    for result in (one_device, cpu_moe):
+        for width in (80, 160):
+            out = rendered(result, width)
+            assert not [w for w in LEDGER_WORDS if w in out], out[:1500]
+            if result.collectives:
+                assert "wait" not in _collectives_header(out) and "transfer" not in _collectives_header(out)
+
+
+def test_one_rank_trace_says_nothing_about_the_ledger():
+    result = moeprof.analyze_paths([shared_trace("kineto/ddp_2rank_a100_rank0.json.gz")])
+    assert result.ledger is None and result.collectives  # communicates, but alone: no group to match
+    out = rendered(result, 80)
+    assert not [w for w in LEDGER_WORDS if w in out], out[:1500]
+    assert "wait" not in _collectives_header(out) and "transfer" not in _collectives_header(out)
+
+
+def test_ledger_line_names_clocks_and_what_could_not_be_matched():
+    devices = [_device(f"h{i}/GPU:0", 8_000_000, 2_000_000, 1_000_000, 10_000_000) for i in range(12)]
+    stragglers = [
+        {
+            "device": f"h{i}/GPU:0",
+            "straggler_count": i + 1,
+            "caused_wait_ns": 1_000_000 * (i + 1),
+            "instances": 20,
+            "last_share": (i + 1) / 20,
+        }
+        for i in range(10)
+    ]
+    ledger = {
+        "instances": 20,
+        "incomplete": 3,
+        "desynchronized": 1,
+        "clock_offsets_ns": {"h0": 0, "h1": -2_500, "h2": 0},  # an unaligned host keeps 0 (spec §8)
+        "unaligned_hosts": ["h2"],
+        "stragglers": stragglers,
+    }
+    result = _analysis(devices).with_(ledger=ledger)
+    out = rendered(result, 80)
+    flat = _flat(out)
+    assert "20 collective instances matched across ranks, 3 incomplete keys, 1 desynchronized key" in flat
+    assert "3 hosts' clocks aligned to h0, h1 the furthest at −2.50 µs" in flat
+    assert "not aligned (no collective shared with h0): h2" in flat
+    printed = _straggler_rows(out)
+    # the 8 that caused the most waiting, most first; the rest counted
+    assert list(printed) == [f"h{i}/GPU:0" for i in range(9, 1, -1)]
+    assert "2 more devices arrived last at least once" in flat
+    assert max(len(line) for line in out.splitlines()) <= 80

@@ -10,10 +10,12 @@ thing to try); the renderers only put them into words.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .analysis import NS_KEYS, Analysis, DeviceFigures, Figures, Opportunity, ratio
 
@@ -54,6 +56,7 @@ class Verdict:
     exposed_kind: Part | None  # the collective kind with the most exposed time
     exposed_link: Part | None  # the link (nvlink, ib, unknown) with the most exposed time
     exposed_wait_share: float | None  # of the exposed comm, the part waiting for the last rank (§8; None: no ledger)
+    ledger: LedgerSummary | None  # §8, where the cross-rank ledger ran
     first: Opportunity | None  # the top-ranked opportunity
     first_saving_per_step_ns: float | None  # its saving bound per step; None without steps
 
@@ -127,6 +130,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         exposed_wait_share=(
             ratio(t.ledger.get("exposed_wait_ns", 0), t.exposed_comm_ns) if t.ledger is not None else None
         ),
+        ledger=ledger_summary(analysis),
         first=first,
         first_saving_per_step_ns=per_step(first.saving_bound_ns, steps) if first is not None else None,
     )
@@ -168,3 +172,140 @@ def worst_devices(devices: Sequence[DeviceFigures], n: int, key: str = "exposed_
 def zero_everywhere(devices: Sequence[Figures], key: str) -> bool:
     """True when no device has any of this figure (a column that would only show zeros)."""
     return all(d.value(key) == 0 for d in devices)
+
+
+# ---------------------------------------------------------------- the cross-rank ledger (spec §8)
+
+
+@dataclass(frozen=True, slots=True)
+class StragglerRow:
+    """A device that arrives last in some collectives: every other member waits for it there."""
+
+    device: str
+    straggler_count: int  # complete instances it arrived last in
+    caused_wait_ns: int  # the other members' waiting in those instances, summed
+    instances: int  # complete instances it took part in
+    last_share: float  # straggler_count / instances
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSummary:
+    """What the reports say about the ledger: matching, clocks, stragglers and the split of exposed comm."""
+
+    instances: int  # complete collective instances matched across the inputs
+    incomplete: int
+    desynchronized: int
+    clock_offsets_ns: tuple[tuple[str, int], ...]  # (host, δ), by host; the first is the reference
+    unaligned_hosts: tuple[str, ...]
+    stragglers: tuple[StragglerRow, ...]  # most waiting caused first
+    exposed_wait: PerDevice  # exposed comm spent waiting for the last member
+    exposed_transfer: PerDevice  # exposed comm moving bytes
+    exposed_unmatched: PerDevice  # exposed comm in no complete instance
+    exposed_shares: tuple[float, float, float]  # wait, transfer, unmatched over all devices' exposed comm
+
+    @property
+    def has_unmatched(self) -> bool:
+        return self.exposed_unmatched.worst_ns > 0
+
+    @property
+    def largest_offset(self) -> tuple[str, int] | None:
+        """The host whose clock is furthest from the reference's (None with one host)."""
+        others = self.clock_offsets_ns[1:]
+        return max(others, key=lambda hd: abs(hd[1])) if others else None
+
+
+def _straggler_rows(rows: Any) -> tuple[StragglerRow, ...]:
+    out = [
+        StragglerRow(
+            device=str(r.get("device", "")),
+            straggler_count=int(r.get("straggler_count") or 0),
+            caused_wait_ns=int(r.get("caused_wait_ns") or 0),
+            instances=int(r.get("instances") or 0),
+            last_share=float(r.get("last_share") or 0.0),
+        )
+        for r in rows or ()
+        if isinstance(r, Mapping)
+    ]
+    return tuple(sorted(out, key=lambda r: (-r.caused_wait_ns, -r.straggler_count, r.device)))
+
+
+def ledger_summary(analysis: Analysis) -> LedgerSummary | None:
+    """The ledger's figures for the reports; None where it did not run (one rank, one device)."""
+    doc = analysis.ledger
+    if doc is None and analysis.total.ledger is None:
+        return None
+    doc = doc or {}
+    devices = analysis.devices
+    parts = ("exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns")
+    exposed = [analysis.total.value(k) for k in parts]
+    whole = float(analysis.total.exposed_comm_ns)
+    offsets = doc.get("clock_offsets_ns") or {}
+    return LedgerSummary(
+        instances=int(doc.get("instances") or 0),
+        incomplete=int(doc.get("incomplete") or 0),
+        desynchronized=int(doc.get("desynchronized") or 0),
+        clock_offsets_ns=tuple(sorted((str(h), int(d)) for h, d in offsets.items())),
+        unaligned_hosts=tuple(str(h) for h in doc.get("unaligned_hosts") or ()),
+        stragglers=_straggler_rows(doc.get("stragglers")),
+        exposed_wait=per_device(devices, "exposed_wait_ns"),
+        exposed_transfer=per_device(devices, "exposed_transfer_ns"),
+        exposed_unmatched=per_device(devices, "exposed_unmatched_ns"),
+        exposed_shares=(ratio(exposed[0], whole), ratio(exposed[1], whole), ratio(exposed[2], whole)),
+    )
+
+
+@dataclass(frozen=True)
+class ArrivalSkew:
+    """One collective's complete instances in time order: when its first and last member arrived (aligned clocks)."""
+
+    name: str
+    kind: str
+    first_ns: np.ndarray  # int64, aligned ns (spec §8: start − δ of the member's host)
+    last_ns: np.ndarray  # int64: the last arrival, the moment every other member stops waiting
+    straggler: np.ndarray  # object: the device that arrived last
+
+    @property
+    def count(self) -> int:
+        return int(self.first_ns.size)
+
+    @property
+    def spread_ns(self) -> np.ndarray:
+        return self.last_ns - self.first_ns
+
+    @property
+    def median_spread_ns(self) -> float:
+        return float(np.median(self.spread_ns)) if self.count else 0.0
+
+    @property
+    def max_spread_ns(self) -> int:
+        return int(self.spread_ns.max()) if self.count else 0
+
+    def most_often_last(self) -> tuple[str, int]:
+        """The device last in the most instances, and in how many (ties: the first device name)."""
+        if not self.count:
+            return "", 0
+        counts = pd.Series(self.straggler).value_counts()
+        top = int(counts.max())
+        return min(str(d) for d, n in counts.items() if n == top), top
+
+
+def arrival_skew(analysis: Analysis, top: int = 6) -> list[ArrivalSkew]:
+    """The ``top`` costliest collectives (the collectives' order: most time first) that have complete instances."""
+    table = analysis.instances
+    if table is None or not len(table):
+        return []
+    out = []
+    ordered = table.sort_values(["first_ns", "instance"])
+    for (name, kind), rows in ordered.groupby(["op", "kind"], sort=False, observed=True):
+        out.append(
+            ArrivalSkew(
+                str(name),
+                str(kind),
+                rows["first_ns"].to_numpy(np.int64),
+                rows["last_ns"].to_numpy(np.int64),
+                rows["straggler"].to_numpy(dtype=object),
+            )
+        )
+    rank = {(c.name, c.kind): i for i, c in enumerate(analysis.collectives)}
+    out.sort(key=lambda s: (rank.get((s.name, s.kind), len(rank)), s.name, s.kind))
+    return out[:top]

@@ -18,6 +18,14 @@ label table (kernel name and kind). The browser turns them into per-pixel
 coverage each frame, so a draw costs O(events in view + pixels), never one DOM
 node per kernel.
 
+Where the cross-rank ledger ran (spec §8), each device's lane also carries
+``wait``: the wait parts of its comm (the view's disjoint wait segments, code 7),
+drawn as a paler shade over the comm it belongs to; and the input carries
+``skew``: for the costliest collectives, each complete instance's first and last
+aligned arrival (``s`` start as uint32 ticks from ``o``, itself ticks from the
+window start, at most 0; ``d`` the spread in ticks) and ``w`` its straggler (an
+index into ``skew.devices``).
+
 Past ``max_events`` activities an input switches to binned coverage: per lane,
 track and category, the fraction of each time bin covered (uint8) on one grid
 for the whole window (``bins``: ``o`` its origin and ``w`` its bin width in
@@ -45,20 +53,33 @@ from markupsafe import Markup
 from .._version import __version__
 from ..core import intervals as iv
 from ..core.analysis import Analysis, Collective, Figures, Opportunity, sum_figures
-from ..core.timeline import CATEGORIES, EXPOSED, EXPOSED_CODE, Grid, TimelineOptions, TimelineView, detail_window
+from ..core.summary import ArrivalSkew, LedgerSummary, arrival_skew, ledger_summary
+from ..core.timeline import (
+    CATEGORIES,
+    EXPOSED,
+    EXPOSED_CODE,
+    WAIT_CODE,
+    WAITING,
+    Grid,
+    TimelineOptions,
+    TimelineView,
+    detail_window,
+)
 from ..errors import InputError
 from ..options import LoadOptions, StepOptions
 from ..pipeline import analyze_paths
 from ..readers import discover
 from .annotate import natural_key
 from .terminal import human_bytes
-from .text import evidence_text
+from .text import duration, evidence_text, ledger_line
 
 RAW_EVENTS_CAP = 250_000  # ~12 bytes each once base64'd: ~3 MB of raw events at most
 BIN_BUDGET_BYTES = 3_000_000  # binned coverage, all lanes and categories of all inputs together
 MAX_BINS = 16_384  # per device window, asked of the view; the common grid coarsens to fit the budget
 MIN_BINS = 256
+MAX_TABLE_ROWS = 64  # rows of a per-device table on the page; the JSON has every device
 MAX_LANES = 64  # beyond, the timeline keeps the devices with the most exposed comm (a canvas has a height limit)
+SKEW_ROWS = 6  # arrival-skew rows under the timeline: the collectives with the most time
 COLORS = {
     "compute": "#43a047",
     "comm NVLink": "#00acc1",
@@ -235,6 +256,44 @@ def _layout(views: list[TimelineView], picks: list[np.ndarray], lanes: str, binn
     return out
 
 
+def _wait_track(view: TimelineView, w0: int, w1: int, t0: int, unit: int, grid: Grid | None) -> dict:
+    """A device's wait segments (§8) inside the detail window, and on the page's grid their coverage per bin."""
+    clip_s, clip_e, _ = iv.clip(*view.wait, np.array([w0]), np.array([w1]))
+    track = _track(WAITING, clip_s, clip_e, np.full(clip_s.size, WAIT_CODE, np.uint8), None, t0, unit, "")
+    if grid is not None:
+        # a device the ledger gave no wait has no WAIT_CODE coverage: zero bins
+        bins = view.coverage.get(WAIT_CODE, np.zeros(view.grid.n, np.uint8))
+        track["b"] = {str(WAIT_CODE): _b64(coarsen(bins, view.grid, grid), "u1")}
+    return track
+
+
+def skew_data(rows: Sequence[ArrivalSkew], t0: int, t1: int, unit: int) -> dict:
+    """The arrival-skew rows of the timeline: per collective its instances that meet the drawn window."""
+    inside = [(row.last_ns >= t0) & (row.first_ns <= t1) for row in rows]
+    who, names = pd.factorize(np.concatenate([row.straggler[m] for row, m in zip(rows, inside)] or [np.zeros(0)]))
+    offsets = np.cumsum([0, *(int(m.sum()) for m in inside)])
+    out = []
+    for i, (row, m) in enumerate(zip(rows, inside)):
+        s = (row.first_ns[m] - t0) // unit
+        d = (row.last_ns[m] - t0) // unit - s
+        # aligned clocks: an instance may start a little before the window, so starts count from ``o`` <= 0
+        base = min(0, int(s.min())) if s.size else 0
+        out.append(
+            {
+                "name": row.name,
+                "kind": row.kind,
+                "n": int(s.size),
+                "count": row.count,
+                "o": base,
+                "s": _b64(s - base, "<u4"),
+                "d": _b64(d, "<u4"),
+                "w": _b64(who[offsets[i] : offsets[i + 1]], "<u4"),
+                "md": int(d.max()) if d.size else 0,
+            }
+        )
+    return {"devices": [str(x) for x in names], "rows": out}
+
+
 def _empty_timeline(lanes: str) -> dict:
     return {
         "lanes": [],
@@ -279,9 +338,11 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
     by_view = {id(v): (p, label_idx[offsets[i] : offsets[i + 1]]) for i, (v, p) in enumerate(zip(shown, picks))}
 
     layout = _layout(shown, picks, lanes, binned)
+    ledger = item.analysis.ledger is not None
     grid = None
     if binned:
-        channels = sum(len(bins) for lane in layout for *_, bins in lane.tracks) + sum(lane.exposed for lane in layout)
+        exposed_lanes = sum(lane.exposed for lane in layout)
+        channels = sum(len(bins) for lane in layout for *_, bins in lane.tracks) + exposed_lanes * (1 + ledger)
         grid = common_grid([v.grid for v in shown])
         while grid.n * max(channels, 1) > bin_budget and grid.n > MIN_BINS:
             grid = grid_at(grid.origin, grid.origin + grid.n * grid.width, grid.width * 2)
@@ -308,6 +369,8 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
             if grid is not None:
                 track["b"] = {str(EXPOSED_CODE): _b64(coarsen(view.coverage[EXPOSED_CODE], view.grid, grid), "u1")}
             data["exposed"] = track
+            if ledger:
+                data["wait"] = _wait_track(view, w0, w1, t0, unit, grid)
         data["steps"] = [
             [int((max(s, t0) - t0) // unit), int((min(e, t1) - t0) // unit), int(n)]
             for n, s, e in view.steps[["step", "start_ns", "end_ns"]].itertuples(index=False)
@@ -326,6 +389,8 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
         "devices": len(devices),
         "devices_total": len(all_devices),
     }
+    if ledger:
+        out["skew"] = skew_data(arrival_skew(item.analysis, SKEW_ROWS), t0, t1, unit)
     if grid is not None:
         out["bins"] = {
             "n": grid.n,
@@ -417,25 +482,138 @@ class Table:
     cls: str = ""
 
 
-def collectives_table(collectives: Sequence[Collective], top: int = 40) -> Table:
+def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: bool = False) -> Table:
+    """The collectives; where the ledger ran, their time split into wait and transfer (§8)."""
     rows = []
     for c in collectives[:top]:
         util = c.link_utilization
-        rows.append(
-            [
-                c.name,
-                c.kind,
-                c.link,
-                f"{c.count:,}",
-                fmt_ms(c.total_ns),
-                fmt_ms(c.exposed_ns),
-                human_bytes(c.bytes_per_call),
-                "-" if c.bus_bandwidth_gbps is None else f"{c.bus_bandwidth_gbps:,.3g}",
-                "-" if util is None else f"{fmt_pct(util)} {c.bandwidth_verdict or ''}",
-            ]
-        )
-    headers = ["op", "kind", "link", "count", "total ms", "exposed ms", "bytes/call", "bus GB/s", "of link peak"]
+        row = [
+            c.name,
+            c.kind,
+            c.link,
+            f"{c.count:,}",
+            fmt_ms(c.total_ns),
+            fmt_ms(c.exposed_ns),
+        ]
+        if ledger:
+            tbw = c.transfer_bus_bandwidth_gbps
+            row += [fmt_ms(c.wait_ns), fmt_ms(c.transfer_ns), "-" if tbw is None else f"{tbw:,.3g}"]
+        row += [
+            human_bytes(c.bytes_per_call),
+            "-" if c.bus_bandwidth_gbps is None else f"{c.bus_bandwidth_gbps:,.3g}",
+            "-" if util is None else f"{fmt_pct(util)} {c.bandwidth_verdict or ''}",
+        ]
+        rows.append(row)
+    headers = ["op", "kind", "link", "count", "total ms", "exposed ms"]
+    if ledger:
+        headers += ["wait ms", "transfer ms", "transfer GB/s"]
+    headers += ["bytes/call", "bus GB/s", "of link peak"]
     return Table(headers, rows, numeric_from=3, cls="coll")
+
+
+@dataclass(frozen=True)
+class LedgerSection:
+    """What the page says about the cross-rank ledger (§8) of one input."""
+
+    line: str  # matching and clocks in a sentence
+    split: str  # the exposed comm by cause, over all devices
+    devices: Table  # per device: exposed comm by cause, how often last, the waiting it caused
+    stragglers: Table | None
+    clocks: Table | None  # with several hosts
+    skew: Table | None
+
+
+def ledger_section(analysis: Analysis, led: LedgerSummary, skew: Sequence[ArrivalSkew]) -> LedgerSection:
+    wait, transfer, unmatched = led.exposed_shares
+    split = (
+        f"Of the exposed communication of all devices, {fmt_pct(wait)} is waiting for the last member of its"
+        f" collective, {fmt_pct(transfer)} is moving bytes and {fmt_pct(unmatched)} is in no matched instance."
+    )
+    keys = ("exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns", "comm_wait_ns")
+    listed = list(analysis.devices)
+    if len(listed) > MAX_TABLE_ROWS:  # the devices that wait longest exposed, in device order
+        top = {d.device for d in sorted(listed, key=lambda d: -d.value("exposed_wait_ns"))[:MAX_TABLE_ROWS]}
+        listed = [d for d in listed if d.device in top]
+        n = len(analysis.devices)
+        split += f" The per-device table lists the {len(listed)} with the most exposed waiting (of {n})."
+    devices = Table(
+        [
+            "device",
+            "exposed comm ms",
+            "waiting ms",
+            "moving bytes ms",
+            "unmatched ms",
+            "all comm waiting ms",
+            "last to arrive",
+            "others waited ms",
+        ],
+        [
+            [
+                d.device,
+                fmt_ms(d.exposed_comm_ns),
+                *(fmt_ms(d.value(k)) for k in keys),
+                f"{int(d.value('straggler_count')):,}",
+                fmt_ms(d.value("caused_wait_ns")),
+            ]
+            for d in listed
+        ],
+        cls="ledger-devices",
+    )
+    stragglers = None
+    if led.stragglers:
+        stragglers = Table(
+            ["device", "last to arrive", "collectives it took part in", "share", "others waited for it ms"],
+            [
+                [
+                    r.device,
+                    f"{r.straggler_count:,}",
+                    f"{r.instances:,}",
+                    fmt_pct(r.last_share),
+                    fmt_ms(r.caused_wait_ns),
+                ]
+                for r in led.stragglers[:MAX_TABLE_ROWS]
+            ],
+            cls="stragglers",
+        )
+    clocks = None
+    if len(led.clock_offsets_ns) > 1:
+        unaligned = set(led.unaligned_hosts)
+        clocks = Table(
+            ["host", "clock offset", "aligned on"],
+            [
+                [
+                    host,
+                    f"{'+' if delta >= 0 else '−'}{duration(abs(delta))}",
+                    "reference"
+                    if i == 0
+                    else ("nothing: taken as read" if host in unaligned else "shared collectives"),
+                ]
+                for i, (host, delta) in enumerate(led.clock_offsets_ns)
+            ],
+            cls="clocks",
+        )
+    skew_table = None
+    if skew:
+        rows = []
+        for row in skew:
+            last, times = row.most_often_last()
+            rows.append(
+                [
+                    row.name,
+                    row.kind,
+                    f"{row.count:,}",
+                    duration(row.median_spread_ns),
+                    duration(row.max_spread_ns),
+                    f"{last} ({times:,} of {row.count:,})",
+                ]
+            )
+        skew_table = Table(
+            ["collective", "kind", "instances", "median spread", "largest spread", "most often last"],
+            rows,
+            numeric_from=2,
+            cls="skew",
+        )
+    return LedgerSection(ledger_line(led, lead=""), split, devices, stragglers, clocks, skew_table)
 
 
 @dataclass(frozen=True)
@@ -548,10 +726,13 @@ class InputPage:
     more_collectives: int
     opportunities: list[OpportunityItem]
     manifest: Manifest | None
+    ledger: LedgerSection | None  # where the cross-rank ledger ran
+    skew_rows: int  # arrival-skew rows drawn under the timeline
 
 
 def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
     r = item.analysis
+    led = ledger_summary(r)
     bins: dict | None = timeline.get("bins")
     detail = bins is not None and bins["w1"] > bins["w0"]
     if not bins:
@@ -598,10 +779,12 @@ def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         cpu=bool(r.devices) and all("/CPU:" in d.device for d in r.devices),
         device_bars=device_bars,
         step_bars=step_bars,
-        collectives=collectives_table(r.collectives),
+        collectives=collectives_table(r.collectives, ledger=led is not None),
         more_collectives=max(0, len(r.collectives) - 40),
         opportunities=opportunity_items(r.opportunities),
         manifest=manifest_view(r),
+        ledger=None if led is None else ledger_section(r, led, arrival_skew(r, SKEW_ROWS)),
+        skew_rows=len((timeline.get("skew") or {}).get("rows", ())),
     )
 
 
@@ -719,7 +902,13 @@ def render(
             if single
             else f"moeprof: {len(items)} inputs compared"
         )
-    data = {"version": __version__, "categories": [*CATEGORIES, EXPOSED], "colors": COLORS, "inputs": timelines}
+    data = {
+        "version": __version__,
+        "categories": [*CATEGORIES, EXPOSED, WAITING],
+        "codes": {"exposed": EXPOSED_CODE, "wait": WAIT_CODE},
+        "colors": COLORS,
+        "inputs": timelines,
+    }
     return (
         _environment()
         .get_template("report.html.j2")

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from ..core.analysis import Analysis, Collective, Figures
 from ..core.summary import (
+    LedgerSummary,
     device_stats,
     mean_figures,
     per_step,
@@ -31,11 +32,12 @@ from ..core.summary import (
     zero_everywhere,
 )
 from ..words import plural
-from .text import NBSP, duration, evidence_text, headline, ms, pct, verdict_lines
+from .text import NBSP, duration, evidence_text, headline, ledger_headline, ledger_line, ms, pct, verdict_lines
 
 PIPED_WIDTH = 160  # a report piped into a CI log without COLUMNS: wide, tables are not folded
 DEVICE_ROWS_AUTO = 16  # up to this many devices every one gets a row; more: statistics and the worst ones
 WORST_DEVICES = 5
+STRAGGLER_ROWS = 8  # the devices that cause the most waiting; the JSON lists every one
 
 # bucket -> (figure, legend name, colour, character when there is no colour)
 BUCKETS: tuple[tuple[str, str, str, str], ...] = (
@@ -318,8 +320,8 @@ OP_MIN_WIDTH = 18  # narrower than this, an op name folds into too many lines to
 
 def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table:
     """The top collectives. Columns with nothing to say ("-" on every row) are left out; the rest fit
-    ``width`` by dropping the least needed (link peak, bus bandwidth, bytes per call, count), then by
-    folding the op name. Numbers are never cut."""
+    ``width`` by dropping the least needed (link peak, the bandwidths, bytes per call, count, link), then
+    by folding the op name. Numbers are never cut. Where the ledger ran, wait and transfer split the time."""
 
     def cells(c: Collective) -> dict[str, str]:
         util = c.link_utilization
@@ -330,9 +332,13 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
             "count": f"{c.count:,}",
             "total ms": ms(c.total_ns),
             "exposed ms": ms(c.exposed_ns),
+            "wait ms": ms(c.wait_ns),
+            "transfer ms": ms(c.transfer_ns),
             "bytes/call": human_bytes(c.bytes_per_call),
             "bus GB/s": "-" if c.bus_bandwidth_gbps is None else f"{c.bus_bandwidth_gbps:,.3g}",
             "of link peak": "-" if util is None else f"{pct(util)} {c.bandwidth_verdict}",
+            # the bus bandwidth over the transfer part alone (§8): what the link did while bytes moved
+            "transfer GB/s": "-" if c.transfer_bus_bandwidth_gbps is None else f"{c.transfer_bus_bandwidth_gbps:,.3g}",
         }
 
     data = [cells(c) for c in result.collectives[:top]]
@@ -340,7 +346,10 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
     op_width = max([len("op"), *(len(d["op"]) for d in data)])
     title = f"Top collectives (of {len(result.collectives)})"
     table = Table()
-    for drop in (None, "of link peak", "bus GB/s", "bytes/call", "count"):
+    # headers on two lines first, then the least needed columns go
+    tries = [(None, False), (None, True)]
+    tries += [(drop, True) for drop in ("of link peak", "bus GB/s", "transfer GB/s", "bytes/call", "count", "link")]
+    for drop, stacked in tries:
         if drop in names:
             names.remove(drop)
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
@@ -348,7 +357,8 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
             if n == "op":
                 table.add_column(n, overflow="fold", min_width=min(op_width, OP_MIN_WIDTH))
             else:
-                table.add_column(n, justify="left" if n in ("kind", "link") else "right", no_wrap=True)
+                head = "\n".join(n.rsplit(" ", 1)) if stacked else n
+                table.add_column(head, justify="left" if n in ("kind", "link") else "right", no_wrap=True)
         for d in data:
             table.add_row(*(d[n] for n in names))
         if natural_width(table) - op_width + min(op_width, OP_MIN_WIDTH) <= width:
@@ -383,6 +393,29 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     if not result.opportunities:
         content = Text("No exposed communication or launch overhead found: nothing to hide.")
     return Panel(content, title="Opportunities (ranked by saving bound)", title_align="left")
+
+
+def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | None:
+    """The devices that arrive last in collectives (§8), most waiting caused first; None when none does."""
+    shown = led.stragglers[:rows]
+    if not shown:
+        return None
+    more = len(led.stragglers) - len(shown)
+    table = Table(
+        title="Last to arrive: the devices the others wait for",
+        title_justify="left",
+        caption=f"{plural(more, 'more device')} arrived last at least once (all in --json)" if more else None,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
+    table.add_column("device", overflow="fold")
+    table.add_column("last in", justify="right", no_wrap=True)
+    table.add_column("of its\ncollectives", justify="right", no_wrap=True)
+    table.add_column("others waited\nfor it, ms", justify="right", no_wrap=True)
+    for r in shown:
+        table.add_row(r.device, f"{r.straggler_count:,} of {r.instances:,}", pct(r.last_share), ms(r.caused_wait_ns))
+    return table
 
 
 def spread_parts(result: Analysis) -> list[str]:
@@ -433,8 +466,9 @@ def render(result: Analysis, console: Console | None = None, top: int = 8, devic
     for sentence in verdict_lines(v):
         for line in wrap(sentence, width):
             console.print(Text(line, style="bold"), soft_wrap=True)
-    for line in pack(headline(v), width):
-        console.print(Text(line), soft_wrap=True)
+    for parts in (headline(v), ledger_headline(v)):
+        for line in pack(parts, width):
+            console.print(Text(line), soft_wrap=True)
     if result.throughput:
         for line in pack(throughput_parts(result), width, "  "):
             console.print(Text(line), soft_wrap=True)
@@ -446,6 +480,13 @@ def render(result: Analysis, console: Console | None = None, top: int = 8, devic
         console.print(bar_legend(mean_figures(result.devices), colour))
     for line in pack(spread_parts(result), width, "; "):
         console.print(Text(line), soft_wrap=True)
+    if v is not None and v.ledger is not None:
+        console.print()
+        for line in wrap(ledger_line(v.ledger), width):
+            console.print(Text(line), soft_wrap=True)
+        stragglers = straggler_table(v.ledger)
+        if stragglers is not None:
+            console.print(stragglers)
     if result.collectives:
         console.print(collectives_table(result, top, width))
     console.print(opportunities_panel(result, top))
@@ -453,4 +494,4 @@ def render(result: Analysis, console: Console | None = None, top: int = 8, devic
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
-__all__ = ["bucket_bar", "device_table", "make_console", "render", "split_table"]
+__all__ = ["bucket_bar", "device_table", "make_console", "render", "split_table", "straggler_table"]

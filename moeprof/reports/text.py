@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core.analysis import Opportunity
-from ..core.summary import MOSTLY, Verdict
+from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
 from ..words import plural  # re-exported: renderers count with it
 
 NBSP = "\u00a0"  # between a number and its unit: a wrapped line never ends in "88.9" and starts with "ms"
@@ -118,3 +118,45 @@ def headline(v: Verdict | None) -> list[str]:
         if v.devices > 1:
             per += f" mean, {duration(v.exposed.worst_ns)} worst ({v.exposed.worst_device})"
     return [scope, f"comm share {pct(v.comm_share)}", per]
+
+
+def _mean_worst(fig: PerDevice) -> str:
+    return f"{duration(fig.mean_ns)} mean, {duration(fig.worst_ns)} worst ({fig.worst_device})"
+
+
+def ledger_headline(v: Verdict | None) -> list[str]:
+    """The exposed comm split by cause (§8), per device; nothing where the ledger did not run."""
+    if v is None or v.ledger is None or not v.has_comm:
+        return []
+    led = v.ledger
+    unmatched = _mean_worst(led.exposed_unmatched) if led.has_unmatched else "none"
+    return [
+        f"exposed comm waiting: {_mean_worst(led.exposed_wait)}",
+        f"moving bytes: {_mean_worst(led.exposed_transfer)}",
+        f"unmatched: {unmatched}",
+    ]
+
+
+def clock_text(led: LedgerSummary) -> str:
+    """How the hosts' clocks were put on one time base (§8), in a clause."""
+    if len(led.clock_offsets_ns) <= 1:
+        return "all on one clock"
+    reference = led.clock_offsets_ns[0][0]
+    hosts = len(led.clock_offsets_ns)
+    far = led.largest_offset
+    assert far is not None
+    offset = ("+" if far[1] >= 0 else "−") + duration(abs(far[1]))
+    text = f"{hosts} hosts' clocks aligned to {reference}"
+    text += f" ({far[0]} {offset})" if hosts == 2 else f", {far[0]} the furthest at {offset}"
+    if led.unaligned_hosts:
+        n = len(led.unaligned_hosts)
+        names = ", ".join(led.unaligned_hosts[:3]) + (f" and {n - 3} more" if n > 3 else "")
+        text += f"; not aligned (no collective shared with {reference}): {names}"
+    return text
+
+
+def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
+    """The ledger's matching in one sentence: instances matched, those that could not be, the clocks."""
+    problems = [plural(led.incomplete, "incomplete key"), plural(led.desynchronized, "desynchronized key")]
+    left = "none incomplete or desynchronized" if not (led.incomplete or led.desynchronized) else ", ".join(problems)
+    return f"{lead}{plural(led.instances, 'collective instance')} matched across ranks, {left}; {clock_text(led)}."

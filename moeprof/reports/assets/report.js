@@ -8,7 +8,11 @@
   var DATA = JSON.parse(document.getElementById('moeprof-data').textContent);
   var CATS = DATA.categories;
   var COLORS = CATS.map(function (c) { return DATA.colors[c]; });
-  var EXPOSED = CATS.length - 1;
+  var EXPOSED = DATA.codes.exposed;
+  var WAIT = DATA.codes.wait;  // the ledger's wait parts of comm (spec §8), drawn as a paler shade of comm
+  var COMM_CODES = [1, 2, 3];
+  var PALE = 'rgba(255, 255, 255, 0.6)';
+  var SKEW_COLOR = '#6d4c41';
 
   // lane labels: a stream lane names its device and stream
   var GUTTER = DATA.inputs.some(function (i) { return i.mode === 'stream'; }) ? 290 : 200;
@@ -17,6 +21,8 @@
   var TRACK = { device: 17, stream: 15 };
   var EXPOSED_H = 8;
   var GAP = 10;
+  var SKEW_HEAD = 20;  // heading of the arrival-skew rows
+  var SKEW_H = 13;
 
   // base64 -> typed arrays (the report writes little-endian, as every laptop CPU is)
   function bytes(b64) {
@@ -82,6 +88,16 @@
     return (ns / 1e6).toFixed(dec) + ' ms';
   }
 
+  // ns of the sorted disjoint segments (s, d) inside [a, b)
+  function overlap(seg, a, b) {
+    var sum = 0;
+    for (var i = Math.max(0, lowerBound(seg.s, a) - 1); i < seg.n && seg.s[i] < b; i++) {
+      var x = Math.min(b, seg.s[i] + seg.d[i]) - Math.max(a, seg.s[i]);
+      if (x > 0) sum += x;
+    }
+    return sum;
+  }
+
   function fmtDur(ns) {
     if (ns >= 1e6) return (ns / 1e6).toFixed(3) + ' ms';
     if (ns >= 1e3) return (ns / 1e3).toFixed(2) + ' µs';
@@ -104,9 +120,14 @@
       return {
         label: lane.label, group: lane.group, steps: lane.steps, device: lane.device, stream: lane.stream,
         tracks: lane.tracks.map(function (t) { return decodeTrack(t, lb); }),
-        exposed: lane.exposed ? decodeTrack(lane.exposed, lb) : null
+        exposed: lane.exposed ? decodeTrack(lane.exposed, lb) : null,
+        ownWait: lane.wait ? decodeTrack(lane.wait, lb) : null
       };
     });
+    // the wait parts are per device: every lane of the device (its streams) shades its comm with them
+    var waitOf = {};
+    this.lanes.forEach(function (lane) { if (lane.ownWait) waitOf[lane.group] = lane.ownWait; });
+    this.lanes.forEach(function (lane) { lane.wait = waitOf[lane.group] || null; });
     this.height = AXIS + 4;
     var self = this;
     this.lanes.forEach(function (lane, i) {
@@ -116,6 +137,18 @@
       // lanes of one device sit close together; devices are set apart
       self.height += lane.h + (next && next.group === lane.group ? 2 : GAP);
     });
+    // arrival skew (spec §8): per costly collective, each instance from its first to its last arrival
+    var skew = input.skew || { devices: [], rows: [] };
+    this.skewDevices = skew.devices;
+    this.skew = skew.rows.map(function (r) {
+      var rel = u32(r.s), s = new Float64Array(rel.length);
+      for (var i = 0; i < rel.length; i++) s[i] = rel[i] + r.o;
+      return { name: r.name, kind: r.kind, n: r.n, count: r.count, s: s, d: u32(r.d), w: u32(r.w), md: r.md };
+    });
+    if (this.skew.length) {
+      this.skewY = this.height + SKEW_HEAD;
+      this.height = this.skewY + this.skew.length * SKEW_H + 6;
+    }
     this.reset();
     this.bind();
     this.resize();
@@ -179,32 +212,55 @@
     return arrs;
   };
 
-  // stacked per-pixel bars, bottom-up in category order; runs of equal pixels become one rectangle
-  Timeline.prototype.paint = function (arrs, codes, x0, y, H) {
+  // stacked per-pixel bars, bottom-up in category order; runs of equal pixels become one rectangle.
+  // ``wait`` (per-pixel coverage of the device's wait parts, or null) pales the top of the comm part of the
+  // stack: the wait parts lie inside comm, so the pale share of the comm bar is the share spent waiting.
+  // Returns the pixel columns that got a pale part.
+  Timeline.prototype.paint = function (arrs, codes, x0, y, H, wait) {
     var ctx = this.ctx, W = this.plotW;
     var runs = codes.map(function () { return { x: -1, top: 0, h: 0 }; });
+    var pale = { x: -1, top: 0, h: 0 };
+    var paled = 0;
     function flush(ci, x) {
       var r = runs[ci];
       if (r.x >= 0 && r.h > 0) { ctx.fillStyle = COLORS[codes[ci]]; ctx.fillRect(x0 + r.x, r.top, x - r.x, r.h); }
       r.x = -1;
     }
+    var paleRects = [];  // painted after the loop: a comm run still open would cover them
+    function flushPale(x) {
+      if (pale.x >= 0 && pale.h > 0) paleRects.push([x0 + pale.x, pale.top, x - pale.x, pale.h]);
+      pale.x = -1;
+    }
+    var isComm = codes.map(function (c) { return COMM_CODES.indexOf(c) >= 0; });
+    var shade = wait && isComm.some(Boolean);
     for (var x = 0; x <= W; x++) {
       var total = 0;
       if (x < W) for (var ci = 0; ci < codes.length; ci++) total += arrs[codes[ci]][x];
       var scale = total > 1 ? 1 / total : 1;
-      var acc = 0;
+      var acc = 0, commTop = 0, commH = 0;
       for (ci = 0; ci < codes.length; ci++) {
         var v = x < W ? arrs[codes[ci]][x] * scale : 0;
         var h = v > 0 ? Math.max(1, Math.round(v * H * 2) / 2) : 0;
         if (acc + h > H) h = H - acc;
         var top = y + H - acc - h;
+        if (isComm[ci] && h > 0) { commTop = top; commH += h; }
+        acc += h;
         var r = runs[ci];
-        if (h > 0 && r.x >= 0 && r.top === top && r.h === h) { acc += h; continue; }
+        if (h > 0 && r.x >= 0 && r.top === top && r.h === h) continue;
         flush(ci, x);
         if (h > 0) { r.x = x; r.top = top; r.h = h; }
-        acc += h;
       }
+      if (!shade) continue;
+      var wv = x < W ? wait[x] * scale : 0;
+      var wh = wv > 0 && commH > 0 ? Math.min(commH, Math.max(1, Math.round(wv * H * 2) / 2)) : 0;
+      if (wh > 0) paled++;
+      if (wh > 0 && pale.x >= 0 && pale.top === commTop && pale.h === wh) continue;
+      flushPale(x);
+      if (wh > 0) { pale.x = x; pale.top = commTop; pale.h = wh; }
     }
+    ctx.fillStyle = PALE;
+    paleRects.forEach(function (q) { ctx.fillRect(q[0], q[1], q[2], q[3]); });
+    return paled;
   };
 
   Timeline.prototype.xOf = function (t) { return GUTTER + (t - this.v0) * this.plotW / (this.v1 - this.v0); };
@@ -264,9 +320,11 @@
 
     var prevGroup = null;
     var drawn = 0;
+    var paled = 0;
     this.rows = [];
     this.lanes.forEach(function (lane) {
       var y = lane.y;
+      var wait = lane.wait ? self.coverage(lane.wait)[WAIT] || null : null;
       if (prevGroup !== null && lane.group !== prevGroup) {
         ctx.strokeStyle = '#bdbdbd';
         ctx.beginPath(); ctx.moveTo(0, y - GAP / 2 - 0.5); ctx.lineTo(W, y - GAP / 2 - 0.5); ctx.stroke();
@@ -299,7 +357,7 @@
         if (self.input.mode !== 'stream') ctx.fillText(track.name, GUTTER - 6, ty + self.trackH / 2);
         ctx.fillStyle = '#f5f5f5';
         ctx.fillRect(GUTTER, ty + 1, self.plotW, self.trackH - 3);
-        self.paint(self.coverage(track), track.codes, GUTTER, ty + 1, self.trackH - 3);
+        paled += self.paint(self.coverage(track), track.codes, GUTTER, ty + 1, self.trackH - 3, wait);
         self.rows.push({ y: ty, h: self.trackH, lane: lane, track: track });
       });
       if (lane.exposed) {
@@ -326,7 +384,63 @@
       drawn++;
     });
     this.drawn = drawn;
+    this.paled = paled;
+    this.drawSkew();
     this.root.setAttribute('data-lanes-drawn', String(drawn));
+  };
+
+  // the arrival-skew rows under the lanes: each instance a bar from its first to its last arrival
+  Timeline.prototype.drawSkew = function () {
+    var ctx = this.ctx, W = this.W, self = this;
+    if (!this.skew.length) return;
+    var FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif';
+    var hy = this.skewY - SKEW_HEAD;
+    ctx.strokeStyle = '#bdbdbd';
+    ctx.beginPath(); ctx.moveTo(0, hy - 0.5); ctx.lineTo(W, hy - 0.5); ctx.stroke();
+    ctx.textAlign = 'left';
+    ctx.fillStyle = '#212121';
+    ctx.font = '600 12px ' + FONT;
+    ctx.fillText('arrival skew: first → last arrival of each instance (reference clock)', 4, hy + SKEW_HEAD / 2);
+    this.skewBars = 0;
+    this.skew.forEach(function (row, i) {
+      var ry = self.skewY + i * SKEW_H;
+      ctx.font = '11px ' + FONT;
+      ctx.fillStyle = '#424242';
+      ctx.textAlign = 'left';
+      var label = row.name === row.kind ? row.name : row.name + ' · ' + row.kind;
+      ctx.fillText(ellipsize(ctx, label, GUTTER - 10), 4, ry + SKEW_H / 2);
+      ctx.fillStyle = '#f5f5f5';
+      ctx.fillRect(GUTTER, ry + 1, self.plotW, SKEW_H - 2);
+      ctx.fillStyle = SKEW_COLOR;
+      for (var j = lowerBound(row.s, self.v0 - row.md); j < row.n && row.s[j] <= self.v1; j++) {
+        var x0 = Math.max(self.xOf(row.s[j]), GUTTER), x1 = Math.min(self.xOf(row.s[j] + row.d[j]), W - RIGHT);
+        if (x1 < GUTTER || x0 > W - RIGHT) continue;
+        ctx.fillRect(x0, ry + 3, Math.max(x1 - x0, 2), SKEW_H - 6);
+        self.skewBars++;
+      }
+    });
+  };
+
+  // the instances of a skew row at time t: every one that contains t (instances of one collective on
+  // different groups can overlap), else the nearest within tol; at most ``max``
+  Timeline.prototype.findSkew = function (row, t, tol, max) {
+    var hits = [], best = -1, bestDist = tol + 1;
+    for (var i = lowerBound(row.s, t + 1) - 1; i >= 0 && row.s[i] >= t - row.md - tol; i--) {
+      var dist = t > row.s[i] + row.d[i] ? t - row.s[i] - row.d[i] : 0;
+      if (dist === 0) hits.push(i);
+      else if (dist < bestDist) { best = i; bestDist = dist; }
+    }
+    if (hits.length) return hits.reverse().slice(0, max);
+    var next = lowerBound(row.s, t + 1);
+    if (next < row.n && row.s[next] - t < bestDist) best = next;
+    return best >= 0 ? [best] : [];
+  };
+
+  Timeline.prototype.describeSkew = function (row, j) {
+    var unit = this.unit, s = row.s[j], d = row.d[j];
+    return row.name + ' (' + row.kind + ') · instance ' + (j + 1) + ' of ' + row.n + '\n' +
+      'first arrival ' + fmtMs(s * unit, 1) + ', last ' + fmtMs((s + d) * unit, 1) + ': spread ' + fmtDur(d * unit) + '\n' +
+      'last to arrive: ' + this.skewDevices[row.w[j]];
   };
 
   // colored pixels in the plot: a blank canvas would mean nothing was painted
@@ -376,6 +490,12 @@
 
   Timeline.prototype.describe = function (px, py) {
     var self = this;
+    if (this.skew.length && py >= this.skewY && py < this.skewY + this.skew.length * SKEW_H) {
+      var srow = this.skew[Math.floor((py - this.skewY) / SKEW_H)];
+      if (px < GUTTER) return srow.name + ' (' + srow.kind + '): ' + srow.n + ' instances drawn, of ' + srow.count;
+      var hits = this.findSkew(srow, this.timeAt(px), 4 * (this.v1 - this.v0) / this.plotW, 4);
+      return hits.map(function (j) { return self.describeSkew(srow, j); }).join('\n');
+    }
     if (px < GUTTER) {
       var lane = this.lanes.filter(function (l) { return py >= l.y && py < l.y + l.h; })[0];
       return lane ? lane.label : '';
@@ -391,6 +511,11 @@
       var head = tr.l ? this.labels[tr.l[i]].split('\t') : [cat, ''];
       var lines = [head[0], cat + (head[1] ? ' · ' + head[1] : '')];
       lines.push('start ' + fmtMs(tr.s[i] * unit, 1) + ', duration ' + fmtDur(tr.d[i] * unit));
+      if (row.lane.wait && COMM_CODES.indexOf(tr.c[i]) >= 0) {
+        // the device's wait parts inside this activity (other comm running beside it can hold some of them)
+        var waited = overlap(row.lane.wait, tr.s[i], tr.s[i] + tr.d[i]);
+        lines.push('waiting for the last rank ' + fmtDur(waited * unit) + ', moving bytes ' + fmtDur((tr.d[i] - waited) * unit));
+      }
       return row.lane.label + '\n' + lines.join('\n');
     }
     if (this.bins && !inDetail && tr.bins) {
@@ -399,6 +524,10 @@
         var v = tr.bins[c][b] || 0;
         return v ? CATS[c] + ' ' + Math.round(100 * v / 255) + '%' : '';
       }).filter(Boolean);
+      var wb = row.lane.wait && row.lane.wait.bins ? row.lane.wait.bins[WAIT][b] || 0 : 0;
+      if (wb && tr.codes.some(function (c) { return COMM_CODES.indexOf(c) >= 0; })) {
+        parts.push('of it waiting for the last rank ' + Math.round(100 * wb / 255) + '%');
+      }
       var bw = this.bins.w * unit;
       return row.lane.label + '\nbin ' + fmtMs((this.bins.o + b * this.bins.w) * unit, 1) + ' + ' + fmtDur(Math.round(bw)) + ': ' +
         (parts.join(', ') || 'idle') + '\n(zoom into the detail window for single kernels)';
@@ -503,9 +632,44 @@
         hovered = t.tip.hidden ? '' : t.tip.textContent;
       }
       t.tip.hidden = true;
-      return { zoomed: zoomed, panned: panned, reset: reset, hovered: hovered };
+      // the ledger's parts, decoded here: per lane the wait segments' ns and their binned coverage's ns,
+      // and for each skew row the hover text of its widest instance
+      var wait = {};
+      t.lanes.forEach(function (lane) {
+        var w = lane.ownWait;
+        if (!w) return;
+        var raw = 0, binned = 0;
+        for (var i = 0; i < w.n; i++) raw += w.d[i];
+        if (w.bins && t.bins) {
+          var b = w.bins[WAIT];
+          for (i = 0; i < b.length; i++) binned += b[i];
+          binned = binned / 255 * t.bins.w * t.unit;
+        }
+        wait[lane.label] = { raw: raw * t.unit, binned: binned };
+      });
+      var skew = t.skew.map(function (sr, i) {
+        var widest = 0, spread = 0;
+        for (var j = 0; j < sr.n; j++) { spread += sr.d[j]; if (sr.d[j] > sr.d[widest]) widest = j; }
+        var text = '';
+        if (sr.n) {
+          var sx = t.xOf(sr.s[widest] + sr.d[widest] / 2);
+          c.dispatchEvent(new PointerEvent('pointermove', {
+            clientX: r.left + sx, clientY: r.top + t.skewY + i * SKEW_H + SKEW_H / 2, pointerId: 3, bubbles: true }));
+          text = t.tip.hidden ? '' : t.tip.textContent;
+          t.tip.hidden = true;
+        }
+        return { name: sr.name, n: sr.n, spread: spread * t.unit, widest: widest, hovered: text };
+      });
+      return {
+        zoomed: zoomed, panned: panned, reset: reset, hovered: hovered,
+        wait: wait, paled: t.paled, skew: skew, skewBars: t.skewBars || 0
+      };
     });
-    var ok = results.every(function (x) { return x.zoomed && x.panned && x.reset && x.hovered; });
+    var ok = results.every(function (x) {
+      var waits = Object.keys(x.wait).some(function (k) { return x.wait[k].raw + x.wait[k].binned > 0; });
+      return x.zoomed && x.panned && x.reset && x.hovered && (!waits || x.paled > 0) &&
+        x.skew.every(function (sk) { return sk.n === 0 || sk.hovered; });
+    });
     status.setAttribute('data-selftest', ok ? 'ok' : 'failed');
     status.setAttribute('data-selftest-detail', JSON.stringify(results));
   }
