@@ -59,7 +59,7 @@ CAPACITY_ALL_TO_ALL_NOTE = "fixed-size all_to_all of per-expert buffers padded t
 
 # Name scope of the MoE layer (dispatch, experts, combine), in the HLO op metadata.
 MOE_SCOPE = "moe"
-Params = ParamSpec("Params")
+CallArgs = ParamSpec("CallArgs")
 Result = TypeVar("Result")
 # Name scope of the routed experts' computation (forward and backward), in the HLO op metadata.
 EXPERT_SCOPE = "moe_experts"
@@ -506,12 +506,12 @@ def _local_expert_order(row_expert: jax.Array) -> tuple[jax.Array, jax.Array]:
     return perm, inverse
 
 
-def _in_moe_scope(fn: Callable[Params, Result]) -> Callable[Params, Result]:
+def _in_moe_scope(fn: Callable[CallArgs, Result]) -> Callable[CallArgs, Result]:
     """Run inside the ``moe`` named scope: the layer's dispatch/combine all-to-all and expert work carry
     it in their HLO op_name, as MaxText's MoeBlock does, so a trace reader knows the exchange is MoE."""
 
     @functools.wraps(fn)
-    def wrapped(*args: Params.args, **kwargs: Params.kwargs) -> Result:
+    def wrapped(*args: CallArgs.args, **kwargs: CallArgs.kwargs) -> Result:
         with jax.named_scope(MOE_SCOPE):
             return fn(*args, **kwargs)
 

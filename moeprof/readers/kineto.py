@@ -129,7 +129,8 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     rank = _rank(meta, path, host_index)
     host = f"rank{rank}"
     gpus = _gpus_per_domain(meta, options)
-    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    dist_info = meta.get("distributedInfo")
+    dist: dict = dist_info if isinstance(dist_info, dict) else {}
     world = _as_int(dist.get("world_size"))
     pg_ranks = _pg_config_ranks(dist)
     names = cols.name_array()
@@ -322,8 +323,9 @@ def _pg_config_ranks(dist: dict) -> dict[str, list[int]]:
 def _parse_ranks(value: object) -> list[int] | None:
     """``"[0, 1, 2]"`` (or a list) to ranks; None when absent, empty or abbreviated."""
     if isinstance(value, list):
-        ranks = [_as_int(x) for x in value]
-        return None if not ranks or None in ranks else ranks  # type: ignore[return-value]
+        parsed = [_as_int(x) for x in value]
+        ranks = [r for r in parsed if r is not None]
+        return ranks if ranks and len(ranks) == len(parsed) else None
     if isinstance(value, str) and "..." not in value:
         ranks = [int(x) for x in re.findall(r"-?\d+", value)]
         return ranks or None

@@ -527,7 +527,7 @@ def attach_hlo(events: pd.DataFrame, modules: dict[tuple[str, int], HloModule]) 
             opcode[i], group[i] = "", ""
             continue
         opcode[i] = inst.opcode
-        if inst.is_collective:
+        if inst.is_collective and module is not None:
             nbytes[i] = inst.bytes
             members = module.group_of(inst, int(gid))
             group[i] = ",".join(map(str, members)) if members else ""

@@ -347,10 +347,10 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
     title = f"Top collectives (of {len(result.collectives)})"
     table = Table()
     # headers on two lines first, then the least needed columns go
-    tries = [(None, False), (None, True)]
+    tries: list[tuple[str | None, bool]] = [(None, False), (None, True)]
     tries += [(drop, True) for drop in ("of link peak", "bus GB/s", "transfer GB/s", "bytes/call", "count", "link")]
     for drop, stacked in tries:
-        if drop in names:
+        if drop is not None and drop in names:
             names.remove(drop)
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
         for n in names:
