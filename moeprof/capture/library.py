@@ -161,7 +161,7 @@ def profile_steps(out_dir: str | Path, *, skip: int = 0, count: int | None = Non
                 with prof.step(i):
                     state = train_step(state, batch)
                     jax.block_until_ready(state)
-        prof.result.total["comm_share"]
+        prof.result.total.comm_share
 
     Decorator (calls ``skip .. skip+count-1`` are traced, each one step, blocked on
     before its step closes; ``count`` is required)::

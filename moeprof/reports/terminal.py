@@ -423,7 +423,8 @@ def spread_parts(result: Analysis) -> list[str]:
     parts = []
     if sp.straggler is not None and sp.straggler.flagged:
         st = sp.straggler
-        parts.append(f"straggler {st.device}: compute {st.compute_over_median:.2f}x the median device")
+        # "straggler" is the ledger's word (spec §8: last to arrive); this is the heaviest compute load
+        parts.append(f"most compute: {st.device} at {st.compute_over_median:.2f}x the median device")
     if sp.slowest_step is not None and sp.slowest_step.over_median and len(sp.steps) > 1:
         slow = sp.slowest_step
         flag = " (slow step)" if slow.flagged else ""
