@@ -385,3 +385,30 @@ def test_local_analysis_imports_neither_fsspec_nor_dask() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_report_on_the_cluster_writes_the_local_page(
+    fleet: tuple[list[str], dict], dask_scheduler: str, tmp_path: Path
+) -> None:
+    """``moeprof report --scheduler`` maps the files on Dask and writes the same page as a local run."""
+    from typer.testing import CliRunner
+
+    from moeprof.cli import app
+
+    paths, _ = fleet
+    folder = tmp_path / "job"
+    shutil.copytree(Path(paths[0]).parent, folder)
+    bad = folder / Path(paths[BAD_RANK]).name
+    bad.write_bytes(b"\x1f\x8b not gzip")
+    runner = CliRunner()
+    local = runner.invoke(app, ["report", str(folder), "-o", str(tmp_path / "local.html"), "--jobs", "1", "--skip-bad"])
+    assert local.exit_code == 0, local.output
+    remote = runner.invoke(
+        app, ["report", str(folder), "-o", str(tmp_path / "dask.html"), "--scheduler", dask_scheduler, "--skip-bad"]
+    )
+    assert remote.exit_code == 0, remote.output
+    page = (tmp_path / "dask.html").read_bytes()
+    assert page == (tmp_path / "local.html").read_bytes()
+    assert f"skipped {bad}".encode() in page  # the skipped file is listed on the page
+    refused = runner.invoke(app, ["report", str(folder), "-o", str(tmp_path / "x.html"), "--scheduler", dask_scheduler])
+    assert refused.exit_code == 2 and str(bad) in refused.output and not (tmp_path / "x.html").exists()

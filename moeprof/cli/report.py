@@ -8,18 +8,24 @@ from typing import Annotated
 import typer
 
 from ..insight.bandwidth import link_peaks
+from ..readers import discover
 from ..reports.html import RAW_EVENTS_CAP, report_paths
 from .common import (
     DomainOption,
     GpuOption,
     GpusPerNodeOption,
+    JobsOption,
     RulesOption,
     RunOption,
+    SchedulerOption,
+    SkipBadOption,
     SkipFirstOption,
     StepMarkerOption,
     StepsOption,
     analyze_options,
+    exec_options,
     fail,
+    file_progress,
     guarded,
 )
 
@@ -56,7 +62,9 @@ def report_command(
             "--max-events", min=1000, help="Activities kept one by one in the timeline; past it, coverage per time bin."
         ),
     ] = RAW_EVENTS_CAP,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Worker processes for several files.")] = None,
+    jobs: JobsOption = None,
+    scheduler: SchedulerOption = None,
+    skip_bad: SkipBadOption = False,
 ) -> None:
     """Write one self-contained HTML report: timeline per device, bucket bars, collectives, opportunities."""
 
@@ -71,7 +79,12 @@ def report_command(
         peaks = link_peaks(gpu, link_peak)
         # one rule with analyze: the PATHs are one job unless --compare says they are runs to compare
         groups = [[p] for p in paths] if compare and len(paths) > 1 else [list(paths)]
-        size = report_paths(groups, output, options, step_options, peaks, lanes, max_events, jobs)
+        files = len(discover(list(paths), options))
+        with file_progress(files) as advance:
+            size = report_paths(
+                groups, output, options, step_options, peaks, lanes, max_events,
+                execution=exec_options(jobs, scheduler, skip_bad), progress=advance,
+            )  # fmt: skip
         typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)
 
     guarded(body)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -66,9 +66,9 @@ from ..core.timeline import (
     detail_window,
 )
 from ..errors import InputError
-from ..options import LoadOptions, StepOptions
+from ..options import ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_paths
-from ..readers import discover
+from ..readers import TraceSource, discover
 from .annotate import natural_key
 from .terminal import human_bytes
 from .text import duration, evidence_text, ledger_line
@@ -957,13 +957,17 @@ def analyze_input(
     lanes: str = "device",
     max_events: int = RAW_EVENTS_CAP,
     inputs: int = 1,
-    jobs: int | None = None,
+    execution: ExecOptions | None = None,
+    progress: Callable[[TraceSource], None] | None = None,
 ) -> Analysis:
-    """One input of a page of ``inputs`` inputs: its files read once (in worker processes when there are
-    several), measured with the timeline views the page draws."""
+    """One input of a page of ``inputs`` inputs: its files read once (in worker processes, or on a Dask
+    cluster, when there are several), measured with the timeline views the page draws."""
     files = len(discover(list(paths), options))
     timeline = timeline_options(lanes, max_events, inputs, files)
-    return analyze_paths(list(paths), options, step_options, jobs, link_peaks=link_peaks, timeline=timeline)
+    return analyze_paths(
+        list(paths), options, step_options, link_peaks=link_peaks, timeline=timeline, execution=execution,
+        progress=progress,
+    )  # fmt: skip
 
 
 def report_paths(
@@ -974,7 +978,8 @@ def report_paths(
     link_peaks: dict[str, float] | None = None,
     lanes: str = "device",
     max_events: int = RAW_EVENTS_CAP,
-    jobs: int | None = None,
+    execution: ExecOptions | None = None,
+    progress: Callable[[TraceSource], None] | None = None,
 ) -> int:
     """``moeprof report``: each group of paths is one input (one job); several are compared.
 
@@ -982,7 +987,10 @@ def report_paths(
     """
     labels = distinct_labels(input_label(list(g)) for g in groups)
     items = [
-        ReportInput(label, analyze_input(g, options, step_options, link_peaks, lanes, max_events, len(groups), jobs))
+        ReportInput(
+            label,
+            analyze_input(g, options, step_options, link_peaks, lanes, max_events, len(groups), execution, progress),
+        )
         for label, g in zip(labels, groups)
     ]
     return write_report(items, out, lanes=lanes, max_events=max_events)
