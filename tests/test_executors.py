@@ -268,17 +268,22 @@ def test_analyze_paths_through_each_executor(fleet: tuple[list[str], dict], para
     assert {k: mapped["total"][k] for k in KEYS} == {k: truth["total"][k] for k in KEYS}
 
 
+def job_with_a_bad_rank(paths: list[str], tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the fleet's folder whose rank BAD_RANK is a broken gzip."""
+    folder = tmp_path / "job"
+    shutil.copytree(Path(paths[0]).parent, folder)
+    bad = folder / Path(paths[BAD_RANK]).name
+    bad.write_bytes(b"\x1f\x8b not gzip")
+    return folder, bad
+
+
 def test_skip_bad_analyzes_the_rest_and_lists_what_it_skipped(
     fleet: tuple[list[str], dict], parallel: dict, tmp_path: Path
 ) -> None:
     from moeprof import pipeline
     from moeprof.errors import InputError
 
-    paths, _ = fleet
-    folder = tmp_path / "job"
-    shutil.copytree(Path(paths[0]).parent, folder)
-    bad = folder / Path(paths[BAD_RANK]).name
-    bad.write_bytes(b"\x1f\x8b not gzip")
+    folder, bad = job_with_a_bad_rank(fleet[0], tmp_path)
     with pytest.raises(InputError) as err:
         pipeline.analyze_paths([folder], **parallel)
     assert str(bad) in str(err.value)
@@ -395,11 +400,7 @@ def test_report_on_the_cluster_writes_the_local_page(
 
     from moeprof.cli import app
 
-    paths, _ = fleet
-    folder = tmp_path / "job"
-    shutil.copytree(Path(paths[0]).parent, folder)
-    bad = folder / Path(paths[BAD_RANK]).name
-    bad.write_bytes(b"\x1f\x8b not gzip")
+    folder, bad = job_with_a_bad_rank(fleet[0], tmp_path)
     runner = CliRunner()
     local = runner.invoke(app, ["report", str(folder), "-o", str(tmp_path / "local.html"), "--jobs", "1", "--skip-bad"])
     assert local.exit_code == 0, local.output
