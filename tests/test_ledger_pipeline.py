@@ -106,9 +106,20 @@ def test_the_split_adds_up_everywhere() -> None:
         assert sum(d["straggler_count"] for d in doc["devices"]) <= doc["ledger"]["instances"]
 
 
-def test_one_rank_alone_has_no_ledger() -> None:
+def test_one_rank_alone_is_all_unmatched_never_a_made_up_split() -> None:
+    """Rank 0 of a 2-rank job: its peer's trace is missing, so no instance is complete (§8)."""
     doc = analysis(shared_trace("kineto/ddp_2rank_a100_rank0.json.gz"))
-    assert "ledger" not in doc and "comm_wait_ns" not in doc["devices"][0]
+    (dev,) = doc["devices"]
+    assert dev["comm_ns"] > 0 and doc["ledger"]["instances"] == 0 and doc["ledger"]["incomplete"] > 0
+    assert (dev["comm_unmatched_ns"], dev["comm_wait_ns"], dev["comm_transfer_ns"]) == (dev["comm_ns"], 0, 0)
+    assert (dev["exposed_unmatched_ns"], dev["exposed_wait_ns"]) == (dev["exposed_comm_ns"], 0)
+    assert dev["straggler_count"] == 0 and doc["ledger"]["stragglers"] == []
+    assert all(c.get("wait_ns") is None and c.get("transfer_ns") is None for c in doc["collectives"])
+
+
+def test_a_compute_only_trace_has_no_ledger() -> None:
+    doc = analysis(shared_trace("nsys/cloverleaf_a100.sqlite"))
+    assert doc["total"]["comm_ns"] == 0 and "ledger" not in doc and "comm_wait_ns" not in doc["devices"][0]
 
 
 def test_the_same_job_gives_the_same_ledger_from_xplanes_and_kineto_rank_files() -> None:

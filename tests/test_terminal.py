@@ -552,11 +552,15 @@ def test_no_word_about_the_ledger_where_it_did_not_run(cpu_moe):
                 assert "wait" not in _collectives_header(out) and "transfer" not in _collectives_header(out)
 
 
-def test_one_rank_trace_says_nothing_about_the_ledger():
+def test_one_rank_trace_makes_up_no_split():
     result = moeprof.analyze_paths([shared_trace("kineto/ddp_2rank_a100_rank0.json.gz")])
-    assert result.ledger is None and result.collectives  # communicates, but alone: no group to match
+    assert result.ledger is not None and not result.ledger_matched and result.collectives  # alone: all unmatched
     out = rendered(result, 80)
-    assert not [w for w in LEDGER_WORDS if w in out], out[:1500]
+    assert not re.search(r"(?m)^(exposed comm waiting:|moving bytes:|unmatched:)|Last to arrive", out), out[:1500]
+    text = " ".join(out.split())
+    assert "waiting vs moving bytes: unknown, no collective matched across ranks" in text
+    incomplete = result.ledger["incomplete"]
+    assert f"Cross-rank ledger: 0 collective instances matched across ranks, {incomplete} incomplete" in text
     assert "wait" not in _collectives_header(out) and "transfer" not in _collectives_header(out)
 
 

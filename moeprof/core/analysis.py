@@ -391,6 +391,12 @@ class Analysis:
     def with_warnings(self, *warnings: str) -> Analysis:
         return replace(self, warnings=(*self.warnings, *warnings))
 
+    @property
+    def ledger_matched(self) -> bool:
+        """Whether the ledger matched a collective across ranks: only then is there a wait/transfer split
+        (one rank alone has a ledger whose comm is all unmatched)."""
+        return self.ledger is not None and int(self.ledger.get("instances", 0)) > 0
+
     def to_json(self) -> dict[str, Any]:
         from .._version import __version__
 

@@ -115,11 +115,12 @@ def checkable(source: Source, figures: tuple[str, ...] = ()) -> Analysis:
     if not a.devices:
         raise InputError(source.path, "the analysis holds no device: nothing to gate")
     wanted = [f for f in figures if f in LEDGER_FIGURES]
-    if wanted and a.ledger is None:
+    if wanted and not a.ledger_matched:
         raise InputError(
             source.path,
-            f"--max-{wanted[0].replace('_', '-')} needs the cross-rank ledger, which needs the traces of several "
-            "members of a group (several rank files, or several devices of one file)",
+            f"--max-{wanted[0].replace('_', '-')} needs the cross-rank ledger to match collectives, which needs the "
+            "traces of several members of a group (several rank files, or several devices of one file); "
+            + ("none matched" if a.ledger is not None else "there is no ledger"),
         )
     tp = a.throughput or {}
     mfu, tflops, peak = tp.get("mfu"), tp.get("tflops_per_device"), tp.get("peak_tflops")
@@ -374,7 +375,7 @@ def evaluate(analysis: Analysis, config: CheckConfig, baseline: Analysis | None 
         results.append(_gate(f"max-{figure.replace('_', '-')}", figure, m, limit, config.per_device, None))
     if baseline is not None:
         for figure, (unit, _) in FIGURES.items():
-            if figure in LEDGER_FIGURES and (analysis.ledger is None or baseline.ledger is None):
+            if figure in LEDGER_FIGURES and not (analysis.ledger_matched and baseline.ledger_matched):
                 continue  # the split exists only where both runs had the traces of several members
             base = measure(baseline, figure, config.per_device).value
             limit = base + config.tolerance if unit == "ratio" else base * (1 + config.tolerance)

@@ -236,17 +236,14 @@ def compare(sources: list[Source]) -> dict:
             "comm",
             "exposed: waiting for the last rank",
             "ms",
-            [v if a.ledger is not None else None for v, a in zip(per_device_step(total("exposed_wait_ns")), analyses)],
+            [v if a.ledger_matched else None for v, a in zip(per_device_step(total("exposed_wait_ns")), analyses)],
             spreads(per_device_ms("exposed_wait_ns")),
         ),
         _row(
             "comm",
             "exposed: moving bytes",
             "ms",
-            [
-                v if a.ledger is not None else None
-                for v, a in zip(per_device_step(total("exposed_transfer_ns")), analyses)
-            ],
+            [v if a.ledger_matched else None for v, a in zip(per_device_step(total("exposed_transfer_ns")), analyses)],
             spreads(per_device_ms("exposed_transfer_ns")),
         ),
         _row(

@@ -96,7 +96,7 @@ def key_figures(analysis: Analysis) -> dict[str, float]:
     out: dict[str, float] = {
         name: measure(analysis, name).value
         for name in FIGURES
-        if analysis.ledger is not None or name not in LEDGER_FIGURES  # no ledger: no split, not a zero
+        if analysis.ledger_matched or name not in LEDGER_FIGURES  # nothing matched: no split, not a zero
     }
     out["step_ms"] = step_time_ns(analysis) / 1e6
     out["steps"] = float(step_count(analysis))

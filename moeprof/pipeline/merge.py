@@ -186,9 +186,12 @@ class JobResults:
         return host_scoped and len(self.hosts) == 1
 
     def ledger(self) -> tuple[pd.DataFrame | None, Ledger | None]:
-        """The comm records and cross-rank ledger of the job (spec §8), where at least two devices communicate."""
+        """The comm records and cross-rank ledger of the job (spec §8), wherever a device communicates.
+
+        With one rank of a group (or members' traces missing) nothing matches: every comm activity is
+        unmatched, as §8 counts it, and no split between waiting and transfer is made up."""
         records = self.table("records", RECORD_COLUMNS).reset_index(drop=True)
-        if records.empty or records["device"].nunique() < 2:
+        if records.empty:
             return None, None
         device_ids = {gid: device for device, gid in sorted(self.device_ids.items()) if gid >= 0}
         windows = self.table("windows", ("device", "start_ns", "end_ns"))
@@ -263,7 +266,7 @@ def finish_job(
         ):
             mode[(str(key), str(kind))] = int(size)
     collectives = annotate(collectives_table(comm), mode, link_peaks or {})
-    if ledger is not None:
+    if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
     independent = job.table("independent", ("device", "key", "independent_ns"))
     steps = sorted(job.steps, key=lambda s: (s.step, s.device))

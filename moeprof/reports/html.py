@@ -338,7 +338,7 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
     by_view = {id(v): (p, label_idx[offsets[i] : offsets[i + 1]]) for i, (v, p) in enumerate(zip(shown, picks))}
 
     layout = _layout(shown, picks, lanes, binned)
-    ledger = item.analysis.ledger is not None
+    ledger = item.analysis.ledger is not None and bool(item.analysis.ledger.get("instances"))
     grid = None
     if binned:
         exposed_lanes = sum(lane.exposed for lane in layout)
@@ -521,6 +521,7 @@ class LedgerSection:
     stragglers: Table | None
     clocks: Table | None  # with several hosts
     skew: Table | None
+    matched: bool = True  # some instance matched: the timeline shades waiting (else no split to draw)
 
 
 def ledger_section(analysis: Analysis, led: LedgerSummary, skew: Sequence[ArrivalSkew]) -> LedgerSection:
@@ -528,6 +529,9 @@ def ledger_section(analysis: Analysis, led: LedgerSummary, skew: Sequence[Arriva
     split = (
         f"Of the exposed communication of all devices, {fmt_pct(wait)} is waiting for the last member of its"
         f" collective, {fmt_pct(transfer)} is moving bytes and {fmt_pct(unmatched)} is in no matched instance."
+        if led.instances
+        else "No collective matched across ranks, so waiting and moving bytes cannot be told apart: analyze the"
+        " traces of every member of the groups together."
     )
     keys = ("exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns", "comm_wait_ns")
     listed = list(analysis.devices)
@@ -613,7 +617,7 @@ def ledger_section(analysis: Analysis, led: LedgerSummary, skew: Sequence[Arriva
             numeric_from=2,
             cls="skew",
         )
-    return LedgerSection(ledger_line(led, lead=""), split, devices, stragglers, clocks, skew_table)
+    return LedgerSection(ledger_line(led, lead=""), split, devices, stragglers, clocks, skew_table, led.instances > 0)
 
 
 @dataclass(frozen=True)
@@ -779,7 +783,7 @@ def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         cpu=bool(r.devices) and all("/CPU:" in d.device for d in r.devices),
         device_bars=device_bars,
         step_bars=step_bars,
-        collectives=collectives_table(r.collectives, ledger=led is not None),
+        collectives=collectives_table(r.collectives, ledger=led is not None and led.instances > 0),
         more_collectives=max(0, len(r.collectives) - 40),
         opportunities=opportunity_items(r.opportunities),
         manifest=manifest_view(r),

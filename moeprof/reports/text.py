@@ -129,6 +129,11 @@ def ledger_headline(v: Verdict | None) -> list[str]:
     if v is None or v.ledger is None or not v.has_comm:
         return []
     led = v.ledger
+    if not led.instances:  # one rank of a group, or members' traces missing: no split, and no made-up one
+        return [
+            "waiting vs moving bytes: unknown, no collective matched across ranks "
+            "(analyze the traces of every member of its groups together)"
+        ]
     unmatched = _mean_worst(led.exposed_unmatched) if led.has_unmatched else "none"
     return [
         f"exposed comm waiting: {_mean_worst(led.exposed_wait)}",
