@@ -299,26 +299,72 @@ class _PlaneBuilder:
                     st.int64_value = int(value)
 
 
-def write_xplane(scen: Scenario, h: int, path: Path) -> None:
+LAUNCH_LEAD_NS = 20_000  # a kernel's launch call precedes it by this much (launch evidence, markers=False)
+
+
+def step_of(scen: Scenario, h: int, start: int) -> int:
+    """The step whose loop issued a kernel starting at ``start`` (steps are issued in order)."""
+    starts = np.array([s for s, _ in scen.steps[h]], dtype=np.int64)
+    return int(np.searchsorted(starts, start, side="right")) - 1
+
+
+def write_xplane(scen: Scenario, h: int, path: Path, markers: bool = True) -> None:
+    """The XPlane of one host. ``markers=False`` writes what a raw GPU capture without step markers
+    holds instead of the ``XLA Modules``/``Steps`` lines: per GPU a host thread with one
+    ``GpuExecutable::ExecuteThunks`` range per step, the launch call of every kernel
+    (``correlation_id``, on that thread for even GPUs, on a separate API thread for odd ones, as
+    ROCm writes them; kernels without an HLO op are launched from a transfer thread), and the
+    kernels' ``correlation_id``."""
     m = messages()
     space = m["XSpace"]()
     space.hostnames.append(host_name(scen, h))
     host = _PlaneBuilder(space.planes.add(), "/host:CPU", 1)
     # host activity that must never count as device time
     host.add_line(1, "python3", [("PjitFunction(train_step)", 1_000_000, 9_000_000, {})])
+    correlation: dict[int, int] = {}  # id(kernel) -> correlation id
+    transfers: list[tuple[str, int, int, dict]] = []
     for d in range(scen.gpus_per_host):
         plane = _PlaneBuilder(space.planes.add(), f"/device:GPU:{d}", 100 + d)
         ks = [k for k in scen.kernels[h] if k.device == d]
+        for k in sorted(ks, key=lambda k: k.start):
+            correlation[id(k)] = len(correlation) + 1
         for line_id, stream in enumerate(sorted({k.stream for k in ks}), 1):
             evs = []
             for k in sorted((k for k in ks if k.stream == stream), key=lambda k: k.start):
                 stats = {"hlo_op": k.hlo_op, "hlo_module": MODULE, "program_id": PROGRAM_ID} if k.hlo_op else {}
+                if not markers:
+                    stats["correlation_id"] = correlation[id(k)]
                 evs.append((k.name, k.start, k.dur, stats))
             plane.add_line(line_id, stream, evs)
         # derived lines re-describe the same kernels: a reader that counts them double-counts
         plane.add_line(90, "XLA Ops", [(k.hlo_op or k.name, k.start, k.dur, {}) for k in ks])
-        plane.add_line(91, "XLA Modules", [(f"{MODULE}({PROGRAM_ID})", s, e - s, {}) for s, e in scen.steps[h]])
-        plane.add_line(92, "Steps", [(str(i), s, e - s, {"step_num": i}) for i, (s, e) in enumerate(scen.steps[h])])
+        if markers:
+            plane.add_line(91, "XLA Modules", [(f"{MODULE}({PROGRAM_ID})", s, e - s, {}) for s, e in scen.steps[h]])
+            plane.add_line(92, "Steps", [(str(i), s, e - s, {"step_num": i}) for i, (s, e) in enumerate(scen.steps[h])])
+            continue
+        launches: dict[int, list[int]] = {}  # step -> launch times of its kernels on this GPU
+        calls: list[tuple[str, int, int, dict]] = []
+        for k in sorted(ks, key=lambda k: k.start):
+            t = k.start - LAUNCH_LEAD_NS
+            call = ("cuLaunchKernel" if d % 2 == 0 else "hipModuleLaunchKernel", t, 500, {})
+            call[3]["correlation_id"] = correlation[id(k)]
+            if k.hlo_op:
+                launches.setdefault(step_of(scen, h, k.start), []).append(t)
+                calls.append(call)
+            else:
+                transfers.append(call)
+        runs = [
+            ("GpuExecutable::ExecuteThunks", min(ts) - 2_000, max(ts) - min(ts) + 3_000, {"module_name": MODULE})
+            for _, ts in sorted(launches.items())
+        ]
+        thread = f"py_xla_execute/{d}"
+        if d % 2 == 0:
+            host.add_line(10 + d, thread, sorted(runs + calls, key=lambda e: e[1]))
+        else:
+            host.add_line(10 + d, thread, runs)
+            host.add_line(600 + d, f"Host Threads/{600 + d}", calls)
+    if transfers:
+        host.add_line(9, "tf_pjrt_thread_pool/1", sorted(transfers, key=lambda e: e[1]))
     meta = _PlaneBuilder(space.planes.add(), "/host:metadata", 2)
     em = meta.plane.event_metadata[PROGRAM_ID]
     em.id = PROGRAM_ID
@@ -466,9 +512,11 @@ def write_kineto(scen: Scenario, h: int, d: int, path: Path) -> None:
     _write_gz_json(path, doc)
 
 
-def write_nsys_sqlite(scen: Scenario, h: int, path: Path) -> None:
+def write_nsys_sqlite(scen: Scenario, h: int, path: Path, xla_modules: bool = False) -> None:
     """An Nsight Systems SQLite export of one host: kernels, copies and memsets with their launches,
-    and the framework NVTX range (``nccl:all_to_all``) that alone says a SendRecv kernel is an all-to-all."""
+    and the framework NVTX range (``nccl:all_to_all``) that alone says a SendRecv kernel is an all-to-all.
+    ``xla_modules=True`` adds XLA's ``XlaModule:#hlo_module=...#`` range around each step's launches on
+    each GPU's launch thread (one execution of the module, as XLA annotates it under nsys)."""
     import sqlite3
 
     path.unlink(missing_ok=True)
@@ -493,6 +541,14 @@ def write_nsys_sqlite(scen: Scenario, h: int, path: Path) -> None:
             kernels.append((k.start, k.start + k.dur, k.device, stream, corr, 1, sid(k.name), sid(k.name[:20])))
         if k.kind == "all-to-all":
             ranges.append((launch - 500, launch + 2_000, 59, "nccl:all_to_all", tid, 0))
+    if xla_modules:
+        spans: dict[tuple[int, int], tuple[int, int]] = {}  # (GPU, step) -> its launches' first and last
+        for k in scen.kernels[h]:
+            key = (k.device, step_of(scen, h, k.start))
+            lo, hi = spans.get(key, (k.start, k.start))
+            spans[key] = (min(lo, k.start), max(hi, k.start))
+        text = f"XlaModule:#hlo_module={MODULE},program_id={PROGRAM_ID}#"
+        ranges += [(lo - 21_000, hi - 18_000, 59, text, 1000 + d, 0) for (d, _), (lo, hi) in sorted(spans.items())]
     # the user's own step ranges, named like no built-in step pattern: found with --step-marker
     ranges += [(s, e, 59, "train_iteration", 1000, 0) for s, e in scen.steps[h]]
     con = sqlite3.connect(path)

@@ -27,13 +27,13 @@ FRAMEWORKS = ("jax", "tensorflow", "pytorch", "unknown")
 MARKER_COLUMNS: dict[str, str] = {
     "host": "str",
     "device": "str",  # "" = every device of the host (a host-side step range)
-    "kind": "str",  # step | module
+    "kind": "str",  # step | module | module_launch | module_run (module executions, by their evidence)
     "name": "str",
     "start_ns": "int64",
     "end_ns": "int64",
     "number": "int64",  # the step number the marker carries (-1: none; numbered by order)
 }
-MARKER_KINDS = ("step", "module")
+MARKER_KINDS = ("step", "module", "module_launch", "module_run")
 
 
 def make_markers(

@@ -19,7 +19,7 @@ from ..core.analysis import DeviceFigures, StepFigures
 from ..core.hlo import HloModule
 from ..core.ledger_records import clock_domain, comm_records, empty_records
 from ..core.metrics import DeviceTimeline, collective_key
-from ..core.steps import find_steps, select_steps
+from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import Trace
 from ..errors import InputError
@@ -195,6 +195,9 @@ def measure_file(
     step_options = step_options or StepOptions()
     warnings: list[str] = list(trace.warnings)
     all_steps = find_steps(trace, step_options.marker)
+    note = fallback_note(all_steps)
+    if note:
+        warnings.append(note)
     selecting = bool(step_options.selection or step_options.skip_first)
     selected = select_steps(all_steps, step_options.selection, step_options.skip_first)
     if selecting and selected.empty:

@@ -832,6 +832,7 @@ def _build(
     program_id = np.full(n, -1, dtype=np.int64)
     nbytes = _floats(act["bytes"]) if n else np.zeros(0)
     group = np.full(n, "", dtype=object)
+    module_runs = empty_markers()
 
     def enclosing(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """(activity rows, range rows) for activities launched inside one of ``ranges``."""
@@ -883,6 +884,8 @@ def _build(
                 continue
             rows, src = enclosing(sel)
             fields = _kv_columns(sel[family].to_numpy(dtype=object)[src])
+            if family == "module_kv" and "hlo_module" in fields:
+                module_runs = _module_runs(host, dev_names[local[rows]], fields["hlo_module"], src, act, rows)
             if family == "thunk_kv" and "hlo_op" in fields:
                 hlo_op[rows] = fields["hlo_op"]
             if "hlo_module" in fields:
@@ -926,7 +929,7 @@ def _build(
         events=events,
         path=str(path),
         format="nsys",
-        markers=_step_markers(nv, host),
+        markers=pd.concat([_step_markers(nv, host), module_runs], ignore_index=True),
         framework=framework,
         annotations=tuple(str(c) for c in pd.unique(clean.to_numpy(dtype=object))),
         job=Job(hosts=(host,) if frames.hostname else ()),
@@ -1401,6 +1404,34 @@ def _groups(
 
 
 # ---- steps --------------------------------------------------------------------------------------
+
+
+def _module_runs(
+    host: str, devices: np.ndarray, modules: np.ndarray, ranges: np.ndarray, act: pd.DataFrame, rows: np.ndarray
+) -> pd.DataFrame:
+    """``module_launch`` markers: per device, one per ``XlaModule:#hlo_module=...#`` range instance (one
+    execution of the module on the host) that launched activity, spanning what it launched."""
+    frame = pd.DataFrame(
+        {
+            "device": devices,
+            "module": modules,
+            "range": ranges,
+            "start": _ints(act["start"], len(act))[rows],
+            "end": _ints(act["end"], len(act))[rows],
+        }
+    )
+    frame = frame[frame["module"] != ""]
+    if frame.empty:
+        return empty_markers()
+    runs = frame.groupby(["device", "range", "module"], sort=True).agg(start=("start", "min"), end=("end", "max"))
+    return make_markers(
+        host=host,
+        device=runs.index.get_level_values("device").to_numpy(dtype=object),
+        kind="module_launch",
+        name=runs.index.get_level_values("module").to_numpy(dtype=object),
+        start_ns=runs["start"].to_numpy(dtype=np.int64),
+        end_ns=runs["end"].to_numpy(dtype=np.int64),
+    )
 
 
 def _step_markers(nv: pd.DataFrame, host: str) -> pd.DataFrame:

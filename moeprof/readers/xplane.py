@@ -3,8 +3,9 @@
 Device activity is read from the ``/device:GPU:N`` planes' stream lines
 (``Stream #N(...)``) only; derived lines (``XLA Ops``, ``XLA Modules``,
 ``Steps``, ``TensorFlow Ops``...) re-describe those kernels and are read as
-step/module markers, never as activity. Traces without GPU planes (CPU captures)
-use each XLA CPU device's thunk executions instead.
+step/module markers, never as activity; without an ``XLA Modules`` line (raw GPU
+captures), module executions come from launch evidence (:mod:`.xplane_launches`).
+Traces without GPU planes (CPU captures) use each XLA CPU device's thunk executions instead.
 
 jaxlib's ``ProfileData`` walks events natively and resolves stats (event and
 metadata stats merged, references resolved); the HLO of each program and the
@@ -30,6 +31,7 @@ from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import Placement, ReadContext
 from .discover import capture_stem
+from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_runs
 from .xspace_proto import WireError, length_delimited, messages, peek
 
 if TYPE_CHECKING:
@@ -101,6 +103,7 @@ class _Chunk:
     ops: np.ndarray  # object
     program_ids: np.ndarray  # int64
     run_ids: np.ndarray | None = None
+    correlation: np.ndarray | None = None  # int64 per event (-1: none), read where steps need launches
 
 
 def _chunk_from_lists(
@@ -249,8 +252,18 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
     return table
 
 
-# the stats the reader uses: XLA's kernel attribution, step numbers, CPU thunks
-WIRE_STATS = ("hlo_op", "hlo_module", "program_id", "step_num", "device_ordinal", "run_id")
+# the stats the reader uses: XLA's kernel attribution, step numbers, CPU thunks; launches and
+# host executions of a module (steps without markers, spec §5)
+WIRE_STATS = (
+    "hlo_op",
+    "hlo_module",
+    "program_id",
+    "step_num",
+    "device_ordinal",
+    "run_id",
+    "correlation_id",
+    "module_name",
+)
 
 
 @dataclass
@@ -261,6 +274,10 @@ class _Walk:
     chunks: list[_Chunk]
     markers: list[dict[str, np.ndarray]]  # columns: device, kind, name, start_ns, end_ns, number
     line_names: set[str]
+    # launch evidence for steps without markers (GPU planes without an XLA Modules line): host launch
+    # calls (correlation_id, launch_ns) and the host's module executions (line, module, start_ns, end_ns)
+    launches: pd.DataFrame | None = None
+    executions: pd.DataFrame | None = None
 
 
 def _reader_route() -> str:
@@ -327,6 +344,8 @@ def read(path: Path, context: ReadContext) -> Trace:
     parts = walk.markers or [_marker_part([])]
     if not gpu_planes and len(events):
         parts = [*parts, _marker_part(module_runs)]
+    if gpu_planes and "XLA Modules" not in line_names:
+        parts = [*parts, _marker_part(launch_runs(chunks, walk.launches, walk.executions))]
     marker_table = make_markers(
         host=host,
         **{col: np.concatenate([part[col] for part in parts]) for col in ("device", "kind", "name")},
@@ -447,6 +466,9 @@ def _walk_jaxlib(
                         f"{host}/CPU:{ordinal}", int(ordinal), line.name, names, starts, durs, stats, runs
                     )
                 )
+    launches = executions = None
+    if gpu_planes and "XLA Modules" not in line_names:  # steps may need launch evidence: a second pass
+        launches, executions = jaxlib_launch_evidence(gpu_planes, host_planes, chunks)
     del profile
     frame = pd.DataFrame(markers, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
     part = {
@@ -457,7 +479,7 @@ def _walk_jaxlib(
         "end_ns": np.rint(frame["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
         "number": frame["number"].to_numpy(dtype=np.int64),
     }
-    return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names)
+    return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names, launches, executions)
 
 
 def _by_first(rows: list[tuple]) -> dict:
@@ -504,7 +526,7 @@ def _cpu_module_runs(events: pd.DataFrame, run_ids: np.ndarray) -> list[tuple]:
     )
     frame = frame[frame["run"] >= 0]
     runs = frame.groupby(["device", "run", "module"], sort=False).agg(start=("start", "min"), end=("end", "max"))
-    return [(dev, "module", mod, s, e, -1) for (dev, _, mod), s, e in zip(runs.index, runs["start"], runs["end"])]
+    return [(dev, "module_run", mod, s, e, -1) for (dev, _, mod), s, e in zip(runs.index, runs["start"], runs["end"])]
 
 
 def attach_hlo(events: pd.DataFrame, modules: dict[tuple[str, int], HloModule]) -> None:
@@ -617,11 +639,25 @@ def _walk_wire(
                     }
                 )
     chunks = _stream_chunks(streams, hlo, read_all)
+    want_launches = bool(gpu_planes) and "XLA Modules" not in line_names
+    if want_launches:
+        for chunk, (*_, view) in zip(chunks, streams, strict=True):
+            chunk.correlation = view.integers("correlation_id")
 
     # host lines: step markers (StepTraceAnnotation or --step-marker), and the thunks of CPU captures
     host_lines = [_LineView(plane, line, _Labels(plane.event_names)) for plane in host_planes for line in plane.lines]
+    launches = executions = None
     if host_lines:
         names = np.concatenate([v.names for v in host_lines])
+        if want_launches:
+            launches, executions = host_evidence(
+                names,
+                np.repeat(np.arange(len(host_lines)), [len(v.names) for v in host_lines]),
+                np.concatenate([v.line.start_ns for v in host_lines]),
+                np.concatenate([v.line.end_ns for v in host_lines]),
+                np.concatenate([v.integers("correlation_id") for v in host_lines]),
+                np.concatenate([v.strings("module_name")[0] for v in host_lines]),
+            )
         is_step: np.ndarray = np.concatenate([v.present("step_num") for v in host_lines])
         if user_step is not None:
             is_step |= np.concatenate([v.labels.matches(user_step, v.codes) for v in host_lines])
@@ -650,7 +686,7 @@ def _walk_wire(
             thunks = np.flatnonzero(processed[sl] & ~is_step[sl] & is_thunk[sl])
             if len(thunks):
                 chunks.extend(_thunk_chunks(host, view, thunks))
-    return _Walk(ordinals, chunks, markers, line_names)
+    return _Walk(ordinals, chunks, markers, line_names, launches, executions)
 
 
 class _Labels:

@@ -1,0 +1,148 @@
+"""Launch evidence in an XPlane: which device events one execution of an XLA module launched.
+
+Raw GPU captures carry no step markers and no ``XLA Modules`` line (xprof derives
+those lines later), so spec §5's fallback, one execution of the dominant module per
+step, is delimited from what the capture does hold:
+
+- every kernel and copy on a ``/device:GPU:N`` stream line carries ``correlation_id``,
+  the id of the host call that launched it (``cuLaunchKernel``, ``hipModuleLaunchKernel``,
+  ... on a ``/host:CPU`` line: the launching thread's line on CUDA, a ``Host Threads/<tid>``
+  line on ROCm);
+- the host thread that runs an execution wraps it in ``GpuExecutable::ExecuteThunks``
+  (stat ``module_name``) and ``<module>:XLA GPU module`` ranges.
+
+:func:`moeprof.core.steps.launch_module_runs` turns these into module runs per GPU.
+Both decoder routes gather the same columns: the wire route from its stat columns
+(:mod:`.xplane`), the jaxlib route here, in a second pass that reads every stat.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from ..core.steps import event_modules, launch_module_runs
+
+if TYPE_CHECKING:
+    from .xplane import _Chunk
+
+EXECUTE_THUNKS = "GpuExecutable::ExecuteThunks"  # XLA GPU's host range of one execution; stat module_name
+GPU_MODULE_RANGE = re.compile(r"^(.+):XLA GPU module$")  # the same execution, named by its module
+_STREAM_LINE = re.compile(r"^Stream #")
+
+
+def executions(names: np.ndarray, module_names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which host events are one execution of an XLA module (mask), and the module of each."""
+    codes, uniques = pd.factorize(np.asarray(names, dtype=object))
+    matches = [GPU_MODULE_RANGE.match(str(u)) for u in uniques]  # per distinct name, never per event
+    by_name = np.array([m.group(1) if m else "" for m in matches], dtype=object)
+    thunks = np.array([u == EXECUTE_THUNKS for u in uniques], dtype=bool)
+    module = np.where(thunks[codes], np.asarray(module_names, dtype=object), by_name[codes])
+    return np.asarray(module != "", dtype=bool), np.asarray(module, dtype=object)
+
+
+def host_evidence(
+    names: np.ndarray,
+    line_no: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    corr: np.ndarray,
+    module_names: np.ndarray,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Host launch calls (events with a correlation id: ``correlation_id, launch_ns``) and the host's
+    module executions (``line, module, start_ns, end_ns``), from columns over the host lines' events."""
+    launch = corr >= 0
+    is_exec, module = executions(names, module_names)
+    return (
+        pd.DataFrame({"correlation_id": corr[launch], "launch_ns": starts[launch]}),
+        pd.DataFrame(
+            {"line": line_no[is_exec], "module": module[is_exec], "start_ns": starts[is_exec], "end_ns": ends[is_exec]}
+        ),
+    )
+
+
+def jaxlib_launch_evidence(
+    gpu_planes: list, host_planes: list, chunks: list[_Chunk]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The wire route's correlation ids and host evidence through ProfileData: sets each stream chunk's
+    ``correlation`` and returns :func:`host_evidence`. Every stat of every stream and host event is read
+    (a Python step each), so the reader asks only for GPU traces without an ``XLA Modules`` line."""
+    stream_chunks = iter(chunks)  # with GPU planes, the chunks are the stream lines', in walk order
+    for _, plane in gpu_planes:
+        for line in plane.lines:
+            if _STREAM_LINE.match(line.name):
+                next(stream_chunks).correlation = np.array(
+                    [_int64(dict(ev.stats).get("correlation_id")) for ev in line.events], dtype=np.int64
+                )
+    names: list[str] = []
+    line_no: list[int] = []
+    starts: list[float] = []
+    ends: list[float] = []
+    corr: list[int] = []
+    module_names: list[str] = []
+    lines = [line for plane in host_planes for line in plane.lines]
+    for i, line in enumerate(lines):
+        for ev in line.events:
+            stats = dict(ev.stats) if ev.stats else {}
+            module = stats.get("module_name", "")
+            names.append(ev.name)
+            line_no.append(i)
+            starts.append(ev.start_ns)
+            ends.append(ev.start_ns + ev.duration_ns)
+            corr.append(_int64(stats.get("correlation_id")))
+            if isinstance(module, bytes):  # as the wire decoder reads a bytes value
+                module = module.decode("utf-8", "replace")
+            module_names.append(module if isinstance(module, str) else "")
+    return host_evidence(
+        np.array(names, dtype=object),
+        np.array(line_no, dtype=np.int64),
+        np.rint(np.array(starts, dtype=np.float64)).astype(np.int64),
+        np.rint(np.array(ends, dtype=np.float64)).astype(np.int64),
+        np.array(corr, dtype=np.int64),
+        np.array(module_names, dtype=object),
+    )
+
+
+def _int64(value: object) -> int:
+    """An integer stat as the wire decoder reads it (uint64 as its bit pattern); -1 when not an integer."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        v = int(value)
+        return v - (1 << 64) if v >= 1 << 63 else v
+    return -1
+
+
+def launch_runs(
+    chunks: list[_Chunk], launches: pd.DataFrame | None, executions: pd.DataFrame | None
+) -> list[tuple[str, str, str, int, int, int]]:
+    """Module executions per GPU as marker rows ``(device, "module_launch", module, start, end, -1)``."""
+    streams = [c for c in chunks if c.correlation is not None]
+    if launches is None or executions is None or launches.empty or executions.empty or not streams:
+        return []
+    n = [len(c.names) for c in streams]
+    names = np.concatenate([c.names for c in streams])
+    modules = np.full(len(names), "", dtype=object)
+    offsets = np.cumsum(n) - n
+    for c, off in zip(streams, offsets.tolist(), strict=True):
+        modules[c.stat_index + off] = c.modules  # the stats the reader kept (some events of a name only)
+    corr = np.concatenate([c.correlation for c in streams if c.correlation is not None])
+    # each kernel's launch: the first host call with its correlation id (launches is not empty here)
+    ids, first = np.unique(launches["correlation_id"].to_numpy(dtype=np.int64), return_index=True)
+    at = np.minimum(np.searchsorted(ids, corr), len(ids) - 1)
+    launch_ns = np.where((corr >= 0) & (ids[at] == corr), launches["launch_ns"].to_numpy(dtype=np.int64)[first][at], -1)
+    events = pd.DataFrame(
+        {
+            "device": np.repeat(np.array([c.device for c in streams], dtype=object), n),
+            "module": event_modules(names, modules),
+            "start_ns": np.concatenate([c.start_ns for c in streams]),
+            "end_ns": np.concatenate([c.end_ns for c in streams]),
+            "launch_ns": launch_ns,
+        }
+    )
+    runs = launch_module_runs(events, executions)
+    return [
+        (str(d), "module_launch", str(m), int(s), int(e), -1)
+        for d, m, s, e in zip(runs["device"], runs["module"], runs["start_ns"], runs["end_ns"], strict=True)
+    ]
