@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .events import BUCKETS, KINDS
+from .events import BUCKETS, KINDS, column_codes
 from .trace import Trace
 
 FIELDS = ("opcode", "collective", "annotation", "activity", "copy_kind", "name")
@@ -136,14 +136,6 @@ def classify_one(evidence: dict[str, str], rules: tuple[Rule, ...]) -> Classific
     kind = kind_rule.kind if kind_rule and kind_rule.kind else (bucket_rule.kind or "other")
     rule_id = bucket_rule.id if kind_rule in (None, bucket_rule) else f"{bucket_rule.id}+{kind_rule.id}"
     return Classification(bucket, kind, rule_id, bucket_rule.link or "")
-
-
-def column_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes and the distinct values of a column (free for categorical columns)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.codes.to_numpy(dtype=np.int64), np.asarray(column.cat.categories, dtype=object)
-    codes, uniques = pd.factorize(column.to_numpy(dtype=object))
-    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
 def expand(values: list[str], codes: np.ndarray) -> pd.Categorical:
