@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .events import BUCKETS, KINDS, column_codes
+from .events import BUCKETS, KINDS, column_codes, first_rows
 from .trace import Trace
 
 FIELDS = ("opcode", "collective", "annotation", "activity", "copy_kind", "name")
@@ -161,10 +161,9 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
         codes, uniques = column_codes(events[col])
         per_column.append((codes, uniques))
         combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
-    _, first_rows = np.unique(combined, return_index=True)  # factorize codes are 0..k-1
     table = [
         classify_one({col: str(u[c[row]] or "") for col, (c, u) in zip(FIELDS, per_column)}, rules)
-        for row in first_rows
+        for row in first_rows(combined).tolist()
     ]
     return events.assign(
         **{

@@ -121,6 +121,28 @@ def categorical_of(codes: np.ndarray, values: np.ndarray) -> pd.Categorical[Any]
     return pd.Categorical.from_codes(merged[small], categories=pd.Index(uniques, dtype=object))
 
 
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """The row where each code first appears, for codes numbered in order of first appearance
+    (``pd.factorize``'s): linear, no sort."""
+    codes = np.asarray(codes, dtype=np.int64)
+    if not codes.size:
+        return np.zeros(0, dtype=np.int64)
+    seen = np.maximum.accumulate(codes)
+    new = np.empty(codes.size, dtype=bool)
+    new[0] = True
+    new[1:] = codes[1:] > seen[:-1]
+    return np.flatnonzero(new)
+
+
+def combine_codes(*columns: np.ndarray) -> np.ndarray:
+    """One code per distinct tuple of integer columns, numbered in order of first appearance."""
+    combined = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(np.asarray(column))
+        combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
+    return combined.astype(np.int64)
+
+
 def bucket_codes(column: pd.Series | np.ndarray) -> np.ndarray:
     """Each row's bucket as its int8 index in :data:`BUCKETS` (-1: none of them)."""
     codes, values = column_codes(column)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..core.events import make_table, set_strings
+from ..core.events import categorical_of, first_rows, make_table, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..core.trace import Job, Trace, make_markers
 from ..core.vocabulary import vocabulary
@@ -93,7 +93,7 @@ class _Chunk:
     device: str
     global_id: int
     stream: str
-    names: np.ndarray  # object
+    names: np.ndarray  # object; or int64 ids into the walk's name table (the wire route)
     start_ns: np.ndarray  # int64
     end_ns: np.ndarray  # int64
     stat_index: np.ndarray  # rows (in this chunk) whose XLA stats were read, increasing
@@ -201,11 +201,18 @@ def _sparse_categorical(n: int, idx: np.ndarray, values: list[np.ndarray]) -> pd
     return pd.Categorical.from_codes(full, categories=pd.Index(uniques, dtype=object))
 
 
-def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, activity: str | None) -> pd.DataFrame:
+def _table_from_chunks(
+    chunks: list[_Chunk], host: str, gpus_per_domain: int, activity: str | None, name_table: np.ndarray | None = None
+) -> pd.DataFrame:
     counts = np.array([len(c.names) for c in chunks], dtype=np.int64)
     total = int(counts.sum())
-    names = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=object)
-    name_codes, name_uniques = pd.factorize(names)
+    if name_table is not None:  # names as ids: factorized as ints, in the order the names appear
+        ids = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+        name_codes, used = pd.factorize(ids)
+        name_uniques = name_table[used]
+    else:
+        names = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=object)
+        name_codes, name_uniques = pd.factorize(names)
     starts = np.concatenate([c.start_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     ends = np.concatenate([c.end_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     # scatter the sparse XLA stats into full categorical columns ("" where not read)
@@ -218,11 +225,11 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
         program_ids[idx] = np.concatenate([c.program_ids for c in chunks])
     modules = _sparse_categorical(total, idx, [c.modules for c in chunks])
     ops = _sparse_categorical(total, idx, [c.ops for c in chunks])
-    act: np.ndarray | str
-    copy: np.ndarray | str
+    act: pd.Categorical | str
+    copy: pd.Categorical | str
     if activity is None:
         act_of, copy_of = vocabulary().activity_of(np.asarray(name_uniques, dtype=object))
-        act, copy = act_of[name_codes], copy_of[name_codes]
+        act, copy = categorical_of(name_codes, act_of), categorical_of(name_codes, copy_of)
     else:
         act, copy = activity, ""
     table = make_table(
@@ -261,6 +268,7 @@ class _Walk:
     chunks: list[_Chunk]
     markers: list[dict[str, np.ndarray]]  # columns: device, kind, name, start_ns, end_ns, number
     line_names: set[str]
+    name_table: np.ndarray | None = None  # the names chunks' int ids stand for (None: chunks hold names)
 
 
 def _reader_route() -> str:
@@ -312,7 +320,7 @@ def read(path: Path, context: ReadContext) -> Trace:
     gpus = placement.devices_per_host or len(gpu_ordinals)
     gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
 
-    events = _table_from_chunks(chunks, host, gpus, activity=None if gpu_planes else "kernel")
+    events = _table_from_chunks(chunks, host, gpus, None if gpu_planes else "kernel", walk.name_table)
     if not gpu_planes and len(events):
         run_ids = events.pop("run_id").to_numpy()
         events = _drop_nested(events)
@@ -596,10 +604,11 @@ def _walk_wire(
 
     # GPU stream lines: one chunk each; the stat sampling is decided over all of them, in file order
     streams: list[tuple[str, int, str, _LineView]] = []
+    registry: dict[str, int] = {}  # one id per distinct event name over the planes
     for ordinal, plane in zip(ordinals, gpu_planes, strict=True):
         device = f"{host}/GPU:{first + ordinal}"
         gid = host_index * gpus + first + ordinal
-        labels = _Labels(plane.event_names)
+        labels = _Labels(plane.event_names, registry)
         for line in plane.lines:
             if _STREAM_LINE.match(line.name):
                 streams.append((device, gid, line.name, _LineView(plane, line, labels)))
@@ -616,12 +625,14 @@ def _walk_wire(
                         "number": view.step_numbers() if steps_line else np.full(len(line), -1, dtype=np.int64),
                     }
                 )
-    chunks = _stream_chunks(streams, hlo, read_all)
+    chunks = _stream_chunks(streams, hlo, read_all, np.array(list(registry), dtype=object))
 
     # host lines: step markers (StepTraceAnnotation or --step-marker), and the thunks of CPU captures
-    host_lines = [_LineView(plane, line, _Labels(plane.event_names)) for plane in host_planes for line in plane.lines]
+    host_lines = [
+        _LineView(plane, line, _Labels(plane.event_names, registry)) for plane in host_planes for line in plane.lines
+    ]
     if host_lines:
-        names = np.concatenate([v.names for v in host_lines])
+        names = np.concatenate([v.ids for v in host_lines])
         is_step: np.ndarray = np.concatenate([v.present("step_num") for v in host_lines])
         if user_step is not None:
             is_step |= np.concatenate([v.labels.matches(user_step, v.codes) for v in host_lines])
@@ -632,7 +643,7 @@ def _walk_wire(
         processed = _first_decides(names, is_step | is_thunk)
         offset = 0
         for view in host_lines:
-            n = len(view.names)
+            n = len(view.ids)
             sl = slice(offset, offset + n)
             offset += n
             steps = np.flatnonzero(processed[sl] & is_step[sl])
@@ -650,14 +661,16 @@ def _walk_wire(
             thunks = np.flatnonzero(processed[sl] & ~is_step[sl] & is_thunk[sl])
             if len(thunks):
                 chunks.extend(_thunk_chunks(host, view, thunks))
-    return _Walk(ordinals, chunks, markers, line_names)
+    return _Walk(ordinals, chunks, markers, line_names, np.array(list(registry), dtype=object))
 
 
 class _Labels:
-    """A plane's event names, indexable by the decoder's name index (-1, an unknown id, reads "")."""
+    """A plane's event names, indexable by the decoder's name index (-1, an unknown id, reads ""), and
+    their ids in ``registry`` (one id per distinct name over the file's planes; new names are added)."""
 
-    def __init__(self, names: tuple[str, ...]) -> None:
+    def __init__(self, names: tuple[str, ...], registry: dict[str, int]) -> None:
         self.values = np.array([*names, ""], dtype=object)
+        self.ids = np.array([registry.setdefault(n, len(registry)) for n in (*names, "")], dtype=np.int64)
 
     def matches(self, pattern: re.Pattern, codes: np.ndarray) -> np.ndarray:
         """Whether each coded name matches (the names a line uses are looked at once each)."""
@@ -680,7 +693,11 @@ class _LineView:
         self.line = line
         self.labels = labels
         self.codes = plane.name_index(line)  # -1 -> the trailing ""
-        self.names = labels.values[self.codes]
+        self.ids = labels.ids[self.codes]
+
+    @property
+    def names(self) -> np.ndarray:
+        return self.labels.values[self.codes]
 
     def present(self, stat: str) -> np.ndarray:
         return self.line.stats[stat].present
@@ -716,13 +733,17 @@ def _first_decides(names: np.ndarray, decision: np.ndarray) -> np.ndarray:
 
 
 def _stream_chunks(
-    streams: list[tuple[str, int, str, _LineView]], hlo: dict[tuple[str, int], HloModule], read_all: bool
+    streams: list[tuple[str, int, str, _LineView]],
+    hlo: dict[tuple[str, int], HloModule],
+    read_all: bool,
+    name_table: np.ndarray,
 ) -> list[_Chunk]:
-    """Kernel chunks with the XLA stats sampled as :class:`_StatReader` samples them."""
+    """Kernel chunks with the XLA stats sampled as :class:`_StatReader` samples them (names as ids into
+    ``name_table``)."""
     if not streams:
         return []
     views = [v for *_, v in streams]
-    names = np.concatenate([v.names for v in views])
+    ids = np.concatenate([v.ids for v in views])
     ops_parts, mods_parts, pids_parts, has_parts = [], [], [], []
     for v in views:
         ops, op_set = v.strings("hlo_op")
@@ -734,9 +755,9 @@ def _stream_chunks(
         has_parts.append(op_set | mod_set)
     ops, mods = np.concatenate(ops_parts), np.concatenate(mods_parts)
     pids, has_stats = np.concatenate(pids_parts), np.concatenate(has_parts)
-    codes, uniques = pd.factorize(names)
-    order = np.argsort(codes, kind="stable")
-    first = order[np.r_[0, np.flatnonzero(np.diff(codes[order])) + 1]]
+    codes, used = pd.factorize(ids)
+    uniques = name_table[used]
+    first = first_rows(codes)  # the first event of each name (codes count names in order of appearance)
     # the decision per distinct name, from its first event (as _StatReader.walk decides it)
     decider = _StatReader(hlo, read_all)
     every = np.array(
@@ -756,7 +777,7 @@ def _stream_chunks(
     recorded = kept & has_stats
     chunks = []
     offset = 0
-    for (device, gid, stream, view), part_names in zip(streams, (v.names for v in views), strict=True):
+    for (device, gid, stream, view), part_names in zip(streams, (v.ids for v in views), strict=True):
         n = len(part_names)
         rows = np.flatnonzero(recorded[offset : offset + n])
         at = rows + offset
@@ -794,7 +815,7 @@ def _thunk_chunks(host: str, view: _LineView, thunks: np.ndarray) -> list[_Chunk
                 f"{host}/CPU:{ordinal}",
                 int(ordinal),
                 view.line.name,
-                view.names[rows],
+                view.ids[rows],
                 view.line.start_ns[rows],
                 view.line.end_ns[rows],
                 np.arange(len(rows), dtype=np.int64),
