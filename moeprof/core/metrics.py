@@ -237,18 +237,28 @@ class DeviceTimeline:
         s_b, e_b = s + shift, e + shift
         edges = np.searchsorted(window, np.arange(k + 1))
 
-        def per_window(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+        # sums of non-negative int ns: as float64 they are exact while the grand total is below 2**53
+        exact = int(dur.sum()) < 1 << 53
+
+        def per_window(values: np.ndarray, at: np.ndarray, label: np.ndarray) -> np.ndarray:
             """Sums of int values in runs sorted by window (``at``: where each window's run begins)."""
+            if exact:
+                return np.bincount(label, weights=values, minlength=k).astype(np.int64)
             total = np.r_[np.int64(0), np.cumsum(values, dtype=np.int64)]
             return total[at[1:]] - total[at[:-1]]
 
-        def union_per_window(mask: np.ndarray) -> np.ndarray:
-            u_s, u_e = iv.union(s_b[mask], e_b[mask], presorted=True)
-            return per_window(u_e - u_s, np.searchsorted(u_s, np.arange(k + 1) * band))
+        def union_per_window(mask: np.ndarray | None) -> np.ndarray:
+            u_s, u_e = iv.union(s_b, e_b, presorted=True) if mask is None else iv.union(s_b[mask], e_b[mask], True)
+            return per_window(u_e - u_s, np.searchsorted(u_s, np.arange(k + 1) * band), u_s // band)
 
-        accumulated = per_window(dur, edges)
-        per_bucket = [per_window(np.where(code == i, dur, 0), edges) for i in range(len(BUCKETS))]
-        busy = union_per_window(np.ones(s.size, dtype=bool))
+        accumulated = per_window(dur, edges, window)
+        if exact:
+            valid = code >= 0
+            by_bucket = np.bincount(window[valid] * len(BUCKETS) + code[valid], dur[valid], k * len(BUCKETS))
+            per_bucket = list(by_bucket.astype(np.int64).reshape(k, len(BUCKETS)).T)
+        else:
+            per_bucket = [per_window(np.where(code == i, dur, 0), edges, window) for i in range(len(BUCKETS))]
+        busy = union_per_window(None)
         compute_len = union_per_window(compute)
         comm_len = union_per_window(comm)
         both = union_per_window(comm | compute)  # |C ∪ K|

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
-from ..core.events import column_codes, lookup
+from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
 from ..core.ledger_records import clock_domain, comm_records, empty_records
 from ..core.metrics import DeviceTimeline, EventColumns
@@ -195,7 +195,7 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
         ib_max=("ib_max", "max"),
         xla=("xla", "any"),
     )
-    first = np.unique(group_id, return_index=True)[1]  # group ids count from 0 in order of appearance
+    first = first_rows(group_id)  # group ids count from 0 in order of appearance
     devices = np.array([p.device for p in parts], dtype=object)
     agg = agg.reset_index(drop=True)
     agg.insert(0, "key", lookup(key_c[first], key_v, np.nan))
@@ -203,9 +203,16 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
     agg.insert(2, "device", devices[device_index[first]])
     # group sizes: members of each distinct group string, counted per (op, kind, size) over the devices
     sizes = lookup(group_c[rows], np.array([len(str(g).split(",")) if g else 0 for g in group_v.tolist()], np.int64), 0)
-    size_key = pd.DataFrame({"key": lookup(key_c, key_v, np.nan), "kind": lookup(kind_c, kind_v, np.nan)})
-    size_key["group_size"] = sizes
-    counted = size_key.value_counts(sort=False).rename("n").reset_index()
+    combo = combine_codes(key_c, kind_c, sizes)
+    at = first_rows(combo)
+    counted = pd.DataFrame(
+        {
+            "key": lookup(key_c[at], key_v, np.nan),
+            "kind": lookup(kind_c[at], kind_v, np.nan),
+            "group_size": sizes[at],
+            "n": np.bincount(combo, minlength=at.size).astype(np.int64),
+        }
+    )
     return agg[COMM_AGG_COLUMNS], counted
 
 

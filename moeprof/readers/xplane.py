@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,18 +45,19 @@ HLO_STAT_NAMES = ("Hlo Proto", "hlo_proto")
 class XSpaceHeader:
     hostnames: list[str]
     hlo: dict[tuple[str, int], HloModule]  # (module name, program id) -> module; program id -1 = any
+    plane_names: list[str] = field(default_factory=list)
 
 
 def read_header(path: Path) -> XSpaceHeader:
     """Host names and the HLO of every program, reading field headers and the metadata plane only."""
     try:
-        hostnames, _, metadata = peek(path, read_plane="/host:metadata")
+        hostnames, plane_names, metadata = peek(path, read_plane="/host:metadata")
         hlo = _read_hlo_plane(metadata) if metadata else {}
     except (WireError, IndexError) as exc:
         raise InputError(path, f"not a valid XPlane file ({exc or 'bad field header'}); is it truncated?") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    return XSpaceHeader(hostnames, hlo)
+    return XSpaceHeader(hostnames, hlo, plane_names)
 
 
 def _read_hlo_plane(plane_bytes: bytes) -> dict[tuple[str, int], HloModule]:
@@ -311,7 +312,7 @@ def read(path: Path, context: ReadContext) -> Trace:
     walk = None
     if _reader_route() == "wire":
         try:
-            walk = _walk_wire(*walk_args)
+            walk = _walk_wire(*walk_args, plane_names=header.plane_names)
         except WireError:
             walk = None  # jaxlib may read what the decoder refuses; if not, it says why
     if walk is None:
@@ -576,8 +577,12 @@ def _walk_wire(
     hlo: dict[tuple[str, int], HloModule],
     read_all: bool,
     user_step: re.Pattern | None,
+    plane_names: list[str] | None = None,
 ) -> _Walk:
     """The same walk as :func:`_walk_jaxlib`, on the wire decoder's columns: nothing per event in Python.
+
+    ``plane_names``: every plane of the file (from its field headers), to know before the host planes
+    are decoded whether the file has GPU planes.
 
     Its choices match the jaxlib route's exactly: a kernel name's XLA stats are
     kept on every event only when the name (or the HLO op of its first event) can
@@ -592,8 +597,14 @@ def _walk_wire(
     def wanted_line(plane: str, line: str) -> bool:
         return not gpu_plane(plane) or bool(_STREAM_LINE.match(line)) or line in ("Steps", "XLA Modules")
 
+    # with GPU planes, host lines matter for their step markers only (CPU thunks are read without GPUs)
+    gpu_trace = any(gpu_plane(n) for n in plane_names or ())
     space = read_xspace(
-        path, planes=lambda n: gpu_plane(n) or n.startswith("/host:CPU"), stats=WIRE_STATS, lines=wanted_line
+        path,
+        planes=lambda n: gpu_plane(n) or n.startswith("/host:CPU"),
+        stats=WIRE_STATS,
+        lines=wanted_line,
+        plane_stats=lambda n: ("step_num",) if gpu_trace and not gpu_plane(n) else WIRE_STATS,
     )
     gpu_planes = [p for p in space.planes if gpu_plane(p.name)]
     host_planes = [p for p in space.planes if not gpu_plane(p.name)]
