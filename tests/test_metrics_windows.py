@@ -8,6 +8,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from moeprof.core import intervals as iv
 from moeprof.core.events import categorical, categorical_of, present_values
 from moeprof.core.metrics import DeviceTimeline
 
@@ -59,6 +60,13 @@ def test_each_window_matches_one_at_a_time_and_brute_force(items, wins):
     one = [tl.measure(ws[i : i + 1], we[i : i + 1], per_row=False).figures for i in range(ws.size)]
     full = [tl.measure(ws[i : i + 1], we[i : i + 1]).figures for i in range(ws.size)]
     assert each == one == full
+    # read off the unions of a window that holds them all: the device's whole span, or the windows' union
+    assert tl.measure_each(ws, we, tl.measure()) == each
+    u_s, u_e = iv.union(ws, we)
+    if u_s.size:
+        assert tl.measure_each(ws, we, tl.measure(u_s, u_e)) == each
+    # a window that holds neither: measured without the shortcut
+    assert tl.measure_each(ws, we, tl.measure(np.array([0]), np.array([1]))) == each
     for f, lo, hi in zip(each, ws.tolist(), we.tolist()):
         comm = covered(items, {"comm"}, lo, hi)
         compute = covered(items, {"compute"}, lo, hi)

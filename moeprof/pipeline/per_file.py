@@ -314,7 +314,7 @@ def measure_file(
             numbers = device_steps["step"].to_numpy()
             starts = device_steps["start_ns"].to_numpy(dtype=np.int64)
             ends = device_steps["end_ns"].to_numpy(dtype=np.int64)
-            each = timeline_rows.measure_each(starts, ends)
+            each = timeline_rows.measure_each(starts, ends, whole)
             for step, s, e, figures in zip(numbers.tolist(), starts.tolist(), ends.tolist(), each, strict=True):
                 steps.append(
                     StepFigures(step=int(step), device=device, host=host, start_ns=s, end_ns=e, **_fields(figures))
