@@ -127,11 +127,6 @@ class DeviceTimeline:
         """The device's rows of the event table, sorted by start."""
         return self.activity.iloc[self.positions]
 
-    @cached_property
-    def bucket(self) -> np.ndarray:
-        """Each row's bucket name (object array)."""
-        return np.array([*BUCKETS, ""], dtype=object)[self.code]
-
     @property
     def bounds(self) -> tuple[int, int]:
         if not self.start.size:
