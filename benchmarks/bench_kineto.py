@@ -487,7 +487,7 @@ def main() -> None:
         for label, (wall, cpu, rss) in results.items():
             print(f"{label:58s} {wall:8.2f} {cpu:8.2f} {rss:13.0f} {rss * 2**20 / size:9.2f}")
         base_wall, base_cpu, _ = results[baseline]
-        table: list[tuple[str, float, str, bool]] = []  # every goal in one table: (goal, figure, target, met)
+        table: list[tuple[str, float, str, bool | None]] = []  # every goal: (goal, figure, target, met)
         base_name = "HTA" if baseline.startswith("HTA") else "the floor"
         for label in list(runs)[:2]:
             wall, cpu, rss = results[label]
@@ -497,13 +497,16 @@ def main() -> None:
                 "(target <= 4)"
             )
             form = label.split("(")[-1].rstrip(")")
-            table.append((f"{base_name} / analyze ({form}), wall", base_wall / wall, ">= 6", base_wall / wall >= 6))
+            speed = base_wall / wall
+            # the speed goal is against HTA: against the floor the figure is shown, not judged
+            table.append(
+                (f"{base_name} / analyze ({form}), wall", speed, ">= 6", speed >= 6 if base_name == "HTA" else None)
+            )
             table.append((f"analyze ({form}) peak RSS / JSON", rss * 2**20 / size, "<= 4", rss * 2**20 / size <= 4))
         print(f"\n{'goal (issue 12)':52s} {'figure':>8s}  {'target':8s} result")
         for goal, value, target, met in table:
-            print(f"{goal:52s} {value:8.2f}  {target:8s} {'met' if met else 'NOT MET'}")
-        if base_name != "HTA":
-            print("(the >= 6x goal is against HTA's temporal breakdown; the floor is a stricter stand-in)")
+            verdict = "met" if met else ("NOT MET" if met is not None else "not judged: HTA did not run")
+            print(f"{goal:52s} {value:8.2f}  {target:8s} {verdict}")
 
 
 if __name__ == "__main__":
