@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# the HTML report's raw events kept one by one (~12 bytes each once base64'd: ~3 MB of raw events at most)
+RAW_EVENTS_CAP = 250_000
+
 
 @dataclass(frozen=True)
 class LoadOptions:

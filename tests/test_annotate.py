@@ -193,3 +193,30 @@ def test_wait_and_transfer_tracks_partition_comm(tmp_path):
         assert waiting > 0 and moving > 0
         assert waiting + moving == comm, device  # disjoint, and together all of comm
         assert waiting <= analysis[device]["comm_wait_ns"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_slices_written_as_text_are_the_events_as_dicts(seed):
+    """The text the writer assembles without a dict per event parses to the events built as dicts, floats
+    included (each written as the shortest text that reads back the same double)."""
+    from moeprof.reports.annotate import _slices, _tail
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    base = 1_733_011_200_000_000_000 + int(rng.integers(0, 10**6)) * 1000
+    start = base + np.sort(rng.integers(0, 10**12, n))
+    end = start + rng.integers(0, 10**7, n)
+    names = ["ncclDevKernel_AllGather", 'a "quoted" \\ name', "µs-kernel"]
+    args = [{"bucket": "comm", "ib_fraction": 0.25}, {"bucket": "compute"}, {"bucket": "other", "program_id": 7}]
+    table = [_tail(nm, ar) for nm, ar in zip(names, args)]
+    index = rng.integers(0, 3, n)
+    for tail, expect in (((table, index), [(names[i], args[i]) for i in index]), (table[1], [(names[1], args[1])] * n)):
+        text = b"".join(_slices(3, 7, start, end, base, tail))
+        assert text.startswith(b",")
+        got = json.loads(b"[" + text[1:] + b"]")
+        want = [
+            {"ph": "X", "pid": 3, "tid": 7, "ts": (s - base) / 1e3, "dur": (e - s) / 1e3, "name": nm, "args": ar}
+            for s, e, (nm, ar) in zip(start.tolist(), end.tolist(), expect)
+        ]
+        assert got == want
+    assert _slices(1, 1, start[:0], end[:0], base, table[0]) == []

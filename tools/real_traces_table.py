@@ -1,6 +1,6 @@
 """Print the table of docs/real-traces.md: the `total` of `moeprof analyze --json` on each public trace.
 
-    python tools/real_traces_table.py [../shared/traces]
+python tools/real_traces_table.py [../shared/traces]
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ def row(root: Path, name: str) -> str:
         parts = (t["comm_wait_ns"], t["comm_transfer_ns"], t["comm_unmatched_ns"])
         ledger = " / ".join(f"{p / t['comm_ns']:.0%}" for p in parts)
     links = " / ".join(ms(t[k]) for k in ("comm_nvlink_ns", "comm_ib_ns", "comm_unknown_link_ns"))
+    steps = len({s["step"] for s in doc["steps"]})
     return (
-        f"| `{name}` | {len(doc['devices'])} | {len({s['step'] for s in doc['steps']})} | {ms(t['accumulated_ns'])} | {t['comm_share']:.1%} "
+        f"| `{name}` | {len(doc['devices'])} | {steps} | {ms(t['accumulated_ns'])} | {t['comm_share']:.1%} "
         f"| {ms(t['exposed_comm_ns'])} | {ms(t['idle_ns'])} | {links} "
         f"| {ledger} | {top_text} |"
     )

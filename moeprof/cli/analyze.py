@@ -7,11 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..insight.bandwidth import link_peaks
-from ..pipeline import analyze_paths, with_throughput
-from ..readers import discover
-from ..reports import terminal
-from ..reports.json_report import to_json
 from .common import (
     DomainOption,
     GpuOption,
@@ -98,6 +93,11 @@ def analyze_command(
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
     def body() -> None:
+        # imported here: `moeprof --help` and the other commands do not pay for the pipeline
+        from ..insight.bandwidth import link_peaks
+        from ..pipeline import analyze_paths, with_throughput
+        from ..readers import discover
+
         device_rows = parse_devices(devices)
         options, step_options = analyze_options(
             steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
@@ -118,8 +118,12 @@ def analyze_command(
 
             record_run(history, "analyze", result)
         if json:
+            from ..reports.json_report import to_json
+
             typer.echo(to_json(result))
         else:
+            from ..reports import terminal
+
             terminal.render(result, top=top, devices=device_rows)
 
     guarded(body)

@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..pipeline import analyze_job
-from ..reports.annotate import write_annotated
 from ..words import plural
 from .common import (
     DomainOption,
@@ -40,6 +38,9 @@ def annotate_command(
     """Write a Chrome/Perfetto trace: device activity per stream plus moeprof's buckets, exposed comm and steps."""
 
     def body() -> None:
+        from ..pipeline import analyze_job
+        from ..reports.annotate import write_annotated
+
         if not output.name.lower().endswith((".json", ".json.gz")):
             raise fail(f"{output}: the annotated trace is trace-event JSON: name it *.trace.json.gz or *.json")
         options, step_options = analyze_options(

@@ -10,8 +10,6 @@ from typing import Annotated
 import typer
 
 from ..errors import InputError
-from ..gate.check import load_source
-from ..gate.history import git_commit
 from ..words import plural
 from .check import options_given
 from .common import (
@@ -52,6 +50,9 @@ def save_command(
     """Write a moeprof.analysis/1 object (total, devices, steps, collectives) to use as --baseline."""
 
     def body() -> None:
+        from ..gate.check import load_source
+        from ..gate.history import git_commit
+
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
         execution = exec_options(jobs, scheduler, skip_bad)
         source = load_source(path, load_opts, step_opts, execution)

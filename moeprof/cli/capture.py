@@ -5,16 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..capture.runfolder import analyze_run_folder
-from ..core.analysis import Analysis
 from ..errors import InputError
-from ..reports import terminal
-from ..reports.json_report import to_json
 from .common import FittingHelp, guarded
+
+if TYPE_CHECKING:
+    from ..core.analysis import Analysis
 
 app = typer.Typer(help="Profile a MoE training step and analyze it (writes a run folder).", no_args_is_help=True)
 
@@ -55,6 +54,10 @@ class Throughput:
 
 
 def finish_run(out: Path, as_json: bool, throughput: Throughput | None = None) -> Analysis:
+    from ..capture.runfolder import analyze_run_folder
+    from ..reports import terminal
+    from ..reports.json_report import to_json
+
     """Analyze the run folder just written (analysis.json beside the trace) and show the report."""
     rate = throughput or Throughput()
     result = analyze_run_folder(out, rate.model, rate.tokens_per_step, rate.seq_len, rate.job_devices)

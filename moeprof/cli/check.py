@@ -8,15 +8,6 @@ from typing import Annotated
 
 import typer
 
-from ..gate.check import (
-    checkable,
-    evaluate,
-    load_source,
-    resolve_config,
-    verdict,
-    write_junit,
-)
-from ..reports.gate import render_check
 from .common import (
     DomainOption,
     GpusPerNodeOption,
@@ -29,7 +20,7 @@ from .common import (
     exec_options,
     fail,
     guarded,
-    stderr,
+    stderr_console,
 )
 
 HistoryOption = Annotated[
@@ -118,6 +109,9 @@ def check_command(
     """Gate a run on its communication figures: exit 0 when every gate holds, 1 when one fails, 2 on bad input."""
 
     def body() -> None:
+        from ..gate.check import checkable, evaluate, load_source, resolve_config, verdict, write_junit
+        from ..reports.gate import render_check
+
         if per_device and total:
             raise fail("--per-device and --total exclude each other")
         cfg = resolve_config(
@@ -165,7 +159,7 @@ def check_command(
         if not doc["passed"]:
             for r in results:
                 if not r.passed:
-                    stderr.print(f"moeprof: {r.message}", markup=False, highlight=False, soft_wrap=True)
+                    stderr_console().print(f"moeprof: {r.message}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(1)
 
     guarded(body)

@@ -5,10 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from ..core.classify import FIELDS, classify_one, rules_with
-from ..reports.terminal import make_console
 from .common import RulesOption, guarded
 
 
@@ -24,6 +21,11 @@ def classify_command(
     """Print the bucket, kind and deciding rule for each NAME."""
 
     def body() -> None:
+        from rich.table import Table
+
+        from ..core.classify import FIELDS, classify_one, rules_with
+        from ..reports.terminal import make_console
+
         table_rules = rules_with(rules)
         out = Table("name", "bucket", "kind", "rule", "named link")
         out.columns[0].overflow = "fold"

@@ -9,31 +9,28 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    SpinnerColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
 
-from ..core.steps import parse_selection
 from ..errors import InputError
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..words import plural
 
-stderr = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
 T = TypeVar("T")
+
+
+@cache
+def stderr_console() -> Console:
+    """rich's console on stderr (rich is imported when a command first prints through it)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 class FittingHelp(typer.core.TyperCommand):
@@ -148,6 +145,8 @@ def analyze_options(
     run: str | None = None,
 ) -> tuple[LoadOptions, StepOptions]:
     """The reading and step options every analyzing command takes, with ``--steps`` validated."""
+    from ..core.steps import parse_selection
+
     try:
         selection = parse_selection(steps)
     except ValueError as exc:
@@ -163,7 +162,7 @@ def analyze_options(
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    stderr.print(f"moeprof: {message}", markup=False, highlight=False, soft_wrap=True)
+    stderr_console().print(f"moeprof: {message}", markup=False, highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -188,14 +187,6 @@ def guarded(fn: Callable[[], T]) -> T:
         ) from None
 
 
-class FilesPerSecond(ProgressColumn):
-    """How many trace files a second are done (the rate the ETA follows)."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.1f} files/s", style="progress.data.speed")
-
-
 @contextmanager
 def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path | str], None]]:
     """A progress bar on stderr over the trace files of a job: done/total, rate, elapsed, ETA.
@@ -205,6 +196,26 @@ def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path |
     if not enabled or total < 2 or not sys.stderr.isatty():
         yield lambda _path: None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        SpinnerColumn,
+        Task,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class FilesPerSecond(ProgressColumn):
+        """How many trace files a second are done (the rate the ETA follows)."""
+
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("" if speed is None else f"{speed:,.1f} files/s", style="progress.data.speed")
+
     columns = [
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -215,7 +226,7 @@ def file_progress(total: int, enabled: bool = True) -> Iterator[Callable[[Path |
         TextColumn("ETA"),
         TimeRemainingColumn(),
     ]
-    with Progress(*columns, console=stderr, transient=True) as progress:
+    with Progress(*columns, console=stderr_console(), transient=True) as progress:
         task = progress.add_task(plural(total, "trace file"), total=total)
         # a URL (str) names its file after the last slash, as a path does
         yield lambda path: progress.update(task, advance=1, description=PurePosixPath(path).name)

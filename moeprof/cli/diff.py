@@ -8,9 +8,6 @@ from typing import Annotated
 
 import typer
 
-from ..gate.check import load_source
-from ..gate.diff import compare
-from ..reports.gate import render_diff
 from .check import options_given
 from .common import (
     DomainOption,
@@ -24,7 +21,7 @@ from .common import (
     exec_options,
     fail,
     guarded,
-    stderr,
+    stderr_console,
 )
 
 
@@ -45,6 +42,10 @@ def diff_command(
     """Compare runs: buckets, comm share, exposed comm, collectives and opportunities, with deltas."""
 
     def body() -> None:
+        from ..gate.check import load_source
+        from ..gate.diff import compare
+        from ..reports.gate import render_diff
+
         if len(paths) < 2:
             raise fail("diff needs two or more inputs")
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
@@ -53,7 +54,7 @@ def diff_command(
         if options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
             for s in sources:
                 if s.kind == "analysis":
-                    stderr.print(
+                    stderr_console().print(
                         f"moeprof: warning: {s.path} is a saved analysis; analyze options do not apply to it",
                         markup=False,
                         highlight=False,
@@ -61,7 +62,7 @@ def diff_command(
                     )
         doc = compare(sources)
         for w in doc["warnings"]:
-            stderr.print(f"moeprof: warning: {w}", markup=False, highlight=False, soft_wrap=True)
+            stderr_console().print(f"moeprof: warning: {w}", markup=False, highlight=False, soft_wrap=True)
         if json:
             typer.echo(jsonlib.dumps(doc, indent=2))
             return

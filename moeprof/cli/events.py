@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from ..core.events import concat
-from ..pipeline import load
 from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, guarded, load_options
 
 
@@ -27,6 +25,9 @@ def events_command(
     """Write the one event table (every device activity with its bucket, kind and link)."""
 
     def body() -> None:
+        from ..core.events import concat
+        from ..pipeline import load
+
         suffix = output.suffix.lower()
         if suffix not in (".parquet", ".csv"):
             raise fail(f"{output}: output must end in .parquet or .csv")

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import orjson
 import typer
-from rich.table import Table
 
 from ..insight.flops import PRESETS, flops_per_token, load_model_config
-from ..reports.terminal import make_console
 from .common import guarded
 
 
@@ -31,6 +28,11 @@ def flops_command(
     """Model FLOPs per token (routed/shared experts, dense FFN, router, attention, LM head) and parameter counts."""
 
     def body() -> None:
+        import orjson
+        from rich.table import Table
+
+        from ..reports.terminal import make_console
+
         breakdown = flops_per_token(load_model_config(model), seq_len, training=not inference)
         doc = breakdown.to_dict()
         if json:

@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from ..gate.history import history_doc, last_flip, read_runs, trends
-from ..reports.gate import render_history
 from .common import guarded
 
 
@@ -21,6 +19,9 @@ def history_command(
     """Trend per figure (sparkline over the last N runs) and the last run where a gate went from pass to fail."""
 
     def body() -> None:
+        from ..gate.history import history_doc, last_flip, read_runs, trends
+        from ..reports.gate import render_history
+
         runs = read_runs(db, last)
         flip = last_flip(db)
         rows = trends(runs)

@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..insight.bandwidth import link_peaks
-from ..readers import discover
-from ..reports.html import RAW_EVENTS_CAP, report_paths
+from ..options import RAW_EVENTS_CAP
 from .common import (
     DomainOption,
     GpuOption,
@@ -69,6 +67,10 @@ def report_command(
     """Write one self-contained HTML report: timeline per device, bucket bars, collectives, opportunities."""
 
     def body() -> None:
+        from ..insight.bandwidth import link_peaks
+        from ..readers import discover
+        from ..reports.html import report_paths
+
         if lanes not in ("device", "stream"):
             raise fail(f"--lanes must be 'device' or 'stream', not {lanes!r}")
         if output.suffix.lower() not in (".html", ".htm"):

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .events import BUCKETS, KINDS
+from .events import BUCKETS, KINDS, column_codes, first_rows
 from .trace import Trace
 
 FIELDS = ("opcode", "collective", "annotation", "activity", "copy_kind", "name")
@@ -138,14 +138,6 @@ def classify_one(evidence: dict[str, str], rules: tuple[Rule, ...]) -> Classific
     return Classification(bucket, kind, rule_id, bucket_rule.link or "")
 
 
-def column_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes and the distinct values of a column (free for categorical columns)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.codes.to_numpy(dtype=np.int64), np.asarray(column.cat.categories, dtype=object)
-    codes, uniques = pd.factorize(column.to_numpy(dtype=object))
-    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
-
-
 def expand(values: list[str], codes: np.ndarray) -> pd.Categorical:
     """``values[codes]`` as a Categorical, without materializing a string per row."""
     small_codes, categories = pd.factorize(np.asarray(values, dtype=object))
@@ -169,10 +161,9 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
         codes, uniques = column_codes(events[col])
         per_column.append((codes, uniques))
         combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
-    _, first_rows = np.unique(combined, return_index=True)  # factorize codes are 0..k-1
     table = [
         classify_one({col: str(u[c[row]] or "") for col, (c, u) in zip(FIELDS, per_column)}, rules)
-        for row in first_rows
+        for row in first_rows(combined).tolist()
     ]
     return events.assign(
         **{

@@ -81,6 +81,75 @@ def categorical(values: Any, n: int) -> pd.Categorical[Any]:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
 
 
+def column_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes (int64, -1 for a missing value) and the distinct values (object) of a string column.
+
+    Free for the categorical columns of an event table; anything else is factorized once.
+    """
+    if isinstance(column, pd.Series) and isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(dtype=np.int64), np.asarray(column.cat.categories, dtype=object)
+    if isinstance(column, pd.Categorical):
+        return np.asarray(column.codes, dtype=np.int64), np.asarray(column.categories, dtype=object)
+    values = column.to_numpy(dtype=object) if isinstance(column, pd.Series) else np.asarray(column, dtype=object)
+    codes, uniques = pd.factorize(values)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def present_values(column: pd.Series | np.ndarray) -> list[Any]:
+    """The distinct values a string column holds (a categorical's unused categories left out; a missing
+    value as NaN), in the order of their codes: ``pd.unique`` as a set, without a string per row."""
+    codes, values = column_codes(column)
+    counts = np.bincount(codes + 1, minlength=len(values) + 1)
+    used = np.flatnonzero(counts[1:])
+    return [*values[used].tolist(), *([np.nan] if counts[0] else [])]
+
+
+def lookup(codes: np.ndarray, table: np.ndarray, missing: Any) -> np.ndarray:
+    """``table[codes]`` with ``missing`` where a code is -1 (one value per distinct string, mapped over rows)."""
+    return np.append(np.asarray(table), np.asarray([missing], dtype=np.asarray(table).dtype))[codes]
+
+
+def categorical_of(codes: np.ndarray, values: np.ndarray) -> pd.Categorical[Any]:
+    """``categorical(values[codes])`` (categories in order of first appearance) without a string per row.
+
+    ``values``: distinct or not, one per code; ``codes`` of -1 read a missing value.
+    """
+    small, used = pd.factorize(np.asarray(codes, dtype=np.int64))
+    strings = lookup(used, np.asarray(values, dtype=object), np.nan)
+    # distinct codes may spell the same string: one category each
+    merged, uniques = pd.factorize(strings, use_na_sentinel=False)
+    return pd.Categorical.from_codes(merged[small], categories=pd.Index(uniques, dtype=object))
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """The row where each code first appears, for codes numbered in order of first appearance
+    (``pd.factorize``'s): linear, no sort."""
+    codes = np.asarray(codes, dtype=np.int64)
+    if not codes.size:
+        return np.zeros(0, dtype=np.int64)
+    seen = np.maximum.accumulate(codes)
+    new = np.empty(codes.size, dtype=bool)
+    new[0] = True
+    new[1:] = codes[1:] > seen[:-1]
+    return np.flatnonzero(new)
+
+
+def combine_codes(*columns: np.ndarray) -> np.ndarray:
+    """One code per distinct tuple of integer columns, numbered in order of first appearance."""
+    combined = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(np.asarray(column))
+        combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
+    return combined.astype(np.int64)
+
+
+def bucket_codes(column: pd.Series | np.ndarray) -> np.ndarray:
+    """Each row's bucket as its int8 index in :data:`BUCKETS` (-1: none of them)."""
+    codes, values = column_codes(column)
+    index = np.array([BUCKETS.index(v) if v in BUCKETS else -1 for v in values.tolist()], dtype=np.int8)
+    return lookup(codes, index, -1)
+
+
 def make_table(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
     """Build an event table from column arrays; absent columns get their default.
 

@@ -9,16 +9,23 @@ from __future__ import annotations
 import numpy as np
 
 
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals into sorted, disjoint ``[start, end)`` segments (empty ones dropped)."""
+def union(starts: np.ndarray, ends: np.ndarray, presorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into sorted, disjoint ``[start, end)`` segments (empty ones dropped).
+
+    ``presorted``: the starts are already in increasing order (no sort needed).
+    """
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
     if starts.size == 0:
         return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    if presorted:
+        s, e = starts, ends
+    else:
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
     reach = np.maximum.accumulate(e)
     # a new segment begins where an interval starts after everything before it ended
     new = np.empty(s.size, dtype=bool)
@@ -33,8 +40,8 @@ def length(seg_starts: np.ndarray, seg_ends: np.ndarray) -> int:
     return int(np.sum(seg_ends - seg_starts, dtype=np.int64))
 
 
-def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    return length(*union(starts, ends))
+def union_length(starts: np.ndarray, ends: np.ndarray, presorted: bool = False) -> int:
+    return length(*union(starts, ends, presorted))
 
 
 def coverage(seg_starts: np.ndarray, seg_ends: np.ndarray, points: np.ndarray) -> np.ndarray:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .events import categorical
-from .metrics import collective_key
+from .events import categorical, categorical_of, lookup
+from .metrics import DeviceTimeline
 from .trace import Trace
 
 RECORD_COLUMNS: dict[str, str] = {
@@ -46,64 +46,91 @@ def _join(*parts: np.ndarray) -> np.ndarray:
     return out
 
 
-def comm_records(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
-    """Records of a device's comm activities (``comm``: rows of ``trace.events`` with bucket comm)."""
-    n = len(comm)
+def comm_records(trace: Trace, timeline: DeviceTimeline, comm: np.ndarray) -> pd.DataFrame:
+    """Records of a device's comm activities (``comm``: a mask over the timeline's rows, bucket comm).
+
+    String columns are taken as codes of the event table's categories, each distinct value handled once.
+    """
+    n = int(np.count_nonzero(comm))
     if not n:
         return empty_records()
-    kind = comm["kind"].to_numpy(dtype=object)
-    name = comm["name"].to_numpy(dtype=object)
-    group = comm["group"].to_numpy(dtype=object)
-    pg = comm["pg"].to_numpy(dtype=object)
-    seq = comm["seq"].to_numpy(dtype=np.int64)
-    p2p = comm["p2p"].to_numpy(dtype=bool)
-    op = comm["hlo_op"].to_numpy(dtype=object)
-    module = comm["hlo_module"].to_numpy(dtype=object)
-    activity = comm["activity"].to_numpy(dtype=object)
-    has_group = group != ""
+    rows = timeline.positions[comm]
+    table = timeline.columns
+
+    def strings(column: str) -> tuple[np.ndarray, np.ndarray]:
+        codes, values = table.strings(column)
+        return codes[rows], values
+
+    def text(column: str) -> np.ndarray:
+        codes, values = strings(column)
+        return lookup(codes, values, np.nan)
+
+    kind_c, kind_v = strings("kind")
+    name_c, name_v = strings("name")
+    op_c, op_v = strings("hlo_op")
+    group_c, group_v = strings("group")
+    has_group = lookup(group_c, table.nonempty("group"), True)
     key = np.full(n, "", dtype=object)
     counted = np.ones(n, dtype=bool)
     fmt = trace.format
-    if fmt == "kineto":
-        # rule 1: process group (name, ranks) and its sequence number; p2p calls count apart
-        with_seq = has_group & (seq >= 0)
-        key[with_seq] = _join(
-            np.full(with_seq.sum(), "pt"), pg[with_seq], group[with_seq], p2p[with_seq], seq[with_seq]
-        )
-        counted[with_seq] = False
-        no_seq = has_group & ~with_seq
-        key[no_seq] = _join(np.full(no_seq.sum(), "pt"), pg[no_seq], group[no_seq], kind[no_seq])
-    elif fmt in ("nsys", "nsys-parquet"):
-        # rule 3: the NCCL communicator and sequence where the NVTX payload has them
-        comm_id = np.where(pg != "", pg, group)
-        known = comm_id != ""
-        with_seq = known & (seq >= 0)
-        key[with_seq] = _join(np.full(with_seq.sum(), "nccl"), comm_id[with_seq], seq[with_seq])
-        counted[with_seq] = False
-        no_seq = known & ~with_seq
-        key[no_seq] = _join(np.full(no_seq.sum(), "nccl"), comm_id[no_seq], kind[no_seq])
+    if fmt in ("kineto", "nsys", "nsys-parquet"):
+        kind, group, pg = text("kind"), text("group"), text("pg")
+        seq = table.numbers("seq")[rows]
+        if fmt == "kineto":
+            # rule 1: process group (name, ranks) and its sequence number; p2p calls count apart
+            p2p = table.numbers("p2p", bool)[rows]
+            with_seq = has_group & (seq >= 0)
+            key[with_seq] = _join(
+                np.full(with_seq.sum(), "pt"), pg[with_seq], group[with_seq], p2p[with_seq], seq[with_seq]
+            )
+            counted[with_seq] = False
+            no_seq = has_group & ~with_seq
+            key[no_seq] = _join(np.full(no_seq.sum(), "pt"), pg[no_seq], group[no_seq], kind[no_seq])
+        else:
+            # rule 3: the NCCL communicator and sequence where the NVTX payload has them
+            comm_id = np.where(pg != "", pg, group)
+            known = comm_id != ""
+            with_seq = known & (seq >= 0)
+            key[with_seq] = _join(np.full(with_seq.sum(), "nccl"), comm_id[with_seq], seq[with_seq])
+            counted[with_seq] = False
+            no_seq = known & ~with_seq
+            key[no_seq] = _join(np.full(no_seq.sum(), "nccl"), comm_id[no_seq], kind[no_seq])
     else:
         # rule 2, XLA: (module, hlo_op, replica group, n)
-        xla = has_group & (op != "")
-        key[xla] = _join(np.full(xla.sum(), "xla"), module[xla], op[xla], group[xla])
-    peer_copy = activity == "memcpy"
+        xla = has_group & lookup(op_c, table.nonempty("hlo_op"), True)
+        if xla.any():
+            module_c, module_v = strings("hlo_module")
+            key[xla] = _join(
+                np.full(xla.sum(), "xla"),
+                lookup(module_c[xla], module_v, np.nan),
+                lookup(op_c[xla], op_v, np.nan),
+                lookup(group_c[xla], group_v, np.nan),
+            )
+    activity_c, activity_v = strings("activity")
+    peer_copy = lookup(activity_c, activity_v == "memcpy", False)
     key[peer_copy] = ""  # copies that are not NCCL's are never matched
-    device = comm["device"].to_numpy(dtype=object)
+    device_c, device_v = strings("device")
+    clocks = np.array([clock_domain(trace, str(d)) for d in device_v.tolist()], dtype=object)
+    keyed = key != ""
+    start = table.numbers("start_ns")[rows]
+    # the op: the HLO op where known, else the kernel name (codes past the ops' index the names)
+    op_known = lookup(op_c, table.nonempty("hlo_op"), True)
+    op_code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
     # string columns repeat a few values thousands of times (a 1,024-rank group's member list on every
     # row): categorical, so a file's records stay small on their way to the coordinator
     return pd.DataFrame(
         {
-            "device": categorical(device, n),
-            "clock": categorical(_clock(trace, device), n),
-            "global_id": comm["global_id"].to_numpy(dtype=np.int64),
-            "start_ns": comm["start_ns"].to_numpy(dtype=np.int64),
-            "end_ns": np.maximum(comm["end_ns"].to_numpy(dtype=np.int64), comm["start_ns"].to_numpy(dtype=np.int64)),
-            "kind": categorical(kind, n),
-            "name": categorical(name, n),
-            "op": categorical(collective_key(comm), n),
+            "device": categorical_of(device_c, device_v),
+            "clock": categorical_of(device_c, clocks),
+            "global_id": table.numbers("global_id")[rows],
+            "start_ns": start,
+            "end_ns": np.maximum(table.numbers("end_ns")[rows], start),
+            "kind": categorical_of(kind_c, kind_v),
+            "name": categorical_of(name_c, name_v),
+            "op": categorical_of(op_code, np.concatenate([op_v, name_v])),
             "key": categorical(key, n),
             "counted": counted,
-            "members": categorical(np.where(key != "", group, ""), n),
+            "members": categorical_of(np.where(keyed, group_c, len(group_v)), np.append(group_v, "")),
             "fallback": ~peer_copy,
         }
     )
@@ -114,8 +141,3 @@ def clock_domain(trace: Trace, device: str) -> str:
     if trace.format == "kineto" and trace.job.rank is not None:
         return f"node{trace.job.rank // max(trace.job.gpus_per_node or 8, 1)}"
     return device.split("/")[0]
-
-
-def _clock(trace: Trace, device: np.ndarray) -> np.ndarray:
-    codes, uniques = pd.factorize(device)
-    return np.array([clock_domain(trace, str(d)) for d in uniques], dtype=object)[codes]

@@ -7,13 +7,20 @@ communication, and the NVLink/IB split, over a window of disjoint segments
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
 
 from . import intervals as iv
 from .analysis import Collective, Figures
+from .events import BUCKETS, bucket_codes, column_codes
+
+_NONE = np.zeros(0, dtype=np.int64)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,13 @@ class WindowMeasure:
     clipped: np.ndarray  # per activity row: ns inside the window
     exposed: np.ndarray  # per activity row (comm only): ns not overlapped by compute
     exposed_segments: tuple[np.ndarray, np.ndarray]  # U(comm) - U(compute), disjoint sorted [start, end)
+    # the pieces of activity inside the window (one per row and window segment, in row order) and the
+    # rows they come from; the union of the compute pieces: what the device signals reuse
+    pieces: tuple[np.ndarray, np.ndarray, np.ndarray] = (_NONE, _NONE, _NONE)
+    compute_union: tuple[np.ndarray, np.ndarray] = (_NONE, _NONE)
+    busy_union: tuple[np.ndarray, np.ndarray] = (_NONE, _NONE)
+    comm_union: tuple[np.ndarray, np.ndarray] = (_NONE, _NONE)
+    window: tuple[np.ndarray, np.ndarray] = (_NONE, _NONE)  # the window measured (disjoint sorted segments)
 
 
 def _empty_measure(n: int) -> WindowMeasure:
@@ -32,20 +46,86 @@ def _empty_measure(n: int) -> WindowMeasure:
     return WindowMeasure(Figures(), zeros, zeros.copy(), (none, none.copy()))
 
 
-class DeviceTimeline:
-    """One device's activity as arrays, sorted by start, for repeated windowed queries."""
+COMPUTE, COMM, MEMCPY, OTHER = (BUCKETS.index(b) for b in ("compute", "comm", "memcpy", "other"))
 
-    def __init__(self, activity: pd.DataFrame) -> None:
-        order = np.argsort(activity["start_ns"].to_numpy(), kind="stable")
-        a = activity.iloc[order]
-        self.frame = a
-        self.start = a["start_ns"].to_numpy(dtype=np.int64)
-        self.end = np.maximum(a["end_ns"].to_numpy(dtype=np.int64), self.start)
-        self.bucket = a["bucket"].to_numpy(dtype=object)
-        self.is_comm = self.bucket == "comm"
-        self.is_compute = self.bucket == "compute"
-        self.ib = a["ib_fraction"].to_numpy(dtype=np.float64)
-        self.max_duration = int((self.end - self.start).max()) if len(a) else 0
+
+class EventColumns:
+    """An event table's columns as numpy arrays, each built once and shared by its devices' timelines."""
+
+    def __init__(self, table: pd.DataFrame) -> None:
+        self.table = table
+        self._strings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._numbers: dict[str, np.ndarray] = {}
+        self._cached: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def strings(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """(int64 codes, -1 missing; distinct values) of a string column."""
+        if column not in self._strings:
+            self._strings[column] = column_codes(self.table[column])
+        return self._strings[column]
+
+    def nonempty(self, column: str) -> np.ndarray:
+        """Per distinct value of a string column, whether it is not "" (a missing value counts as not "")."""
+        return self.derived(
+            f"nonempty:{column}",
+            lambda: np.array([v != "" for v in self.strings(column)[1].tolist()], dtype=bool),
+        )
+
+    def numbers(self, column: str, dtype: type = np.int64) -> np.ndarray:
+        if column not in self._numbers:
+            self._numbers[column] = self.table[column].to_numpy(dtype=dtype)
+        return self._numbers[column]
+
+    def derived(self, key: str, build: Callable[[], T]) -> T:
+        """A value computed once per table (``build()``) and kept under ``key``."""
+        if key not in self._cached:
+            self._cached[key] = build()
+        return cast(T, self._cached[key])
+
+
+class DeviceTimeline:
+    """One device's activity as arrays, sorted by start, for repeated windowed queries.
+
+    ``positions``: the device's rows of ``activity`` (default: all of them); ``columns``: the
+    table's column arrays when several devices share them. The device's frame (its rows
+    sorted by start) is built only when asked for.
+    """
+
+    def __init__(
+        self, activity: pd.DataFrame, positions: np.ndarray | None = None, columns: EventColumns | None = None
+    ) -> None:
+        self.columns = columns if columns is not None else EventColumns(activity)
+        starts = self.columns.numbers("start_ns")
+        if positions is None:
+            positions = np.arange(len(activity), dtype=np.int64)
+        start = starts[positions]
+        order = np.argsort(start, kind="stable")
+        self.activity = activity
+        self.positions = positions[order]  # the rows of ``activity``, sorted by start
+        self.start = start[order]
+        self.end = np.maximum(self.columns.numbers("end_ns")[self.positions], self.start)
+        # int8 index into BUCKETS, -1 none
+        self.code = self.columns.derived("bucket", lambda: bucket_codes(activity["bucket"]))[self.positions]
+        self.is_comm = self.code == COMM
+        self.is_compute = self.code == COMPUTE
+        self.ib = self.columns.numbers("ib_fraction", np.float64)[self.positions]
+        self.max_duration = int((self.end - self.start).max()) if len(self.start) else 0
+
+    def strings(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """(codes of this device's rows, distinct values of the whole column) of a string column."""
+        codes, values = self.columns.strings(column)
+        return codes[self.positions], values
+
+    def numbers(self, column: str, dtype: type = np.int64) -> np.ndarray:
+        return self.columns.numbers(column, dtype)[self.positions]
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """The device's rows of the event table, sorted by start."""
+        return self.activity.iloc[self.positions]
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -53,52 +133,203 @@ class DeviceTimeline:
             return 0, 0
         return int(self.start.min()), int(self.end.max())
 
-    def measure(self, win_s: np.ndarray | None = None, win_e: np.ndarray | None = None) -> WindowMeasure:
-        """Spec §4 figures over a window (disjoint sorted segments; default: first start to last end)."""
+    def measure(
+        self, win_s: np.ndarray | None = None, win_e: np.ndarray | None = None, per_row: bool = True
+    ) -> WindowMeasure:
+        """Spec §4 figures over a window (disjoint sorted segments; default: first start to last end).
+
+        ``per_row=False`` computes the figures only (a step's): no per-row arrays, pieces or segments.
+        """
         n = self.start.size
         if n == 0:
             return _empty_measure(n)
-        clipped = np.zeros(n, dtype=np.int64)
-        exposed = np.zeros(n, dtype=np.int64)
         if win_s is None or win_e is None:
             lo, hi = self.bounds
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
         # only rows that can touch the window: starts are sorted, durations bounded
-        first = np.searchsorted(self.start, win_s[0] - self.max_duration, side="left")
-        last = np.searchsorted(self.start, win_e[-1], side="left")
-        rows = np.arange(first, last)
-        s, e, idx = iv.clip(self.start[rows], self.end[rows], win_s, win_e)
-        rows = rows[idx]
+        first = int(np.searchsorted(self.start, win_s[0] - self.max_duration, side="left"))
+        last = int(np.searchsorted(self.start, win_e[-1], side="left"))
+        s, e, idx = iv.clip(self.start[first:last], self.end[first:last], win_s, win_e)
+        rows = idx + first
         dur = e - s
-        np.add.at(clipped, rows, dur)
-        comm = self.is_comm[rows]
-        compute = self.is_compute[rows]
-        bucket = self.bucket[rows]
+        code = self.code[rows]
+        comm = code == COMM
+        compute = code == COMPUTE
         fig: dict = {"accumulated_ns": int(dur.sum())}
-        for name in ("compute", "comm", "memcpy", "other"):
-            fig[f"{name}_ns"] = int(dur[bucket == name].sum())
+        for i, name in enumerate(BUCKETS):
+            fig[f"{name}_ns"] = int(dur[code == i].sum())
         fig["span_ns"] = iv.length(win_s, win_e)
-        fig["busy_ns"] = iv.union_length(s, e)
+        # pieces are in row order: sorted by start when the window is one segment
+        b_s, b_e = iv.union(s, e, presorted=win_s.size == 1)
+        fig["busy_ns"] = iv.length(b_s, b_e)
         fig["idle_ns"] = fig["span_ns"] - fig["busy_ns"]
-        k_s, k_e = iv.union(s[compute], e[compute])
-        c_len = iv.union_length(s[comm], e[comm])
+        k_s, k_e = iv.union(s[compute], e[compute], presorted=win_s.size == 1)
+        comm_s, comm_e = s[comm], e[comm]
+        c_s, c_e = iv.union(comm_s, comm_e, presorted=win_s.size == 1)
+        c_len = iv.length(c_s, c_e)
         k_len = iv.length(k_s, k_e)
-        both = iv.union_length(np.r_[s[comm], k_s], np.r_[e[comm], k_e])
+        either = comm | compute
+        both = iv.union_length(s[either], e[either], presorted=win_s.size == 1)  # |C ∪ K|
         fig["exposed_comm_ns"] = both - k_len
         fig["overlapped_comm_ns"] = c_len + k_len - both
-        c_s, c_e = iv.union(s[comm], e[comm])
-        segments = iv.subtract(c_s, c_e, k_s, k_e)
         # exposed part of each comm activity: its length minus its overlap with compute
-        piece_exposed = dur[comm] - iv.overlap_each(s[comm], e[comm], k_s, k_e)
-        np.add.at(exposed, rows[comm], piece_exposed)
-        ib = self.ib[rows][comm]
-        known = ~np.isnan(ib)
         comm_dur = dur[comm]
+        piece_exposed = comm_dur - iv.overlap_each(comm_s, comm_e, k_s, k_e)
+        ib = self.ib[rows[comm]]
+        known = ~np.isnan(ib)
         fig["comm_unknown_link_ns"] = int(comm_dur[~known].sum())
         fig["comm_ib_ns"] = int(round(float(np.sum(comm_dur[known] * ib[known]))))
         fig["comm_nvlink_ns"] = fig["comm_ns"] - fig["comm_ib_ns"] - fig["comm_unknown_link_ns"]
         fig.update(exposed_link_split(fig["exposed_comm_ns"], piece_exposed, ib))
-        return WindowMeasure(Figures(**fig), clipped, exposed, segments)
+        figures = Figures(**fig)
+        if not per_row:
+            return WindowMeasure(figures, _NONE, _NONE, (_NONE, _NONE))
+        clipped = np.zeros(n, dtype=np.int64)
+        exposed = np.zeros(n, dtype=np.int64)
+        if win_s.size == 1:  # one piece per row at most
+            clipped[rows] = dur
+            exposed[rows[comm]] = piece_exposed
+        else:
+            np.add.at(clipped, rows, dur)
+            np.add.at(exposed, rows[comm], piece_exposed)
+        segments = iv.subtract(c_s, c_e, k_s, k_e)
+        return WindowMeasure(
+            figures, clipped, exposed, segments, (s, e, rows), (k_s, k_e), (b_s, b_e), (c_s, c_e), (win_s, win_e)
+        )
+
+    def measure_each(self, win_s: np.ndarray, win_e: np.ndarray, inside: WindowMeasure | None = None) -> list[Figures]:
+        """The figures of each window ``[win_s[i], win_e[i])`` on its own (a device's steps), as
+        :meth:`measure` gives them one window at a time, in one pass over all windows.
+
+        Windows may overlap: each window's pieces are moved to a band of their own
+        (window ``w`` is shifted by ``w * band``), so that unions and overlaps computed
+        over all bands at once never mix two windows. ``inside``: the measure of a window
+        that holds every one of these (the device's); clipping commutes with union, so each
+        window's busy, compute, comm and comm-or-compute time is then read off that
+        measure's unions (the measure of a union inside the window) instead of recomputed.
+        """
+        win_s = np.asarray(win_s, dtype=np.int64)
+        win_e = np.asarray(win_e, dtype=np.int64)
+        k = win_s.size
+        if k == 0:
+            return []
+        if self.start.size == 0:
+            return [Figures() for _ in range(k)]
+        origin = int(win_s.min())
+        band = max(int(win_e.max()) - origin, 0) + 1
+        if k * band >= 1 << 62:  # the bands would not fit int64: one window at a time
+            return [self.measure(win_s[i : i + 1], win_e[i : i + 1], per_row=False).figures for i in range(k)]
+        # the rows that can touch each window (starts are sorted, durations bounded), window by window
+        lo = np.searchsorted(self.start, win_s - self.max_duration, side="left")
+        hi = np.maximum(np.searchsorted(self.start, win_e, side="left"), lo)
+        counts = hi - lo
+        window = np.repeat(np.arange(k), counts)
+        rows = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts - lo, counts)
+        w_lo, w_hi = win_s[window], win_e[window]
+        s = np.minimum(np.maximum(self.start[rows], w_lo), w_hi)
+        e = np.minimum(np.maximum(self.end[rows], w_lo), w_hi)
+        keep = e > s
+        s, e, rows, window = s[keep], e[keep], rows[keep], window[keep]
+        dur = e - s
+        code = self.code[rows]
+        comm = code == COMM
+        compute = code == COMPUTE
+        # each window in its own band: sorted by (window, start), and no union reaches the next band
+        shift = window * band - origin
+        s_b, e_b = s + shift, e + shift
+        edges = np.searchsorted(window, np.arange(k + 1))
+
+        # sums of non-negative int ns: as float64 they are exact while the grand total is below 2**53
+        exact = int(dur.sum()) < 1 << 53
+
+        def per_window(values: np.ndarray, at: np.ndarray, label: np.ndarray) -> np.ndarray:
+            """Sums of int values in runs sorted by window (``at``: where each window's run begins)."""
+            if exact:
+                return np.bincount(label, weights=values, minlength=k).astype(np.int64)
+            total = np.r_[np.int64(0), np.cumsum(values, dtype=np.int64)]
+            return total[at[1:]] - total[at[:-1]]
+
+        def union_per_window(mask: np.ndarray | None) -> np.ndarray:
+            u_s, u_e = iv.union(s_b, e_b, presorted=True) if mask is None else iv.union(s_b[mask], e_b[mask], True)
+            return per_window(u_e - u_s, np.searchsorted(u_s, np.arange(k + 1) * band), u_s // band)
+
+        accumulated = per_window(dur, edges, window)
+        if exact:
+            valid = code >= 0
+            by_bucket = np.bincount(window[valid] * len(BUCKETS) + code[valid], dur[valid], k * len(BUCKETS))
+            per_bucket = list(by_bucket.astype(np.int64).reshape(k, len(BUCKETS)).T)
+        else:
+            per_bucket = [per_window(np.where(code == i, dur, 0), edges, window) for i in range(len(BUCKETS))]
+        if inside is not None and self._holds(inside.window, win_s, win_e):
+            # |U ∩ W| = coverage of U below W's end minus below its start
+            def within(seg_s: np.ndarray, seg_e: np.ndarray) -> np.ndarray:
+                return iv.coverage(seg_s, seg_e, win_e) - iv.coverage(seg_s, seg_e, win_s)
+
+            (k_s, k_e), (c_s, c_e) = inside.compute_union, inside.comm_union
+            busy, compute_len, comm_len = within(*inside.busy_union), within(k_s, k_e), within(c_s, c_e)
+            both = within(*iv.union(np.r_[k_s, c_s], np.r_[k_e, c_e]))  # |C ∪ K|
+        else:
+            busy = union_per_window(None)
+            compute_len = union_per_window(compute)
+            comm_len = union_per_window(comm)
+            both = union_per_window(comm | compute)  # |C ∪ K|
+        comm_dur = dur[comm]
+        ib_all = self.ib[rows[comm]]
+        known_all = ~np.isnan(ib_all)
+        piece_exposed = None
+        if known_all.any() and not (known_all.all() and (ib_all == 0).all()):
+            # the exposed split by fabric weighs each comm piece by its own exposed time
+            k_s, k_e = iv.union(s_b[compute], e_b[compute], presorted=True)
+            piece_exposed = comm_dur - iv.overlap_each(s_b[comm], e_b[comm], k_s, k_e)
+        comm_edges = np.searchsorted(window[comm], np.arange(k + 1))
+        out = []
+        for w in range(k):
+            a, b = int(comm_edges[w]), int(comm_edges[w + 1])
+            ib = ib_all[a:b]
+            w_dur = comm_dur[a:b]
+            known = known_all[a:b]
+            fig: dict = {"accumulated_ns": int(accumulated[w])}
+            for i, name in enumerate(BUCKETS):
+                fig[f"{name}_ns"] = int(per_bucket[i][w])
+            fig["span_ns"] = int(win_e[w] - win_s[w])
+            fig["busy_ns"] = int(busy[w])
+            fig["idle_ns"] = fig["span_ns"] - fig["busy_ns"]
+            fig["exposed_comm_ns"] = int(both[w] - compute_len[w])
+            fig["overlapped_comm_ns"] = int(comm_len[w] + compute_len[w] - both[w])
+            fig["comm_unknown_link_ns"] = int(w_dur[~known].sum())
+            fig["comm_ib_ns"] = int(round(float(np.sum(w_dur[known] * ib[known]))))
+            fig["comm_nvlink_ns"] = fig["comm_ns"] - fig["comm_ib_ns"] - fig["comm_unknown_link_ns"]
+            if piece_exposed is not None:
+                fig.update(exposed_link_split(fig["exposed_comm_ns"], piece_exposed[a:b], ib))
+            else:
+                fig.update(_uniform_link_split(fig["exposed_comm_ns"], known_all.any()))
+            out.append(Figures(**fig))
+        return out
+
+    def _holds(self, window: tuple[np.ndarray, np.ndarray], win_s: np.ndarray, win_e: np.ndarray) -> bool:
+        """Whether a union measured over ``window`` (disjoint sorted segments) is, inside each
+        ``[win_s[i], win_e[i])``, the union of all the device's activity: the window holds every activity,
+        or every one of these windows."""
+        seg_s, seg_e = window
+        if not seg_s.size:
+            return False
+        lo, hi = self.bounds
+        if seg_s.size == 1 and seg_s[0] <= lo and seg_e[0] >= hi:
+            return True
+        covered = iv.coverage(seg_s, seg_e, win_e) - iv.coverage(seg_s, seg_e, win_s)
+        return bool(np.all(covered == np.maximum(win_e - win_s, 0)))
+
+
+def _uniform_link_split(exposed_total: int, known: bool) -> dict:
+    """:func:`exposed_link_split` where every comm piece is NVLink (``known``: all ib fractions 0) or every
+    one's link is unknown: all the exposed time goes to that one fabric."""
+    if exposed_total <= 0:
+        return {"exposed_comm_nvlink_ns": 0, "exposed_comm_ib_ns": 0, "exposed_comm_unknown_link_ns": 0}
+    return {
+        "exposed_comm_nvlink_ns": exposed_total if known else 0,
+        "exposed_comm_ib_ns": 0,
+        "exposed_comm_unknown_link_ns": 0 if known else exposed_total,
+    }
 
 
 def exposed_link_split(exposed_total: int, exposed_each: np.ndarray, ib: np.ndarray) -> dict:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
+from .events import BUCKETS, bucket_codes
 from .metrics import DeviceTimeline, WindowMeasure
 
 # the categories every view of moeprof colours by (bucket, comm split by fabric), then derived bands
@@ -31,12 +32,16 @@ def category_codes(bucket: np.ndarray, ib_fraction: np.ndarray) -> np.ndarray:
     A comm activity with any share over InfiniBand is drawn as IB: the cross-domain
     part bounds its duration. The per-device bars split time by ``ib_fraction`` instead.
     """
-    bucket = np.asarray(bucket, dtype=object)
+    return category_codes_of(bucket_codes(np.asarray(bucket, dtype=object)), ib_fraction)
+
+
+def category_codes_of(bucket: np.ndarray, ib_fraction: np.ndarray) -> np.ndarray:
+    """:func:`category_codes` from buckets as their index in ``BUCKETS`` (int8, -1 none)."""
     ib = np.asarray(ib_fraction, dtype=np.float64)
     codes = np.full(bucket.size, 5, dtype=np.uint8)
-    codes[bucket == "compute"] = 0
-    codes[bucket == "memcpy"] = 4
-    comm = bucket == "comm"
+    codes[bucket == BUCKETS.index("compute")] = 0
+    codes[bucket == BUCKETS.index("memcpy")] = 4
+    comm = bucket == BUCKETS.index("comm")
     codes[comm & (ib == 0)] = 1
     codes[comm & (ib > 0)] = 2
     codes[comm & np.isnan(ib)] = 3
@@ -149,7 +154,7 @@ def device_view(
     lo, hi = int(win_s[0]), int(win_e[-1])
     s, e, idx = iv.clip(rows.start, rows.end, win_s, win_e)
     frame = rows.frame
-    codes_all = category_codes(rows.bucket, rows.ib)
+    codes_all = category_codes_of(rows.code, rows.ib)
     codes = codes_all[idx]
     grid = Grid.covering(lo, hi, options.bins)
     coverage = {int(c): coverage_bins(s[codes == c], e[codes == c], grid) for c in np.unique(codes)}

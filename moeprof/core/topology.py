@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .events import BUCKETS, bucket_codes, column_codes, combine_codes, first_rows, lookup
 from .trace import Trace
 from .vocabulary import vocabulary
 
@@ -72,34 +73,42 @@ def link_fractions(
         return events.assign(ib_fraction=out)
     if single_host is None:
         single_host = events.loc[events["bucket"] != "", "host"].nunique() <= 1
-    comm = np.flatnonzero(events["bucket"].to_numpy(dtype=object) == "comm")
+    comm = np.flatnonzero(bucket_codes(events["bucket"]) == BUCKETS.index("comm"))
     if comm.size:
-        sub = events.iloc[comm]
-        per_domain = sub["gpus_per_domain"].to_numpy(dtype=np.int64)
+        per_domain = events["gpus_per_domain"].to_numpy(dtype=np.int64)[comm]
         if nvlink_domain_size:
             per_domain = np.full(comm.size, int(nvlink_domain_size), dtype=np.int64)
-        keys = pd.MultiIndex.from_arrays(
-            [
-                sub["kind"].to_numpy(dtype=object),
-                sub["global_id"].to_numpy(),
-                sub["group"].to_numpy(dtype=object),
-                sub["link_hint"].to_numpy(dtype=object),
-                per_domain,
-                sub["source"].to_numpy(dtype=object),
-            ]
-        )
-        codes, uniques = pd.factorize(keys)
-        values = np.empty(len(uniques))
-        for i, (kind, own, group, hint, size, source) in enumerate(uniques):
+        own = events["global_id"].to_numpy(dtype=np.int64)[comm]
+        strings = {c: column_codes(events[c]) for c in ("kind", "group", "link_hint", "source")}
+        codes = {c: k[comm] for c, (k, _) in strings.items()}
+        # each distinct (kind, own id, group, hint, domain size, source) is decided once
+        combined = combine_codes(codes["kind"], own, codes["group"], codes["link_hint"], per_domain, codes["source"])
+        firsts = first_rows(combined)
+
+        def text(column: str) -> list:
+            return lookup(codes[column][firsts], strings[column][1], np.nan).tolist()
+
+        values = np.empty(firsts.size)
+        for i, (kind, own_id, group, hint, size, source) in enumerate(
+            zip(
+                text("kind"),
+                own[firsts].tolist(),
+                text("group"),
+                text("link_hint"),
+                per_domain[firsts].tolist(),
+                text("source"),
+                strict=True,
+            )
+        ):
             if hint == "ib":
                 values[i] = 1.0
             elif hint == "nvlink":
                 values[i] = 0.0
             elif group:
-                values[i] = ib_fraction(kind, int(own), [int(x) for x in group.split(",")], int(size))
+                values[i] = ib_fraction(kind, int(own_id), [int(x) for x in group.split(",")], int(size))
             elif ((single_host and source in HOST_SCOPED_SOURCES) or all_local) and not nvlink_domain_size:
                 values[i] = 0.0  # every peer of a single-host trace (or of a one-domain job) is local
             else:
                 values[i] = np.nan
-        out[comm] = values[codes]
+        out[comm] = values[combined]
     return events.assign(ib_fraction=out)

@@ -13,6 +13,8 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.analysis import Collective, Opportunity
+from ..core.events import lookup
+from ..core.metrics import DeviceTimeline, WindowMeasure
 from ..core.vocabulary import vocabulary
 from .remedies import choose, for_collective
 from .stack import Stack
@@ -25,28 +27,30 @@ SMALL_GEMM_NS = 15_000
 MANY_GEMMS_PER_STEP = 32
 
 
-def device_signals(
-    frame: pd.DataFrame,
-    start: np.ndarray,
-    end: np.ndarray,
-    clipped: np.ndarray,
-    win_s: np.ndarray,
-    win_e: np.ndarray,
-    steps: int,
-    device: str,
-) -> list[dict]:
-    """Non-collective opportunities of one device over its window (one dict per signal found)."""
+def name_flags(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(is a GEMM, is a grouped GEMM) of each distinct kernel name, each name matched once."""
+    vocab = vocabulary()
+    names = [str(n) for n in values.tolist()]
+    gemm = np.array([bool(vocab.gemm.search(n)) for n in names] + [False], dtype=bool)
+    grouped = np.array([bool(vocab.grouped_gemm.search(n)) for n in names] + [False], dtype=bool)
+    return gemm, grouped  # a trailing False for the code -1 (a missing name)
+
+
+def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str) -> list[dict]:
+    """Non-collective opportunities of one device over its window (one dict per signal found).
+
+    ``measured``: the device's figures over its window, with the pieces of activity inside it
+    (one per row and window segment) and the unions of all pieces and of the compute pieces.
+    """
     out: list[dict] = []
-    keep = clipped > 0
-    if not keep.any():
+    s, e, rows = measured.pieces
+    if not s.size:
         return out
-    bucket = frame["bucket"].to_numpy(dtype=object)
-    s, e, idx = iv.clip(start[keep], end[keep], win_s, win_e)
-    rows = np.flatnonzero(keep)[idx]
+    dur = e - s
     is_gpu = "GPU" in device
     # launch-bound: many short gaps between busy segments
     if is_gpu:
-        b_s, b_e = iv.union(s, e)
+        b_s, b_e = measured.busy_union
         gaps = b_s[1:] - b_e[:-1]
         small = gaps[(gaps > 0) & (gaps < SMALL_GAP_NS)]
         if small.size:
@@ -61,48 +65,50 @@ def device_signals(
                 }
             )
     # copies: device-to-host syncs and exposed host copies
-    copy_kind = frame["copy_kind"].to_numpy(dtype=object)[rows]
-    nbytes = frame["bytes"].to_numpy(dtype=np.float64)[rows]
-    compute = bucket[rows] == "compute"
-    k_s, k_e = iv.union(s[compute], e[compute])
-    exposed = (e - s) - iv.overlap_each(s, e, k_s, k_e)
-    host = (copy_kind == "DtoH") | (copy_kind == "HtoD")
-    small_copy = np.where(np.isnan(nbytes), (e - s) < SMALL_COPY_NS, nbytes < SMALL_COPY_BYTES)
-    syncs = (copy_kind == "DtoH") & small_copy
-    if syncs.any():
-        out.append(
-            {
-                "type": "d2h-sync",
-                "device": device,
-                "time_ns": int((e - s)[syncs].sum()),
-                "saving_ns": int(exposed[syncs].sum()),
-                "count": int(syncs.sum()),
-                "detail": f"{int(syncs.sum())} small device-to-host copies ({int(syncs.sum()) / max(steps, 1):.1f}"
-                " per step)",
-            }
-        )
-    bulk = host & ~syncs
-    if bulk.any() and exposed[bulk].sum() > 0:
-        known = nbytes[bulk][~np.isnan(nbytes[bulk])]
-        out.append(
-            {
-                "type": "host-copies",
-                "device": device,
-                "time_ns": int((e - s)[bulk].sum()),
-                "saving_ns": int(exposed[bulk].sum()),
-                "count": int(bulk.sum()),
-                "detail": f"{int(bulk.sum())} host<->device copies"
-                + (f", {known.sum() / 2**20:,.1f} MiB" if known.size else ""),
-            }
-        )
+    kind_codes, kinds = timeline.strings("copy_kind")
+    kind_of = kind_codes[rows]
+    is_dtoh = lookup(kind_of, kinds == "DtoH", False)
+    host = is_dtoh | lookup(kind_of, kinds == "HtoD", False)
+    if host.any():
+        k_s, k_e = measured.compute_union
+        h_s, h_e, h_dur = s[host], e[host], dur[host]
+        exposed = h_dur - iv.overlap_each(h_s, h_e, k_s, k_e)
+        nbytes = timeline.numbers("bytes", np.float64)[rows[host]]
+        small_copy = np.where(np.isnan(nbytes), h_dur < SMALL_COPY_NS, nbytes < SMALL_COPY_BYTES)
+        syncs = is_dtoh[host] & small_copy
+        if syncs.any():
+            out.append(
+                {
+                    "type": "d2h-sync",
+                    "device": device,
+                    "time_ns": int(h_dur[syncs].sum()),
+                    "saving_ns": int(exposed[syncs].sum()),
+                    "count": int(syncs.sum()),
+                    "detail": f"{int(syncs.sum())} small device-to-host copies"
+                    f" ({int(syncs.sum()) / max(steps, 1):.1f} per step)",
+                }
+            )
+        bulk = ~syncs
+        if bulk.any() and exposed[bulk].sum() > 0:
+            known = nbytes[bulk][~np.isnan(nbytes[bulk])]
+            out.append(
+                {
+                    "type": "host-copies",
+                    "device": device,
+                    "time_ns": int(h_dur[bulk].sum()),
+                    "saving_ns": int(exposed[bulk].sum()),
+                    "count": int(bulk.sum()),
+                    "detail": f"{int(bulk.sum())} host<->device copies"
+                    + (f", {known.sum() / 2**20:,.1f} MiB" if known.size else ""),
+                }
+            )
     # many small GEMMs instead of one grouped GEMM
     if is_gpu:
-        # match each distinct name once, then map over the rows
-        codes, uniq = pd.factorize(frame["name"].to_numpy(dtype=object)[rows])
-        vocab = vocabulary()
-        is_gemm = np.array([bool(vocab.gemm.search(str(n))) for n in uniq], dtype=bool)[codes]
-        is_grouped = np.array([bool(vocab.grouped_gemm.search(str(n))) for n in uniq], dtype=bool)[codes]
-        gemm_dur = (e - s)[is_gemm & ~is_grouped]
+        name_codes, names = timeline.strings("name")
+        gemm_of, grouped_of = timeline.columns.derived("name_flags", lambda: name_flags(names))
+        codes = name_codes[rows]
+        is_gemm, is_grouped = gemm_of[codes], grouped_of[codes]
+        gemm_dur = dur[is_gemm & ~is_grouped]
         per_step = gemm_dur.size / max(steps, 1)
         if per_step >= MANY_GEMMS_PER_STEP and np.median(gemm_dur) < SMALL_GEMM_NS and not is_grouped.any():
             out.append(
@@ -205,14 +211,32 @@ def comm_opportunities(
         known, np.minimum(per_device["exposed_ns"], per_device["independent_ns"].fillna(0)), per_device["exposed_ns"]
     )
     by_op = {(c.name, c.kind): c for c in collectives}
+    keys = per_device["key"].to_numpy(dtype=object)
+    kinds = per_device["kind"].to_numpy(dtype=object)
+    devices = per_device["device"].to_numpy(dtype=object)
+    bound = per_device["bound_ns"].to_numpy()
+    independent_ns = per_device["independent_ns"].to_numpy(dtype=np.float64)
+    # one group per (op, kind) in order of first appearance; its worst device is its first row of the
+    # largest bound (rows in table order)
+    key_codes, _ = pd.factorize(keys)
+    kind_codes, _ = pd.factorize(kinds)
+    group, _ = pd.factorize(key_codes * (int(kind_codes.max(initial=0)) + 1) + kind_codes)
+    n_groups = int(group.max(initial=-1)) + 1
+    by_worst = np.lexsort((np.arange(len(group)), -bound, group))
+    firsts = np.searchsorted(group[by_worst], np.arange(n_groups))
+    worst_rows = by_worst[firsts]
+    members = np.bincount(group, minlength=n_groups)
+    all_known = np.bincount(group, weights=~np.isnan(independent_ns), minlength=n_groups) == members
     out = []
-    for (key, kind), g in per_device.groupby(["key", "kind"], sort=False, observed=True):
+    for g in range(n_groups):
+        row = int(worst_rows[g])
+        key, kind = keys[row], kinds[row]
         c = by_op[(str(key), str(kind))]
-        worst = g.iloc[int(np.argmax(g["bound_ns"].to_numpy()))]
-        from_hlo = bool(g["independent_ns"].notna().all())
+        from_hlo = bool(all_known[g])
+        worst = {"device": devices[row], "bound_ns": bound[row], "independent_ns": independent_ns[row]}
         evidence: dict = {
             "count": c.count,
-            "devices": int(len(g)),
+            "devices": int(members[g]),
             "total_ns": c.total_ns,
             "worst_device": str(worst["device"]),
             "exposed_share_of_its_time": round(c.exposed_ns / max(c.total_ns, 1), 4),

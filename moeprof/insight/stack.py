@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import pandas as pd
-
+from ..core.events import present_values
 from ..core.trace import Trace
 from ..core.vocabulary import vocabulary
 
@@ -19,17 +18,17 @@ from ..core.vocabulary import vocabulary
 def stack_facts(trace: Trace) -> dict:
     """framework, workload, hlo (bool), and in_use: the EP/GEMM libraries and paths the kernels show."""
     vocab = vocabulary()
-    names = [str(n) for n in pd.unique(trace.events["name"].to_numpy(dtype=object))] if len(trace.events) else []
+    events = trace.events
+    names = [str(n) for n in present_values(events["name"])] if len(events) else []
     in_use = {
         "deepep": any(vocab.deepep.search(str(n)) for n in names),
         "nccl_ep": any(vocab.nccl_ep.search(str(n)) for n in names),
         "grouped_gemm": any(vocab.gemm.search(str(n)) and vocab.grouped_gemm.search(str(n)) for n in names),
     }
-    events = trace.events
     if len(events):
-        opcodes = set(map(str, pd.unique(events["opcode"].to_numpy(dtype=object))))
-        kinds = set(map(str, pd.unique(events["kind"].to_numpy(dtype=object)))) if "kind" in events else set()
-        annotations = [str(a) for a in pd.unique(events["annotation"].to_numpy(dtype=object)) if a]
+        opcodes = set(map(str, present_values(events["opcode"])))
+        kinds = set(map(str, present_values(events["kind"]))) if "kind" in events else set()
+        annotations = [str(a) for a in present_values(events["annotation"]) if a]
     else:
         opcodes, kinds, annotations = set(), set(), []
     in_use["ragged_all_to_all"] = any(o.startswith("ragged-all-to-all") for o in opcodes) or any(

@@ -16,9 +16,10 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
+from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
 from ..core.ledger_records import clock_domain, comm_records, empty_records
-from ..core.metrics import DeviceTimeline, collective_key
+from ..core.metrics import DeviceTimeline, EventColumns
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import Trace
@@ -113,17 +114,52 @@ def _independent_compute(
     return out
 
 
-def _comm_aggregate(device: str, frame: pd.DataFrame, clipped: np.ndarray, exposed: np.ndarray) -> pd.DataFrame:
-    """The device's comm activities summed per (op, kind): what collectives and opportunities need."""
-    ib = frame["ib_fraction"].to_numpy(dtype=np.float64)
-    total = clipped.astype(np.int64)
-    exp = exposed.astype(np.int64)
-    nbytes = frame["bytes"].to_numpy(dtype=np.float64)
+@dataclass
+class _CommRows:
+    """The comm activities of one device inside its window: rows of the event table, clipped and exposed ns."""
+
+    device: str
+    rows: np.ndarray
+    clipped: np.ndarray
+    exposed: np.ndarray
+
+
+def _op_keys(columns: EventColumns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values) of each row's op (its HLO op where known, else the kernel name), as strings:
+    an op and a kernel spelled alike share a code."""
+    op_c, op_v = columns.strings("hlo_op")
+    name_c, name_v = columns.strings("name")
+    op_c, name_c = op_c[rows], name_c[rows]
+    op_known = lookup(op_c, columns.nonempty("hlo_op"), True)
+    code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
+    merged, values = pd.factorize(np.concatenate([op_v, name_v]).astype(object), use_na_sentinel=False)
+    return lookup(code, merged, -1), np.asarray(values, dtype=object)
+
+
+def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The devices' comm activities summed per (op, kind, device) (what collectives and opportunities
+    need), and how many activities saw each group size per (op, kind)."""
+    if not parts:
+        return _empty_comm(), pd.DataFrame(columns=["key", "kind", "group_size", "n"])
+    rows = np.concatenate([p.rows for p in parts])
+    device_index = np.repeat(np.arange(len(parts)), [p.rows.size for p in parts])
+    total = np.concatenate([p.clipped for p in parts]).astype(np.int64)
+    exp = np.concatenate([p.exposed for p in parts]).astype(np.int64)
+    key_c, key_v = _op_keys(columns, rows)
+    kind_c, kind_v = columns.strings("kind")
+    kind_c = kind_c[rows]
+    group_c, group_v = columns.strings("group")
+    # one code per (device, op, kind), numbered in order of first appearance (rows go device by device)
+    combined = (device_index * (len(key_v) + 1) + key_c + 1) * (len(kind_v) + 1) + kind_c + 1
+    group_id, _ = pd.factorize(combined)
+    ib = columns.numbers("ib_fraction", np.float64)[rows]
+    nbytes = columns.numbers("bytes", np.float64)[rows]
+    op_c = columns.strings("hlo_op")[0]
+    source_c, source_v = columns.strings("source")
     known = ~np.isnan(ib)
-    rows = pd.DataFrame(
+    frame = pd.DataFrame(
         {
-            "key": collective_key(frame),
-            "kind": frame["kind"].to_numpy(dtype=object),
+            "group": group_id,
             "count": 1,
             "total_ns": total,
             "exposed_ns": exp,
@@ -138,11 +174,11 @@ def _comm_aggregate(device: str, frame: pd.DataFrame, clipped: np.ndarray, expos
             "ib_zero": ib == 0,
             "ib_one": ib == 1,
             "ib_max": np.where(known, ib, -1.0),
-            "xla": (frame["hlo_op"].to_numpy(dtype=object) != "")
-            | (frame["source"].to_numpy(dtype=object) == "xplane"),
+            "xla": lookup(op_c[rows], columns.nonempty("hlo_op"), True)
+            | lookup(source_c[rows], source_v == "xplane", False),
         }
     )
-    agg = rows.groupby(["key", "kind"], sort=False, observed=True).agg(
+    agg = frame.groupby("group", sort=True).agg(
         count=("count", "sum"),
         total_ns=("total_ns", "sum"),
         exposed_ns=("exposed_ns", "sum"),
@@ -159,9 +195,25 @@ def _comm_aggregate(device: str, frame: pd.DataFrame, clipped: np.ndarray, expos
         ib_max=("ib_max", "max"),
         xla=("xla", "any"),
     )
-    agg = agg.reset_index()
-    agg.insert(2, "device", device)
-    return agg[COMM_AGG_COLUMNS]
+    first = first_rows(group_id)  # group ids count from 0 in order of appearance
+    devices = np.array([p.device for p in parts], dtype=object)
+    agg = agg.reset_index(drop=True)
+    agg.insert(0, "key", lookup(key_c[first], key_v, np.nan))
+    agg.insert(1, "kind", lookup(kind_c[first], kind_v, np.nan))
+    agg.insert(2, "device", devices[device_index[first]])
+    # group sizes: members of each distinct group string, counted per (op, kind, size) over the devices
+    sizes = lookup(group_c[rows], np.array([len(str(g).split(",")) if g else 0 for g in group_v.tolist()], np.int64), 0)
+    combo = combine_codes(key_c, kind_c, sizes)
+    at = first_rows(combo)
+    counted = pd.DataFrame(
+        {
+            "key": lookup(key_c[at], key_v, np.nan),
+            "kind": lookup(kind_c[at], kind_v, np.nan),
+            "group_size": sizes[at],
+            "n": np.bincount(combo, minlength=at.size).astype(np.int64),
+        }
+    )
+    return agg[COMM_AGG_COLUMNS], counted
 
 
 def _empty_comm() -> pd.DataFrame:
@@ -179,13 +231,45 @@ def _segments_frame(parts: list[tuple[str, np.ndarray, np.ndarray]]) -> pd.DataF
                 "end_ns": pd.Series(dtype=np.int64),
             }
         )
+    sizes = [s.size for _, s, _ in parts]
+    # the device of each segment: a string column built from the few device names, not one object per row
+    device = (
+        pd.array([d for d, _, _ in parts], dtype="str").take(np.repeat(np.arange(len(parts)), sizes))
+        if sum(sizes)
+        else np.zeros(0, dtype=object)
+    )
     return pd.DataFrame(
         {
-            "device": np.concatenate([np.full(s.size, d, dtype=object) for d, s, _ in parts]),
+            "device": device,
             "start_ns": np.concatenate([s for _, s, _ in parts]).astype(np.int64),
             "end_ns": np.concatenate([e for _, _, e in parts]).astype(np.int64),
         }
     )
+
+
+def _device_groups(activity: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
+    """(host, device, rows) of every device, in the order a sorted group-by on (host, device) gives."""
+    number = activity.groupby(["host", "device"], sort=True, observed=True).ngroup().to_numpy()
+    order = np.argsort(number, kind="stable")
+    bounds = np.searchsorted(number[order], np.arange(int(number.max(initial=-1)) + 2))
+    host_c, host_v = column_codes(activity["host"])
+    device_c, device_v = column_codes(activity["device"])
+    out = []
+    for g in range(len(bounds) - 1):
+        rows = order[bounds[g] : bounds[g + 1]]
+        if rows.size:
+            out.append((str(host_v[host_c[rows[0]]]), str(device_v[device_c[rows[0]]]), rows))
+    return out
+
+
+def _value_counts(column: pd.Series) -> dict[str, int]:
+    """How many rows hold each value of a string column (values present only)."""
+    codes, values = column_codes(column)
+    counts = np.bincount(codes + 1, minlength=len(values) + 1)
+    out = {str(v): int(c) for v, c in zip(values.tolist(), counts[1:].tolist()) if c}
+    if counts[0]:
+        out["nan"] = int(counts[0])
+    return out
 
 
 def measure_file(
@@ -203,10 +287,10 @@ def measure_file(
     if selecting and selected.empty:
         raise InputError(trace.path, no_step_matches(step_options, all_steps))
     activity = trace.events
+    columns = EventColumns(activity)
     devices: list[DeviceFigures] = []
     steps: list[StepFigures] = []
-    comm_parts: list[pd.DataFrame] = []
-    size_parts: list[pd.DataFrame] = []
+    comm_parts: list[_CommRows] = []
     independent: list[dict] = []
     signals: list[dict] = []
     record_parts: list[pd.DataFrame] = []
@@ -215,9 +299,8 @@ def measure_file(
     views: list[TimelineView] = []
     steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
     all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
-    for (host, device), rows in activity.groupby(["host", "device"], sort=True, observed=True):
-        device = str(device)
-        timeline_rows = DeviceTimeline(rows)
+    for host, device, positions in _device_groups(activity) if len(activity) else []:
+        timeline_rows = DeviceTimeline(activity, positions, columns)
         device_steps = steps_by_device.get(device)
         if selecting:
             if device_steps is None:
@@ -227,64 +310,45 @@ def measure_file(
             lo, hi = timeline_rows.bounds
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
         whole = timeline_rows.measure(win_s, win_e)
-        devices.append(DeviceFigures(device=device, host=str(host), **_fields(whole.figures)))
+        devices.append(DeviceFigures(device=device, host=host, **_fields(whole.figures)))
         windows.append((device, win_s, win_e))
         exposed_parts.append((device, *whole.exposed_segments))
         if device_steps is not None:
-            for step, s, e in device_steps[["step", "start_ns", "end_ns"]].itertuples(index=False):
-                part = timeline_rows.measure(np.array([s], np.int64), np.array([e], np.int64))
+            numbers = device_steps["step"].to_numpy()
+            starts = device_steps["start_ns"].to_numpy(dtype=np.int64)
+            ends = device_steps["end_ns"].to_numpy(dtype=np.int64)
+            each = timeline_rows.measure_each(starts, ends, whole)
+            for step, s, e, figures in zip(numbers.tolist(), starts.tolist(), ends.tolist(), each, strict=True):
                 steps.append(
-                    StepFigures(
-                        step=int(step),
-                        device=device,
-                        host=str(host),
-                        start_ns=int(s),
-                        end_ns=int(e),
-                        **_fields(part.figures),
-                    )
+                    StepFigures(step=int(step), device=device, host=host, start_ns=s, end_ns=e, **_fields(figures))
                 )
         n_steps = len(device_steps) if (selecting and device_steps is not None) else int(all_by_device.get(device, 0))
-        frame = timeline_rows.frame
-        signals.extend(
-            device_signals(
-                frame, timeline_rows.start, timeline_rows.end, whole.clipped, win_s, win_e, max(n_steps, 1), device
-            )
-        )
+        signals.extend(device_signals(timeline_rows, whole, max(n_steps, 1), device))
         if trace.hlo:
-            independent.extend(_independent_compute(device, frame, whole.clipped, dict(trace.hlo)))
+            independent.extend(_independent_compute(device, timeline_rows.frame, whole.clipped, dict(trace.hlo)))
         comm = timeline_rows.is_comm & (whole.clipped > 0)
         if comm.any():
-            sub = frame[comm]
-            comm_parts.append(_comm_aggregate(device, sub, whole.clipped[comm], whole.exposed[comm]))
-            sizes = pd.DataFrame(
-                {
-                    "key": collective_key(sub),
-                    "kind": sub["kind"].to_numpy(dtype=object),
-                    "group_size": _group_sizes(sub["group"].to_numpy(dtype=object)),
-                }
+            comm_parts.append(
+                _CommRows(device, timeline_rows.positions[comm], whole.clipped[comm], whole.exposed[comm])
             )
-            size_parts.append(sizes.value_counts(sort=False).rename("n").reset_index())
         if timeline_rows.is_comm.any():
-            record_parts.append(comm_records(trace, frame[timeline_rows.is_comm]))
+            record_parts.append(comm_records(trace, timeline_rows, timeline_rows.is_comm))
         if timeline is not None:
             views.append(device_view(device, timeline_rows, whole, win_s, win_e, device_steps, timeline))
-    rules = activity["rule"].astype(str).value_counts().to_dict() if len(activity) else {}
+    rules = _value_counts(activity["rule"]) if len(activity) else {}
     if "unmatched" in rules:
         warnings.append(f"{rules['unmatched']} activities matched no taxonomy rule and count as 'other'")
+    comm_table, group_sizes = _comm_tables(columns, comm_parts)
     return FileResult(
         inputs=[trace.path],
         format=trace.format,
         devices=devices,
         steps=steps,
-        comm=pd.concat(comm_parts, ignore_index=True) if comm_parts else _empty_comm(),
-        group_sizes=(
-            pd.concat(size_parts, ignore_index=True)
-            if size_parts
-            else pd.DataFrame(columns=["key", "kind", "group_size", "n"])
-        ),
+        comm=comm_table,
+        group_sizes=group_sizes,
         independent=pd.DataFrame(independent, columns=["device", "key", "independent_ns"]),
         signals=signals,
-        rules={str(k): int(v) for k, v in rules.items()},
+        rules=rules,
         warnings=warnings,
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),

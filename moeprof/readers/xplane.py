@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from ..core.events import make_table, set_strings
+from ..core.events import categorical_of, first_rows, make_table, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..core.trace import Job, Trace, make_markers
 from ..core.vocabulary import vocabulary
@@ -47,18 +47,19 @@ HLO_STAT_NAMES = ("Hlo Proto", "hlo_proto")
 class XSpaceHeader:
     hostnames: list[str]
     hlo: dict[tuple[str, int], HloModule]  # (module name, program id) -> module; program id -1 = any
+    plane_names: list[str] = field(default_factory=list)
 
 
 def read_header(path: Path) -> XSpaceHeader:
     """Host names and the HLO of every program, reading field headers and the metadata plane only."""
     try:
-        hostnames, _, metadata = peek(path, read_plane="/host:metadata")
+        hostnames, plane_names, metadata = peek(path, read_plane="/host:metadata")
         hlo = _read_hlo_plane(metadata) if metadata else {}
     except (WireError, IndexError) as exc:
         raise InputError(path, f"not a valid XPlane file ({exc or 'bad field header'}); is it truncated?") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    return XSpaceHeader(hostnames, hlo)
+    return XSpaceHeader(hostnames, hlo, plane_names)
 
 
 def _read_hlo_plane(plane_bytes: bytes) -> dict[tuple[str, int], HloModule]:
@@ -95,7 +96,7 @@ class _Chunk:
     device: str
     global_id: int
     stream: str
-    names: np.ndarray  # object
+    names: np.ndarray  # object; or int64 ids into the walk's name table (the wire route)
     start_ns: np.ndarray  # int64
     end_ns: np.ndarray  # int64
     stat_index: np.ndarray  # rows (in this chunk) whose XLA stats were read, increasing
@@ -204,11 +205,18 @@ def _sparse_categorical(n: int, idx: np.ndarray, values: list[np.ndarray]) -> pd
     return pd.Categorical.from_codes(full, categories=pd.Index(uniques, dtype=object))
 
 
-def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, activity: str | None) -> pd.DataFrame:
+def _table_from_chunks(
+    chunks: list[_Chunk], host: str, gpus_per_domain: int, activity: str | None, name_table: np.ndarray | None = None
+) -> pd.DataFrame:
     counts = np.array([len(c.names) for c in chunks], dtype=np.int64)
     total = int(counts.sum())
-    names = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=object)
-    name_codes, name_uniques = pd.factorize(names)
+    if name_table is not None:  # names as ids: factorized as ints, in the order the names appear
+        ids = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+        name_codes, used = pd.factorize(ids)
+        name_uniques = name_table[used]
+    else:
+        names = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=object)
+        name_codes, name_uniques = pd.factorize(names)
     starts = np.concatenate([c.start_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     ends = np.concatenate([c.end_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     # scatter the sparse XLA stats into full categorical columns ("" where not read)
@@ -221,11 +229,11 @@ def _table_from_chunks(chunks: list[_Chunk], host: str, gpus_per_domain: int, ac
         program_ids[idx] = np.concatenate([c.program_ids for c in chunks])
     modules = _sparse_categorical(total, idx, [c.modules for c in chunks])
     ops = _sparse_categorical(total, idx, [c.ops for c in chunks])
-    act: np.ndarray | str
-    copy: np.ndarray | str
+    act: pd.Categorical | str
+    copy: pd.Categorical | str
     if activity is None:
         act_of, copy_of = vocabulary().activity_of(np.asarray(name_uniques, dtype=object))
-        act, copy = act_of[name_codes], copy_of[name_codes]
+        act, copy = categorical_of(name_codes, act_of), categorical_of(name_codes, copy_of)
     else:
         act, copy = activity, ""
     table = make_table(
@@ -264,6 +272,8 @@ WIRE_STATS = (
     "correlation_id",
     "module_name",
 )
+# host planes of GPU captures: step markers, and the launch evidence of steps without markers
+HOST_STATS_WITH_GPUS = ("step_num", "correlation_id", "module_name")
 
 
 @dataclass
@@ -274,6 +284,7 @@ class _Walk:
     chunks: list[_Chunk]
     markers: list[dict[str, np.ndarray]]  # columns: device, kind, name, start_ns, end_ns, number
     line_names: set[str]
+    name_table: np.ndarray | None = None  # the names chunks' int ids stand for (None: chunks hold names)
     # launch evidence for steps without markers (GPU planes without an XLA Modules line): host launch
     # calls (correlation_id, launch_ns) and the host's module executions (line, module, start_ns, end_ns)
     launches: pd.DataFrame | None = None
@@ -320,7 +331,7 @@ def read(path: Path, context: ReadContext) -> Trace:
     walk = None
     if _reader_route() == "wire":
         try:
-            walk = _walk_wire(*walk_args)
+            walk = _walk_wire(*walk_args, plane_names=header.plane_names)
         except WireError:
             walk = None  # jaxlib may read what the decoder refuses; if not, it says why
     if walk is None:
@@ -329,7 +340,7 @@ def read(path: Path, context: ReadContext) -> Trace:
     gpus = placement.devices_per_host or len(gpu_ordinals)
     gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
 
-    events = _table_from_chunks(chunks, host, gpus, activity=None if gpu_planes else "kernel")
+    events = _table_from_chunks(chunks, host, gpus, None if gpu_planes else "kernel", walk.name_table)
     if not gpu_planes and len(events):
         run_ids = events.pop("run_id").to_numpy()
         events = _drop_nested(events)
@@ -479,7 +490,7 @@ def _walk_jaxlib(
         "end_ns": np.rint(frame["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
         "number": frame["number"].to_numpy(dtype=np.int64),
     }
-    return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names, launches, executions)
+    return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names, launches=launches, executions=executions)
 
 
 def _by_first(rows: list[tuple]) -> dict:
@@ -590,8 +601,12 @@ def _walk_wire(
     hlo: dict[tuple[str, int], HloModule],
     read_all: bool,
     user_step: re.Pattern | None,
+    plane_names: list[str] | None = None,
 ) -> _Walk:
     """The same walk as :func:`_walk_jaxlib`, on the wire decoder's columns: nothing per event in Python.
+
+    ``plane_names``: every plane of the file (from its field headers), to know before the host planes
+    are decoded whether the file has GPU planes.
 
     Its choices match the jaxlib route's exactly: a kernel name's XLA stats are
     kept on every event only when the name (or the HLO op of its first event) can
@@ -606,8 +621,14 @@ def _walk_wire(
     def wanted_line(plane: str, line: str) -> bool:
         return not gpu_plane(plane) or bool(_STREAM_LINE.match(line)) or line in ("Steps", "XLA Modules")
 
+    # with GPU planes, host lines matter for their step markers only (CPU thunks are read without GPUs)
+    gpu_trace = any(gpu_plane(n) for n in plane_names or ())
     space = read_xspace(
-        path, planes=lambda n: gpu_plane(n) or n.startswith("/host:CPU"), stats=WIRE_STATS, lines=wanted_line
+        path,
+        planes=lambda n: gpu_plane(n) or n.startswith("/host:CPU"),
+        stats=WIRE_STATS,
+        lines=wanted_line,
+        plane_stats=lambda n: HOST_STATS_WITH_GPUS if gpu_trace and not gpu_plane(n) else WIRE_STATS,
     )
     gpu_planes = [p for p in space.planes if gpu_plane(p.name)]
     host_planes = [p for p in space.planes if not gpu_plane(p.name)]
@@ -618,10 +639,11 @@ def _walk_wire(
 
     # GPU stream lines: one chunk each; the stat sampling is decided over all of them, in file order
     streams: list[tuple[str, int, str, _LineView]] = []
+    registry: dict[str, int] = {}  # one id per distinct event name over the planes
     for ordinal, plane in zip(ordinals, gpu_planes, strict=True):
         device = f"{host}/GPU:{first + ordinal}"
         gid = host_index * gpus + first + ordinal
-        labels = _Labels(plane.event_names)
+        labels = _Labels(plane.event_names, registry)
         for line in plane.lines:
             if _STREAM_LINE.match(line.name):
                 streams.append((device, gid, line.name, _LineView(plane, line, labels)))
@@ -638,21 +660,23 @@ def _walk_wire(
                         "number": view.step_numbers() if steps_line else np.full(len(line), -1, dtype=np.int64),
                     }
                 )
-    chunks = _stream_chunks(streams, hlo, read_all)
+    chunks = _stream_chunks(streams, hlo, read_all, np.array(list(registry), dtype=object))
     want_launches = bool(gpu_planes) and "XLA Modules" not in line_names
     if want_launches:
         for chunk, (*_, view) in zip(chunks, streams, strict=True):
             chunk.correlation = view.integers("correlation_id")
 
     # host lines: step markers (StepTraceAnnotation or --step-marker), and the thunks of CPU captures
-    host_lines = [_LineView(plane, line, _Labels(plane.event_names)) for plane in host_planes for line in plane.lines]
+    host_lines = [
+        _LineView(plane, line, _Labels(plane.event_names, registry)) for plane in host_planes for line in plane.lines
+    ]
     launches = executions = None
     if host_lines:
-        names = np.concatenate([v.names for v in host_lines])
+        names = np.concatenate([v.ids for v in host_lines])
         if want_launches:
             launches, executions = host_evidence(
-                names,
-                np.repeat(np.arange(len(host_lines)), [len(v.names) for v in host_lines]),
+                np.array(list(registry), dtype=object)[names],
+                np.repeat(np.arange(len(host_lines)), [len(v.ids) for v in host_lines]),
                 np.concatenate([v.line.start_ns for v in host_lines]),
                 np.concatenate([v.line.end_ns for v in host_lines]),
                 np.concatenate([v.integers("correlation_id") for v in host_lines]),
@@ -668,7 +692,7 @@ def _walk_wire(
         processed = _first_decides(names, is_step | is_thunk)
         offset = 0
         for view in host_lines:
-            n = len(view.names)
+            n = len(view.ids)
             sl = slice(offset, offset + n)
             offset += n
             steps = np.flatnonzero(processed[sl] & is_step[sl])
@@ -686,14 +710,16 @@ def _walk_wire(
             thunks = np.flatnonzero(processed[sl] & ~is_step[sl] & is_thunk[sl])
             if len(thunks):
                 chunks.extend(_thunk_chunks(host, view, thunks))
-    return _Walk(ordinals, chunks, markers, line_names, launches, executions)
+    return _Walk(ordinals, chunks, markers, line_names, np.array(list(registry), dtype=object), launches, executions)
 
 
 class _Labels:
-    """A plane's event names, indexable by the decoder's name index (-1, an unknown id, reads "")."""
+    """A plane's event names, indexable by the decoder's name index (-1, an unknown id, reads ""), and
+    their ids in ``registry`` (one id per distinct name over the file's planes; new names are added)."""
 
-    def __init__(self, names: tuple[str, ...]) -> None:
+    def __init__(self, names: tuple[str, ...], registry: dict[str, int]) -> None:
         self.values = np.array([*names, ""], dtype=object)
+        self.ids = np.array([registry.setdefault(n, len(registry)) for n in (*names, "")], dtype=np.int64)
 
     def matches(self, pattern: re.Pattern, codes: np.ndarray) -> np.ndarray:
         """Whether each coded name matches (the names a line uses are looked at once each)."""
@@ -716,7 +742,11 @@ class _LineView:
         self.line = line
         self.labels = labels
         self.codes = plane.name_index(line)  # -1 -> the trailing ""
-        self.names = labels.values[self.codes]
+        self.ids = labels.ids[self.codes]
+
+    @property
+    def names(self) -> np.ndarray:
+        return self.labels.values[self.codes]
 
     def present(self, stat: str) -> np.ndarray:
         return self.line.stats[stat].present
@@ -752,13 +782,17 @@ def _first_decides(names: np.ndarray, decision: np.ndarray) -> np.ndarray:
 
 
 def _stream_chunks(
-    streams: list[tuple[str, int, str, _LineView]], hlo: dict[tuple[str, int], HloModule], read_all: bool
+    streams: list[tuple[str, int, str, _LineView]],
+    hlo: dict[tuple[str, int], HloModule],
+    read_all: bool,
+    name_table: np.ndarray,
 ) -> list[_Chunk]:
-    """Kernel chunks with the XLA stats sampled as :class:`_StatReader` samples them."""
+    """Kernel chunks with the XLA stats sampled as :class:`_StatReader` samples them (names as ids into
+    ``name_table``)."""
     if not streams:
         return []
     views = [v for *_, v in streams]
-    names = np.concatenate([v.names for v in views])
+    ids = np.concatenate([v.ids for v in views])
     ops_parts, mods_parts, pids_parts, has_parts = [], [], [], []
     for v in views:
         ops, op_set = v.strings("hlo_op")
@@ -770,9 +804,9 @@ def _stream_chunks(
         has_parts.append(op_set | mod_set)
     ops, mods = np.concatenate(ops_parts), np.concatenate(mods_parts)
     pids, has_stats = np.concatenate(pids_parts), np.concatenate(has_parts)
-    codes, uniques = pd.factorize(names)
-    order = np.argsort(codes, kind="stable")
-    first = order[np.r_[0, np.flatnonzero(np.diff(codes[order])) + 1]]
+    codes, used = pd.factorize(ids)
+    uniques = name_table[used]
+    first = first_rows(codes)  # the first event of each name (codes count names in order of appearance)
     # the decision per distinct name, from its first event (as _StatReader.walk decides it)
     decider = _StatReader(hlo, read_all)
     every = np.array(
@@ -792,7 +826,7 @@ def _stream_chunks(
     recorded = kept & has_stats
     chunks = []
     offset = 0
-    for (device, gid, stream, view), part_names in zip(streams, (v.names for v in views), strict=True):
+    for (device, gid, stream, view), part_names in zip(streams, (v.ids for v in views), strict=True):
         n = len(part_names)
         rows = np.flatnonzero(recorded[offset : offset + n])
         at = rows + offset
@@ -830,7 +864,7 @@ def _thunk_chunks(host: str, view: _LineView, thunks: np.ndarray) -> list[_Chunk
                 f"{host}/CPU:{ordinal}",
                 int(ordinal),
                 view.line.name,
-                view.names[rows],
+                view.ids[rows],
                 view.line.start_ns[rows],
                 view.line.end_ns[rows],
                 np.arange(len(rows), dtype=np.int64),

@@ -168,14 +168,21 @@ def read_xspace(
     planes: Callable[[str], bool] = lambda name: True,
     stats: Collection[str] = (),
     lines: Callable[[str, str], bool] | None = None,
+    plane_stats: Callable[[str], Collection[str]] | None = None,
 ) -> XSpaceColumns:
     """Decode the planes whose name ``planes`` accepts, with a column per stat named in ``stats``.
 
     ``lines(plane name, line name)``, when given, chooses the lines whose events
     are decoded (the others keep the header fields that precede their events).
+    ``plane_stats(plane name)``, when given, names the stats of each plane instead
+    of ``stats`` (every stat is still checked; only the named ones get columns).
     Planes are read one at a time, so memory follows the largest plane.
     """
-    wanted = tuple(dict.fromkeys(stats))
+    every = tuple(dict.fromkeys(stats))
+
+    def wanted(plane: str) -> tuple[str, ...]:
+        return every if plane_stats is None else tuple(dict.fromkeys(plane_stats(plane)))
+
     out_planes: list[Plane] = []
     plane_names: list[str] = []
     hostnames: list[str] = []
@@ -396,9 +403,16 @@ def _long_varints(buf: _Buffer, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _lookup(sorted_keys: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Position of each value in ``sorted_keys`` (int32), -1 where absent."""
+    """Position of each value in ``sorted_keys`` (distinct, int32), -1 where absent."""
     if not len(sorted_keys):
         return np.full(len(values), -1, dtype=np.int32)
+    top = int(sorted_keys[-1])
+    if int(sorted_keys[0]) >= 0 and top < 4 * len(sorted_keys) + (1 << 16):
+        # small ids (XLA numbers metadata 1, 2, ...): a table indexed by id, no search
+        table = np.full(top + 2, -1, dtype=np.int32)
+        table[sorted_keys] = np.arange(len(sorted_keys), dtype=np.int32)
+        ids = np.asarray(values).astype(np.int64, copy=False)
+        return table[np.where((ids >= 0) & (ids <= top), ids, top + 1)]
     idx = np.searchsorted(sorted_keys, values)
     idx = np.minimum(idx, len(sorted_keys) - 1)
     return np.where(sorted_keys[idx] == values, idx, -1).astype(np.int32)
@@ -853,6 +867,18 @@ class _Slot:
     value_end: np.ndarray
 
 
+def _unique_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of uint64 ids, without a sort when the ids are small."""
+    top = int(values.max()) if len(values) else 0
+    if top >= 4 * len(values) + (1 << 16):
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return uniq, inverse.ravel()
+    present = np.zeros(top + 1, dtype=bool)
+    present[values] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present).astype(values.dtype), rank[values]
+
+
 def _slot_from_stats(n: int, own: _Stats, rows: np.ndarray, event: np.ndarray) -> _Slot:
     """Scatter decoded stats to their events; the last stat of that name on an event wins (as in a dict)."""
     kind = np.zeros(n, dtype=np.int8)
@@ -912,7 +938,7 @@ def _stat_column(
                 codes[rows] = remap[slice_codes]
         rows = np.flatnonzero(own.kind == STAT_REF)
         if len(rows):
-            uniq, inverse = np.unique(own.value[rows], return_inverse=True)
+            uniq, inverse = _unique_ids(own.value[rows])
             # a reference to a missing stat metadata reads as "" (as jaxlib's ProfileData has it)
             get = stat_names.get
             names = [get(r - (1 << 64) if r >= 1 << 63 else r, "") for r in uniq.tolist()]
@@ -938,7 +964,7 @@ def _stat_column(
 def _read_plane(
     buf: _Buffer,
     select: Callable[[str], bool],
-    wanted: tuple[str, ...],
+    stats_of: Callable[[str], tuple[str, ...]],
     select_line: Callable[[str, str], bool] | None,
     plane_names: list[str],
 ) -> Plane | None:
@@ -972,10 +998,11 @@ def _read_plane(
     plane_names.append(name)
     if not select(name):
         return None
+    wanted = stats_of(name)
     stat_names = {int(k): v.name for k, v in meta.stat_metadata.items()}
-    wanted_ids = {s: [k for k, v in stat_names.items() if v == s] for s in wanted}
+    position = {s: i for i, s in enumerate(wanted)}
     # requested stat metadata ids, sorted, with the requested stat each one names
-    pairs = sorted((k, i) for i, s in enumerate(wanted) for k in wanted_ids[s])
+    pairs = sorted((k, position[v]) for k, v in stat_names.items() if v in position)
     req_ids = np.array([k & _MASK64 for k, _ in pairs], dtype=np.uint64)
     req_which = np.array([i for _, i in pairs], dtype=np.int64)
     event_ids, event_names, meta_stats = _event_metadata(buf, entries, wanted, req_ids, req_which, stat_names)

@@ -15,10 +15,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
 
-_F = descriptor_pb2.FieldDescriptorProto
+
+class _F:
+    """The ``FieldDescriptorProto`` type and label numbers of descriptor.proto (protobuf is imported only
+    when the message classes are built: reading field headers needs none of it)."""
+
+    TYPE_DOUBLE = 1
+    TYPE_INT64 = 3
+    TYPE_UINT64 = 4
+    TYPE_STRING = 9
+    TYPE_MESSAGE = 11
+    TYPE_BYTES = 12
+    LABEL_OPTIONAL = 1
+    LABEL_REPEATED = 3
+
 
 # (message, [(field name, number, type, label, message type name)])
 _SCHEMA: list[tuple[str, list[tuple[str, int, int, int, str | None]]]] = [
@@ -132,6 +147,8 @@ def _add_message(file: descriptor_pb2.FileDescriptorProto, name: str, fields: li
 @cache
 def messages() -> dict[str, type]:
     """Message classes keyed by name: ``XSpace``, ``XPlane``, ``XLine``, ..."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
     file = descriptor_pb2.FileDescriptorProto(name="moeprof_xplane.proto", package=_PACKAGE, syntax="proto3")
     for name, fields in _SCHEMA:
         _add_message(file, name, fields)

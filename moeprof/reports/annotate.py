@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import heapq
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -27,8 +28,8 @@ import pandas as pd
 from .._version import __version__
 from ..core import intervals as iv
 from ..core.analysis import Analysis
-from ..core.events import concat
-from ..core.timeline import CATEGORIES, EXPOSED, WAITING, category_codes
+from ..core.events import BUCKETS, bucket_codes, column_codes, combine_codes, concat, first_rows, lookup
+from ..core.timeline import CATEGORIES, EXPOSED, WAITING, category_codes_of
 from ..core.trace import Trace
 
 TRANSFER = "comm moving bytes"  # comm outside its wait parts (§8), beside WAITING
@@ -78,56 +79,127 @@ def _meta(name: str, pid: int, tid: int | None, args: dict) -> dict:
     return ev
 
 
-def _activity_args(frame: pd.DataFrame) -> list[dict]:
-    """One args dict per row; rows with the same evidence share one dict (a trace repeats a few thousand)."""
-    bucket = frame["bucket"].to_numpy(dtype=object)
-    kind = frame["kind"].to_numpy(dtype=object)
+def _activity_args(frame: pd.DataFrame) -> tuple[np.ndarray, list[dict]]:
+    """The args of each row as (code per row, one args dict per code): rows with the same evidence share
+    one dict (a trace repeats a few thousand), each built once."""
+    strings = {c: column_codes(frame[c]) for c in ("bucket", "kind", "hlo_op", "hlo_module", "group", "opcode")}
     ib = frame["ib_fraction"].to_numpy(dtype=np.float64)
-    op = frame["hlo_op"].to_numpy(dtype=object)
-    module = frame["hlo_module"].to_numpy(dtype=object)
     program = frame["program_id"].to_numpy(dtype=np.int64)
-    group = frame["group"].to_numpy(dtype=object)
-    opcode = frame["opcode"].to_numpy(dtype=object)
-    cache: dict[tuple, dict] = {}
+    combo = combine_codes(
+        strings["bucket"][0],
+        strings["kind"][0],
+        ib,
+        strings["hlo_op"][0],
+        strings["hlo_module"][0],
+        program,
+        strings["group"][0],
+        strings["opcode"][0],
+    )
+    firsts = first_rows(combo)
+
+    def text(column: str) -> list:
+        codes, values = strings[column]
+        return lookup(codes[firsts], values, np.nan).tolist()
+
     out = []
-    for b, k, f, o, m, p, g, c in zip(bucket, kind, ib, op, module, program, group, opcode):
+    for b, k, f, o, m, p, g, c in zip(
+        text("bucket"),
+        text("kind"),
+        ib[firsts].tolist(),
+        text("hlo_op"),
+        text("hlo_module"),
+        program[firsts].tolist(),
+        text("group"),
+        text("opcode"),
+        strict=True,
+    ):
         f = None if np.isnan(f) else float(f)
-        key = (b, k, f, o, m, int(p), g, c)
-        args = cache.get(key)
-        if args is None:
-            args = {"bucket": str(b) or "other"}
-            if b == "comm":
-                link = "unknown" if f is None else ("nvlink" if f == 0 else ("ib" if f == 1 else "mixed"))
-                args.update(kind=str(k), link=link, ib_fraction=f)
-                if g:
-                    args["group"] = str(g)
-            if o:
-                args["hlo_op"] = str(o)
-            if c:
-                args["opcode"] = str(c)
-            if m:
-                args["hlo_module"] = str(m)
-            if p >= 0:
-                args["program_id"] = int(p)
-            cache[key] = args
+        args: dict = {"bucket": str(b) or "other"}
+        if b == "comm":
+            link = "unknown" if f is None else ("nvlink" if f == 0 else ("ib" if f == 1 else "mixed"))
+            args.update(kind=str(k), link=link, ib_fraction=f)
+            if g:
+                args["group"] = str(g)
+        if o:
+            args["hlo_op"] = str(o)
+        if c:
+            args["opcode"] = str(c)
+        if m:
+            args["hlo_module"] = str(m)
+        if p >= 0:
+            args["program_id"] = int(p)
         out.append(args)
-    return out
+    return combo, out
 
 
-def _slices(pid: int, tid: int, start: np.ndarray, end: np.ndarray, base: int, name: str, args: dict) -> list[dict]:
-    ts, dur = _us(start - base), _us(end - start)
-    return [
-        {"ph": "X", "pid": pid, "tid": tid, "ts": t, "dur": d, "name": name, "args": args}
-        for t, d in zip(ts.tolist(), dur.tolist())
-    ]
+def _slices(
+    pid: int,
+    tid: int,
+    start: np.ndarray,
+    end: np.ndarray,
+    base: int,
+    tail: bytes | tuple[list[bytes], np.ndarray],
+) -> list[bytes]:
+    """Complete ("X") events as JSON text pieces that join to ``,{event},{event}...``: no dict, and no
+    text per event, is built; floats are written by orjson as it writes them anywhere.
+
+    ``tail``: what follows ``dur`` (``,"name":...,"args":...}``), the same for every event, or a table of
+    tails and each event's index into it.
+    """
+    n = start.size
+    if not n:
+        return []
+    prefix = b',{"ph":"X","pid":%d,"tid":%d,"ts":' % (pid, tid)
+    pairs = np.column_stack([_us(start - base), _us(end - start)])
+    text = orjson.dumps(pairs, option=orjson.OPT_SERIALIZE_NUMPY)  # [[ts,dur],[ts,dur],...]
+    times = text[2:-2].replace(b",", b',"dur":').split(b'],"dur":[')
+    # each event's times, then its tail with the next event's prefix (the last one's without)
+    if isinstance(tail, bytes):
+        tails = [tail + prefix] * n
+        last = tail
+    else:
+        table, index = tail
+        codes, used = pd.factorize(index)  # the tails this lane uses, each joined to the prefix once
+        tails = np.array([table[u] + prefix for u in used.tolist()], dtype=object)[codes].tolist()
+        last = table[int(index[-1])]
+    pieces: list[bytes] = [b""] * (2 * n + 1)
+    pieces[0] = prefix
+    pieces[1::2] = times
+    pieces[2::2] = tails
+    pieces[-1] = last
+    return pieces
 
 
-def _write_events(fh: BinaryIO, events: list[dict], first: bool) -> bool:
-    if events:
-        body = orjson.dumps(events)[1:-1]
-        fh.write(body if first else b"," + body)
-        return False
-    return first
+def _tail(name: str, args: dict) -> bytes:
+    return b',"name":' + orjson.dumps(name) + b',"args":' + orjson.dumps(args) + b"}"
+
+
+GZIP_LEVEL = 3
+
+
+class _Writer:
+    """Writes chunks in order on a thread of its own, one chunk behind the caller: compressing a device's
+    events (zlib lets go of the GIL) overlaps building the next device's."""
+
+    def __init__(self, fh: gzip.GzipFile | BinaryIO) -> None:
+        self.fh = fh
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending: Future | None = None
+
+    def write(self, chunk: bytes) -> None:
+        if self.pending is not None:
+            self.pending.result()  # at most one chunk in flight; a failed write raises here
+        self.pending = self.pool.submit(self.fh.write, chunk)
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.pending is not None:
+                self.pending.result()
+        finally:
+            self.pool.shutdown(wait=True)
 
 
 def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
@@ -145,31 +217,49 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
     base = (low // 1000) * 1000  # whole µs, so offsets stay small floats that round back to the same ns
     step_figs = {(s.device, s.step): s for s in result.steps}
     by_device = activity.groupby("device", observed=True).indices
+    # the table's columns once: every device takes its rows of them
+    start_all = activity["start_ns"].to_numpy(dtype=np.int64)
+    end_all = activity["end_ns"].to_numpy(dtype=np.int64)
+    bucket_all = bucket_codes(activity["bucket"])
+    category_all = category_codes_of(bucket_all, activity["ib_fraction"].to_numpy(dtype=np.float64))
+    stream_all, stream_v = column_codes(activity["stream"])
+    labels = [str(v) for v in stream_v] + ["nan"]  # a missing stream name reads "nan", as str() has it
+    # what follows each activity's times: its name and args, written once per distinct pair
+    args_code, args_list = _activity_args(activity)
+    name_c, name_v = column_codes(activity["name"])
+    pair_all = combine_codes(name_c, args_code)
+    at = first_rows(pair_all)
+    names_at = lookup(name_c[at], name_v, np.nan).tolist()
+    tails = [_tail(str(n), args_list[a]) for n, a in zip(names_at, args_code[at].tolist(), strict=True)]
     counts = {"devices": len(devices), "activities": 0, "exposed": 0, "steps": 0}
     step_numbers: set[int] = set()  # distinct steps, not step windows of every device
-    fh: BinaryIO
-    with gzip.open(out, "wb") if out.suffix == ".gz" else open(out, "wb") as fh:  # type: ignore[assignment]
-        fh.write(b'{"traceEvents":[')
+    # level 3: on a 1M-event XPlane (125 MB of JSON) 12.2 MB, 19% larger than level 9, six times faster to
+    # write (0.3 s against 2.0 s); annotate stays within twice analyze's time up to 10M events
+    opened = gzip.open(out, "wb", compresslevel=GZIP_LEVEL) if out.suffix == ".gz" else open(out, "wb")
+    with opened as fh, _Writer(fh) as writer:
+        writer.write(b'{"traceEvents":[')
         first = True
         for pid0, device in enumerate(devices):
             pid = pid0 + 1
-            rows = activity.iloc[by_device[device]]
+            positions = by_device[device]
             view = views.get(device)
             meta = [
                 _meta("process_name", pid, None, {"name": f"{device} [/device:GPU:{pid0}]", "moeprof_device": device}),
                 _meta("process_sort_index", pid, None, {"sort_index": pid0}),
             ]
-            out_events: list[dict] = []
-            streams = sorted({str(s) for s in rows["stream"].unique()}, key=natural_key)
-            stream_col = rows["stream"].to_numpy(dtype=object)
-            start = rows["start_ns"].to_numpy(dtype=np.int64)
-            end = np.maximum(rows["end_ns"].to_numpy(dtype=np.int64), start)
-            names = rows["name"].to_numpy(dtype=object)
-            args = _activity_args(rows)
-            order = np.lexsort((start, stream_col.astype(str)))
+            pieces: list[bytes] = []  # the events after the metadata, as JSON text
+            start = start_all[positions]
+            end = np.maximum(end_all[positions], start)
+            pair = pair_all[positions]
+            # the streams by name
+            stream_c = stream_all[positions]
+            present = (np.flatnonzero(np.bincount(stream_c + 1, minlength=len(stream_v) + 1)) - 1).tolist()
+            streams = sorted({labels[c] for c in present}, key=natural_key)
             tid = 0
             for j, stream in enumerate(streams):
-                sel = order[stream_col[order] == stream]
+                # the stream's rows by start (ties in row order)
+                sel = np.flatnonzero(np.isin(stream_c, [c for c in present if labels[c] == stream]))
+                sel = sel[np.argsort(start[sel], kind="stable")]
                 sub = pack(start[sel], end[sel])
                 # the reader counts only threads named "Stream #...": other line names get that prefix
                 label = stream if stream.startswith("Stream #") else f"Stream #{j} {stream}".rstrip()
@@ -180,23 +270,17 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
                         _meta("thread_sort_index", pid, tid, {"sort_index": tid}),
                     ]
                     rows_in = sel[sub == lane]
-                    ts, dur = _us(start[rows_in] - base), _us(end[rows_in] - start[rows_in])
-                    out_events += [
-                        {"ph": "X", "pid": pid, "tid": tid, "ts": t, "dur": d, "name": str(names[i]), "args": args[i]}
-                        for t, d, i in zip(ts.tolist(), dur.tolist(), rows_in.tolist())
-                    ]
+                    pieces += _slices(pid, tid, start[rows_in], end[rows_in], base, (tails, pair[rows_in]))
                 counts["activities"] += sel.size
             # derived tracks: not "Stream #", "Steps" or "XLA Modules", so never read back as activity
-            codes = category_codes(rows["bucket"].to_numpy(dtype=object), rows["ib_fraction"].to_numpy())
+            codes = category_all[positions]
             tracks = [(c, *iv.union(start[codes == i], end[codes == i])) for i, c in enumerate(CATEGORIES)]
             if view is not None:
                 tracks.append((EXPOSED, *view.exposed))
                 # §8: where the ledger ran, comm split into waiting for the last member and moving bytes
                 tracks.append((WAITING, *view.wait))
-                comm_s, comm_e = iv.union(
-                    start[rows["bucket"].to_numpy(dtype=object) == "comm"],
-                    end[rows["bucket"].to_numpy(dtype=object) == "comm"],
-                )
+                comm = bucket_all[positions] == BUCKETS.index("comm")
+                comm_s, comm_e = iv.union(start[comm], end[comm])
                 if view.wait[0].size:
                     tracks.append((TRANSFER, *iv.subtract(comm_s, comm_e, *view.wait)))
             for k, (name, seg_s, seg_e) in enumerate(tracks):
@@ -207,7 +291,7 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
                     _meta("thread_name", pid, tid, {"name": f"moeprof: {name}"}),
                     _meta("thread_sort_index", pid, tid, {"sort_index": tid}),
                 ]
-                out_events += _slices(pid, tid, seg_s, seg_e, base, name, {"moeprof": name})
+                pieces += _slices(pid, tid, seg_s, seg_e, base, _tail(name, {"moeprof": name}))
                 if name == EXPOSED:
                     counts["exposed"] += seg_s.size
             dev_steps = view.steps if view is not None else pd.DataFrame(columns=["step", "start_ns", "end_ns"])
@@ -224,17 +308,18 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
                         else {}
                     )
                     # "Step N": the reader numbers step markers by the trailing integer
-                    out_events += _slices(
+                    pieces += _slices(
                         pid,
                         STEPS_TID,
                         np.array([s]),
                         np.array([e]),
                         base,
-                        f"Step {int(step)}",
-                        {"step": int(step), **extra},
+                        _tail(f"Step {int(step)}", {"step": int(step), **extra}),
                     )
                     step_numbers.add(int(step))
-            first = _write_events(fh, meta + out_events, first)
+            # the device's events: its metadata, then every slice (each led by a comma)
+            writer.write((b"" if first else b",") + orjson.dumps(meta)[1:-1] + b"".join(pieces))
+            first = False
         tail = {
             "displayTimeUnit": "ns",
             "otherData": {
@@ -245,6 +330,6 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
                 "exposed_comm_ns": result.total.exposed_comm_ns,
             },
         }
-        fh.write(b"]," + orjson.dumps(tail)[1:])
+        writer.write(b"]," + orjson.dumps(tail)[1:])
     counts["steps"] = len(step_numbers)
     return counts

@@ -66,14 +66,13 @@ from ..core.timeline import (
     detail_window,
 )
 from ..errors import InputError
-from ..options import ExecOptions, LoadOptions, StepOptions
+from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_paths
 from ..readers import TraceSource, discover
 from .annotate import natural_key
 from .terminal import human_bytes
 from .text import duration, evidence_text, ledger_line
 
-RAW_EVENTS_CAP = 250_000  # ~12 bytes each once base64'd: ~3 MB of raw events at most
 BIN_BUDGET_BYTES = 3_000_000  # binned coverage, all lanes and categories of all inputs together
 MAX_BINS = 16_384  # per device window, asked of the view; the common grid coarsens to fit the budget
 MIN_BINS = 256

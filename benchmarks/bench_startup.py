@@ -1,0 +1,122 @@
+"""Benchmark: moeprof's start-up, the cost every command pays before it reads a byte (issue 12, goal 4).
+
+Targets: ``moeprof --version`` under 0.2 s, ``moeprof analyze --json`` of a
+~3 MB trace under 0.6 s (wall, median of ``--repeat`` runs, each in its own
+process). The traces: the XPlane ``bench_xplane.py`` generates (8 GPUs x 3
+streams, XLA stats) at ~36k events (~3 MB), and the real captures of about that
+size in ``../shared/traces`` where they are checked out; ``--trace`` (repeatable)
+measures other files instead. ``python -c pass`` and ``import pandas`` are
+printed beside them: the floor any Python tool built on pandas starts from.
+
+    python benchmarks/bench_startup.py [--repeat 5] [--trace FILE ...]
+
+Measured on the shared 2-core machine (load ~2.3; wall times follow the load), medians of 3,
+before (main 6f9ba0b) and after the lazy imports of issue 12, in one run:
+
+    python -c pass                                0.02 s
+    import pandas (numpy, pyarrow)                0.25 s
+    moeprof --version                             0.03 s -> 0.02 s  (target < 0.2)
+    analyze --json, 2.9 MiB real XPlane (bert)    0.70 s -> 0.56 s  (target < 0.6)
+    analyze --json, 0.7 MiB Kineto (ddp rank 0)   0.72 s -> 0.56 s  (target < 0.6)
+    analyze --json, 3.3 MiB generated XPlane      1.00 s -> 0.67 s  (target < 0.6: not met; 12k
+                                                  kernels, 3,000 kernel names to classify)
+
+Of a command's start, pandas with pyarrow is ~0.25 s, typer (with pydantic) ~0.1 s; the
+commands import the pipeline, rich, jinja2 and protobuf only when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTUP_EVENTS = 36_000  # ~3 MB of XPlane in the benchmark's shape
+VERSION_TARGET_S = 0.2
+ANALYZE_TARGET_S = 0.6
+
+
+def median_wall(cmd: list[str], repeat: int) -> float:
+    """Median wall seconds of ``repeat`` runs of a command (each a fresh process; output discarded)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def build_trace(path: Path, events: int = STARTUP_EVENTS) -> None:
+    """The benchmark XPlane at ``events`` events (built in a child, as bench_xplane builds it)."""
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_xplane.py"),
+            "--build-only",
+            str(path),
+            "--events",
+            str(events),
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def startup_figures(traces: list[Path], repeat: int = 5) -> dict[str, float]:
+    """Median wall seconds: the interpreter, pandas, ``moeprof --version`` and ``moeprof analyze --json`` of
+    each trace."""
+    py = sys.executable
+    out = {
+        "python -c pass": median_wall([py, "-c", "pass"], repeat),
+        "import pandas": median_wall([py, "-c", "import pandas"], repeat),
+        "moeprof --version": median_wall([py, "-m", "moeprof", "--version"], repeat),
+    }
+    for trace in traces:
+        out[f"analyze {trace.name}"] = median_wall([py, "-m", "moeprof", "analyze", str(trace), "--json"], repeat)
+    return out
+
+
+def goals(figures: dict[str, float], traces: list[Path]) -> list[tuple[str, float, str, bool]]:
+    """(goal, measured seconds, target, met) of the start-up goals: --version, and analyze of each trace."""
+    version = figures["moeprof --version"]
+    out = [("start-up: moeprof --version (s)", version, f"< {VERSION_TARGET_S}", version < VERSION_TARGET_S)]
+    for trace in traces:
+        seconds = figures[f"analyze {trace.name}"]
+        label = f"start-up: analyze {trace.stat().st_size / 2**20:.1f} MiB {trace.name} (s)"
+        out.append((label, seconds, f"< {ANALYZE_TARGET_S}", seconds < ANALYZE_TARGET_S))
+    return out
+
+
+# real captures of about 3 MB, where the shared traces are checked out beside the worktree
+SHARED = [
+    ROOT.parent / "shared" / "traces" / "xplane" / "tf_bert_8xv100_worker.xplane.pb",
+    ROOT.parent / "shared" / "traces" / "kineto" / "ddp_2rank_a100_rank0.json.gz",
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--trace", type=Path, action="append", help="analyze this trace (repeatable) instead")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        traces = args.trace
+        if not traces:
+            generated = Path(tmp) / "generated_3mb.xplane.pb"
+            build_trace(generated)
+            traces = [generated, *(t for t in SHARED if t.exists())]
+        figures = startup_figures(traces, args.repeat)
+        results = goals(figures, traces)
+    for label, seconds in figures.items():
+        print(f"{label:48s} {seconds:6.3f} s (median of {args.repeat})")
+    for goal, value, target, met in results:
+        print(f"{goal:64s} {value:6.3f}  target {target:7s} {'met' if met else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()
