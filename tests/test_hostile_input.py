@@ -89,8 +89,8 @@ def sql(path: Path, query: str) -> list[tuple]:
         return conn.execute(query).fetchall()
 
 
-def edited_sqlite(tmp_path: Path, *statements: str) -> Path:
-    db = tmp_path / "x.sqlite"
+def edited_sqlite(tmp_path: Path, *statements: str, name: str = "x.sqlite") -> Path:
+    db = tmp_path / name
     shutil.copyfile(SQLITE, db)
     with sqlite3.connect(db) as conn:
         for statement in statements:
@@ -516,3 +516,20 @@ def test_xplane_double_where_an_integer_stat_is_expected(tmp_path: Path, monkeyp
     trace = read_file(path)
     assert len(trace.events) == len(read_file(XPLANE).events)
     assert set(trace.events["program_id"].tolist()) == {-1}
+
+
+@pytest.mark.parametrize("route", ["sqlite", "parquet"])
+def test_an_activity_table_without_its_time_columns_is_refused(tmp_path: Path, route: str) -> None:
+    """Fuzz case 300:2206: CUPTI_ACTIVITY_KIND_KERNEL without an `end` column was skipped without a word,
+    and the analysis went on with the copies alone."""
+    db = edited_sqlite(tmp_path, 'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN "end"')
+    path = db if route == "sqlite" else to_parquetdir(db, tmp_path / "pq")
+    line = refused(path)
+    assert "CUPTI_ACTIVITY_KIND_KERNEL has rows but no end column: its activities cannot be placed" in line
+    empty = edited_sqlite(
+        tmp_path,
+        "DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET",
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_MEMSET DROP COLUMN deviceId",
+        name="empty.sqlite",
+    )
+    accepted(empty)  # an empty table without its columns leaves no activity out

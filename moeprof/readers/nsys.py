@@ -230,6 +230,9 @@ class _SqliteTables:
             self._cols[table] = [r[1] for r in self.conn.execute(f'PRAGMA table_info("{table}")')]
         return self._cols[table]
 
+    def rows(self, table: str) -> int:
+        return int(self.conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]) if table in self.names else 0
+
     def frame(self, table: str, cols: list[str]) -> pd.DataFrame:
         have = [c for c in cols if c in self.columns(table)]
         if not have:
@@ -278,7 +281,23 @@ def _activity_sql(t: _SqliteTables, table: str, extra: list[str]) -> str | None:
     return f'SELECT {", ".join(items)} FROM "{table}" {a} {" ".join(joins)} {launch_join}'
 
 
+class _Unplaceable(Exception):
+    """An activity table with rows but without the columns that place them (refused, naming the file)."""
+
+
+def _placing_columns(t: _SqliteTables | _ParquetTables, table: str) -> bool:
+    """Whether ``table`` has start, end and deviceId; a table with rows that lacks one is refused (its
+    activities would be left out without a word), an empty or absent one is skipped."""
+    cols = t.columns(table)
+    missing = sorted({"start", "end", "deviceId"} - set(cols))
+    if missing and cols and t.rows(table):
+        raise _Unplaceable(f"{table} has rows but no {' or '.join(missing)} column: its activities cannot be placed")
+    return not missing
+
+
 def _read_activity(t: _SqliteTables, table: str, extra: list[str]) -> pd.DataFrame:
+    if not _placing_columns(t, table):
+        return pd.DataFrame()
     sql = _activity_sql(t, table, extra)
     if sql is None:
         return pd.DataFrame()
@@ -391,6 +410,13 @@ class _ParquetTables:
             self._cols[table] = list(ds.dataset(self.paths[table], format="parquet").schema.names)
         return self._cols[table]
 
+    def rows(self, table: str) -> int:
+        if table not in self.paths:
+            return 0
+        import pyarrow.dataset as ds
+
+        return int(ds.dataset(self.paths[table], format="parquet").count_rows())
+
     def frame(self, table: str, cols: list[str]) -> pd.DataFrame:
         have = [c for c in cols if c in self.columns(table)]
         if not have:
@@ -444,8 +470,7 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
         runtime = pd.DataFrame()
 
     def activity(table: str, extra: list[str]) -> pd.DataFrame:
-        cols = t.columns(table)
-        if not {"start", "end", "deviceId"} <= set(cols):
+        if not _placing_columns(t, table):
             return pd.DataFrame()
         frame = t.frame(
             table, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", *_NAME_COLUMNS, *extra]
@@ -570,6 +595,8 @@ def read_parquet_dir(folder: Path, context: ReadContext | None = None) -> Trace:
         raise InputError(folder, "no CUPTI activity tables")
     try:
         frames = _parquet_frames(tables)
+    except _Unplaceable as exc:
+        raise InputError(folder, str(exc)) from None
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(folder, f"cannot read the parquet tables: {_one_line(exc)}") from None
     trace = _build(
@@ -724,6 +751,8 @@ def _parse_connection(
             # leniently, which costs a Python call per string, so only when needed
             conn.text_factory = lambda b: b.decode("utf-8", "replace")
             frames = _sqlite_frames(tables, step_marker)
+    except _Unplaceable as exc:
+        raise InputError(shown, str(exc)) from None
     except sqlite3.Error as exc:
         raise InputError(shown, f"not a readable Nsight Systems SQLite export: {_one_line(exc)}") from None
     except (pd.errors.DatabaseError, ValueError) as exc:
