@@ -203,6 +203,42 @@ def set_strings(table: pd.DataFrame, col: str, values: np.ndarray) -> None:
     table[col] = categorical(values, len(table))
 
 
+# ---- the window of times moeprof accepts (docs/metrics.md, "Times moeprof accepts") ----------------------------
+# A device activity is placed only when both its end points lie in [0, 2^62) ns of the trace clock (146 years
+# from its zero: epoch-based clocks are at ~1.8e18 ns, session clocks start at 0) and it lasts 0 to 1 day.
+# Then every difference of two times fits int64, no time reported is negative, and every sum the figures add
+# up fits too (a file is refused past TOTAL_LIMIT_NS). The converters map what no int64 holds past +-2^62.
+TIME_LIMIT_NS = 2**62
+MAX_DURATION_NS = 86_400 * 10**9
+TOTAL_LIMIT_NS = 2**62
+# what a converter writes for a time no int64 nanosecond holds (NaN, inf, 1e300 µs): outside the window
+UNPLACEABLE_NS = int(np.iinfo(np.int64).min)
+
+
+def floats_to_ns(values: np.ndarray) -> np.ndarray:
+    """Float nanoseconds to int64, rounding to the nearest ns; NaN, inf and times past the window are
+    :data:`UNPLACEABLE_NS` (no cast of an out-of-range float, so no RuntimeWarning)."""
+    v = np.asarray(values, dtype=np.float64)
+    ok = np.abs(v) < TIME_LIMIT_NS  # False for NaN and inf
+    if ok.all():
+        return np.rint(v).astype(np.int64)
+    out = np.full(v.shape, UNPLACEABLE_NS, dtype=np.int64)
+    out[ok] = np.rint(v[ok]).astype(np.int64)
+    return out
+
+
+def outside_window(start_ns: np.ndarray, end_ns: np.ndarray) -> dict[str, np.ndarray]:
+    """Masks of the rows a reader's times cannot place: ``beyond`` (an end point at or past +-2^62 ns, which is
+    where the converters put NaN, inf and overflowing times), ``negative`` (an end point before the clock's
+    zero), ``reversed`` (ends before it starts), ``long`` (more than a day)."""
+    s = np.asarray(start_ns, dtype=np.int64)
+    e = np.asarray(end_ns, dtype=np.int64)
+    beyond = (s <= -TIME_LIMIT_NS) | (s >= TIME_LIMIT_NS) | (e <= -TIME_LIMIT_NS) | (e >= TIME_LIMIT_NS)
+    negative = ~beyond & ((s < 0) | (e < 0))
+    dur = np.where(beyond, 0, e) - np.where(beyond, 0, s)  # both within +-2^62: the difference fits
+    return {"beyond": beyond, "negative": negative, "reversed": dur < 0, "long": dur > MAX_DURATION_NS}
+
+
 def us_interval_to_ns(ts_us: np.ndarray, dur_us: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Chrome/Kineto float µs ``ts`` (and ``dur``) to integer ns, rounding to the nearest ns (spec §1).
 
@@ -210,14 +246,19 @@ def us_interval_to_ns(ts_us: np.ndarray, dur_us: np.ndarray | None = None) -> tu
     rounded on its own, never inward, so touching intervals stay touching.
     Epoch-based µs timestamps (~1.7e15) times 1e3 exceed float64's exact
     integers, so the whole µs are scaled in int64 and only the fraction goes
-    through floats; the result equals rint of the exact products.
+    through floats; the result equals rint of the exact products. An end point
+    past +-2^62 ns (or NaN, inf) is :data:`UNPLACEABLE_NS`.
     """
     ts = np.asarray(ts_us, dtype=np.float64)
-    whole = np.floor(ts)
-    frac = ts - whole  # exact for doubles
-    base = whole.astype(np.int64) * 1000
-    start = base + np.rint(frac * 1e3).astype(np.int64)
-    if dur_us is None:
-        return start, start.copy()
-    end = base + np.rint(frac * 1e3 + np.asarray(dur_us, dtype=np.float64) * 1e3).astype(np.int64)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf are masked below, never cast
+        ok = np.abs(ts) < TIME_LIMIT_NS / 1e3
+        whole = np.floor(np.where(ok, ts, 0.0))
+        frac = np.where(ok, ts, 0.0) - whole  # exact for doubles
+        base = whole.astype(np.int64) * 1000
+        start = np.where(ok, base + np.rint(frac * 1e3).astype(np.int64), UNPLACEABLE_NS)
+        if dur_us is None:
+            return start, start.copy()
+        tail = frac * 1e3 + np.asarray(dur_us, dtype=np.float64) * 1e3
+        ok_end = ok & (np.abs(tail) < TIME_LIMIT_NS)
+        end = np.where(ok_end, base + np.rint(np.where(ok_end, tail, 0.0)).astype(np.int64), UNPLACEABLE_NS)
     return start, end

@@ -9,6 +9,7 @@ format, framework, job identity), so the per-file map and the cross-file merge
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,14 @@ MARKER_COLUMNS: dict[str, str] = {
     "number": "int64",  # the step number the marker carries (-1: none; numbered by order)
 }
 MARKER_KINDS = ("step", "module", "module_launch", "module_run")
+_TRAILING_NUMBER = re.compile(r"(\d+)\s*$")
+
+
+def trailing_number(text: str) -> int:
+    """The number that ends a marker's name ("ProfilerStep#12" -> 12), -1 if none; more than 18 digits
+    (past int64) are no step number."""
+    m = _TRAILING_NUMBER.search(text)
+    return int(m.group(1)) if m and len(m.group(1)) <= 18 else -1
 
 
 def make_markers(

@@ -10,13 +10,14 @@ name) whether the file is its format.
 from __future__ import annotations
 
 import gc
+import os
 from pathlib import Path
 
 from ..core.trace import Trace
 from ..errors import InputError
 from ..options import LoadOptions
-from .base import Placement, ReadContext, Reader, check_fits_in_memory, sniff
-from .discover import TRACE_SUFFIXES, discover, is_nsys_parquet_dir, plan_placements
+from .base import Placement, ReadContext, Reader, check_fits_in_memory, screen_times, sniff
+from .discover import NOT_FILE_OR_DIR, TRACE_SUFFIXES, discover, is_nsys_parquet_dir, plan_placements
 from .sources import TraceSource, is_url
 
 
@@ -63,6 +64,8 @@ READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight())
 
 def reader_for(path: Path) -> tuple[Reader, str]:
     """The reader of a file (and the sniffed kind), or an InputError naming the file."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise InputError(path, NOT_FILE_OR_DIR)  # opening a FIFO would wait for a writer
     kind = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
     for reader in READERS:
         if reader.sniff(path, kind):
@@ -90,10 +93,26 @@ def read_file(path: TraceSource, context: ReadContext | None = None) -> Trace:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return reader.read(path, context)
+        trace = reader.read(path, context)
+    except (InputError, KeyboardInterrupt):
+        raise
+    except MemoryError:
+        raise InputError(
+            path, "out of memory reading it; analyze fewer files at once, or on a bigger machine"
+        ) from None
+    except Exception as exc:
+        if os.environ.get("MOEPROF_DEBUG"):
+            raise
+        raise InputError(path, f"cannot read as {reader.format}: {_exception_line(exc)}") from None
     finally:
         if enabled:
             gc.enable()
+    return screen_times(trace, path)
+
+
+def _exception_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
 
 
 __all__ = [

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
+from ..core.events import MAX_DURATION_NS, TOTAL_LIMIT_NS, outside_window
 from ..core.trace import Trace
 from ..errors import InputError
 from ..options import LoadOptions
+from ..words import plural
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -66,7 +76,7 @@ def sniff(path: Path) -> str:
         try:
             with gzip.open(path, "rb") as fh:
                 inner = fh.read(64)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise InputError(path, f"corrupt gzip data: {exc}") from None
         return "json" if inner.lstrip()[:1] in (b"{", b"[") else "unknown"
     if head.lstrip()[:1] in (b"{", b"["):
@@ -114,3 +124,102 @@ def check_fits_in_memory(path: Path, fmt: str) -> None:
             f" {available / gib:.0f} GiB available); analyze one file per host or rank, or set"
             " MOEPROF_IGNORE_MEMORY_CHECK=1 to try anyway",
         )
+
+
+def screen_times(trace: Trace, path: Path | str) -> Trace:
+    """The trace without the device activities (and step/module markers) its times cannot place.
+
+    Every reader's table passes through here (``read_file``). A row with an end point at or past
+    +-2^62 ns (where the readers put NaN, inf and times no int64 holds) or before 0, that ends before
+    it starts, or that lasts more than a day is dropped, and one warning counts what was dropped and
+    why (markers: all but the last rule). A file where nothing is left, or whose activities add up
+    past 2^62 ns, is refused. See docs/metrics.md, "Times moeprof accepts".
+    """
+    events, markers = trace.events, trace.markers
+    if not len(events) and not len(markers):
+        return trace
+    ev = outside_window(events["start_ns"].to_numpy(), events["end_ns"].to_numpy())
+    mk = outside_window(markers["start_ns"].to_numpy(), markers["end_ns"].to_numpy())
+    drop = ev["beyond"] | ev["negative"] | ev["reversed"] | ev["long"]
+    drop_markers = mk["beyond"] | mk["negative"] | mk["reversed"]  # a step may last longer than a day
+    if drop.any() and drop.all():
+        raise InputError(path, f"no device activity with placeable times: {_why(ev)} ({WINDOW})")
+    warnings = list(trace.warnings)
+    if drop.any():
+        dropped = plural(int(drop.sum()), "device activity", "device activities")
+        warnings.append(f"{path}: dropped {dropped} whose times cannot be placed: {_why(ev)} ({WINDOW})")
+        events = events.loc[~drop].reset_index(drop=True)
+    if drop_markers.any():
+        dropped = plural(int(drop_markers.sum()), "step or module marker")
+        warnings.append(f"{path}: dropped {dropped} whose times cannot be placed: {_why(mk, long=False)}")
+        markers = markers.loc[~drop_markers].reset_index(drop=True)
+    total = float(np.sum(events["end_ns"].to_numpy(np.float64) - events["start_ns"].to_numpy(np.float64)))
+    if total >= TOTAL_LIMIT_NS:
+        raise InputError(path, f"device activities add up to {total:.3g} ns, past what int64 sums hold (2^62 ns)")
+    if len(warnings) == len(trace.warnings):
+        return trace
+    return trace.replace(events=events, markers=markers, warnings=tuple(warnings))
+
+
+WINDOW = f"accepted: 0 <= time < 2^62 ns, 0 <= duration <= {MAX_DURATION_NS // 3_600_000_000_000} h"
+
+
+def _why(masks: dict[str, np.ndarray], long: bool = True) -> str:
+    said = {
+        "beyond": "with a time past +-2^62 ns or not a finite number",
+        "negative": "before the clock's zero",
+        "reversed": "ending before they start",
+        "long": "lasting more than a day",
+    }
+    if not long:
+        del said["long"]
+    return "; ".join(f"{int(masks[k].sum()):,} {text}" for k, text in said.items() if masks[k].any())
+
+
+# absl/glog's line prefix ("E0000 00:00:1796119877.337271    5474 wire_format_lite.cc:578] ") and its first-log notice
+_GLOG_PREFIX = re.compile(r"^[EWIF]\d{4} [\d:. ]+\s+\d+ [\w.]+:\d+\] ")
+_ABSL_NOTICE = "WARNING: All log messages before absl::InitializeLog()"
+
+
+@contextmanager
+def native_log(path: Path | str) -> Iterator[None]:
+    """Keep what native code (jaxlib's C++, XLA) writes to file descriptor 2 meanwhile off the terminal.
+
+    Python-level redirection cannot catch it: fd 2 itself is pointed at a temporary file (never beside
+    the input). When the read succeeds the lines are dropped; when it fails with an InputError, the first
+    of them is folded into its one line.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no fd 2 to redirect: nothing native can reach a terminal either
+        yield
+        return
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        except InputError as exc:
+            said = _native_lines(log, saved)
+            saved = -1
+            if said and exc.path is not None:
+                raise InputError(exc.path, f"{exc.problem} ({said[0][:300]})") from None
+            raise
+        finally:
+            if saved >= 0:
+                _native_lines(log, saved)
+
+
+def _native_lines(log: object, saved: int) -> list[str]:
+    """Restore fd 2 and return what was logged meanwhile, prefixes and notices removed."""
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os.dup2(saved, 2)
+    os.close(saved)
+    log.seek(0)  # type: ignore[attr-defined]
+    text = log.read().decode("utf-8", "replace")  # type: ignore[attr-defined]
+    return [
+        _GLOG_PREFIX.sub("", line).strip() for line in text.splitlines() if line.strip() and _ABSL_NOTICE not in line
+    ]

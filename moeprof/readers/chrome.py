@@ -19,7 +19,7 @@ import orjson
 import pandas as pd
 
 from ..core.events import make_table, us_interval_to_ns
-from ..core.trace import Job, Trace, empty_markers, make_markers
+from ..core.trace import Job, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
@@ -152,6 +152,8 @@ def read(path: Path, context: ReadContext) -> Trace:
         columns = decode_columns(raw, path)
     except MemoryError:
         raise _out_of_memory(path, len(raw)) from None
+    except RecursionError:  # msgspec's limit on nesting
+        raise InputError(path, "JSON nested too deep to read (a value inside an event nests 1,000 levels?)") from None
     if columns.is_kineto:
         del raw  # the columns are all that is read from here on
         return read_kineto(columns, path, context)
@@ -165,8 +167,16 @@ def read(path: Path, context: ReadContext) -> Trace:
 
 
 def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
-    """xprof's trace-viewer JSON: ``/device:GPU:N`` processes, ``Stream #N`` threads, µs floats."""
+    """xprof's trace-viewer JSON: ``/device:GPU:N`` processes, ``Stream #N`` threads, µs floats.
+
+    Every entry of ``traceEvents`` must be an object; a device activity (or step) must have a
+    ``ts`` that is a number (a numeric string counts) and a ``dur`` that is one or absent. Ids
+    that are not hashable (a list as ``pid``) name no process; text fields that are not text are ignored.
+    """
     events = doc["traceEvents"]
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            raise InputError(path, f"traceEvents[{i}] is {_json_type(ev)}, not an event object")
     gpu_pids: dict[object, int] = {}
     stream_tids: dict[tuple[object, object], str] = {}
     derived_tids: dict[tuple[object, object], str] = {}
@@ -175,30 +185,37 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
         if ev.get("ph") != "M":
             continue
         name = ev.get("name")
-        args = ev.get("args") or {}
+        args = _args(ev)
+        pid = _ident(ev.get("pid"))
+        if pid is _NO_ID:
+            continue
         if name == "process_name":
-            m = _GPU_PROCESS.search(str(args.get("name", "")))
+            m = _GPU_PROCESS.search(_text(args.get("name")))
             if m:
-                gpu_pids[ev.get("pid")] = int(m.group(1))
+                if len(m.group(1)) > 9:
+                    raise InputError(path, f"process {_text(args.get('name'))[:60]!r}: a GPU ordinal past 10^9")
+                gpu_pids[pid] = int(m.group(1))
         elif name == "thread_name":
-            tname = str(args.get("name", ""))
-            key = (ev.get("pid"), ev.get("tid"))
+            tname = _text(args.get("name"))
+            key = (pid, _ident(ev.get("tid")))
             if _STREAM_THREAD.match(tname):
                 stream_tids[key] = tname
             else:
                 derived_tids[key] = tname
-    rows = [ev for ev in events if ev.get("ph") == "X" and ev.get("pid") in gpu_pids]
+    rows = [ev for ev in events if ev.get("ph") == "X" and _ident(ev.get("pid")) in gpu_pids]
     gpus = len(gpu_pids)
-    activity = [ev for ev in rows if (ev.get("pid"), ev.get("tid")) in stream_tids]
-    steps = [ev for ev in rows if derived_tids.get((ev.get("pid"), ev.get("tid"))) in ("Steps", "XLA Modules")]
+    activity = [ev for ev in rows if (_ident(ev["pid"]), _ident(ev.get("tid"))) in stream_tids]
+    steps = [
+        ev for ev in rows if derived_tids.get((_ident(ev["pid"]), _ident(ev.get("tid")))) in ("Steps", "XLA Modules")
+    ]
     if not activity:
         return Trace(events=make_table({}, n=0), path=str(path), format="chrome")
-    ts = np.array([float(ev.get("ts", 0.0)) for ev in activity])
-    dur = np.array([float(ev.get("dur", 0.0)) for ev in activity])
-    names = [str(ev.get("name", "")) for ev in activity]
-    args = [ev.get("args") or {} for ev in activity]
+    ts = _numbers(activity, "ts", path, "a device activity")
+    dur = _numbers(activity, "dur", path, "a device activity")
+    names = [_name(ev, path) for ev in activity]
+    arg_dicts = [_args(ev) for ev in activity]
     start_ns, end_ns = us_interval_to_ns(ts, dur)
-    ordinals = np.array([gpu_pids[ev["pid"]] for ev in activity], dtype=np.int64)
+    ordinals = np.array([gpu_pids[_ident(ev["pid"])] for ev in activity], dtype=np.int64)
     vocab = vocabulary()
     copy = [vocab.copy_kind(n) for n in names]
     table = make_table(
@@ -207,7 +224,7 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
             "device": [f"{host}/GPU:{o}" for o in ordinals],
             "global_id": host_index * gpus + ordinals,
             "gpus_per_domain": gpus,
-            "stream": [stream_tids[(ev["pid"], ev.get("tid"))] for ev in activity],
+            "stream": [stream_tids[(_ident(ev["pid"]), _ident(ev.get("tid")))] for ev in activity],
             "name": names,
             "start_ns": start_ns,
             "end_ns": end_ns,
@@ -215,32 +232,33 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
                 "memcpy" if c else ("memset" if vocab.memset_name.match(n) else "kernel") for c, n in zip(copy, names)
             ],
             "copy_kind": copy,
-            "hlo_module": [str(a.get("hlo_module", "")) for a in args],
-            "hlo_op": [str(a.get("hlo_op", "")) for a in args],
+            "hlo_module": [_text(a.get("hlo_module")) for a in arg_dicts],
+            "hlo_op": [_text(a.get("hlo_op")) for a in arg_dicts],
             # written by moeprof annotate (and harmless elsewhere): the HLO opcode and the communicating
             # group, so an annotated trace reads back with the same kinds and links
-            "opcode": [str(a.get("opcode", "")) for a in args],
-            "group": [str(a.get("group", "")) for a in args],
-            "program_id": [
-                int(a.get("program_id", -1)) if str(a.get("program_id", "")).lstrip("-").isdigit() else -1 for a in args
-            ],
+            "opcode": [_text(a.get("opcode")) for a in arg_dicts],
+            "group": [_group(a.get("group")) for a in arg_dicts],
+            "program_id": [_program_id(a.get("program_id")) for a in arg_dicts],
             "source": "chrome",
         }
     )
     markers = empty_markers()
     if steps:
-        s_ts = np.array([float(ev.get("ts", 0.0)) for ev in steps])
-        s_dur = np.array([float(ev.get("dur", 0.0)) for ev in steps])
+        s_ts = _numbers(steps, "ts", path, "a step or module range")
+        s_dur = _numbers(steps, "dur", path, "a step or module range")
         s_start, s_end = us_interval_to_ns(s_ts, s_dur)
-        kinds = ["step" if derived_tids[(ev["pid"], ev.get("tid"))] == "Steps" else "module" for ev in steps]
+        kinds = [
+            "step" if derived_tids[(_ident(ev["pid"]), _ident(ev.get("tid")))] == "Steps" else "module" for ev in steps
+        ]
+        step_names = [_text(ev.get("name")) for ev in steps]
         markers = make_markers(
             host=host,
-            device=[f"{host}/GPU:{gpu_pids[ev['pid']]}" for ev in steps],
+            device=[f"{host}/GPU:{gpu_pids[_ident(ev['pid'])]}" for ev in steps],
             kind=kinds,
-            name=[str(ev.get("name", "")) for ev in steps],
+            name=step_names,
             start_ns=s_start,
             end_ns=s_end,
-            number=[_trailing_int(str(ev.get("name", ""))) if k == "step" else -1 for ev, k in zip(steps, kinds)],
+            number=[trailing_number(n) if k == "step" else -1 for n, k in zip(step_names, kinds)],
         )
     has_hlo = bool((table["hlo_module"].astype(str) != "").any())
     return Trace(
@@ -254,10 +272,89 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
     )
 
 
+_NO_ID = object()  # what an unhashable pid/tid (a list, an object) becomes: it names no process or thread
+_GROUP = re.compile(r"\s*-?\d{1,18}(\s*,\s*-?\d{1,18})*\s*")
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _ident(value: object) -> object:
+    """A pid/tid as a dict key; an unhashable one names nothing."""
+    try:
+        hash(value)
+    except TypeError:
+        return _NO_ID
+    return value
+
+
+def _args(ev: dict) -> dict:
+    args = ev.get("args")
+    return args if isinstance(args, dict) else {}  # a list or a string there holds no args
+
+
+def _text(value: object) -> str:
+    """A text field: numbers are spelled out, absent/null and anything not text (a list, an object) is ""."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
+def _name(ev: dict, path: Path) -> str:
+    name = ev.get("name", "")
+    if isinstance(name, dict | list):
+        raise InputError(path, f"a device activity whose name is {_json_type(name)}, not text")
+    return _text(name)
+
+
+def _number(value: object) -> float | None:
+    """A JSON number (or a numeric string) as a float; None where it is no number (text, bool, null, list)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        try:
+            return float(value)
+        except OverflowError:  # an integer past float's range: a time no int64 ns holds
+            return float("inf") if value > 0 else float("-inf")
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _numbers(events: list[dict], key: str, path: Path, what: str) -> np.ndarray:
+    """``ts`` (required) or ``dur`` (absent: 0) of each event in µs; a value that is no number is refused."""
+    out = np.empty(len(events), dtype=np.float64)
+    for i, ev in enumerate(events):
+        if key not in ev and key == "dur":
+            out[i] = 0.0
+            continue
+        if key not in ev:
+            raise InputError(path, f"{what} without a timestamp ({key})")
+        value = _number(ev[key])
+        if value is None:
+            raise InputError(path, f"{what} whose {key} is {_json_type(ev[key])}, not a number")
+        out[i] = value
+    return out
+
+
+def _group(value: object) -> str:
+    """The communicating group moeprof annotate writes ("0,1,2,3"); anything else is no group."""
+    if isinstance(value, str) and _GROUP.fullmatch(value):
+        return ",".join(x.strip() for x in value.split(","))
+    return ""
+
+
+def _program_id(value: object) -> int:
+    text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
+    return int(text) if text.lstrip("-").isdigit() and len(text) <= 18 else -1
+
+
 def kinds_of(markers: pd.DataFrame) -> list[str]:
     return [str(k) for k in markers["kind"].unique()] if len(markers) else []
-
-
-def _trailing_int(text: str) -> int:
-    m = re.search(r"(\d+)\s*$", text)
-    return int(m.group(1)) if m else -1

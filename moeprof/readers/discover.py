@@ -78,6 +78,8 @@ def plan_placements(files: list[TraceSource]) -> list[Placement]:
     return out
 
 
+NOT_FILE_OR_DIR = "neither a regular file nor a directory (a FIFO, a socket or a device?): nothing to read"
+
 # JSON files that sit beside traces and are not traces: a run folder's records, test truth
 NOT_TRACES = ("manifest.json", "analysis.json", ".truth.json", "package.json")
 
@@ -139,6 +141,8 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
         if path.is_file() or is_nsys_parquet_dir(path):
             found.append(path)
             continue
+        if not path.is_dir():
+            raise InputError(path, NOT_FILE_OR_DIR)
         runs = _tensorboard_runs(path)
         if runs:
             files = _trace_files_in(choose_run(path, runs, options), notes)

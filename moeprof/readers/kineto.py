@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import empty_table, make_table, us_interval_to_ns
-from ..core.trace import Job, Trace, empty_markers, make_markers
+from ..core.trace import Job, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
@@ -43,6 +43,7 @@ from .kineto_columns import KinetoColumns, columns_of_document
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}  # kineto_columns' order
 _MARKER_KEYS = ("deviceProperties", "distributedInfo", "schemaVersion")
 DEFAULT_GPUS_PER_NODE = 8
+MAX_GROUP_SIZE = 1 << 20  # a "Group size" beyond this is not believed (a group of it is spelled out rank by rank)
 
 _RECORD_PARAM_COMMS = "record_param_comms"
 # rank in a file name: an explicit word first, else the only number in the stem
@@ -160,7 +161,8 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     comm_like = np.array([vocab.is_comm_range(u) for u in unique_names], dtype=bool)
     is_rpc = unique_names == _RECORD_PARAM_COMMS
     step_no = np.array(
-        [int(m.group(1)) if (m := vocab.profiler_step.match(u)) else -1 for u in unique_names], dtype=np.int64
+        [trailing_number(m.group(1)) if (m := vocab.profiler_step.match(u)) else -1 for u in unique_names],
+        dtype=np.int64,
     )
     if options.step_marker:
         # ranges the user names as steps (--step-marker): numbered by their trailing digits, else in order
@@ -170,8 +172,8 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
         for i, u in enumerate(unique_names):
             if step_no[i] < 0 and user_step.search(u):
-                m = re.search(r"(\d+)\s*$", u)
-                step_no[i] = int(m.group(1)) if m else _BY_ORDER
+                number = trailing_number(u)
+                step_no[i] = number if number >= 0 else _BY_ORDER
     is_step = (step_no >= 0) | (step_no == _BY_ORDER)
     keep = np.flatnonzero((comm_like | is_rpc | is_step)[codes]) if len(unique_names) else np.zeros(0, int)
     ranges = _ranges(cols, names, threads, keep, path)
@@ -271,16 +273,21 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
 # ---- decoding -------------------------------------------------------------------------------
 
 
+_INT64 = 2**63
+
+
 def _as_int(value: object) -> int | None:
+    """An integer (or an integral float or numeric string) within int64, else None."""
     if isinstance(value, bool):
         return None
+    out: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
+        out = value
+    elif isinstance(value, float) and value.is_integer():
+        out = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
+        out = int(value)
+    return out if out is not None and -_INT64 <= out < _INT64 else None
 
 
 def _rank(doc: dict, path: Path, host_index: int) -> int:
@@ -340,6 +347,8 @@ def _comm_fields(args: dict, pg_ranks: dict[str, list[int]], world: int | None) 
     size = _as_int(args.get("Group size"))
     if ranks is None:
         ranks = pg_ranks.get(str(args.get("Process Group Name"))) if "Process Group Name" in args else None
+    if size is not None and not 0 < size <= MAX_GROUP_SIZE:
+        size = None  # no job has that many ranks: a group of it would not fit in memory
     if ranks is None and size:
         start, stride = _as_int(args.get("Global rank start")), _as_int(args.get("Global rank stride"))
         if start is not None and stride:

@@ -226,6 +226,8 @@ def _float(value: Any) -> tuple[float, bool]:
         return _NAN, False
     if type(value) is float:
         return value, False
+    if type(value) is bool:  # JSON true/false is no time (np.asarray would make it 1.0)
+        return _NAN, True
     try:
         arr = np.asarray([value], dtype=np.float64)
     except (TypeError, ValueError, OverflowError):

@@ -46,11 +46,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.events import make_table
-from ..core.trace import Job, Trace, empty_markers, make_markers
+from ..core.events import TIME_LIMIT_NS, UNPLACEABLE_NS, floats_to_ns, make_table
+from ..core.trace import Job, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
+from ..words import plural
 from .base import ReadContext, sniff
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -115,7 +116,6 @@ _ALL_TO_ALL = re.compile(r"(?i)all_?(to|2)_?all")
 _THUNK = re.compile(r"(?:^|:)Thunk:#([^#]*)#")
 _XLA_MODULE = re.compile(r"(?:^|:)XlaModule:#([^#]*)#")
 _KV = re.compile(r"(\w+)=([^,#]*)")
-_TRAILING_DIGITS = re.compile(r"(\d+)\s*$")
 # SQL pre-filter for NVTX rows (LIKE is ASCII case-insensitive): a superset of the families above,
 # so that the aten:: ranges of emit_nvtx (often millions) stay in the file. No "_" (a LIKE wildcard).
 _NVTX_LIKE = (
@@ -230,6 +230,9 @@ class _SqliteTables:
             self._cols[table] = [r[1] for r in self.conn.execute(f'PRAGMA table_info("{table}")')]
         return self._cols[table]
 
+    def rows(self, table: str) -> int:
+        return int(self.conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]) if table in self.names else 0
+
     def frame(self, table: str, cols: list[str]) -> pd.DataFrame:
         have = [c for c in cols if c in self.columns(table)]
         if not have:
@@ -278,7 +281,23 @@ def _activity_sql(t: _SqliteTables, table: str, extra: list[str]) -> str | None:
     return f'SELECT {", ".join(items)} FROM "{table}" {a} {" ".join(joins)} {launch_join}'
 
 
+class _Unplaceable(Exception):
+    """An activity table with rows but without the columns that place them (refused, naming the file)."""
+
+
+def _placing_columns(t: _SqliteTables | _ParquetTables, table: str) -> bool:
+    """Whether ``table`` has start, end and deviceId; a table with rows that lacks one is refused (its
+    activities would be left out without a word), an empty or absent one is skipped."""
+    cols = t.columns(table)
+    missing = sorted({"start", "end", "deviceId"} - set(cols))
+    if missing and cols and t.rows(table):
+        raise _Unplaceable(f"{table} has rows but no {' or '.join(missing)} column: its activities cannot be placed")
+    return not missing
+
+
 def _read_activity(t: _SqliteTables, table: str, extra: list[str]) -> pd.DataFrame:
+    if not _placing_columns(t, table):
+        return pd.DataFrame()
     sql = _activity_sql(t, table, extra)
     if sql is None:
         return pd.DataFrame()
@@ -334,21 +353,23 @@ def _sqlite_frames(t: _SqliteTables, step_marker: re.Pattern[str] | None = None)
     text, join = _string_expr(t, cols, "text", "textId", "st")
     if {"eventType", "domainId"} <= cols and text != "NULL":
         sql = f'SELECT n.domainId, {text} FROM "{NVTX}" n {join} WHERE n.eventType = {_DOMAIN_CREATE}'
-        domains = {int(d): str(v or "") for d, v in t.conn.execute(sql).fetchall() if d is not None}
+        rows = t.conn.execute(sql).fetchall()
+        domains = {
+            d: v if isinstance(v, str) else "" for d, v in ((_one_number(d), v) for d, v in rows) if type(d) is int
+        }
     return _Frames(kernels, memcpys, memsets, nvtx, domains, **_small_tables(t.frame))
 
 
 def _small_tables(frame: Callable[[str, list[str]], pd.DataFrame]) -> dict[str, Any]:
     """Enum, host, GPU and payload-schema tables: small, read the same way from any format."""
     enum = frame("ENUM_CUDA_MEMCPY_OPER", ["id", "name"])
-    memcpy_enum = dict(zip(enum["id"].astype(int), enum["name"].astype(str))) if {"id", "name"} <= set(enum) else {}
+    memcpy_enum = _id_names(enum)
     env = frame("TARGET_INFO_SYSTEM_ENV", ["name", "value"])
     hostname = ""
     if {"name", "value"} <= set(env):
         hosts = env.loc[env["name"].astype(str) == "Hostname", "value"].dropna().astype(str)
         hostname = hosts.iloc[0].strip() if len(hosts) else ""
-    gpus = frame("TARGET_INFO_GPU", ["id", "name"])
-    gpu_names = dict(zip(gpus["id"].astype(int), gpus["name"].astype(str))) if {"id", "name"} <= set(gpus) else {}
+    gpu_names = _id_names(frame("TARGET_INFO_GPU", ["id", "name"]))
     entries = frame("NVTX_PAYLOAD_SCHEMA_ENTRIES", ["domainId", "schemaId", "idx", "type", "name", "offset"])
     sizes = frame("NVTX_PAYLOAD_SCHEMAS", ["domainId", "schemaId", "payloadSize"])
     schemas = None
@@ -357,6 +378,15 @@ def _small_tables(frame: Callable[[str, list[str]], pd.DataFrame]) -> dict[str, 
         if {"domainId", "schemaId", "payloadSize"} <= set(sizes):
             schemas = schemas.merge(sizes.drop_duplicates(["domainId", "schemaId"]), how="left")
     return {"memcpy_enum": memcpy_enum, "hostname": hostname, "gpu_names": gpu_names, "schemas": schemas}
+
+
+def _id_names(table: pd.DataFrame) -> dict[int, str]:
+    """id -> name of a small enum-like table; rows whose id is no number or whose name is no text are skipped."""
+    if not {"id", "name"} <= set(table):
+        return {}
+    ids, null, bad = _numeric(table["id"])
+    names = table["name"].to_numpy(dtype=object)
+    return {int(i): str(v) for i, v, skip in zip(ids, names, null | bad) if not skip and isinstance(v, str)}
 
 
 class _ParquetTables:
@@ -380,6 +410,13 @@ class _ParquetTables:
             self._cols[table] = list(ds.dataset(self.paths[table], format="parquet").schema.names)
         return self._cols[table]
 
+    def rows(self, table: str) -> int:
+        if table not in self.paths:
+            return 0
+        import pyarrow.dataset as ds
+
+        return int(ds.dataset(self.paths[table], format="parquet").count_rows())
+
     def frame(self, table: str, cols: list[str]) -> pd.DataFrame:
         have = [c for c in cols if c in self.columns(table)]
         if not have:
@@ -387,16 +424,36 @@ class _ParquetTables:
         return pd.read_parquet(self.paths[table], columns=have, dtype_backend="numpy_nullable")
 
 
+def _texts(col: pd.Series) -> np.ndarray:
+    """A text column as objects: str kept, NULL as None, bytes decoded leniently (as the SQLite route does
+    for text that is not UTF-8), anything else (a number, a list) as None."""
+    values = col.to_numpy(dtype=object)
+    if all(type(v) is str for v in values):  # the usual case, no copy per value
+        return values
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        if isinstance(v, str):
+            out[i] = v
+        elif isinstance(v, bytes | bytearray):
+            out[i] = bytes(v).decode("utf-8", "replace")
+        else:
+            out[i] = None
+    return out
+
+
 def _parquet_frames(t: _ParquetTables) -> _Frames:
     strings = t.frame(STRINGS, ["id", "value"])
     lookup = None
-    if len(strings):
-        lookup = pd.Series(strings["value"].to_numpy(dtype=object), index=strings["id"].to_numpy(dtype=np.int64))
+    if {"id", "value"} <= set(strings) and len(strings):
+        ids, null, bad = _numeric(strings["id"])
+        keep = ~(null | bad)
+        lookup = pd.Series(_texts(strings["value"])[keep], index=ids[keep])
+        lookup = lookup[~lookup.index.duplicated(keep="first")]
 
     def resolve(col: pd.Series) -> pd.Series:
         # ids into StringIds (NULL ids stay NULL); text columns pass through
         if lookup is None or col.dtype == object or pd.api.types.is_string_dtype(col):
-            return col.astype(object)
+            return pd.Series(_texts(col), index=col.index)
         out = np.full(len(col), None, dtype=object)
         ids = _ints(col, len(col))
         known = col.notna().to_numpy()
@@ -407,12 +464,13 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
     if {"correlationId", "globalTid", "start"} <= set(runtime):
         runtime = runtime.rename(columns={"globalTid": "launch_tid", "start": "launch_start"})
         runtime["pid"] = _ints(runtime["launch_tid"], len(runtime)) >> _PID_SHIFT
+        # join keys as int64: a NULL id matches nothing (as in SQL: -2 here, -1 on the activity side)
+        runtime["correlationId"] = _ints(runtime["correlationId"], len(runtime), -2)
     else:
         runtime = pd.DataFrame()
 
     def activity(table: str, extra: list[str]) -> pd.DataFrame:
-        cols = t.columns(table)
-        if not {"start", "end", "deviceId"} <= set(cols):
+        if not _placing_columns(t, table):
             return pd.DataFrame()
         frame = t.frame(
             table, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", *_NAME_COLUMNS, *extra]
@@ -430,6 +488,8 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
         for c in extra:
             if c not in frame:
                 frame[c] = np.nan
+        if "correlationId" in frame:
+            frame["correlationId"] = _ints(frame["correlationId"], len(frame))
         if len(runtime) and "correlationId" in frame:
             keys = ["correlationId", "pid"] if "globalPid" in frame else ["correlationId"]
             launches = runtime.drop_duplicates(keys, keep="first")[[*keys, "launch_tid", "launch_start"]]
@@ -474,13 +534,18 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
     if len(nv) and "start" in nv and "end" in nv:
         text = pd.Series(np.full(len(nv), None, dtype=object), index=nv.index)
         if "text" in nv:
-            text = nv["text"].astype(object)
+            text = pd.Series(_texts(nv["text"]), index=nv.index)
         if "textId" in nv:
             text = text.where(text.notna(), resolve(nv["textId"]))
         if "eventType" in nv and "domainId" in nv:
-            created = nv["eventType"].to_numpy() == _DOMAIN_CREATE
-            domains = {int(d): str(v or "") for d, v in zip(nv.loc[created, "domainId"], text[created])}
-        js = nv["jsonText"].astype(object) if "jsonText" in nv else pd.Series(None, index=nv.index, dtype=object)
+            created = _ints(nv["eventType"], len(nv)) == _DOMAIN_CREATE
+            ids = _ints(nv["domainId"], len(nv))[created]
+            domains = {int(d): v if isinstance(v, str) else "" for d, v in zip(ids, text[created])}
+        js = (
+            pd.Series(_texts(nv["jsonText"]), index=nv.index)
+            if "jsonText" in nv
+            else pd.Series(None, index=nv.index, dtype=object)
+        )
         if "jsonTextId" in nv:
             js = js.where(js.notna(), resolve(nv["jsonTextId"]))
         nvtx = pd.DataFrame(
@@ -530,6 +595,8 @@ def read_parquet_dir(folder: Path, context: ReadContext | None = None) -> Trace:
         raise InputError(folder, "no CUPTI activity tables")
     try:
         frames = _parquet_frames(tables)
+    except _Unplaceable as exc:
+        raise InputError(folder, str(exc)) from None
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(folder, f"cannot read the parquet tables: {_one_line(exc)}") from None
     trace = _build(
@@ -684,6 +751,8 @@ def _parse_connection(
             # leniently, which costs a Python call per string, so only when needed
             conn.text_factory = lambda b: b.decode("utf-8", "replace")
             frames = _sqlite_frames(tables, step_marker)
+    except _Unplaceable as exc:
+        raise InputError(shown, str(exc)) from None
     except sqlite3.Error as exc:
         raise InputError(shown, f"not a readable Nsight Systems SQLite export: {_one_line(exc)}") from None
     except (pd.errors.DatabaseError, ValueError) as exc:
@@ -696,19 +765,116 @@ def _parse_connection(
 # ---- building the event table -------------------------------------------------------------------
 
 
+def _numeric(values: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A column as (int64 rounded to the nearest integer, NULL mask, not-a-number mask), without a warning.
+
+    Integer columns convert exactly; floats round, with NaN as NULL; a number past +-2^62 (or inf) becomes
+    ``UNPLACEABLE_NS``. Text holding a number is that number; other text, blobs, booleans and lists are
+    not numbers. Typed columns (every real export) take the vectorized paths.
+    """
+    s = values if isinstance(values, pd.Series) else pd.Series(values)
+    n = len(s)
+    none = np.zeros(n, dtype=bool)
+    dtype = s.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        null = s.isna().to_numpy(dtype=bool)
+        return np.zeros(n, dtype=np.int64), null, ~null
+    if pd.api.types.is_integer_dtype(dtype):
+        null = s.isna().to_numpy(dtype=bool)
+        if pd.api.types.is_unsigned_integer_dtype(dtype):
+            raw = s.to_numpy(dtype=np.uint64, na_value=0)
+            big = raw > np.uint64(2**63 - 1)
+            return np.where(big, UNPLACEABLE_NS, raw.astype(np.int64)), null, none
+        return s.to_numpy(dtype=np.int64, na_value=0), null, none
+    if pd.api.types.is_float_dtype(dtype):
+        f = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        null = np.isnan(f)
+        return floats_to_ns(np.where(null, 0.0, f)), null, none
+    out = np.zeros(n, dtype=np.int64)
+    null = np.zeros(n, dtype=bool)
+    bad = np.zeros(n, dtype=bool)
+    for i, v in enumerate(s.to_numpy(dtype=object)):
+        number = _one_number(v)
+        if number is None:
+            null[i] = True
+        elif isinstance(number, int):
+            out[i] = number
+        else:
+            bad[i] = True
+    return out, null, bad
+
+
+_NOT_A_NUMBER = object()
+
+
+def _one_number(v: object) -> object:
+    """One value of a mixed column: an int (rounded, UNPLACEABLE_NS past +-2^62), None (NULL) or _NOT_A_NUMBER."""
+    if v is None or v is pd.NA:
+        return None
+    if isinstance(v, bool | np.bool_):
+        return _NOT_A_NUMBER
+    if isinstance(v, int | np.integer):
+        return int(v) if -TIME_LIMIT_NS < int(v) < TIME_LIMIT_NS else UNPLACEABLE_NS
+    if isinstance(v, float | np.floating):
+        return None if np.isnan(v) else int(floats_to_ns(np.array([v], dtype=np.float64))[0])
+    if isinstance(v, str) and len(v) <= 40:
+        text = v.strip()
+        try:
+            return _one_number(int(text))
+        except ValueError:
+            pass
+        try:
+            return _one_number(float(text))
+        except ValueError:
+            return _NOT_A_NUMBER
+    return _NOT_A_NUMBER
+
+
 def _ints(values: object, n: int, default: int = -1) -> np.ndarray:
-    """A column of nullable numbers as int64 (NULL -> default), exact for nullable integer columns."""
+    """A column of nullable numbers as int64 (NULL, and anything that is no number, -> default)."""
     if values is None:
         return np.full(n, default, dtype=np.int64)
-    s = pd.to_numeric(pd.Series(values), errors="coerce", dtype_backend="numpy_nullable")
-    if pd.api.types.is_integer_dtype(s.dtype):
-        return s.fillna(default).to_numpy(dtype=np.int64)
-    return np.rint(s.astype("Float64").fillna(default).to_numpy(dtype=np.float64)).astype(np.int64)
+    out, null, bad = _numeric(values)
+    return np.where(null | bad, default, out)
+
+
+def _times(frame: pd.DataFrame, table: str, col: str, path: Path) -> np.ndarray:
+    """An activity table's ``start``/``end`` in ns; NULL is a time no int64 holds (the reader's screen drops
+    the row and counts it); a value that is no number (text, a blob, a list) refuses the file."""
+    out, null, bad = _numeric(frame[col])
+    if bad.any():
+        value = frame[col].iloc[int(np.flatnonzero(bad)[0])]
+        rows = plural(int(bad.sum()), "row")
+        raise InputError(path, f"{table}.{col} holds {_shown(value)}, not a time in ns ({rows} like it)")
+    return np.where(null, UNPLACEABLE_NS, out)
+
+
+def _shown(value: object) -> str:
+    """A cell that is no number, in a few words: text 'abc', bytes b'\\xff', a list, a boolean."""
+    if isinstance(value, bool | np.bool_):
+        return "a boolean"
+    if isinstance(value, str | bytes):
+        text = repr(value)
+        return f"{'text' if isinstance(value, str) else 'bytes'} {text[:40]}{'...' if len(text) > 40 else ''}"
+    if isinstance(value, list | tuple | np.ndarray):
+        return "a list"
+    return f"a {type(value).__name__}"
 
 
 def _floats(values: object) -> np.ndarray:
-    s = pd.to_numeric(pd.Series(values), errors="coerce").astype("Float64")
-    return s.to_numpy(dtype=np.float64, na_value=np.nan)
+    s = values if isinstance(values, pd.Series) else pd.Series(values)
+    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+        return s.astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    out = np.full(len(s), np.nan)
+    for i, v in enumerate(s.to_numpy(dtype=object)):
+        if isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_):
+            out[i] = float(v)
+        elif isinstance(v, str) and len(v) <= 40:
+            try:
+                out[i] = float(v)
+            except ValueError:
+                pass
+    return out
 
 
 def _copy_kind(enum_name: str) -> str:
@@ -719,15 +885,20 @@ def _copy_kind(enum_name: str) -> str:
     return f"{_MEMCPY_SIDE[m.group(1)]}to{_MEMCPY_SIDE[m.group(2)]}"
 
 
-def _activities(frames: _Frames) -> pd.DataFrame:
+def _activities(frames: _Frames, path: Path) -> pd.DataFrame:
+    """The three activity tables as one frame, sorted by (start, end): times as int64 ns (see ``_times``),
+    rows without a device dropped."""
+
+    def times(frame: pd.DataFrame, table: str) -> dict[str, np.ndarray]:
+        return {"start": _times(frame, table, "start", path), "end": _times(frame, table, "end", path)}
+
     parts = []
     k = frames.kernels
     if len(k):
         parts.append(
             pd.DataFrame(
                 {
-                    "start": k["start"],
-                    "end": k["end"],
+                    **times(k, KERNEL),
                     "deviceId": k["deviceId"],
                     "streamId": k["streamId"],
                     "pid": k["pid"],
@@ -753,8 +924,7 @@ def _activities(frames: _Frames) -> pd.DataFrame:
         parts.append(
             pd.DataFrame(
                 {
-                    "start": m["start"],
-                    "end": m["end"],
+                    **times(m, MEMCPY),
                     "deviceId": m["deviceId"],
                     "streamId": m["streamId"],
                     "pid": m["pid"],
@@ -772,8 +942,7 @@ def _activities(frames: _Frames) -> pd.DataFrame:
         parts.append(
             pd.DataFrame(
                 {
-                    "start": s["start"],
-                    "end": s["end"],
+                    **times(s, MEMSET),
                     "deviceId": s["deviceId"],
                     "streamId": s["streamId"],
                     "pid": s["pid"],
@@ -803,14 +972,19 @@ def _activities(frames: _Frames) -> pd.DataFrame:
             ]
         )
     act = pd.concat(parts, ignore_index=True)
-    act = act[act["start"].notna() & act["end"].notna() & act["deviceId"].notna()]
+    device, null, bad = _numeric(act["deviceId"])
+    if bad.any():
+        value = act["deviceId"].iloc[int(np.flatnonzero(bad)[0])]
+        raise InputError(path, f"an activity table's deviceId holds {_shown(value)}, not a number")
+    act["deviceId"] = device
+    act = act[~null]
     return act.sort_values(["start", "end"], kind="stable", ignore_index=True)
 
 
 def _build(
     frames: _Frames, host: str, host_index: int, path: Path, step_marker: re.Pattern[str] | None = None
 ) -> Trace:
-    act = _activities(frames)
+    act = _activities(frames, path)
     n = len(act)
     dev_ids = _ints(act["deviceId"], n)
     gpus = np.unique(dev_ids)
@@ -1439,8 +1613,8 @@ def _step_markers(nv: pd.DataFrame, host: str) -> pd.DataFrame:
     if not len(nv) or not nv["is_step"].any():
         return empty_markers()
     s = nv.loc[nv["is_step"], ["clean", "start", "end"]].sort_values("start", kind="stable")
-    digits = s["clean"].str.extract(_TRAILING_DIGITS, expand=False)
-    number = pd.to_numeric(digits, errors="coerce")
+    number = pd.Series([trailing_number(c) for c in s["clean"]], index=s.index)
+    number = number.where(number >= 0)
     # ranges without a number (train_step) are numbered by their order, per name
     ordinal = s.groupby("clean").cumcount()
     steps = number.fillna(ordinal).to_numpy(dtype=np.int64)

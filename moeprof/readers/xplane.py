@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from google.protobuf.message import DecodeError
 
-from ..core.events import categorical_of, first_rows, make_table, set_strings
+from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
-from ..core.trace import Job, Trace, make_markers
+from ..core.trace import Job, Trace, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
-from .base import Placement, ReadContext
+from .base import Placement, ReadContext, native_log
 from .discover import capture_stem
 from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_runs
 from .xspace_proto import WireError, length_delimited, messages, peek
@@ -37,7 +38,7 @@ from .xspace_proto import WireError, length_delimited, messages, peek
 if TYPE_CHECKING:
     from .xplane_wire import Line, Plane
 
-_GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
+_GPU_PLANE = re.compile(r"^/device:GPU:(\d{1,9})$")  # an ordinal of 10 digits or more is no GPU's
 _STREAM_LINE = re.compile(r"^Stream #")
 _MODULE_KEY = re.compile(r"^(.*)\((\d+)\)$")
 HLO_STAT_NAMES = ("Hlo Proto", "hlo_proto")
@@ -59,6 +60,8 @@ def read_header(path: Path) -> XSpaceHeader:
         raise InputError(path, f"not a valid XPlane file ({exc or 'bad field header'}); is it truncated?") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except DecodeError as exc:  # the protobuf runtime on the metadata plane
+        raise InputError(path, f"the /host:metadata plane (HLO) is corrupt: {str(exc).splitlines()[0]}") from None
     return XSpaceHeader(hostnames, hlo, plane_names)
 
 
@@ -126,13 +129,22 @@ def _chunk_from_lists(
         global_id,
         stream,
         np.asarray(names, dtype=object),
-        np.rint(s).astype(np.int64),
-        np.rint(s + d).astype(np.int64),
+        floats_to_ns(s),
+        floats_to_ns(s + d),
         np.asarray(idx, dtype=np.int64),
         np.asarray(mods, dtype=object),
         np.asarray(ops, dtype=object),
-        np.asarray(pids, dtype=np.int64),
-        None if run_ids is None else np.asarray(run_ids, dtype=np.int64),
+        _stat_ints(pids),
+        None if run_ids is None else _stat_ints(run_ids),
+    )
+
+
+def _stat_ints(values: list) -> np.ndarray:
+    """Integer stats (program id, run id, device ordinal) as int64; a double, text or an integer past int64
+    where one is expected (jaxlib hands stats over as they are typed in the file) is -1."""
+    return np.array(
+        [int(v) if isinstance(v, int | np.integer) and -(2**63) <= int(v) < 2**63 else -1 for v in values],
+        dtype=np.int64,
     )
 
 
@@ -309,7 +321,8 @@ def read(path: Path, context: ReadContext) -> Trace:
     host_index = placement.host_index
     if path.stat().st_size == 0:
         raise InputError(path, "empty file")
-    header = read_header(path)
+    with native_log(path):  # jaxlib's HLO printer logs to fd 2 on a broken module
+        header = read_header(path)
     host = placement.host or (header.hostnames[0] if header.hostnames else capture_stem(path.name))
     first = placement.first_ordinal
     user_step = None
@@ -335,7 +348,8 @@ def read(path: Path, context: ReadContext) -> Trace:
         except WireError:
             walk = None  # jaxlib may read what the decoder refuses; if not, it says why
     if walk is None:
-        walk = _walk_jaxlib(*walk_args)
+        with native_log(path):  # jaxlib's C++ logs to fd 2 on what it cannot parse: one line, or nothing
+            walk = _walk_jaxlib(*walk_args)
     gpu_ordinals, chunks, line_names = walk.gpu_ordinals, walk.chunks, walk.line_names
     gpus = placement.devices_per_host or len(gpu_ordinals)
     gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
@@ -451,7 +465,7 @@ def _walk_jaxlib(
                 stats = ev.stats
                 sd = dict(stats) if stats else {}
                 is_step = "step_num" in sd or bool(user_step and user_step.search(name))
-                is_thunk = not gpu_planes and "hlo_op" in sd and "device_ordinal" in sd
+                is_thunk = not gpu_planes and "hlo_op" in sd and 0 <= _stat_ints([sd.get("device_ordinal")])[0] < 2**31
                 if name not in host_names:
                     host_names[name] = is_step or is_thunk
                 if is_step:
@@ -486,8 +500,8 @@ def _walk_jaxlib(
         "device": frame["device"].to_numpy(dtype=object),
         "kind": frame["kind"].to_numpy(dtype=object),
         "name": frame["name"].to_numpy(dtype=object),
-        "start_ns": np.rint(frame["start_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
-        "end_ns": np.rint(frame["end_ns"].to_numpy(dtype=np.float64)).astype(np.int64),
+        "start_ns": floats_to_ns(frame["start_ns"].to_numpy(dtype=np.float64)),
+        "end_ns": floats_to_ns(frame["end_ns"].to_numpy(dtype=np.float64)),
         "number": frame["number"].to_numpy(dtype=np.int64),
     }
     return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names, launches=launches, executions=executions)
@@ -501,10 +515,9 @@ def _by_first(rows: list[tuple]) -> dict:
 
 
 def _step_number(name: str, stat: object) -> int:
-    if isinstance(stat, (int, np.integer)):
+    if isinstance(stat, (int, np.integer)) and -(2**63) <= int(stat) < 2**63:
         return int(stat)
-    m = re.search(r"(\d+)\s*$", name or "")
-    return int(m.group(1)) if m else -1
+    return trailing_number(name or "")
 
 
 def _drop_nested(events: pd.DataFrame) -> pd.DataFrame:

@@ -45,6 +45,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from ..core.events import TIME_LIMIT_NS, UNPLACEABLE_NS
 from .xspace_proto import WireError, messages
 
 __all__ = [
@@ -1303,8 +1304,14 @@ def _ids_and_times(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(metadata ids as int32 where they fit, start_ns, end_ns) from the raw uint64 fields."""
     start, end = _ps_to_ns(offset_ps.view(np.int64), duration_ps.view(np.int64))
-    start += timestamp_ns
-    end += timestamp_ns
+    # |start|, |end| < 2^55 here (int64 ps / 1000, twice): adding a line time this far out could wrap
+    # around int64, and no event of the line could be placed anyway (the readers' window is +-2^62 ns)
+    if abs(timestamp_ns) >= TIME_LIMIT_NS + 2**55:
+        start = np.full(len(start), UNPLACEABLE_NS, dtype=np.int64)
+        end = start.copy()
+    else:
+        start += timestamp_ns
+        end += timestamp_ns
     mid = metadata_id.view(np.int64)
     if len(mid) and mid.min() >= -(2**31) and mid.max() < 2**31:
         mid = mid.astype(np.int32)

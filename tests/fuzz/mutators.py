@@ -38,7 +38,7 @@ ANY, REJECT, SAME, SAME_OR_REJECT = "any", "reject", "same", "same_or_reject"
 # why a step makes the input one to refuse (in the step's text, for the failure classifier)
 NO_ACTIVITY, NO_INT64, NOT_A_NUMBER, NOT_A_TRACE, BROKEN_BYTES = (
     "[no device activity]",
-    "[time beyond int64 ns]",
+    "[time beyond int64 ns]",  # not a refusal: the activity is dropped, and the analysis must warn (oracle)
     "[device time not a number]",  # a device activity whose start cannot be read: placing it anywhere is a guess
     "[not a trace]",
     "[broken bytes]",
@@ -243,12 +243,13 @@ def j_field(rng: random.Random, t: JsonTrace) -> tuple[str, str]:
         )
     value = hostile_value(rng, numeric_bias=key in ("ts", "dur", "pid", "tid", "id"))
     expect = ANY
+    no_int64 = False
     if device and key in ("ts", "dur") and _num(value) is not None:
         ts = _num(value) if key == "ts" else _num(ev.get("ts"))
         dur = _num(value) if key == "dur" else _num(ev.get("dur"))
         if ts is not None and dur is not None and not ns_fits(ts, ts + max(dur, 0.0)):
-            expect = REJECT  # a device activity no int64 nanosecond can place
-    tag = f" {NO_INT64}" if expect == REJECT else ""
+            no_int64 = True  # a device activity no int64 nanosecond can place: dropped with a warning
+    tag = f" {NO_INT64}" if no_int64 else ""
     if device and key == "ts" and not_a_number(value):
         expect, tag = REJECT, f" {NOT_A_NUMBER}"
     ev[key] = value
@@ -657,8 +658,7 @@ def s_cell(rng: random.Random, db: Sqlite) -> tuple[str, str]:
     note = _sql(db, f'UPDATE "{table}" SET "{col}" = {literal}{where}')
     expect = ANY
     if table in ACTIVITY_TABLES and col in ("start", "end") and label in ("1e300", "-1e300") and not note and n:
-        expect = REJECT  # a device time no int64 nanosecond holds
-        note += f" {NO_INT64}"
+        note += f" {NO_INT64}"  # a device time no int64 nanosecond holds: dropped with a warning
     not_numbers = ("'abc'", "''", "blob x'ff00'", "invalid UTF-8 text")
     if table in ACTIVITY_TABLES and col in ("start", "end") and label in not_numbers and not note and n:
         expect = REJECT
@@ -1047,6 +1047,7 @@ def mutate(
         if extra.random() < HUGE_DURATIONS_SHARE:
             steps.append(j_huge_durations(extra, trace))
             expects.append(ANY)
+        steps = _retag(steps, _json_unplaceable_left(trace))
         files[target] = trace.serialize()
         gz = trace.gz
     elif seed.fmt == XPLANE:
@@ -1068,6 +1069,8 @@ def mutate(
         if extra.random() < HUGE_DURATIONS_SHARE:
             steps.append(s_huge_durations(extra, db))
             expects.append(ANY)
+        expects = _unless_gone(steps, expects, _sqlite_has_bad_times(db))
+        steps = _retag(steps, _sqlite_unplaceable_left(db))
         files[target] = db.serialize()
         gz = False
     else:
@@ -1097,11 +1100,111 @@ def _mutate_parquet(
         s, e = op(rng, p)
         steps.append(s)
         expects.append(e)
+    expects = _unless_gone(steps, expects, _parquet_has_bad_times(p))
+    steps = _retag(steps, _parquet_unplaceable_left(p))
     files = {f"{folder}/{name}": data for name, data in p.serialize().items()}
     if f"{folder}/CUPTI_ACTIVITY_KIND_KERNEL.parquet" not in files:
         steps.append(f"(no kernel table left: not an nsys parquet folder) {NOT_A_TRACE}")
         expects.append(REJECT)
     return files, steps, expects
+
+
+def _unless_gone(steps: list[str], expects: list[str], bad_left: bool) -> list[str]:
+    """A time that is no number makes the case one to refuse only while it is still there: a later step may
+    have dropped its table or deleted its row."""
+    if bad_left:
+        return expects
+    return [ANY if e == REJECT and NOT_A_NUMBER in s else e for s, e in zip(steps, expects, strict=True)]
+
+
+def _retag(steps: list[str], left: bool) -> list[str]:
+    """A device time beyond int64 must be warned about only while it is still there (a later step may have
+    deleted its event, row or table, or made its event no device activity)."""
+    return steps if left else [s.replace(NO_INT64, "[time beyond int64 ns, since undone]") for s in steps]
+
+
+def _unplaceable(v: object) -> bool:
+    return isinstance(v, float) and not (math.isfinite(v) and abs(v) < 2**63)
+
+
+def _json_unplaceable_left(t: JsonTrace) -> bool:
+    for ev in t.events:
+        if t.is_device(ev):
+            assert isinstance(ev, dict)
+            ts, dur = _num(ev.get("ts")), _num(ev.get("dur", 0.0))
+            if ts is not None and dur is not None and not ns_fits(ts, ts + max(dur, 0.0)):
+                return True
+    return False
+
+
+def _sqlite_unplaceable_left(db: Sqlite) -> bool:
+    for table in set(db.tables()) & set(ACTIVITY_TABLES):
+        for col in {"start", "end"} & set(db.columns(table)):
+            try:
+                (n,) = db.conn.execute(
+                    f'SELECT count(*) FROM "{table}" WHERE typeof("{col}") = \'real\' AND abs("{col}") >= 9.2e18'
+                ).fetchone()
+            except sqlite3.Error:
+                return True
+            if n:
+                return True
+    return False
+
+
+def _parquet_unplaceable_left(p: Parquet) -> bool:
+    if p.raw:
+        return True
+    for name in ACTIVITY_TABLES:
+        table = p.tables.get(name)
+        for col in {"start", "end"} & set(table.column_names if table is not None else []):
+            assert table is not None
+            if any(_unplaceable(v) for v in table.column(col).to_pylist()):
+                return True
+    return False
+
+
+def _is_number_text(v: object) -> bool:
+    if isinstance(v, bool):
+        return False
+    if v is None or isinstance(v, int | float):
+        return True
+    if isinstance(v, str):
+        try:
+            float(v)
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+def _sqlite_has_bad_times(db: Sqlite) -> bool:
+    """Whether an activity table still holds a start/end that is no number (text that is not one, a blob)."""
+    for table in db.tables():
+        if table not in ACTIVITY_TABLES:
+            continue
+        for col in {"start", "end"} & set(db.columns(table)):
+            try:
+                rows = db.conn.execute(
+                    f'SELECT "{col}" FROM "{table}" WHERE typeof("{col}") IN (\'text\', \'blob\')'
+                ).fetchall()
+            except sqlite3.Error:
+                return True
+            if any(not _is_number_text(v) for (v,) in rows):
+                return True
+    return False
+
+
+def _parquet_has_bad_times(p: Parquet) -> bool:
+    if p.raw:
+        return True  # a file given as bytes: not looked into
+    for name in ACTIVITY_TABLES:
+        table = p.tables.get(name)
+        if table is None:
+            continue
+        for col in {"start", "end"} & set(table.column_names):
+            if any(not _is_number_text(v) for v in table.column(col).to_pylist()):
+                return True
+    return False
 
 
 def parquet_seed_files(seed: Seed) -> dict[str, bytes]:

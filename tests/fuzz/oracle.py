@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .mutators import REJECT, SAME, SAME_OR_REJECT, Case
+from .mutators import NO_INT64, REJECT, SAME, SAME_OR_REJECT, Case
 from .runner import Outcome
 
 BUCKETS = ("compute_ns", "comm_ns", "memcpy_ns", "other_ns")
@@ -139,6 +139,11 @@ def _check_figures(case: Case, outcome: Outcome, add, seed_figures: dict | None)
         add("no-devices", "accepted a trace with no device activity (exit 0, devices: [])")
     for problem in sanity(doc):
         add(*problem)
+    # an activity whose time no int64 ns holds is dropped (or the file refused): never silently
+    if any(NO_INT64 in step for step in case.steps) and not any(
+        "cannot be placed" in str(w) for w in doc.get("warnings") or []
+    ):
+        add("silent-drop", "a device time beyond int64 ns was accepted without a warning that it was dropped")
     if case.expect in (SAME, SAME_OR_REJECT) and seed_figures is not None:
         got = figures(doc)
         if got != seed_figures:

@@ -1,0 +1,535 @@
+"""Hostile and broken input (issue 10): every reader keeps the bad-input contract.
+
+Bad input: exit 2 and one line ``moeprof: <file>: <problem>``. Times that no int64 nanosecond can
+place are dropped, with one warning, by the check every reader's table passes through
+(``readers.screen_times``); the figures are those of the trace without them, computed here by hand.
+Each test reproduces one class of the fuzz campaign's catalog (tests/fuzz/KNOWN_FAILURES.md), which
+failed before the fix.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import moeprof
+from moeprof.cli import app
+from moeprof.core import events
+from moeprof.errors import InputError
+from moeprof.readers import ReadContext, read_file
+from tests.fuzz import protowire as pw
+
+from .conftest import SAMPLES
+from .test_nsys import to_parquetdir
+
+SQLITE = SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"
+XPLANE = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"
+XPROF_JSON = SAMPLES / "synthetic_1host_8gpu.trace.json.gz"
+INT64_MAX = 2**63 - 1
+
+
+def run(*args: str | Path) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def refused(path: Path, *more: str) -> str:
+    """The one error line of ``moeprof analyze PATH``; it names the file."""
+    rc, _, err = run("analyze", path, "--json", *more)
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("moeprof: "), (rc, err)
+    assert path.name in lines[0] and "cannot process the input" not in lines[0], lines[0]
+    return lines[0]
+
+
+def accepted(path: Path) -> dict:
+    rc, out, err = run("analyze", path, "--json")
+    assert rc == 0 and err == "", (rc, err)
+    return json.loads(out)
+
+
+def kernel(ts: object, dur: object, corr: int, name: str = "sm90_xmma_gemm", **args: object) -> dict:
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"device": 0, "stream": 7, "correlation": corr, **args}}  # fmt: skip
+
+
+def kineto(path: Path, events: list, **top: object) -> Path:
+    path.write_text(json.dumps({"schemaVersion": 1, **top, "traceEvents": events}))
+    return path
+
+
+def xprof(path: Path, events: list) -> Path:
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "Stream #1"}},
+    ]
+    path.write_text(json.dumps({"traceEvents": meta + events}))
+    return path
+
+
+def gpu_event(ts: object, dur: object, **more: object) -> dict:
+    return {"ph": "X", "pid": 1, "tid": 1, "name": "fusion", "ts": ts, "dur": dur, **more}
+
+
+def sql(path: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(query).fetchall()
+
+
+def edited_sqlite(tmp_path: Path, *statements: str, name: str = "x.sqlite") -> Path:
+    db = tmp_path / name
+    shutil.copyfile(SQLITE, db)
+    with sqlite3.connect(db) as conn:
+        for statement in statements:
+            conn.execute(statement)
+    return db
+
+
+# ---- times no int64 nanosecond can place: dropped with one warning (the shared window) --------------------------
+
+
+def test_conversions_put_unplaceable_times_outside_the_window_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ts, dur = np.array([1.5, 1e300, np.nan, 1.7e15, -1e300]), np.array([2.0, 1.0, 1.0, 1.0, 0])
+        start, end = events.us_interval_to_ns(ts, dur)
+        ns = events.floats_to_ns(np.array([np.inf, 2.6, -(2.0**62), 1e19]))
+    UNPLACEABLE_NS = events.UNPLACEABLE_NS
+    assert start.tolist() == [1500, UNPLACEABLE_NS, UNPLACEABLE_NS, 1_700_000_000_000_000_000, UNPLACEABLE_NS]
+    assert end.tolist() == [3500, UNPLACEABLE_NS, UNPLACEABLE_NS, 1_700_000_000_000_001_000, UNPLACEABLE_NS]
+    assert ns.tolist() == [UNPLACEABLE_NS, 3, UNPLACEABLE_NS, UNPLACEABLE_NS]
+
+
+def test_kineto_time_beyond_int64_is_dropped_with_a_warning(tmp_path: Path) -> None:
+    """time-beyond-int64-accepted: ts 1e300 µs was cast to a garbage start (and a RuntimeWarning)."""
+    doc = accepted(kineto(tmp_path / "t.pt.trace.json", [kernel(100.0, 10.0, 1), kernel(1e300, 1.0, 2)]))
+    (dev,) = doc["devices"]
+    assert (dev["accumulated_ns"], dev["span_ns"], dev["busy_ns"]) == (10_000, 10_000, 10_000)
+    (warning,) = [w for w in doc["warnings"] if "cannot be placed" in w]
+    assert "t.pt.trace.json: dropped 1 device activity" in warning and "1 with a time past" in warning
+
+
+def test_kineto_durations_past_a_day_are_dropped(tmp_path: Path) -> None:
+    """kineto-extreme-times-overflow: six kernels of 1.7e15 µs each fit int64 ns, their sum did not
+    (accumulated_ns -8,246,744,073,709,541,616)."""
+    evs = [kernel(100.0 + i, 1.7e15, i) for i in range(6)]
+    evs += [kernel(50.0, 10.0, 99, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"), kernel(10.0, 2.5, 100)]
+    doc = accepted(kineto(tmp_path / "t.pt.trace.json", evs))
+    total = doc["total"]
+    assert (total["accumulated_ns"], total["comm_ns"], total["compute_ns"]) == (12_500, 10_000, 2_500)
+    assert total["span_ns"] == 50_000  # from ts 10 µs to 60 µs
+    assert any("dropped 6 device activities" in w and "6 lasting more than a day" in w for w in doc["warnings"])
+
+
+def test_a_file_whose_every_activity_is_unplaceable_is_refused(tmp_path: Path) -> None:
+    line = refused(kineto(tmp_path / "t.pt.trace.json", [kernel(1e300, 1.0, 1), kernel(5.0, 1e11, 2)]))
+    assert "no device activity with placeable times: 1 with a time past +-2^62 ns" in line
+    assert "; 1 lasting more than a day" in line
+
+
+def test_xprof_json_time_beyond_int64_is_dropped(tmp_path: Path) -> None:
+    doc = accepted(xprof(tmp_path / "t.trace.json", [gpu_event(1.0, 2.0), gpu_event(-1e300, 1.0)]))
+    assert doc["total"]["accumulated_ns"] == 2_000
+    assert any("dropped 1 device activity" in w for w in doc["warnings"])
+
+
+def test_nsys_end_at_int64_max_is_dropped(tmp_path: Path) -> None:
+    """nsys-extreme-times-overflow: end = INT64_MAX gave accumulated_ns -9223372036854087518."""
+    db = edited_sqlite(tmp_path, f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = {INT64_MAX} WHERE rowid = 1')
+    ((device,),) = sql(db, "SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 1")
+    want = sum(
+        e - s
+        for table in ("KERNEL", "MEMCPY", "MEMSET")
+        for s, e in sql(db, f'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_{table} WHERE deviceId = {device}')
+        if e != INT64_MAX
+    )
+    doc = accepted(db)
+    dev = next(d for d in doc["devices"] if d["device"].endswith(f"GPU:{device}"))
+    assert dev["accumulated_ns"] == want and dev["busy_ns"] <= dev["accumulated_ns"]
+    assert any("x.sqlite: dropped 1 device activity" in w for w in doc["warnings"])
+
+
+def test_nsys_real_1e300_start_is_dropped_not_cast(tmp_path: Path) -> None:
+    db = edited_sqlite(tmp_path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 1e300 WHERE rowid = 1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trace = read_file(db)
+    assert (
+        len(trace.events)
+        == sum(sql(db, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_{t}")[0][0] for t in ("KERNEL", "MEMCPY", "MEMSET"))
+        - 1
+    )
+    assert trace.events["start_ns"].min() >= 0
+
+
+def xplane_with_line_time(tmp_path: Path, timestamp_ns: int) -> Path:
+    space = pw.decode(XPLANE.read_bytes())
+    gpu = next(p for p in pw.get(space, "planes") if pw.text(pw.get(p.value, "name")[0]) == "/device:GPU:0")
+    line = pw.get(gpu.value, "lines")[0]
+    line.value[:] = [f for f in line.value if f.number != 3]
+    line.value.append(pw.Field(3, pw.VARINT, timestamp_ns % 2**64, "int64", "timestamp_ns"))
+    out = tmp_path / "x.xplane.pb"
+    out.write_bytes(pw.encode(space))
+    return out
+
+
+@pytest.mark.parametrize("timestamp_ns", [INT64_MAX, -(2**63)])
+def test_xplane_line_time_near_int64_limits(tmp_path: Path, timestamp_ns: int) -> None:
+    """xplane-extreme-times-overflow and value-past-int64-at-output: the line's events wrapped around int64
+    (negative span, busy > span) or gave a figure past 64 bits that orjson refused (the catch-all)."""
+    base = read_file(XPLANE)
+    first = base.events["stream"].astype(str) == str(base.events["stream"].iloc[0])
+    path = xplane_with_line_time(tmp_path, timestamp_ns)
+    trace = read_file(path)
+    line_events = int(((base.events["device"].astype(str) == "node0/GPU:0") & first).sum())
+    assert len(trace.events) == len(base.events) - line_events > 0
+    assert any(f"dropped {line_events:,} device activities" in w for w in trace.warnings)
+    doc = accepted(path)
+    for dev in doc["devices"]:
+        assert 0 <= dev["busy_ns"] <= min(dev["span_ns"], dev["accumulated_ns"])
+
+
+def test_times_before_the_clock_zero_are_dropped(tmp_path: Path) -> None:
+    """Fuzz case 7:685: an XEvent.offset_ps of -2^63 put a step at -9.2e15 ns, and negative step start_ns/end_ns
+    reached the output. The window starts at the clock's zero: an activity or marker before it is dropped."""
+    space = pw.decode(XPLANE.read_bytes())
+    gpu = next(p for p in pw.get(space, "planes") if pw.text(pw.get(p.value, "name")[0]) == "/device:GPU:0")
+    lines = {pw.text(pw.get(ln.value, "name")[0]): ln for ln in pw.get(gpu.value, "lines")}
+    for name in ("Steps", next(n for n in lines if n.startswith("Stream #"))):
+        event = pw.get(lines[name].value, "events")[0]
+        event.value[:] = [f for f in event.value if f.name != "offset_ps"]
+        event.value.append(pw.Field(2, pw.VARINT, 2**64 - 2**63, "int64", "offset_ps"))
+    path = tmp_path / "x.xplane.pb"
+    path.write_bytes(pw.encode(space))
+    base, trace = read_file(XPLANE), read_file(path)
+    assert len(trace.events) == len(base.events) - 1 and len(trace.markers) == len(base.markers) - 1
+    assert trace.events["start_ns"].min() >= 0 and trace.markers["start_ns"].min() >= 0
+    assert any("1 before the clock's zero" in w for w in trace.warnings)
+    doc = accepted(path)
+    assert all(s["start_ns"] >= 0 for s in doc["steps"])
+
+
+# ---- times that are no number: refused, naming the field -----------------------------------------------------------
+
+
+def test_kineto_timestamp_true_is_refused(tmp_path: Path) -> None:
+    """device-time-not-a-number-accepted: float(True) placed the kernel at 1 µs."""
+    line = refused(kineto(tmp_path / "t.pt.trace.json", [kernel(100.0, 1.0, 1), kernel(True, 1.0, 2)]))
+    assert "not a number" in line
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        (gpu_event("abc", 1.0), "whose ts is a string, not a number"),
+        (gpu_event(1.0, "a\nb"), "whose dur is a string, not a number"),
+        (gpu_event(1.0, [1]), "whose dur is an array, not a number"),
+        ({"ph": "X", "pid": 1, "tid": 1, "name": "k", "dur": 1.0}, "without a timestamp (ts)"),
+    ],
+)
+def test_xprof_json_time_that_is_no_number_is_refused(tmp_path: Path, event: dict, said: str) -> None:
+    """xprof-json-time-not-a-number (float() escaped) and device-time-not-a-number-accepted (missing ts was 0)."""
+    assert said in refused(xprof(tmp_path / "t.trace.json", [gpu_event(1.0, 2.0), event]))
+
+
+def test_xprof_json_numeric_string_times_read_as_numbers(tmp_path: Path) -> None:
+    doc = accepted(xprof(tmp_path / "t.trace.json", [gpu_event("1.5", "2"), gpu_event(10, 1)]))
+    assert doc["total"]["accumulated_ns"] == 3_000 and doc["total"]["span_ns"] == 9_500
+
+
+def parquet_with_start(tmp_path: Path, values: list) -> Path:
+    folder = to_parquetdir(SQLITE, tmp_path / "pq")
+    path = folder / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("start")
+    pq.write_table(table.set_column(at, "start", pa.array(values)), path)
+    return folder
+
+
+def test_nsys_parquet_start_strings_are_refused_not_coerced(tmp_path: Path) -> None:
+    """device-time-not-a-number-accepted: "abc" was coerced to -1 (accumulated 14,746,093 ns, not 13,744,146)."""
+    n = sql(SQLITE, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    starts = [str(s) for (s,) in sql(SQLITE, "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL")]
+    folder = parquet_with_start(tmp_path, ["abc", *starts[1:]])
+    assert len(starts) == n
+    line = refused(folder)
+    assert "CUPTI_ACTIVITY_KIND_KERNEL.start holds text 'abc', not a time in ns (1 row like it)" in line
+
+
+@pytest.mark.parametrize(("value", "said"), [([7], "a list"), (b"\xff", "bytes b'\\xff'")])
+def test_nsys_parquet_start_of_another_type_is_refused(tmp_path: Path, value: object, said: str) -> None:
+    """nsys-parquet-list-column and nsys-mixed-type-column: unhashable / unorderable columns escaped."""
+    n = sql(SQLITE, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    assert f"start holds {said}" in refused(parquet_with_start(tmp_path, [value] * n))
+
+
+# ---- no Python warning, no native log line on stderr ----------------------------------------------------------------
+
+
+def test_nsys_parquet_folder_reads_without_a_python_warning(tmp_path: Path) -> None:
+    """python-warning-on-stderr: every parquet folder printed two RuntimeWarnings (NaN cast to int64)."""
+    folder = to_parquetdir(SQLITE, tmp_path / "pq")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        parquet = read_file(folder)
+    assert [str(w.message) for w in caught] == []
+    assert len(parquet.events) == len(read_file(SQLITE).events)
+
+
+def test_nsys_float_join_keys_merge_without_a_warning(tmp_path: Path) -> None:
+    folder = to_parquetdir(SQLITE, tmp_path / "pq")
+    path = folder / "CUPTI_ACTIVITY_KIND_RUNTIME.parquet"
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("correlationId")
+    pq.write_table(table.set_column(at, "correlationId", table.column(at).cast(pa.float64())), path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace = read_file(folder)
+    assert [str(w.message) for w in caught] == []
+    base = read_file(SQLITE).events
+    assert (trace.events["annotation"].astype(str) != "").sum() == (base["annotation"].astype(str) != "").sum()
+
+
+def xplane_with_bad_utf8(tmp_path: Path) -> Path:
+    """The first XStat str_value replaced by bytes that are not UTF-8: jaxlib's parser logs to fd 2."""
+    space = pw.decode(XPLANE.read_bytes())
+
+    def first_str(fields: list) -> pw.Field | None:
+        for f in fields:
+            if f.name == "str_value":
+                return f
+            if isinstance(f.value, list) and (hit := first_str(f.value)):
+                return hit
+        return None
+
+    field = first_str(space)
+    assert field is not None
+    field.value = b"\xff\xfe"
+    out = tmp_path / "x.xplane.pb"
+    out.write_bytes(pw.encode(space))
+    return out
+
+
+def test_native_log_lines_are_folded_into_the_one_error_line(tmp_path: Path) -> None:
+    """native-log-lines-on-stderr: jaxlib's absl lines reached the terminal before moeprof's line."""
+    path = xplane_with_bad_utf8(tmp_path)
+    env = {**os.environ, "MOEPROF_XPLANE_READER": "jaxlib"}
+    res = subprocess.run(
+        [sys.executable, "-m", "moeprof", "analyze", str(path)], capture_output=True, text=True, env=env, timeout=300
+    )
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert lines[0].startswith(f"moeprof: {path}: not a valid XPlane file") and "invalid UTF-8" in lines[0]
+
+
+# ---- exceptions that escaped a reader ------------------------------------------------------------------------------
+
+
+def test_xprof_json_entries_and_args_that_are_not_objects(tmp_path: Path) -> None:
+    """xprof-json-non-object-event: AttributeError: 'int' object has no attribute 'get' (args of a number)."""
+    odd_args = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": "Stream #2"},
+        {"ph": "M", "name": "process_name", "pid": 3, "args": 7},
+        gpu_event(4.0, 1.0, args=7),
+    ]
+    doc = accepted(xprof(tmp_path / "t.trace.json", [gpu_event(1.0, 2.0), *odd_args]))
+    assert doc["total"]["accumulated_ns"] == 3_000
+    assert "not an event object" in refused(xprof(tmp_path / "u.trace.json", [gpu_event(1.0, 2.0), 1]))
+
+
+def test_xprof_json_odd_fields_of_other_events_are_ignored(tmp_path: Path) -> None:
+    """json-unhashable-id and xprof-json-group-arg: a list as pid, a list or null as group escaped."""
+    path = xprof(
+        tmp_path / "t.trace.json",
+        [
+            gpu_event(1.0, 2.0, args=[1, 2]),
+            gpu_event(5.0, 1.0, args={"group": [1, 2], "program_id": 10**30, "hlo_op": {"a": 1}}),
+            gpu_event(9.0, 1.0, args={"group": None}),
+            {"ph": "M", "name": "process_name", "pid": [], "args": {"name": "/device:GPU:3"}},
+            {"ph": "X", "pid": {"a": 1}, "tid": [], "name": "k", "ts": 1.0, "dur": 1.0},
+        ],
+    )
+    doc = accepted(path)
+    assert [d["device"] for d in doc["devices"]] == ["t/GPU:0"] and doc["total"]["accumulated_ns"] == 4_000
+
+
+def test_xprof_json_gpu_ordinal_past_int64_is_refused(tmp_path: Path) -> None:
+    """json-huge-int-overflow: a 20-digit ordinal went into an int64 column."""
+    path = tmp_path / "t.trace.json"
+    meta = {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:99999999999999999999"}}
+    path.write_text(json.dumps({"traceEvents": [meta, gpu_event(1.0, 1.0)]}))
+    assert "a GPU ordinal past 10^9" in refused(path)
+
+
+@pytest.mark.parametrize(
+    "top", [{"distributedInfo": {"rank": 2**64 - 1}}, {"distributedInfo": {"rank": 1e300, "world_size": 10**30}}]
+)
+def test_kineto_integers_past_int64_are_ignored(tmp_path: Path, top: dict) -> None:
+    """json-huge-int-overflow: OverflowError: Python int too large to convert to C long."""
+    evs = [kernel(1.0, 1.0, 2**64 - 1, **{"External id": 2**64 - 1}), kernel(3.0, 1.0, 1)]
+    doc = accepted(kineto(tmp_path / "rank3.pt.trace.json", evs, **top))
+    assert [d["device"] for d in doc["devices"]] == ["rank3/GPU:0"] and doc["total"]["accumulated_ns"] == 2_000
+
+
+def test_kineto_absurd_group_size_is_not_spelled_out(tmp_path: Path) -> None:
+    args = {"Collective name": "allreduce", "Group size": 2**62, "Global rank start": 0, "Global rank stride": 1}
+    evs = [kernel(1.0, 1.0, 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", **args)]
+    doc = accepted(kineto(tmp_path / "t.pt.trace.json", evs))
+    assert doc["total"]["comm_ns"] == 1_000
+
+
+def test_deep_nesting_is_refused_in_one_line(tmp_path: Path) -> None:
+    """json-deep-nesting-recursion: RecursionError."""
+    path = tmp_path / "t.pt.trace.json"
+    deep = "[" * 1000 + "]" * 1000
+    path.write_text(
+        '{"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "ts": 1.0, '
+        f'"dur": 1.0, "args": {{"device": 0}}, "name": {deep}}}]}}'
+    )
+    assert "nested too deep" in refused(path)
+
+
+def test_corrupt_deflate_stream_is_refused_in_one_line(tmp_path: Path) -> None:
+    """gzip-corrupt-zlib-error: the sniffer let zlib.error escape."""
+    data = bytearray(XPROF_JSON.read_bytes())
+    data[20] ^= 0xFF
+    path = tmp_path / "t.trace.json.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(zlib_or_gzip_error()):
+        gzip.decompress(bytes(data))
+    assert "corrupt gzip data" in refused(path)
+
+
+def zlib_or_gzip_error() -> tuple[type[BaseException], ...]:
+    import zlib
+
+    return (zlib.error, OSError, EOFError)
+
+
+def test_corrupt_xplane_metadata_plane_is_refused_in_one_line(tmp_path: Path) -> None:
+    """xplane-metadata-decode-error: DecodeError escaped from the HLO plane."""
+    space = pw.decode(XPLANE.read_bytes())
+    meta = next(p for p in pw.get(space, "planes") if pw.text(pw.get(p.value, "name")[0]) == "/host:metadata")
+    entry = pw.get(meta.value, "event_metadata")[0]
+    entry.value = pw.encode(entry.value)[:40] if isinstance(entry.value, list) else entry.value[:40]
+    path = tmp_path / "x.xplane.pb"
+    path.write_bytes(pw.encode(space))
+    assert "the /host:metadata plane (HLO) is corrupt: Error parsing message" in refused(path)
+
+
+def test_nsys_null_and_odd_enum_ids_are_skipped(tmp_path: Path) -> None:
+    """nsys-null-id and nsys-name-not-text: astype(int) of a NULL id, .upper() of a float name."""
+    db = edited_sqlite(
+        tmp_path,
+        "DROP TABLE IF EXISTS ENUM_CUDA_MEMCPY_OPER",
+        "CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER, name TEXT)",
+        "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (NULL, 'CUDA_MEMCPY_KIND_HTOD'), ('x', 'y'), (1, 2.5),"
+        " (2, 'CUDA_MEMCPY_KIND_DTOH')",
+        "DROP TABLE IF EXISTS TARGET_INFO_GPU",
+        "CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT)",
+        "INSERT INTO TARGET_INFO_GPU VALUES (NULL, 'H100'), (0, NULL)",
+    )
+    doc = accepted(db)
+    assert doc["total"]["accumulated_ns"] == accepted(SQLITE)["total"]["accumulated_ns"]
+
+
+def test_nsys_parquet_binary_nvtx_text_is_decoded_leniently(tmp_path: Path) -> None:
+    """nsys-parquet-binary-text: UnicodeDecodeError on NVTX text that is not UTF-8."""
+    folder = to_parquetdir(SQLITE, tmp_path / "pq")
+    path = folder / "NVTX_EVENTS.parquet"
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("text")
+    texts = [None if t is None else t.encode() + b"\xff" for t in table.column(at).to_pylist()]
+    pq.write_table(table.set_column(at, "text", pa.array(texts, type=pa.binary())), path)
+    doc = accepted(folder)
+    assert doc["total"]["accumulated_ns"] == accepted(SQLITE)["total"]["accumulated_ns"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-null", "link-to-dev-null"])
+def test_a_path_that_is_neither_file_nor_directory_is_refused(tmp_path: Path, kind: str) -> None:
+    """not-a-file-not-a-dir: discover called iterdir() on a FIFO (NotADirectoryError)."""
+    if kind == "fifo":
+        path = tmp_path / "t.json"
+        os.mkfifo(path)
+    elif kind == "dev-null":
+        path = Path("/dev/null")
+    else:
+        path = tmp_path / "x.sqlite"
+        path.symlink_to("/dev/null")
+    assert "neither a regular file nor a directory" in refused(path)
+    with pytest.raises(InputError, match="neither a regular file nor a directory"):
+        read_file(path)
+
+
+def test_an_unforeseen_reader_failure_names_the_file_and_format(tmp_path: Path, monkeypatch) -> None:
+    """The safety net: no reader exception reaches the catch-all without the file's name."""
+    from moeprof.readers import chrome
+
+    def broken(path: Path, context: ReadContext) -> None:
+        raise ZeroDivisionError("division by zero\nsecond line")
+
+    monkeypatch.setattr(chrome, "read", broken)
+    with pytest.raises(InputError) as err:
+        read_file(XPROF_JSON)
+    assert str(err.value) == f"{XPROF_JSON}: cannot read as json: ZeroDivisionError: division by zero"
+    monkeypatch.setenv("MOEPROF_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        read_file(XPROF_JSON)
+
+
+def test_library_load_applies_the_same_window(tmp_path: Path) -> None:
+    path = kineto(tmp_path / "t.pt.trace.json", [kernel(100.0, 10.0, 1), kernel(1e300, 1.0, 2)])
+    (trace,) = moeprof.load(path)
+    assert len(trace.events) == 1 and any("cannot be placed" in w for w in trace.warnings)
+
+
+@pytest.mark.parametrize("value", [1e300, float("nan")])
+def test_xplane_double_where_an_integer_stat_is_expected(tmp_path: Path, monkeypatch, value: float) -> None:
+    """xplane-stat-value-to-int: jaxlib hands a double stat over as a float; a program id of 1e300 or NaN
+    escaped as OverflowError / ValueError. Every integer stat of the file becomes that double."""
+    import struct
+
+    space = pw.decode(XPLANE.read_bytes())
+    bits = int.from_bytes(struct.pack("<d", value), "little")
+    changed = 0
+    for _, _, _, field, message in pw.walk(space):
+        if message == "XStat" and field.name == "int64_value":
+            field.number, field.wire, field.value, field.name = 2, pw.FIXED64, bits, "double_value"
+            changed += 1
+    assert changed
+    path = tmp_path / "x.xplane.pb"
+    path.write_bytes(pw.encode(space))
+    monkeypatch.setenv("MOEPROF_XPLANE_READER", "jaxlib")
+    trace = read_file(path)
+    assert len(trace.events) == len(read_file(XPLANE).events)
+    assert set(trace.events["program_id"].tolist()) == {-1}
+
+
+@pytest.mark.parametrize("route", ["sqlite", "parquet"])
+def test_an_activity_table_without_its_time_columns_is_refused(tmp_path: Path, route: str) -> None:
+    """Fuzz case 300:2206: CUPTI_ACTIVITY_KIND_KERNEL without an `end` column was skipped without a word,
+    and the analysis went on with the copies alone."""
+    db = edited_sqlite(tmp_path, 'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN "end"')
+    path = db if route == "sqlite" else to_parquetdir(db, tmp_path / "pq")
+    line = refused(path)
+    assert "CUPTI_ACTIVITY_KIND_KERNEL has rows but no end column: its activities cannot be placed" in line
+    empty = edited_sqlite(
+        tmp_path,
+        "DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET",
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_MEMSET DROP COLUMN deviceId",
+        name="empty.sqlite",
+    )
+    accepted(empty)  # an empty table without its columns leaves no activity out
