@@ -689,3 +689,22 @@ def test_run_profiler_listens_on_loopback_unless_asked(tmp_path: Path, job: Path
 def test_run_profiler_host_must_be_loopback_or_every_interface(tmp_path: Path) -> None:
     line = one_line(moeprof_cli(["capture", "run", "--profiler-host", "10.1.2.3", "--", "true"], tmp_path))
     assert "--profiler-host must be 127.0.0.1 (the default) or 0.0.0.0" in line
+
+
+def test_demo_run_folder_manifest_carries_tflops(tmp_path: Path) -> None:
+    """The demo records tokens/s and FLOPs per token; after analysis its manifest carries TFLOPS per device too."""
+    import shutil
+
+    from moeprof.cli.capture import finish_run
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_moe_8dev", run)
+    before = json.loads((run / "manifest.json").read_text())
+    before.pop("throughput", None)
+    (run / "manifest.json").write_text(json.dumps(before))
+    finish_run(run, as_json=True)
+    manifest = json.loads((run / "manifest.json").read_text())
+    expected = before["tokens_per_second"] * before["model_flops_per_token"] / before["devices"]["count"] / 1e12
+    assert manifest["throughput"]["tflops_per_device"] == pytest.approx(expected, rel=1e-12)
+    assert "mfu" not in manifest["throughput"]  # no peak for a CPU device: no MFU rather than a guess
+    assert json.loads((run / "analysis.json").read_text())["throughput"] == manifest["throughput"]

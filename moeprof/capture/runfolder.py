@@ -160,21 +160,23 @@ def analyze_run_folder(
 ) -> Analysis:
     """Analyze a run folder just written and store ``analysis.json`` beside its trace.
 
-    With a model and tokens per step, the throughput also goes into the manifest, so a later
-    ``moeprof analyze``/``diff`` of the folder has it.
+    The throughput (tokens/s, TFLOPS per device, MFU where the device's peak is known) also goes
+    into the manifest, so the run's reproduction record carries it: from ``model`` and
+    ``tokens_per_step`` when given, else from what the capture recorded (the demo knows its FLOPs).
     """
     result = analyze_paths([out])
+    manifest = read_manifest(out) or {}
     if model and tokens_per_step:
         result = with_throughput(result, model, tokens_per_step, seq_len, job_devices=job_devices)
         figures = dict(result.throughput or {})
-        manifest = read_manifest(out) or {}
         manifest.update(
-            throughput=figures,
             tokens_per_second=figures.get("tokens_per_second"),
             model_flops_per_token=figures.get("model_flops_per_token"),
             tokens_per_step=tokens_per_step,
         )
         manifest.setdefault("devices", {}).setdefault("count", job_devices or len(result.devices))
+    if result.throughput:
+        manifest["throughput"] = dict(result.throughput)
         write_json(out / MANIFEST, manifest)
         result = result.with_(manifest=manifest)
     write_json(out / ANALYSIS, result.to_json())
