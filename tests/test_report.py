@@ -863,3 +863,15 @@ def test_skew_instances_may_start_before_the_window():
     (got,) = skew_rows(tl)
     assert got["first"] == [t0 - 500, t0 + 100] and got["last"] == [t0 + 200, t0 + 300]
     assert got["who"] == ["h1/GPU:0", "h0/GPU:1"] and data["rows"][0]["count"] == 3
+
+
+def test_counts_read_in_the_singular_where_they_are_one(tmp_path):
+    """No "device(s)" or "module(s)" in what users read (issue 10's wording)."""
+    from moeprof.insight.flops import flops_per_token, load_model_config
+
+    one = analyze_paths([SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"])
+    one = one.with_(devices=one.devices[:1])
+    assert html_report.headline(one).startswith("1 device · ")
+    notes = flops_per_token(load_model_config("deepseek-v3"), 4096).notes
+    assert "1 multi-token-prediction module in the config not counted" in notes
+    assert not [n for n in notes if "(s)" in n]

@@ -44,6 +44,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ..words import plural
+
 AXIS = "ep"
 
 # Platforms whose XLA backend implements the ``ragged-all-to-all`` HLO op.
@@ -843,7 +845,7 @@ def run_demo(
 
     t0 = time.perf_counter()
     if config.warmup_steps:
-        say(f"warm-up: {config.warmup_steps} step(s), not profiled")
+        say(f"warm-up: {plural(config.warmup_steps, 'step')}, not profiled")
     for _ in range(config.warmup_steps):
         params, opt, bias, metrics = compiled(params, opt, bias, x, y)
     jax.block_until_ready((params, opt, bias))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..words import plural
 
 FLOPS_SCHEMA = "moeprof.flops/1"
 TRAINING_FACTOR = 3  # forward + backward, the backward ≈ 2 × forward
@@ -401,7 +402,7 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, training: bool = True) -> Fl
         "not counted: input embedding lookup, norms, activations, softmax, RoPE, biases",
     ]
     if cfg.mtp_layers:
-        notes.append(f"{cfg.mtp_layers} multi-token-prediction module(s) in the config are not counted")
+        notes.append(f"{plural(cfg.mtp_layers, 'multi-token-prediction module')} in the config not counted")
     if cfg.sliding_window:
         notes.append(f"sliding_window {cfg.sliding_window} ignored: attention counted as full causal")
     return FlopsBreakdown(

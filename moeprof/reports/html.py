@@ -69,6 +69,7 @@ from ..errors import InputError
 from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_paths
 from ..readers import TraceSource, discover
+from ..words import plural
 from .annotate import natural_key
 from .terminal import human_bytes
 from .text import duration, evidence_text, ledger_line
@@ -704,7 +705,7 @@ def step_rows(analysis: Analysis, limit: int = 40) -> list[tuple[str, Figures]]:
 def headline(analysis: Analysis) -> str:
     t = analysis.total
     return (
-        f"{len(analysis.devices)} device(s) · comm share {fmt_pct(t.comm_share)} · "
+        f"{plural(len(analysis.devices), 'device')} · comm share {fmt_pct(t.comm_share)} · "
         f"exposed comm {fmt_ms(t.exposed_comm_ns)} ms ({fmt_pct(t.exposed_comm_fraction)} of span)"
     )
 
