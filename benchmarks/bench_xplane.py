@@ -79,7 +79,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `synthetic` importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_startup import build_trace, startup_figures  # noqa: E402
+from benchmarks.bench_startup import build_trace, compile_package, startup_figures  # noqa: E402
 from benchmarks.bench_startup import goals as startup_goals  # noqa: E402
 from synthetic.xplane_encode import Fields, stat, varint_bytes  # noqa: E402
 
@@ -401,6 +401,7 @@ def main() -> None:
     ap.add_argument("--skip-startup", action="store_true", help="leave out the start-up figures")
     ap.add_argument("--build-only", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    compile_package()
     if args.build_only:
         built = build(args.build_only, args.events, kernel_only=args.shape == "kernel-only")
         print(" ".join(f"{k}={v}" for k, v in built.items()))
