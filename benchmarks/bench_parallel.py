@@ -14,16 +14,17 @@ same JSON.
 Targets: CPU% of N jobs near 100 x N; speed-up near N on an idle machine (the coordinator's merge and
 the process start-ups are serial).
 
-Measured on this project's 2-core machine, otherwise idle (2026-12-01; same JSON in every run):
+Measured on this project's 2-core machine, otherwise idle (2026-12-01; same JSON in every run), with
+the CLI starting the pool's fork server before it imports the pipeline (``moeprof.workers``):
 
     files x events       --jobs 1            --jobs 2                        speed-up
-    4 x 1,000,000        3.14 s, CPU% 101    2.61 s, CPU% 152                1.20x
-    8 x 250,000          2.88 s, CPU% 101    2.20 s, CPU% 156                1.31x
-    24 x 250,000         7.31 s, CPU% 100    4.74 s, CPU% 169                1.54x
+    2 x 1,000,000        2.12 s, CPU% 102    1.73 s, CPU% 160                1.22x
+    8 x 250,000          3.15 s, CPU% 101    2.23 s, CPU% 168                1.42x
+    24 x 250,000         7.99 s, CPU% 100    4.99 s, CPU% 173                1.60x
 
-The serial part is ~1.3 s: the coordinator's imports (~0.4 s), the fork server importing moeprof
-once for its workers (~0.4 s), and the merge; the per-file work runs on both cores, so the speed-up
-grows with the number of files.
+(Before that early start: 1.31x / 156% on 8 files, 1.54x / 169% on 24.) What stays serial is the
+coordinator's imports, the workers' first fork, result pickling and the merge; the per-file work
+runs on both cores, so the speed-up grows with the number of files.
 """
 
 from __future__ import annotations

@@ -413,3 +413,28 @@ def test_report_on_the_cluster_writes_the_local_page(
     assert f"skipped {bad}".encode() in page  # the skipped file is listed on the page
     refused = runner.invoke(app, ["report", str(folder), "-o", str(tmp_path / "x.html"), "--scheduler", dask_scheduler])
     assert refused.exit_code == 2 and str(bad) in refused.output and not (tmp_path / "x.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "started"),
+    [
+        ("[folder], None, None", True),  # a folder, default jobs: a pool is likely
+        ("[folder], 1, None", False),  # one job: no pool
+        ("[folder], None, 'tcp://127.0.0.1:9'", False),  # Dask runs the map
+        ("[folder / 'rank0.json'], None, None", False),  # one file
+        ("[folder / 'a', folder / 'b'], 2, None", True),  # several inputs
+    ],
+)
+def test_fork_server_starts_early_only_where_a_pool_is_likely(args: str, started: bool, tmp_path: Path) -> None:
+    """The CLI starts the pool's fork server before importing the pipeline (its imports overlap ours)."""
+    code = (
+        "import multiprocessing.forkserver as fs, pathlib, sys\n"
+        "from moeprof.workers import warm_fork_server\n"
+        f"folder = pathlib.Path({str(tmp_path)!r})\n"
+        f"said = warm_fork_server({args})\n"
+        "print(said, fs._forkserver._forkserver_pid is not None, 'pandas' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MOEPROF_SCHEDULER"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    multi_core = (os.cpu_count() or 1) > 1
+    assert out.stdout.split() == [str(started and multi_core)] * 2 + ["False"]  # and never imports pandas

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..workers import warm_fork_server
 from .common import (
     DomainOption,
     GpuOption,
@@ -93,6 +94,7 @@ def analyze_command(
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
     def body() -> None:
+        warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         # imported here: `moeprof --help` and the other commands do not pay for the pipeline
         from ..insight.bandwidth import link_peaks
         from ..pipeline import analyze_paths, with_throughput

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..workers import warm_fork_server
 from .common import (
     DomainOption,
     GpusPerNodeOption,
@@ -109,6 +110,8 @@ def check_command(
     """Gate a run on its communication figures: exit 0 when every gate holds, 1 when one fails, 2 on bad input."""
 
     def body() -> None:
+        if path.is_dir():  # a folder of traces (a saved analysis or one file needs no pool)
+            warm_fork_server([path], jobs, scheduler)
         from ..gate.check import checkable, evaluate, load_source, resolve_config, verdict, write_junit
         from ..reports.gate import render_check
 

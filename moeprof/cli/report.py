@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..options import RAW_EVENTS_CAP
+from ..workers import warm_fork_server
 from .common import (
     DomainOption,
     GpuOption,
@@ -67,6 +68,7 @@ def report_command(
     """Write one self-contained HTML report: timeline per device, bucket bars, collectives, opportunities."""
 
     def body() -> None:
+        warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         from ..insight.bandwidth import link_peaks
         from ..readers import discover
         from ..reports.html import report_paths

@@ -41,6 +41,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ..errors import InputError
+from ..workers import PRELOAD, start_method
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -155,12 +156,6 @@ def _map_inline(
 
 
 # ---------------------------------------------------------------------------------------------- local pool
-def _start_method() -> str:
-    # fork would copy a coordinator that may run threads (progress bars, a Dask client) mid-lock;
-    # a fork server is a clean single-threaded parent that has moeprof imported once for all workers
-    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-
-
 def _worker_main(conn: Connection, fn: Callable[[Any], Any]) -> None:
     """One pool worker: take (index, item), send back (index, ok, value or error, traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the coordinator decides
@@ -209,9 +204,9 @@ def _map_pool(
     settle: _Settler,
     name: Callable[[T], str],
 ) -> None:
-    ctx: Any = mp.get_context(_start_method())  # the typeshed base context lacks Process
+    ctx: Any = mp.get_context(start_method())  # the typeshed base context lacks Process
     if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["moeprof.pipeline"])
+        ctx.set_forkserver_preload(PRELOAD)  # a no-op where the CLI started the server already
 
     def start() -> _Worker:
         parent, child = ctx.Pipe()

@@ -1,0 +1,37 @@
+"""How the local pool's worker processes start (stdlib only: the CLI starts them early, before pandas).
+
+A fork server is a clean single-threaded parent that imports moeprof once for all workers; ``fork``
+would copy a coordinator that may run threads (progress bars, a Dask client) mid-lock. The CLI
+starts the fork server at the top of a command that will likely map several files, so that it
+imports the pipeline on another core while the coordinator imports it too: the workers fork the
+moment the files are known, instead of after a second, serial import.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+PRELOAD = ["moeprof.pipeline"]  # what every worker needs, imported once in the fork server
+
+
+def start_method() -> str:
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+def warm_fork_server(paths: Sequence[object], jobs: int | None, scheduler: str | None) -> bool:
+    """Start the fork server now where a local pool is likely: several inputs or a folder, more than
+    one core and one job, no Dask scheduler. Returns whether it started one."""
+    if jobs == 1 or scheduler or os.environ.get("MOEPROF_SCHEDULER") or (os.cpu_count() or 1) < 2:
+        return False
+    if start_method() != "forkserver":
+        return False
+    if len(paths) < 2 and not any(Path(str(p)).is_dir() for p in paths):
+        return False
+    from multiprocessing import forkserver
+
+    mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+    return True
