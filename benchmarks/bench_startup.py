@@ -45,6 +45,8 @@ def compile_package() -> None:
     import compileall
 
     compileall.compile_dir(str(ROOT / "moeprof"), quiet=1)
+
+
 STARTUP_EVENTS = 36_000  # ~3 MB of XPlane in the benchmark's shape
 VERSION_TARGET_S = 0.2
 ANALYZE_TARGET_S = 0.6
