@@ -391,6 +391,18 @@ def test_kineto_absurd_group_size_is_not_spelled_out(tmp_path: Path) -> None:
     assert doc["total"]["comm_ns"] == 1_000
 
 
+@pytest.mark.parametrize("world", [2**31, 2**62])
+def test_kineto_absurd_world_size_is_not_spelled_out(tmp_path: Path, world: int) -> None:
+    """fuzz 300:254: a world_size of 2^31 made the whole-job rule build every rank of it (out of memory)."""
+    args = {"Collective name": "allreduce", "Group size": 2, "Process Group Name": "0"}
+    evs = [kernel(1.0, 1.0, 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", **args), kernel(3.0, 1.0, 2)]
+    doc = accepted(kineto(tmp_path / "rank1.pt.trace.json", evs, distributedInfo={"rank": 1, "world_size": world}))
+    assert doc["total"]["comm_ns"] == 1_000 and doc["total"]["accumulated_ns"] == 2_000
+    # one rank of the job: its collective has no peer here, so it is unmatched (§8)
+    (device,) = doc["devices"]
+    assert doc["ledger"]["instances"] == 0 and device["comm_unmatched_ns"] == 1_000
+
+
 def test_deep_nesting_is_refused_in_one_line(tmp_path: Path) -> None:
     """json-deep-nesting-recursion: RecursionError."""
     path = tmp_path / "t.pt.trace.json"

@@ -133,6 +133,8 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     dist_info = meta.get("distributedInfo")
     dist: dict = dist_info if isinstance(dist_info, dict) else {}
     world = _as_int(dist.get("world_size"))
+    if world is not None and not 0 < world <= MAX_GROUP_SIZE:
+        world = None  # no job has that many ranks: the whole-job rule and world groups would not fit in memory
     pg_ranks = _pg_config_ranks(dist)
     names = cols.name_array()
     threads = _Threads(cols.values)
