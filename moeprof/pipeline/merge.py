@@ -182,8 +182,8 @@ class JobResults:
         if len(self.worlds) == 1 and None not in self.worlds and None not in self.ranks:
             (world,) = self.worlds
             # every rank 0..world-1 is here, counted without spelling the world out (it may be huge)
-            ranks = self.ranks
-            return len(ranks) == world and min(ranks) == 0 and max(ranks) == int(world) - 1  # type: ignore[arg-type,type-var]
+            ranks = {r for r in self.ranks if r is not None}
+            return len(ranks) == world and min(ranks) == 0 and max(ranks) == int(world) - 1
         host_scoped = self.formats <= {"xplane", "chrome", "nsys", "nsys-parquet"}
         return host_scoped and len(self.hosts) == 1
 
