@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moeprof.core.classify import FIELDS, classify_one, classify_table, default_rules, rules_with
 from moeprof.core.events import concat, make_table
@@ -216,3 +218,67 @@ def test_rocclr_copies_in_the_mi300_trace_leave_compute():
     assert total["memcpy_ns"] == duration[blit].sum()
     assert total["compute_ns"] == duration[~blit].sum()
     assert total["other_ns"] == 0 and total["comm_ns"] == 0
+
+
+# pools of evidence values per field; a tuple draws one from each (missing values included)
+_POOL = {
+    "opcode": ["", "all-to-all", "ragged-all-to-all", "all-gather-start", "fusion", "send-done", None],
+    "collective": ["", "all_to_all", "allreduce", "broadcast", "p2p", None],
+    "annotation": ["", "nccl:all_to_all", "dispatch(F)", "combine(B)", "nccl:broadcast", None],
+    "activity": ["kernel", "memcpy", "memset", "", None],
+    "copy_kind": ["", "PtoP", "HtoD", None],
+    "name": [
+        "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)",
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+        "void deep_ep::internode::cached_notify<8>(int*)",
+        "void dpsk::ep::internode::combine<false>(int4*)",
+        "nccl_ep_dispatch_kernel",
+        "Memcpy PtoP (Device -> Device)",
+        "Memset (Device)",
+        "loop_add_fusion",
+        "my_fused_a2a_kernel",
+        "MY_FUSED_A2A_x",
+        "xla::gpu::MultiGpuBarrierKernelImpl",
+        "",
+        None,
+    ],
+}
+_USER_RULES = """
+[[rule]]
+id = "user-a2a"
+field = "name"
+match = "(?i)^my_fused_a2a"
+bucket = "comm"
+kind = "all-to-all"
+link = "ib"
+
+[[rule]]
+id = "user-annotated"
+field = "annotation"
+match = "^(dispatch|combine)"
+name = "loop_(\\\\w+)_fusion"
+bucket = "comm"
+
+[[rule]]
+id = "user-kind"
+field = "opcode"
+match = "(send|recv)-(done)"
+requires = "comm"
+kind = "send-recv"
+"""
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(*(st.sampled_from(_POOL[f]) for f in FIELDS)), min_size=1, max_size=80), st.booleans())
+def test_table_classification_is_classify_one_per_row(rows, with_user_rules):
+    """The vectorized walk over distinct values agrees with the per-activity reference on every row."""
+    from moeprof.core.classify import load_rules
+
+    rules = (load_rules(_USER_RULES, "user.toml") if with_user_rules else ()) + default_rules()
+    # a None is a missing value (code -1), which a reader may leave in a categorical column
+    columns = {f: pd.Categorical([row[i] for row in rows]) for i, f in enumerate(FIELDS)}
+    table = classify_table(make_table({**columns, "start_ns": 0, "end_ns": 1}, n=len(rows)), rules)
+    for i, row in enumerate(rows):
+        want = classify_one({f: str(v or "") for f, v in zip(FIELDS, row)}, rules)
+        got = tuple(table[col].iat[i] for col in ("bucket", "kind", "rule", "link_hint"))
+        assert got == (want.bucket, want.kind, want.rule, want.link), row

@@ -161,8 +161,10 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
         codes, uniques = column_codes(events[col])
         per_column.append((codes, uniques))
         combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
+    # a missing value (code -1) indexes the "" appended last: it reads as classify_one reads an absent field
+    values = [(codes, [*uniques.tolist(), ""]) for codes, uniques in per_column]
     table = [
-        classify_one({col: str(u[c[row]] or "") for col, (c, u) in zip(FIELDS, per_column)}, rules)
+        classify_one({col: str(u[c[row]] or "") for col, (c, u) in zip(FIELDS, values)}, rules)
         for row in first_rows(combined).tolist()
     ]
     return events.assign(
