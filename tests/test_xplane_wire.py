@@ -558,3 +558,19 @@ def test_a_corrupt_file_is_one_input_error(tmp_path, monkeypatch):
     bad.write_bytes(data[: len(data) // 2])
     with pytest.raises(InputError):
         _read(bad, "wire", monkeypatch)
+
+
+def test_the_wire_decoder_loads_without_the_event_tables_libraries(tmp_path):
+    """The decoder turns bytes into numpy columns: it imports numpy (and protobuf for the metadata), not
+    pandas/pyarrow, whose ~110 MiB would otherwise be most of its peak memory on a trace of ~50 MB."""
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from moeprof.readers.xplane_wire import read_xspace\n"
+        f"space = read_xspace({str(SAMPLES / 'synthetic_1host_8gpu' / 'node0.xplane.pb')!r})\n"
+        "assert sum(len(line) for plane in space.planes for line in plane.lines) > 0\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow', 'typer', 'rich') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

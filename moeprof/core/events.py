@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from .time_window import MAX_DURATION_NS, TIME_LIMIT_NS, UNPLACEABLE_NS
+
 # name -> dtype. Strings are pandas' ``str`` columns (empty string = absent)
 # so that factorizing and writing parquet/csv needs no special cases.
 RAW_COLUMNS: dict[str, str] = {
@@ -201,18 +203,6 @@ def concat(tables: list[pd.DataFrame]) -> pd.DataFrame:
 def set_strings(table: pd.DataFrame, col: str, values: np.ndarray) -> None:
     """Assign a whole string column, categorical like the rest."""
     table[col] = categorical(values, len(table))
-
-
-# ---- the window of times moeprof accepts (docs/metrics.md, "Times moeprof accepts") ----------------------------
-# A device activity is placed only when both its end points lie in [0, 2^62) ns of the trace clock (146 years
-# from its zero: epoch-based clocks are at ~1.8e18 ns, session clocks start at 0) and it lasts 0 to 1 day.
-# Then every difference of two times fits int64, no time reported is negative, and every sum the figures add
-# up fits too (a file is refused past TOTAL_LIMIT_NS). The converters map what no int64 holds past +-2^62.
-TIME_LIMIT_NS = 2**62
-MAX_DURATION_NS = 86_400 * 10**9
-TOTAL_LIMIT_NS = 2**62
-# what a converter writes for a time no int64 nanosecond holds (NaN, inf, 1e300 µs): outside the window
-UNPLACEABLE_NS = int(np.iinfo(np.int64).min)
 
 
 def floats_to_ns(values: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..insight.throughput import manifest_throughput, with_throughput
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, TraceSource, plan_placements, read_file
-from ..readers.discover import discover_job
+from ..readers.discovery import discover_job
 from ..readers.runfolder import read_manifest
 from .executors import map_files, resolve_scheduler
 from .merge import JobResults, finish_job, instance_table, merge, merge_job

@@ -9,113 +9,52 @@ name) whether the file is its format.
 
 from __future__ import annotations
 
-import gc
-import os
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..core.trace import Trace
-from ..errors import InputError
-from ..options import LoadOptions
-from .base import Placement, ReadContext, Reader, check_fits_in_memory, screen_times, sniff
-from .discover import NOT_FILE_OR_DIR, TRACE_SUFFIXES, discover, is_nsys_parquet_dir, plan_placements
-from .sources import TraceSource, is_url
+# Names are imported on first use: the wire decoder (``readers.xplane_wire``) then loads without pandas,
+# which the event table needs and a decoder of bytes into numpy columns does not.
+_WHERE = {
+    "READERS": "registry",
+    "read_file": "registry",
+    "reader_for": "registry",
+    "Placement": "base",
+    "ReadContext": "base",
+    "Reader": "base",
+    "check_fits_in_memory": "base",
+    "screen_times": "base",
+    "sniff": "base",
+    "NOT_FILE_OR_DIR": "discovery",
+    "TRACE_SUFFIXES": "discovery",
+    "discover": "discovery",
+    "is_nsys_parquet_dir": "discovery",
+    "plan_placements": "discovery",
+    "TraceSource": "sources",
+    "is_url": "sources",
+    "LoadOptions": "moeprof.options",
+}
 
-
-class _XPlane:
-    format = "xplane"
-
-    def sniff(self, path: Path, kind: str) -> bool:
-        return kind == "xplane"
-
-    def read(self, path: Path, context: ReadContext) -> Trace:
-        from .xplane import read
-
-        return read(path, context)
-
-
-class _Json:
-    """Chrome trace-event JSON: xprof trace-viewer exports and PyTorch Kineto traces (the content decides)."""
-
-    format = "json"
-
-    def sniff(self, path: Path, kind: str) -> bool:
-        return kind == "json"
-
-    def read(self, path: Path, context: ReadContext) -> Trace:
-        from .chrome import read
-
-        return read(path, context)
+if TYPE_CHECKING:
+    from ..options import LoadOptions
+    from .base import Placement, ReadContext, Reader, check_fits_in_memory, screen_times, sniff
+    from .discovery import NOT_FILE_OR_DIR, TRACE_SUFFIXES, discover, is_nsys_parquet_dir, plan_placements
+    from .registry import READERS, read_file, reader_for
+    from .sources import TraceSource, is_url
 
 
-class _Nsight:
-    format = "nsys"
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:  # a submodule not imported yet: `from moeprof.readers import nsys` imports it then
+        raise AttributeError(f"module 'moeprof.readers' has no attribute {name!r}")
+    import importlib
 
-    def sniff(self, path: Path, kind: str) -> bool:
-        return kind in ("sqlite", "nsys-rep", "nsys-parquet")
-
-    def read(self, path: Path, context: ReadContext) -> Trace:
-        from .nsys import read
-
-        return read(path, context)
-
-
-READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight())
-
-
-def reader_for(path: Path) -> tuple[Reader, str]:
-    """The reader of a file (and the sniffed kind), or an InputError naming the file."""
-    if path.exists() and not path.is_file() and not path.is_dir():
-        raise InputError(path, NOT_FILE_OR_DIR)  # opening a FIFO would wait for a writer
-    kind = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
-    for reader in READERS:
-        if reader.sniff(path, kind):
-            return reader, kind
-    raise InputError(
-        path,
-        "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep)",
-    )
-
-
-def read_file(path: TraceSource, context: ReadContext | None = None) -> Trace:
-    """Read one trace file into a :class:`Trace` (raw columns; not yet classified).
-
-    A URL is read through a local copy (``moeprof.readers.sources``).
-    """
-    context = context or ReadContext()
-    if is_url(path):
-        from .sources import read_url
-
-        return read_url(str(path), context)
-    path = Path(path)
-    reader, kind = reader_for(path)
-    check_fits_in_memory(path, kind)
-    # readers build many small objects and no cycles: the cyclic GC would only rescan them
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        trace = reader.read(path, context)
-    except (InputError, KeyboardInterrupt):
-        raise
-    except MemoryError:
-        raise InputError(
-            path, "out of memory reading it; analyze fewer files at once, or on a bigger machine"
-        ) from None
-    except Exception as exc:
-        if os.environ.get("MOEPROF_DEBUG"):
-            raise
-        raise InputError(path, f"cannot read as {reader.format}: {_exception_line(exc)}") from None
-    finally:
-        if enabled:
-            gc.enable()
-    return screen_times(trace, path)
-
-
-def _exception_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+    module = importlib.import_module(where if "." in where else f"{__name__}.{where}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [
+    "NOT_FILE_OR_DIR",
     "READERS",
     "TRACE_SUFFIXES",
     "LoadOptions",
@@ -123,10 +62,13 @@ __all__ = [
     "ReadContext",
     "Reader",
     "TraceSource",
+    "check_fits_in_memory",
     "discover",
     "is_nsys_parquet_dir",
+    "is_url",
     "plan_placements",
     "read_file",
     "reader_for",
+    "screen_times",
     "sniff",
 ]

@@ -17,7 +17,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ..core.events import MAX_DURATION_NS, TOTAL_LIMIT_NS, outside_window
+from ..core.events import outside_window
+from ..core.time_window import MAX_DURATION_NS, TOTAL_LIMIT_NS
 from ..core.trace import Trace
 from ..errors import InputError
 from ..options import LoadOptions

@@ -23,7 +23,7 @@ from ..core.trace import Job, Trace, empty_markers, make_markers, trailing_numbe
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
-from .discover import capture_stem
+from .discovery import capture_stem
 
 _GPU_PROCESS = re.compile(r"/device:GPU:(\d+)")
 _STREAM_THREAD = re.compile(r"^Stream #")

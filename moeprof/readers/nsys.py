@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.events import TIME_LIMIT_NS, UNPLACEABLE_NS, floats_to_ns, make_table
+from ..core.events import floats_to_ns, make_table
+from ..core.time_window import TIME_LIMIT_NS, UNPLACEABLE_NS
 from ..core.trace import Job, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError

@@ -79,7 +79,7 @@ def discover_url(url: str, options: LoadOptions | None = None, notes: list[str] 
 
     What discovery leaves out (one capture in several formats) is appended to ``notes``.
     """
-    from .discover import choose_run, discover_job, select_trace_files
+    from .discovery import choose_run, discover_job, select_trace_files
 
     notes = [] if notes is None else notes
     local = file_url_path(url)

@@ -31,7 +31,7 @@ from ..core.trace import Job, Trace, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import Placement, ReadContext, native_log
-from .discover import capture_stem
+from .discovery import capture_stem
 from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_runs
 from .xspace_proto import WireError, length_delimited, messages, peek
 

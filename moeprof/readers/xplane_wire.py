@@ -45,7 +45,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ..core.events import TIME_LIMIT_NS, UNPLACEABLE_NS
+from ..core.time_window import TIME_LIMIT_NS, UNPLACEABLE_NS
 from .xspace_proto import WireError, messages
 
 __all__ = [
