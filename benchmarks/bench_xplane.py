@@ -11,7 +11,8 @@ the comparison to trust on a shared machine: wall times follow its load.
   numba route, whose import and first call count in its work) reading every
   event's name, start and end, then also the stats the XPlane reader needs,
   against the floor (targets: >= 3x faster, peak RSS <= 4x the file; the
-  interpreter + imports baseline is printed too);
+  interpreter + imports baseline is printed too: numpy and the decoder, ~40 MiB,
+  since the decoder loads without pandas);
 * ``moeprof analyze --json`` against the floor (targets: <= 1.5x the floor's
   time, <= its peak RSS);
 * ``moeprof annotate`` and ``moeprof report`` against ``analyze`` on the same

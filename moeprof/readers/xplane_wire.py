@@ -1211,9 +1211,11 @@ def _slots_numpy(
 
 _JIT: list[ModuleType | None] = []  # resolved on first use
 _USE_JIT: list[bool] = [False]  # for the file being read
-# numba costs ~0.35-0.6 s of CPU per process (import, first dispatch) and then decodes ~1.6x faster than
-# numpy (10M generated events, 440 MiB: 4.0 s against 6.3 s of CPU with the reader's stats; at 1M, 48 MiB,
-# 0.92 s against 0.59 s): worth it from about this size on
+# numba costs ~0.35-0.6 s of CPU per process: its import (~0.17 s), and a first dispatch that, even from
+# its cache, loads numba's typing registries, whose BLAS check imports scipy.linalg where jax installed
+# scipy (~0.18 s). It then decodes ~1.6x faster than numpy (10M generated events, 440 MiB: 4.0 s against
+# 6.3 s of CPU with the reader's stats; at 1M, 48 MiB, 0.92 s against 0.59 s): worth it from about this
+# size on
 JIT_FROM_BYTES = 96 << 20
 
 
