@@ -18,6 +18,12 @@ class LoadOptions:
     step_marker: str | None = None  # regex: ranges (NVTX, annotations) it matches are steps
     # XPlane: read hlo_op/hlo_module of every compute kernel too (slower; the analysis needs them on comm only)
     all_kernel_stats: bool = False
+    # XPlane: threads decoding a file's lines at once. None: the cores this process may use (at most
+    # DECODE_THREADS_CAP) when it reads alone; the analysis gives each worker of a pool its share of them
+    decode_threads: int | None = None
+
+
+DECODE_THREADS_CAP = 8  # lines decoded at once hold their temporaries at once: memory grows with this
 
 
 @dataclass(frozen=True)

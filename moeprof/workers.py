@@ -17,6 +17,11 @@ from pathlib import Path
 PRELOAD = ["moeprof.pipeline"]  # what every worker needs, imported once in the fork server
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def start_method() -> str:
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 

@@ -438,3 +438,28 @@ def test_fork_server_starts_early_only_where_a_pool_is_likely(args: str, started
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
     multi_core = (os.cpu_count() or 1) > 1
     assert out.stdout.split() == [str(started and multi_core)] * 2 + ["False"]  # and never imports pandas
+
+
+def test_files_read_at_once_share_the_cores(monkeypatch) -> None:
+    """Each file's XPlane decoding threads: what the process may use when it reads alone, its share when
+    a pool reads several at once, one on a Dask worker; a user's choice stands."""
+    from dataclasses import replace
+
+    import moeprof.pipeline as pipeline
+    from moeprof.options import LoadOptions
+    from moeprof.pipeline.executors import concurrent_files
+
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: 8)
+    monkeypatch.setattr("moeprof.pipeline.executors.usable_cores", lambda: 8)
+    assert concurrent_files(1, None, None) == 1
+    assert concurrent_files(5, 1, None) == 1
+    assert concurrent_files(5, None, None) == 5
+    assert concurrent_files(20, None, None) == 8
+    assert concurrent_files(20, 3, None) == 3
+    assert concurrent_files(20, 3, "tcp://127.0.0.1:8786") is None
+    base = LoadOptions()
+    assert pipeline._share_cores(base, 1).decode_threads is None  # the reader takes what it may use
+    assert pipeline._share_cores(base, 3).decode_threads == 2
+    assert pipeline._share_cores(base, 8).decode_threads == 1
+    assert pipeline._share_cores(base, None).decode_threads == 1
+    assert pipeline._share_cores(replace(base, decode_threads=5), 8).decode_threads == 5

@@ -454,6 +454,28 @@ def test_truncated_or_corrupted_input_raises_wire_error_or_reads_correctly(gener
     assert outcomes["error"] and outcomes["correct"]  # both paths were exercised
 
 
+@pytest.mark.parametrize("which", ["edge", "synthetic", "bench"])
+def test_lines_decoded_on_threads_equal_one_thread(generated, tmp_path, monkeypatch, which, route):
+    """Threads change when a line is decoded, never what comes out: the columns, and for a corrupted
+    file the same error (the first bad line in file order), as with one thread."""
+    import moeprof.readers.xplane_wire as wire
+
+    monkeypatch.setattr(wire, "THREADED_FROM_BYTES", 0)  # every plane on threads, however small
+    data = generated[which].read_bytes()
+    assert decoded(read_xspace(generated[which], stats=STATS, threads=4)) == reference(data)
+    rng = random.Random(31)
+    for i, bad in enumerate(_mutations(data, rng, 40)):
+        path = tmp_path / f"t{i}.xplane.pb"
+        path.write_bytes(bad)
+        outcomes = []
+        for threads in (1, 4):
+            try:
+                outcomes.append(decoded(read_xspace(path, stats=STATS, threads=threads)))
+            except WireError as exc:
+                outcomes.append(f"WireError: {exc}")
+        assert outcomes[0] == outcomes[1], f"mutation {i}"
+
+
 def test_empty_and_garbage_files(tmp_path, route):
     empty = tmp_path / "empty.xplane.pb"
     empty.write_bytes(b"")
@@ -574,3 +596,15 @@ def test_the_wire_decoder_loads_without_the_event_tables_libraries(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_analysis_is_the_same_on_any_number_of_decoding_threads(generated, monkeypatch):
+    """End to end through the XPlane reader: the analysis JSON with one decoding thread and with four."""
+    import moeprof.readers.xplane_wire as wire
+    from moeprof.options import LoadOptions
+    from moeprof.pipeline import analyze_paths
+
+    monkeypatch.setattr(wire, "THREADED_FROM_BYTES", 0)
+    docs = [analyze_paths([generated["bench"]], LoadOptions(decode_threads=n), jobs=1).to_json() for n in (1, 4)]
+    assert docs[0] == docs[1]
+    assert docs[0]["devices"]  # a real analysis, not two empty ones

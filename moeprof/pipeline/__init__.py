@@ -10,6 +10,7 @@ in one process. The library and the CLI take the same route.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,8 @@ from ..options import ExecOptions, LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, TraceSource, plan_placements, read_file
 from ..readers.discovery import discover_job
 from ..readers.runfolder import read_manifest
-from .executors import map_files, resolve_scheduler
+from ..workers import usable_cores
+from .executors import concurrent_files, map_files, resolve_scheduler
 from .merge import JobResults, finish_job, instance_table, merge, merge_job
 from .per_file import FileResult, measure_file
 
@@ -137,6 +139,15 @@ def finish(
     return analysis.with_(timeline=tuple(views), instances=instance_table(matched))
 
 
+def _share_cores(options: LoadOptions, at_once: int | None) -> LoadOptions:
+    """The options each file is read with: files read at once share this machine's cores (a file on
+    a Dask worker gets one decoding thread: the worker runs other tasks beside it)."""
+    if options.decode_threads is not None or at_once == 1:
+        return options  # the user's choice, or one file at a time: the reader takes what it may use
+    threads = 1 if at_once is None else max(1, usable_cores() // at_once)
+    return replace(options, decode_threads=threads)
+
+
 def _map_one(
     task: tuple[TraceSource, Placement, LoadOptions, StepOptions | None, bool, TimelineOptions | None],
 ) -> FileResult:
@@ -186,7 +197,9 @@ def analyze_paths(
     options = options or LoadOptions()
     if execution is not None:
         jobs, scheduler, skip_bad = execution.jobs, execution.scheduler, execution.skip_bad
+    scheduler = resolve_scheduler(scheduler)
     files, places, single, notes = _layout(inputs, options)
+    options = _share_cores(options, concurrent_files(len(files), jobs, scheduler))
     tasks = [(f, p, options, step_options, single, timeline) for f, p in zip(files, places)]
     job = JobResults()
 
@@ -199,7 +212,7 @@ def analyze_paths(
         _map_one,
         tasks,
         on_result=take,
-        scheduler=resolve_scheduler(scheduler),
+        scheduler=scheduler,
         jobs=jobs,
         skip_bad=skip_bad,
         on_skip=(lambda s: progress(files[s.index])) if progress else None,

@@ -41,7 +41,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ..errors import InputError
-from ..workers import PRELOAD, start_method
+from ..workers import PRELOAD, start_method, usable_cores
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -66,8 +66,16 @@ def resolve_scheduler(option: str | None) -> str | None:
 
 def default_jobs(n_items: int) -> int:
     """Worker processes for the local pool: one per usable core, never more than there are files."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(n_items, cores))
+    return max(1, min(n_items, usable_cores()))
+
+
+def concurrent_files(n_items: int, jobs: int | None, scheduler: str | None) -> int | None:
+    """How many files :func:`map_files` reads at once on this machine: 1 inline, the pool's size, or
+    None on a Dask cluster (its workers' cores are not this machine's)."""
+    if scheduler:
+        return None
+    jobs = default_jobs(n_items) if jobs is None else max(1, jobs)
+    return 1 if jobs == 1 or n_items <= 1 else min(jobs, n_items)
 
 
 def describe(item: object) -> str:
@@ -96,14 +104,14 @@ def map_files(
     settle = _Settler(skip_bad, on_skip)
     if not items:
         return []
-    if scheduler:
+    workers = concurrent_files(len(items), jobs, scheduler)
+    if workers is None:
+        assert scheduler is not None
         _map_dask(fn, items, scheduler, on_result, settle, name)
+    elif workers == 1:
+        _map_inline(fn, items, on_result, settle, name)
     else:
-        jobs = default_jobs(len(items)) if jobs is None else max(1, jobs)
-        if jobs == 1 or len(items) == 1:
-            _map_inline(fn, items, on_result, settle, name)
-        else:
-            _map_pool(fn, items, min(jobs, len(items)), on_result, settle, name)
+        _map_pool(fn, items, workers, on_result, settle, name)
     return sorted(settle.skipped, key=lambda s: s.index)
 
 

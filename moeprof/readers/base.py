@@ -88,10 +88,11 @@ def sniff(path: Path) -> str:
 
 
 # peak memory of analyzing a file, as a multiple of its size on disk (measured on the benchmarks and
-# the shared traces: XPlane read by the wire decoder ~3x at 10M events (1.3 GiB for 440 MiB; at 1M
-# events the ~110 MiB of imports make it 6x), an XPlane the decoder refuses is read by jaxlib instead,
-# at ~10x, not guarded for; Kineto JSON decoded to columns ~2.5x its text, which gzip holds in ~1/10
-# of it -- a gzip is also capped while it inflates, see chrome.read_bytes)
+# the shared traces: XPlane read by the wire decoder ~3.2x at 10M events (1.39 GiB for 440 MiB with its
+# lines decoded on 2 threads, 1.41 GiB on 8; at 1M events the ~110 MiB of imports make it 6x), an XPlane
+# the decoder refuses is read by jaxlib instead, at ~10x, not guarded for; Kineto JSON decoded to columns
+# ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
+# chrome.read_bytes)
 MEMORY_FACTOR = {"xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3}
 
 

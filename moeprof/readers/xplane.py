@@ -30,6 +30,8 @@ from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..core.trace import Job, Trace, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
+from ..options import DECODE_THREADS_CAP, LoadOptions
+from ..workers import usable_cores
 from .base import Placement, ReadContext, native_log
 from .discovery import capture_stem
 from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_runs
@@ -344,7 +346,7 @@ def read(path: Path, context: ReadContext) -> Trace:
     walk = None
     if _reader_route() == "wire":
         try:
-            walk = _walk_wire(*walk_args, plane_names=header.plane_names)
+            walk = _walk_wire(*walk_args, plane_names=header.plane_names, threads=decode_threads(options))
         except WireError:
             walk = None  # jaxlib may read what the decoder refuses; if not, it says why
     if walk is None:
@@ -605,6 +607,14 @@ def _marker_part(rows: list[tuple]) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------- the wire route
 
 
+def decode_threads(options: LoadOptions) -> int:
+    """Lines of a file the wire decoder decodes at once (``LoadOptions.decode_threads``; None: the cores
+    this process may use, at most ``DECODE_THREADS_CAP``)."""
+    if options.decode_threads is not None:
+        return max(1, options.decode_threads)
+    return max(1, min(DECODE_THREADS_CAP, usable_cores()))
+
+
 def _walk_wire(
     path: Path,
     host: str,
@@ -615,11 +625,12 @@ def _walk_wire(
     read_all: bool,
     user_step: re.Pattern | None,
     plane_names: list[str] | None = None,
+    threads: int = 1,
 ) -> _Walk:
     """The same walk as :func:`_walk_jaxlib`, on the wire decoder's columns: nothing per event in Python.
 
     ``plane_names``: every plane of the file (from its field headers), to know before the host planes
-    are decoded whether the file has GPU planes.
+    are decoded whether the file has GPU planes. ``threads``: lines decoded at once.
 
     Its choices match the jaxlib route's exactly: a kernel name's XLA stats are
     kept on every event only when the name (or the HLO op of its first event) can
@@ -642,6 +653,7 @@ def _walk_wire(
         stats=WIRE_STATS,
         lines=wanted_line,
         plane_stats=lambda n: HOST_STATS_WITH_GPUS if gpu_trace and not gpu_plane(n) else WIRE_STATS,
+        threads=threads,
     )
     gpu_planes = [p for p in space.planes if gpu_plane(p.name)]
     host_planes = [p for p in space.planes if not gpu_plane(p.name)]
