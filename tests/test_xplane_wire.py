@@ -608,3 +608,31 @@ def test_analysis_is_the_same_on_any_number_of_decoding_threads(generated, monke
     docs = [analyze_paths([generated["bench"]], LoadOptions(decode_threads=n), jobs=1).to_json() for n in (1, 4)]
     assert docs[0] == docs[1]
     assert docs[0]["devices"]  # a real analysis, not two empty ones
+
+
+def test_compiled_varint_agrees_with_the_python_walk_byte_for_byte():
+    """Every (start, end) of many short byte strings: the compiled varint gives the value and end the
+    Python walk gives, and the same error (truncated, or longer than 10 bytes) where that one raises."""
+    jit = pytest.importorskip("moeprof.readers._xplane_jit")
+    from moeprof.readers.xplane_wire import _py_varint
+
+    rng = random.Random(7)
+    # runs of continuation bytes around the 10-byte limit, ended or not, then random strings
+    crafted = [bytes([c] * k + tail) for c in (0x80, 0xFF) for k in range(13) for tail in ([], [0x01], [0x7F, 0x05])]
+    randoms = [
+        bytes(rng.choice((0x00, 0x7F, 0x80, 0x81, 0xC3, 0xFF)) for _ in range(rng.randint(0, 13))) for _ in range(1500)
+    ]
+    checked = 0
+    for raw in crafted + randoms:
+        data = np.frombuffer(raw + bytes(16), dtype=np.uint8)  # padded as the decoder's buffers are
+        for start in range(len(raw) + 1):
+            for end in range(start, len(raw) + 1):
+                value, after = jit._varint(data, start, end)
+                try:
+                    want, want_after = _py_varint(raw, start, end)
+                except WireError as exc:
+                    assert after == (-1 if "truncated" in str(exc) else -2), (raw, start, end)
+                else:
+                    assert (value & (1 << 64) - 1, after) == (want, want_after), (raw, start, end)
+                checked += 1
+    assert checked > 50_000

@@ -38,16 +38,18 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Collection, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from ..core.time_window import TIME_LIMIT_NS, UNPLACEABLE_NS
 from .xspace_proto import WireError, messages
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "STAT_ABSENT",
@@ -983,6 +985,8 @@ class _LinePool:
         if self.threads == 1 or len(spans) < 2 or not threaded:
             return [fn(span) for span in spans]
         if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor  # (~6 ms of imports a small trace never needs)
+
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="moeprof-xplane")
         # results in line order; the first line (in order) that fails raises, as one thread would
         return list(self._executor.map(fn, spans))
@@ -1247,11 +1251,11 @@ def _slots_numpy(
 
 _JIT: list[ModuleType | None] = []  # resolved on first use
 _USE_JIT: list[bool] = [False]  # for the file being read
-# numba costs ~0.35-0.6 s of CPU per process: its import (~0.17 s), and a first dispatch that, even from
-# its cache, loads numba's typing registries, whose BLAS check imports scipy.linalg where jax installed
-# scipy (~0.18 s). It then decodes ~1.6x faster than numpy (10M generated events, 440 MiB: 4.0 s against
-# 6.3 s of CPU with the reader's stats; at 1M, 48 MiB, 0.92 s against 0.59 s): worth it from about this
-# size on
+# numba costs ~0.6 s of CPU per process: its import (~0.17 s), and a first dispatch that, even from its
+# cache, loads numba's typing registries, whose BLAS check imports scipy.linalg where jax installed scipy
+# (~0.18 s). It then decodes ~2.8x faster than numpy (10M generated events, 440 MiB: 3.2 s against 8.9 s
+# of CPU with the reader's stats, one thread each; at 1M, 48 MiB, 0.93 s against 0.80 s): worth it from
+# about this size on
 JIT_FROM_BYTES = 96 << 20
 
 
