@@ -11,25 +11,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_attribute
+
 # Names are imported on first use: the wire decoder (``readers.xplane_wire``) then loads without pandas,
 # which the event table needs and a decoder of bytes into numpy columns does not.
 _WHERE = {
-    "READERS": "registry",
-    "read_file": "registry",
-    "reader_for": "registry",
-    "Placement": "base",
-    "ReadContext": "base",
-    "Reader": "base",
-    "check_fits_in_memory": "base",
-    "screen_times": "base",
-    "sniff": "base",
-    "NOT_FILE_OR_DIR": "discovery",
-    "TRACE_SUFFIXES": "discovery",
-    "discover": "discovery",
-    "is_nsys_parquet_dir": "discovery",
-    "plan_placements": "discovery",
-    "TraceSource": "sources",
-    "is_url": "sources",
+    "READERS": "moeprof.readers.registry",
+    "read_file": "moeprof.readers.registry",
+    "reader_for": "moeprof.readers.registry",
+    "Placement": "moeprof.readers.base",
+    "ReadContext": "moeprof.readers.base",
+    "Reader": "moeprof.readers.base",
+    "check_fits_in_memory": "moeprof.readers.base",
+    "screen_times": "moeprof.readers.base",
+    "sniff": "moeprof.readers.base",
+    "NOT_FILE_OR_DIR": "moeprof.readers.discovery",
+    "TRACE_SUFFIXES": "moeprof.readers.discovery",
+    "discover": "moeprof.readers.discovery",
+    "is_nsys_parquet_dir": "moeprof.readers.discovery",
+    "plan_placements": "moeprof.readers.discovery",
+    "TraceSource": "moeprof.readers.sources",
+    "is_url": "moeprof.readers.sources",
     "LoadOptions": "moeprof.options",
 }
 
@@ -42,15 +44,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:  # a submodule not imported yet: `from moeprof.readers import nsys` imports it then
-        raise AttributeError(f"module 'moeprof.readers' has no attribute {name!r}")
-    import importlib
-
-    module = importlib.import_module(where if "." in where else f"{__name__}.{where}")
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
+    # a submodule not imported yet is no attribute: `from moeprof.readers import nsys` then imports it
+    return lazy_attribute(globals(), __name__, _WHERE, name)
 
 
 __all__ = [
