@@ -458,8 +458,9 @@ def test_files_read_at_once_share_the_cores(monkeypatch) -> None:
     assert concurrent_files(20, 3, None) == 3
     assert concurrent_files(20, 3, "tcp://127.0.0.1:8786") is None
     base = LoadOptions()
-    assert pipeline._share_cores(base, 1).decode_threads is None  # the reader takes what it may use
-    assert pipeline._share_cores(base, 3).decode_threads == 2
-    assert pipeline._share_cores(base, 8).decode_threads == 1
-    assert pipeline._share_cores(base, None).decode_threads == 1
-    assert pipeline._share_cores(replace(base, decode_threads=5), 8).decode_threads == 5
+    assert pipeline._share_cores(base, 1, None).decode_threads is None  # the reader takes what it may use
+    assert pipeline._share_cores(base, 1, 1).decode_threads == 1  # --jobs 1: one core
+    assert pipeline._share_cores(base, 3, None).decode_threads == 2
+    assert pipeline._share_cores(base, 8, 8).decode_threads == 1
+    assert pipeline._share_cores(base, None, None).decode_threads == 1
+    assert pipeline._share_cores(replace(base, decode_threads=5), 8, 1).decode_threads == 5

@@ -95,7 +95,13 @@ RunOption = Annotated[
 
 
 JobsOption = Annotated[
-    int | None, typer.Option("--jobs", "-j", min=1, help="Local worker processes for several files (default: cores).")
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        help="Local worker processes for several files (default: cores); 1 also decodes each on one thread.",
+    ),
 ]
 SchedulerOption = Annotated[
     str | None,

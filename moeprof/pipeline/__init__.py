@@ -139,12 +139,12 @@ def finish(
     return analysis.with_(timeline=tuple(views), instances=instance_table(matched))
 
 
-def _share_cores(options: LoadOptions, at_once: int | None) -> LoadOptions:
-    """The options each file is read with: files read at once share this machine's cores (a file on
-    a Dask worker gets one decoding thread: the worker runs other tasks beside it)."""
-    if options.decode_threads is not None or at_once == 1:
-        return options  # the user's choice, or one file at a time: the reader takes what it may use
-    threads = 1 if at_once is None else max(1, usable_cores() // at_once)
+def _share_cores(options: LoadOptions, at_once: int | None, jobs: int | None) -> LoadOptions:
+    """The options each file is read with: files read at once share this machine's cores; ``jobs=1``
+    (one worker asked for) and a Dask worker (which runs other tasks beside it) get one decoding thread."""
+    if options.decode_threads is not None or (at_once == 1 and jobs != 1):
+        return options  # the user's choice, or one file read alone: the reader takes what it may use
+    threads = 1 if at_once is None or jobs == 1 else max(1, usable_cores() // at_once)
     return replace(options, decode_threads=threads)
 
 
@@ -199,7 +199,7 @@ def analyze_paths(
         jobs, scheduler, skip_bad = execution.jobs, execution.scheduler, execution.skip_bad
     scheduler = resolve_scheduler(scheduler)
     files, places, single, notes = _layout(inputs, options)
-    options = _share_cores(options, concurrent_files(len(files), jobs, scheduler))
+    options = _share_cores(options, concurrent_files(len(files), jobs, scheduler), jobs)
     tasks = [(f, p, options, step_options, single, timeline) for f, p in zip(files, places)]
     job = JobResults()
 
