@@ -62,6 +62,11 @@ pandas, pyarrow, typer and pydantic takes ~0.35 s where the floor imports jaxlib
 and the numpy wire decoder (~0.37 s of CPU with the reader's stats) is about the floor's own
 work (0.5 s); at 10M events the numba decoder takes over and analyze beats the floor. The
 numba decoder does not pay below ~96 MiB (its import and first dispatch cost ~0.6 s).
+
+2026-12-02: the decoder loads without pandas (its baseline is ~30-40 MiB), a large plane's lines are
+decoded on threads, and the numba kernels are ~2.8x faster (10M events: 3.2 s of CPU against numpy's
+8.9 s), so they pay from ~56 MiB. The floor's own time at 10M events varies between runs on this
+machine (10.0 s in one, 19.0-19.5 s in two others): compare figures of one run only.
 """
 
 from __future__ import annotations

@@ -1254,9 +1254,10 @@ _USE_JIT: list[bool] = [False]  # for the file being read
 # numba costs ~0.6 s of CPU per process: its import (~0.17 s), and a first dispatch that, even from its
 # cache, loads numba's typing registries, whose BLAS check imports scipy.linalg where jax installed scipy
 # (~0.18 s). It then decodes ~2.8x faster than numpy (10M generated events, 440 MiB: 3.2 s against 8.9 s
-# of CPU with the reader's stats, one thread each; at 1M, 48 MiB, 0.93 s against 0.80 s): worth it from
-# about this size on
-JIT_FROM_BYTES = 96 << 20
+# of CPU with the reader's stats, one thread each). At 1M events of the benchmark's XLA shape (48 MiB) it
+# loses (0.93 s against 0.80 s); at 1M compute kernels with their stats (59 MiB) it wins (1.07 s against
+# 1.39 s): from about this size on
+JIT_FROM_BYTES = 56 << 20
 
 
 def _jit() -> ModuleType | None:
