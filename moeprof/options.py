@@ -19,11 +19,8 @@ class LoadOptions:
     # XPlane: read hlo_op/hlo_module of every compute kernel too (slower; the analysis needs them on comm only)
     all_kernel_stats: bool = False
     # XPlane: threads decoding a file's lines at once. None: the cores this process may use (at most
-    # DECODE_THREADS_CAP) when it reads alone; the analysis gives each worker of a pool its share of them
+    # workers.DECODE_THREADS_CAP) when it reads alone; the analysis gives each worker of a pool its share
     decode_threads: int | None = None
-
-
-DECODE_THREADS_CAP = 8  # lines decoded at once hold their temporaries at once: memory grows with this
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,18 @@ from pathlib import Path
 PRELOAD = ["moeprof.pipeline"]  # what every worker needs, imported once in the fork server
 
 
+DECODE_THREADS_CAP = 8  # lines decoded at once hold their temporaries at once: memory grows with this
+
+
 def usable_cores() -> int:
     """The cores this process may run on (its CPU affinity where the platform tells it)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_decode_threads(files_at_once: int = 1) -> int:
+    """Threads decoding one XPlane file when ``files_at_once`` are read at once: their share of the
+    usable cores, at most ``DECODE_THREADS_CAP``."""
+    return max(1, min(DECODE_THREADS_CAP, usable_cores() // max(1, files_at_once)))
 
 
 def start_method() -> str:
@@ -29,7 +38,7 @@ def start_method() -> str:
 def warm_fork_server(paths: Sequence[object], jobs: int | None, scheduler: str | None) -> bool:
     """Start the fork server now where a local pool is likely: several inputs or a folder, more than
     one core and one job, no Dask scheduler. Returns whether it started one."""
-    if jobs == 1 or scheduler or os.environ.get("MOEPROF_SCHEDULER") or (os.cpu_count() or 1) < 2:
+    if jobs == 1 or scheduler or os.environ.get("MOEPROF_SCHEDULER") or usable_cores() < 2:
         return False
     if start_method() != "forkserver":
         return False

@@ -436,7 +436,9 @@ def test_fork_server_starts_early_only_where_a_pool_is_likely(args: str, started
     )
     env = {k: v for k, v in os.environ.items() if k != "MOEPROF_SCHEDULER"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
-    multi_core = (os.cpu_count() or 1) > 1
+    from moeprof.workers import usable_cores
+
+    multi_core = usable_cores() > 1
     assert out.stdout.split() == [str(started and multi_core)] * 2 + ["False"]  # and never imports pandas
 
 
@@ -449,7 +451,7 @@ def test_files_read_at_once_share_the_cores(monkeypatch) -> None:
     from moeprof.options import LoadOptions
     from moeprof.pipeline.executors import concurrent_files
 
-    monkeypatch.setattr(pipeline, "usable_cores", lambda: 8)
+    monkeypatch.setattr("moeprof.workers.usable_cores", lambda: 8)
     monkeypatch.setattr("moeprof.pipeline.executors.usable_cores", lambda: 8)
     assert concurrent_files(1, None, None) == 1
     assert concurrent_files(5, 1, None) == 1
@@ -464,3 +466,7 @@ def test_files_read_at_once_share_the_cores(monkeypatch) -> None:
     assert pipeline._share_cores(base, 8, 8).decode_threads == 1
     assert pipeline._share_cores(base, None, None).decode_threads == 1
     assert pipeline._share_cores(replace(base, decode_threads=5), 8, 1).decode_threads == 5
+    # on a large machine the share stays within the cap that bounds the lines' temporaries in memory
+    monkeypatch.setattr("moeprof.workers.usable_cores", lambda: 64)
+    assert pipeline._share_cores(base, 2, None).decode_threads == 8
+    assert pipeline._share_cores(base, 16, None).decode_threads == 4

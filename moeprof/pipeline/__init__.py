@@ -27,7 +27,7 @@ from ..options import ExecOptions, LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, TraceSource, plan_placements, read_file
 from ..readers.discovery import discover_job
 from ..readers.runfolder import read_manifest
-from ..workers import usable_cores
+from ..workers import default_decode_threads
 from .executors import concurrent_files, map_files, resolve_scheduler
 from .merge import JobResults, finish_job, instance_table, merge, merge_job
 from .per_file import FileResult, measure_file
@@ -142,10 +142,13 @@ def finish(
 def _share_cores(options: LoadOptions, at_once: int | None, jobs: int | None) -> LoadOptions:
     """The options each file is read with: files read at once share this machine's cores; ``jobs=1``
     (one worker asked for) and a Dask worker (which runs other tasks beside it) get one decoding thread."""
-    if options.decode_threads is not None or (at_once == 1 and jobs != 1):
-        return options  # the user's choice, or one file read alone: the reader takes what it may use
-    threads = 1 if at_once is None or jobs == 1 else max(1, usable_cores() // at_once)
-    return replace(options, decode_threads=threads)
+    if options.decode_threads is not None:
+        return options  # the user's choice
+    if jobs == 1 or at_once is None:
+        return replace(options, decode_threads=1)
+    if at_once == 1:
+        return options  # one file read alone: the reader takes what it may use
+    return replace(options, decode_threads=default_decode_threads(at_once))
 
 
 def _map_one(

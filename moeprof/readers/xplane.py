@@ -30,8 +30,8 @@ from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..core.trace import Job, Trace, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
-from ..options import DECODE_THREADS_CAP, LoadOptions
-from ..workers import usable_cores
+from ..options import LoadOptions
+from ..workers import default_decode_threads
 from .base import Placement, ReadContext, native_log
 from .discovery import capture_stem
 from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_runs
@@ -609,10 +609,10 @@ def _marker_part(rows: list[tuple]) -> dict[str, np.ndarray]:
 
 def decode_threads(options: LoadOptions) -> int:
     """Lines of a file the wire decoder decodes at once (``LoadOptions.decode_threads``; None: the cores
-    this process may use, at most ``DECODE_THREADS_CAP``)."""
+    this process may use, capped)."""
     if options.decode_threads is not None:
         return max(1, options.decode_threads)
-    return max(1, min(DECODE_THREADS_CAP, usable_cores()))
+    return default_decode_threads()
 
 
 def _walk_wire(
