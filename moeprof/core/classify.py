@@ -150,7 +150,12 @@ def classify(trace: Trace, rules: tuple[Rule, ...] | None = None) -> Trace:
 
 
 def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) -> pd.DataFrame:
-    """A copy of an event table with ``bucket``, ``kind``, ``rule`` and ``link_hint`` filled."""
+    """A copy of an event table with ``bucket``, ``kind``, ``rule`` and ``link_hint`` filled.
+
+    The rules are walked as :func:`classify_one` walks them, for all distinct evidence tuples at
+    once: each rule is searched once per distinct value of its field among the tuples still
+    undecided, never twice.
+    """
     rules = rules or default_rules()
     if not len(events):
         return events
@@ -159,17 +164,93 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
     per_column = []
     for col in FIELDS:
         codes, uniques = column_codes(events[col])
-        per_column.append((codes, uniques))
         combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
-    # a missing value (code -1) indexes the "" appended last: it reads as classify_one reads an absent field
-    values = [(codes, [*uniques.tolist(), ""]) for codes, uniques in per_column]
-    table = [
-        classify_one({col: str(u[c[row]] or "") for col, (c, u) in zip(FIELDS, values)}, rules)
-        for row in first_rows(combined).tolist()
-    ]
+        # a missing value (code -1) reads "" (the string appended last), as classify_one reads an absent field
+        per_column.append((codes, [*(str(u or "") for u in uniques.tolist()), ""]))
+    firsts = first_rows(combined)
+    evidence = _Evidence({col: (codes[firsts], values) for col, (codes, values) in zip(FIELDS, per_column)})
+    pair_codes, table = _classify_tuples(evidence, rules)
+    per_event = pair_codes[combined]
     return events.assign(
         **{
-            column: expand([getattr(c, attr) for c in table], combined)
+            column: expand([getattr(c, attr) for c in table], per_event)
             for attr, column in (("bucket", "bucket"), ("kind", "kind"), ("rule", "rule"), ("link", "link_hint"))
         }
     )
+
+
+def _classify_tuples(evidence: _Evidence, rules: tuple[Rule, ...]) -> tuple[np.ndarray, list[Classification]]:
+    """For each distinct evidence tuple, the index of its classification in the returned list."""
+    n = evidence.size
+    no_rule = len(rules)
+    bucket_rule = evidence.first_match(
+        rules, [i for i, r in enumerate(rules) if r.bucket and r.requires is None], np.arange(n)
+    )
+    bucket_rule[bucket_rule < 0] = no_rule
+    is_comm = np.array([r.bucket == "comm" for r in rules] + [False])[bucket_rule]
+    kind_rule = np.full(n, -1, dtype=np.int64)
+    kind_eligible = [
+        i for i, r in enumerate(rules) if r.kind and r.requires in (None, "comm") and r.bucket in (None, "comm")
+    ]
+    kind_rule[is_comm] = evidence.first_match(rules, kind_eligible, np.flatnonzero(is_comm))
+    # few distinct (bucket rule, kind rule) pairs: each becomes one Classification
+    pair_codes, pairs = pd.factorize(bucket_rule * (no_rule + 1) + (kind_rule + 1))
+    table = []
+    for pair in pairs.tolist():
+        b, k = divmod(pair, no_rule + 1)
+        table.append(_classification(rules, b, k - 1))
+    return pair_codes, table
+
+
+def _classification(rules: tuple[Rule, ...], b: int, k: int) -> Classification:
+    """What :func:`classify_one` returns when rule ``b`` set the bucket and rule ``k`` the kind (-1: none)."""
+    if b == len(rules):
+        return Classification("other", "", "unmatched", "")
+    bucket_rule = rules[b]
+    bucket = bucket_rule.bucket or "other"
+    if bucket != "comm":
+        return Classification(bucket, "", bucket_rule.id, "")
+    kind_rule = rules[k] if k >= 0 else None
+    kind = kind_rule.kind if kind_rule and kind_rule.kind else (bucket_rule.kind or "other")
+    rule_id = bucket_rule.id if kind_rule in (None, bucket_rule) else f"{bucket_rule.id}+{kind_rule.id}"
+    return Classification(bucket, kind, rule_id, bucket_rule.link or "")
+
+
+class _Evidence:
+    """The distinct evidence tuples, as per-field codes into each field's distinct strings, with every
+    regular-expression search memoized per (pattern, distinct string).
+
+    (One alternation of a field's patterns, to skip the values none of them matches, measured slower:
+    Python's ``re`` tries every alternative at every position, where a lone pattern skips ahead by its
+    literal prefix.)"""
+
+    def __init__(self, columns: dict[str, tuple[np.ndarray, list[str]]]) -> None:
+        self.columns = columns
+        self.size = len(next(iter(columns.values()))[0])
+        self._searched: dict[tuple[str, re.Pattern[str]], np.ndarray] = {}  # 1 match, 0 none, -1 not searched
+
+    def first_match(self, rules: tuple[Rule, ...], eligible: list[int], todo: np.ndarray) -> np.ndarray:
+        """For the tuples ``todo``, the first of the ``eligible`` rules that matches (-1: none)."""
+        found = np.full(todo.size, -1, dtype=np.int64)
+        where = np.arange(todo.size)  # positions in ``todo`` still undecided
+        for i in eligible:
+            if not where.size:
+                break
+            rule = rules[i]
+            hit = self._matches(rule.field, rule.pattern, todo[where])
+            if rule.name is not None and hit.any():
+                hit[hit] = self._matches("name", rule.name, todo[where[hit]])
+            found[where[hit]] = i
+            where = where[~hit]
+        return found
+
+    def _matches(self, field: str, pattern: re.Pattern[str], tuples: np.ndarray) -> np.ndarray:
+        codes, values = self.columns[field]
+        picked = codes[tuples]
+        done = self._searched.setdefault((field, pattern), np.full(len(values), -1, dtype=np.int8))
+        unknown = np.zeros(len(values), dtype=bool)
+        unknown[picked[done[picked] < 0]] = True
+        todo = np.flatnonzero(unknown)
+        if todo.size:
+            done[todo] = [pattern.search(values[v]) is not None for v in todo.tolist()]
+        return done[picked] == 1
