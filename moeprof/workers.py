@@ -17,6 +17,20 @@ from pathlib import Path
 PRELOAD = ["moeprof.pipeline"]  # what every worker needs, imported once in the fork server
 
 
+_OWNED = [False]  # see own_process
+
+
+def own_process() -> None:
+    """Mark this process as moeprof's own: the CLI, or a pool worker moeprof started. Only there may
+    moeprof take process-wide shortcuts that a library must not take in its caller's process (the
+    XPlane decoder's numba import skips numba's BLAS check)."""
+    _OWNED[0] = True
+
+
+def process_is_owned() -> bool:
+    return _OWNED[0]
+
+
 DECODE_THREADS_CAP = 8  # lines decoded at once hold their temporaries at once: memory grows with this
 
 

@@ -76,6 +76,12 @@ def needs_a_missing_package(path: str) -> None:
     import moeprof_no_such_module  # noqa: F401 - a worker environment without it
 
 
+def owned_by_moeprof(item: int) -> tuple[int, bool]:
+    from moeprof.workers import process_is_owned
+
+    return os.getpid(), process_is_owned()
+
+
 # ---------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict]:
@@ -199,6 +205,14 @@ def test_killed_worker_is_named_by_file(fleet: tuple[list[str], dict], parallel:
     out, _, skipped = run(measure_or_die, paths, skip_bad=True, **parallel)
     assert [(s.index, s.file) for s in skipped] == [(KILL_RANK, paths[KILL_RANK])]
     assert [out[i] for i in range(RANKS) if i != KILL_RANK] == [expected[p] for p in paths if p != paths[KILL_RANK]]
+
+
+def test_pool_workers_are_moeprofs_own_processes_and_dask_workers_are_not(parallel: dict) -> None:
+    """Process-wide shortcuts (the XPlane decoder's numba start) are taken only in processes moeprof
+    started: its pool's workers, never a Dask worker that other clients share."""
+    out, _, _ = run(owned_by_moeprof, list(range(4)), **parallel)
+    assert {pid for pid, _ in out} != {os.getpid()}  # really other processes
+    assert {owned for _, owned in out} == {"jobs" in parallel}
 
 
 def test_option_error_stops_even_with_skip_bad() -> None:

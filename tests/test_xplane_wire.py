@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import random
 import sys
@@ -596,6 +597,69 @@ def test_the_wire_decoder_loads_without_the_event_tables_libraries(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+_NUMBA_PROBE = """
+import sys
+import numpy as np
+from moeprof.workers import own_process
+if sys.argv[1] == "owned":
+    own_process()
+import moeprof.readers.xplane_wire as wire
+path = sys.argv[2]
+def columns(jit):
+    wire._USE_JIT[0] = jit
+    wire._choose_route = lambda size: None  # keep the route set here
+    space = wire.read_xspace(path)
+    return [(line.name, line.start_ns.tolist(), line.end_ns.tolist()) for p in space.planes for line in p.lines]
+compiled = columns(True)
+assert wire._JIT[0] is not None, "numba did not load"
+assert compiled == columns(False), "the compiled route disagrees with numpy"
+import numba.np.arraymath
+blocked = sys.modules.get("scipy.linalg.cython_blas", 0) is None
+print(numba.np.arraymath._HAVE_BLAS, "scipy.linalg" in sys.modules, blocked)
+"""
+
+
+@pytest.mark.skipif(not _has_numba(), reason="numba not installed")
+@pytest.mark.parametrize("process", ["owned", "library"])
+def test_numba_skips_its_blas_check_only_in_moeprofs_own_processes(tmp_path, process):
+    """numba's first dispatch imports scipy.linalg to learn whether BLAS is there (0.15-0.4 s). In the
+    CLI and its workers the decoder blocks that probe while numba loads, and unblocks it after; called
+    as a library, it leaves numba alone. Either way the compiled route decodes what numpy decodes."""
+    import subprocess
+
+    sample = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"
+    out = subprocess.run(
+        [sys.executable, "-c", _NUMBA_PROBE, process, str(sample)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    have_blas, scipy_linalg_loaded, still_blocked = out.stdout.split()
+    assert still_blocked == "False"  # the block never outlives the import
+    if process == "owned":
+        assert (have_blas, scipy_linalg_loaded) == ("False", "False")
+    else:
+        scipy = importlib.util.find_spec("scipy") is not None
+        assert (have_blas, scipy_linalg_loaded) == (str(scipy), str(scipy))
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_the_compiled_route_starts_lower_in_moeprofs_own_processes(monkeypatch, owned):
+    import moeprof.readers.xplane_wire as wire
+    import moeprof.workers as workers
+
+    monkeypatch.delenv("MOEPROF_XPLANE_WIRE_JIT", raising=False)
+    monkeypatch.setattr(workers, "_OWNED", [owned])
+    monkeypatch.setattr(wire, "_USE_JIT", [False])
+    threshold = wire.JIT_FROM_BYTES_OWNED if owned else wire.JIT_FROM_BYTES
+    assert wire.JIT_FROM_BYTES_OWNED < wire.JIT_FROM_BYTES
+    for size, expected in ((threshold - 1, False), (threshold, True)):
+        wire._choose_route(size)
+        assert wire._USE_JIT[0] is expected
+    for setting, expected in (("0", False), ("1", True)):
+        monkeypatch.setenv("MOEPROF_XPLANE_WIRE_JIT", setting)
+        wire._choose_route(threshold * 2 if setting == "0" else 0)
+        assert wire._USE_JIT[0] is expected
 
 
 def test_analysis_is_the_same_on_any_number_of_decoding_threads(generated, monkeypatch):

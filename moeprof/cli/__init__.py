@@ -14,8 +14,10 @@ def main() -> None:
 
         print(f"moeprof {__version__}")
         return
+    from ..workers import own_process
     from .main import main as run
 
+    own_process()
     try:
         run()
     finally:

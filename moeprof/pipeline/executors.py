@@ -41,7 +41,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ..errors import InputError
-from ..workers import PRELOAD, start_method, usable_cores
+from ..workers import PRELOAD, own_process, start_method, usable_cores
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -167,6 +167,7 @@ def _map_inline(
 def _worker_main(conn: Connection, fn: Callable[[Any], Any]) -> None:
     """One pool worker: take (index, item), send back (index, ok, value or error, traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the coordinator decides
+    own_process()
     while True:
         try:
             task = conn.recv()

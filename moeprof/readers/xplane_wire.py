@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -1253,11 +1255,15 @@ _JIT: list[ModuleType | None] = []  # resolved on first use
 _USE_JIT: list[bool] = [False]  # for the file being read
 # numba costs ~0.6 s of CPU per process: its import (~0.17 s), and a first dispatch that, even from its
 # cache, loads numba's typing registries, whose BLAS check imports scipy.linalg where jax installed scipy
-# (~0.18 s). It then decodes ~2.8x faster than numpy (10M generated events, 440 MiB: 3.2 s against 8.9 s
+# (0.15-0.4 s). It then decodes ~2.8x faster than numpy (10M generated events, 440 MiB: 3.2 s against 8.9 s
 # of CPU with the reader's stats, one thread each). At 1M events of the benchmark's XLA shape (48 MiB) it
 # loses (0.93 s against 0.80 s); at 1M compute kernels with their stats (59 MiB) it wins (1.07 s against
 # 1.39 s): from about this size on
 JIT_FROM_BYTES = 56 << 20
+# In moeprof's own processes the BLAS check is skipped (_numba_without_blas_check), which moves the
+# crossover down: `moeprof analyze --json`, medians of 3, numpy against numba: 37 MiB (750k XLA-shaped
+# events) 1.27 s against 1.30 s, 48 MiB (1M) 1.49 s against 1.42 s (numba, BLAS check kept: 1.67 s)
+JIT_FROM_BYTES_OWNED = 40 << 20
 
 
 def _jit() -> ModuleType | None:
@@ -1267,7 +1273,8 @@ def _jit() -> ModuleType | None:
     if not _JIT:
         module: ModuleType | None = None
         try:
-            from . import _xplane_jit
+            with _numba_without_blas_check():
+                from . import _xplane_jit
 
             module = _xplane_jit
         except ImportError:  # numba is optional (the `fast` extra)
@@ -1276,10 +1283,41 @@ def _jit() -> ModuleType | None:
     return _JIT[0]
 
 
+_BLAS_PROBE = "scipy.linalg.cython_blas"  # what numba imports to decide whether BLAS is there
+
+
+@contextmanager
+def _numba_without_blas_check() -> Iterator[None]:
+    """In moeprof's own processes, let numba's typing registries load without importing scipy.linalg.
+
+    numba sets ``numba.np.arraymath._HAVE_BLAS`` once, on its first dispatch, by importing
+    scipy.linalg (0.15-0.4 s here, more than the decoding it serves below ~40 MiB). With the probe
+    blocked it reads False, which only makes numba's own np.correlate/convolve use a plain loop in
+    this process; np.dot still finds BLAS when compiled. A library call in someone else's process
+    keeps numba's default: the setting outlives this call.
+    """
+    from ..workers import process_is_owned
+
+    if not process_is_owned() or "numba.np.arraymath" in sys.modules or _BLAS_PROBE in sys.modules:
+        yield
+        return
+    sys.modules[_BLAS_PROBE] = None  # type: ignore[assignment]  # an import of it now fails at once
+    try:
+        import numba.np.arraymath  # noqa: F401  # the module that checks, loaded while the probe fails
+
+        yield
+    finally:
+        if sys.modules.get(_BLAS_PROBE, 0) is None:
+            del sys.modules[_BLAS_PROBE]
+
+
 def _choose_route(size: int) -> None:
     """MOEPROF_XPLANE_WIRE_JIT: 1 always compiled kernels (when numba imports), 0 never, unset: by size."""
+    from ..workers import process_is_owned
+
     setting = os.environ.get("MOEPROF_XPLANE_WIRE_JIT", "")
-    _USE_JIT[0] = setting == "1" or (setting != "0" and size >= JIT_FROM_BYTES)
+    threshold = JIT_FROM_BYTES_OWNED if process_is_owned() else JIT_FROM_BYTES
+    _USE_JIT[0] = setting == "1" or (setting != "0" and size >= threshold)
 
 
 def _jit_field_run(jit: ModuleType, buf: _Buffer, first: int, end: int, tag: int) -> tuple[np.ndarray, np.ndarray, int]:
