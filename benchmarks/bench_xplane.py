@@ -67,6 +67,13 @@ numba decoder does not pay below ~96 MiB (its import and first dispatch cost ~0.
 decoded on threads, and the numba kernels are ~2.8x faster (10M events: 3.2 s of CPU against numpy's
 8.9 s), so they pay from ~56 MiB. The floor's own time at 10M events varies between runs on this
 machine (10.0 s in one, 19.0-19.5 s in two others): compare figures of one run only.
+
+Later on 2026-12-02: classification walks its rules once per distinct evidence tuple, and numba loads
+without its BLAS probe in moeprof's own processes, so the CLI takes the numba route from 40 MiB.
+1M events (medians of 3, two runs): floor 0.97-0.99 s, analyze 1.44-1.55 s (1.48x, 1.56x), 378-387
+MiB; annotate 1.51-1.55x, report 1.18-1.27x. 1M compute kernels (59 MiB): 1.60x, annotate 1.93x.
+10M events (one run): floor 15.9 s, 4.2 GiB; analyze 7.5 s (0.47x), 1.3 GiB; numba decoder with the
+reader's stats 3.7x the floor in CPU after imports; annotate 2.16x analyze, report 1.18x.
 """
 
 from __future__ import annotations
