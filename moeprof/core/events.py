@@ -136,13 +136,41 @@ def first_rows(codes: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new)
 
 
+_PACKED_LIMIT = 1 << 62  # mixed-radix keys stay below this: int64 without overflow
+
+
+def _dense_codes(column: np.ndarray) -> tuple[np.ndarray, int]:
+    """(codes in [0, size), size) of a column: an integer column of a narrow range as its offset from
+    its minimum (no hashing), anything else factorized (NaN is a value of its own)."""
+    if column.dtype.kind in "iub" and column.size:
+        low, high = int(column.min()), int(column.max())
+        if high - low < max(column.size, 1 << 16):
+            return column.astype(np.int64) - low, high - low + 1
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    return codes.astype(np.int64, copy=False), max(len(uniques), 1)
+
+
 def combine_codes(*columns: np.ndarray) -> np.ndarray:
-    """One code per distinct tuple of integer columns, numbered in order of first appearance."""
-    combined = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    """One code per distinct tuple of columns (integer codes, or values that hash), numbered in order of
+    first appearance.
+
+    The tuples are packed as mixed-radix integers, column by column, and numbered once at the end
+    (a hash pass per column only where a column is not already narrow integer codes, and where the
+    packed key would outgrow int64): annotate's eight evidence columns over 1M rows took 16 hash
+    passes before, 2-3 now.
+    """
+    n = len(columns[0]) if columns else 0
+    packed = np.zeros(n, dtype=np.int64)
+    span = 1  # packed keys lie in [0, span)
     for column in columns:
-        codes, uniques = pd.factorize(np.asarray(column))
-        combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
-    return combined.astype(np.int64)
+        codes, size = _dense_codes(np.asarray(column))
+        if span * size >= _PACKED_LIMIT:
+            renumbered, uniques = pd.factorize(packed)
+            packed, span = renumbered.astype(np.int64, copy=False), max(len(uniques), 1)
+        packed = packed * size + codes
+        span *= size
+    combined, _ = pd.factorize(packed)
+    return combined.astype(np.int64, copy=False)
 
 
 def bucket_codes(column: pd.Series | np.ndarray) -> np.ndarray:
