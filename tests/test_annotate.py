@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
+import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -159,6 +161,43 @@ def test_uncompressed_output_and_bad_names(tmp_path):
     assert res.exit_code == 2 and "trace-event JSON" in res.output
     res = runner.invoke(app, ["annotate", str(tmp_path / "missing"), "-o", str(out)])
     assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+def _one_gzip_member(data: bytes) -> bytes:
+    """The text of a gzip file that is one member (what every trace viewer reads), checked as such."""
+    d = zlib.decompressobj(31)
+    text = d.decompress(data)
+    assert d.eof and not d.unused_data
+    return text
+
+
+def test_isal_and_zlib_write_the_same_trace(tmp_path, monkeypatch):
+    """annotate compresses with ISA-L where python-isal imports, with zlib where it does not: one gzip
+    member either way, holding the same JSON text."""
+    igzip = pytest.importorskip("isal.igzip")
+    opened: list[str] = []
+
+    def spy(how: str, real):
+        def open_(*args, **kwargs):
+            opened.append(how)
+            return real(*args, **kwargs)
+
+        return open_
+
+    monkeypatch.setattr(igzip, "open", spy("isal", igzip.open))
+    monkeypatch.setattr(gzip, "open", spy("zlib", gzip.open))
+    written = {}
+    for how in ("isal", "zlib"):
+        if how == "zlib":
+            monkeypatch.setitem(sys.modules, "isal", None)  # an import of it fails, as without its wheels
+        out = tmp_path / f"{how}.trace.json.gz"
+        res = runner.invoke(app, ["annotate", str(SAMPLES / "synthetic_2host_4gpu"), "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        written[how] = out.read_bytes()
+        assert opened.pop() == how and not opened  # that compressor wrote the file, and only it
+    text = _one_gzip_member(written["isal"])
+    assert text == _one_gzip_member(written["zlib"])
+    assert json.loads(text)["traceEvents"]
 
 
 def test_wait_and_transfer_tracks_partition_comm(tmp_path):

@@ -425,6 +425,37 @@ def test_corrupt_deflate_stream_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "corrupt gzip data" in refused(path)
 
 
+@pytest.mark.parametrize("inflater", ["isal", "zlib"])
+def test_gzip_reads_the_same_and_fails_the_same_with_either_inflater(tmp_path: Path, monkeypatch, inflater) -> None:
+    """A .json.gz is inflated by ISA-L where python-isal imports, by zlib where it does not: the same
+    analysis from an intact file, one line naming the file from a cut, corrupt or padded one."""
+    pytest.importorskip("isal")
+    kineto_gz = SAMPLES / "synthetic_2host_4gpu_kineto" / "rank0.pt.trace.json.gz"
+    expected = {p.name: accepted(p) for p in (XPROF_JSON, kineto_gz)}  # isal, as users get it
+    if inflater == "zlib":
+        monkeypatch.setitem(sys.modules, "isal", None)
+    from moeprof.readers import chrome
+
+    assert chrome._deflate_module()[0].__name__.endswith(inflater if inflater == "zlib" else "isal_zlib")
+    for p in (XPROF_JSON, kineto_gz):
+        assert accepted(p) == expected[p.name]
+    data = XPROF_JSON.read_bytes()
+    two_members = gzip.compress(gzip.decompress(data)[:0]) + data  # an empty member, then the trace
+    cases = {
+        "cut.trace.json.gz": (data[: len(data) // 2], "gzip data"),
+        "flip.trace.json.gz": (data[:20] + bytes([data[20] ^ 0xFF]) + data[21:], "gzip data"),
+        "junk.trace.json.gz": (data + b"junk", "gzip data"),
+    }
+    for name, (content, words) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        assert words in refused(tmp_path / name), name
+    (tmp_path / "two.trace.json.gz").write_bytes(two_members)
+    (tmp_path / "one").mkdir()
+    # a member may be empty (the reader stopped at it before)
+    one_member = Path(shutil.copy(XPROF_JSON, tmp_path / "one" / "two.trace.json.gz"))  # the same device names
+    assert accepted(tmp_path / "two.trace.json.gz")["devices"] == accepted(one_member)["devices"]
+
+
 def zlib_or_gzip_error() -> tuple[type[BaseException], ...]:
     import zlib
 
