@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .events import BUCKETS, KINDS, column_codes, first_rows
+from .events import BUCKETS, KINDS, column_codes, combine_codes, first_rows
 from .trace import Trace
 
 FIELDS = ("opcode", "collective", "annotation", "activity", "copy_kind", "name")
@@ -159,14 +159,12 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
     rules = rules or default_rules()
     if not len(events):
         return events
-    # one integer code per distinct evidence tuple
-    combined = np.zeros(len(events), dtype=np.int64)
     per_column = []
     for col in FIELDS:
         codes, uniques = column_codes(events[col])
-        combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
         # a missing value (code -1) reads "" (the string appended last), as classify_one reads an absent field
         per_column.append((codes, [*(str(u or "") for u in uniques.tolist()), ""]))
+    combined = combine_codes(*(codes for codes, _ in per_column))  # one code per distinct evidence tuple
     firsts = first_rows(combined)
     evidence = _Evidence({col: (codes[firsts], values) for col, (codes, values) in zip(FIELDS, per_column)})
     pair_codes, table = _classify_tuples(evidence, rules)

@@ -150,8 +150,7 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
     kind_c = kind_c[rows]
     group_c, group_v = columns.strings("group")
     # one code per (device, op, kind), numbered in order of first appearance (rows go device by device)
-    combined = (device_index * (len(key_v) + 1) + key_c + 1) * (len(kind_v) + 1) + kind_c + 1
-    group_id, _ = pd.factorize(combined)
+    group_id = combine_codes(device_index, key_c, kind_c)
     ib = columns.numbers("ib_fraction", np.float64)[rows]
     nbytes = columns.numbers("bytes", np.float64)[rows]
     op_c = columns.strings("hlo_op")[0]

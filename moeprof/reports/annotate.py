@@ -193,7 +193,7 @@ def open_gzip(out: Path) -> BinaryIO:
 
 class _Writer:
     """Writes chunks in order on a thread of its own, one chunk behind the caller: compressing a device's
-    events (zlib lets go of the GIL) overlaps building the next device's."""
+    events (ISA-L and zlib let go of the GIL) overlaps building the next device's."""
 
     def __init__(self, fh: BinaryIO) -> None:
         self.fh = fh
