@@ -235,27 +235,63 @@ def test_wait_and_transfer_tracks_partition_comm(tmp_path):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_slices_written_as_text_are_the_events_as_dicts(seed):
+@pytest.mark.parametrize("group_from", [1, 16, 10**9])
+def test_slices_written_as_text_are_the_events_as_dicts(seed, group_from, monkeypatch):
     """The text the writer assembles without a dict per event parses to the events built as dicts, floats
-    included (each written as the shortest text that reads back the same double)."""
+    included (each written as the shortest text that reads back the same double), whether events are
+    written grouped by their tail (a replace per tail), one piece each (joined in batches), or both."""
+    from moeprof.reports import annotate
     from moeprof.reports.annotate import _slices, _tail
 
+    monkeypatch.setattr(annotate, "JOIN_EVENTS", [7, 64, 1 << 15][seed % 3])  # batches cut anywhere
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 400))
     base = 1_733_011_200_000_000_000 + int(rng.integers(0, 10**6)) * 1000
     start = base + np.sort(rng.integers(0, 10**12, n))
     end = start + rng.integers(0, 10**7, n)
-    names = ["ncclDevKernel_AllGather", 'a "quoted" \\ name', "µs-kernel"]
-    args = [{"bucket": "comm", "ib_fraction": 0.25}, {"bucket": "compute"}, {"bucket": "other", "program_id": 7}]
+    names = ["ncclDevKernel_AllGather", 'a "quoted" \\ name', "µs-kernel", "rare"]
+    args = [
+        {"bucket": "comm", "ib_fraction": 0.25},
+        {"bucket": "compute"},
+        {"bucket": "other", "program_id": 7},
+        {"bucket": "memcpy"},
+    ]
     table = [_tail(nm, ar) for nm, ar in zip(names, args)]
-    index = rng.integers(0, 3, n)
+    index = rng.choice(4, n, p=[0.45, 0.3, 0.2, 0.05])  # "rare" below 16 events: both routes in one thread
     for tail, expect in (((table, index), [(names[i], args[i]) for i in index]), (table[1], [(names[1], args[1])] * n)):
-        text = b"".join(_slices(3, 7, start, end, base, tail))
+        text = b"".join(_slices(3, 7, start, end, base, tail, group_from=group_from))
         assert text.startswith(b",")
         got = json.loads(b"[" + text[1:] + b"]")
         want = [
             {"ph": "X", "pid": 3, "tid": 7, "ts": (s - base) / 1e3, "dur": (e - s) / 1e3, "name": nm, "args": ar}
             for s, e, (nm, ar) in zip(start.tolist(), end.tolist(), expect)
         ]
-        assert got == want
+
+        def key(ev: dict) -> tuple:
+            return ev["ts"], ev["dur"], ev["name"]
+
+        assert sorted(got, key=key) == sorted(want, key=key)  # the same events, none lost or doubled
+        for nm in names:  # each tail's events keep the order given
+            assert [e for e in got if e["name"] == nm] == [e for e in want if e["name"] == nm]
+        if group_from > n:
+            assert got == want  # no tail is grouped: the order given
     assert _slices(1, 1, start[:0], end[:0], base, table[0]) == []
+
+
+@pytest.mark.parametrize("batch", [1, 5, 64, 1 << 20])
+def test_writer_writes_every_piece_in_order(batch, monkeypatch):
+    """The writer's batching (small pieces joined, large ones written as they are) changes no byte."""
+    import io
+
+    from moeprof.reports.annotate import _Writer
+
+    rng = np.random.default_rng(batch)
+    devices = [
+        [bytes(rng.integers(0, 256, int(rng.integers(0, 40)), dtype=np.uint8)) for _ in range(50)] for _ in range(4)
+    ]
+    monkeypatch.setattr(_Writer, "BATCH", batch)
+    sink = io.BytesIO()
+    with _Writer(sink) as writer:  # type: ignore[arg-type]
+        for pieces in devices:
+            writer.write(pieces)
+    assert sink.getvalue() == b"".join(p for pieces in devices for p in pieces)
