@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -90,8 +89,8 @@ class DeviceTimeline:
     """One device's activity as arrays, sorted by start, for repeated windowed queries.
 
     ``positions``: the device's rows of ``activity`` (default: all of them); ``columns``: the
-    table's column arrays when several devices share them. The device's frame (its rows
-    sorted by start) is built only when asked for.
+    table's column arrays when several devices share them. Columns are read through them as codes
+    and numbers: no per-device frame of the rows is built.
     """
 
     def __init__(
@@ -121,11 +120,6 @@ class DeviceTimeline:
 
     def numbers(self, column: str, dtype: type = np.int64) -> np.ndarray:
         return self.columns.numbers(column, dtype)[self.positions]
-
-    @cached_property
-    def frame(self) -> pd.DataFrame:
-        """The device's rows of the event table, sorted by start."""
-        return self.activity.iloc[self.positions]
 
     @property
     def bounds(self) -> tuple[int, int]:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .events import BUCKETS, bucket_codes
+from .events import BUCKETS, bucket_codes, lookup
 from .metrics import DeviceTimeline, WindowMeasure
 
 # the categories every view of moeprof colours by (bucket, comm split by fabric), then derived bands
@@ -153,27 +153,32 @@ def device_view(
     """The timeline view of one device over its measured window."""
     lo, hi = int(win_s[0]), int(win_e[-1])
     s, e, idx = iv.clip(rows.start, rows.end, win_s, win_e)
-    frame = rows.frame
     codes_all = category_codes_of(rows.code, rows.ib)
     codes = codes_all[idx]
     grid = Grid.covering(lo, hi, options.bins)
     coverage = {int(c): coverage_bins(s[codes == c], e[codes == c], grid) for c in np.unique(codes)}
     exp_s, exp_e = measured.exposed_segments
     coverage[EXPOSED_CODE] = coverage_bins(exp_s, exp_e, grid)
-    streams = frame["stream"].to_numpy(dtype=object)[idx]
-    unique_streams = pd.unique(streams)
-    stream_names = tuple(str(x) for x in unique_streams)
+    # streams, names and kinds as codes: strings only for the distinct streams and the detail window
+    stream_codes, stream_values = rows.strings("stream")
+    streams = stream_codes[idx]
+    present = pd.unique(streams)  # in order of first appearance
+    stream_names = tuple(str(x) for x in lookup(present, stream_values, np.nan).tolist())
     stream_cov: dict[tuple[str, int], np.ndarray] = {}
     if options.streams:
-        for stream in unique_streams:
+        for stream, label in zip(present.tolist(), stream_names, strict=True):
             on = streams == stream
             for c in np.unique(codes[on]):
                 sel = on & (codes == c)
-                stream_cov[(str(stream), int(c))] = coverage_bins(s[sel], e[sel], grid)
+                stream_cov[(label, int(c))] = coverage_bins(s[sel], e[sel], grid)
     w0, w1 = detail_window(s, steps, lo, hi, options.raw_cap)
     inside = (e > w0) & (s < w1)
-    names = frame["name"].to_numpy(dtype=object)[idx]
-    kinds = frame["kind"].to_numpy(dtype=object)[idx]
+    rows_inside = idx[inside]
+
+    def text(column: str) -> np.ndarray:
+        column_codes, values = rows.strings(column)
+        return lookup(column_codes[rows_inside], values, np.nan)
+
     step_table = (
         steps[["step", "start_ns", "end_ns"]].reset_index(drop=True)
         if steps is not None
@@ -191,9 +196,9 @@ def device_view(
         start=np.maximum(s[inside], w0),
         end=np.minimum(e[inside], w1),
         code=codes[inside],
-        name=names[inside],
-        kind=kinds[inside],
-        stream=streams[inside],
+        name=text("name"),
+        kind=text("kind"),
+        stream=lookup(streams[inside], stream_values, np.nan),
         activities=int(s.size),
         streams=stream_names,
     )

@@ -19,7 +19,7 @@ from ..core.analysis import DeviceFigures, StepFigures
 from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
 from ..core.ledger_records import clock_domain, comm_records, empty_records
-from ..core.metrics import DeviceTimeline, EventColumns
+from ..core.metrics import COMM, COMPUTE, DeviceTimeline, EventColumns
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import Trace
@@ -86,31 +86,45 @@ def _group_sizes(groups: np.ndarray) -> np.ndarray:
 
 
 def _independent_compute(
-    device: str, frame: pd.DataFrame, clipped: np.ndarray, hlo: dict[tuple[str, int], HloModule]
+    device: str, rows: DeviceTimeline, clipped: np.ndarray, hlo: dict[tuple[str, int], HloModule]
 ) -> list[dict]:
-    """Per collective op of this device: compute time on ops the HLO graph shows independent of it."""
-    ops = frame["hlo_op"].to_numpy(dtype=object)
-    names = frame["name"].to_numpy(dtype=object)
-    bucket = frame["bucket"].to_numpy(dtype=object)
-    compute = (bucket == "compute") & (clipped > 0)
+    """Per collective op of this device: compute time on ops the HLO graph shows independent of it.
+
+    On the columns' codes: a name's first op and each op's time are array passes, the HLO is looked up
+    once per distinct (module, program, op) of the device's collectives.
+    """
+    op, op_values = rows.strings("hlo_op")
+    names, name_values = rows.strings("name")
+    # an event names its op unless the op is "" (a missing op names one that is nowhere in the HLO)
+    named = (op < 0) | lookup(op, rows.columns.nonempty("hlo_op"), True)
     # compute kernels whose stats were read once per name: their op is the name's first op
-    first_op = {n: o for n, o in zip(names[::-1], ops[::-1]) if o}
-    compute_ops = np.array([o or first_op.get(n, "") for n, o in zip(names[compute], ops[compute])], dtype=object)
-    op_time = pd.Series(clipped[compute]).groupby(compute_ops).sum().to_dict() if compute.any() else {}
-    comm = (bucket == "comm") & (ops != "")
+    first_op = np.full(len(name_values) + 1, -2, dtype=np.int64)  # by name code + 1; -2: no op
+    at = np.flatnonzero(named)
+    distinct, first = np.unique(names[at] + 1, return_index=True)
+    first_op[distinct] = op[at[first]]
+    compute = (rows.code == COMPUTE) & (clipped > 0)
+    compute_op = np.where(named, op, first_op[names + 1])[compute]
+    known = compute_op >= 0
+    summed = pd.Series(clipped[compute][known]).groupby(compute_op[known]).sum()
+    op_time = dict(zip(op_values[summed.index.to_numpy()].tolist(), summed.tolist(), strict=True))
+    comm = np.flatnonzero((rows.code == COMM) & named & (op >= 0))
+    if not comm.size:
+        return []
+    modules, module_values = rows.strings("hlo_module")
+    programs = rows.numbers("program_id")
+    triples = comm[first_rows(combine_codes(modules[comm], programs[comm], op[comm]))]
     out = []
-    seen = set()
-    modules = frame["hlo_module"].to_numpy(dtype=object)[comm]
-    programs = frame["program_id"].to_numpy()[comm]
-    for mod, pid, op in zip(modules, programs, ops[comm]):
-        if (mod, pid, op) in seen:
+    for mod, pid, key in zip(
+        lookup(modules[triples], module_values, np.nan).tolist(),
+        programs[triples].tolist(),
+        op_values[op[triples]].tolist(),
+        strict=True,
+    ):
+        module = hlo.get((mod, pid)) or hlo.get((mod, -1))
+        if module is None or key not in module.instructions:
             continue
-        seen.add((mod, pid, op))
-        module = hlo.get((mod, int(pid))) or hlo.get((mod, -1))
-        if module is None or op not in module.instructions:
-            continue
-        free = independent_ops(module, op)
-        out.append({"device": device, "key": op, "independent_ns": int(sum(op_time.get(o, 0) for o in free))})
+        free = independent_ops(module, key)
+        out.append({"device": device, "key": key, "independent_ns": int(sum(op_time.get(o, 0) for o in free))})
     return out
 
 
@@ -324,7 +338,7 @@ def measure_file(
         n_steps = len(device_steps) if (selecting and device_steps is not None) else int(all_by_device.get(device, 0))
         signals.extend(device_signals(timeline_rows, whole, max(n_steps, 1), device))
         if trace.hlo:
-            independent.extend(_independent_compute(device, timeline_rows.frame, whole.clipped, dict(trace.hlo)))
+            independent.extend(_independent_compute(device, timeline_rows, whole.clipped, dict(trace.hlo)))
         comm = timeline_rows.is_comm & (whole.clipped > 0)
         if comm.any():
             comm_parts.append(
