@@ -76,6 +76,12 @@ MiB; annotate 1.51-1.55x, report 1.18-1.27x. 1M compute kernels (59 MiB): 1.60x,
 reader's stats 3.7x the floor in CPU after imports; annotate 2.16x analyze, report 1.18x. Then with
 annotate's gzip through ISA-L: annotate / analyze 1.39x at 1M events (1.51-1.55x), 1.55x at 1M
 compute kernels (1.93x), 1.88x at 10M (13.0 s against 6.9 s; floor 15.1 s).
+
+Next session (2026-12-02, the machine idle and faster): 1M events analyze / floor 1.29x, 1.49x,
+1.53x, 1.49x in four runs (floor 0.72-0.80 s); 1M compute kernels 1.57x. annotate writes events that
+share a tail with one replace and no longer joins a device's text: 10M annotate / analyze 2.63x ->
+1.54-1.58x (1.87 -> 1.46-1.55 GiB). 10M: analyze 0.27-0.31x the floor; the decoder with the reader's
+stats 3.16-3.60x (numpy) and 5.2-6.7x (numba) faster than the floor in CPU after imports.
 """
 
 from __future__ import annotations

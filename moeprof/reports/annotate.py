@@ -10,6 +10,10 @@ markers, so steps round-trip too).
 Timestamps are µs floats, as the format wants, relative to a whole-µs base:
 small values keep every ns exact through the float round trip (an epoch-sized
 µs float has only ~0.25 µs resolution).
+
+Within a thread the slices are written grouped by name and args, not in time
+order: the format does not ask for order (viewers and moeprof's reader sort),
+and the slices of one thread never overlap, so nesting cannot depend on it.
 """
 
 from __future__ import annotations
