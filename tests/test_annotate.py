@@ -17,6 +17,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from moeprof.cli import app
@@ -295,3 +297,28 @@ def test_writer_writes_every_piece_in_order(batch, monkeypatch):
         for pieces in devices:
             writer.write(pieces)
     assert sink.getvalue() == b"".join(p for pieces in devices for p in pieces)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 60), st.integers(0, 15)),
+        min_size=0,
+        max_size=60,
+    )
+)
+def test_pack_lanes_are_disjoint_and_as_few_as_the_deepest_overlap(spans):
+    """Each sub-lane holds disjoint intervals (end <= next start), and there are exactly as many as the
+    most intervals open at once: brute force over each interval's start."""
+    from moeprof.reports.annotate import pack
+
+    spans.sort(key=lambda t: t[0])  # by start, as the writer sorts a stream (ties keep their order)
+    start = np.array([s for s, _ in spans], dtype=np.int64)
+    end = np.array([s + d for s, d in spans], dtype=np.int64)
+    lanes = pack(start, end)
+    for lane in set(lanes.tolist()):
+        s, e = start[lanes == lane], end[lanes == lane]
+        assert (s[1:] >= e[:-1]).all()
+    # interval i needs a lane apart from every earlier interval still open at its start
+    deepest = max((1 + sum(1 for j in range(i) if end[j] > start[i]) for i in range(len(spans))), default=0)
+    assert (int(lanes.max()) + 1 if len(spans) else 0) == deepest
