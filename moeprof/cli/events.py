@@ -27,19 +27,16 @@ def events_command(
     def body() -> None:
         from ..core.events import concat
         from ..pipeline import load
+        from ..reports.event_table import FORMATS, write_events
 
-        suffix = output.suffix.lower()
-        if suffix not in (".parquet", ".csv"):
+        if output.suffix.lower() not in FORMATS:
             raise fail(f"{output}: output must end in .parquet or .csv")
         options = replace(
             load_options(rules, gpus_per_node, nvlink_domain_size, run), all_kernel_stats=all_kernel_stats
         )
         events = concat([trace.events for trace in load(list(paths), options)])
         try:
-            if suffix == ".parquet":
-                events.to_parquet(output, index=False)
-            else:
-                events.to_csv(output, index=False)
+            write_events(events, output)
         except OSError as exc:
             raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
         typer.echo(f"wrote {len(events):,} rows to {output}", err=True)

@@ -1,0 +1,39 @@
+"""``moeprof events``: the classified event table as parquet or CSV, both written by Arrow.
+
+CSV goes through ``pyarrow.csv`` (multi-threaded C++), not ``DataFrame.to_csv``: 333k
+activities took 1.38 s through pandas and 0.26 s here. Strings are quoted, a missing
+value is an empty field (an empty string is ``""``), booleans read ``true``/``false``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+FORMATS = (".parquet", ".csv")
+CSV_BATCH_ROWS = 1 << 16
+
+
+def write_events(events: pd.DataFrame, out: Path) -> None:
+    """Write ``events`` to ``out`` in the format its suffix names (one of :data:`FORMATS`)."""
+    import pyarrow as pa
+
+    suffix = out.suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"{out}: output must end in .parquet or .csv")
+    table = pa.Table.from_pandas(events, preserve_index=False)
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, out)
+        return
+    import pyarrow.csv as pcsv
+
+    # categorical columns arrive as dictionaries, which the CSV writer does not take: their strings, a
+    # batch of rows at a time (10M rows of kernel names as strings at once would be gigabytes)
+    schema = pa.schema([f.with_type(pa.string()) if pa.types.is_dictionary(f.type) else f for f in table.schema])
+    with pcsv.CSVWriter(out, schema) as writer:
+        for batch in table.to_batches(max_chunksize=CSV_BATCH_ROWS):
+            columns = [c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c for c in batch.columns]
+            writer.write_batch(pa.record_batch(columns, schema=schema))
