@@ -162,6 +162,11 @@ def _times(start: np.ndarray, end: np.ndarray, base: int) -> bytes:
     return orjson.dumps(pairs, option=orjson.OPT_SERIALIZE_NUMPY)[2:-2].replace(b",", b',"dur":')
 
 
+def _one_tail(prefix: bytes, start: np.ndarray, end: np.ndarray, base: int, tail: bytes) -> list[bytes]:
+    """Events that all share ``tail``, in the order given: one replace over their times."""
+    return [prefix, _times(start, end, base).replace(_NEXT_PAIR, tail + prefix), tail]
+
+
 def _slices(
     pid: int,
     tid: int,
@@ -182,7 +187,7 @@ def _slices(
         return []
     prefix = b',{"ph":"X","pid":%d,"tid":%d,"ts":' % (pid, tid)
     if isinstance(tail, bytes):
-        return [prefix, _times(start, end, base).replace(_NEXT_PAIR, tail + prefix), tail]
+        return _one_tail(prefix, start, end, base, tail)
     table, index = tail
     codes, used = pd.factorize(index)  # the tails this thread uses
     tails = [table[u] for u in used.tolist()]
@@ -194,8 +199,7 @@ def _slices(
         rows = rows[np.argsort(codes[rows], kind="stable")]  # by tail, in the given order within one
         cuts = np.flatnonzero(np.diff(codes[rows])) + 1
         for part in np.split(rows, cuts):
-            own = tails[int(codes[part[0]])]
-            pieces += [prefix, _times(start[part], end[part], base).replace(_NEXT_PAIR, own + prefix), own]
+            pieces += _one_tail(prefix, start[part], end[part], base, tails[int(codes[part[0]])])
         if in_group.all():
             return pieces
         rest = np.flatnonzero(~in_group)
