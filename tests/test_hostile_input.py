@@ -440,7 +440,7 @@ def test_gzip_reads_the_same_and_fails_the_same_with_either_inflater(tmp_path: P
     for p in (XPROF_JSON, kineto_gz):
         assert accepted(p) == expected[p.name]
     data = XPROF_JSON.read_bytes()
-    two_members = gzip.compress(gzip.decompress(data)[:0]) + data  # an empty member, then the trace
+    two_members = gzip.compress(b"") + data  # an empty member, then the trace
     cases = {
         "cut.trace.json.gz": (data[: len(data) // 2], "gzip data"),
         "flip.trace.json.gz": (data[:20] + bytes([data[20] ^ 0xFF]) + data[21:], "gzip data"),
