@@ -13,22 +13,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-OK = 0
-TRUNCATED_VARINT = 1
-LONG_VARINT = 2
-PAST_END = 3
-FIELD_ZERO = 4
-BAD_WIRE = 5
-FULL = 6  # output arrays full: grow them and call again from where it stopped
-
-MESSAGES = {
-    TRUNCATED_VARINT: "truncated varint",
-    LONG_VARINT: "varint longer than 10 bytes",
-    PAST_END: "a field runs past the end of its message",
-    FIELD_ZERO: "field number 0",
-    BAD_WIRE: "unsupported wire type",
-}
-
+# the error codes are the reader's (the native kernels return the same ones)
+from .xplane_wire import BAD_WIRE, FIELD_ZERO, FULL, LONG_VARINT, OK, PAST_END, TRUNCATED_VARINT
 
 # helpers are inlined into the two entry points: one compiled unit each, and a cheaper cache load
 

@@ -29,6 +29,14 @@ A stat on the event overrides the same stat on its event metadata (as tsl's
 XPlane visitors resolve them), and ``ref_value`` stats resolve to the name of
 the stat metadata they reference.
 
+Where compiled kernels load, a line's events are walked instead, once, in order:
+the C kernels of ``_xplane_native.c`` (built at install where a C compiler is
+there; used at any size, since they load in about a millisecond), else numba's
+(``_xplane_jit.py``, the ``fast`` extra; from the size where their start-up
+pays). ``MOEPROF_XPLANE_DECODER=native|numba|numpy`` picks one; every route
+gives the same columns and the same refusals (the tests run them against each
+other and against the protobuf runtime).
+
 Malformed input raises :class:`WireError` with a short reason; every read is
 bounds-checked against the message it belongs to.
 """
@@ -1251,14 +1259,30 @@ def _slots_numpy(
 
 # --------------------------------------------------------------------------------------------- compiled route
 
-_JIT: list[ModuleType | None] = []  # resolved on first use
-_USE_JIT: list[bool] = [False]  # for the file being read
+# Three routes decode the same bytes to the same columns (the tests run each against the others and
+# against jaxlib): "native", the C kernels of _xplane_native.c (built by setup.py where a C compiler is
+# there; ~1 ms to load, so used at any size); "numba", the same loops in _xplane_jit.py (the `fast`
+# extra); "numpy", lockstep array passes (always there).
+DECODER_ROUTES = ("native", "numba", "numpy")
+# what the compiled kernels return instead of raising (the C module defines the same numbers: a test checks)
+OK, TRUNCATED_VARINT, LONG_VARINT, PAST_END, FIELD_ZERO, BAD_WIRE = 0, 1, 2, 3, 4, 5
+FULL = 6  # output arrays full: grow them and call again from where it stopped
+KERNEL_ERRORS = {
+    TRUNCATED_VARINT: "truncated varint",
+    LONG_VARINT: "varint longer than 10 bytes",
+    PAST_END: "a field runs past the end of its message",
+    FIELD_ZERO: "field number 0",
+    BAD_WIRE: "unsupported wire type",
+}
+DECODER_ENV = "MOEPROF_XPLANE_DECODER"  # native | numba | numpy; unset (or auto): the fastest there
+_KERNELS: dict[str, ModuleType | None] = {}  # route -> its kernels, None where they do not load
+_ROUTE: list[str] = ["numpy"]  # for the file being read
 # numba costs ~0.6 s of CPU per process: its import (~0.17 s), and a first dispatch that, even from its
 # cache, loads numba's typing registries, whose BLAS check imports scipy.linalg where jax installed scipy
 # (0.15-0.4 s). It then decodes ~2.8x faster than numpy (10M generated events, 440 MiB: 3.2 s against 8.9 s
 # of CPU with the reader's stats, one thread each). At 1M events of the benchmark's XLA shape (48 MiB) it
 # loses (0.93 s against 0.80 s); at 1M compute kernels with their stats (59 MiB) it wins (1.07 s against
-# 1.39 s): from about this size on
+# 1.39 s): from about this size on (where the native kernels are not built)
 JIT_FROM_BYTES = 56 << 20
 # In moeprof's own processes the BLAS check is skipped (_numba_without_blas_check), which moves the
 # crossover down: `moeprof analyze --json`, medians of 3, numpy against numba: 37 MiB (750k XLA-shaped
@@ -1266,21 +1290,30 @@ JIT_FROM_BYTES = 56 << 20
 JIT_FROM_BYTES_OWNED = 40 << 20
 
 
-def _jit() -> ModuleType | None:
-    """The numba kernels when they are to be used for the file being read, else None."""
-    if not _USE_JIT[0]:
-        return None
-    if not _JIT:
+def _load_kernels(route: str) -> ModuleType | None:
+    """The kernels of a compiled route, imported once per process; None where they are not there."""
+    if route not in _KERNELS:
         module: ModuleType | None = None
         try:
-            with _numba_without_blas_check():
-                from . import _xplane_jit
-
-            module = _xplane_jit
-        except ImportError:  # numba is optional (the `fast` extra)
+            if route == "native":
+                from . import _xplane_native as module
+            elif route == "numba":
+                with _numba_without_blas_check():
+                    from . import _xplane_jit as module
+        except ImportError:  # not built (no C compiler at install), or numba not installed
             module = None
-        _JIT.append(module)
-    return _JIT[0]
+        _KERNELS[route] = module
+    return _KERNELS[route]
+
+
+def _jit() -> ModuleType | None:
+    """The compiled kernels chosen for the file being read, else None (the numpy route)."""
+    return None if _ROUTE[0] == "numpy" else _KERNELS[_ROUTE[0]]
+
+
+def decoder_route() -> str:
+    """The route that decodes the file being read (or the last one read): native, numba or numpy."""
+    return _ROUTE[0]
 
 
 _BLAS_PROBE = "scipy.linalg.cython_blas"  # what numba imports to decide whether BLAS is there
@@ -1312,12 +1345,17 @@ def _numba_without_blas_check() -> Iterator[None]:
 
 
 def _choose_route(size: int) -> None:
-    """MOEPROF_XPLANE_WIRE_JIT: 1 always compiled kernels (when numba imports), 0 never, unset: by size."""
+    """Pick the route for a file of ``size`` bytes: MOEPROF_XPLANE_DECODER when it names one that loads,
+    else native where built, else numba from the size where its start-up pays, else numpy."""
     from ..workers import process_is_owned
 
-    setting = os.environ.get("MOEPROF_XPLANE_WIRE_JIT", "")
-    threshold = JIT_FROM_BYTES_OWNED if process_is_owned() else JIT_FROM_BYTES
-    _USE_JIT[0] = setting == "1" or (setting != "0" and size >= threshold)
+    setting = os.environ.get(DECODER_ENV, "").strip().lower()
+    if setting in DECODER_ROUTES:
+        wanted = [setting]
+    else:
+        threshold = JIT_FROM_BYTES_OWNED if process_is_owned() else JIT_FROM_BYTES
+        wanted = ["native", "numba"] if size >= threshold else ["native"]
+    _ROUTE[0] = next((r for r in wanted if r == "numpy" or _load_kernels(r) is not None), "numpy")
 
 
 def _jit_field_run(jit: ModuleType, buf: _Buffer, first: int, end: int, tag: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -1329,11 +1367,11 @@ def _jit_field_run(jit: ModuleType, buf: _Buffer, first: int, end: int, tag: int
         body_end = np.empty(capacity, dtype=np.int64)
         count, pos, err = jit.field_run(buf.data, pos, end, tag, body, body_end)
         parts.append((body[:count], body_end[:count]))
-        if err == jit.FULL:
+        if err == FULL:
             capacity *= 2
             continue
-        if err != jit.OK:
-            raise WireError(jit.MESSAGES[err])
+        if err != OK:
+            raise WireError(KERNEL_ERRORS[err])
         break
     if len(parts) == 1:
         body, body_end = parts[0]
@@ -1374,8 +1412,8 @@ def _decode_events_jit(
         vstart,
         vend,
     )
-    if err != jit.OK:
-        raise WireError(jit.MESSAGES[err])
+    if err != OK:
+        raise WireError(KERNEL_ERRORS[err])
     empty = np.zeros(0, dtype=np.int64)
     events = _LineEvents(*_ids_and_times(mid, off, dur, timestamp_ns), empty, empty, empty)
     return events, [_Slot(kind[i], value[i].view(np.uint64), vstart[i], vend[i]) for i in range(k)]
