@@ -294,18 +294,26 @@ def arrival_skew(analysis: Analysis, top: int = 6) -> list[ArrivalSkew]:
     table = analysis.instances
     if table is None or not len(table):
         return []
+    table = table[table["op"].notna() & table["kind"].notna()]  # as a groupby on them would drop them
+    rank = {(c.name, c.kind): i for i, c in enumerate(analysis.collectives)}
+    # rank the distinct (op, kind) pairs first: a capture holds thousands of them, and only `top` are drawn
+    pairs = table[["op", "kind"]].drop_duplicates()
+    keys = sorted(
+        ((str(n), str(k)) for n, k in zip(pairs["op"].tolist(), pairs["kind"].tolist())),
+        key=lambda key: (rank.get(key, len(rank)), key[0], key[1]),
+    )[:top]
+    op = table["op"].astype(str).to_numpy(dtype=object)
+    kind = table["kind"].astype(str).to_numpy(dtype=object)
     out = []
-    ordered = table.sort_values(["first_ns", "instance"])
-    for (name, kind), rows in ordered.groupby(["op", "kind"], sort=False, observed=True):
+    for name, k in keys:
+        rows = table[(op == name) & (kind == k)].sort_values(["first_ns", "instance"], kind="stable")
         out.append(
             ArrivalSkew(
-                str(name),
-                str(kind),
+                name,
+                k,
                 rows["first_ns"].to_numpy(np.int64),
                 rows["last_ns"].to_numpy(np.int64),
                 rows["straggler"].to_numpy(dtype=object),
             )
         )
-    rank = {(c.name, c.kind): i for i, c in enumerate(analysis.collectives)}
-    out.sort(key=lambda s: (rank.get((s.name, s.kind), len(rank)), s.name, s.kind))
-    return out[:top]
+    return out
