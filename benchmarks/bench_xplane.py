@@ -7,11 +7,12 @@ and peak RSS come from ``os.wait4`` for that process, and "work" is the CPU
 time a process spends after its imports (it prints it itself). CPU times are
 the comparison to trust on a shared machine: wall times follow its load.
 
-* the wire decoder ``moeprof.readers.xplane_wire`` (numpy route, and the
-  numba route, whose import and first call count in its work) reading every
+* the wire decoder ``moeprof.readers.xplane_wire`` on each route this install
+  has (``MOEPROF_XPLANE_DECODER``: numpy; numba, whose import and first call
+  count in its work; native, the C kernels built at install) reading every
   event's name, start and end, then also the stats the XPlane reader needs,
   against the floor (targets: >= 3x faster, peak RSS <= 4x the file; the
-  interpreter + imports baseline is printed too: numpy and the decoder, ~40 MiB,
+  interpreter + imports baseline is printed too: numpy and the decoder, ~30 MiB,
   since the decoder loads without pandas);
 * ``moeprof analyze --json`` against the floor (targets: <= 1.5x the floor's
   time, <= its peak RSS);
@@ -82,6 +83,16 @@ Next session (2026-12-02, the machine idle and faster): 1M events analyze / floo
 share a tail with one replace and no longer joins a device's text: 10M annotate / analyze 2.63x ->
 1.54-1.58x (1.87 -> 1.46-1.55 GiB). 10M: analyze 0.27-0.31x the floor; the decoder with the reader's
 stats 3.16-3.60x (numpy) and 5.2-6.7x (numba) faster than the floor in CPU after imports.
+
+Native C kernels (next session, 2026-12-02; the machine ~1.5-2x slower than the day before: `import
+pandas` 0.51 s, the floor at 1M 1.08-1.47 s; the runs round-robin since). Decoder with the reader's
+stats vs the floor, CPU after imports: 1M events native 3.47x and 2.94x in two runs (0.28-0.34 s),
+numpy 1.25-1.44x, numba 0.92-1.23x; 1M compute kernels native 3.40x; 10M native 9.74x (1.95 s against
+19.0 s; 21.8x without stats), numba 8.12x, numpy 2.41x. analyze / floor at 1M: 0.86x and 1.60x in the
+two runs; seven interleaved pairs: median 0.86x (the numpy route 1.07x); 10M 0.35x at 0.28 of the
+floor's RSS. annotate / analyze 1.26-1.51x, report / analyze 1.25x (1.41x before arrival_skew ranked
+its pairs first). A third run, round-robin: analyze / floor 1.25x (floor 1.27 s, analyze 1.59 s), RSS
+0.50; native decoder 3.06x (5.08x without stats); annotate / analyze 1.20x, report / analyze 1.16x.
 """
 
 from __future__ import annotations
@@ -480,10 +491,16 @@ def main() -> None:
             runs["moeprof annotate"] = ([py, "-m", "moeprof", "annotate", str(trace), "-o", annotated], {})
             html = str(out_dir / "report.html")
             runs["moeprof report"] = ([py, "-m", "moeprof", "report", str(trace), "-o", html], {})
-        results = {}
-        for label, (cmd, env) in runs.items():
-            samples = [measure(cmd, env) for _ in range(args.repeat)]
-            results[label] = (*tuple(min(s[i] for s in samples) for i in (0, 1, 3)), max(s[2] for s in samples))
+        # round-robin: each repeat runs every command once, so that a slow spell of a shared machine falls on
+        # all of them rather than on one command's repeats (it moved analyze / floor by 0.4 here)
+        samples: dict[str, list[tuple[float, float, float, float]]] = {label: [] for label in runs}
+        for _ in range(args.repeat):
+            for label, (cmd, env) in runs.items():
+                samples[label].append(measure(cmd, env))
+        results = {
+            label: (*tuple(min(s[i] for s in got) for i in (0, 1, 3)), max(s[2] for s in got))
+            for label, got in samples.items()
+        }
         print(f"{'':52s} {'wall s':>8s} {'cpu s':>8s} {'work cpu s':>10s} {'peak RSS MiB':>13s} {'RSS/file':>9s}")
         for label, (wall, cpu, work, rss) in results.items():
             print(f"{label:52s} {wall:8.2f} {cpu:8.2f} {work:10.2f} {rss:13.0f} {rss / size_mib:9.2f}")
