@@ -51,6 +51,27 @@ static inline int64_t varint(const uint8_t *data, int64_t pos, int64_t end, int6
 
 static inline int varint_error(int64_t p) { return p == -1 ? TRUNCATED_VARINT : LONG_VARINT; }
 
+/* the key of the field at *pos: its number and wire type, *pos moved past it; OK or an error code */
+static inline int next_key(const uint8_t *data, int64_t *pos, int64_t end, uint64_t *number, uint64_t *wire) {
+    int64_t key;
+    *pos = varint(data, *pos, end, &key);
+    if (*pos < 0) return varint_error(*pos);
+    *number = (uint64_t)key >> 3;
+    *wire = (uint64_t)key & 7;
+    return *number == 0 ? FIELD_ZERO : OK;
+}
+
+/* the payload of the length-delimited value at pos: [*start, *stop) within end; OK or an error code */
+static inline int payload(const uint8_t *data, int64_t pos, int64_t end, int64_t *start, int64_t *stop) {
+    int64_t length;
+    int64_t p = varint(data, pos, end, &length);
+    if (p < 0) return varint_error(p);
+    if (length < 0 || length > end - p) return PAST_END;
+    *start = p;
+    *stop = p + length;
+    return OK;
+}
+
 /* position after a field value of this wire type, or a negative error code */
 static inline int64_t skip(const uint8_t *data, int64_t pos, int64_t end, uint64_t wire) {
     int64_t value, p;
@@ -59,10 +80,9 @@ static inline int64_t skip(const uint8_t *data, int64_t pos, int64_t end, uint64
         return p >= 0 ? p : -varint_error(p);
     }
     if (wire == 2) {
-        p = varint(data, pos, end, &value);
-        if (p < 0) return -varint_error(p);
-        if (value < 0 || value > end - p) return -PAST_END;
-        return p + value;
+        int64_t start, stop;
+        int err = payload(data, pos, end, &start, &stop);
+        return err == OK ? stop : -err;
     }
     if (wire == 1) return pos + 8 <= end ? pos + 8 : -PAST_END;
     if (wire == 5) return pos + 4 <= end ? pos + 4 : -PAST_END;
@@ -115,19 +135,9 @@ static PyObject *field_run(PyObject *self, PyObject *args) {
             err = FULL;
             break;
         }
-        int64_t length;
-        int64_t p = varint(d, pos + 1, end, &length);
-        if (p < 0) {
-            err = varint_error(p);
-            break;
-        }
-        if (length < 0 || length > end - p) {
-            err = PAST_END;
-            break;
-        }
-        b[k] = p;
-        be[k] = p + length;
-        pos = p + length;
+        err = payload(d, pos + 1, end, &b[k], &be[k]);
+        if (err != OK) break;
+        pos = be[k];
         k++;
     }
     Py_END_ALLOW_THREADS
@@ -173,11 +183,9 @@ static inline void store(const Slots *s, int64_t mid, int64_t kind, int64_t valu
 static int stat_any_layout(const uint8_t *data, int64_t pos, int64_t end, int64_t row, const Slots *s) {
     int64_t mid = 0, kind = 0, value = 0, vstart = 0, vend = 0;
     while (pos < end) {
-        int64_t key_bits;
-        pos = varint(data, pos, end, &key_bits);
-        if (pos < 0) return varint_error(pos);
-        uint64_t key = (uint64_t)key_bits, number = key >> 3, wire = key & 7;
-        if (number == 0) return FIELD_ZERO;
+        uint64_t number, wire;
+        int err = next_key(data, &pos, end, &number, &wire);
+        if (err != OK) return err;
         if (wire == 0 && (number == 1 || number == 3 || number == 4 || number == 7)) {
             int64_t v;
             pos = varint(data, pos, end, &v);
@@ -196,13 +204,9 @@ static int stat_any_layout(const uint8_t *data, int64_t pos, int64_t end, int64_
             value = (int64_t)v;
             pos += 8;
         } else if (wire == 2 && (number == 5 || number == 6)) {
-            int64_t length;
-            int64_t p = varint(data, pos, end, &length);
-            if (p < 0) return varint_error(p);
-            if (length < 0 || length > end - p) return PAST_END;
+            err = payload(data, pos, end, &vstart, &vend);
+            if (err != OK) return err;
             kind = (int64_t)number;
-            vstart = p;
-            vend = p + length;
             pos = vend;
         } else {
             pos = skip(data, pos, end, wire);
@@ -222,11 +226,9 @@ static int decode_events(const uint8_t *data, const int64_t *body, const int64_t
         int64_t mid = 0, off = 0, dur = 0;
         *where = i;
         while (pos < end) {
-            int64_t key_bits;
-            pos = varint(data, pos, end, &key_bits);
-            if (pos < 0) return varint_error(pos);
-            uint64_t key = (uint64_t)key_bits, number = key >> 3, wire = key & 7;
-            if (number == 0) return FIELD_ZERO;
+            uint64_t number, wire;
+            int err = next_key(data, &pos, end, &number, &wire);
+            if (err != OK) return err;
             if (wire == 0 && (number == 1 || number == 2 || number == 3 || number == 5)) {
                 int64_t v;
                 pos = varint(data, pos, end, &v);
@@ -240,14 +242,12 @@ static int decode_events(const uint8_t *data, const int64_t *body, const int64_t
                 else /* num_occurrences shares a oneof with offset_ps: setting it clears the offset */
                     off = 0;
             } else if (wire == 2 && number == 4) {
-                int64_t length;
-                int64_t p = varint(data, pos, end, &length);
-                if (p < 0) return varint_error(p);
-                if (length < 0 || length > end - p) return PAST_END;
-                int64_t e = p + length;
+                int64_t p, e;
+                err = payload(data, pos, end, &p, &e);
+                if (err != OK) return err;
                 int done = 0;
                 /* the layout XLA writes: 08 <id> <value key> <value>, the value ending the message */
-                if (length >= 4 && data[p] == 0x08) {
+                if (e - p >= 4 && data[p] == 0x08) {
                     int64_t mid_s, v;
                     int64_t t = varint(data, p + 1, e, &mid_s);
                     int64_t tag = (0 < t && t < e) ? data[t] : 0;
@@ -267,7 +267,7 @@ static int decode_events(const uint8_t *data, const int64_t *body, const int64_t
                     }
                 }
                 if (!done) {
-                    int err = stat_any_layout(data, p, e, i, s);
+                    err = stat_any_layout(data, p, e, i, s);
                     if (err != OK) return err;
                 }
                 pos = e;
