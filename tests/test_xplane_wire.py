@@ -796,6 +796,34 @@ def test_analysis_is_the_same_on_any_number_of_decoding_threads(generated, monke
     assert docs[0]["devices"]  # a real analysis, not two empty ones
 
 
+@pytest.mark.skipif(not _has_native() and not NATIVE_REQUIRED, reason="native kernels not built")
+def test_native_times_equal_numpys_rounding_at_every_edge():
+    """The native ps -> ns conversion (one pass) against numpy's _ps_to_ns plus the line time: int64
+    extremes, remainders around the half (negative offsets included), random values of every size."""
+    import moeprof.readers._xplane_native as native
+    from moeprof.readers.xplane_wire import _ps_to_ns
+
+    rng = np.random.default_rng(5)
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    remainders = (-501, -500, -499, -1, 0, 1, 499, 500, 501)
+    around = [q * 1000 + r for q in (-3, -2, -1, 0, 1, 2, 3, 10**12) for r in remainders]
+    edges = np.array([lo, lo + 1, lo + 500, hi, hi - 500, hi - 1, *around], dtype=np.int64)
+    randoms = [rng.integers(lo, hi, 4000, dtype=np.int64, endpoint=True)]
+    randoms += [rng.integers(-(10**k), 10**k, 4000, dtype=np.int64) for k in (3, 6, 12, 15)]
+    values = np.concatenate([edges, *randoms])
+    offsets = np.concatenate([np.repeat(edges, len(edges)), *randoms, np.roll(values, 7)])
+    durations = np.concatenate([np.tile(edges, len(edges)), *randoms[::-1], values])
+    for ts in (0, -5, 1_733_011_200_000_000_123, 2**62 + 2**55 - 1, -(2**62) - 2**55 + 1):
+        start, end = np.empty_like(offsets), np.empty_like(offsets)
+        native.ps_to_ns(offsets, durations, ts, start, end)
+        want_start, want_end = _ps_to_ns(offsets, durations)
+        assert np.array_equal(start, want_start + ts) and np.array_equal(end, want_end + ts), ts
+    with pytest.raises(ValueError):
+        native.ps_to_ns(offsets, durations, 2**62 + 2**55, start, end)  # could wrap: the caller never asks
+    with pytest.raises(ValueError):
+        native.ps_to_ns(offsets, durations[:-1], 0, start, end)
+
+
 @pytest.mark.parametrize("kernels", ["_xplane_jit", "_xplane_native"])
 def test_compiled_varint_agrees_with_the_python_walk_byte_for_byte(kernels):
     """Every (start, end) of many short byte strings: the compiled varint (numba's, and the native one)

@@ -339,6 +339,61 @@ done:
     return result;
 }
 
+/* floor division by 1000 (as numpy's divmod): quotient, and the remainder in [0, 1000) */
+static inline int64_t floor_div_1000(int64_t a, int64_t *r) {
+    int64_t q = a / 1000, m = a % 1000;
+    if (m < 0) {
+        m += 1000;
+        q -= 1;
+    }
+    *r = m;
+    return q;
+}
+
+/* q + round_half_even(r / 1000), r in [0, 1000) */
+static inline int64_t half_even(int64_t q, int64_t r) { return q + (r > 500 || (r == 500 && (q & 1))); }
+
+static PyObject *ps_to_ns(PyObject *self, PyObject *args) {
+    PyObject *obj[4];
+    long long timestamp_ns;
+    if (!PyArg_ParseTuple(args, "OOLOO:ps_to_ns", &obj[0], &obj[1], &timestamp_ns, &obj[2], &obj[3])) return NULL;
+    static const char *names[4] = {"offset_ps", "duration_ps", "start_ns", "end_ns"};
+    Py_buffer v[4];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 4; got++)
+        if (get_buffer(obj[got], &v[got], names[got], 1, 8, INT64_CODES, got >= 2) < 0) goto done;
+    const Py_ssize_t n = v[0].shape[0];
+    if (v[1].shape[0] != n || v[2].shape[0] != n || v[3].shape[0] != n) {
+        PyErr_SetString(PyExc_ValueError, "ps_to_ns: arrays of unequal length");
+        goto done;
+    }
+    /* |result| < 2^55 before the line's time is added: the caller keeps |timestamp_ns| below 2^62 + 2^55 */
+    if (timestamp_ns >= (1LL << 62) + (1LL << 55) || timestamp_ns <= -((1LL << 62) + (1LL << 55))) {
+        PyErr_SetString(PyExc_ValueError, "ps_to_ns: a line time this far out could wrap around int64");
+        goto done;
+    }
+    const int64_t *off = (const int64_t *)v[0].buf, *dur = (const int64_t *)v[1].buf;
+    int64_t *start = (int64_t *)v[2].buf, *end = (int64_t *)v[3].buf;
+    const int64_t ts = timestamp_ns;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* round_half_even(off / 1000) and round_half_even((off + dur) / 1000), never forming the sum */
+        int64_t r1, r2;
+        int64_t q1 = floor_div_1000(off[i], &r1), q2 = floor_div_1000(dur[i], &r2);
+        int64_t s = r1 + r2; /* [0, 2000) */
+        int64_t q = q1 + q2 + (s >= 1000), r = s >= 1000 ? s - 1000 : s;
+        start[i] = ts + half_even(q1, r1);
+        end[i] = ts + half_even(q, r);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int j = 0; j < got; j++) PyBuffer_Release(&v[j]);
+    return result;
+}
+
 static PyObject *py_varint(PyObject *self, PyObject *args) {
     PyObject *data_obj;
     long long pos, end;
@@ -363,6 +418,9 @@ static PyMethodDef methods[] = {
     {"events", events, METH_VARARGS,
      "events(data, body, body_end, req_ids, req_slot, metadata_id, offset_ps, duration_ps, kind, value, vstart, "
      "vend) -> (error, event index): decode every event and put its requested stats in their slots."},
+    {"ps_to_ns", ps_to_ns, METH_VARARGS,
+     "ps_to_ns(offset_ps, duration_ps, timestamp_ns, start_ns, end_ns): the events' times in ns from the line's "
+     "time and their int64 picosecond fields, rounded half to even (numpy's _ps_to_ns, then the line time added)."},
     {"varint", py_varint, METH_VARARGS,
      "varint(data, pos, end) -> (value, position after it; -1 truncated, -2 longer than 10 bytes)."},
     {NULL, NULL, 0, NULL},
