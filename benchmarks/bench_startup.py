@@ -28,6 +28,11 @@ Later (2026-12-02, three runs of 7 within two hours on the same code): the gener
 0.600 s, 0.692 s, 0.696 s as ``import pandas`` went 0.269 s, 0.356 s, 0.389 s; the real 2.9 MiB
 XPlane 0.535 s, 0.536 s, 0.637 s. The target holds on the real traces while pandas imports in
 ~0.35 s or less; the rest of the generated trace's start (typer and pydantic included) is ~0.3 s.
+
+Next session (2026-12-02, native XPlane kernels; the machine ~1.5-2x slower: `python -c pass` 0.032 s,
+`import pandas` 0.514 s, medians of 7): `--version` 0.040 s; the generated 3.3 MiB XPlane 0.968 s, the
+real 2.9 MiB XPlane 0.753 s, the 0.7 MiB Kineto trace 0.830 s. What is above `import pandas` (0.24-0.45 s)
+is about what it was; the target is out of reach while pandas alone takes 0.5 s.
 """
 
 from __future__ import annotations
