@@ -397,18 +397,6 @@ if decoder_route() != os.environ["MOEPROF_XPLANE_DECODER"]:
 """
 
 
-def available_routes() -> list[str]:
-    """The decoder routes this install has: numpy always, numba with the `fast` extra, native where built."""
-    import importlib.util
-
-    routes = ["numpy"]
-    if importlib.util.find_spec("numba") is not None:
-        routes.append("numba")
-    if importlib.util.find_spec("moeprof.readers._xplane_native") is not None:
-        routes.append("native")
-    return routes
-
-
 BASELINE = """
 from moeprof.readers import xplane_wire
 print("work", 0.0)
@@ -476,7 +464,9 @@ def main() -> None:
             "interpreter + decoder imports (baseline)": ([py, "-c", BASELINE], {}),
             floor: ([py, "-c", FLOOR, str(trace)], {}),
         }
-        routes = available_routes()
+        from moeprof.readers.xplane_wire import installed_routes
+
+        routes = installed_routes()
         for route in routes:
             env = {"MOEPROF_XPLANE_DECODER": route}
             runs[f"decoder, {route}: name/start/end"] = ([py, "-c", DECODER, str(trace), ""], env)

@@ -334,29 +334,29 @@ def _edge_case_bytes() -> bytes:
 # ------------------------------------------------------------------------------------------ tests
 
 
-def _has_numba() -> bool:
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _has_native() -> bool:
-    return importlib.util.find_spec("moeprof.readers._xplane_native") is not None
-
-
 # CI builds the native kernels (a C compiler is there) and sets this, so that a failed build fails the tests
 NATIVE_REQUIRED = os.environ.get("MOEPROF_REQUIRE_NATIVE") == "1"
+
+
+def _routes() -> list[str]:
+    """The decoder routes to test: those installed, and native wherever CI requires it."""
+    from moeprof.readers.xplane_wire import installed_routes
+
+    found = installed_routes()
+    return found if "native" in found or not NATIVE_REQUIRED else ["native", *found]
+
+
+def _has_numba() -> bool:
+    return "numba" in _routes()
+
+
+needs_native = pytest.mark.skipif(
+    "native" not in _routes(), reason="native kernels not built (no C compiler at install)"
+)
 ROUTES = [
     "numpy",
     pytest.param("numba", marks=pytest.mark.skipif(not _has_numba(), reason="numba not installed")),
-    pytest.param(
-        "native",
-        marks=pytest.mark.skipif(
-            not _has_native() and not NATIVE_REQUIRED, reason="native kernels not built (no C compiler at install)"
-        ),
-    ),
+    pytest.param("native", marks=needs_native),
 ]
 
 
@@ -488,11 +488,7 @@ def test_truncated_or_corrupted_input_raises_wire_error_or_reads_correctly(gener
     assert outcomes["as jaxlib"] <= 2, outcomes  # rare: a mutation must make a line's bytes into map entries
 
 
-def _available_routes() -> list[str]:
-    return ["numpy"] + (["numba"] if _has_numba() else []) + (["native"] if _has_native() or NATIVE_REQUIRED else [])
-
-
-@pytest.mark.skipif(len(_available_routes()) < 2, reason="only the numpy route is here")
+@pytest.mark.skipif(len(_routes()) < 2, reason="only the numpy route is here")
 @pytest.mark.parametrize("which", ["edge", "synthetic"])
 def test_every_route_gives_the_same_outcome_on_corrupted_input(generated, tmp_path, monkeypatch, which):
     """Differential: on each mutated file, the routes decode the same columns, or all refuse it; the
@@ -506,7 +502,7 @@ def test_every_route_gives_the_same_outcome_on_corrupted_input(generated, tmp_pa
         path = tmp_path / f"d{i}.xplane.pb"
         path.write_bytes(bad)
         outcomes = {}
-        for route in _available_routes():
+        for route in _routes():
             monkeypatch.setenv(wire.DECODER_ENV, route)
             try:
                 outcomes[route] = decoded(read_xspace(path, stats=STATS))
@@ -740,7 +736,7 @@ def test_the_route_by_size_and_setting(monkeypatch, owned, native):
         assert wire.decoder_route() == (setting if loads else "numpy")
 
 
-@pytest.mark.skipif(not _has_native() and not NATIVE_REQUIRED, reason="native kernels not built")
+@needs_native
 def test_native_kernels_share_the_readers_error_codes_and_check_their_arguments():
     import moeprof.readers._xplane_native as native
     import moeprof.readers.xplane_wire as wire
@@ -796,7 +792,7 @@ def test_analysis_is_the_same_on_any_number_of_decoding_threads(generated, monke
     assert docs[0]["devices"]  # a real analysis, not two empty ones
 
 
-@pytest.mark.skipif(not _has_native() and not NATIVE_REQUIRED, reason="native kernels not built")
+@needs_native
 def test_native_times_equal_numpys_rounding_at_every_edge():
     """The native ps -> ns conversion (one pass) against numpy's _ps_to_ns plus the line time: int64
     extremes, remainders around the half (negative offsets included), random values of every size."""
@@ -829,11 +825,11 @@ def test_compiled_varint_agrees_with_the_python_walk_byte_for_byte(kernels):
     """Every (start, end) of many short byte strings: the compiled varint (numba's, and the native one)
     gives the value and end the Python walk gives, and the same error (truncated, or longer than 10
     bytes) where that one raises."""
-    if kernels == "_xplane_native" and NATIVE_REQUIRED:
-        jit = importlib.import_module(f"moeprof.readers.{kernels}")
-    else:
-        jit = pytest.importorskip(f"moeprof.readers.{kernels}")
-    varint = jit.varint if kernels == "_xplane_native" else jit._varint
+    route = "native" if kernels == "_xplane_native" else "numba"
+    if route not in _routes():
+        pytest.skip(f"no {route} kernels here")
+    module = importlib.import_module(f"moeprof.readers.{kernels}")
+    varint = module.varint if route == "native" else module._varint
     from moeprof.readers.xplane_wire import _py_varint
 
     rng = random.Random(7)

@@ -544,9 +544,9 @@ def _field_run(
     (grown until the run is seen to stop inside it): a run of small fields
     followed by large ones costs what the run does.
     """
-    jit = _jit()
-    if jit is not None:
-        return _jit_field_run(jit, buf, first, end, tag)
+    kernels = _kernels()
+    if kernels is not None:
+        return _kernels_field_run(kernels, buf, first, end, tag)
     while True:
         region_end = end if window is None else min(end, first + window)
         found = _chain(buf, first, region_end, end, tag)
@@ -1218,10 +1218,10 @@ def _read_line(
     body = np.concatenate(bodies) if len(bodies) > 1 else bodies[0]
     body_end = np.concatenate(body_ends) if len(body_ends) > 1 else body_ends[0]
     del bodies, body_ends
-    jit = _jit()
-    if jit is not None:
-        events, slots = _decode_events_jit(
-            jit, buf, body, body_end, int(head["timestamp_ns"]), req_ids, req_which, wanted
+    kernels = _kernels()
+    if kernels is not None:
+        events, slots = _decode_events_kernels(
+            kernels, buf, body, body_end, int(head["timestamp_ns"]), req_ids, req_which, wanted
         )
     else:
         events = _decode_events(buf, body, body_end, int(head["timestamp_ns"]))
@@ -1306,9 +1306,18 @@ def _load_kernels(route: str) -> ModuleType | None:
     return _KERNELS[route]
 
 
-def _jit() -> ModuleType | None:
+def _kernels() -> ModuleType | None:
     """The compiled kernels chosen for the file being read, else None (the numpy route)."""
     return None if _ROUTE[0] == "numpy" else _KERNELS[_ROUTE[0]]
+
+
+def installed_routes() -> list[str]:
+    """The routes this install has, found without loading them: numpy always, numba with the `fast`
+    extra, native where the C kernels were built (``_choose_route`` still falls back if one fails to load)."""
+    import importlib.util
+
+    found = {"numba": "numba", "native": f"{__package__}._xplane_native"}
+    return [r for r in DECODER_ROUTES if r == "numpy" or importlib.util.find_spec(found[r]) is not None]
 
 
 def decoder_route() -> str:
@@ -1358,14 +1367,16 @@ def _choose_route(size: int) -> None:
     _ROUTE[0] = next((r for r in wanted if r == "numpy" or _load_kernels(r) is not None), "numpy")
 
 
-def _jit_field_run(jit: ModuleType, buf: _Buffer, first: int, end: int, tag: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _kernels_field_run(
+    kernels: ModuleType, buf: _Buffer, first: int, end: int, tag: int
+) -> tuple[np.ndarray, np.ndarray, int]:
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     capacity = max(64, (end - first) // 48)
     pos = first
     while True:
         body = np.empty(capacity, dtype=np.int64)
         body_end = np.empty(capacity, dtype=np.int64)
-        count, pos, err = jit.field_run(buf.data, pos, end, tag, body, body_end)
+        count, pos, err = kernels.field_run(buf.data, pos, end, tag, body, body_end)
         parts.append((body[:count], body_end[:count]))
         if err == FULL:
             capacity *= 2
@@ -1379,8 +1390,8 @@ def _jit_field_run(jit: ModuleType, buf: _Buffer, first: int, end: int, tag: int
     return np.concatenate([b for b, _ in parts]), np.concatenate([e for _, e in parts]), pos
 
 
-def _decode_events_jit(
-    jit: ModuleType,
+def _decode_events_kernels(
+    kernels: ModuleType,
     buf: _Buffer,
     body: np.ndarray,
     body_end: np.ndarray,
@@ -1398,7 +1409,7 @@ def _decode_events_jit(
     value = np.zeros((k, m), dtype=np.int64)
     vstart = np.zeros((k, m), dtype=np.int64)
     vend = np.zeros((k, m), dtype=np.int64)
-    err, _ = jit.events(
+    err, _ = kernels.events(
         buf.data,
         body.astype(np.int64, copy=False),
         body_end.astype(np.int64, copy=False),
@@ -1415,7 +1426,7 @@ def _decode_events_jit(
     if err != OK:
         raise WireError(KERNEL_ERRORS[err])
     empty = np.zeros(0, dtype=np.int64)
-    events = _LineEvents(*_ids_and_times(mid, off, dur, timestamp_ns, jit), empty, empty, empty)
+    events = _LineEvents(*_ids_and_times(mid, off, dur, timestamp_ns, kernels), empty, empty, empty)
     return events, [_Slot(kind[i], value[i].view(np.uint64), vstart[i], vend[i]) for i in range(k)]
 
 
