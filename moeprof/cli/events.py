@@ -27,10 +27,12 @@ def events_command(
     def body() -> None:
         from ..core.events import concat
         from ..pipeline import load
-        from ..reports.event_table import FORMATS, write_events
+        from ..reports.event_table import output_format, write_events
 
-        if output.suffix.lower() not in FORMATS:
-            raise fail(f"{output}: output must end in .parquet or .csv")
+        try:
+            output_format(output)  # before anything is read: a wrong name fails at once
+        except ValueError as exc:
+            raise fail(str(exc)) from None
         options = replace(
             load_options(rules, gpus_per_node, nvlink_domain_size, run), all_kernel_stats=all_kernel_stats
         )

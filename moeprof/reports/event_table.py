@@ -15,13 +15,19 @@ FORMATS = (".parquet", ".csv")
 CSV_BATCH_ROWS = 1 << 16
 
 
+def output_format(out: Path) -> str:
+    """The format ``out``'s suffix names (one of :data:`FORMATS`); ValueError, naming them, for any other."""
+    suffix = out.suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"{out}: output must end in .parquet or .csv")
+    return suffix
+
+
 def write_events(events: pd.DataFrame, out: Path) -> None:
     """Write ``events`` to ``out`` in the format its suffix names (one of :data:`FORMATS`)."""
     import pyarrow as pa
 
-    suffix = out.suffix.lower()
-    if suffix not in FORMATS:
-        raise ValueError(f"{out}: output must end in .parquet or .csv")
+    suffix = output_format(out)
     table = pa.Table.from_pandas(events, preserve_index=False)
     if suffix == ".parquet":
         import pyarrow.parquet as pq
