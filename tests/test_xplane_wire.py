@@ -94,6 +94,17 @@ def _stat_value(stat, stat_names: dict[int, str]):
     return getattr(stat, which)
 
 
+def _requested_stats(stats_of_one, stat_names: dict[int, str], requested: tuple[str, ...]) -> dict:
+    """The requested stats of one event (or event metadata) by name: the last one with a value wins, and only its
+    value is read (a string it replaces is never decoded, so never checked)."""
+    last = {}
+    for st in stats_of_one:
+        name = stat_names.get(st.metadata_id)
+        if name in requested and st.WhichOneof("value") is not None:
+            last[name] = st
+    return {name: _stat_value(st, stat_names) for name, st in last.items()}
+
+
 def reference(data: bytes, stats: tuple[str, ...] = STATS) -> dict:
     """Per plane and line: header fields and each event's name, exact times and requested stats."""
     space = _raw_messages()["XSpace"]()
@@ -102,28 +113,14 @@ def reference(data: bytes, stats: tuple[str, ...] = STATS) -> dict:
     for plane in space.planes:
         stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
         meta_names = {k: _text(v.name) for k, v in plane.event_metadata.items()}
-        meta_stats = {}
-        for k, v in plane.event_metadata.items():
-            found = {}
-            for st in v.stats:
-                name = stat_names.get(st.metadata_id)
-                value = _stat_value(st, stat_names) if name in stats else None
-                if value is not None:
-                    found[name] = value
-            meta_stats[k] = found
+        meta_stats = {k: _requested_stats(v.stats, stat_names, stats) for k, v in plane.event_metadata.items()}
         lines = []
         for line in plane.lines:
             ts = line.timestamp_ns
             events = []
             for ev in line.events:
                 off = ev.offset_ps if ev.WhichOneof("data") == "offset_ps" else 0
-                own = {}
-                for st in ev.stats:
-                    name = stat_names.get(st.metadata_id)
-                    if name in stats:
-                        value = _stat_value(st, stat_names)
-                        if value is not None:
-                            own[name] = value
+                own = _requested_stats(ev.stats, stat_names, stats)
                 merged = {**meta_stats.get(ev.metadata_id, {}), **own}
                 events.append(
                     (
@@ -271,8 +268,11 @@ def _edge_case_bytes() -> bytes:
     for i, name in enumerate(["hlo_op", "program_id", "flops", "ref_target", "hlo_module", "step_num"], 1):
         plane.stat_metadata[i].id = i
         plane.stat_metadata[i].name = name
+    plane.stat_metadata[1].description = "the HLO op"
+    plane.stats.add(metadata_id=2).str_value = "a plane's own stat"
+    plane.stats.add(metadata_id=1).int64_value = -5
     k = plane.event_metadata[10]
-    k.id, k.name = 10, "kernel_with_metadata_stats"
+    k.id, k.name, k.display_name = 10, "kernel_with_metadata_stats", "kernel (display)"
     k.stats.add(metadata_id=1).str_value = "op_from_metadata"
     k.stats.add(metadata_id=2).uint64_value = 2**64 - 1
     k.stats.add(metadata_id=3).double_value = 1.5e12
@@ -324,9 +324,12 @@ def _edge_case_bytes() -> bytes:
         e = steps.events.add(metadata_id=11, offset_ps=s * 10**9, duration_ps=10**9)
         e.stats.add(metadata_id=6).int64_value = s
     empty = m["XLine"](id=4, name="empty line")
-    body = plane.SerializeToString() + b"".join(
-        _field(3, x) for x in (head, reordered_line, steps.SerializeToString(), empty.SerializeToString())
-    )
+    # plane fields set twice (the last wins) and a stat metadata entry whose key is not in its shortest form
+    stale = m["XStatMetadata"](id=4, name="stale").SerializeToString()
+    overlong = b"\x08\x07" + _field(2, _field(2, b"overlong key") + b"\x08\x07" + b"\x48\x01")  # name, id, unknown
+    firsts = b"\x08" + xp_varint(-5) + _field(2, b"stale plane name") + _field(5, b"\x08\x04" + _field(2, stale))
+    lines = b"".join(_field(3, x) for x in (head, reordered_line, steps.SerializeToString(), empty.SerializeToString()))
+    body = firsts + plane.SerializeToString() + b"\xaa\x00" + xp_varint(len(overlong)) + overlong + lines
     other = m["XPlane"](id=9, name="/host:CPU").SerializeToString()
     return _field(1, body) + _field(4, b"edgehost") + _field(1, other) + _field(2, b"an error string")
 
@@ -417,6 +420,10 @@ def test_edge_case_values_by_hand(generated, route):
     assert line.stats["flops"].doubles[7] == -2.5 and odd.stats["flops"].doubles[7] == -2.5
     assert odd.start_ns[-2] == 5_000  # num_occurrences after an offset: the offset is cleared
     assert plane.lines[3].name == "empty line" and len(plane.lines[3]) == 0
+    # the plane's fields: the last id and name win, the stale stat metadata entry is replaced
+    assert (plane.id, plane.name) == (3, "/device:GPU:0")
+    assert plane.stat_names == {1: "hlo_op", 2: "program_id", 3: "flops", 4: "ref_target", 5: "hlo_module",
+                                6: "step_num", 7: "overlong key"}  # fmt: skip
 
 
 def test_plane_and_line_filters(generated):
@@ -556,6 +563,40 @@ def test_empty_and_garbage_files(tmp_path, route):
         path.write_bytes(junk)
         with pytest.raises(WireError):
             read_xspace(path)
+
+
+_BAD_UTF8 = b"\xff\xfe"
+
+
+def _plane_with(extra: bytes) -> bytes:
+    """An XSpace of one valid plane with ``extra`` appended to the plane's fields."""
+    plane = xp.messages()["XPlane"](id=1, name="/device:GPU:0").SerializeToString()
+    return _field(1, plane + extra)
+
+
+@pytest.mark.parametrize(
+    "what, extra",
+    [
+        ("a plane name", _field(2, _BAD_UTF8)),
+        ("a stat name", _field(5, b"\x08\x01" + _field(2, b"\x08\x01" + _field(2, _BAD_UTF8)))),
+        ("a stat description", _field(5, b"\x08\x01" + _field(2, _field(2, b"ok") + _field(3, _BAD_UTF8)))),
+        ("a plane stat", _field(6, b"\x08\x01" + _field(5, _BAD_UTF8))),
+        ("an event display name", _field(4, b"\x08\x01" + _field(2, _field(2, b"k") + _field(4, _BAD_UTF8)))),
+    ],
+)
+def test_metadata_strings_that_are_not_utf8_are_refused_as_jaxlib_refuses_them(tmp_path, route, what, extra):
+    """The plane's own fields and its metadata maps are decoded without the protobuf runtime: their string
+    fields must still be refused where protobuf (and so jaxlib) refuses them."""
+    from jaxlib._profile_data import ProfileData
+
+    good, bad = tmp_path / "good.xplane.pb", tmp_path / "bad.xplane.pb"
+    good.write_bytes(_plane_with(extra.replace(_BAD_UTF8, b"ok")))
+    bad.write_bytes(_plane_with(extra))
+    assert read_xspace(good).plane_names == [p.name for p in ProfileData.from_file(str(good)).planes]
+    with pytest.raises(RuntimeError):
+        ProfileData.from_file(str(bad))
+    with pytest.raises(WireError, match=f"{what} is not valid UTF-8"):
+        read_xspace(bad)
 
 
 # ------------------------------------------------------------------------------------------ the reader on both routes

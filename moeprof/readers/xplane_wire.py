@@ -7,8 +7,12 @@ without a Python object per event:
 
 * the few top-level fields (planes, host names), a plane's fields (lines and
   metadata entries) and a line's header fields are walked in Python;
-* a plane's metadata (event and stat metadata maps: names, metadata stats) is
-  parsed by the protobuf runtime from the plane's non-line bytes;
+* a plane's metadata maps (event and stat metadata: names, metadata stats) are
+  decoded like events, entry by entry in lockstep (the protobuf runtime is
+  never imported: loading it and iterating a map of tens of thousands of
+  interned stat strings cost more than decoding the rest of a small trace);
+  each field last set wins and the metadata's string fields are checked as
+  UTF-8, as a protobuf parse does;
 * a line's events (repeated field 4, tag byte ``0x22``, length-prefixed) are
   found without walking them one by one: every ``0x22`` byte of the line is a
   candidate field start whose successor (the position after its length and
@@ -56,7 +60,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 
 from ..core.time_window import TIME_LIMIT_NS, UNPLACEABLE_NS
-from .xspace_proto import WireError, messages
+from .xspace_proto import WireError
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -1019,62 +1023,57 @@ def _read_plane(
 ) -> Plane | None:
     mv = buf.mv
     lines: list[tuple[int, int]] = []
-    entries: list[tuple[np.ndarray, np.ndarray]] = []  # event metadata map entries (payload ranges)
-    header: list[tuple[int, int]] = []  # byte ranges of the other fields, for the protobuf runtime
+    # the metadata maps' entries (payload ranges): event metadata, stat metadata
+    maps: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {4: [], 5: []}
+    plane_id = 0
+    name_span = (0, 0)
+    plane_stats: list[tuple[int, int]] = []
     pos = 0
     while pos < buf.size:
         number, wire, start, value, end = next(_py_fields(mv, pos, buf.size))
         if wire == 2 and number in (4, 5) and mv[start] == (number << 3 | 2):
             # metadata maps: thousands of small entries, found at once (the window keeps lines out)
             body, body_end, end = _field_run(buf, start, buf.size, number << 3 | 2, window=1 << 16)
-            if number == 4:
-                entries.append((body, body_end))
-            else:
-                header.append((start, end))
-        elif number == 3 and wire == 2:
+            maps[number].append((body, body_end))
+        elif wire == 2 and number in (4, 5):  # an entry whose key is not in its shortest form
+            maps[number].append((np.array([value]), np.array([end])))
+        elif wire == 2 and number == 3:
             lines.append((value, end))
-        elif number == 4 and wire == 2:
-            entries.append((np.array([value]), np.array([end])))
-        else:
-            header.append((start, end))
+        elif wire == 0 and number == 1:
+            plane_id = _signed(value)
+        elif wire == 2 and number == 2:
+            name_span = (value, end)
+        elif wire == 2 and number == 6:
+            plane_stats.append((value, end))
+        # any other field is unknown, or a known number with another wire type: skipped, as protobuf does
         pos = end
-    meta = messages()["XPlane"]()
-    try:
-        meta.ParseFromString(b"".join(mv[a:b] for a, b in header))
-    except Exception as exc:  # google.protobuf.message.DecodeError, or a name that is not UTF-8
-        raise WireError(f"bad plane metadata ({str(exc) or type(exc).__name__})") from None
-    name = meta.name
+    # each field last set wins, as in a protobuf parse; strings are checked as protobuf checks them
+    name = _utf8(mv[name_span[0] : name_span[1]], "a plane name")
+    _check_stats(buf, plane_stats, "a plane stat")
+    stat_names = _stat_metadata(buf, maps[5])
     plane_names.append(name)
     if not select(name):
         return None
     wanted = stats_of(name)
-    stat_names = {int(k): v.name for k, v in meta.stat_metadata.items()}
     position = {s: i for i, s in enumerate(wanted)}
     # requested stat metadata ids, sorted, with the requested stat each one names
     pairs = sorted((k, position[v]) for k, v in stat_names.items() if v in position)
     req_ids = np.array([k & _MASK64 for k, _ in pairs], dtype=np.uint64)
     req_which = np.array([i for _, i in pairs], dtype=np.int64)
-    event_ids, event_names, meta_stats = _event_metadata(buf, entries, wanted, req_ids, req_which, stat_names)
+    event_ids, event_names, meta_stats = _event_metadata(buf, maps[4], wanted, req_ids, req_which, stat_names)
 
     def read_line(span: tuple[int, int]) -> Line:
         a, b = span
         return _read_line(buf, a, b, name, wanted, req_ids, req_which, event_ids, meta_stats, stat_names, select_line)
 
     out_lines = pool.map(read_line, lines, threaded=buf.size >= THREADED_FROM_BYTES)
-    return Plane(int(meta.id), name, event_ids, event_names, stat_names, out_lines)
+    return Plane(plane_id, name, event_ids, event_names, stat_names, out_lines)
 
 
-def _event_metadata(
-    buf: _Buffer,
-    entries: list[tuple[np.ndarray, np.ndarray]],
-    wanted: tuple[str, ...],
-    req_ids: np.ndarray,
-    req_which: np.ndarray,
-    stat_names: dict[int, str],
-) -> tuple[np.ndarray, tuple[str, ...], dict[str, _MetaStat | None]]:
-    """The event metadata map, decoded like events: (sorted ids, names, the requested stats they carry)."""
-    if not entries:
-        return np.zeros(0, dtype=np.int64), (), {s: None for s in wanted}
+def _map_entries(
+    buf: _Buffer, entries: list[tuple[np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A metadata map's entries (payload ranges): (key, value start, value end), one per distinct key."""
     starts = np.concatenate([e[0] for e in entries])
     ends = np.concatenate([e[1] for e in entries])
     m = len(starts)
@@ -1095,7 +1094,52 @@ def _event_metadata(
     order = np.argsort(key, kind="stable")
     last = np.r_[key[order][1:] != key[order][:-1], True]
     order = order[last]
-    key, value_start, value_end = key[order], value_start[order], value_end[order]
+    return key[order], value_start[order], value_end[order]
+
+
+def _stat_metadata(buf: _Buffer, entries: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, str]:
+    """The stat metadata map as {id: name}, decoded like the event metadata (XLA interns every string stat
+    value here, so it holds about as many entries as a plane has distinct ops)."""
+    if not entries:
+        return {}
+    key, value_start, value_end = _map_entries(buf, entries)
+    n = len(key)
+    name_start = np.zeros(n, dtype=np.int64)
+    name_end = np.zeros(n, dtype=np.int64)
+    descriptions: list[tuple[np.ndarray, np.ndarray]] = []
+    for step, rows, number, wire, sel in _fields_by_number(buf, value_start, value_end):
+        if wire == 2 and number in (2, 3):  # XStatMetadata's name and description
+            a, b = (step.value_start, step.end) if sel is None else (step.value_start[sel], step.end[sel])
+            if number == 2:
+                name_start[rows], name_end[rows] = a, b
+            else:
+                descriptions.append((a, b))
+    for a, b in descriptions:  # only checked (a string field protobuf would refuse)
+        _strings(buf, a, b, "a stat description")
+    return dict(zip(key.view(np.int64).tolist(), _strings(buf, name_start, name_end, "a stat name"), strict=True))
+
+
+def _check_stats(buf: _Buffer, spans: list[tuple[int, int]], what: str) -> None:
+    """Check stat messages that are not read (a plane's own): well formed, their strings UTF-8."""
+    if not spans:
+        return
+    found = _decode_stats_walk(buf, np.array([a for a, _ in spans]), np.array([b for _, b in spans]))
+    text = found.kind == STAT_STR
+    _strings(buf, found.value_start[text], found.value_end[text], what)
+
+
+def _event_metadata(
+    buf: _Buffer,
+    entries: list[tuple[np.ndarray, np.ndarray]],
+    wanted: tuple[str, ...],
+    req_ids: np.ndarray,
+    req_which: np.ndarray,
+    stat_names: dict[int, str],
+) -> tuple[np.ndarray, tuple[str, ...], dict[str, _MetaStat | None]]:
+    """The event metadata map, decoded like events: (sorted ids, names, the requested stats they carry)."""
+    if not entries:
+        return np.zeros(0, dtype=np.int64), (), {s: None for s in wanted}
+    key, value_start, value_end = _map_entries(buf, entries)
     n = len(key)
     name_start = np.zeros(n, dtype=np.int64)
     name_end = np.zeros(n, dtype=np.int64)
@@ -1111,6 +1155,9 @@ def _event_metadata(
             a, b = (step.value_start, step.end) if sel is None else (step.value_start[sel], step.end[sel])
             if (buf.data[np.maximum(b - 1, a)][b > a] >= 0x80).any():
                 raise WireError("a packed field ends inside a varint")
+        elif number == 4 and wire == 2:  # the display name: only checked (a string field protobuf would refuse)
+            a, b = (step.value_start, step.end) if sel is None else (step.value_start[sel], step.end[sel])
+            _strings(buf, a, b, "an event display name")
     names = _strings(buf, name_start, name_end, "an event name")
     ids = key.view(np.int64)
     reorder = np.argsort(ids, kind="stable")  # sorted as signed ids (map keys are int64)
