@@ -38,6 +38,8 @@ is about what it was; the target is out of reach while pandas alone takes 0.5 s.
 from __future__ import annotations
 
 import argparse
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,6 +72,22 @@ def median_wall(cmd: list[str], repeat: int) -> float:
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def instructions(cmd: list[str]) -> int | None:
+    """Instructions a command executes, counted by valgrind's callgrind (~50x slower than a plain run);
+    None where valgrind is not installed. Unlike wall time, the count does not move with the machine's
+    speed or load, so before/after and against ``import pandas`` compare exactly."""
+    if not shutil.which("valgrind"):
+        return None
+    run = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    return int(found.group(1)) if run.returncode == 0 and found else None
 
 
 def build_trace(path: Path, events: int = STARTUP_EVENTS) -> None:
@@ -124,6 +142,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--trace", type=Path, action="append", help="analyze this trace (repeatable) instead")
+    ap.add_argument(
+        "--instructions", action="store_true", help="also count instructions under valgrind (~1 min a command)"
+    )
     args = ap.parse_args()
     compile_package()
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,8 +155,28 @@ def main() -> None:
             traces = [generated, *(t for t in SHARED if t.exists())]
         figures = startup_figures(traces, args.repeat)
         results = goals(figures, traces)
+        counts: dict[str, int | None] = {}
+        if args.instructions:
+            py = sys.executable
+            counts["import pandas"] = instructions([py, "-c", "import pandas"])
+            for trace in traces:
+                counts[trace.name] = instructions([py, "-m", "moeprof", "analyze", str(trace), "--json"])
     for label, seconds in figures.items():
         print(f"{label:48s} {seconds:6.3f} s (median of {args.repeat})")
+    # what moeprof adds to the start every pandas-based tool pays: steadier than the wall time on a
+    # machine whose speed swings (import pandas took 0.27-0.68 s on this project's machine)
+    for trace in traces:
+        above = figures[f"analyze {trace.name}"] - figures["import pandas"]
+        print(f"{'analyze ' + trace.name + ' - import pandas':48s} {above:6.3f} s")
+    floor = counts.get("import pandas")
+    for name, count in counts.items():
+        if count is None:
+            print(f"{name:48s} (valgrind not installed, or the run failed)")
+        elif name == "import pandas":
+            print(f"{'instructions: import pandas':48s} {count / 1e9:6.3f} G")
+        else:
+            ratio = f" = {count / floor:.2f}x import pandas" if floor else ""
+            print(f"{'instructions: analyze ' + name:48s} {count / 1e9:6.3f} G{ratio}")
     for goal, value, target, met in results:
         print(f"{goal:64s} {value:6.3f}  target {target:7s} {'met' if met else 'NOT MET'}")
 

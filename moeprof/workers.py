@@ -9,7 +9,6 @@ moment the files are known, instead of after a second, serial import.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +45,8 @@ def default_decode_threads(files_at_once: int = 1) -> int:
 
 
 def start_method() -> str:
+    import multiprocessing as mp  # (here: the XPlane decoder asks process_is_owned and needs none of it)
+
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
@@ -58,6 +59,7 @@ def warm_fork_server(paths: Sequence[object], jobs: int | None, scheduler: str |
         return False
     if len(paths) < 2 and not any(Path(str(p)).is_dir() for p in paths):
         return False
+    import multiprocessing as mp
     from multiprocessing import forkserver
 
     mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
