@@ -217,3 +217,40 @@ def test_processes_of_one_host_share_it(tmp_path):
     split = run_json(str(SAMPLES / "synthetic_2host_4gpu"))
     assert split["total"]["accumulated_ns"] == doc["total"]["accumulated_ns"]
     assert split["total"]["comm_ib_ns"] > 0
+
+
+def _help(app_, args: list[str]) -> str:
+    res = runner.invoke(app_, [*args, "--help"], terminal_width=100)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_a_command_built_alone_is_the_command_of_the_whole_app():
+    """`moeprof COMMAND` builds only that command (start-up): its help, options and subcommands must be
+    those of the whole app's."""
+    from moeprof.cli.main import COMMANDS, build_app
+
+    whole = build_app()
+    assert set(COMMANDS) == {c.name for c in whole.registered_commands} | {g.name for g in whole.registered_groups}
+    for name in COMMANDS:
+        assert _help(build_app(name), [name]) == _help(whole, [name]), name
+    assert _help(build_app("capture"), ["capture", "demo"]) == _help(whole, ["capture", "demo"])
+
+
+def test_a_command_run_imports_no_other_command():
+    script = (
+        "import sys\n"
+        "sys.argv = ['moeprof', 'analyze', '--json', sys.argv[1]]\n"
+        "from moeprof.cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('moeprof.cli.')), file=sys.stderr)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script, str(SAMPLE_INPUTS[2])], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["schema"] == "moeprof.analysis/1"
+    assert res.stderr.strip().splitlines()[-1] == str(["moeprof.cli.analyze", "moeprof.cli.common", "moeprof.cli.main"])
