@@ -269,6 +269,7 @@ def _edge_case_bytes() -> bytes:
         plane.stat_metadata[i].id = i
         plane.stat_metadata[i].name = name
     plane.stat_metadata[1].description = "the HLO op"
+    plane.stat_metadata[2**40 + 3].name = "far id"  # ids too far apart for a table by id
     plane.stats.add(metadata_id=2).str_value = "a plane's own stat"
     plane.stats.add(metadata_id=1).int64_value = -5
     k = plane.event_metadata[10]
@@ -293,6 +294,8 @@ def _edge_case_bytes() -> bytes:
             ev.stats.add(metadata_id=77).int64_value = 1  # unknown stat metadata: ignored
         if j == 7:
             ev.stats.add(metadata_id=3).double_value = -2.5  # a double on the event itself (fixed64)
+        if j == 8:
+            ev.stats.add(metadata_id=5).ref_value = 2**40 + 3
         if j == 6:
             ev.stats.add(metadata_id=5).bytes_value = b"\x00raw\x01"
             ev.stats.add(metadata_id=1).str_value = "first"
@@ -413,7 +416,9 @@ def test_edge_case_values_by_hand(generated, route):
     assert pid.ints[1] == -1 and pid.kind[1] == STAT_UINT64  # 2**64-1 from the metadata, as its bit pattern
     assert pid.ints[4] == -28 and pid.kind[4] == STAT_INT64  # the event's own stat over the metadata's
     assert line.stats["flops"].doubles[1] == 1.5e12 and line.stats["flops"].kind[5] == STAT_DOUBLE  # no-value stat
-    assert line.stats["hlo_module"].categories[line.stats["hlo_module"].codes[6]] == b"\x00raw\x01"
+    hlo_module = line.stats["hlo_module"]
+    assert hlo_module.categories[hlo_module.codes[6]] == b"\x00raw\x01"
+    assert hlo_module.categories[hlo_module.codes[8]] == "far id"
     odd = plane.lines[1]
     assert (odd.name, odd.display_name, odd.duration_ps, odd.id) == ("Stream #2(reordered)", "tail", 123, 2)
     assert len(odd) == len(line)
@@ -423,7 +428,30 @@ def test_edge_case_values_by_hand(generated, route):
     # the plane's fields: the last id and name win, the stale stat metadata entry is replaced
     assert (plane.id, plane.name) == (3, "/device:GPU:0")
     assert plane.stat_names == {1: "hlo_op", 2: "program_id", 3: "flops", 4: "ref_target", 5: "hlo_module",
-                                6: "step_num", 7: "overlong key"}  # fmt: skip
+                                6: "step_num", 7: "overlong key", 2**40 + 3: "far id"}  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["edge", "bench"])
+def test_no_column_depends_on_memory_left_uninitialized(generated, monkeypatch, which, route):
+    """The stat slots are allocated without zeroing (values are read only where a stat was found): with
+    every uninitialized array filled with garbage first, every column is the same."""
+    want = read_xspace(generated[which], stats=STATS)
+    real_empty = np.empty
+
+    def garbage(*args, **kwargs):
+        out = real_empty(*args, **kwargs)
+        out.view(np.uint8).reshape(-1)[:] = 0xA5  # a NaN as a double, a large negative integer
+        return out
+
+    monkeypatch.setattr(np, "empty", garbage)
+    got = read_xspace(generated[which], stats=STATS)
+    for plane, plane_want in zip(got.planes, want.planes, strict=True):
+        for line, line_want in zip(plane.lines, plane_want.lines, strict=True):
+            for stat in STATS:
+                a, b = line.stats[stat], line_want.stats[stat]
+                assert np.array_equal(a.kind, b.kind) and a.categories == b.categories
+                for x, y in ((a.ints, b.ints), (a.doubles, b.doubles), (a.codes, b.codes)):
+                    assert (x is None and y is None) or np.array_equal(x, y, equal_nan=True), (line.name, stat)
 
 
 def test_plane_and_line_filters(generated):
@@ -819,6 +847,28 @@ def test_native_kernels_share_the_readers_error_codes_and_check_their_arguments(
         call(one, one, [1])  # a slot outside the stat arrays
     with pytest.raises(ValueError):
         call(one, one, [0], m=0)  # outputs shorter than the events
+
+
+@needs_native
+def test_native_strings_decode_each_range_as_python_does():
+    import moeprof.readers._xplane_native as native
+
+    texts = ["", "ascii", "naïve", "日本語", "emoji 🙂", "\x00 a NUL inside"]
+    encoded = [t.encode() for t in texts]
+    data = np.frombuffer(b"".join(encoded) + b"\xff\xfe", dtype=np.uint8)
+    ends = np.cumsum([len(e) for e in encoded])
+    starts = ends - [len(e) for e in encoded]
+    assert native.strings(data, starts, ends) == texts
+    assert native.strings(data, starts[::-1].copy(), ends[::-1].copy()) == texts[::-1]  # any order
+    bad = int(ends[-1])
+    for a, b in ((bad, bad + 2), (int(starts[3]), int(starts[3]) + 1)):  # not UTF-8; a character cut
+        with pytest.raises(UnicodeDecodeError):
+            native.strings(data, np.array([0, a], np.int64), np.array([0, b], np.int64))
+    for a, b in (([0], [len(data) + 1]), ([2], [1]), ([-1], [1]), ([0, 1], [1])):  # outside, reversed, unequal
+        with pytest.raises(ValueError):
+            native.strings(data, np.array(a, np.int64), np.array(b, np.int64))
+    with pytest.raises(TypeError):
+        native.strings(data, np.array([0], np.int32), np.array([1], np.int32))
 
 
 def test_analysis_is_the_same_on_any_number_of_decoding_threads(generated, monkeypatch):

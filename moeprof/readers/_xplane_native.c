@@ -394,6 +394,52 @@ done:
     return result;
 }
 
+static PyObject *strings(PyObject *self, PyObject *args) {
+    PyObject *obj[3];
+    if (!PyArg_ParseTuple(args, "OOO:strings", &obj[0], &obj[1], &obj[2])) return NULL;
+    Py_buffer data, starts, ends;
+    if (get_buffer(obj[0], &data, "data", 1, 1, "Bb", 0) < 0) return NULL;
+    if (get_buffer(obj[1], &starts, "starts", 1, 8, INT64_CODES, 0) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (get_buffer(obj[2], &ends, "ends", 1, 8, INT64_CODES, 0) < 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    const Py_ssize_t n = starts.shape[0];
+    const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)ends.buf;
+    const char *bytes = (const char *)data.buf;
+    if (ends.shape[0] != n) {
+        PyErr_SetString(PyExc_ValueError, "strings: starts and ends of unequal length");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (a[i] < 0 || a[i] > b[i] || b[i] > (int64_t)data.len) {
+            PyErr_SetString(PyExc_ValueError, "strings: a range outside the data");
+            goto done;
+        }
+    }
+    out = PyList_New(n);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* strict: bad UTF-8 raises UnicodeDecodeError, which the caller turns into its WireError */
+        PyObject *text = PyUnicode_DecodeUTF8(bytes + a[i], (Py_ssize_t)(b[i] - a[i]), "strict");
+        if (text == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, text);
+    }
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return out;
+}
+
 static PyObject *py_varint(PyObject *self, PyObject *args) {
     PyObject *data_obj;
     long long pos, end;
@@ -421,6 +467,9 @@ static PyMethodDef methods[] = {
     {"ps_to_ns", ps_to_ns, METH_VARARGS,
      "ps_to_ns(offset_ps, duration_ps, timestamp_ns, start_ns, end_ns): the events' times in ns from the line's "
      "time and their int64 picosecond fields, rounded half to even (numpy's _ps_to_ns, then the line time added)."},
+    {"strings", strings, METH_VARARGS,
+     "strings(data, starts, ends) -> list of str: each range of the data decoded as UTF-8 (strict: raises "
+     "UnicodeDecodeError), one string object each, without gathering the bytes first."},
     {"varint", py_varint, METH_VARARGS,
      "varint(data, pos, end) -> (value, position after it; -1 truncated, -2 longer than 10 bytes)."},
     {NULL, NULL, 0, NULL},
