@@ -467,6 +467,14 @@ class _Step:
     value_start: np.ndarray  # first byte of the value, or of the payload
     end: np.ndarray  # first byte after the field
 
+    def values(self, sel: np.ndarray | None) -> np.ndarray:
+        """The selected rows' values (all of them where ``sel`` is None)."""
+        return self.value if sel is None else self.value[sel]
+
+    def payloads(self, sel: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The selected rows' payload bounds (length-delimited fields): (first byte, first byte after)."""
+        return (self.value_start, self.end) if sel is None else (self.value_start[sel], self.end[sel])
+
 
 def _walk(buf: _Buffer, starts: np.ndarray, ends: np.ndarray) -> Iterator[_Step]:
     """Walk the fields of many messages at once, one field of each message per step."""
@@ -687,7 +695,7 @@ def _decode_events(buf: _Buffer, body: np.ndarray, body_end: np.ndarray, timesta
                     groups.append((number, wire, chosen))
         for number, wire, sel in groups:
             if wire == 0 and number in (1, 2, 3, 5):
-                value: np.ndarray | int = step.value if sel is None else step.value[sel]
+                value: np.ndarray | int = step.values(sel)
                 if number == 5:  # num_occurrences shares a oneof with offset_ps: setting it clears the offset
                     number, value = 2, 0
                 if step.rows is None and sel is None:
@@ -703,10 +711,7 @@ def _decode_events(buf: _Buffer, body: np.ndarray, body_end: np.ndarray, timesta
                     rows = all_rows
                 else:
                     rows = step.rows
-                if sel is None:
-                    stat_parts.append((rows, step.value_start, step.end))
-                else:
-                    stat_parts.append((rows[sel], step.value_start[sel], step.end[sel]))
+                stat_parts.append((rows if sel is None else rows[sel], *step.payloads(sel)))
             # other fields: unknown to XEvent (or a known number with another wire type), skipped as protobuf does
     mid, start_ns, end_ns = _ids_and_times(columns[1], columns[2], columns[3], timestamp_ns)
     if stat_parts:
@@ -841,14 +846,13 @@ def _decode_stats_walk(buf: _Buffer, starts: np.ndarray, ends: np.ndarray) -> _S
                 continue  # unknown field, or a known number with another wire type: skipped as protobuf does
             rows = rows_all if sel is None else rows_all[sel]
             if number == 1:
-                mid[rows] = step.value if sel is None else step.value[sel]
+                mid[rows] = step.values(sel)
                 continue
             kind[rows] = number
             if wire == 2:
-                vstart[rows] = step.value_start if sel is None else step.value_start[sel]
-                vend[rows] = step.end if sel is None else step.end[sel]
+                vstart[rows], vend[rows] = step.payloads(sel)
             else:
-                value[rows] = step.value if sel is None else step.value[sel]
+                value[rows] = step.values(sel)
     return _Stats(every, mid, kind, value, vstart, vend)
 
 
@@ -1092,13 +1096,12 @@ def _map_entries(
     seen_value = np.zeros(m, dtype=bool)
     for step, rows, number, wire, sel in _fields_by_number(buf, starts, ends):
         if number == 1 and wire == 0:
-            key[rows] = step.value if sel is None else step.value[sel]
+            key[rows] = step.values(sel)
         elif number == 2 and wire == 2:
             if seen_value[rows].any():  # protobuf would merge the two messages: not worth a special case
                 raise WireError("a metadata map entry with two values")
             seen_value[rows] = True
-            value_start[rows] = step.value_start if sel is None else step.value_start[sel]
-            value_end[rows] = step.end if sel is None else step.end[sel]
+            value_start[rows], value_end[rows] = step.payloads(sel)
     # a key seen twice: the last entry wins, as when protobuf fills a map
     order = np.argsort(key, kind="stable")
     last = np.r_[key[order][1:] != key[order][:-1], True]
@@ -1118,7 +1121,7 @@ def _stat_metadata(buf: _Buffer, entries: list[tuple[np.ndarray, np.ndarray]]) -
     descriptions: list[tuple[np.ndarray, np.ndarray]] = []
     for step, rows, number, wire, sel in _fields_by_number(buf, value_start, value_end):
         if wire == 2 and number in (2, 3):  # XStatMetadata's name and description
-            a, b = (step.value_start, step.end) if sel is None else (step.value_start[sel], step.end[sel])
+            a, b = step.payloads(sel)
             if number == 2:
                 name_start[rows], name_end[rows] = a, b
             else:
@@ -1155,18 +1158,15 @@ def _event_metadata(
     stat_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for step, rows, number, wire, sel in _fields_by_number(buf, value_start, value_end):
         if number == 2 and wire == 2:
-            name_start[rows] = step.value_start if sel is None else step.value_start[sel]
-            name_end[rows] = step.end if sel is None else step.end[sel]
+            name_start[rows], name_end[rows] = step.payloads(sel)
         elif number == 5 and wire == 2:
-            a, b = (step.value_start, step.end) if sel is None else (step.value_start[sel], step.end[sel])
-            stat_parts.append((rows, a, b))
+            stat_parts.append((rows, *step.payloads(sel)))
         elif number == 6 and wire == 2:  # packed child ids: the last varint must end the payload
-            a, b = (step.value_start, step.end) if sel is None else (step.value_start[sel], step.end[sel])
+            a, b = step.payloads(sel)
             if (buf.data[np.maximum(b - 1, a)][b > a] >= 0x80).any():
                 raise WireError("a packed field ends inside a varint")
         elif number == 4 and wire == 2:  # the display name: only checked (a string field protobuf would refuse)
-            a, b = (step.value_start, step.end) if sel is None else (step.value_start[sel], step.end[sel])
-            _strings(buf, a, b, "an event display name")
+            _strings(buf, *step.payloads(sel), "an event display name")
     names = _strings(buf, name_start, name_end, "an event name")
     ids = key.view(np.int64)
     reorder = np.argsort(ids, kind="stable")  # sorted as signed ids (map keys are int64)
