@@ -397,27 +397,21 @@ done:
 static PyObject *strings(PyObject *self, PyObject *args) {
     PyObject *obj[3];
     if (!PyArg_ParseTuple(args, "OOO:strings", &obj[0], &obj[1], &obj[2])) return NULL;
-    Py_buffer data, starts, ends;
-    if (get_buffer(obj[0], &data, "data", 1, 1, "Bb", 0) < 0) return NULL;
-    if (get_buffer(obj[1], &starts, "starts", 1, 8, INT64_CODES, 0) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    if (get_buffer(obj[2], &ends, "ends", 1, 8, INT64_CODES, 0) < 0) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&starts);
-        return NULL;
-    }
+    static const char *names[3] = {"data", "starts", "ends"};
+    Py_buffer v[3];
+    int got = 0;
     PyObject *out = NULL;
-    const Py_ssize_t n = starts.shape[0];
-    const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)ends.buf;
-    const char *bytes = (const char *)data.buf;
-    if (ends.shape[0] != n) {
+    for (; got < 3; got++)
+        if (get_buffer(obj[got], &v[got], names[got], 1, got ? 8 : 1, got ? INT64_CODES : "Bb", 0) < 0) goto done;
+    const Py_ssize_t n = v[1].shape[0];
+    const int64_t *a = (const int64_t *)v[1].buf, *b = (const int64_t *)v[2].buf;
+    const char *bytes = (const char *)v[0].buf;
+    if (v[2].shape[0] != n) {
         PyErr_SetString(PyExc_ValueError, "strings: starts and ends of unequal length");
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (a[i] < 0 || a[i] > b[i] || b[i] > (int64_t)data.len) {
+        if (a[i] < 0 || a[i] > b[i] || b[i] > (int64_t)v[0].len) {
             PyErr_SetString(PyExc_ValueError, "strings: a range outside the data");
             goto done;
         }
@@ -434,9 +428,7 @@ static PyObject *strings(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(out, i, text);
     }
 done:
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&ends);
+    for (int j = 0; j < got; j++) PyBuffer_Release(&v[j]);
     return out;
 }
 
