@@ -394,8 +394,8 @@ def counted_time(o: Opportunity, comm: pd.DataFrame, matched: pd.DataFrame | Non
     signal (launch gaps, copies, GEMMs count time of no collective)."""
     if o.kind == "expert-exchange":
         a2a = comm[comm["kind"].isin(EXPERT_KINDS) & (comm["exposed_ns"] > 0)]
-        sums = a2a.groupby(["key", "kind"], observed=True)["exposed_ns"].sum()
-        return {(str(k), str(t)): float(v) for (k, t), v in sums.items()}
+        sums = a2a.groupby(["key", "kind"], observed=True)["exposed_ns"].sum().reset_index()
+        return {(str(k), str(t)): float(v) for k, t, v in sums[["key", "kind", "exposed_ns"]].itertuples(index=False)}
     if o.kind == "straggler":
         return caused_wait_by_op(matched, o.name) if matched is not None else {}
     if o.link is None:  # a device signal

@@ -83,8 +83,8 @@ def caused_wait_by_op(records: pd.DataFrame, device: str) -> dict[tuple[str, str
     straggler_of = last.set_index("instance")["device"]
     victims = complete.assign(caused_by=complete["instance"].map(straggler_of))
     victims = victims[(victims["caused_by"] == device) & (victims["device"] != device)]
-    waits = victims.groupby(["op", "kind"], observed=True)["wait_ns"].sum()
-    return {(str(o), str(k)): float(w) for (o, k), w in waits.items() if w > 0}
+    waits = victims.groupby(["op", "kind"], observed=True)["wait_ns"].sum().reset_index()
+    return {(str(o), str(k)): float(w) for o, k, w in waits[["op", "kind", "wait_ns"]].itertuples(index=False) if w > 0}
 
 
 def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], stack: Stack) -> list[Opportunity]:

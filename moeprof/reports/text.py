@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from ..core.analysis import Opportunity
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
@@ -31,9 +32,16 @@ def duration(ns: float | None) -> str:
     return f"{value:,.{digits}f}{NBSP}{unit}"
 
 
-def _short(title: str, width: int = 60) -> str:
-    """A title cut to ``width`` characters (kernel names run to hundreds)."""
-    return title if len(title) <= width else title[: width - 1].rstrip() + "…"
+def _same_time(merged: Sequence[Mapping]) -> str:
+    """The findings merged into one, in a few words: op-level ones counted by kind, others by title."""
+    ops = Counter(str(m.get("kind", "")) for m in merged if m.get("kind") not in ("straggler", "expert-exchange"))
+    words = []
+    if ops:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in ops.most_common())
+        words.append(f"{plural(sum(ops.values()), 'op-level finding')} ({kinds})")
+    words += [f"{m.get('name', '')}'s straggler finding" for m in merged if m.get("kind") == "straggler"]
+    words += [str(m.get("title", "")) for m in merged if m.get("kind") == "expert-exchange"]
+    return "; ".join(words)
 
 
 def evidence_text(opportunity: Opportunity) -> str:
@@ -59,7 +67,7 @@ def evidence_text(opportunity: Opportunity) -> str:
     same = ev.get("same_time_as") or ()
     if same:
         # the findings merged into this one: they count the same time, so they are not listed again
-        parts.append("counts the same time as: " + "; ".join(_short(str(m.get("title", ""))) for m in same))
+        parts.append(f"counts the same time as {_same_time(same)}")
     return ", ".join(parts)
 
 
