@@ -33,6 +33,7 @@ from ..insight.bandwidth import annotate, bus_factor
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
+    merge_same_time,
     rank,
     signal_opportunities,
 )
@@ -291,11 +292,15 @@ def finish_job(
         collectives=tuple(collectives),
         steps=tuple(steps),
         opportunities=tuple(
-            rank(
-                hide
-                + expert_exchange_opportunity(comm, hide, stack, collectives)
-                + waiting
-                + signal_opportunities(signals, stack)
+            merge_same_time(
+                rank(
+                    hide
+                    + expert_exchange_opportunity(comm, hide, stack, collectives)
+                    + waiting
+                    + signal_opportunities(signals, stack)
+                ),
+                comm,
+                matched,
             )
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
