@@ -12,7 +12,7 @@ file is walked with :func:`iter_fields`, and only the metadata plane is parsed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -284,3 +284,58 @@ def length_delimited_prefix(data: bytes, number: int) -> str | None:
     except WireError:
         return None
     return None
+
+
+def _fields_at(fh, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """The length-delimited fields of one message in a file, by seeks (no payload is read):
+    ``(number, header start, value start, value end)``."""
+    pos = start
+    while pos < end:
+        head = pos
+        key, pos = _read_varint(fh, pos)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise WireError("field number 0")
+        if wire == 0:
+            _, pos = _read_varint(fh, pos)
+            continue
+        if wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+            continue
+        if wire != 2:
+            raise WireError(f"unsupported wire type {wire}")
+        length, pos = _read_varint(fh, pos)
+        if pos + length > end:
+            raise WireError("a field runs past the end of its message")
+        yield number, head, pos, pos + length
+        pos += length
+
+
+# XPlane fields a device plane's own stats need: name, stat_metadata, stats (never lines or event metadata)
+_PLANE_STAT_FIELDS = (2, 5, 6)
+
+
+def plane_stats(path: str | Path, wanted: Callable[[str], bool]) -> dict[str, dict[str, object]]:
+    """Plane name -> its own stats (name -> value) for the planes ``wanted`` accepts, reading field headers
+    and those planes' name, stat metadata and stats only (a device's events are skipped by seeks)."""
+    XPlane = messages()["XPlane"]
+    out: dict[str, dict[str, object]] = {}
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        for number, _, start, end in _fields_at(fh, 0, size):
+            if number != 1:
+                continue
+            fh.seek(start)
+            name = length_delimited_prefix(fh.read(min(end - start, 1024)), 2) or ""
+            if not wanted(name):
+                continue
+            kept = bytearray()
+            for sub, head, _, sub_end in _fields_at(fh, start, end):
+                if sub in _PLANE_STAT_FIELDS:
+                    fh.seek(head)
+                    kept += fh.read(sub_end - head)
+            plane = XPlane.FromString(bytes(kept))
+            names = {k: v.name for k, v in plane.stat_metadata.items()}
+            values = ((names.get(s.metadata_id, ""), s.WhichOneof("value")) for s in plane.stats)
+            out[name] = {k: getattr(s, field) for (k, field), s in zip(values, plane.stats) if field}
+    return out
