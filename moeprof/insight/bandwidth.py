@@ -30,8 +30,12 @@ class LinkPeaks(dict[str, float]):
     gpu: Match | None = None  # the --gpu preset
     overrides: dict[str, float]
 
-    def __init__(self, peaks: Mapping[str, float] | None = None, gpu: Match | None = None,
-                 overrides: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        peaks: Mapping[str, float] | None = None,
+        gpu: Match | None = None,
+        overrides: Mapping[str, float] | None = None,
+    ) -> None:
         super().__init__(peaks or {})
         self.gpu = gpu
         self.overrides = dict(overrides if overrides is not None else (peaks or {}))
@@ -114,10 +118,13 @@ def job_hardware(models: Mapping[str, str], given: Mapping[str, float] | None = 
     if gpu is not None and gpu.preset is not None:
         preset, origin = gpu.preset, "--gpu"
         if per_name and (trace_preset is None or trace_preset.name != preset.name):
-            named = ", ".join(f"{n} ({m.preset.name if m.preset else 'no preset'})" for n, m in
-                              zip(sorted(per_name), matches, strict=True))
-            warnings.append(f"--gpu {gpu.name} ({preset.name}) is not what the trace names: {named}; "
-                            "the peaks of --gpu are used")
+            named = ", ".join(
+                f"{n} ({m.preset.name if m.preset else 'no preset'})"
+                for n, m in zip(sorted(per_name), matches, strict=True)
+            )
+            warnings.append(
+                f"--gpu {gpu.name} ({preset.name}) is not what the trace names: {named}; the peaks of --gpu are used"
+            )
     else:
         preset, origin = trace_preset, "trace"
     if preset is None and not per_name:
