@@ -204,9 +204,7 @@ def test_gpu_a100_works():
 def test_knee_by_hand():
     # NCCL ring/Simple: 8.4 us + hops x 3.4 us (NVLink) or 14 us (network); bytes = latency x peak / bus factor
     assert latency_knee_bytes("all-reduce", 2, "nvlink", 300.0) == pytest.approx((8.4 + 2 * 3.4) * 1e-6 * 300e9)
-    assert latency_knee_bytes("all-reduce", 8, "nvlink", 450.0) == pytest.approx(
-        (8.4 + 14 * 3.4) * 1e-6 * 450e9 / 1.75
-    )
+    assert latency_knee_bytes("all-reduce", 8, "nvlink", 450.0) == pytest.approx((8.4 + 14 * 3.4) * 1e-6 * 450e9 / 1.75)
     assert latency_knee_bytes("all-gather", 4, "ib", 50.0) == pytest.approx((8.4 + 3 * 14) * 1e-6 * 50e9 / 0.75)
     assert latency_knee_bytes("all-to-all", 8, "nvlink", 450.0) == pytest.approx((8.4 + 3.4) * 1e-6 * 450e9 / 0.875)
     assert latency_knee_bytes("all-reduce", 1, "nvlink", 450.0) is None

@@ -439,9 +439,7 @@ def device_peak(device_kind: str | None) -> DevicePeak | None:
     preset = match(device_kind).preset
     if preset is None:
         return None
-    return DevicePeak(
-        preset.name, preset.bf16_tflops, preset.fp8_tflops, preset.sources[0]
-    )
+    return DevicePeak(preset.name, preset.bf16_tflops, preset.fp8_tflops, preset.sources[0])
 
 
 def _dtype_kind(dtype: str) -> str | None:

@@ -318,7 +318,7 @@ _PLANE_STAT_FIELDS = (2, 5, 6)
 def plane_stats(path: str | Path, wanted: Callable[[str], bool]) -> dict[str, dict[str, object]]:
     """Plane name -> its own stats (name -> value) for the planes ``wanted`` accepts, reading field headers
     and those planes' name, stat metadata and stats only (a device's events are skipped by seeks)."""
-    XPlane = messages()["XPlane"]
+    plane_class = messages()["XPlane"]
     out: dict[str, dict[str, object]] = {}
     with open(path, "rb") as fh:
         size = fh.seek(0, 2)
@@ -334,7 +334,8 @@ def plane_stats(path: str | Path, wanted: Callable[[str], bool]) -> dict[str, di
                 if sub in _PLANE_STAT_FIELDS:
                     fh.seek(head)
                     kept += fh.read(sub_end - head)
-            plane = XPlane.FromString(bytes(kept))
+            plane = plane_class()
+            plane.ParseFromString(bytes(kept))
             names = {k: v.name for k, v in plane.stat_metadata.items()}
             values = ((names.get(s.metadata_id, ""), s.WhichOneof("value")) for s in plane.stats)
             out[name] = {k: getattr(s, field) for (k, field), s in zip(values, plane.stats) if field}
