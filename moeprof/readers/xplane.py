@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,7 +102,7 @@ def device_models(path: Path, host: str, first: int, ordinals: list[int]) -> dic
     """Device -> what its plane says the GPU is (:func:`device_description`); {} where the planes do not say."""
     try:
         planes = plane_stats(path, lambda name: bool(_GPU_PLANE.match(name)))
-    except (WireError, DecodeError, OSError):
+    except (WireError, OSError, ValueError, struct.error):
         return {}  # the events were read: a plane whose stats do not decode only loses its model
     out = {}
     for name, stats in planes.items():
