@@ -95,7 +95,7 @@ def evidence_text(opportunity: Opportunity) -> str:
     if "worst_device" in ev:
         parts.append(f"worst {ev['worst_device']}")
     if opportunity.link:
-        parts.append(f"link {opportunity.link}")
+        parts.append(f"link {on_fabric(opportunity.link)}")
     if "independent_compute_ns" in ev:
         parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
     if ev.get("bus_bandwidth_gbps") is not None:
