@@ -130,7 +130,12 @@ StepsOption = Annotated[
 ]
 StepMarkerOption = Annotated[str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")]
 GpuOption = Annotated[
-    str | None, typer.Option("--gpu", help="Link peaks of this GPU: H100, H200, H800, B200, GB200, GB300.")
+    str | None,
+    typer.Option(
+        "--gpu",
+        help="Peaks (links, MFU) of this GPU instead of the one the trace names: V100, A100, H100, H200, H800, "
+        "B200, GB200, GB300, MI300X, MI325X, MI355X.",
+    ),
 ]
 
 

@@ -29,7 +29,7 @@ from ..core.analysis import (
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..errors import InputError
-from ..insight.bandwidth import annotate, bus_factor
+from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
@@ -131,6 +131,7 @@ class JobResults:
         self.ranks: set[int | None] = set()
         self.worlds: set[int | None] = set()
         self.timeline: list = []
+        self.models: dict[str, str] = {}  # device -> GPU model its file names
         self.tables: dict[str, list[pd.DataFrame]] = {name: [] for name in self._TABLES}
         self.added = 0
 
@@ -161,6 +162,7 @@ class JobResults:
         self.ranks.add(part.job.get("rank"))
         self.worlds.add(part.job.get("world_size"))
         self.timeline.extend(part.timeline)
+        self.models.update(part.models)
         for name in self._TABLES:
             frame = getattr(part, name)
             if not frame.empty:
@@ -268,7 +270,9 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    collectives = annotate(collectives_table(comm), mode, link_peaks or {})
+    hardware = job_hardware(job.models, link_peaks)
+    scale_up = hardware.preset.scale_up if hardware.preset is not None else "nvlink"
+    collectives = annotate(collectives_table(comm), mode, hardware.peaks, scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
     independent = job.table("independent", ("device", "key", "independent_ns"))
@@ -304,9 +308,10 @@ def finish_job(
             )
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
-        warnings=(*notes, *(w for k in order for w in job.warnings[k])),
+        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings),
         spread=spread(devices, steps),
         ledger=ledger_summary(ledger) if ledger is not None else None,
+        hardware=hardware.summary,
     ), matched
 
 

@@ -76,6 +76,7 @@ class FileResult:
     job: dict = field(default_factory=dict)  # world_size, rank: what the ledger's whole-job rule needs
     timeline: list[TimelineView] = field(default_factory=list)
     step_count: int = 0  # steps found in the file (selected or not)
+    models: dict[str, str] = field(default_factory=dict)  # device -> GPU model, where the file names it
 
 
 def _group_sizes(groups: np.ndarray) -> np.ndarray:
@@ -372,6 +373,7 @@ def measure_file(
         job={"world_size": trace.job.world_size, "rank": trace.job.rank, "format": trace.format},
         timeline=views,
         step_count=int(all_steps["step"].nunique()) if len(all_steps) else 0,
+        models=dict(trace.device_models),
     )
 
 

@@ -269,7 +269,34 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         process_groups={name: tuple(ranks) for name, ranks in pg_ranks.items()},
         job=Job(rank=rank, world_size=world, gpus_per_node=gpus),
         devices={str(d): rank for d in pd.unique(dev["device"])},
+        device_models=_device_models(meta, [str(d) for d in pd.unique(dev["device"])]),
     )
+
+
+def _device_models(meta: dict, devices: list[str]) -> dict[str, str]:
+    """Device -> GPU model from ``deviceProperties`` (``[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}, ...]``).
+
+    A device ``rankR/GPU:g`` takes the entry whose id is ``g``; where every entry names one model,
+    every device has it (a rank file's device may be numbered past the entries it lists).
+    """
+    props = meta.get("deviceProperties")
+    if not isinstance(props, list):
+        return {}
+    by_id: dict[int, str] = {}
+    for entry in props:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"].strip():
+            gid = _as_int(entry.get("id"))
+            by_id[gid if gid is not None else len(by_id)] = entry["name"].strip()
+    names = set(by_id.values())
+    out = {}
+    for device in devices:
+        gpu = _as_int(device.rpartition("GPU:")[2])
+        name = by_id.get(gpu) if gpu is not None else None
+        if name is None and len(names) == 1:
+            (name,) = names
+        if name:
+            out[device] = name
+    return out
 
 
 # ---- decoding -------------------------------------------------------------------------------
