@@ -38,6 +38,9 @@ RAW_COLUMNS: dict[str, str] = {
     "annotation": "str",  # enclosing CPU-side op or NVTX range ("nccl:all_to_all", ...)
     "bytes": "float64",  # bytes moved by one execution (NaN unknown)
     "group": "str",  # communicating group, comma-separated global ids ("" unknown)
+    # the group is the reader's assumption, not read from the trace (a Kineto rank file of a job that fits one
+    # NVLink domain: the whole world): the links use it, the ledger's match key does not (spec §8)
+    "group_assumed": "bool",
     "pg": "str",  # process group / communicator the call ran on ("" unknown): part of the ledger's match key
     "seq": "int64",  # the call's sequence number in its group (-1 unknown)
     "p2p": "bool",  # a point-to-point call (send/recv): counted apart from collectives, members are the two peers
