@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import gzip
+import html
 import json
 from pathlib import Path
 
@@ -179,3 +180,24 @@ def test_src_and_dst_rank_are_global_ranks(tmp_path: Path) -> None:
     assert got == {"rank0/GPU:0": (200, 300), "rank2/GPU:0": (0, 400)}
     (straggler,) = doc["ledger"]["stragglers"][:1]
     assert (straggler["device"], straggler["straggler_count"], straggler["caused_wait_ns"]) == ("rank2/GPU:0", 1, 200)
+
+
+def test_a_rank_alone_says_the_other_members_traces_are_missing(tmp_path: Path) -> None:
+    """Rank 0 of a 2-rank job whose 2 all-reduces name the group [0, 1]: 2 incomplete keys in the JSON; on
+    screen and in the HTML, in words, that rank 1's trace is missing."""
+    calls = [
+        {"name": RING, "ts": t, "dur": 4.0, "Collective name": "allreduce", "Process Group Name": "0",
+         "Process Group Ranks": "[0, 1]", "Group size": 2}
+        for t in (10.0, 30.0)
+    ]  # fmt: skip
+    path = _rank_file(tmp_path, 0, 2, calls)
+    assert _analyze(path)["ledger"]["incomplete"] == 2
+    said = "the traces of the other members are missing for 2 calls (2 incomplete keys"
+    res = runner.invoke(app, ["analyze", str(path)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert said in " ".join(res.stdout.split())
+    out = tmp_path / "one.html"
+    res = runner.invoke(app, ["report", str(path), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    body = html.unescape(out.read_text(encoding="utf-8").split('<script type="application/json"')[0])
+    assert said in " ".join(body.split())
