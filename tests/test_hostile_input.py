@@ -269,7 +269,8 @@ def test_isolated_activity_by_hand() -> None:
     starts = np.array([0, 10, 3 * d, 3 * d + 5, 0, d + 20, 0, 2 * d])
     ends = np.array([d, 20, 3 * d + 1, 3 * d + 9, 10, d + 30, d, 2 * d])
     # a: [0, d] covers [10, 20]; 3d comes 2d later: two parts of 2, the earliest kept.
-    # b: d + 20 is d + 10 after the end at 10: two parts of 1, the earliest kept. c: [0, d] then 2d, a gap of exactly one day
+    # b: d + 20 is d + 10 after the end at 10: two parts of 1, the earliest kept.
+    # c: [0, d] then 2d, a gap of exactly one day: one part
     want = [False, False, True, True, False, True, False, False]
     assert events.isolated_activity(np.array(devices, dtype=object), starts, ends).tolist() == want
 

@@ -59,8 +59,8 @@ def _rank_file(folder: Path, rank: int, world: int, kernels: list[dict], cpu: li
     return path
 
 
-def _analyze(*paths: Path) -> dict:
-    res = runner.invoke(app, ["analyze", *map(str, paths), "--json"])
+def _analyze(*args: Path | str) -> dict:
+    res = runner.invoke(app, ["analyze", *map(str, args), "--json"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
@@ -201,3 +201,32 @@ def test_a_rank_alone_says_the_other_members_traces_are_missing(tmp_path: Path) 
     assert res.exit_code == 0, res.output
     body = html.unescape(out.read_text(encoding="utf-8").split('<script type="application/json"')[0])
     assert said in " ".join(body.split())
+
+
+def _profiler_steps_file(folder: Path) -> Path:
+    """ProfilerStep#4..#6 (a torch.profiler schedule records from step 4), spans 100, 130 and 110 µs."""
+    bounds = [(0.0, 100.0), (100.0, 230.0), (230.0, 340.0)]
+    steps = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{4 + i}", "pid": 1, "tid": 1, "ts": s,
+         "dur": e - s}
+        for i, (s, e) in enumerate(bounds)
+    ]  # fmt: skip
+    kernels = [{"name": GEMM, "ts": s + 1.0, "dur": e - s - 2.0, "launch": s + 0.5} for s, e in bounds]
+    return _rank_file(folder, 0, 1, kernels, steps)
+
+
+def test_the_slowest_step_is_named_as_the_trace_numbers_it_with_its_steps_position(tmp_path: Path) -> None:
+    """Step numbers are the trace's (ProfilerStep#5 is step 5, in the JSON and on screen); --steps counts
+    positions (step 5 is --steps 1): the terminal says both, and --steps 1 measures exactly that step."""
+    path = _profiler_steps_file(tmp_path)
+    doc = _analyze(path)
+    assert [s["step"] for s in doc["steps"]] == [4, 5, 6]
+    assert (doc["spread"]["slowest_step"]["step"], doc["spread"]["slowest_step"]["position"]) == (5, 1)
+    res = runner.invoke(app, ["analyze", str(path)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "3 steps, slowest step 5 (--steps 1) at 1.18x the median span" in " ".join(res.stdout.split())
+    (one,) = _analyze(path, "--steps", "1")["steps"]
+    assert (one["step"], one["span_ns"]) == (5, 130_000)  # ProfilerStep#5, [100, 230) µs
+    res = runner.invoke(app, ["analyze", str(path), "--steps", "7", "--json"])
+    assert res.exit_code == 2
+    assert "the trace has 3 steps (numbered 4, 5, 6 by the trace; --steps takes positions 0 to 2)" in res.stderr

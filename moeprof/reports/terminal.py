@@ -32,7 +32,18 @@ from ..core.summary import (
     zero_everywhere,
 )
 from ..words import plural
-from .text import NBSP, duration, evidence_text, headline, ledger_headline, ledger_line, ms, pct, verdict_lines
+from .text import (
+    NBSP,
+    duration,
+    evidence_text,
+    headline,
+    ledger_headline,
+    ledger_line,
+    ms,
+    pct,
+    step_name,
+    verdict_lines,
+)
 
 PIPED_WIDTH = 160  # a report piped into a CI log without COLUMNS: wide, tables are not folded
 DEVICE_ROWS_AUTO = 16  # up to this many devices every one gets a row; more: statistics and the worst ones
@@ -429,7 +440,9 @@ def spread_parts(result: Analysis) -> list[str]:
         slow = sp.slowest_step
         flag = " (slow step)" if slow.flagged else ""
         steps = plural(len(sp.steps), "step")
-        parts.append(f"{steps}, slowest step {slow.step} at {slow.over_median:.2f}x the median span{flag}")
+        parts.append(
+            f"{steps}, slowest {step_name(slow.step, slow.position)} at {slow.over_median:.2f}x the median span{flag}"
+        )
     return parts
 
 

@@ -190,3 +190,10 @@ def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
         problems.append(plural(led.desynchronized, "desynchronized key"))
     sep = ";" if led.instances else ":"
     return f"{lead}{matched}{sep} {'; '.join(problems)}; {clock_text(led)}."
+
+
+def step_name(number: int, position: int | None) -> str:
+    """A step as the trace numbers it (what the JSON says), with its ``--steps`` position where that differs."""
+    if position is None or position == number:
+        return f"step {number}"
+    return f"step {number} (--steps {position})"
