@@ -126,7 +126,12 @@ SkipFirstOption = Annotated[
     int, typer.Option("--skip-first", min=0, metavar="N", help="Drop the first N steps (warm-up).")
 ]
 StepsOption = Annotated[
-    str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
+    str | None,
+    typer.Option(
+        "--steps",
+        help="Measure only steps A:B: 0-based positions, half-open, whatever numbers the trace gives its steps "
+        "(reports name a step by its number, with its position beside it where they differ).",
+    ),
 ]
 StepMarkerOption = Annotated[str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")]
 GpuOption = Annotated[

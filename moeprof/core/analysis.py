@@ -324,10 +324,11 @@ class StepSummary:
 
 @dataclass(frozen=True, slots=True)
 class SlowestStep:
-    step: int
+    step: int  # as the trace numbers it (ProfilerStep#N, the Steps line; the JSON's steps[].step)
     span_ns: int
     over_median: float | None
     flagged: bool
+    position: int | None = None  # its position as --steps counts it (0-based, after --skip-first); None unknown
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -42,7 +42,9 @@ from ..insight.waiting import op_stragglers, straggler_opportunity
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
 
-def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Spread:
+def spread(
+    devices: Sequence[DeviceFigures], steps: Sequence[StepFigures], positions: Mapping[int, int] | None = None
+) -> Spread:
     """How figures vary across devices and steps: a straggler device or a slow step shows here."""
     device_spread: dict[str, FigureSpread] = {}
     straggler = None
@@ -95,6 +97,7 @@ def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Sp
         slow_span = float(col["span_ns"][slow])
         slowest = SlowestStep(
             step=int(numbers[slow]),
+            position=(positions or {}).get(int(numbers[slow])),
             span_ns=int(slow_span),
             over_median=round(slow_span / median, 4) if median else None,
             flagged=bool(median and slow_span > 1.2 * median),
@@ -121,6 +124,7 @@ class JobResults:
         self.warnings: dict[int, list[str]] = {}
         self.devices: list[DeviceFigures] = []
         self.steps: list[StepFigures] = []
+        self.step_positions: dict[int, int] = {}  # step number -> position as --steps counts it
         self.signals: list[dict] = []
         self.rules: dict[str, int] = {}
         self.facts: dict[str, dict] = {}
@@ -151,6 +155,8 @@ class JobResults:
         self.warnings[index] = list(part.warnings)
         self.devices.extend(part.devices)
         self.steps.extend(part.steps)
+        for number, position in part.step_positions.items():
+            self.step_positions.setdefault(number, position)
         self.signals.extend(part.signals)
         for k, v in part.rules.items():
             self.rules[k] = self.rules.get(k, 0) + v
@@ -309,7 +315,7 @@ def finish_job(
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
         warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings),
-        spread=spread(devices, steps),
+        spread=spread(devices, steps, job.step_positions),
         ledger=ledger_summary(ledger) if ledger is not None else None,
         hardware=hardware.summary,
     ), matched

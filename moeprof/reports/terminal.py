@@ -46,6 +46,7 @@ from .text import (
     pct,
     remedy_texts,
     scale_up_word,
+    step_name,
     verdict_lines,
 )
 
@@ -443,7 +444,9 @@ def spread_parts(result: Analysis) -> list[str]:
         slow = sp.slowest_step
         flag = " (slow step)" if slow.flagged else ""
         steps = plural(len(sp.steps), "step")
-        parts.append(f"{steps}, slowest step {slow.step} at {slow.over_median:.2f}x the median span{flag}")
+        parts.append(
+            f"{steps}, slowest {step_name(slow.step, slow.position)} at {slow.over_median:.2f}x the median span{flag}"
+        )
     return parts
 
 

@@ -233,6 +233,11 @@ def ledger_headline(v: Verdict | None) -> list[str]:
         return []
     led = v.ledger
     if not led.instances:  # one rank of a group, or members' traces missing: no split, and no made-up one
+        if led.incomplete:
+            return [
+                "waiting vs moving bytes: unknown, the traces of the other members of its groups are missing "
+                "(analyze every member's trace together)"
+            ]
         return [
             "waiting vs moving bytes: unknown, no collective matched across ranks "
             "(analyze the traces of every member of its groups together)"
@@ -265,6 +270,33 @@ def clock_text(led: LedgerSummary) -> str:
 
 def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
     """The ledger's matching in one sentence: instances matched, those that could not be, the clocks."""
-    problems = [plural(led.incomplete, "incomplete key"), plural(led.desynchronized, "desynchronized key")]
-    left = "none incomplete or desynchronized" if not (led.incomplete or led.desynchronized) else ", ".join(problems)
-    return f"{lead}{plural(led.instances, 'collective instance')} matched across ranks, {left}; {clock_text(led)}."
+    matched = f"{plural(led.instances, 'collective instance')} matched across ranks"
+    if not (led.incomplete or led.desynchronized):
+        return f"{lead}{matched}, none incomplete or desynchronized; {clock_text(led)}."
+    problems = []
+    if led.incomplete:
+        # an incomplete key is a call that some members of its group have and others do not: with nothing
+        # matched, the other members' traces are missing (one rank file of a job, say so plainly)
+        keys = plural(led.incomplete, "incomplete key")
+        calls = plural(led.incomplete, "call")
+        if led.instances:
+            problems.append(
+                f"{calls} found on only some members of their group "
+                f"(the others' traces missing or lacking them: {keys})"
+            )
+        else:
+            problems.append(
+                f"the traces of the other members are missing for {calls} "
+                f"({keys}; analyze every member's trace together)"
+            )
+    if led.desynchronized:
+        problems.append(plural(led.desynchronized, "desynchronized key"))
+    sep = ";" if led.instances else ":"
+    return f"{lead}{matched}{sep} {'; '.join(problems)}; {clock_text(led)}."
+
+
+def step_name(number: int, position: int | None) -> str:
+    """A step as the trace numbers it (what the JSON says), with its ``--steps`` position where that differs."""
+    if position is None or position == number:
+        return f"step {number}"
+    return f"step {number} (--steps {position})"
