@@ -377,6 +377,7 @@ class Analysis:
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a saved analysis this version does not know
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
     skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
+    dropped_activities: int = 0  # device activities the readers dropped as unplaceable (in the JSON when > 0)
     # each device's timeline view, when measured with one (report, annotate); never in the JSON
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
     # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
@@ -417,6 +418,8 @@ class Analysis:
             doc["ledger"] = dict(self.ledger)
         if self.skipped:
             doc["skipped"] = [dict(s) for s in self.skipped]
+        if self.dropped_activities:
+            doc["dropped_activities"] = self.dropped_activities
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -449,6 +452,7 @@ class Analysis:
             "manifest",
             "ledger",
             "skipped",
+            "dropped_activities",
         }
         try:
             return cls(
@@ -465,6 +469,7 @@ class Analysis:
                 manifest=doc.get("manifest") if isinstance(doc.get("manifest"), dict) else None,
                 ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
                 skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
+                dropped_activities=_int(doc.get("dropped_activities")),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

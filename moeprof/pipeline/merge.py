@@ -118,6 +118,7 @@ class JobResults:
     def __init__(self) -> None:
         self.inputs: dict[int, list[str]] = {}
         self.warnings: dict[int, list[str]] = {}
+        self.dropped_activities = 0
         self.devices: list[DeviceFigures] = []
         self.steps: list[StepFigures] = []
         self.signals: list[dict] = []
@@ -147,6 +148,7 @@ class JobResults:
                 )
         self.inputs[index] = list(part.inputs)
         self.warnings[index] = list(part.warnings)
+        self.dropped_activities += part.dropped_activities
         self.devices.extend(part.devices)
         self.steps.extend(part.steps)
         self.signals.extend(part.signals)
@@ -300,6 +302,7 @@ def finish_job(
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
         warnings=(*notes, *(w for k in order for w in job.warnings[k])),
+        dropped_activities=job.dropped_activities,
         spread=spread(devices, steps),
         ledger=ledger_summary(ledger) if ledger is not None else None,
     ), matched

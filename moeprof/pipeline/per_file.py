@@ -76,6 +76,7 @@ class FileResult:
     job: dict = field(default_factory=dict)  # world_size, rank: what the ledger's whole-job rule needs
     timeline: list[TimelineView] = field(default_factory=list)
     step_count: int = 0  # steps found in the file (selected or not)
+    dropped_activities: int = 0  # device activities the reader dropped as unplaceable
 
 
 def _group_sizes(groups: np.ndarray) -> np.ndarray:
@@ -363,6 +364,7 @@ def measure_file(
         signals=signals,
         rules=rules,
         warnings=warnings,
+        dropped_activities=trace.dropped_activities,
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
         clocks=_clocks(trace),

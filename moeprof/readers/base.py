@@ -160,7 +160,12 @@ def screen_times(trace: Trace, path: Path | str) -> Trace:
         raise InputError(path, f"device activities add up to {total:.3g} ns, past what int64 sums hold (2^62 ns)")
     if len(warnings) == len(trace.warnings):
         return trace
-    return trace.replace(events=events, markers=markers, warnings=tuple(warnings))
+    return trace.replace(
+        events=events,
+        markers=markers,
+        warnings=tuple(warnings),
+        dropped_activities=trace.dropped_activities + int(drop.sum()),
+    )
 
 
 WINDOW = f"accepted: 0 <= time < 2^62 ns, 0 <= duration <= {MAX_DURATION_NS // 3_600_000_000_000} h"
