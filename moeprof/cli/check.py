@@ -170,8 +170,9 @@ def check_command(
         if not cfg.allow_dropped:
             for s in (source, base_source):
                 if s is not None and s.analysis.dropped_activities:
+                    dropped = plural(s.analysis.dropped_activities, "device activity", "device activities")
                     raise fail(
-                        f"{s.path}: the reader dropped {plural(s.analysis.dropped_activities, 'device activity', 'device activities')}"
+                        f"{s.path}: the reader dropped {dropped}"
                         " whose times cannot be placed (see the warning above): its figures leave them out;"
                         " --allow-dropped gates it anyway"
                     )

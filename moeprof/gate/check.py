@@ -331,7 +331,7 @@ def _normalize(table: dict, path: Path) -> dict:
             raise InputError(path, f"unknown gate key {raw!r} (known: {', '.join(CONFIG_KEYS)})")
         if key in FRACTION_KEYS:
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-                raise InputError(path, f"{raw} = {value!r}: expected a fraction (0.5 or \"50%\")")
+                raise InputError(path, f'{raw} = {value!r}: expected a fraction (0.5 or "50%")')
             try:
                 out[key] = parse_fraction(value, key)
             except InputError as exc:
@@ -442,16 +442,15 @@ def _gate(
         message += "; " + noise_words(noise, unit)
     elif over and base is not None:
         message += "; no step spread to test against (fewer than two steps): tolerance only"
-    return GateResult(
-        name, figure, unit, m.value, limit, passed, m.device, m.step, base, message, _noise_json(noise)
-    )
+    return GateResult(name, figure, unit, m.value, limit, passed, m.device, m.step, base, message, _noise_json(noise))
 
 
 def _ungated(name: str, figure: str, m: Measure, limit: float, per_device: bool, base: float) -> GateResult:
     unit = FIGURES[figure][0]
     scope = "worst device" if per_device else "total"
     message = (
-        f"{name} not gated: {figure} ({scope}) {fmt(m.value, unit)} (baseline {fmt(base, unit)}){_where(m, per_device)};"
+        f"{name} not gated: {figure} ({scope}) {fmt(m.value, unit)} (baseline {fmt(base, unit)})"
+        f"{_where(m, per_device)};"
         " the steps carry no wait/transfer split, so its step-to-step noise is unknown"
         f" (gate it with --max-{figure.replace('_', '-')})"
     )
@@ -512,9 +511,7 @@ def evaluate(analysis: Analysis, config: CheckConfig, baseline: Analysis | None 
                     continue
             # the tolerance on the step means: absolute on ratios, relative to the baseline's mean on times
             shift = (
-                config.tolerance
-                if unit == "ratio" or len(before) < 2
-                else config.tolerance * sum(before) / len(before)
+                config.tolerance if unit == "ratio" or len(before) < 2 else config.tolerance * sum(before) / len(before)
             )
             noise = welch_test(before, after, shift, config.noise_alpha)
             results.append(_gate(name, figure, m, limit, config.per_device, base, noise))
