@@ -5,7 +5,7 @@ Two experiments, each printing its figures:
 1. Unchanged demo captures. ``--pairs`` pairs of ``moeprof capture demo`` runs of one configuration
    (``--demo-args``); run A of each pair is saved as the baseline (``moeprof baseline save``) and run B
    is checked against it. Counted: pairs where a gate fails, at the defaults (tolerance 0.02, Welch's
-   test at alpha 0.01), at ``--tolerance 0.05`` (docs/ci.md), and with the tolerance alone
+   test at alpha 0.001), at ``--tolerance 0.05`` (docs/ci.md), and with the tolerance alone
    (``--noise-alpha 1``: what check did before the noise test). An unchanged program must not fail.
 2. A synthetic job with a real regression (``synthetic.gpu.build``, one host of 8 GPUs, ``--layers`` MoE
    layers, ``--steps`` steps; its exposed comm moves 3-5% from step to step):
@@ -39,7 +39,7 @@ from synthetic.gpu import build, host_name, truth, write_xplane  # noqa: E402
 
 DEMO_ARGS = "--devices 4 --expert-ffn 1024 --steps 6 --warmup 1"
 VARIANTS = {  # label -> (tolerance, alpha)
-    "defaults (tolerance 0.02, Welch alpha 0.01)": (0.02, DEFAULT_ALPHA),
+    "defaults (tolerance 0.02, Welch alpha 0.001)": (0.02, DEFAULT_ALPHA),
     "--tolerance 0.05": (0.05, DEFAULT_ALPHA),
     "tolerance alone, 0.02 (before)": (0.02, 1.0),
     "tolerance alone, 0.05 (before)": (0.05, 1.0),

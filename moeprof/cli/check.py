@@ -94,7 +94,7 @@ def check_command(
             min=0,
             max=1,
             metavar="P",
-            help="Level of the step-noise test of baseline gates (Welch, one-sided; default 0.01; 1: tolerance only).",
+            help="Level of the step-noise test of baseline gates (Welch, one-sided; default 0.001; 1: tolerance only).",
         ),
     ] = None,
     allow_dropped: Annotated[
