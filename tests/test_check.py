@@ -414,9 +414,12 @@ def test_ledger_fractions_against_a_baseline_are_shown_not_gated(synth_analysis,
     base = json.loads(synth_analysis.read_text())
     current = json.loads(json.dumps(base))
     current["total"]["exposed_wait_ns"] = base["total"]["exposed_wait_ns"] * 3  # far past any tolerance
-    code, gates = _check_against(tmp_path, base, current, "--tolerance", "0.02")
+    report = tmp_path / "report.xml"
+    code, gates = _check_against(tmp_path, base, current, "--tolerance", "0.02", "--junit", str(report))
     assert code == 0
     assert gates["exposed_wait_fraction"]["gated"] is False and gates["exposed_comm_ms"]["gated"] is True
+    skipped = [c.get("name") for c in ET.parse(report).getroot().iter("testcase") if c.find("skipped") is not None]
+    assert skipped == ["exposed-wait-fraction-vs-baseline", "exposed-transfer-fraction-vs-baseline"]
     # the tolerance alone gates them, as before
     code, gates = _check_against(tmp_path, base, current, "--tolerance", "0.02", "--noise-alpha", "1")
     assert code == 1 and gates["exposed_wait_fraction"]["passed"] is False

@@ -539,11 +539,16 @@ def verdict(results: list[GateResult], source: Source, config: CheckConfig) -> d
 def junit_xml(results: list[GateResult], suite: str = "moeprof.check") -> ET.ElementTree:
     """One testcase per gate; failed gates carry a <failure> with the message."""
     failures = sum(not r.passed for r in results)
+    skipped = sum(not r.gated for r in results)
     root = ET.Element("testsuites", name=suite, tests=str(len(results)), failures=str(failures), errors="0")
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(results)), failures=str(failures), errors="0")
+    ts = ET.SubElement(
+        root, "testsuite", name=suite, tests=str(len(results)), failures=str(failures), errors="0", skipped=str(skipped)
+    )
     for r in results:
         case = ET.SubElement(ts, "testcase", classname=suite, name=r.name, time="0")
-        if not r.passed:
+        if not r.gated:  # shown against the baseline, not gated: a skipped test, with the reason
+            ET.SubElement(case, "skipped", message=r.message)
+        elif not r.passed:
             failure = ET.SubElement(case, "failure", message=r.message, type="GateFailed")
             failure.text = "\n".join(_details(r))
         else:
