@@ -113,10 +113,21 @@ def _truth_ib(kind: str, hosts: int, gpus_per_host: int, hlo_op: str) -> float:
     return 1.0  # ring collectives that leave the host
 
 
-def build(name: str, hosts: int, gpus_per_host: int, steps: int = 3, layers: int = 4, seed: int = 0) -> Scenario:
+def build(
+    name: str,
+    hosts: int,
+    gpus_per_host: int,
+    steps: int = 3,
+    layers: int = 4,
+    seed: int = 0,
+    regression: float = 0.0,
+) -> Scenario:
     """A MoE-like step per layer: router, dispatch all-to-all, expert GEMMs, combine, with FSDP collectives.
 
-    Comm runs on its own stream and partly overlaps compute, by random amounts.
+    Comm runs on its own stream and partly overlaps compute, by random amounts. ``regression`` > 0
+    makes the same job (same draws) with that much more exposed comm in every step of every device:
+    an all-reduce that no compute hides, lasting ``regression`` x the exposed comm of the device's
+    step (``0.10``: +10%, up to a nanosecond of rounding), as a gradient reduction that lost its overlap.
     """
     rng = np.random.default_rng(seed)
     n = hosts * gpus_per_host
@@ -129,6 +140,7 @@ def build(name: str, hosts: int, gpus_per_host: int, steps: int = 3, layers: int
         for _s in range(steps):
             step_end = step_start
             for d in range(gpus_per_host):
+                first = len(kernels)  # this device's kernels of this step start here
                 t = step_start + int(rng.integers(0, 2_000))
                 compute_stream, comm_stream, copy_stream = (
                     "Stream #13(Compute)",
@@ -167,6 +179,12 @@ def build(name: str, hosts: int, gpus_per_host: int, steps: int = 3, layers: int
                         kname2, op2, bucket2, _ = COMPUTE_KERNELS[int(rng.integers(2, len(COMPUTE_KERNELS)))]
                         kernels.append(Kernel(d, compute_stream, kname2, max(t, c_start), cdur, bucket2, "", op2))
                         t = max(t, c_start) + max(dur, cdur) + int(rng.integers(200, 3_000))
+                if regression:
+                    extra = round(regression * _exposed_ns(kernels[first:]))
+                    kname, op, kind = COMM_OPS[3]
+                    ib = _truth_ib(kind, hosts, gpus_per_host, op)
+                    kernels.append(Kernel(d, comm_stream, kname, t, extra, "comm", kind, op, ib))
+                    t += extra
                 kernels.append(Kernel(d, compute_stream, "xla::gpu::MultiGpuBarrierKernelImpl", t, 1_500, "other"))
                 t += 1_500
                 step_end = max(step_end, t)
@@ -175,6 +193,20 @@ def build(name: str, hosts: int, gpus_per_host: int, steps: int = 3, layers: int
         scen.kernels[h] = kernels
         scen.steps[h] = windows
     return scen
+
+
+def _exposed_ns(kernels: list[Kernel]) -> int:
+    """Comm time no compute covers, by brute force (one boolean per nanosecond), of one device's kernels."""
+    lo = min(k.start for k in kernels)
+    hi = max(k.start + k.dur for k in kernels)
+    comm = np.zeros(hi - lo, dtype=bool)
+    compute = np.zeros(hi - lo, dtype=bool)
+    for k in kernels:
+        if k.bucket == "comm":
+            comm[k.start - lo : k.start + k.dur - lo] = True
+        elif k.bucket == "compute":
+            compute[k.start - lo : k.start + k.dur - lo] = True
+    return int((comm & ~compute).sum())
 
 
 def host_name(scen: Scenario, h: int) -> str:

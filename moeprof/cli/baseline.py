@@ -71,6 +71,12 @@ def save_command(
             out.write_text(json.dumps(doc, indent=1) + "\n")
         except OSError as exc:
             raise InputError(out, f"cannot write: {exc.strerror or exc}") from None
-        typer.echo(f"baseline written to {out} ({plural(len(doc.get('devices') or []), 'device')})", err=True)
+        measured = len({s.step for s in source.analysis.steps})
+        spread = (
+            f"{plural(measured, 'step')}: the spread check --baseline tests a change against"
+            if measured > 1
+            else "fewer than two steps: no spread, check --baseline will use the tolerance alone"
+        )
+        typer.echo(f"baseline written to {out} ({plural(len(doc.get('devices') or []), 'device')}, {spread})", err=True)
 
     guarded(body)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..words import plural
 from ..workers import warm_fork_server
 from .common import (
     DomainOption,
@@ -39,30 +40,30 @@ def check_command(
     path: Annotated[Path, typer.Argument(help="Trace(s) folder or file, run folder, or a saved analysis JSON.")],
     # short metavars and no --flag/--other pairs: at 80 columns typer's help gives the option names
     # only what the type and help columns leave, and the two --max-exposed-comm-* names cut short read the same
+    # fractions are text: 0.5 or 50% (parsed in the body, so a bare 50 is refused in one line)
     max_comm_share: Annotated[
-        float | None,
-        typer.Option("--max-comm-share", min=0, metavar="X", help="Limit on comm / accumulated kernel time (0-1)."),
+        str | None,
+        typer.Option("--max-comm-share", metavar="X", help="Limit on comm / accumulated kernel time: 0.5 or 50%."),
     ] = None,
     max_exposed_comm_fraction: Annotated[
-        float | None,
-        typer.Option("--max-exposed-comm-fraction", min=0, metavar="X", help="Limit on exposed comm / span (0-1)."),
+        str | None,
+        typer.Option("--max-exposed-comm-fraction", metavar="X", help="Limit on exposed comm / span: 0.5 or 50%."),
     ] = None,
     max_idle_fraction: Annotated[
-        float | None, typer.Option("--max-idle-fraction", min=0, metavar="X", help="Limit on idle / span (0-1).")
+        str | None, typer.Option("--max-idle-fraction", metavar="X", help="Limit on idle / span: 0.5 or 50%.")
     ] = None,
     max_exposed_wait_fraction: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             "--max-exposed-wait-fraction",
-            min=0,
             metavar="X",
-            help="Limit on exposed comm spent waiting for the last rank / span.",
+            help="Limit on exposed comm spent waiting for the last rank / span: 0.5 or 50%.",
         ),
     ] = None,
     max_exposed_transfer_fraction: Annotated[
-        float | None,
+        str | None,
         typer.Option(
-            "--max-exposed-transfer-fraction", min=0, metavar="X", help="Limit on exposed comm moving bytes / span."
+            "--max-exposed-transfer-fraction", metavar="X", help="Limit on exposed comm moving bytes / span (0.5, 50%)."
         ),
     ] = None,
     max_exposed_comm_ms: Annotated[
@@ -79,14 +80,27 @@ def check_command(
         Path | None, typer.Option("--baseline", help="A saved analysis (moeprof baseline save): no figure may regress.")
     ] = None,
     tolerance: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             "--tolerance",
-            min=0,
             metavar="X",
-            help="Allowed regression vs the baseline: absolute on ratios, relative on times (default 0.02).",
+            help="Allowed regression vs the baseline: absolute on ratios, relative on times (default 0.02, or 2%).",
         ),
     ] = None,
+    noise_alpha: Annotated[
+        float | None,
+        typer.Option(
+            "--noise-alpha",
+            min=0,
+            max=1,
+            metavar="P",
+            help="Level of the step-noise test of baseline gates (Welch, one-sided; default 0.001; 1: tolerance only).",
+        ),
+    ] = None,
+    allow_dropped: Annotated[
+        bool,
+        typer.Option("--allow-dropped", help="Gate a trace whose reader dropped activities it could not place."),
+    ] = False,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -128,6 +142,8 @@ def check_command(
                 "per_device": True if per_device else (False if total else None),
                 "baseline": baseline,
                 "tolerance": tolerance,
+                "noise_alpha": noise_alpha,
+                "allow_dropped": True if allow_dropped else None,
             },
             config,
         )
@@ -145,8 +161,23 @@ def check_command(
                 f"{path}: a saved analysis cannot be re-measured; --steps/--skip-first/--nvlink-domain-size/"
                 "--gpus-per-node apply to traces and run folders"
             )
+        base_source = load_source(cfg.baseline, load_opts, step_opts, execution) if cfg.baseline else None
+        # every warning of the analyses, before any verdict: a gate on a trace read in part must say so
+        for s in (source, base_source):
+            for w in s.analysis.warnings if s is not None else ():
+                prefix = "baseline: " if s is base_source else ""
+                stderr_console().print(f"moeprof: warning: {prefix}{w}", markup=False, highlight=False, soft_wrap=True)
+        if not cfg.allow_dropped:
+            for s in (source, base_source):
+                if s is not None and s.analysis.dropped_activities:
+                    dropped = plural(s.analysis.dropped_activities, "device activity", "device activities")
+                    raise fail(
+                        f"{s.path}: the reader dropped {dropped}"
+                        " whose times cannot be placed (see the warning above): its figures leave them out;"
+                        " --allow-dropped gates it anyway"
+                    )
         analysis = checkable(source, tuple(cfg.limits))
-        base = checkable(load_source(cfg.baseline, load_opts, step_opts, execution)) if cfg.baseline else None
+        base = checkable(base_source) if base_source is not None else None
         results = evaluate(analysis, cfg, base)
         doc = verdict(results, source, cfg)
         if junit:

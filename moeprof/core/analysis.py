@@ -382,6 +382,7 @@ class Analysis:
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
     skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
     hardware: Mapping[str, Any] | None = None  # the GPUs the traces name, the preset and peaks used
+    dropped_activities: int = 0  # device activities the readers dropped as unplaceable (in the JSON when > 0)
     # each device's timeline view, when measured with one (report, annotate); never in the JSON
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
     # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
@@ -424,6 +425,8 @@ class Analysis:
             doc["skipped"] = [dict(s) for s in self.skipped]
         if self.hardware:
             doc["hardware"] = dict(self.hardware)
+        if self.dropped_activities:
+            doc["dropped_activities"] = self.dropped_activities
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -457,6 +460,7 @@ class Analysis:
             "ledger",
             "skipped",
             "hardware",
+            "dropped_activities",
         }
         try:
             return cls(
@@ -474,6 +478,7 @@ class Analysis:
                 ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
                 skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
                 hardware=doc.get("hardware") if isinstance(doc.get("hardware"), dict) else None,
+                dropped_activities=_int(doc.get("dropped_activities")),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

@@ -114,6 +114,7 @@ class Trace:
     process_groups: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # name -> global ranks
     job: Job = field(default_factory=Job)
     warnings: tuple[str, ...] = ()
+    dropped_activities: int = 0  # device activities the reader dropped as unplaceable (readers.base.screen_times)
     # the devices this file holds, even those that ran nothing (device -> global id)
     devices: Mapping[str, int] = field(default_factory=dict)
     device_models: Mapping[str, str] = field(default_factory=dict)  # device -> GPU model, where the file says

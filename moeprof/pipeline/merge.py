@@ -122,6 +122,7 @@ class JobResults:
     def __init__(self) -> None:
         self.inputs: dict[int, list[str]] = {}
         self.warnings: dict[int, list[str]] = {}
+        self.dropped_activities = 0
         self.devices: list[DeviceFigures] = []
         self.steps: list[StepFigures] = []
         self.step_positions: dict[int, int] = {}  # step number -> position as --steps counts it
@@ -153,6 +154,7 @@ class JobResults:
                 )
         self.inputs[index] = list(part.inputs)
         self.warnings[index] = list(part.warnings)
+        self.dropped_activities += part.dropped_activities
         self.devices.extend(part.devices)
         self.steps.extend(part.steps)
         for number, position in part.step_positions.items():
@@ -315,6 +317,7 @@ def finish_job(
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
         warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings),
+        dropped_activities=job.dropped_activities,
         spread=spread(devices, steps, job.step_positions),
         ledger=ledger_summary(ledger) if ledger is not None else None,
         hardware=hardware.summary,

@@ -80,6 +80,7 @@ class FileResult:
     # step number (as the trace numbers it, what the JSON says) -> its position as --steps counts it
     # (0-based among the file's steps after --skip-first), for the measured steps
     step_positions: dict[int, int] = field(default_factory=dict)
+    dropped_activities: int = 0  # device activities the reader dropped as unplaceable
 
 
 def _group_sizes(groups: np.ndarray) -> np.ndarray:
@@ -367,6 +368,7 @@ def measure_file(
         signals=signals,
         rules=rules,
         warnings=warnings,
+        dropped_activities=trace.dropped_activities,
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
         clocks=_clocks(trace),

@@ -167,7 +167,13 @@ def screen_times(trace: Trace, path: Path | str) -> Trace:
         raise InputError(path, f"device activities add up to {total:.3g} ns, past what int64 sums hold (2^62 ns)")
     if len(warnings) == len(trace.warnings):
         return trace
-    return trace.replace(events=events, markers=markers, warnings=tuple(warnings))
+    return trace.replace(
+        events=events,
+        markers=markers,
+        warnings=tuple(warnings),
+        # outliers are dropped activities too: check refuses both unless --allow-dropped
+        dropped_activities=trace.dropped_activities + int(drop.sum()) + int(isolated.sum()),
+    )
 
 
 ISOLATED = (

@@ -35,9 +35,18 @@ def gate_table(results: list[GateResult], title: str) -> Table:
             fmt(r.baseline, r.unit),
             r.device or "-",
             "-" if r.step is None else str(r.step),
-            "[green]pass[/]" if r.passed else "[bold red]FAIL[/]",
+            _result(r),
         )
     return table
+
+
+def _result(r: GateResult) -> str:
+    if not r.gated:
+        return "[dim]not gated[/]"
+    if not r.passed:
+        return "[bold red]FAIL[/]"
+    # past the tolerance but not beyond the noise of the steps: it holds, and says why
+    return "[green]pass[/] [dim](noise)[/]" if r.value > r.limit else "[green]pass[/]"
 
 
 def render_check(results: list[GateResult], path: Path, cfg: CheckConfig) -> None:
@@ -47,10 +56,18 @@ def render_check(results: list[GateResult], path: Path, cfg: CheckConfig) -> Non
         gate_table(results, escape(f"moeprof check {path} ({scope}{', ' + cfg.origin if cfg.origin else ''})"))
     )
     failed = sum(not r.passed for r in results)
+    for r in results:  # why a figure past its limit holds, or is not gated
+        if (r.passed and r.value > r.limit) or not r.gated:
+            console.print(f"[dim]{escape(r.message)}[/]", soft_wrap=True)
+    gated = [r for r in results if r.gated]
+    shown = f" ({len(results) - len(gated)} more shown, not gated)" if len(gated) < len(results) else ""
     console.print(
-        ("[green]the gate holds[/]" if len(results) == 1 else f"[green]all {len(results)} gates hold[/]")
-        if not failed
-        else f"[bold red]{failed} of {plural(len(results), 'gate')} failed[/]"
+        (
+            ("[green]the gate holds[/]" if len(gated) == 1 else f"[green]all {len(gated)} gates hold[/]")
+            if not failed
+            else f"[bold red]{failed} of {plural(len(gated), 'gate')} failed[/]"
+        )
+        + shown
     )
 
 
