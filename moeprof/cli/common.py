@@ -178,8 +178,9 @@ def guarded(fn: Callable[[], T]) -> T:
         return fn()
     except InputError as exc:
         raise fail(str(exc)) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted", 130) from None
+    except KeyboardInterrupt as exc:
+        # a long wait on another program (nsys export) says what it was doing and what it stopped
+        raise fail(f"interrupted {exc}" if str(exc) else "interrupted", 130) from None
     except (typer.Exit, typer.Abort):
         raise
     except MemoryError:
