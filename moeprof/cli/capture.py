@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import InputError
-from .common import FittingHelp, guarded
+from .common import FittingHelp, MoeprofGroup, guarded
 
 # `capture demo`'s defaults, sized so that a skewed router makes a straggler on a small machine: with
 # 8 virtual devices on 2 cores the device threads' scheduling, not the routing, decides who arrives
@@ -22,7 +22,9 @@ DEMO_EXPERT_FFN = 1024
 if TYPE_CHECKING:
     from ..core.analysis import Analysis
 
-app = typer.Typer(help="Profile a MoE training step and analyze it (writes a run folder).", no_args_is_help=True)
+app = typer.Typer(
+    help="Profile a MoE training step and analyze it (writes a run folder).", no_args_is_help=True, cls=MoeprofGroup
+)
 
 OutOption = Annotated[
     Path | None, typer.Option("--out", "-o", help="Run folder to write (default runs/<kind>-<time>).")
