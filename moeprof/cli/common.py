@@ -9,7 +9,7 @@ import re
 import select
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -70,15 +70,24 @@ class MoeprofGroup(typer.core.TyperGroup):
             name_metavar(param)
         super().format_help(ctx, formatter)
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        kwargs["windows_expand_args"] = windows_expand_args
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, False, **kwargs)
         # rich and typer answer a closed stdout pipe by pointing stdout at /dev/null and exiting 1: a copy of
         # the original descriptor still tells whether that is why a command ended
         fd = stdout_fd()
         original = None if fd is None else os.dup(fd)
         try:
-            self._main_one_line_errors(*args, **kwargs)
+            self._main_one_line_errors(args, prog_name, complete_var, **kwargs)
         except SystemExit as exc:
             if exc.code not in (0, None) and original is not None and stdout_is_a_closed_pipe(original):
                 end_like_a_pipe_tool()
@@ -87,11 +96,13 @@ class MoeprofGroup(typer.core.TyperGroup):
             if original is not None:
                 os.close(original)
 
-    def _main_one_line_errors(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def _main_one_line_errors(
+        self, args: Sequence[str] | None, prog_name: str | None, complete_var: str | None, **kwargs: Any
+    ) -> NoReturn:
         errors = typer.core._click.exceptions
         try:
             # not standalone: the errors come back here instead of being drawn in typer's box
-            done = super().main(*args, standalone_mode=False, **kwargs)
+            done = super().main(args, prog_name, complete_var, False, **kwargs)
         except errors.NoArgsIsHelpError as exc:  # a bare `moeprof capture`: its help, as before
             exc.show()
             sys.exit(exc.exit_code)
@@ -117,7 +128,7 @@ def name_metavar(param: Any) -> None:
         return
     if isinstance(param, typer.core.TyperArgument):
         param.metavar = param.name.upper()  # the usage line adds "..." where it takes several
-        param.display_type_rich = lambda ctx: None  # the name says it; no second, typed column
+        param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]  # the name says it all
         return
     kind = param.bare_type()  # the annotation without None: "bool", "int", "float", "str", "Path", "list[str]"
     if getattr(param, "is_flag", False) or kind == "bool":
