@@ -101,8 +101,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copy(SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb", here / "run.xplane.pb")
     shutil.copy(SAMPLES / "synthetic_1host_8gpu.nsys.sqlite", here / "report.sqlite")
     shutil.copytree(SAMPLES / "synthetic_2host_4gpu_kineto", here / "ranks")
-    for rank in (here / "ranks").iterdir():
-        shutil.copy(rank, here / rank.name)
+    for rank in (here / "ranks").iterdir():  # rank3.pt.trace.json.gz -> worker3.pt.trace.json.gz
+        shutil.copy(rank, here / rank.name.replace("rank", "worker"))
     shutil.copytree(SAMPLES / "cpu_moe_8dev", here / "run")
     for name in ("baseline", "grouped-gemm", "ep-fusion"):
         shutil.copytree(SAMPLES / "cpu_moe_8dev", here / "runs" / name)
