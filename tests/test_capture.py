@@ -465,6 +465,25 @@ def test_nsys_flow_with_a_stand_in(tmp_path: Path) -> None:
     assert analysis["devices"] and any(i.endswith("report.sqlite") for i in analysis["inputs"])
 
 
+def test_capture_nsys_export_interrupted(tmp_path: Path) -> None:
+    """An export stopped by a signal (the user's Ctrl-C reaches it: one process group) says so, and keeps the report."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    nsys = bin_dir / "nsys"
+    script = FAKE_NSYS.format(log=tmp_path / "nsys.log", export=tmp_path / "none.sqlite")
+    nsys.write_text(script.replace('cp "', 'kill -INT $$; cp "'))
+    nsys.chmod(0o755)
+    out = tmp_path / "n"
+    res = moeprof_cli(
+        ["capture", "nsys", "--out", str(out), "--json", "--", "true"],
+        tmp_path,
+        PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    line = one_line(res)
+    assert "nsys export was interrupted (SIGINT) before it finished; the report is kept" in line
+    assert (out / "trace" / "report.nsys-rep").is_file()
+
+
 def test_nsys_run_folder_is_read_once(tmp_path: Path) -> None:
     from moeprof.readers import discover
 

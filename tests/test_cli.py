@@ -254,3 +254,131 @@ def test_a_command_run_imports_no_other_command():
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["schema"] == "moeprof.analysis/1"
     assert res.stderr.strip().splitlines()[-1] == str(["moeprof.cli.analyze", "moeprof.cli.common", "moeprof.cli.main"])
+
+
+# ------------------------------------------------------------------------------------------ refusals, one line
+@pytest.mark.parametrize(
+    ("args", "start"),
+    [
+        (["analyze", str(SAMPLE_INPUTS[0]), "--top", "x"], "moeprof: Invalid value for '--top': "),
+        (["analyze", str(SAMPLE_INPUTS[0]), "--bogus"], "moeprof: No such option: --bogus"),
+        (["capture", "demo", "--devices", "many"], "moeprof: Invalid value for '--devices': "),
+        (
+            ["check", str(SAMPLE_INPUTS[0]), "--max-idle-fraction", "-1"],
+            "moeprof: Invalid value for '--max-idle-fraction'",
+        ),
+        (["analyze"], "moeprof: Missing argument 'PATHS'"),
+    ],
+    ids=["top-x", "no-such-option", "subcommand", "range", "missing"],
+)
+def test_bad_option_values_are_one_line_exit_2(args: list[str], start: str) -> None:
+    """A bad option value is refused as every other input: one line naming the option, exit 2, no usage box."""
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(start), res.output
+    assert lines[0].endswith("--help)") and "╭" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (gzip.compress(b'[[rule]]\nmatch = "x"\nbucket = "compute"\n'), "gzip-compressed (gunzip it first)"),
+        (b"\xff\xfe[[rule]]", "rules must be TOML text in UTF-8; byte 0 is not (invalid start byte)"),
+    ],
+    ids=["gzip", "binary"],
+)
+def test_rules_file_that_is_not_text_is_named(tmp_path: Path, content: bytes, problem: str) -> None:
+    rules = tmp_path / "rules.toml.gz"
+    rules.write_bytes(content)
+    res = runner.invoke(app, ["analyze", str(SAMPLE_INPUTS[0]), "--rules", str(rules)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [f"moeprof: {rules}: {res.output.split(': ', 2)[2].strip()}"]
+    assert problem in res.output and "UnicodeDecodeError" not in res.output
+
+
+def _without_root_privilege() -> list[str]:
+    """A prefix that runs a command without permission to read what its mode bits forbid: nothing when not
+    root; as root, setpriv dropping the two capabilities that let root read anything."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: an unreadable folder cannot be made")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}"]
+
+
+@pytest.mark.parametrize("where", ["folder", "file-inside", "file-in-folder"])
+def test_unreadable_input_is_named(tmp_path: Path, where: str) -> None:
+    """A folder or file moeprof may not read: "<path>: cannot read: permission denied", not a bare PermissionError."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    trace = locked / "run.trace.json.gz"
+    trace.write_bytes((SAMPLE_INPUTS[2]).read_bytes())
+    target = {"folder": locked, "file-inside": trace, "file-in-folder": locked}[where]
+    (trace if where == "file-in-folder" else locked).chmod(0)
+    try:
+        res = subprocess.run(
+            [*_without_root_privilege(), sys.executable, "-m", "moeprof", "analyze", str(target)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        locked.chmod(0o755)
+        trace.chmod(0o644)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    named = trace if where == "file-in-folder" else target
+    assert len(lines) == 1 and lines[0].startswith(f"moeprof: {named}: "), res.stderr
+    assert "ermission denied" in lines[0] and "PermissionError" not in lines[0]
+
+
+def _every_command() -> list[list[str]]:
+    from moeprof.cli.main import build_app
+
+    whole = build_app()
+    out = [[c.name] for c in whole.registered_commands]
+    for group in whole.registered_groups:
+        out += [[group.name, c.name] for c in group.typer_instance.registered_commands]
+    return [[], *out]
+
+
+def test_help_names_option_values_not_python_types() -> None:
+    """`--top N`, `--rules PATH`, `--gpu GPU`, flags without a value: not `<bool>`, `<int range>`, `<list[str]>`."""
+    import re
+
+    python_type = re.compile(r"<(bool|int|float|str|path|int range|float range|list\[[^\]]*\])>")
+    for command in _every_command():
+        text = runner.invoke(app, [*command, "--help"], terminal_width=200).output
+        assert not python_type.search(text), (command, python_type.findall(text))
+    text = runner.invoke(app, ["analyze", "--help"], terminal_width=200).output
+    for shown in (
+        "--top                         N ",
+        "--rules                       PATH ",
+        "--gpu                         GPU ",
+    ):
+        assert shown in text, text
+    assert re.search(r"--json +Print", text) and "{PATHS}..." in text
+
+
+@pytest.mark.parametrize("mode", [[], ["--json"], ["--help"]], ids=["text", "json", "help"])
+def test_closed_stdout_pipe_ends_as_a_unix_tool(mode: list[str]) -> None:
+    """`moeprof ... | head`: when the reader has gone, moeprof ends as cat or grep do, killed by SIGPIPE, nothing
+    on stderr, whatever it prints (typer made the text exit 1 and a buffered JSON exit 0 or 120)."""
+    import os
+    import signal
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before moeprof writes a byte: no race with its writes
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moeprof", "analyze", str(SAMPLE_INPUTS[0]), *mode],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+    )
+    os.close(write_end)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGPIPE and err == b"", (proc.returncode, err[-2000:])

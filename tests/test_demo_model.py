@@ -394,6 +394,7 @@ def test_capture_demo_router_skew_reaches_manifest(tmp_path: Path) -> None:
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     args = ["--router-skew", "3", "--tokens", "64", "--layers", "1", "--steps", "2", "--warmup", "0"]
+    args += ["--devices", str(DEVICES), "--expert-ffn", "128"]  # the small model, not the command's defaults
     res = subprocess.run(
         [sys.executable, "-m", "moeprof", "capture", "demo", *args, "--out", str(out)],
         env=env,

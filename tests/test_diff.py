@@ -34,6 +34,7 @@ from .conftest import SAMPLES
 runner = CliRunner()
 DROPLESS = SAMPLES / "cpu_moe_8dev"
 DEMO_ARGS = ["--steps", "2", "--warmup", "1", "--tokens", "64", "--experts", "8", "--layers", "1"]
+DEMO_ARGS += ["--devices", "8", "--expert-ffn", "128"]  # the shape of the committed capture
 
 
 def invoke(*args: str | Path):
@@ -154,3 +155,19 @@ def test_diff_bad_input():
     assert res.exit_code == 2 and "two or more" in res.stderr
     res = invoke("diff", DROPLESS, SAMPLES / "nope")
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1 and "nope" in res.stderr
+
+
+def test_ablation_caption_is_a_whole_sentence(tmp_path):
+    """The ablation table's caption states the noise rule whole (it stopped at "when the step times are")."""
+    import shutil
+
+    copy = tmp_path / "again"
+    shutil.copytree(DROPLESS, copy)
+    res = runner.invoke(app, ["diff", str(DROPLESS), str(copy)], terminal_width=100)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())  # the caption wraps with the table
+    assert "Ablation" in text
+    assert (
+        "a gain is within noise when the two runs' step times are: the difference is no larger than their two ±"
+        " together (the runs' step bands overlap)" in text
+    )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import sqlite3
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -306,6 +310,60 @@ def test_nsys_export_that_never_returns_is_stopped(tmp_path: Path, monkeypatch: 
         time.sleep(0.05)
     assert process_gone(child), "the export's own child outlived the timeout"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "child.pid", "hangs.nsys-rep"]
+
+
+def test_ctrl_c_during_nsys_export_says_interrupted(tmp_path: Path) -> None:
+    """Ctrl-C while the export runs: "interrupted during nsys export of <report>", exit 130, the export stopped.
+
+    Not "did not finish in N s": the wait ended because of the user, not the clock. A subprocess, so
+    that a real SIGINT reaches a real moeprof process.
+    """
+    report = tmp_path / "long.nsys-rep"
+    report.write_bytes(b"NVIDIA Tegra Profiler Report 1.0 (long)")
+    pid_file = tmp_path / "child.pid"
+    bin_dir = fake_nsys(tmp_path / "bin", f'sleep 300 & echo $! > "{pid_file}"; sleep 300')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(Path(__file__).parents[1])}
+    env.pop("MOEPROF_DEBUG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moeprof", "analyze", str(report)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:  # the export has started
+        time.sleep(0.05)
+    assert pid_file.exists(), "the stand-in export never started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == ""
+    assert err.strip().splitlines() == [f"moeprof: interrupted during nsys export of {report}; the export was stopped"]
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while not process_gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_gone(child), "the export's own child outlived the interrupt"
+
+
+def test_nsys_export_stopped_by_a_signal_says_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export that a signal stops (its own Ctrl-C, a kill) was interrupted: not "failed: exit code -2"."""
+    report = tmp_path / "cut.nsys-rep"
+    report.write_bytes(b"NVIDIA Tegra Profiler Report 1.0 (cut)")
+    bin_dir = fake_nsys(tmp_path / "bin", "kill -INT $$; sleep 5")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    with pytest.raises(InputError) as err:
+        parse(report)
+    message = str(err.value)
+    assert "nsys export was interrupted (SIGINT) before it finished" in message and "cut.nsys-rep" in message
+
+
+@pytest.mark.parametrize(
+    ("code", "name"), [(-2, "SIGINT"), (-9, "SIGKILL"), (130, "SIGINT"), (143, "SIGTERM"), (1, None), (0, None)]
+)
+def test_signal_of_exit_codes(code: int, name: str | None) -> None:
+    assert nsys.signal_of(code) == name
+    assert nsys.signal_of(137) is None  # a shell's 128+9 may be the program's own exit code: only stop signals
 
 
 def test_nsys_export_timeout_follows_the_report_size(tmp_path: Path) -> None:

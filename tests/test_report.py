@@ -717,10 +717,13 @@ def test_ledger_section_and_collectives(reports):
             for d in doc["devices"]
         ]
         headers, coll = html_table(text, "coll")
-        wait_col, transfer_col = headers.index("wait ms"), headers.index("transfer ms")
+        wait_col, transfer_col = headers.index("wait ms/device"), headers.index("transfer ms/device")
         for c, row in zip(result.collectives, coll):
-            assert row[0] == c.name
-            assert (row[wait_col], row[transfer_col]) == (fmt_ms(c.wait_ns), fmt_ms(c.transfer_ns))
+            assert row[0] == c.name  # times per device: the mean over the devices it ran on
+            assert (row[wait_col], row[transfer_col]) == (
+                fmt_ms(c.wait_ns / c.devices),
+                fmt_ms(c.transfer_ns / c.devices),
+            )
         if key is None:
             continue
         # independently: who arrives last and the waiting it causes, from the comm activities
@@ -729,7 +732,7 @@ def test_ledger_section_and_collectives(reports):
         assert {r[0]: (int(r[1]), int(r[2]), r[4]) for r in cells} == {
             d: (n, of, fmt_ms(w)) for d, (n, of, w) in brute.items()
         }
-        wait = records.groupby("op")["wait_ns"].sum()
+        wait = records.groupby("op")["wait_ns"].sum() / records.groupby("op")["device"].nunique()
         assert all(row[wait_col] == fmt_ms(wait[row[0]]) for row in coll)
     # the clocks of two hosts: the second aligned to the first by the offset the JSON holds
     _, text = reports["two_host"]
@@ -871,7 +874,27 @@ def test_counts_read_in_the_singular_where_they_are_one(tmp_path):
 
     one = analyze_paths([SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"])
     one = one.with_(devices=one.devices[:1])
-    assert html_report.headline(one).startswith("1 device · ")
+    assert html_report.headline(one).startswith("1 device from 1 trace file")
     notes = flops_per_token(load_model_config("deepseek-v3"), 4096).notes
     assert "1 multi-token-prediction module in the config not counted" in notes
     assert not [n for n in notes if "(s)" in n]
+
+
+def test_times_on_the_page_are_per_device(reports):
+    """The title states exposed comm as the terminal does, per device (mean and worst), never summed over
+    devices (the sum read 46.890 ms where the terminal said 5.86 ms mean); bars and tables follow."""
+    from moeprof.reports.text import duration
+
+    _, text = reports["two_host"]
+    result = measured([TWO_HOST])
+    title = html.unescape(re.search(r"<title>(.*?)</title>", text).group(1))
+    exposed = {d.device: d.exposed_comm_ns for d in result.devices}
+    worst = max(exposed, key=exposed.__getitem__)
+    mean = sum(exposed.values()) / len(exposed)
+    assert f"exposed comm {duration(mean)} mean, {duration(exposed[worst])} worst ({worst})" in title, title
+    total = sum(exposed.values())
+    assert f"{total / 1e6:,.3f}" not in title and duration(total) not in title
+    assert "mean device" in text and "all devices summed" not in text
+    # a collective's times are the mean over the devices it ran on
+    c = result.collectives[0]
+    assert "ms/device" in text and f"<td>{c.total_ns / c.devices / 1e6:,.3f}</td>" in text.replace(' class="num"', "")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError
+from ..readers.nsys import signal_of
 from .runfolder import MANIFEST, TRACE_DIR, new_manifest, write_json
 
 REPORT_STEM = "report"
@@ -66,9 +67,20 @@ def capture_nsys(
     code = subprocess.run(profile, check=False, stdout=2 if child_stdout_to_stderr else None).returncode
     if not report.is_file():
         raise InputError(report, f"nsys profile wrote no report (exit code {code})")
-    export = subprocess.run(
-        build_nsys_export_command(report, sqlite, nsys=nsys), capture_output=True, text=True, check=False
-    )
+    try:
+        export = subprocess.run(
+            build_nsys_export_command(report, sqlite, nsys=nsys), capture_output=True, text=True, check=False
+        )
+    except KeyboardInterrupt:
+        # Ctrl-C reaches the export too (one process group); run() has waited for it and re-raised
+        raise KeyboardInterrupt(f"during nsys export of {report}; the report is kept, export it again") from None
+    stopped_by = signal_of(export.returncode)
+    if stopped_by is not None:
+        raise InputError(
+            report,
+            f"nsys export was interrupted ({stopped_by}) before it finished; the report is kept: "
+            f"{' '.join(build_nsys_export_command(report, sqlite))}",
+        )
     if export.returncode != 0 or not sqlite.is_file():
         lines = (export.stderr or export.stdout or "").strip().splitlines()
         raise InputError(report, f"nsys export failed: {lines[-1] if lines else f'exit code {export.returncode}'}")

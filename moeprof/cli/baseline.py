@@ -17,6 +17,7 @@ from .common import (
     FittingHelp,
     GpusPerNodeOption,
     JobsOption,
+    MoeprofGroup,
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
@@ -27,7 +28,9 @@ from .common import (
     guarded,
 )
 
-app = typer.Typer(help="Save and manage the baseline that moeprof check compares against.", no_args_is_help=True)
+app = typer.Typer(
+    help="Save and manage the baseline that moeprof check compares against.", no_args_is_help=True, cls=MoeprofGroup
+)
 
 
 @app.callback()

@@ -6,12 +6,14 @@ import contextlib
 import io
 import os
 import re
+import select
+import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -44,12 +46,103 @@ class FittingHelp(typer.core.TyperCommand):
     name came out whole; click's plain layout never cuts a name.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            name_metavar(param)
+
     def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.get_params(ctx):  # --help is made here, not in __init__
+            name_metavar(param)
         if panels_show_every_name(self, ctx, lambda: super(FittingHelp, self).format_help(ctx, formatter)):
             super().format_help(ctx, formatter)
         else:
             # the command class typer builds on (its copy of click): usage, text, options, epilog
             super(typer.core.TyperCommand, self).format_help(ctx, formatter)
+
+
+class MoeprofGroup(typer.core.TyperGroup):
+    """The command groups: a bad option value or a usage mistake is one line on stderr and exit 2, as every
+    other refusal (typer draws a five-line box with the usage), and the help names option values as FittingHelp."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.get_params(ctx):
+            name_metavar(param)
+        super().format_help(ctx, formatter)
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        kwargs["windows_expand_args"] = windows_expand_args
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **kwargs)
+        # rich and typer answer a closed stdout pipe by pointing stdout at /dev/null and exiting 1: a copy of
+        # the original descriptor still tells whether that is why a command ended
+        fd = stdout_fd()
+        original = None if fd is None else os.dup(fd)
+        try:
+            self._main_one_line_errors(args, prog_name, complete_var, **kwargs)
+        except SystemExit as exc:
+            if exc.code not in (0, None) and original is not None and stdout_is_a_closed_pipe(original):
+                end_like_a_pipe_tool()
+            raise
+        finally:
+            if original is not None:
+                os.close(original)
+
+    def _main_one_line_errors(
+        self, args: Sequence[str] | None, prog_name: str | None, complete_var: str | None, **kwargs: Any
+    ) -> NoReturn:
+        errors = typer.core._click.exceptions
+        try:
+            # not standalone: the errors come back here instead of being drawn in typer's box
+            done = super().main(args, prog_name, complete_var, False, **kwargs)
+        except errors.NoArgsIsHelpError as exc:  # a bare `moeprof capture`: its help, as before
+            exc.show()
+            sys.exit(exc.exit_code)
+        except errors.ClickException as exc:
+            command = getattr(getattr(exc, "ctx", None), "command_path", "") or "moeprof"
+            message = " ".join(exc.format_message().split())
+            raise SystemExit(_usage_refusal(f"{message} (see {command} --help)", exc.exit_code)) from None
+        except typer.Abort:
+            raise SystemExit(_usage_refusal("interrupted", 130)) from None
+        sys.exit(done if isinstance(done, int) else 0)
+
+
+def _usage_refusal(message: str, code: int) -> int:
+    stderr_console().print(f"moeprof: {message}", markup=False, highlight=False, soft_wrap=True)
+    return code
+
+
+def name_metavar(param: Any) -> None:
+    """Give a parameter without a metavar one a user reads as what to type, instead of typer's Python types
+    (``<bool>``, ``<int range>``, ``<list[str]>``): none for a flag, N for an integer, X for a number,
+    PATH for a path, the option's own name for text (``--gpu GPU``), ``PATHS...`` for arguments."""
+    if param.metavar is not None:
+        return
+    if isinstance(param, typer.core.TyperArgument):
+        param.metavar = param.name.upper()  # the usage line adds "..." where it takes several
+        param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]  # the name says it all
+        return
+    kind = param.bare_type()  # the annotation without None: "bool", "int", "float", "str", "Path", "list[str]"
+    if getattr(param, "is_flag", False) or kind == "bool":
+        param.metavar = ""  # a flag takes no value
+        return
+    if kind == "int":
+        param.metavar = "N"
+    elif kind == "float":
+        param.metavar = "X"
+    elif param.type_descriptor.is_path:
+        param.metavar = "PATH"
+    else:
+        longest = max((o for o in param.opts if o.startswith("--")), key=len, default=param.name or "value")
+        param.metavar = longest.lstrip("-").upper().replace("-", "_")
 
 
 def panels_show_every_name(command: Any, ctx: Any, render: Callable[[], None]) -> bool:
@@ -182,25 +275,73 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def stdout_fd() -> int | None:
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a test runner's buffer, a closed stream
+        return None
+
+
+def stdout_is_a_closed_pipe(fd: int | None = None) -> bool:
+    """Whether stdout (or ``fd``, a copy of it) is a pipe whose reader has gone (``moeprof ... | head``)."""
+    fd = stdout_fd() if fd is None else fd
+    if fd is None or not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def end_like_a_pipe_tool() -> NoReturn:
+    """Stop the way cat, grep or git stop when their reader has gone: killed by SIGPIPE, nothing said (the
+    shell reports 141; ``set -o pipefail`` sees it). Python ignores SIGPIPE and raises BrokenPipeError
+    instead, which typer turned into exit 1 and a JSON write left at exit 0: the same event, two codes."""
+    with contextlib.suppress(OSError, ValueError):
+        # what is still buffered must not fail again while the interpreter would exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    raise SystemExit(141)  # where there is no SIGPIPE: the code a shell would report
+
+
 def guarded(fn: Callable[[], T]) -> T:
     """Run a command body: bad input becomes one line on stderr and exit code 2, never a traceback."""
     try:
-        return fn()
+        result = fn()
+        sys.stdout.flush()  # output still buffered meets a closed pipe here, inside the boundary
+        return result
+    except BrokenPipeError:
+        if stdout_is_a_closed_pipe():
+            end_like_a_pipe_tool()
+        raise
     except InputError as exc:
         raise fail(str(exc)) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted", 130) from None
+    except KeyboardInterrupt as exc:
+        # a long wait on another program (nsys export) says what it was doing and what it stopped
+        raise fail(f"interrupted {exc}" if str(exc) else "interrupted", 130) from None
     except (typer.Exit, typer.Abort):
         raise
     except MemoryError:
         raise fail("out of memory reading the input; analyze fewer files at once") from None
+    except OSError as exc:
+        if os.environ.get("MOEPROF_DEBUG"):
+            raise
+        if exc.filename is None:
+            raise fail(_unforeseen(exc)) from None
+        # a file or folder moeprof could not open, wherever that happened: named, as bad input is
+        raise fail(f"{exc.filename}: {(exc.strerror or type(exc).__name__).lower()}") from None
     except Exception as exc:  # an input we did not foresee must still not print a traceback
         if os.environ.get("MOEPROF_DEBUG"):
             raise
-        raise fail(
-            f"cannot process the input: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            " (set MOEPROF_DEBUG=1 for a traceback)"
-        ) from None
+        raise fail(_unforeseen(exc)) from None
+
+
+def _unforeseen(exc: BaseException) -> str:
+    return (
+        f"cannot process the input: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        " (set MOEPROF_DEBUG=1 for a traceback)"
+    )
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from .._version import __version__
-from .common import FittingHelp
+from .common import FittingHelp, MoeprofGroup
 
 # every subcommand, in the order `moeprof --help` lists them: name -> (module, the command function or,
 # for a group of subcommands, its Typer app)
@@ -50,6 +50,7 @@ def build_app(only: str | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        cls=MoeprofGroup,
     )
     app.callback()(_root)
     for name, (module, attr) in COMMANDS.items():

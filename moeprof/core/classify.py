@@ -107,9 +107,15 @@ def rules_with(extra: str | Path | None) -> tuple[Rule, ...]:
         return default_rules()
     path = Path(extra)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(path, f"cannot read rules: {exc.strerror or exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        raise InputError(path, "rules must be TOML text; this file is gzip-compressed (gunzip it first)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"rules must be TOML text in UTF-8; byte {exc.start} is not ({exc.reason})") from None
     return load_rules(text, str(path)) + default_rules()
 
 

@@ -41,6 +41,20 @@ class Part:
 
 
 @dataclass(frozen=True, slots=True)
+class HotStraggler:
+    """The device with the most routed tokens (a demo capture's manifest says which) when it is also the
+    device the others wait for most (the ledger's first straggler): the imbalance is the routing's."""
+
+    device: str
+    tokens_over_mean: float  # its routed (token, k) assignments over the mean device's
+    last_share: float  # of the collectives it took part in, those it arrived last in
+
+
+# below this, the hottest device's tokens are within the routing's own spread: naming it would mislead
+HOT_DEVICE_MIN_IMBALANCE = 1.5
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """What the first lines of a report say: where the time goes and what to try first."""
 
@@ -59,6 +73,7 @@ class Verdict:
     ledger: LedgerSummary | None  # §8, where the cross-rank ledger ran
     first: Opportunity | None  # the top-ranked opportunity
     first_saving_per_step_ns: float | None  # its saving bound per step; None without steps
+    hot_straggler: HotStraggler | None = None  # the most loaded device, when it is the one the others wait for
 
     @property
     def has_comm(self) -> bool:
@@ -115,6 +130,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         "ib": float(t.exposed_comm_ib_ns),
         "unknown": float(t.exposed_comm_unknown_link_ns),
     }
+    ledger = ledger_summary(analysis)
     return Verdict(
         devices=len(devices),
         files=len(analysis.inputs),
@@ -130,10 +146,33 @@ def verdict(analysis: Analysis) -> Verdict | None:
         exposed_wait_share=(
             ratio(t.ledger.get("exposed_wait_ns", 0), t.exposed_comm_ns) if t.ledger is not None else None
         ),
-        ledger=ledger_summary(analysis),
+        ledger=ledger,
         first=first,
         first_saving_per_step_ns=per_step(first.saving_bound_ns, steps) if first is not None else None,
+        hot_straggler=hot_straggler(analysis, ledger),
     )
+
+
+def _device_index(name: str) -> int | None:
+    # "vm/CPU:3", "/device:GPU:3": jax's device id ends the name
+    tail = name.rsplit(":", 1)
+    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else None
+
+
+def hot_straggler(analysis: Analysis, ledger: LedgerSummary | None) -> HotStraggler | None:
+    """The hottest device of a demo capture, when it is the ledger's first straggler and clearly hotter."""
+    demo = (analysis.manifest or {}).get("demo")
+    load = demo.get("load") if isinstance(demo, Mapping) else None
+    if ledger is None or not ledger.stragglers or not isinstance(load, Mapping):
+        return None
+    hottest, imbalance = load.get("hottest_device"), load.get("imbalance_max_over_mean")
+    if not isinstance(hottest, int) or not isinstance(imbalance, int | float) or imbalance < HOT_DEVICE_MIN_IMBALANCE:
+        return None
+    named = [d.device for d in analysis.devices if _device_index(d.device) == hottest]
+    top = ledger.stragglers[0]
+    if named != [top.device]:
+        return None
+    return HotStraggler(top.device, float(imbalance), top.last_share)
 
 
 def mean_figures(devices: Sequence[Figures]) -> Figures:

@@ -3,6 +3,7 @@ layout of a job's files over hosts."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePath, PurePosixPath
 from typing import TypeVar
 
@@ -136,31 +137,11 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
             found.extend(discover_url(str(raw), options, notes))
             continue
         path = Path(raw)
-        if not path.exists():
-            raise InputError(path, "no such file or directory")
-        if path.is_file() or is_nsys_parquet_dir(path):
-            found.append(path)
-            continue
-        if not path.is_dir():
-            raise InputError(path, NOT_FILE_OR_DIR)
-        runs = _tensorboard_runs(path)
-        if runs:
-            files = _trace_files_in(choose_run(path, runs, options), notes)
-        else:
-            files = _trace_files_in(path, notes)
-            if not files:
-                # a moeprof run folder keeps its traces one level down
-                for sub in sorted(p for p in path.iterdir() if p.is_dir()):
-                    files.extend(
-                        _trace_files_in(sub, notes)
-                        or [f for r in _tensorboard_runs(sub)[-1:] for f in _trace_files_in(r, notes)]
-                    )
-        if not files:
-            raise InputError(
-                path,
-                "directory holds no trace files "
-                "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
-            )
+        try:
+            files = _local_trace_files(path, options, notes)
+        except PermissionError as exc:  # an unreadable folder (or one inside it): name it, not a bare errno
+            inside = exc.filename not in (None, str(path)) and os.access(path, os.R_OK | os.X_OK)
+            raise InputError(path, f"cannot read{f' {exc.filename}' if inside else ''}: permission denied") from None
         found.extend(files)
     seen: set[TraceSource] = set()
     unique = []
@@ -170,6 +151,35 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
             seen.add(key)
             unique.append(f)
     return unique, notes
+
+
+def _local_trace_files(path: Path, options: LoadOptions, notes: list[str]) -> list[Path]:
+    """The trace files one local input names: itself, or those its folder holds."""
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    if path.is_file() or is_nsys_parquet_dir(path):
+        return [path]
+    if not path.is_dir():
+        raise InputError(path, NOT_FILE_OR_DIR)
+    runs = _tensorboard_runs(path)
+    if runs:
+        files = _trace_files_in(choose_run(path, runs, options), notes)
+    else:
+        files = _trace_files_in(path, notes)
+        if not files:
+            # a moeprof run folder keeps its traces one level down
+            for sub in sorted(p for p in path.iterdir() if p.is_dir()):
+                files.extend(
+                    _trace_files_in(sub, notes)
+                    or [f for r in _tensorboard_runs(sub)[-1:] for f in _trace_files_in(r, notes)]
+                )
+    if not files:
+        raise InputError(
+            path,
+            "directory holds no trace files "
+            "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
+        )
+    return files
 
 
 # one capture saved in several formats (xprof writes host.xplane.pb and host.trace.json.gz; nsys a .nsys-rep

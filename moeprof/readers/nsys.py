@@ -654,6 +654,9 @@ def _parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | No
             )
             try:
                 code = proc.wait(timeout=timeout_s)
+            except KeyboardInterrupt:
+                # the export runs in its own session, so Ctrl-C reached only us: say what it stopped
+                raise KeyboardInterrupt(f"during nsys export of {path}; the export was stopped") from None
             except subprocess.TimeoutExpired:
                 raise InputError(
                     path,
@@ -666,9 +669,35 @@ def _parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | No
                     _kill_group(proc)
             log.seek(0)
             lines = log.read().strip().splitlines()
+        stopped_by = signal_of(code)
+        if stopped_by is not None:
+            raise InputError(
+                path,
+                f"nsys export was interrupted ({stopped_by}) before it finished; run it again, or export it "
+                f"yourself: nsys export --type sqlite --output {stem}.sqlite {path}",
+            )
         if code != 0 or not out.exists():
             raise InputError(path, f"nsys export failed: {lines[-1] if lines else f'exit code {code}'}")
         return _parse_sqlite(out, path, stem, host_index, step_marker)
+
+
+# exit codes that say a process was stopped by a signal, not that it failed: killed by it (negative, from
+# Popen) or a shell's 128 + signal for the interrupt, quit and termination signals
+_STOPPING_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
+
+
+def signal_of(code: int | None) -> str | None:
+    """The signal's name when an exit code says the process was interrupted or terminated by one, else None."""
+    if code is None:
+        return None
+    number = -code if code < 0 else code - 128 if code > 128 else 0
+    if number <= 0:
+        return None
+    try:
+        sig = signal.Signals(number)
+    except ValueError:
+        return f"signal {number}" if code < 0 else None
+    return sig.name if code < 0 or sig in _STOPPING_SIGNALS else None
 
 
 def export_timeout(report: Path, environ: dict[str, str] | None = None) -> float:

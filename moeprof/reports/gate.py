@@ -168,6 +168,11 @@ def _diff_table(doc: dict, layout: int) -> Table:
     return table
 
 
+# the whole rule, as the diff table's caption states its own (gate/diff.py: step_time_row)
+ABLATION_NOISE = (
+    "a gain is within noise when the two runs' step times are: the difference is no larger than their two ±"
+    " together (the runs' step bands overlap)"
+)
 ABLATION_COLUMNS = (
     "run",
     "tokens/s",
@@ -198,7 +203,7 @@ def _ablation_table(doc: dict, stacked: bool, drop: tuple[str, ...]) -> Table:
     table = Table(
         title=f"Ablation (gain = ratio of {metric})",
         title_justify="left",
-        caption="a gain is within noise when the step times are",
+        caption=ABLATION_NOISE,
         caption_justify="left",
     )
     for col in ABLATION_COLUMNS:

@@ -52,8 +52,8 @@ from markupsafe import Markup
 
 from .._version import __version__
 from ..core import intervals as iv
-from ..core.analysis import Analysis, Collective, Figures, Opportunity, sum_figures
-from ..core.summary import ArrivalSkew, LedgerSummary, arrival_skew, ledger_summary
+from ..core.analysis import Analysis, Collective, Figures, Opportunity
+from ..core.summary import ArrivalSkew, LedgerSummary, arrival_skew, ledger_summary, mean_figures, verdict
 from ..core.timeline import (
     CATEGORIES,
     EXPOSED,
@@ -69,7 +69,6 @@ from ..errors import InputError
 from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_paths
 from ..readers import TraceSource, discover
-from ..words import plural
 from .annotate import natural_key
 from .terminal import human_bytes
 from .text import (
@@ -82,6 +81,7 @@ from .text import (
     remedy_texts,
     scale_up_word,
 )
+from .text import headline as text_headline
 
 BIN_BUDGET_BYTES = 3_000_000  # binned coverage, all lanes and categories of all inputs together
 MAX_BINS = 16_384  # per device window, asked of the view; the common grid coarsens to fit the budget
@@ -496,26 +496,29 @@ def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: 
     rows = []
     for c in collectives[:top]:
         util = c.link_utilization
+        n = max(c.devices, 1)  # times per device: the mean over the devices it ran on
         row = [
             c.name,
             c.kind,
             on_fabric(c.link),
             f"{c.count:,}",
-            fmt_ms(c.total_ns),
-            fmt_ms(c.exposed_ns),
+            fmt_ms(c.total_ns / n),
+            fmt_ms(c.exposed_ns / n),
         ]
         if ledger:
             tbw = c.transfer_bus_bandwidth_gbps
-            row += [fmt_ms(c.wait_ns), fmt_ms(c.transfer_ns), "-" if tbw is None else f"{tbw:,.3g}"]
+            wait = None if c.wait_ns is None else c.wait_ns / n
+            transfer = None if c.transfer_ns is None else c.transfer_ns / n
+            row += [fmt_ms(wait), fmt_ms(transfer), "-" if tbw is None else f"{tbw:,.3g}"]
         row += [
             human_bytes(c.bytes_per_call),
             "-" if c.bus_bandwidth_gbps is None else f"{c.bus_bandwidth_gbps:,.3g}",
             "-" if util is None else f"{fmt_pct(util)} {c.bandwidth_verdict or ''}",
         ]
         rows.append(row)
-    headers = ["op", "kind", "link", "count", "total ms", "exposed ms"]
+    headers = ["op", "kind", "link", "count", "ms/device", "exposed ms/device"]
     if ledger:
-        headers += ["wait ms", "transfer ms", "transfer GB/s"]
+        headers += ["wait ms/device", "transfer ms/device", "transfer GB/s"]
     headers += ["bytes/call", "bus GB/s", "of link peak"]
     return Table(headers, rows, numeric_from=3, cls="coll")
 
@@ -705,19 +708,19 @@ def manifest_view(analysis: Analysis) -> Manifest | None:
 
 
 def step_rows(analysis: Analysis, limit: int = 40) -> list[tuple[str, Figures]]:
-    """Per step, the figures of all devices summed (ratios follow from the sums)."""
+    """Per step, the mean device's figures (ratios are those of the step's sums)."""
     by_step: dict[int, list[Figures]] = {}
     for s in analysis.steps:
         by_step.setdefault(s.step, []).append(s)
-    return [(f"step {step}", sum_figures(by_step[step])) for step in sorted(by_step)[:limit]]
+    return [(f"step {step}", mean_figures(by_step[step])) for step in sorted(by_step)[:limit]]
 
 
 def headline(analysis: Analysis) -> str:
-    t = analysis.total
-    return (
-        f"{plural(len(analysis.devices), 'device')} · comm share {fmt_pct(t.comm_share)} · "
-        f"exposed comm {fmt_ms(t.exposed_comm_ns)} ms ({fmt_pct(t.exposed_comm_fraction)} of span)"
-    )
+    """The terminal's key figures, per device (mean and worst): a sum over devices reads as longer than the run."""
+    v = verdict(analysis)
+    if v is None:
+        return "no device activity"
+    return " · ".join(text_headline(v))
 
 
 @dataclass(frozen=True)
@@ -775,18 +778,18 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
     if r.devices:
         rows: list[tuple[str, Figures]] = [(d.device, d) for d in r.devices]
         if len(r.devices) > 1:
-            rows.append(("total", r.total))
+            rows.append(("mean device", mean_figures(r.devices)))
         device_bars = bars(
             rows,
             "Thick bar: bucket split of accumulated kernel time (100% = sum of all kernel durations). "
-            "Thin bar: the device's wall-clock span, red = exposed communication.",
+            "Thin bar: the device's wall-clock span, red = exposed communication. Times are per device.",
         )
     steps = step_rows(r)
     step_bars = None
     if steps:
         n_steps = len({s.step for s in r.steps})
         more = f" (first {len(steps)} of {n_steps})" if n_steps > len(steps) else ""
-        step_bars = bars(steps, f"Per step, all devices summed{more}")
+        step_bars = bars(steps, f"Per step, the mean device{more}")
     return InputPage(
         index=index,
         label=item.label,
@@ -821,10 +824,14 @@ class Comparison:
     bars: Bars
 
 
+def is_ratio_key(key: str) -> bool:
+    return key in ("comm_share", "exposed_comm_fraction")
+
+
 def comparison(items: Sequence[ReportInput]) -> Comparison:
     """Side by side: per bucket, comm share and exposed comm of each input, with the change against the first."""
     metrics: list[tuple[str, str, bool]] = [  # label, total key, is a ratio
-        ("devices", "", False),
+        ("devices", "", False),  # the rest: the mean device
         ("accumulated ms", "accumulated_ns", False),
         *[(f"{name} ms", key, False) for name, key in SPLIT],
         ("comm share", "comm_share", True),
@@ -832,7 +839,7 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
         ("exposed comm / span", "exposed_comm_fraction", True),
         ("median step span ms", "", False),
     ]
-    headers = ["figure (all devices)"] + [it.label for it in items]
+    headers = ["figure (mean device)"] + [it.label for it in items]
     headers += [f"{it.label} vs {items[0].label}" for it in items[1:]]
 
     def value(item: ReportInput, label: str, key: str) -> float | None:
@@ -840,7 +847,9 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
             return float(len(item.analysis.devices))
         if label.startswith("median step"):
             return _median_step_ns(item.analysis)
-        return item.analysis.total.value(key)
+        if is_ratio_key(key):
+            return item.analysis.total.value(key)
+        return mean_figures(item.analysis.devices).value(key) if item.analysis.devices else None
 
     rows = []
     for label, key, is_ratio in metrics:
@@ -867,8 +876,8 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
     return Comparison(
         Table(headers, rows, numeric_from=1, cls="cmp"),
         bars(
-            [(it.label, it.analysis.total) for it in items],
-            "Bucket split of accumulated kernel time per input (all devices); thin bar: exposed share of span.",
+            [(it.label, mean_figures(it.analysis.devices)) for it in items],
+            "Bucket split of accumulated kernel time per input (the mean device); thin bar: exposed share of span.",
         ),
     )
 

@@ -341,15 +341,16 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
 
     def cells(c: Collective) -> dict[str, str]:
         util = c.link_utilization
+        n = max(c.devices, 1)  # times per device: the mean over the devices it ran on
         return {
             "op": c.name if len(c.name) <= 60 else c.name[:57] + "...",
             "kind": c.kind,
             "link": on_fabric(c.link),
             "count": f"{c.count:,}",
-            "total ms": ms(c.total_ns),
-            "exposed ms": ms(c.exposed_ns),
-            "wait ms": ms(c.wait_ns),
-            "transfer ms": ms(c.transfer_ns),
+            "total ms": ms(c.total_ns / n),
+            "exposed ms": ms(c.exposed_ns / n),
+            "wait ms": ms(None if c.wait_ns is None else c.wait_ns / n),
+            "transfer ms": ms(None if c.transfer_ns is None else c.transfer_ns / n),
             "bytes/call": human_bytes(c.bytes_per_call),
             "bus GB/s": "-" if c.bus_bandwidth_gbps is None else f"{c.bus_bandwidth_gbps:,.3g}",
             "of link peak": "-" if util is None else f"{pct(util)} {c.bandwidth_verdict}",
@@ -360,7 +361,7 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
     data = [cells(c) for c in result.collectives[:top]]
     names = [n for n in data[0] if n == "op" or any(d[n] != "-" for d in data)] if data else ["op"]
     op_width = max([len("op"), *(len(d["op"]) for d in data)])
-    title = f"Top collectives (of {len(result.collectives)})"
+    title = f"Top collectives (of {len(result.collectives)}), ms per device: the mean over the devices each ran on"
     table = Table()
     # headers on two lines first, then the least needed columns go
     tries: list[tuple[str | None, bool]] = [(None, False), (None, True)]

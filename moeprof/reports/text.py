@@ -195,6 +195,12 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             f"Communication is {pct(v.comm_share)} of accumulated kernel time; {pct(v.exposed_comm_fraction)} of the"
             f" devices' span is exposed communication{_where_exposed(v)}{idle}."
         )
+    hot = v.hot_straggler
+    if hot is not None:
+        where += (
+            f" The straggler is the hot device: {hot.device} gets {hot.tokens_over_mean:.1f}x the mean device's"
+            f" routed tokens and arrives last in {pct(hot.last_share)} of its collectives; the others wait for it."
+        )
     if v.first is not None:
         if v.first_saving_per_step_ns is not None:
             saving = f"save up to {duration(v.first_saving_per_step_ns)} per step on the worst device"
