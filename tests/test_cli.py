@@ -265,7 +265,7 @@ def test_a_command_run_imports_no_other_command():
         (["capture", "demo", "--devices", "many"], "moeprof: Invalid value for '--devices': "),
         (
             ["check", str(SAMPLE_INPUTS[0]), "--max-idle-fraction", "-1"],
-            "moeprof: Invalid value for '--max-idle-fraction'",
+            "moeprof: --max-idle-fraction -1: expected a fraction from 0 to 1",
         ),
         (["analyze"], "moeprof: Missing argument 'PATHS'"),
     ],
