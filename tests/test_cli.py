@@ -277,7 +277,10 @@ def test_bad_option_values_are_one_line_exit_2(args: list[str], start: str) -> N
     assert res.exit_code == 2, res.output
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(start), res.output
-    assert lines[0].endswith("--help)") and "╭" not in res.output
+    assert "╭" not in res.output
+    # click's refusals point to the help; check's fraction parser names both spellings instead
+    if not start.startswith("moeprof: --"):
+        assert lines[0].endswith("--help)")
 
 
 @pytest.mark.parametrize(
