@@ -7,7 +7,7 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
+from ..core.identity import JobIdentity, covers, disagreement
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..errors import InputError
@@ -101,6 +102,32 @@ def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Sp
     return Spread(device_spread, straggler, tuple(summaries), slowest)
 
 
+FORMAT_RICHNESS = ("xplane", "nsys", "nsys-parquet", "kineto", "chrome")  # of one capture's formats, read the first
+
+
+@dataclass
+class _FileTake:
+    """What the coordinator keeps of one file until the job is decided (all small)."""
+
+    source: str
+    part_format: str
+    identity: JobIdentity
+    fingerprint: tuple
+    inputs: list[str]
+    warnings: list[str]
+    devices: list[DeviceFigures]
+    steps: list[StepFigures]
+    signals: list[dict]
+    rules: dict[str, int]
+    facts: dict
+    device_ids: dict[str, int]
+    claimed: list[str]
+    hosts: set[str]
+    rank: int | None
+    world: int | None
+    timeline: list
+
+
 class JobResults:
     """What the coordinator keeps of a job: the per-file results' contents, merged as they arrive.
 
@@ -110,63 +137,174 @@ class JobResults:
     few large tables rather than thousands of small ones. Results may arrive in any order:
     ``index`` is the file's place in the inputs, and every output is sorted or summed so the
     order of arrival never shows.
+
+    Which files make the job is decided once every result is in (:meth:`decide`), from the files'
+    fingerprints and identities alone, in input order: one capture in two formats is read once (the
+    richest format, :data:`FORMAT_RICHNESS`; the file holding more devices first), files that cannot be
+    one job are refused naming both and the field that disagrees (``core.identity``), and two files that
+    claim one device are refused. Table rows carry their file's index until then, so a file set aside
+    leaves nothing behind.
     """
 
     COMPACT_EVERY = 64
     _TABLES = ("comm", "group_sizes", "independent", "records", "windows", "exposed")
+    _FILE = "_file_index"
 
     def __init__(self) -> None:
-        self.inputs: dict[int, list[str]] = {}
-        self.warnings: dict[int, list[str]] = {}
-        self.devices: list[DeviceFigures] = []
-        self.steps: list[StepFigures] = []
-        self.signals: list[dict] = []
-        self.rules: dict[str, int] = {}
-        self.facts: dict[str, dict] = {}
-        self.device_ids: dict[str, int] = {}
-        self.owner: dict[str, str] = {}
-        self.hosts: set[str] = set()
-        self.formats: set[str] = set()
-        self.ranks: set[int | None] = set()
-        self.worlds: set[int | None] = set()
-        self.timeline: list = []
+        self.files: dict[int, _FileTake] = {}
         self.tables: dict[str, list[pd.DataFrame]] = {name: [] for name in self._TABLES}
         self.added = 0
+        self.dropped: set[int] = set()
+        self.notes: list[str] = []
+        self.decided = False
 
     def add(self, index: int, part: FileResult) -> None:
         """Take in one file's result (then the caller can drop it)."""
         source = part.inputs[0] if part.inputs else f"input {index}"
-        for device in part.device_ids or {d.device: -1 for d in part.devices}:
-            first = self.owner.setdefault(device, source)
-            if first != source:
-                # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
-                raise InputError(
-                    source,
-                    f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
-                    "twice? Analyze them separately (moeprof report --compare shows them side by side)",
-                )
-        self.inputs[index] = list(part.inputs)
-        self.warnings[index] = list(part.warnings)
-        self.devices.extend(part.devices)
-        self.steps.extend(part.steps)
-        self.signals.extend(part.signals)
-        for k, v in part.rules.items():
-            self.rules[k] = self.rules.get(k, 0) + v
-        self.facts.setdefault(repr(sorted(part.facts.items())), part.facts)
-        for device, gid in part.device_ids.items():
-            self.device_ids.setdefault(device, gid)
-        self.hosts.update(part.clocks.values())
-        self.formats.add(part.format)
-        self.ranks.add(part.job.get("rank"))
-        self.worlds.add(part.job.get("world_size"))
-        self.timeline.extend(part.timeline)
+        self.files[index] = _FileTake(
+            source=source,
+            part_format=part.format,
+            identity=part.identity,
+            fingerprint=part.fingerprint,
+            inputs=list(part.inputs),
+            warnings=list(part.warnings),
+            devices=list(part.devices),
+            steps=list(part.steps),
+            signals=list(part.signals),
+            rules=dict(part.rules),
+            facts=part.facts,
+            device_ids=dict(part.device_ids),
+            claimed=list(part.device_ids or {d.device: -1 for d in part.devices}),
+            hosts=set(part.clocks.values()),
+            rank=part.job.get("rank"),
+            world=part.job.get("world_size"),
+            timeline=list(part.timeline),
+        )
         for name in self._TABLES:
             frame = getattr(part, name)
             if not frame.empty:
-                self.tables[name].append(frame)
+                self.tables[name].append(frame.assign(**{self._FILE: np.int64(index)}))
         self.added += 1
+        self.decided = False
         if self.added % self.COMPACT_EVERY == 0:
             self.compact()
+
+    def decide(self) -> list[str]:
+        """Set aside the second format of a capture, refuse what cannot be one job; the notes to show."""
+        if self.decided:
+            return self.notes
+        order = sorted(self.files)
+        dropped: set[int] = set()
+        notes: list[str] = []
+        for i in order:
+            a = self.files[i]
+            if i in dropped:
+                continue
+            for j in order:
+                b = self.files[j]
+                if j <= i or j in dropped or not _maybe_same_capture(a, b):
+                    continue
+                # the superset's devices, else the richer format, else the first input
+                if covers(a.fingerprint, b.fingerprint) and (
+                    len(a.fingerprint) > len(b.fingerprint) or _richness(a) <= _richness(b)
+                ):
+                    keep, drop = i, j
+                elif covers(b.fingerprint, a.fingerprint):
+                    keep, drop = j, i
+                else:
+                    continue
+                dropped.add(drop)
+                notes.append(
+                    f"{self.files[drop].source} and {self.files[keep].source} hold the same activities: one "
+                    f"capture in two formats (or one file twice); read {self.files[keep].source} only"
+                )
+                if drop == i:
+                    break
+        kept = [i for i in order if i not in dropped]
+        _refuse_different_jobs([self.files[i] for i in kept])
+        owner: dict[str, str] = {}
+        for i in kept:
+            f = self.files[i]
+            for device in f.claimed:
+                first = owner.setdefault(device, f.source)
+                if first != f.source:
+                    # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
+                    raise InputError(
+                        f.source,
+                        f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
+                        "twice? Analyze them separately (moeprof report --compare shows them side by side)",
+                    )
+        self.dropped, self.notes, self.decided = dropped, notes, True
+        return notes
+
+    def _kept(self) -> list[_FileTake]:
+        self.decide()
+        return [self.files[i] for i in sorted(self.files) if i not in self.dropped]
+
+    @property
+    def inputs(self) -> dict[int, list[str]]:
+        self.decide()
+        return {i: f.inputs for i, f in self.files.items() if i not in self.dropped}
+
+    @property
+    def warnings(self) -> dict[int, list[str]]:
+        self.decide()
+        return {i: f.warnings for i, f in self.files.items() if i not in self.dropped}
+
+    @property
+    def devices(self) -> list[DeviceFigures]:
+        return [d for f in self._kept() for d in f.devices]
+
+    @property
+    def steps(self) -> list[StepFigures]:
+        return [s for f in self._kept() for s in f.steps]
+
+    @property
+    def signals(self) -> list[dict]:
+        return [s for f in self._kept() for s in f.signals]
+
+    @property
+    def timeline(self) -> list:
+        return [v for f in self._kept() for v in f.timeline]
+
+    @property
+    def rules(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self._kept():
+            for k, v in f.rules.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    @property
+    def facts(self) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for f in self._kept():
+            out.setdefault(repr(sorted(f.facts.items())), f.facts)
+        return out
+
+    @property
+    def device_ids(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self._kept():
+            for device, gid in f.device_ids.items():
+                out.setdefault(device, gid)
+        return out
+
+    @property
+    def hosts(self) -> set[str]:
+        return {h for f in self._kept() for h in f.hosts}
+
+    @property
+    def formats(self) -> set[str]:
+        return {f.part_format for f in self._kept()}
+
+    @property
+    def ranks(self) -> set[int | None]:
+        return {f.rank for f in self._kept()}
+
+    @property
+    def worlds(self) -> set[int | None]:
+        return {f.world for f in self._kept()}
 
     def compact(self) -> None:
         for name, frames in self.tables.items():
@@ -174,8 +312,14 @@ class JobResults:
                 self.tables[name] = [pd.concat(frames, ignore_index=True)]
 
     def table(self, name: str, columns: Sequence[str]) -> pd.DataFrame:
+        self.decide()
         frames = self.tables[name]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
+        if not frames:
+            return pd.DataFrame(columns=list(columns))
+        whole = pd.concat(frames, ignore_index=True)
+        if self.dropped:
+            whole = whole[~whole[self._FILE].isin(sorted(self.dropped))].reset_index(drop=True)
+        return whole.drop(columns=self._FILE)
 
     def whole_job(self) -> bool:
         """Spec §8 rule 4: the inputs hold the whole job (every rank of the world, or one host's whole trace)."""
@@ -199,6 +343,55 @@ class JobResults:
         windows = self.table("windows", ("device", "start_ns", "end_ns"))
         exposed = self.table("exposed", ("device", "start_ns", "end_ns"))
         return records, build_ledger(records, windows, exposed, self.whole_job(), device_ids)
+
+
+def _richness(f: _FileTake) -> int:
+    return FORMAT_RICHNESS.index(f.part_format) if f.part_format in FORMAT_RICHNESS else len(FORMAT_RICHNESS)
+
+
+def _maybe_same_capture(a: _FileTake, b: _FileTake) -> bool:
+    """What the files say before their activities are compared: two ranks, or two hosts named by one
+    format, are two captures however alike their activities."""
+    if a.rank is not None and b.rank is not None and a.rank != b.rank:
+        return False
+    named = ("xplane", "nsys", "nsys-parquet")  # host names from the file's content (Chrome's is its file name)
+    if a.part_format == b.part_format in named and a.identity.hosts and b.identity.hosts:
+        return a.identity.hosts == b.identity.hosts
+    return True
+
+
+def _refuse_different_jobs(files: Sequence[_FileTake]) -> None:
+    """Refuse files that cannot be one job, naming both and the field that disagrees (core.identity).
+
+    Each file is compared with every earlier one (input order, so the message never depends on which
+    result arrived first), and the ranks and devices of the files must fit the world they state."""
+    for k, b in enumerate(files):
+        for a in files[:k]:
+            why = disagreement(a.identity, b.identity)
+            if why:
+                raise InputError(
+                    b.source,
+                    f"cannot be one job with {a.source}: {why}. Analyze them separately "
+                    "(moeprof report --compare shows them side by side)",
+                )
+    stated = next((f for f in files if f.identity.world_size is not None), None)
+    if stated is None or stated.identity.world_size is None:
+        return
+    world = stated.identity.world_size
+    ranks: set[int] = set()
+    devices = 0
+    for f in files:
+        if f.identity.rank is not None:
+            ranks.add(f.identity.rank)
+        else:
+            devices += f.identity.devices
+        if len(ranks) + devices > world:
+            raise InputError(
+                f.source,
+                f"cannot be one job with {stated.source}: world size {world}, but the files hold "
+                f"{len(ranks) + devices} ranks or devices. Analyze them separately "
+                "(moeprof report --compare shows them side by side)",
+            )
 
 
 def ledger_summary(ledger: Ledger) -> dict:
@@ -249,6 +442,7 @@ def finish_job(
     job: JobResults, link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
 ) -> tuple[Analysis, pd.DataFrame | None]:
     """The analysis of everything ``job`` took in."""
+    notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
     if ledger is not None:

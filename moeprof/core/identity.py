@@ -1,0 +1,167 @@
+"""What makes files one job: the same capture in two formats, and files that cannot be one job.
+
+Two questions, both answered from what each file carries and nothing else (docs/metrics.md, "One job"):
+
+- **The same capture?** A file's *activity fingerprint* survives the change of format (XPlane, xprof
+  trace JSON, Kineto, Nsight): per device, how many activities, their total duration, and the first
+  :data:`FINGERPRINT_ACTIVITIES` activities' start offsets (from the device's first activity) and
+  durations, in whole µs (Chrome JSON's unit, the coarsest any format uses). Names are not used: Nsight
+  writes demangled kernel names where xprof writes short ones.
+- **One job?** A file's :class:`JobIdentity` (world size, device models, framework, HLO modules, the
+  time its activities cover); two files whose identities disagree on a field cannot be one job.
+
+Pure functions on columns; the pipeline computes both per file (the map) and decides in the merge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .events import column_codes
+
+FINGERPRINT_ACTIVITIES = 256  # first activities of a device kept in its fingerprint
+US = 1000  # ns per µs: Chrome JSON's unit, the coarsest of the formats
+TOLERANCE_US = 1  # one rounding step either way
+MATCH_SHARE = 0.9  # share of a fingerprint's offsets and durations that must agree within the tolerance
+MIN_MATCHED_ACTIVITIES = 32  # fewer activities than this decide nothing (a memset or two per device)
+# wall-clock (epoch) timestamps: from 2001-09 on in ns; smaller ones count from boot or the session start
+EPOCH_NS = 10**18
+JOB_GAP_NS = 5 * 60 * 10**9  # files of one job whose activities lie farther apart than this cannot be one job
+# formats whose framework is read from the file itself (Nsight's is a guess from kernel and range names)
+FRAMEWORK_FORMATS = ("xplane", "kineto", "chrome")
+
+
+@dataclass(frozen=True)
+class DeviceFingerprint:
+    """One device's activities, in whole µs, as any format of the capture shows them."""
+
+    count: int
+    busy_us: int  # sum of durations
+    offsets_us: tuple[int, ...]  # first activities' starts from the device's first start, sorted
+    durations_us: tuple[int, ...]  # the same activities' durations, sorted
+
+
+def fingerprint(events: pd.DataFrame) -> tuple[DeviceFingerprint, ...]:
+    """Every device's fingerprint, in a canonical order (by count, then busy time)."""
+    if not len(events):
+        return ()
+    codes, _ = column_codes(events["device"])
+    start = events["start_ns"].to_numpy(dtype=np.int64)
+    dur = np.maximum(events["end_ns"].to_numpy(dtype=np.int64) - start, 0)
+    order = np.lexsort((dur, start, codes))
+    codes_sorted = codes[order]
+    bounds = np.flatnonzero(np.diff(codes_sorted)) + 1
+    out = []
+    for rows in np.split(order, bounds):
+        s, d = start[rows], dur[rows]
+        first = slice(0, FINGERPRINT_ACTIVITIES)
+        offsets = np.rint((s[first] - s[0]) / US).astype(np.int64)
+        durations = np.rint(d[first] / US).astype(np.int64)
+        out.append(
+            DeviceFingerprint(
+                count=int(rows.size),
+                busy_us=int(np.rint(d.sum() / US)),
+                offsets_us=tuple(np.sort(offsets).tolist()),
+                durations_us=tuple(np.sort(durations).tolist()),
+            )
+        )
+    return tuple(sorted(out, key=lambda f: (f.count, f.busy_us, f.durations_us)))
+
+
+def _close(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    n = min(len(a), len(b))
+    if not n:
+        return False
+    agree = np.abs(np.asarray(a[:n]) - np.asarray(b[:n])) <= TOLERANCE_US
+    return bool(agree.mean() >= MATCH_SHARE)
+
+
+def same_device(a: DeviceFingerprint, b: DeviceFingerprint) -> bool:
+    """Whether two fingerprints show one device's activities (within a rounding step, a few missing)."""
+    if abs(a.count - b.count) > max(1, a.count // 100):
+        return False
+    if abs(a.busy_us - b.busy_us) > max(a.count, b.count) * TOLERANCE_US + a.busy_us // 100:
+        return False
+    return _close(a.offsets_us, b.offsets_us) and _close(a.durations_us, b.durations_us)
+
+
+def covers(big: tuple[DeviceFingerprint, ...], small: tuple[DeviceFingerprint, ...]) -> bool:
+    """Whether every device of ``small`` is a distinct device of ``big`` (the same capture, or part of it)."""
+    if not small or len(small) > len(big):
+        return False
+    if sum(f.count for f in small) < MIN_MATCHED_ACTIVITIES:
+        return False
+    free = list(big)
+    for f in small:
+        match = next((i for i, g in enumerate(free) if same_device(f, g)), None)
+        if match is None:
+            return False
+        free.pop(match)
+    return True
+
+
+@dataclass(frozen=True)
+class JobIdentity:
+    """What a file says about the job it belongs to (``None`` / empty: the file does not say)."""
+
+    format: str = ""
+    world_size: int | None = None
+    rank: int | None = None
+    devices: int = 0  # devices the file holds
+    device_models: tuple[str, ...] = ()
+    framework: str = "unknown"
+    hlo_modules: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+    start_ns: int | None = None  # the time its activities cover
+    end_ns: int | None = None
+    process_groups: tuple[tuple[str, tuple[int, ...]], ...] = field(default=())
+
+    @property
+    def wall_clock(self) -> bool:
+        return self.start_ns is not None and self.start_ns >= EPOCH_NS
+
+
+def normal_model(name: str) -> str:
+    """A GPU model as the formats agree on it: without vendor words, case and spacing."""
+    words = [w for w in name.lower().replace("-", " ").split() if w not in ("nvidia", "tesla", "amd", "geforce")]
+    return " ".join(words)
+
+
+def _span(ns: int) -> str:
+    seconds = ns / 1e9
+    return f"{seconds / 86400:.1f} days" if seconds >= 86400 else f"{seconds / 60:.1f} min"
+
+
+def disagreement(a: JobIdentity, b: JobIdentity) -> str | None:
+    """Why two files cannot be one job (the field that disagrees, with both values), or None."""
+    if a.world_size is not None and b.world_size is not None and a.world_size != b.world_size:
+        return f"world size {a.world_size} vs {b.world_size}"
+    for x, y in ((a, b), (b, a)):
+        if x.rank is not None and y.world_size is not None and x.rank >= y.world_size:
+            return f"rank {x.rank} in a world of {y.world_size}"
+    models_a, models_b = {normal_model(m) for m in a.device_models}, {normal_model(m) for m in b.device_models}
+    if models_a and models_b and not models_a & models_b:
+        return f"device model {', '.join(sorted(a.device_models))} vs {', '.join(sorted(b.device_models))}"
+    known = ("jax", "tensorflow", "pytorch")
+    if (
+        a.format in FRAMEWORK_FORMATS
+        and b.format in FRAMEWORK_FORMATS
+        and a.framework in known
+        and b.framework in known
+        and a.framework != b.framework
+    ):
+        return f"framework {a.framework} vs {b.framework}"
+    if a.hlo_modules and b.hlo_modules and not set(a.hlo_modules) & set(b.hlo_modules):
+        return f"HLO modules ({a.hlo_modules[0]}, ...) vs ({b.hlo_modules[0]}, ...), none in common"
+    groups_a, groups_b = dict(a.process_groups), dict(b.process_groups)
+    for name in sorted(groups_a.keys() & groups_b.keys()):
+        if len(groups_a[name]) != len(groups_b[name]):
+            return f"process group {name} of {len(groups_a[name])} vs {len(groups_b[name])} ranks"
+    if a.wall_clock and b.wall_clock and a.end_ns is not None and b.end_ns is not None:
+        gap = max(a.start_ns or 0, b.start_ns or 0) - min(a.end_ns, b.end_ns)
+        if gap > JOB_GAP_NS:
+            return f"time range: their activities lie {_span(gap)} apart"
+    return None
