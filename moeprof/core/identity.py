@@ -15,6 +15,7 @@ Pure functions on columns; the pipeline computes both per file (the map) and dec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,31 +45,35 @@ class DeviceFingerprint:
     durations_us: tuple[int, ...]  # the same activities' durations, sorted
 
 
+def device_fingerprint(start: np.ndarray, end: np.ndarray, by_start: bool = False) -> DeviceFingerprint:
+    """One device's fingerprint from its activities' starts and ends (ns); ``by_start``: already sorted."""
+    k = FINGERPRINT_ACTIVITIES
+    first: slice | np.ndarray = slice(0, k)
+    if not by_start and start.size > k:
+        first = np.argpartition(start, k - 1)[:k]  # the first activities without a full sort
+    s, d = start[first], np.maximum(end[first] - start[first], 0)
+    return DeviceFingerprint(
+        count=int(start.size),
+        busy_us=int(np.rint(np.maximum(end - start, 0).sum() / US)),
+        offsets_us=tuple(np.sort(np.rint((s - start.min()) / US).astype(np.int64)).tolist()),
+        durations_us=tuple(np.sort(np.rint(d / US).astype(np.int64)).tolist()),
+    )
+
+
+def canonical(prints: Sequence[DeviceFingerprint]) -> tuple[DeviceFingerprint, ...]:
+    """A file's device fingerprints in an order that does not depend on device names."""
+    return tuple(sorted(prints, key=lambda f: (f.count, f.busy_us, f.durations_us)))
+
+
 def fingerprint(events: pd.DataFrame) -> tuple[DeviceFingerprint, ...]:
-    """Every device's fingerprint, in a canonical order (by count, then busy time)."""
+    """Every device's fingerprint (:func:`canonical` order), one pass per device."""
     if not len(events):
         return ()
-    codes, _ = column_codes(events["device"])
     start = events["start_ns"].to_numpy(dtype=np.int64)
-    dur = np.maximum(events["end_ns"].to_numpy(dtype=np.int64) - start, 0)
-    order = np.lexsort((dur, start, codes))
-    codes_sorted = codes[order]
-    bounds = np.flatnonzero(np.diff(codes_sorted)) + 1
-    out = []
-    for rows in np.split(order, bounds):
-        s, d = start[rows], dur[rows]
-        first = slice(0, FINGERPRINT_ACTIVITIES)
-        offsets = np.rint((s[first] - s[0]) / US).astype(np.int64)
-        durations = np.rint(d[first] / US).astype(np.int64)
-        out.append(
-            DeviceFingerprint(
-                count=int(rows.size),
-                busy_us=int(np.rint(d.sum() / US)),
-                offsets_us=tuple(np.sort(offsets).tolist()),
-                durations_us=tuple(np.sort(durations).tolist()),
-            )
-        )
-    return tuple(sorted(out, key=lambda f: (f.count, f.busy_us, f.durations_us)))
+    end = events["end_ns"].to_numpy(dtype=np.int64)
+    codes, values = column_codes(events["device"])
+    groups = [np.flatnonzero(codes == c) for c in range(-1, len(values))]
+    return canonical([device_fingerprint(start[rows], end[rows]) for rows in groups if rows.size])
 
 
 def _close(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

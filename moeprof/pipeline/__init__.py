@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..core.analysis import Analysis
 from ..core.classify import classify, rules_with
+from ..core.identity import fingerprint
 from ..core.timeline import TimelineOptions, TimelineView
 from ..core.topology import attribute_links
 from ..core.trace import Trace
@@ -29,8 +30,8 @@ from ..readers.discovery import discover_job
 from ..readers.runfolder import read_manifest
 from ..workers import default_decode_threads
 from .executors import concurrent_files, map_files, resolve_scheduler
-from .merge import JobResults, finish_job, instance_table, merge, merge_job
-from .per_file import FileResult, measure_file
+from .merge import Candidate, JobResults, decide_files, finish_job, instance_table, merge
+from .per_file import FileResult, job_identity, measure_file
 
 __all__ = [
     "Analysis",
@@ -91,10 +92,28 @@ def load(paths: str | Path | Sequence[str | Path], options: LoadOptions | None =
     options = options or LoadOptions()
     inputs = [paths] if isinstance(paths, str | Path) else list(paths)
     files, places, single, notes = _layout(inputs, options)
-    out = TraceSet(load_trace(f, p, options, single) for f, p in zip(files, places))
+    traces, decided = one_job([load_trace(f, p, options, single) for f, p in zip(files, places)])
+    out = TraceSet(traces)
     out.manifest = _manifest(inputs)
-    out.notes = tuple(notes)
+    out.notes = (*notes, *decided)
     return out
+
+
+def one_job(traces: Sequence[Trace]) -> tuple[list[Trace], list[str]]:
+    """The traces that make one job (one capture in two formats read once) and the notes that say what was
+    set aside; refuses traces that cannot be one job, as the merge does (``merge.decide_files``)."""
+    candidates = {
+        i: Candidate(
+            source=t.path,
+            part_format=t.format,
+            identity=job_identity(t),
+            fingerprint=fingerprint(t.events),
+            claimed=t.device_names,
+        )
+        for i, t in enumerate(traces)
+    }
+    dropped, notes = decide_files(candidates)
+    return [t for i, t in enumerate(traces) if i not in dropped], notes
 
 
 def analyze(
@@ -107,10 +126,15 @@ def analyze(
     manifest = getattr(traces, "manifest", None)
     notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
-    parts = [measure_file(t, step_options, timeline) for t in traces]
-    return _with_manifest(
-        finish(merge_job(parts, link_peaks, notes), timeline, [v for p in parts for v in p.timeline]), manifest
-    )
+    job = _job_of([measure_file(t, step_options, timeline) for t in traces])
+    return _with_manifest(finish(finish_job(job, link_peaks, notes), timeline, job.timeline), manifest)
+
+
+def _job_of(parts: Sequence[FileResult]) -> JobResults:
+    job = JobResults()
+    for i, part in enumerate(parts):
+        job.add(i, part)
+    return job
 
 
 def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
@@ -240,8 +264,9 @@ def analyze_job(
     """The analysis and the classified traces it measured, each file read once (``report``, ``annotate``)."""
     options = options or LoadOptions()
     files, places, single, notes = _layout(inputs, options)
-    traces = [load_trace(f, p, options, single) for f, p in zip(files, places)]
+    traces, decided = one_job([load_trace(f, p, options, single) for f, p in zip(files, places)])
+    notes = [*notes, *decided]
     timeline = timeline or TimelineOptions()
-    parts = [measure_file(t, step_options, timeline) for t in traces]
-    analysis = finish(merge_job(parts, link_peaks, notes), timeline, [v for p in parts for v in p.timeline])
+    job = _job_of([measure_file(t, step_options, timeline) for t in traces])
+    analysis = finish(finish_job(job, link_peaks, notes), timeline, job.timeline)
     return _with_run_folder(analysis, inputs), traces

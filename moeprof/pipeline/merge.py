@@ -6,7 +6,7 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -26,7 +26,7 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
-from ..core.identity import JobIdentity, covers, disagreement
+from ..core.identity import DeviceFingerprint, JobIdentity, covers, disagreement
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..errors import InputError
@@ -105,14 +105,22 @@ def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Sp
 FORMAT_RICHNESS = ("xplane", "nsys", "nsys-parquet", "kineto", "chrome")  # of one capture's formats, read the first
 
 
-@dataclass
-class _FileTake:
-    """What the coordinator keeps of one file until the job is decided (all small)."""
+@dataclass(frozen=True)
+class Candidate:
+    """What decides whether a file joins the job: its identity, its fingerprint, the devices it claims."""
 
     source: str
     part_format: str
     identity: JobIdentity
-    fingerprint: tuple
+    fingerprint: tuple[DeviceFingerprint, ...]
+    claimed: list[str]
+
+
+@dataclass
+class _FileTake:
+    """What the coordinator keeps of one file until the job is decided (all small)."""
+
+    who: Candidate
     inputs: list[str]
     warnings: list[str]
     devices: list[DeviceFigures]
@@ -121,7 +129,6 @@ class _FileTake:
     rules: dict[str, int]
     facts: dict
     device_ids: dict[str, int]
-    claimed: list[str]
     hosts: set[str]
     rank: int | None
     world: int | None
@@ -161,11 +168,15 @@ class JobResults:
     def add(self, index: int, part: FileResult) -> None:
         """Take in one file's result (then the caller can drop it)."""
         source = part.inputs[0] if part.inputs else f"input {index}"
-        self.files[index] = _FileTake(
+        who = Candidate(
             source=source,
             part_format=part.format,
             identity=part.identity,
             fingerprint=part.fingerprint,
+            claimed=list(part.device_ids or {d.device: -1 for d in part.devices}),
+        )
+        self.files[index] = _FileTake(
+            who=who,
             inputs=list(part.inputs),
             warnings=list(part.warnings),
             devices=list(part.devices),
@@ -174,7 +185,6 @@ class JobResults:
             rules=dict(part.rules),
             facts=part.facts,
             device_ids=dict(part.device_ids),
-            claimed=list(part.device_ids or {d.device: -1 for d in part.devices}),
             hosts=set(part.clocks.values()),
             rank=part.job.get("rank"),
             world=part.job.get("world_size"),
@@ -191,51 +201,10 @@ class JobResults:
 
     def decide(self) -> list[str]:
         """Set aside the second format of a capture, refuse what cannot be one job; the notes to show."""
-        if self.decided:
-            return self.notes
-        order = sorted(self.files)
-        dropped: set[int] = set()
-        notes: list[str] = []
-        for i in order:
-            a = self.files[i]
-            if i in dropped:
-                continue
-            for j in order:
-                b = self.files[j]
-                if j <= i or j in dropped or not _maybe_same_capture(a, b):
-                    continue
-                # the superset's devices, else the richer format, else the first input
-                if covers(a.fingerprint, b.fingerprint) and (
-                    len(a.fingerprint) > len(b.fingerprint) or _richness(a) <= _richness(b)
-                ):
-                    keep, drop = i, j
-                elif covers(b.fingerprint, a.fingerprint):
-                    keep, drop = j, i
-                else:
-                    continue
-                dropped.add(drop)
-                notes.append(
-                    f"{self.files[drop].source} and {self.files[keep].source} hold the same activities: one "
-                    f"capture in two formats (or one file twice); read {self.files[keep].source} only"
-                )
-                if drop == i:
-                    break
-        kept = [i for i in order if i not in dropped]
-        _refuse_different_jobs([self.files[i] for i in kept])
-        owner: dict[str, str] = {}
-        for i in kept:
-            f = self.files[i]
-            for device in f.claimed:
-                first = owner.setdefault(device, f.source)
-                if first != f.source:
-                    # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
-                    raise InputError(
-                        f.source,
-                        f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
-                        "twice? Analyze them separately (moeprof report --compare shows them side by side)",
-                    )
-        self.dropped, self.notes, self.decided = dropped, notes, True
-        return notes
+        if not self.decided:
+            self.dropped, self.notes = decide_files({i: f.who for i, f in self.files.items()})
+            self.decided = True
+        return self.notes
 
     def _kept(self) -> list[_FileTake]:
         self.decide()
@@ -296,7 +265,7 @@ class JobResults:
 
     @property
     def formats(self) -> set[str]:
-        return {f.part_format for f in self._kept()}
+        return {f.who.part_format for f in self._kept()}
 
     @property
     def ranks(self) -> set[int | None]:
@@ -345,14 +314,63 @@ class JobResults:
         return records, build_ledger(records, windows, exposed, self.whole_job(), device_ids)
 
 
-def _richness(f: _FileTake) -> int:
+def decide_files(files: Mapping[int, Candidate]) -> tuple[set[int], list[str]]:
+    """Which files of a job are set aside as another format of a capture read once, and the notes that
+    say so; refuses (InputError) files that cannot be one job, or two files that claim one device.
+
+    Input order decides every tie, so the answer never depends on the order results arrived in."""
+    order = sorted(files)
+    dropped: set[int] = set()
+    twins: dict[int, list[int]] = {}  # kept file -> the files of its capture set aside
+    for i in order:
+        if i in dropped:
+            continue
+        a = files[i]
+        for j in order:
+            b = files[j]
+            if j <= i or j in dropped or not _maybe_same_capture(a, b):
+                continue
+            a_holds_b, b_holds_a = covers(a.fingerprint, b.fingerprint), covers(b.fingerprint, a.fingerprint)
+            if not (a_holds_b or b_holds_a):
+                continue
+            # the file holding more devices, else the richer format, else the earlier input
+            keep, drop = (i, j) if a_holds_b and (not b_holds_a or _richness(a) <= _richness(b)) else (j, i)
+            dropped.add(drop)
+            twins.setdefault(keep, []).append(drop)
+            if drop == i:
+                break
+    kept = [i for i in order if i not in dropped]
+    notes = [
+        f"{', '.join(files[d].source for d in sorted(twins[k]))} "
+        f"{'holds' if len(twins[k]) == 1 else 'hold'} the same activities as {files[k].source}: one "
+        f"capture in two formats (or one file twice); read {files[k].source} only"
+        for k in kept
+        if k in twins
+    ]
+    _refuse_different_jobs([files[i] for i in kept])
+    owner: dict[str, str] = {}
+    for i in kept:
+        f = files[i]
+        for device in f.claimed:
+            first = owner.setdefault(device, f.source)
+            if first != f.source:
+                # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
+                raise InputError(
+                    f.source,
+                    f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
+                    "twice? Analyze them separately (moeprof report --compare shows them side by side)",
+                )
+    return dropped, notes
+
+
+def _richness(f: Candidate) -> int:
     return FORMAT_RICHNESS.index(f.part_format) if f.part_format in FORMAT_RICHNESS else len(FORMAT_RICHNESS)
 
 
-def _maybe_same_capture(a: _FileTake, b: _FileTake) -> bool:
+def _maybe_same_capture(a: Candidate, b: Candidate) -> bool:
     """What the files say before their activities are compared: two ranks, or two hosts named by one
     format, are two captures however alike their activities."""
-    if a.rank is not None and b.rank is not None and a.rank != b.rank:
+    if a.identity.rank is not None and b.identity.rank is not None and a.identity.rank != b.identity.rank:
         return False
     named = ("xplane", "nsys", "nsys-parquet")  # host names from the file's content (Chrome's is its file name)
     if a.part_format == b.part_format in named and a.identity.hosts and b.identity.hosts:
@@ -360,7 +378,7 @@ def _maybe_same_capture(a: _FileTake, b: _FileTake) -> bool:
     return True
 
 
-def _refuse_different_jobs(files: Sequence[_FileTake]) -> None:
+def _refuse_different_jobs(files: Sequence[Candidate]) -> None:
     """Refuse files that cannot be one job, naming both and the field that disagrees (core.identity).
 
     Each file is compared with every earlier one (input order, so the message never depends on which

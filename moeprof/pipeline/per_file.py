@@ -18,7 +18,7 @@ from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
-from ..core.identity import DeviceFingerprint, JobIdentity, fingerprint
+from ..core.identity import DeviceFingerprint, JobIdentity, canonical, device_fingerprint
 from ..core.ledger_records import clock_domain, comm_records, empty_records
 from ..core.metrics import COMM, COMPUTE, DeviceTimeline, EventColumns
 from ..core.steps import fallback_note, find_steps, select_steps
@@ -316,8 +316,10 @@ def measure_file(
     views: list[TimelineView] = []
     steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
     all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
+    prints: list[DeviceFingerprint] = []
     for host, device, positions in _device_groups(activity) if len(activity) else []:
         timeline_rows = DeviceTimeline(activity, positions, columns)
+        prints.append(device_fingerprint(timeline_rows.start, timeline_rows.end, by_start=True))
         device_steps = steps_by_device.get(device)
         if selecting:
             if device_steps is None:
@@ -376,7 +378,7 @@ def measure_file(
         job={"world_size": trace.job.world_size, "rank": trace.job.rank, "format": trace.format},
         timeline=views,
         step_count=int(all_steps["step"].nunique()) if len(all_steps) else 0,
-        fingerprint=fingerprint(activity),
+        fingerprint=canonical(prints),
         identity=job_identity(trace),
     )
 

@@ -78,7 +78,7 @@ def _parquet_mark(path: Path) -> str | None:
 
         meta = pq.read_schema(path).metadata or {}
         value = json.loads(meta[PARQUET_KEY]) if PARQUET_KEY in meta else None
-    except Exception:  # noqa: BLE001 - any unreadable parquet is simply not ours
+    except Exception:  # any unreadable parquet is simply not ours
         return None
     return str(value.get("schema")) if isinstance(value, dict) and value.get("schema") else None
 
@@ -95,7 +95,8 @@ def _history_mark(path: Path, head: bytes) -> str | None:
             conn.close()
     except sqlite3.Error:
         return None
-    return "moeprof.history-db/1" if _HISTORY_TABLES <= tables and not any(t.startswith("CUPTI") for t in tables) else None
+    ours = _HISTORY_TABLES <= tables and not any(t.startswith("CUPTI") for t in tables)
+    return "moeprof.history-db/1" if ours else None
 
 
 def no_trace_structure(path: Path) -> str | None:

@@ -30,12 +30,12 @@ import orjson
 import pandas as pd
 
 from .._version import __version__
-from ..readers.marks import ANNOTATED_SCHEMA
 from ..core import intervals as iv
 from ..core.analysis import Analysis
 from ..core.events import BUCKETS, bucket_codes, column_codes, combine_codes, concat, first_rows, lookup
 from ..core.timeline import CATEGORIES, EXPOSED, WAITING, category_codes_of
 from ..core.trace import Trace
+from ..readers.marks import ANNOTATED_SCHEMA
 
 TRANSFER = "comm moving bytes"  # comm outside its wait parts (§8), beside WAITING
 DERIVED_TID = 100_000  # derived threads sort after any stream
