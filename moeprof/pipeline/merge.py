@@ -398,14 +398,18 @@ def _refuse_different_jobs(files: Sequence[Candidate]) -> None:
     world = stated.identity.world_size
     ranks: set[int] = set()
     devices = 0
+    counted: list[Candidate] = []
     for f in files:
         if f.identity.rank is not None:
             ranks.add(f.identity.rank)
         else:
             devices += f.identity.devices
-        if len(ranks) + devices > world:
+        counted.append(f)
+        if len(counted) > 1 and len(ranks) + devices > world:
+            # name the file that stated the world and another: the one that went over, or the one before it
+            other = f if f is not stated else counted[-2]
             raise InputError(
-                f.source,
+                other.source,
                 f"cannot be one job with {stated.source}: world size {world}, but the files hold "
                 f"{len(ranks) + devices} ranks or devices. Analyze them separately "
                 "(moeprof report --compare shows them side by side)",
