@@ -26,7 +26,15 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
-from ..core.identity import FRAMEWORK_FORMATS, DeviceFingerprint, JobIdentity, covers, disagreement
+from ..core.identity import (
+    FRAMEWORK_FORMATS,
+    DeviceFingerprint,
+    JobIdentity,
+    covers,
+    disagreement,
+    index_keys,
+    own_key,
+)
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..errors import InputError
@@ -322,15 +330,23 @@ def decide_files(files: Mapping[int, Candidate]) -> tuple[set[int], list[str]]:
     order = sorted(files)
     dropped: set[int] = set()
     twins: dict[int, list[int]] = {}  # kept file -> the files of its capture set aside
+    buckets: dict[tuple[int, ...], set[int]] = {}
+    for i in order:
+        for printed in files[i].fingerprint:
+            buckets.setdefault(own_key(printed), set()).add(i)
     for i in order:
         if i in dropped:
             continue
         a = files[i]
-        for j in order:
+        near = {j for printed in a.fingerprint for key in index_keys(printed) for j in buckets.get(key, ())}
+        for j in sorted(near):
             b = files[j]
             if j <= i or j in dropped or not _maybe_same_capture(a, b):
                 continue
-            a_holds_b, b_holds_a = covers(a.fingerprint, b.fingerprint), covers(b.fingerprint, a.fingerprint)
+            a_holds_b = covers(a.fingerprint, b.fingerprint)
+            b_holds_a = (not a_holds_b or len(a.fingerprint) == len(b.fingerprint)) and covers(
+                b.fingerprint, a.fingerprint
+            )
             if not (a_holds_b or b_holds_a):
                 continue
             # the file holding more devices, else the richer format, else the earlier input
