@@ -272,7 +272,7 @@ def test_each_identity_field_refuses_on_its_own():
     cases = {
         "world size": JobIdentity(format="kineto", world_size=16, rank=1),
         "rank 9 in a world of 8": JobIdentity(format="kineto", rank=9),
-        "device model": JobIdentity(device_models=("NVIDIA H800",)),
+        "device model": JobIdentity(format="kineto", device_models=("NVIDIA H800",)),
         "framework": JobIdentity(format="xplane", framework="jax"),
         "HLO modules": JobIdentity(hlo_modules=("jit_b",)),
         "process group": JobIdentity(process_groups=(("0", (0, 1)),)),
@@ -290,7 +290,9 @@ def test_each_identity_field_refuses_on_its_own():
         why = disagreement(a, b)
         assert why is not None and why.startswith(field), (field, why)
     # the same GPU as two formats name it, and one framework, are one job
-    assert disagreement(a, JobIdentity(device_models=("NVIDIA V100 SXM2 32GB",), framework="pytorch")) is None
+    assert disagreement(a, JobIdentity(format="kineto", device_models=("NVIDIA V100 SXM2 32GB",))) is None
+    # formats name one GPU differently (XPlane by compute capability): models compare within a format
+    assert disagreement(a, JobIdentity(format="xplane", device_models=("NVIDIA compute capability 7.0",))) is None
     assert disagreement(base, JobIdentity(format="nsys", framework="jax")) is None  # Nsight's framework is a guess
 
 

@@ -183,7 +183,8 @@ def disagreement(a: JobIdentity, b: JobIdentity) -> str | None:
         if x.rank is not None and y.world_size is not None and x.rank >= y.world_size:
             return f"rank {x.rank} in a world of {y.world_size}"
     models_a, models_b = {normal_model(m) for m in a.device_models}, {normal_model(m) for m in b.device_models}
-    if models_a and models_b and not models_a & models_b:
+    # compared within one format: XPlane names a GPU by its compute capability, Kineto and Nsight by product
+    if a.format == b.format and models_a and models_b and not models_a & models_b:
         return f"device model {', '.join(sorted(a.device_models))} vs {', '.join(sorted(b.device_models))}"
     known = ("jax", "tensorflow", "pytorch")
     if (
