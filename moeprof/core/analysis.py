@@ -244,14 +244,15 @@ class Collective:
     bus_bandwidth_gbps: float | None = None
     link_peak_gbps: float | None = None
     link_utilization: float | None = None
-    bandwidth_verdict: str | None = None  # latency-bound | under-utilized | bandwidth-bound
+    bandwidth_verdict: str | None = None  # latency-bound | below-peak | under-utilized | bandwidth-bound
     wait_ns: int | None = None  # §8, where the ledger ran
     transfer_ns: int | None = None
     transfer_bus_bandwidth_gbps: float | None = None  # bytes over the transfer part alone
+    latency_knee_bytes: int | None = None  # bytes per call below which the link's latency dominates (a peak known)
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
-        for k in ("wait_ns", "transfer_ns", "transfer_bus_bandwidth_gbps"):
+        for k in ("wait_ns", "transfer_ns", "transfer_bus_bandwidth_gbps", "latency_knee_bytes"):
             if out[k] is None:
                 del out[k]
         return out
@@ -275,12 +276,14 @@ class Opportunity:
     evidence: Mapping[str, Any]
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)
+    remedy_family: str = ""  # what kind of fix it is, stable across the remedy's framework variants
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
         out["evidence"] = dict(self.evidence)
-        if not out["remedy_id"]:
-            del out["remedy_id"]
+        for key in ("remedy_id", "remedy_family"):
+            if not out[key]:
+                del out[key]
         return out
 
     @classmethod
@@ -321,10 +324,11 @@ class StepSummary:
 
 @dataclass(frozen=True, slots=True)
 class SlowestStep:
-    step: int
+    step: int  # as the trace numbers it (ProfilerStep#N, the Steps line; the JSON's steps[].step)
     span_ns: int
     over_median: float | None
     flagged: bool
+    position: int | None = None  # its position as --steps counts it (0-based, after --skip-first); None unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +381,7 @@ class Analysis:
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a saved analysis this version does not know
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
     skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
+    hardware: Mapping[str, Any] | None = None  # the GPUs the traces name, the preset and peaks used
     # each device's timeline view, when measured with one (report, annotate); never in the JSON
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
     # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
@@ -417,6 +422,8 @@ class Analysis:
             doc["ledger"] = dict(self.ledger)
         if self.skipped:
             doc["skipped"] = [dict(s) for s in self.skipped]
+        if self.hardware:
+            doc["hardware"] = dict(self.hardware)
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -449,6 +456,7 @@ class Analysis:
             "manifest",
             "ledger",
             "skipped",
+            "hardware",
         }
         try:
             return cls(
@@ -465,6 +473,7 @@ class Analysis:
                 manifest=doc.get("manifest") if isinstance(doc.get("manifest"), dict) else None,
                 ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
                 skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
+                hardware=doc.get("hardware") if isinstance(doc.get("hardware"), dict) else None,
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

@@ -38,10 +38,11 @@ from ..core.identity import (
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..errors import InputError
-from ..insight.bandwidth import annotate, bus_factor
+from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
+    merge_same_time,
     rank,
     signal_opportunities,
 )
@@ -50,7 +51,9 @@ from ..insight.waiting import op_stragglers, straggler_opportunity
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
 
-def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Spread:
+def spread(
+    devices: Sequence[DeviceFigures], steps: Sequence[StepFigures], positions: Mapping[int, int] | None = None
+) -> Spread:
     """How figures vary across devices and steps: a straggler device or a slow step shows here."""
     device_spread: dict[str, FigureSpread] = {}
     straggler = None
@@ -103,6 +106,7 @@ def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Sp
         slow_span = float(col["span_ns"][slow])
         slowest = SlowestStep(
             step=int(numbers[slow]),
+            position=(positions or {}).get(int(numbers[slow])),
             span_ns=int(slow_span),
             over_median=round(slow_span / median, 4) if median else None,
             flagged=bool(median and slow_span > 1.2 * median),
@@ -141,6 +145,8 @@ class _FileTake:
     rank: int | None
     world: int | None
     timeline: list
+    step_positions: dict[int, int]  # step number -> position as --steps counts it
+    models: dict[str, str]  # device -> GPU model its file names
 
 
 class JobResults:
@@ -197,6 +203,8 @@ class JobResults:
             rank=part.job.get("rank"),
             world=part.job.get("world_size"),
             timeline=list(part.timeline),
+            step_positions=dict(part.step_positions),
+            models=dict(part.models),
         )
         for name in self._TABLES:
             frame = getattr(part, name)
@@ -265,6 +273,21 @@ class JobResults:
         for f in self._kept():
             for device, gid in f.device_ids.items():
                 out.setdefault(device, gid)
+        return out
+
+    @property
+    def step_positions(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for f in self._kept():
+            for number, position in f.step_positions.items():
+                out.setdefault(number, position)
+        return out
+
+    @property
+    def models(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for f in self._kept():
+            out.update(f.models)
         return out
 
     @property
@@ -516,7 +539,9 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    collectives = annotate(collectives_table(comm), mode, link_peaks or {})
+    hardware = job_hardware(job.models, link_peaks)
+    scale_up = hardware.preset.scale_up if hardware.preset is not None else "nvlink"
+    collectives = annotate(collectives_table(comm), mode, hardware.peaks, scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
     independent = job.table("independent", ("device", "key", "independent_ns"))
@@ -540,17 +565,22 @@ def finish_job(
         collectives=tuple(collectives),
         steps=tuple(steps),
         opportunities=tuple(
-            rank(
-                hide
-                + expert_exchange_opportunity(comm, hide, stack, collectives)
-                + waiting
-                + signal_opportunities(signals, stack)
+            merge_same_time(
+                rank(
+                    hide
+                    + expert_exchange_opportunity(comm, hide, stack, collectives)
+                    + waiting
+                    + signal_opportunities(signals, stack)
+                ),
+                comm,
+                matched,
             )
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
-        warnings=(*notes, *(w for k in order for w in job.warnings[k])),
-        spread=spread(devices, steps),
+        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings),
+        spread=spread(devices, steps, job.step_positions),
         ledger=ledger_summary(ledger) if ledger is not None else None,
+        hardware=hardware.summary,
     ), matched
 
 

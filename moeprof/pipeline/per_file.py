@@ -80,6 +80,10 @@ class FileResult:
     # the file's activities as any format of its capture shows them (the merge reads a capture once)
     fingerprint: tuple[DeviceFingerprint, ...] = ()
     identity: JobIdentity = field(default_factory=JobIdentity)  # what the file says of its job
+    models: dict[str, str] = field(default_factory=dict)  # device -> GPU model, where the file names it
+    # step number (as the trace numbers it, what the JSON says) -> its position as --steps counts it
+    # (0-based among the file's steps after --skip-first), for the measured steps
+    step_positions: dict[int, int] = field(default_factory=dict)
 
 
 def _group_sizes(groups: np.ndarray) -> np.ndarray:
@@ -378,6 +382,8 @@ def measure_file(
         job={"world_size": trace.job.world_size, "rank": trace.job.rank, "format": trace.format},
         timeline=views,
         step_count=int(all_steps["step"].nunique()) if len(all_steps) else 0,
+        models=dict(trace.device_models),
+        step_positions=step_positions(all_steps, selected, step_options.skip_first),
         fingerprint=canonical(prints),
         identity=job_identity(trace),
     )
@@ -402,6 +408,15 @@ def job_identity(trace: Trace) -> JobIdentity:
     )
 
 
+def step_positions(all_steps: pd.DataFrame, selected: pd.DataFrame, skip_first: int) -> dict[int, int]:
+    """Each measured step's position as ``--steps`` counts it: 0-based among the steps after --skip-first."""
+    if not len(selected):
+        return {}
+    numbers = np.sort(all_steps["step"].unique())[skip_first:]
+    wanted = set(selected["step"].unique().tolist())
+    return {int(n): i for i, n in enumerate(numbers.tolist()) if n in wanted}
+
+
 def no_step_matches(options: StepOptions, steps: pd.DataFrame) -> str:
     """The refusal of a step selection that selects nothing, naming what the trace has."""
     asked = " ".join(
@@ -416,7 +431,18 @@ def no_step_matches(options: StepOptions, steps: pd.DataFrame) -> str:
     if not numbers:
         return f"{asked} selects steps, but the trace marks none (no step markers, no XLA module executions)"
     shown = ", ".join(map(str, numbers[:12])) + (", ..." if len(numbers) > 12 else "")
-    return f"{asked} matches no step: the trace has {plural(len(numbers), 'step')} ({shown})"
+    # --steps counts positions, the trace its own numbers: say both, so "step 6" and "--steps 2" meet
+    left = len(numbers) - options.skip_first
+    if left <= 0:
+        positions = f"--skip-first {options.skip_first} leaves none"
+    else:
+        after = f" after --skip-first {options.skip_first}" if options.skip_first else ""
+        positions = "--steps takes position 0" if left == 1 else f"--steps takes positions 0 to {left - 1}"
+        positions += after
+    return (
+        f"{asked} matches no step: the trace has {plural(len(numbers), 'step')} "
+        f"(numbered {shown} by the trace; {positions})"
+    )
 
 
 def _fields(figures: object) -> dict:
