@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
+from moeprof.readers.xspace_proto import messages
 
 from .conftest import SAMPLES, shared_trace
 
@@ -100,7 +101,8 @@ def test_an_impossible_mfu_warns_in_analyze_and_is_refused_by_check(tmp_path: Pa
 def test_unrelated_files_claiming_one_device_are_refused() -> None:
     folder = shared_trace("kineto")
     line = one_line_error(moeprof_cli("analyze", str(folder)))
-    assert "claims device rank0/GPU:0" in line
+    # their identities disagree before their devices collide (docs/metrics.md, "One job")
+    assert "cannot be one job with" in line and "world size" in line
     assert line.count(str(folder)) == 2  # both files named
 
 
@@ -114,7 +116,8 @@ def test_one_capture_in_several_formats_is_read_once(tmp_path: Path) -> None:
     assert len(doc["devices"]) == len(truth["devices"]) == 8
     assert doc["total"]["accumulated_ns"] == truth["total"]["accumulated_ns"]
     assert any(
-        "one capture in several formats" in w and "read synthetic_1host_8gpu.nsys.sqlite only" in w
+        "synthetic_1host_8gpu.trace.json.gz holds the same activities as" in w
+        and "read " + str(tmp_path / "synthetic_1host_8gpu.nsys.sqlite") + " only" in w
         for w in doc["warnings"]
     )
 
@@ -122,8 +125,14 @@ def test_one_capture_in_several_formats_is_read_once(tmp_path: Path) -> None:
 def test_processes_of_one_host_keep_their_devices_apart(tmp_path: Path) -> None:
     """Two CPU-only processes of one host, files named by address: never merged into one device."""
     src = next((SAMPLES / "cpu_moe_8dev" / "trace").rglob("*.xplane.pb"))
-    for name in ("127.0.0.1_9001.xplane.pb", "127.0.0.1_9002.xplane.pb"):
-        shutil.copyfile(src, tmp_path / name)
+    shutil.copyfile(src, tmp_path / "127.0.0.1_9001.xplane.pb")
+    # the second process ran its own activities (a byte copy would be one capture twice, read once)
+    space = messages()["XSpace"].FromString(src.read_bytes())
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                event.duration_ps = event.duration_ps * 2 + 5_000_000
+    (tmp_path / "127.0.0.1_9002.xplane.pb").write_bytes(space.SerializeToString())
     res = runner.invoke(app, ["analyze", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     devices = [d["device"] for d in json.loads(res.stdout)["devices"]]

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from ..core.analysis import Analysis
 from ..errors import InputError
+from ..readers.marks import HISTORY_APPLICATION_ID
 from .check import FIGURES, LEDGER_FIGURES, GateResult, measure, step_count, step_time_ns
 
 BUSY_TIMEOUT_S = 30.0
@@ -161,6 +162,8 @@ def _create(conn: sqlite3.Connection) -> None:
             if statement.strip():
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        # the mark that keeps the database from being read as an Nsight export (readers.marks)
+        conn.execute(f"PRAGMA application_id={HISTORY_APPLICATION_ID}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..core.analysis import Analysis
 from ..core.classify import classify, rules_with
+from ..core.identity import fingerprint
 from ..core.timeline import TimelineOptions, TimelineView
 from ..core.topology import attribute_links
 from ..core.trace import Trace
@@ -29,8 +30,8 @@ from ..readers.discovery import discover_job
 from ..readers.runfolder import read_manifest
 from ..workers import default_decode_threads
 from .executors import concurrent_files, map_files, resolve_scheduler
-from .merge import JobResults, finish_job, instance_table, merge, merge_job
-from .per_file import FileResult, measure_file
+from .merge import Candidate, JobResults, decide_files, finish_job, instance_table, merge
+from .per_file import FileResult, job_identity, measure_file
 
 __all__ = [
     "Analysis",
@@ -91,10 +92,51 @@ def load(paths: str | Path | Sequence[str | Path], options: LoadOptions | None =
     options = options or LoadOptions()
     inputs = [paths] if isinstance(paths, str | Path) else list(paths)
     files, places, single, notes = _layout(inputs, options)
-    out = TraceSet(load_trace(f, p, options, single) for f, p in zip(files, places))
+    traces, decided = _load_job(files, places, single, options)
+    out = TraceSet(traces)
     out.manifest = _manifest(inputs)
-    out.notes = tuple(notes)
+    out.notes = (*notes, *decided)
     return out
+
+
+def _relayout(
+    files: Sequence[TraceSource], places: Sequence[Placement], single: bool, kept: Sequence[int]
+) -> tuple[list[Placement], bool] | None:
+    """The layout of the kept files alone, where it differs from theirs among every file named (else None)."""
+    new = plan_placements([files[i] for i in kept])
+    new_single = len({p.host_index for p in new}) == 1
+    return None if new_single == single and new == [places[i] for i in kept] else (new, new_single)
+
+
+def _load_job(
+    files: Sequence[TraceSource], places: Sequence[Placement], single: bool, options: LoadOptions
+) -> tuple[list[Trace], list[str]]:
+    """Every file loaded, one capture's second format set aside (reloaded in the kept files' own layout
+    where setting it aside changed the layout), refusing files that cannot be one job."""
+    traces = [load_trace(f, p, options, single) for f, p in zip(files, places)]
+    kept, notes = one_job(traces)
+    relaid = _relayout(files, places, single, kept) if len(kept) < len(traces) else None
+    if relaid is not None:
+        return [load_trace(files[i], p, options, relaid[1]) for i, p in zip(kept, relaid[0])], notes
+    return [traces[i] for i in kept], notes
+
+
+def one_job(traces: Sequence[Trace]) -> tuple[list[int], list[str]]:
+    """The positions of the traces that make one job (one capture in two formats read once) and the notes
+    that say what was set aside; refuses traces that cannot be one job, as the merge does
+    (``merge.decide_files``)."""
+    candidates = {
+        i: Candidate(
+            source=t.path,
+            part_format=t.format,
+            identity=job_identity(t),
+            fingerprint=fingerprint(t.events),
+            claimed=t.device_names,
+        )
+        for i, t in enumerate(traces)
+    }
+    dropped, notes = decide_files(candidates)
+    return [i for i in range(len(traces)) if i not in dropped], notes
 
 
 def analyze(
@@ -107,10 +149,15 @@ def analyze(
     manifest = getattr(traces, "manifest", None)
     notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
-    parts = [measure_file(t, step_options, timeline) for t in traces]
-    return _with_manifest(
-        finish(merge_job(parts, link_peaks, notes), timeline, [v for p in parts for v in p.timeline]), manifest
-    )
+    job = _job_of([measure_file(t, step_options, timeline) for t in traces])
+    return _with_manifest(finish(finish_job(job, link_peaks, notes), timeline, job.timeline), manifest)
+
+
+def _job_of(parts: Sequence[FileResult]) -> JobResults:
+    job = JobResults()
+    for i, part in enumerate(parts):
+        job.add(i, part)
+    return job
 
 
 def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
@@ -224,6 +271,21 @@ def analyze_paths(
         first = skipped[0]
         raise InputError(first.file, f"{first.problem} (and every other input was bad too: nothing to analyze)")
     notes = [*notes, *(f"skipped {s.file}: {s.problem}" for s in skipped)]
+    decided = job.decide()
+    kept = [i for i in sorted(job.files) if i not in job.dropped]
+    relaid = _relayout(files, places, single, kept) if job.dropped else None
+    if relaid is not None:
+        # the files set aside changed the job's layout (one host, not two): measure the rest as if only
+        # they had been named, so the figures are those of the kept file read alone
+        again = JobResults()
+        map_files(
+            _map_one,
+            [(files[i], p, options, step_options, relaid[1], timeline) for i, p in zip(kept, relaid[0])],
+            on_result=lambda k, part: again.add(kept[k], part),
+            scheduler=scheduler,
+            jobs=jobs,
+        )
+        job, notes = again, [*notes, *decided]
     analysis = finish(finish_job(job, link_peaks, notes), timeline, job.timeline)
     if skipped:
         analysis = analysis.with_(skipped=tuple({"file": s.file, "problem": s.problem} for s in skipped))
@@ -240,8 +302,9 @@ def analyze_job(
     """The analysis and the classified traces it measured, each file read once (``report``, ``annotate``)."""
     options = options or LoadOptions()
     files, places, single, notes = _layout(inputs, options)
-    traces = [load_trace(f, p, options, single) for f, p in zip(files, places)]
+    traces, decided = _load_job(files, places, single, options)
+    notes = [*notes, *decided]
     timeline = timeline or TimelineOptions()
-    parts = [measure_file(t, step_options, timeline) for t in traces]
-    analysis = finish(merge_job(parts, link_peaks, notes), timeline, [v for p in parts for v in p.timeline])
+    job = _job_of([measure_file(t, step_options, timeline) for t in traces])
+    analysis = finish(finish_job(job, link_peaks, notes), timeline, job.timeline)
     return _with_run_folder(analysis, inputs), traces

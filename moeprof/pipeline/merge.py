@@ -6,8 +6,8 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,15 @@ from ..core.analysis import (
     StepSummary,
     ratio,
     sum_figures,
+)
+from ..core.identity import (
+    FRAMEWORK_FORMATS,
+    DeviceFingerprint,
+    JobIdentity,
+    covers,
+    disagreement,
+    index_keys,
+    own_key,
 )
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
@@ -105,6 +114,42 @@ def spread(
     return Spread(device_spread, straggler, tuple(summaries), slowest)
 
 
+FORMAT_RICHNESS = ("xplane", "nsys", "nsys-parquet", "kineto", "chrome")  # of one capture's formats, read the first
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What decides whether a file joins the job: its identity, its fingerprint, the devices it claims."""
+
+    source: str
+    part_format: str
+    identity: JobIdentity
+    fingerprint: tuple[DeviceFingerprint, ...]
+    claimed: list[str]
+
+
+@dataclass
+class _FileTake:
+    """What the coordinator keeps of one file until the job is decided (all small)."""
+
+    who: Candidate
+    inputs: list[str]
+    warnings: list[str]
+    devices: list[DeviceFigures]
+    steps: list[StepFigures]
+    signals: list[dict]
+    rules: dict[str, int]
+    facts: dict
+    device_ids: dict[str, int]
+    hosts: set[str]
+    rank: int | None
+    world: int | None
+    timeline: list
+    step_positions: dict[int, int]  # step number -> position as --steps counts it
+    models: dict[str, str]  # device -> GPU model its file names
+    dropped_activities: int  # device activities the reader dropped (unplaceable or outliers)
+
+
 class JobResults:
     """What the coordinator keeps of a job: the per-file results' contents, merged as they arrive.
 
@@ -114,70 +159,158 @@ class JobResults:
     few large tables rather than thousands of small ones. Results may arrive in any order:
     ``index`` is the file's place in the inputs, and every output is sorted or summed so the
     order of arrival never shows.
+
+    Which files make the job is decided once every result is in (:meth:`decide`), from the files'
+    fingerprints and identities alone, in input order: one capture in two formats is read once (the
+    richest format, :data:`FORMAT_RICHNESS`; the file holding more devices first), files that cannot be
+    one job are refused naming both and the field that disagrees (``core.identity``), and two files that
+    claim one device are refused. Table rows carry their file's index until then, so a file set aside
+    leaves nothing behind.
     """
 
     COMPACT_EVERY = 64
     _TABLES = ("comm", "group_sizes", "independent", "records", "windows", "exposed")
+    _FILE = "_file_index"
 
     def __init__(self) -> None:
-        self.inputs: dict[int, list[str]] = {}
-        self.warnings: dict[int, list[str]] = {}
-        self.dropped_activities = 0
-        self.devices: list[DeviceFigures] = []
-        self.steps: list[StepFigures] = []
-        self.step_positions: dict[int, int] = {}  # step number -> position as --steps counts it
-        self.signals: list[dict] = []
-        self.rules: dict[str, int] = {}
-        self.facts: dict[str, dict] = {}
-        self.device_ids: dict[str, int] = {}
-        self.owner: dict[str, str] = {}
-        self.hosts: set[str] = set()
-        self.formats: set[str] = set()
-        self.ranks: set[int | None] = set()
-        self.worlds: set[int | None] = set()
-        self.timeline: list = []
-        self.models: dict[str, str] = {}  # device -> GPU model its file names
+        self.files: dict[int, _FileTake] = {}
         self.tables: dict[str, list[pd.DataFrame]] = {name: [] for name in self._TABLES}
         self.added = 0
+        self.dropped: set[int] = set()
+        self.notes: list[str] = []
+        self.decided = False
 
     def add(self, index: int, part: FileResult) -> None:
         """Take in one file's result (then the caller can drop it)."""
         source = part.inputs[0] if part.inputs else f"input {index}"
-        for device in part.device_ids or {d.device: -1 for d in part.devices}:
-            first = self.owner.setdefault(device, source)
-            if first != source:
-                # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
-                raise InputError(
-                    source,
-                    f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
-                    "twice? Analyze them separately (moeprof report --compare shows them side by side)",
-                )
-        self.inputs[index] = list(part.inputs)
-        self.warnings[index] = list(part.warnings)
-        self.dropped_activities += part.dropped_activities
-        self.devices.extend(part.devices)
-        self.steps.extend(part.steps)
-        for number, position in part.step_positions.items():
-            self.step_positions.setdefault(number, position)
-        self.signals.extend(part.signals)
-        for k, v in part.rules.items():
-            self.rules[k] = self.rules.get(k, 0) + v
-        self.facts.setdefault(repr(sorted(part.facts.items())), part.facts)
-        for device, gid in part.device_ids.items():
-            self.device_ids.setdefault(device, gid)
-        self.hosts.update(part.clocks.values())
-        self.formats.add(part.format)
-        self.ranks.add(part.job.get("rank"))
-        self.worlds.add(part.job.get("world_size"))
-        self.timeline.extend(part.timeline)
-        self.models.update(part.models)
+        who = Candidate(
+            source=source,
+            part_format=part.format,
+            identity=part.identity,
+            fingerprint=part.fingerprint,
+            claimed=list(part.device_ids or {d.device: -1 for d in part.devices}),
+        )
+        self.files[index] = _FileTake(
+            who=who,
+            inputs=list(part.inputs),
+            warnings=list(part.warnings),
+            devices=list(part.devices),
+            steps=list(part.steps),
+            signals=list(part.signals),
+            rules=dict(part.rules),
+            facts=part.facts,
+            device_ids=dict(part.device_ids),
+            hosts=set(part.clocks.values()),
+            rank=part.job.get("rank"),
+            world=part.job.get("world_size"),
+            timeline=list(part.timeline),
+            step_positions=dict(part.step_positions),
+            models=dict(part.models),
+            dropped_activities=part.dropped_activities,
+        )
         for name in self._TABLES:
             frame = getattr(part, name)
             if not frame.empty:
-                self.tables[name].append(frame)
+                self.tables[name].append(frame.assign(**{self._FILE: np.int64(index)}))
         self.added += 1
+        self.decided = False
         if self.added % self.COMPACT_EVERY == 0:
             self.compact()
+
+    def decide(self) -> list[str]:
+        """Set aside the second format of a capture, refuse what cannot be one job; the notes to show."""
+        if not self.decided:
+            self.dropped, self.notes = decide_files({i: f.who for i, f in self.files.items()})
+            self.decided = True
+        return self.notes
+
+    def _kept(self) -> list[_FileTake]:
+        self.decide()
+        return [self.files[i] for i in sorted(self.files) if i not in self.dropped]
+
+    @property
+    def inputs(self) -> dict[int, list[str]]:
+        self.decide()
+        return {i: f.inputs for i, f in self.files.items() if i not in self.dropped}
+
+    @property
+    def warnings(self) -> dict[int, list[str]]:
+        self.decide()
+        return {i: f.warnings for i, f in self.files.items() if i not in self.dropped}
+
+    @property
+    def devices(self) -> list[DeviceFigures]:
+        return [d for f in self._kept() for d in f.devices]
+
+    @property
+    def steps(self) -> list[StepFigures]:
+        return [s for f in self._kept() for s in f.steps]
+
+    @property
+    def signals(self) -> list[dict]:
+        return [s for f in self._kept() for s in f.signals]
+
+    @property
+    def timeline(self) -> list:
+        return [v for f in self._kept() for v in f.timeline]
+
+    @property
+    def rules(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self._kept():
+            for k, v in f.rules.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    @property
+    def facts(self) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for f in self._kept():
+            out.setdefault(repr(sorted(f.facts.items())), f.facts)
+        return out
+
+    @property
+    def device_ids(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self._kept():
+            for device, gid in f.device_ids.items():
+                out.setdefault(device, gid)
+        return out
+
+    @property
+    def step_positions(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for f in self._kept():
+            for number, position in f.step_positions.items():
+                out.setdefault(number, position)
+        return out
+
+    @property
+    def models(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for f in self._kept():
+            out.update(f.models)
+        return out
+
+    @property
+    def dropped_activities(self) -> int:
+        return sum(f.dropped_activities for f in self._kept())
+
+    @property
+    def hosts(self) -> set[str]:
+        return {h for f in self._kept() for h in f.hosts}
+
+    @property
+    def formats(self) -> set[str]:
+        return {f.who.part_format for f in self._kept()}
+
+    @property
+    def ranks(self) -> set[int | None]:
+        return {f.rank for f in self._kept()}
+
+    @property
+    def worlds(self) -> set[int | None]:
+        return {f.world for f in self._kept()}
 
     def compact(self) -> None:
         for name, frames in self.tables.items():
@@ -185,8 +318,14 @@ class JobResults:
                 self.tables[name] = [pd.concat(frames, ignore_index=True)]
 
     def table(self, name: str, columns: Sequence[str]) -> pd.DataFrame:
+        self.decide()
         frames = self.tables[name]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
+        if not frames:
+            return pd.DataFrame(columns=list(columns))
+        whole = pd.concat(frames, ignore_index=True)
+        if self.dropped:
+            whole = whole[~whole[self._FILE].isin(sorted(self.dropped))].reset_index(drop=True)
+        return whole.drop(columns=self._FILE)
 
     def whole_job(self) -> bool:
         """Spec §8 rule 4: the inputs hold the whole job (every rank of the world, or one host's whole trace)."""
@@ -210,6 +349,133 @@ class JobResults:
         windows = self.table("windows", ("device", "start_ns", "end_ns"))
         exposed = self.table("exposed", ("device", "start_ns", "end_ns"))
         return records, build_ledger(records, windows, exposed, self.whole_job(), device_ids)
+
+
+def decide_files(files: Mapping[int, Candidate]) -> tuple[set[int], list[str]]:
+    """Which files of a job are set aside as another format of a capture read once, and the notes that
+    say so; refuses (InputError) files that cannot be one job, or two files that claim one device.
+
+    Input order decides every tie, so the answer never depends on the order results arrived in."""
+    order = sorted(files)
+    dropped: set[int] = set()
+    twins: dict[int, list[int]] = {}  # kept file -> the files of its capture set aside
+    buckets: dict[tuple[int, ...], set[int]] = {}
+    for i in order:
+        for printed in files[i].fingerprint:
+            buckets.setdefault(own_key(printed), set()).add(i)
+    for i in order:
+        if i in dropped:
+            continue
+        a = files[i]
+        near = {j for printed in a.fingerprint for key in index_keys(printed) for j in buckets.get(key, ())}
+        for j in sorted(near):
+            b = files[j]
+            if j <= i or j in dropped or not _maybe_same_capture(a, b):
+                continue
+            a_holds_b = covers(a.fingerprint, b.fingerprint)
+            b_holds_a = (not a_holds_b or len(a.fingerprint) == len(b.fingerprint)) and covers(
+                b.fingerprint, a.fingerprint
+            )
+            if not (a_holds_b or b_holds_a):
+                continue
+            # the file holding more devices, else the richer format, else the earlier input
+            keep, drop = (i, j) if a_holds_b and (not b_holds_a or _richness(a) <= _richness(b)) else (j, i)
+            dropped.add(drop)
+            twins.setdefault(keep, []).append(drop)
+            if drop == i:
+                break
+    kept = [i for i in order if i not in dropped]
+    notes = [
+        f"{', '.join(files[d].source for d in sorted(twins[k]))} "
+        f"{'holds' if len(twins[k]) == 1 else 'hold'} the same activities as {files[k].source}: one "
+        f"capture in two formats (or one file twice); read {files[k].source} only"
+        for k in kept
+        if k in twins
+    ]
+    _refuse_different_jobs([files[i] for i in kept])
+    owner: dict[str, str] = {}
+    for i in kept:
+        f = files[i]
+        for device in f.claimed:
+            first = owner.setdefault(device, f.source)
+            if first != f.source:
+                # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
+                raise InputError(
+                    f.source,
+                    f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
+                    "twice? Analyze them separately (moeprof report --compare shows them side by side)",
+                )
+    return dropped, notes
+
+
+def _richness(f: Candidate) -> int:
+    return FORMAT_RICHNESS.index(f.part_format) if f.part_format in FORMAT_RICHNESS else len(FORMAT_RICHNESS)
+
+
+def _maybe_same_capture(a: Candidate, b: Candidate) -> bool:
+    """What the files say before their activities are compared: two ranks, or two hosts named by one
+    format, are two captures however alike their activities."""
+    if a.identity.rank is not None and b.identity.rank is not None and a.identity.rank != b.identity.rank:
+        return False
+    named = ("xplane", "nsys", "nsys-parquet")  # host names from the file's content (Chrome's is its file name)
+    if a.part_format == b.part_format in named and a.identity.hosts and b.identity.hosts:
+        return a.identity.hosts == b.identity.hosts
+    return True
+
+
+_STATES: tuple[Callable[[JobIdentity], bool], ...] = (
+    lambda i: i.world_size is not None,
+    lambda i: bool(i.device_models),
+    lambda i: i.framework in ("jax", "tensorflow", "pytorch") and i.format in FRAMEWORK_FORMATS,
+    lambda i: bool(i.hlo_modules),
+    lambda i: bool(i.process_groups),
+    lambda i: i.wall_clock,
+)
+
+
+def _refuse_different_jobs(files: Sequence[Candidate]) -> None:
+    """Refuse files that cannot be one job, naming both and the field that disagrees (core.identity).
+
+    Each file is compared, in input order (the message never depends on which result arrived first),
+    with the first earlier file that states each field (a few files, so 1,000 files cost 1,000
+    comparisons, not half a million), and the ranks and devices of the files must fit the world they
+    state."""
+    references: list[Candidate] = []  # the first file that states each field
+    for b in files:
+        for a in references:
+            why = disagreement(a.identity, b.identity)
+            if why:
+                raise InputError(
+                    b.source,
+                    f"cannot be one job with {a.source}: {why}. Analyze them separately "
+                    "(moeprof report --compare shows them side by side)",
+                )
+        for states in _STATES:
+            if states(b.identity) and not any(states(a.identity) for a in references):
+                references.append(b)
+                break
+    stated = next((f for f in files if f.identity.world_size is not None), None)
+    if stated is None or stated.identity.world_size is None:
+        return
+    world = stated.identity.world_size
+    ranks: set[int] = set()
+    devices = 0
+    counted: list[Candidate] = []
+    for f in files:
+        if f.identity.rank is not None:
+            ranks.add(f.identity.rank)
+        else:
+            devices += f.identity.devices
+        counted.append(f)
+        if len(counted) > 1 and len(ranks) + devices > world:
+            # name the file that stated the world and another: the one that went over, or the one before it
+            other = f if f is not stated else counted[-2]
+            raise InputError(
+                other.source,
+                f"cannot be one job with {stated.source}: world size {world}, but the files hold "
+                f"{len(ranks) + devices} ranks or devices. Analyze them separately "
+                "(moeprof report --compare shows them side by side)",
+            )
 
 
 def ledger_summary(ledger: Ledger) -> dict:
@@ -260,6 +526,7 @@ def finish_job(
     job: JobResults, link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
 ) -> tuple[Analysis, pd.DataFrame | None]:
     """The analysis of everything ``job`` took in."""
+    notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
     if ledger is not None:

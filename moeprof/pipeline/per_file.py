@@ -18,6 +18,7 @@ from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
+from ..core.identity import DeviceFingerprint, JobIdentity, canonical, device_fingerprint
 from ..core.ledger_records import clock_domain, comm_records, empty_records
 from ..core.metrics import COMM, COMPUTE, DeviceTimeline, EventColumns
 from ..core.steps import fallback_note, find_steps, select_steps
@@ -76,6 +77,9 @@ class FileResult:
     job: dict = field(default_factory=dict)  # world_size, rank: what the ledger's whole-job rule needs
     timeline: list[TimelineView] = field(default_factory=list)
     step_count: int = 0  # steps found in the file (selected or not)
+    # the file's activities as any format of its capture shows them (the merge reads a capture once)
+    fingerprint: tuple[DeviceFingerprint, ...] = ()
+    identity: JobIdentity = field(default_factory=JobIdentity)  # what the file says of its job
     models: dict[str, str] = field(default_factory=dict)  # device -> GPU model, where the file names it
     # step number (as the trace numbers it, what the JSON says) -> its position as --steps counts it
     # (0-based among the file's steps after --skip-first), for the measured steps
@@ -317,8 +321,10 @@ def measure_file(
     views: list[TimelineView] = []
     steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
     all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
+    prints: list[DeviceFingerprint] = []
     for host, device, positions in _device_groups(activity) if len(activity) else []:
         timeline_rows = DeviceTimeline(activity, positions, columns)
+        prints.append(device_fingerprint(timeline_rows.start, timeline_rows.end, by_start=True))
         device_steps = steps_by_device.get(device)
         if selecting:
             if device_steps is None:
@@ -380,6 +386,27 @@ def measure_file(
         step_count=int(all_steps["step"].nunique()) if len(all_steps) else 0,
         models=dict(trace.device_models),
         step_positions=step_positions(all_steps, selected, step_options.skip_first),
+        fingerprint=canonical(prints),
+        identity=job_identity(trace),
+    )
+
+
+def job_identity(trace: Trace) -> JobIdentity:
+    """What the trace says of its job (core.identity): the merge refuses files that cannot be one job."""
+    events = trace.events
+    has = bool(len(events))
+    return JobIdentity(
+        format=trace.format,
+        world_size=trace.job.world_size,
+        rank=trace.job.rank,
+        devices=len(trace.device_names) if has or trace.devices else 0,
+        device_models=tuple(sorted({str(m) for m in trace.device_models.values() if m})),
+        framework=trace.framework,
+        hlo_modules=tuple(sorted({str(module) for module, _ in trace.hlo})),
+        hosts=tuple(trace.job.hosts),
+        start_ns=int(events["start_ns"].min()) if has else None,
+        end_ns=int(events["end_ns"].max()) if has else None,
+        process_groups=tuple(sorted((str(k), tuple(v)) for k, v in trace.process_groups.items())),
     )
 
 

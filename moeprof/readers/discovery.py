@@ -10,6 +10,7 @@ from typing import TypeVar
 from ..errors import InputError
 from ..options import LoadOptions
 from .base import Placement
+from .marks import ANNOTATED_SCHEMA, moeprof_output, no_trace_structure
 from .sources import TraceSource, is_url
 
 P = TypeVar("P", bound=PurePath)
@@ -129,6 +130,7 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
     """
     options = options or LoadOptions()
     found: list[TraceSource] = []
+    named: list[Path] = []  # files the user named (not found in a folder)
     notes: list[str] = []
     for raw in inputs:
         if is_url(raw):
@@ -142,7 +144,10 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
         except PermissionError as exc:  # an unreadable folder (or one inside it): name it, not a bare errno
             inside = exc.filename not in (None, str(path)) and os.access(path, os.R_OK | os.X_OK)
             raise InputError(path, f"cannot read{f' {exc.filename}' if inside else ''}: permission denied") from None
+        if files == [path]:
+            named.append(path)  # named by the user: a moeprof output here is refused or skipped, not read
         found.extend(files)
+    found = _without_outputs(found, named, notes)
     seen: set[TraceSource] = set()
     unique = []
     for f in found:
@@ -180,6 +185,25 @@ def _local_trace_files(path: Path, options: LoadOptions, notes: list[str]) -> li
             "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
         )
     return files
+def _without_outputs(found: list[TraceSource], named: list[Path], notes: list[str]) -> list[TraceSource]:
+    """The inputs less the files moeprof wrote that the user named beside traces (skipped with a note).
+
+    An annotated trace named on its own is read (it is a Chrome trace of the measured activities: the
+    round trip reproduces the figures); beside any trace it is skipped, never merged as more devices.
+    Any other moeprof output named on its own is refused: it is no trace."""
+    marks = {p: moeprof_output(p) for p in named if p.is_file()}
+    outputs = [p for p, m in marks.items() if m]
+    if not outputs:
+        return found
+    traces = [f for f in found if not (isinstance(f, Path) and marks.get(f))]
+    if not traces:
+        annotated = [p for p in outputs if marks[p] == ANNOTATED_SCHEMA]
+        if annotated:
+            return [f for f in found if f in annotated]
+        raise InputError(outputs[0], f"written by moeprof ({marks[outputs[0]]}), not a trace: nothing to analyze")
+    for p in outputs:
+        notes.append(f"skipped {p}: written by moeprof ({marks[p]}), not a trace")
+    return traces
 
 
 # one capture saved in several formats (xprof writes host.xplane.pb and host.trace.json.gz; nsys a .nsys-rep
@@ -217,7 +241,21 @@ def _rank(path: PurePath) -> int:
 
 
 def _trace_files_in(folder: Path, notes: list[str]) -> list[Path]:
-    return select_trace_files(sorted(p for p in folder.iterdir() if p.is_file()), folder, notes)
+    chosen = select_trace_files(sorted(p for p in folder.iterdir() if p.is_file()), folder, notes)
+    out = []
+    for p in chosen:
+        why = _not_a_trace(p) or no_trace_structure(p)
+        if why:
+            notes.append(f"skipped {p}: {why}")
+        else:
+            out.append(p)
+    return out
+
+
+def _not_a_trace(path: Path) -> str | None:
+    """Why a file moeprof wrote is no trace to read (its mark, readers.marks), else None."""
+    mark = moeprof_output(path)
+    return f"written by moeprof ({mark}), not a trace" if mark else None
 
 
 def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> list[P]:
@@ -230,15 +268,15 @@ def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> 
     for p in files:
         by_capture.setdefault(capture_stem(p.name), []).append(p)
     keep = []
-    for stem, group in by_capture.items():
+    for group in by_capture.values():
         best = min(group, key=_rank)
         keep.append(best)
-        others = [p.name for p in group if p is not best]
-        # xprof's own pair (host.xplane.pb + host.trace.json.gz) and nsys's (.nsys-rep + .sqlite) are expected
-        expected = {best.name.lower().replace(".xplane.pb", ".trace.json.gz"), capture_stem(best.name) + ".nsys-rep"}
-        if any(o.lower() not in expected for o in others):
-            where = folder / stem if isinstance(folder, Path) else f"{folder.rstrip('/')}/{stem}"
-            notes.append(
-                f"{where}: one capture in several formats ({', '.join(p.name for p in group)}); read {best.name} only"
-            )
+        # the pairs the tools write themselves are one capture by construction: xprof's host.xplane.pb beside
+        # host.trace.json.gz, nsys's .nsys-rep beside its .sqlite export. Any other files of one name are
+        # read, and the merge decides from their activities whether they are one capture (core.identity)
+        expected = {
+            best.name.lower().replace(".xplane.pb", ".trace.json.gz").lower(),
+            capture_stem(best.name).lower() + ".nsys-rep",
+        }
+        keep.extend(p for p in group if p is not best and p.name.lower() not in expected)
     return sorted(keep)

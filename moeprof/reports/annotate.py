@@ -35,6 +35,7 @@ from ..core.analysis import Analysis
 from ..core.events import BUCKETS, bucket_codes, column_codes, combine_codes, concat, first_rows, lookup
 from ..core.timeline import CATEGORIES, EXPOSED, WAITING, category_codes_of
 from ..core.trace import Trace
+from ..readers.marks import ANNOTATED_SCHEMA
 
 TRANSFER = "comm moving bytes"  # comm outside its wait parts (§8), beside WAITING
 DERIVED_TID = 100_000  # derived threads sort after any stream
@@ -322,7 +323,9 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
     step_numbers: set[int] = set()  # distinct steps, not step windows of every device
     opened = open_gzip(out) if out.suffix == ".gz" else open(out, "wb")
     with opened as fh, _Writer(fh) as writer:
-        writer.write([b'{"traceEvents":['])
+        # the mark first, where a reader meets it (readers.marks); Perfetto reads "metadata" before traceEvents
+        mark = {"producer": f"moeprof {__version__}", "schema": ANNOTATED_SCHEMA}
+        writer.write([b'{"metadata":' + orjson.dumps(mark) + b',"traceEvents":['])
         first = True
         for pid0, device in enumerate(devices):
             pid = pid0 + 1

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pandas as pd
+
+from .._version import __version__
+from ..readers.marks import EVENTS_SCHEMA, PARQUET_KEY
 
 FORMATS = (".parquet", ".csv")
 CSV_BATCH_ROWS = 1 << 16
@@ -30,6 +34,9 @@ def write_events(events: pd.DataFrame, out: Path) -> None:
     suffix = output_format(out)
     table = pa.Table.from_pandas(events, preserve_index=False)
     if suffix == ".parquet":
+        # the mark that keeps the table from ever being read as a trace (readers.marks)
+        mark = orjson.dumps({"schema": EVENTS_SCHEMA, "producer": f"moeprof {__version__}"})
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), PARQUET_KEY: mark})
         import pyarrow.parquet as pq
 
         pq.write_table(table, out)
