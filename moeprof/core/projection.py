@@ -279,16 +279,22 @@ class ReplayJob:
         launch_ns = table["launch_ns"].to_numpy(np.int64)
         th_c, th_v = _codes_of(table["launch_thread"])
         known_thread = np.array([bool(v) for v in th_v.tolist()] + [False], dtype=bool)[th_c]
-        thread = np.where(known_thread, th_c, -1)
+        # thread ids are a file's own: a thread is (device, thread)
+        pair = dev_c * (len(th_v) + 1) + (th_c + 1)
+        pairs, thread = np.unique(np.where(known_thread, pair, -1), return_inverse=True)
+        thread = np.where(known_thread, thread, -1)
         sync_arrays = None
         if syncs is not None and len(syncs):
-            lut = {str(v): i for i, v in enumerate(th_v.tolist())}
+            th_lut = {str(v): i for i, v in enumerate(th_v.tolist())}
             dev_lut = {str(v): i for i, v in enumerate(names.tolist())}
             s_dev = np.array([dev_lut.get(str(d), -1) for d in syncs["device"].tolist()], dtype=np.int64)
-            s_th = np.array([lut.get(str(t), -1) for t in syncs["thread"].tolist()], dtype=np.int64)
-            s_delta = np.array(
-                [int(delta[np.flatnonzero(dev_c == d)[0]]) if d >= 0 else 0 for d in s_dev.tolist()], dtype=np.int64
-            )
+            s_th_c = np.array([th_lut.get(str(x), -1) for x in syncs["thread"].tolist()], dtype=np.int64)
+            s_pair = s_dev * (len(th_v) + 1) + (s_th_c + 1)
+            at = np.minimum(np.searchsorted(pairs, s_pair), max(pairs.size - 1, 0))
+            s_th = np.where((pairs.size > 0) & (s_dev >= 0) & (s_th_c >= 0) & (pairs[at] == s_pair), at, -1)
+            first_row = np.full(len(names) + 1, 0, dtype=np.int64)
+            first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
+            s_delta = np.where(s_dev >= 0, delta[first_row[s_dev]], 0)
             keep = (s_dev >= 0) & (s_th >= 0)
             sync_arrays = (
                 s_th[keep],
