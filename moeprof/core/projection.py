@@ -396,10 +396,18 @@ class ReplayJob:
 
     def critical_path(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[PathSegment, ...]:
         """The chain of tight edges from the step's last end back to a root (or to the step's start)."""
+        return self._critical(s, e, step)[0]
+
+    def critical_rows(self, s: np.ndarray, e: np.ndarray, step: int) -> np.ndarray:
+        """The activities on the step's critical path (rows, in path order)."""
+        return self._critical(s, e, step)[1]
+
+    def _critical(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[tuple[PathSegment, ...], np.ndarray]:
         g = self.graph
         rows = np.flatnonzero(self.step == step)
+        on_path: list[int] = []
         if not rows.size:
-            return ()
+            return (), np.zeros(0, dtype=np.int64)
         step_start = int(s[rows].min())
         start_by, start_how, end_by = tight_predecessor(g, s, e)
         names_c, names_v = _codes_of(self.table["name"])
@@ -421,6 +429,7 @@ class ReplayJob:
             kind = str(kind_v[kind_c[x]]) if kind_c[x] >= 0 else ""
             name = str(names_v[names_c[x]]) if names_c[x] >= 0 else ""
             arrived = int(end_by[x])
+            on_path.append(x)
             cause = _BUCKET_CAUSE.get(bucket, "other")
             add(x, bucket, kind, cause, name, int(s[arrived]), int(e[x]))
             cur = arrived
@@ -435,7 +444,8 @@ class ReplayJob:
                 break
             x = pred
         out.reverse()
-        return tuple(out)
+        on_path.reverse()
+        return tuple(out), np.array(on_path, dtype=np.int64)
 
     # ------------------------------------------------------------ §4/§8 figures of the projected timeline
 
@@ -497,7 +507,7 @@ class ReplayJob:
             from dataclasses import replace
 
             out = [replace(d, ledger=per.get(d.device)) if d.device in per else d for d in out]
-        return tuple(out)
+        return tuple(sorted(out, key=lambda d: d.device))
 
 
 _NO_STEP = -(2**62)
