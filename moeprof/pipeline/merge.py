@@ -36,7 +36,9 @@ from ..insight.bandwidth import annotate, bus_factor
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
+    merge_same_time,
     rank,
+    rank_by_projection,
     signal_opportunities,
 )
 from ..insight.stack import Stack
@@ -329,7 +331,7 @@ def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequ
     if parsed:
         projections.append(project_job(replay, list(what_if), analysis.opportunities, throughput))
     savings = opportunity_savings(replay, analysis.opportunities)
-    opportunities = rank(
+    opportunities = rank_by_projection(
         [replace(o, projected_saving_ns=s) for o, s in zip(analysis.opportunities, savings, strict=True)]
     )
     return analysis.with_(projections=tuple(projections), replay=replay, opportunities=tuple(opportunities))
@@ -384,11 +386,15 @@ def finish_job(
         collectives=tuple(collectives),
         steps=tuple(steps),
         opportunities=tuple(
-            rank(
-                hide
-                + expert_exchange_opportunity(comm, hide, stack, collectives)
-                + waiting
-                + signal_opportunities(signals, stack)
+            merge_same_time(
+                rank(
+                    hide
+                    + expert_exchange_opportunity(comm, hide, stack, collectives)
+                    + waiting
+                    + signal_opportunities(signals, stack)
+                ),
+                comm,
+                matched,
             )
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),

@@ -72,7 +72,7 @@ from ..readers import TraceSource, discover
 from ..words import plural
 from .annotate import natural_key
 from .terminal import human_bytes
-from .text import duration, evidence_text, ledger_line
+from .text import duration, evidence_text, ledger_line, remedy_texts
 
 BIN_BUDGET_BYTES = 3_000_000  # binned coverage, all lanes and categories of all inputs together
 MAX_BINS = 16_384  # per device window, asked of the view; the common grid coarsens to fit the budget
@@ -631,6 +631,7 @@ class OpportunityItem:
 
 
 def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12) -> list[OpportunityItem]:
+    shown = opportunities[:top]
     return [
         OpportunityItem(
             o.title,
@@ -638,9 +639,9 @@ def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12) -> li
             "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "its exposed time",
             fmt_ms(o.exposed_ns),
             evidence_text(o),
-            o.remedy,
+            remedy,
         )
-        for o in opportunities[:top]
+        for o, remedy in zip(shown, remedy_texts(shown), strict=True)
     ]
 
 

@@ -32,7 +32,18 @@ from ..core.summary import (
     zero_everywhere,
 )
 from ..words import plural
-from .text import NBSP, duration, evidence_text, headline, ledger_headline, ledger_line, ms, pct, verdict_lines
+from .text import (
+    NBSP,
+    duration,
+    evidence_text,
+    headline,
+    ledger_headline,
+    ledger_line,
+    ms,
+    pct,
+    remedy_texts,
+    verdict_lines,
+)
 
 PIPED_WIDTH = 160  # a report piped into a CI log without COLUMNS: wide, tables are not folded
 DEVICE_ROWS_AUTO = 16  # up to this many devices every one gets a row; more: statistics and the worst ones
@@ -375,7 +386,8 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    for i, o in enumerate(result.opportunities[:top], 1):
+    shown = result.opportunities[:top]
+    for i, (o, remedy) in enumerate(zip(shown, remedy_texts(shown), strict=True), 1):
         bound = "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "exposed time"
         saving = per_step(o.saving_bound_ns, steps)
         if saving is not None and steps > 1:
@@ -385,9 +397,7 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
         head = Text(o.title[:90], style="bold", overflow="fold")
         head.append(f"  save up to {amount} on the worst device ({bound})", style="bold red")
         # a flag list longer than the line folds instead of being cut
-        body = Text(
-            f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {o.remedy}", overflow="fold"
-        )
+        body = Text(f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {remedy}", overflow="fold")
         grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))
     content: RenderableType = grid
     if not result.opportunities:
