@@ -381,8 +381,15 @@ _BREADTH = {"expert-exchange": 0, "straggler": 1}
 
 
 def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
-    """The order opportunities are shown and merged in: the largest saving bound first."""
+    """The order opportunities are merged in: the largest saving bound first."""
     return sorted(opportunities, key=lambda o: (-o.saving_bound_ns, _BREADTH.get(o.kind, 2), o.title))
+
+
+def rank_by_projection(opportunities: list[Opportunity]) -> list[Opportunity]:
+    """The order opportunities are shown in: the §9 projected saving first (what taking their activities
+    away buys the step; none projected counts as 0), then :func:`rank`'s order."""
+    order = {id(o): i for i, o in enumerate(rank(opportunities))}
+    return sorted(opportunities, key=lambda o: (-(o.projected_saving_ns or 0), order[id(o)]))
 
 
 SAME_TIME_SHARE = 0.5  # more than half of an opportunity's time counted by one ranked above it: one finding

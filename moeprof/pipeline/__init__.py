@@ -144,13 +144,15 @@ def analyze(
     step_options: StepOptions | None = None,
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
+    what_if: Sequence[str] = (),
 ) -> Analysis:
-    """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints)."""
+    """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints); ``what_if``:
+    §9 terms projected together (``Analysis.projections``, after the balance projection)."""
     manifest = getattr(traces, "manifest", None)
     notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     job = _job_of([measure_file(t, step_options, timeline) for t in traces])
-    return _with_manifest(finish(finish_job(job, link_peaks, notes), timeline, job.timeline), manifest)
+    return _with_manifest(finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline), manifest)
 
 
 def _job_of(parts: Sequence[FileResult]) -> JobResults:
@@ -235,6 +237,7 @@ def analyze_paths(
     scheduler: str | None = None,
     skip_bad: bool = False,
     execution: ExecOptions | None = None,
+    what_if: Sequence[str] = (),
 ) -> Analysis:
     """Discover, read and measure every trace file, then merge (``moeprof analyze``).
 
@@ -286,7 +289,7 @@ def analyze_paths(
             jobs=jobs,
         )
         job, notes = again, [*notes, *decided]
-    analysis = finish(finish_job(job, link_peaks, notes), timeline, job.timeline)
+    analysis = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
     if skipped:
         analysis = analysis.with_(skipped=tuple({"file": s.file, "problem": s.problem} for s in skipped))
     return _with_run_folder(analysis, inputs)
@@ -298,6 +301,7 @@ def analyze_job(
     step_options: StepOptions | None = None,
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
+    what_if: Sequence[str] = (),
 ) -> tuple[Analysis, list[Trace]]:
     """The analysis and the classified traces it measured, each file read once (``report``, ``annotate``)."""
     options = options or LoadOptions()
@@ -306,5 +310,5 @@ def analyze_job(
     notes = [*notes, *decided]
     timeline = timeline or TimelineOptions()
     job = _job_of([measure_file(t, step_options, timeline) for t in traces])
-    analysis = finish(finish_job(job, link_peaks, notes), timeline, job.timeline)
+    analysis = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
     return _with_run_folder(analysis, inputs), traces

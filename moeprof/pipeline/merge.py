@@ -26,6 +26,7 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
+from ..core.events import concat as concat_tables
 from ..core.identity import (
     FRAMEWORK_FORMATS,
     DeviceFingerprint,
@@ -37,6 +38,8 @@ from ..core.identity import (
 )
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
+from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
+from ..core.replay import has_compiled
 from ..errors import InputError
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
@@ -44,10 +47,12 @@ from ..insight.opportunities import (
     expert_exchange_opportunity,
     merge_same_time,
     rank,
+    rank_by_projection,
     signal_opportunities,
 )
 from ..insight.stack import Stack
 from ..insight.waiting import op_stragglers, straggler_opportunity
+from ..insight.whatif import BALANCE, opportunity_savings, parse_terms, project_job
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
 
@@ -169,7 +174,7 @@ class JobResults:
     """
 
     COMPACT_EVERY = 64
-    _TABLES = ("comm", "group_sizes", "independent", "records", "windows", "exposed")
+    _TABLES = ("comm", "group_sizes", "independent", "records", "windows", "exposed", "replay", "syncs")
     _FILE = "_file_index"
 
     def __init__(self) -> None:
@@ -315,14 +320,19 @@ class JobResults:
     def compact(self) -> None:
         for name, frames in self.tables.items():
             if len(frames) > 1:
-                self.tables[name] = [pd.concat(frames, ignore_index=True)]
+                self.tables[name] = [self._concat(name, frames)]
+
+    @staticmethod
+    def _concat(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
+        # the replay columns are one row per activity: their strings stay categorical across files
+        return concat_tables(frames) if name == "replay" else pd.concat(frames, ignore_index=True)
 
     def table(self, name: str, columns: Sequence[str]) -> pd.DataFrame:
         self.decide()
         frames = self.tables[name]
         if not frames:
             return pd.DataFrame(columns=list(columns))
-        whole = pd.concat(frames, ignore_index=True)
+        whole = self._concat(name, frames)
         if self.dropped:
             whole = whole[~whole[self._FILE].isin(sorted(self.dropped))].reset_index(drop=True)
         return whole.drop(columns=self._FILE)
@@ -513,17 +523,101 @@ def merge(
 
 
 def merge_job(
-    parts: Sequence[FileResult], link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
+    parts: Sequence[FileResult],
+    link_peaks: dict[str, float] | None = None,
+    notes: Sequence[str] = (),
+    what_if: Sequence[str] = (),
 ) -> tuple[Analysis, pd.DataFrame | None]:
     """:func:`merge`, and the comm records with their ledger view (instance, wait, straggler) for timelines."""
     job = JobResults()
     for i, part in enumerate(parts):
         job.add(i, part)
-    return finish_job(job, link_peaks, notes)
+    return finish_job(job, link_peaks, notes, what_if)
+
+
+def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | None) -> ReplayJob | None:
+    """The §9 replay columns of the whole job, joined with the §8 instances and clock offsets."""
+    table = job.table("replay", tuple(REPLAY_COLUMNS))
+    if table.empty:
+        return None
+    comm = (table["bucket"].astype(str) == "comm").to_numpy()
+    instance = np.full(len(table), -1, dtype=np.int64)
+    offsets: dict[str, int] = {}
+    record_of = np.cumsum(comm) - 1  # the i-th comm row is the i-th record
+    if ledger is not None and records is not None:
+        if int(comm.sum()) != len(records):
+            raise AssertionError(f"{int(comm.sum())} comm activities to replay but {len(records)} ledger records")
+        instance[comm] = ledger.records["instance"].to_numpy(np.int64)
+        offsets = dict(ledger.clock_offsets_ns)
+    # one row order whatever order the files' results arrived in: devices by name (each device's rows
+    # come from one file, in start order), so that ties in the replay break the same way
+    codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
+    rank_of = np.argsort(np.argsort(np.asarray(names, dtype=object)))
+    order = np.argsort(rank_of[codes], kind="stable")
+    table = table.iloc[order].reset_index(drop=True)
+    instance = instance[order]
+    if records is not None:
+        records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
+    steps = pd.DataFrame(
+        {
+            "step": [s.step for s in job.steps],
+            "device": [s.device for s in job.steps],
+            "start_ns": np.array([s.start_ns for s in job.steps], dtype=np.int64),
+            "end_ns": np.array([s.end_ns for s in job.steps], dtype=np.int64),
+        }
+    )
+    return ReplayJob.build(
+        table,
+        instance,
+        offsets,
+        steps,
+        job.table("windows", ("device", "start_ns", "end_ns")),
+        syncs=job.table("syncs", SYNC_COLUMNS),
+        records=records if ledger is not None else None,
+        whole_job=job.whole_job(),
+        device_ids={gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
+        hosts={d.device: d.host for d in job.devices},
+    )
+
+
+NUMPY_REPLAY_LIMIT = 50_000  # activities the numpy replay projects in seconds
+
+
+def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()) -> Analysis:
+    """§9: the balance projection (jobs of several devices), the one ``what_if`` asks for, and each
+    opportunity's projected saving (opportunities ranked by it)."""
+    if replay is None:
+        if what_if:
+            raise InputError(None, f"--what-if {what_if[0]!r}: the analysis has no device activity to project")
+        return analysis
+    throughput = dict(analysis.throughput) if analysis.throughput else None
+    parsed = parse_terms(what_if)  # a bad term fails before any work
+    if replay.size > NUMPY_REPLAY_LIMIT and not has_compiled():
+        # the numpy relaxation takes one pass per edge of the longest chain: hours at a million activities
+        note = (
+            f"projections skipped: {replay.size:,} activities need the compiled replay (pip install 'moeprof[fast]' "
+            f"installs numba); without it only jobs up to {NUMPY_REPLAY_LIMIT:,} activities are projected"
+        )
+        if parsed:
+            raise InputError(None, f"--what-if {what_if[0]!r}: {note}")
+        return analysis.with_(replay=replay).with_warnings(note)
+    projections = []
+    if len(replay.device_names) > 1:
+        projections.append(project_job(replay, [BALANCE], analysis.opportunities, throughput))
+    if parsed:
+        projections.append(project_job(replay, list(what_if), analysis.opportunities, throughput))
+    savings = opportunity_savings(replay, analysis.opportunities)
+    opportunities = rank_by_projection(
+        [replace(o, projected_saving_ns=s) for o, s in zip(analysis.opportunities, savings, strict=True)]
+    )
+    return analysis.with_(projections=tuple(projections), replay=replay, opportunities=tuple(opportunities))
 
 
 def finish_job(
-    job: JobResults, link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
+    job: JobResults,
+    link_peaks: dict[str, float] | None = None,
+    notes: Sequence[str] = (),
+    what_if: Sequence[str] = (),
 ) -> tuple[Analysis, pd.DataFrame | None]:
     """The analysis of everything ``job`` took in."""
     notes = [*notes, *job.decide()]
@@ -564,7 +658,7 @@ def finish_job(
     )
     signals = sorted(job.signals, key=lambda s: (s["type"], s["device"]))
     order = sorted(job.inputs)
-    return Analysis(
+    analysis = Analysis(
         inputs=tuple(i for k in order for i in job.inputs[k]),
         devices=tuple(devices),
         total=sum_figures(devices),
@@ -588,7 +682,8 @@ def finish_job(
         spread=spread(devices, steps, job.step_positions),
         ledger=ledger_summary(ledger) if ledger is not None else None,
         hardware=hardware.summary,
-    ), matched
+    )
+    return with_projections(analysis, replay_job(job, records, ledger), what_if), matched
 
 
 def instance_table(matched: pd.DataFrame) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from ..core.hlo import HloModule
 from ..core.identity import DeviceFingerprint, JobIdentity, canonical, device_fingerprint
 from ..core.ledger_records import clock_domain, comm_records, empty_records
 from ..core.metrics import COMM, COMPUTE, DeviceTimeline, EventColumns
+from ..core.projection import empty_replay_table, empty_syncs, replay_table
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import Trace
@@ -80,6 +81,10 @@ class FileResult:
     # the file's activities as any format of its capture shows them (the merge reads a capture once)
     fingerprint: tuple[DeviceFingerprint, ...] = ()
     identity: JobIdentity = field(default_factory=JobIdentity)  # what the file says of its job
+    # §9: per device activity, the replay's columns (core.projection.REPLAY_COLUMNS), comm rows in the
+    # order of ``records``; and the host synchronizations that launches move with
+    replay: pd.DataFrame = field(default_factory=empty_replay_table)
+    syncs: pd.DataFrame = field(default_factory=empty_syncs)
     models: dict[str, str] = field(default_factory=dict)  # device -> GPU model, where the file names it
     # step number (as the trace numbers it, what the JSON says) -> its position as --steps counts it
     # (0-based among the file's steps after --skip-first), for the measured steps
@@ -319,6 +324,7 @@ def measure_file(
     windows: list[tuple[str, np.ndarray, np.ndarray]] = []
     exposed_parts: list[tuple[str, np.ndarray, np.ndarray]] = []
     views: list[TimelineView] = []
+    replay_rows: list[np.ndarray] = []
     steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
     all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
     prints: list[DeviceFingerprint] = []
@@ -334,6 +340,7 @@ def measure_file(
             lo, hi = timeline_rows.bounds
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
         whole = timeline_rows.measure(win_s, win_e)
+        replay_rows.append(timeline_rows.positions)
         devices.append(DeviceFigures(device=device, host=host, **_fields(whole.figures)))
         windows.append((device, win_s, win_e))
         exposed_parts.append((device, *whole.exposed_segments))
@@ -384,6 +391,8 @@ def measure_file(
         job={"world_size": trace.job.world_size, "rank": trace.job.rank, "format": trace.format},
         timeline=views,
         step_count=int(all_steps["step"].nunique()) if len(all_steps) else 0,
+        replay=replay_table(trace, columns, replay_rows),
+        syncs=trace.host_syncs if len(trace.host_syncs) else empty_syncs(),
         models=dict(trace.device_models),
         step_positions=step_positions(all_steps, selected, step_options.skip_first),
         fingerprint=canonical(prints),

@@ -202,7 +202,9 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             f" routed tokens and arrives last in {pct(hot.last_share)} of its collectives; the others wait for it."
         )
     if v.first is not None:
-        if v.first_saving_per_step_ns is not None:
+        if v.first.projected_saving_ns is not None:  # §9: what the replay says taking it away buys
+            saving = f"projected to save {duration(v.first.projected_saving_ns)} of the mean step"
+        elif v.first_saving_per_step_ns is not None:
             saving = f"save up to {duration(v.first_saving_per_step_ns)} per step on the worst device"
         else:
             saving = f"save up to {duration(v.first.saving_bound_ns)} on the worst device over the capture"
