@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -32,7 +33,21 @@ from ..core.summary import (
     zero_everywhere,
 )
 from ..words import plural
-from .text import NBSP, duration, evidence_text, headline, ledger_headline, ledger_line, ms, pct, verdict_lines
+from .text import (
+    NBSP,
+    balance_sentence,
+    duration,
+    evidence_text,
+    headline,
+    ledger_headline,
+    ledger_line,
+    ms,
+    pct,
+    verdict_lines,
+)
+
+if TYPE_CHECKING:  # the projection is imported by whoever computes it, not by every report
+    from ..insight.payoff import BalanceVerdict, Payoff
 
 PIPED_WIDTH = 160  # a report piped into a CI log without COLUMNS: wide, tables are not folded
 DEVICE_ROWS_AUTO = 16  # up to this many devices every one gets a row; more: statistics and the worst ones
@@ -418,6 +433,38 @@ def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | N
     return table
 
 
+def payoff_table(bought: Sequence[Payoff]) -> Table:
+    """What would it buy (§9): per change, the mean step measured and projected and the saving, per step.
+
+    A step here is the job's (latest end − earliest start over its devices), the same for every device.
+    """
+    table = Table(
+        title="What would it buy (projected, per step)",
+        title_justify="left",
+        caption="each row is `analyze --what-if TERM`; the step is the job's, the mean over the steps",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
+    table.add_column("change", overflow="fold")
+    table.add_column("what-if", overflow="fold", style="dim")
+    table.add_column("step ms", justify="right", no_wrap=True)
+    table.add_column("projected ms", justify="right", no_wrap=True)
+    table.add_column("saving ms", justify="right", no_wrap=True)
+    table.add_column("saving", justify="right", no_wrap=True)
+    for b in bought:
+        p = b.projection
+        table.add_row(
+            b.label,
+            " ".join(b.terms),
+            ms(p.measured_step_ns),
+            ms(p.projected_step_ns),
+            ms(p.saving_ns),
+            pct(b.saving_fraction),
+        )
+    return table
+
+
 def spread_parts(result: Analysis) -> list[str]:
     sp = result.spread
     parts = []
@@ -458,13 +505,27 @@ def device_rows_shown(n_devices: int, devices: int | str | None) -> int | None:
     return int(devices)
 
 
-def render(result: Analysis, console: Console | None = None, top: int = 8, devices: int | str | None = None) -> None:
-    """The report. ``devices``: "all", a number of worst devices to list, or None (automatic, see above)."""
+def render(
+    result: Analysis,
+    console: Console | None = None,
+    top: int = 8,
+    devices: int | str | None = None,
+    bought: Sequence[Payoff] = (),
+    balance: BalanceVerdict | None = None,
+) -> None:
+    """The report. ``devices``: "all", a number of worst devices to list, or None (automatic, see above).
+
+    ``bought``: the projections of the "what would it buy" table (:func:`moeprof.insight.payoff.payoffs`);
+    ``balance``: the verdict's balance line, where balancing the ranks matters.
+    """
     console = console or make_console()
     width = console.width
     colour = has_colour(console)
     v = verdict(result)
-    for sentence in verdict_lines(v):
+    sentences = verdict_lines(v)
+    if balance is not None:
+        sentences.append(balance_sentence(balance.balance, balance.kind, balance.kind_bound))
+    for sentence in sentences:
         for line in wrap(sentence, width):
             console.print(Text(line, style="bold"), soft_wrap=True)
     for parts in (headline(v), ledger_headline(v)):
@@ -488,6 +549,8 @@ def render(result: Analysis, console: Console | None = None, top: int = 8, devic
         stragglers = straggler_table(v.ledger)
         if stragglers is not None:
             console.print(stragglers)
+    if bought:
+        console.print(payoff_table(bought))
     if result.collectives:
         console.print(collectives_table(result, top, width))
     console.print(opportunities_panel(result, top))
@@ -495,4 +558,4 @@ def render(result: Analysis, console: Console | None = None, top: int = 8, devic
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
-__all__ = ["bucket_bar", "device_table", "make_console", "render", "split_table", "straggler_table"]
+__all__ = ["bucket_bar", "device_table", "make_console", "payoff_table", "render", "split_table", "straggler_table"]

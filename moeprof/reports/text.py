@@ -165,3 +165,12 @@ def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
     problems = [plural(led.incomplete, "incomplete key"), plural(led.desynchronized, "desynchronized key")]
     left = "none incomplete or desynchronized" if not (led.incomplete or led.desynchronized) else ", ".join(problems)
     return f"{lead}{plural(led.instances, 'collective instance')} matched across ranks, {left}; {clock_text(led)}."
+
+
+def balance_sentence(balance: float, kind: str | None, kind_bound: float | None) -> str:
+    """The verdict's projection line (§9): what balancing the ranks saves, beside the most a faster
+    collective could ("balancing the ranks would save 31% of the step; a faster all-to-all at most 2%")."""
+    text = f"Balancing the ranks would save {balance:.0%} of the step"
+    if kind is not None and kind_bound is not None:
+        text += f"; a faster {kind} at most {kind_bound:.0%}"
+    return text + " (projected, see what would it buy)."

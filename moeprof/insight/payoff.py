@@ -1,0 +1,86 @@
+"""What each obvious fix would buy: the short list of projections the terminal shows (spec §9).
+
+The list is fixed, not searched: ``balance`` (every rank as fast as the median rank) for a job of
+several devices, each of the top opportunities at 0 (``scale(opportunity=N)=0``), and each
+collective kind at half its transfer (``scale(kind=K)=0.5``). Each is one call of
+:func:`moeprof.insight.whatif.project`, so the table shows exactly what ``analyze --what-if TERM``
+would report for that term. The verdict adds the most a faster collective could buy: the kind
+with the most exposed time at 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..core.analysis import Analysis, Projection
+from ..core.trace import Trace
+from .whatif import project
+
+TOP_OPPORTUNITIES = 3
+MATTERS = 0.05  # a balance saving below this fraction of the step is not worth a line of the verdict
+
+
+@dataclass(frozen=True)
+class Payoff:
+    """One row of the table: what changes, in words and as the what-if terms, and its projection."""
+
+    label: str
+    terms: tuple[str, ...]
+    projection: Projection
+
+    @property
+    def saving_fraction(self) -> float:
+        p = self.projection
+        return p.saving_ns / p.measured_step_ns if p.measured_step_ns else 0.0
+
+
+def candidates(analysis: Analysis, top: int = TOP_OPPORTUNITIES) -> list[tuple[str, tuple[str, ...]]]:
+    """The rows to project, in the order shown: (label, what-if terms)."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    if len(analysis.devices) > 1:
+        out.append(("balance the ranks (each as fast as the median rank)", ("balance",)))
+    for i, o in enumerate(analysis.opportunities[:top], 1):
+        out.append((f"opportunity {i} at 0: {o.title}", (f"scale(opportunity={i})=0",)))
+    for kind in comm_kinds(analysis):
+        out.append((f"{kind} at half its transfer", (f"scale(kind={kind})=0.5",)))
+    return out
+
+
+def comm_kinds(analysis: Analysis) -> list[str]:
+    """Collective kinds, most exposed time first (ties: most time)."""
+    exposed: dict[str, tuple[int, int]] = {}
+    for c in analysis.collectives:
+        e, t = exposed.get(c.kind, (0, 0))
+        exposed[c.kind] = (e + c.exposed_ns, t + c.total_ns)
+    return sorted(exposed, key=lambda k: (-exposed[k][0], -exposed[k][1], k))
+
+
+def payoffs(traces: Sequence[Trace], analysis: Analysis, top: int = TOP_OPPORTUNITIES) -> list[Payoff]:
+    """Every candidate projected."""
+    return [
+        Payoff(label, terms, project(list(traces), analysis, list(terms))) for label, terms in candidates(analysis, top)
+    ]
+
+
+@dataclass(frozen=True)
+class BalanceVerdict:
+    """The balance saving and the most the costliest collective kind could buy, as fractions of the step."""
+
+    balance: float
+    kind: str | None
+    kind_bound: float | None
+
+
+def balance_verdict(traces: Sequence[Trace], analysis: Analysis, bought: Sequence[Payoff]) -> BalanceVerdict | None:
+    """Where balancing the ranks saves at least ``MATTERS`` of the step: that saving, and beside it the
+    saving of the most exposed collective kind made free (``scale(kind=K)=0``: the most a faster K buys)."""
+    balance = next((b for b in bought if b.terms == ("balance",)), None)
+    if balance is None or balance.saving_fraction < MATTERS:
+        return None
+    kinds = comm_kinds(analysis)
+    if not kinds:
+        return BalanceVerdict(balance.saving_fraction, None, None)
+    free = project(list(traces), analysis, [f"scale(kind={kinds[0]})=0"])
+    bound = free.saving_ns / free.measured_step_ns if free.measured_step_ns else 0.0
+    return BalanceVerdict(balance.saving_fraction, kinds[0], bound)
