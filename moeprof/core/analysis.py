@@ -18,6 +18,7 @@ from ..errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .projection import Projection, ReplayJob
     from .timeline import TimelineView
 
 SCHEMA = "moeprof.analysis/1"
@@ -275,12 +276,16 @@ class Opportunity:
     evidence: Mapping[str, Any]
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)
+    # §9: the mean step saving if its activities took no time (None: not computed, or not activities)
+    projected_saving_ns: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
         out["evidence"] = dict(self.evidence)
         if not out["remedy_id"]:
             del out["remedy_id"]
+        if out["projected_saving_ns"] is None:
+            del out["projected_saving_ns"]
         return out
 
     @classmethod
@@ -381,6 +386,10 @@ class Analysis:
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
     # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
     instances: pd.DataFrame | None = field(default=None, compare=False, repr=False)
+    # §9: the balance projection (multi-device jobs), then the one --what-if asked for
+    projections: tuple[Projection, ...] = ()
+    # §9: the job's replay columns and graph, kept for further projections; never in the JSON
+    replay: ReplayJob | None = field(default=None, compare=False, repr=False)
 
     schema: ClassVar[str] = SCHEMA
 
@@ -421,6 +430,8 @@ class Analysis:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
             doc["manifest"] = dict(self.manifest)
+        if self.projections:
+            doc["projections"] = [p.to_json() for p in self.projections]
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -449,7 +460,10 @@ class Analysis:
             "manifest",
             "ledger",
             "skipped",
+            "projections",
         }
+        from .projection import Projection
+
         try:
             return cls(
                 inputs=tuple(str(i) for i in doc.get("inputs") or ()),
@@ -465,6 +479,7 @@ class Analysis:
                 manifest=doc.get("manifest") if isinstance(doc.get("manifest"), dict) else None,
                 ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
                 skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
+                projections=tuple(Projection.from_json(p) for p in _dicts(doc.get("projections"))),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

@@ -117,6 +117,11 @@ class Trace:
     # the devices this file holds, even those that ran nothing (device -> global id)
     devices: Mapping[str, int] = field(default_factory=dict)
     device_models: Mapping[str, str] = field(default_factory=dict)  # device -> GPU model, where the file says
+    # host synchronizations that waited for a device (cudaDeviceSynchronize, ...): device, thread, start_ns,
+    # end_ns; what the §9 replay moves a host's later launches with
+    host_syncs: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["device", "thread", "start_ns", "end_ns"])
+    )
 
     def replace(self, **changes: Any) -> Trace:
         return replace(self, **changes)

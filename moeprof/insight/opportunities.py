@@ -344,4 +344,6 @@ def expert_exchange_opportunity(
 
 
 def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
-    return sorted(opportunities, key=lambda o: (-o.saving_bound_ns, o.title))
+    """By the §9 projected saving (what taking it away buys the step; none projected counts as 0), then
+    by the saving bound."""
+    return sorted(opportunities, key=lambda o: (-(o.projected_saving_ns or 0), -o.saving_bound_ns, o.title))

@@ -102,14 +102,17 @@ def analyze(
     step_options: StepOptions | None = None,
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
+    what_if: Sequence[str] = (),
 ) -> Analysis:
-    """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints)."""
+    """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints); ``what_if``:
+    §9 terms projected together (``Analysis.projections``, after the balance projection)."""
     manifest = getattr(traces, "manifest", None)
     notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     parts = [measure_file(t, step_options, timeline) for t in traces]
     return _with_manifest(
-        finish(merge_job(parts, link_peaks, notes), timeline, [v for p in parts for v in p.timeline]), manifest
+        finish(merge_job(parts, link_peaks, notes, what_if), timeline, [v for p in parts for v in p.timeline]),
+        manifest,
     )
 
 
@@ -188,6 +191,7 @@ def analyze_paths(
     scheduler: str | None = None,
     skip_bad: bool = False,
     execution: ExecOptions | None = None,
+    what_if: Sequence[str] = (),
 ) -> Analysis:
     """Discover, read and measure every trace file, then merge (``moeprof analyze``).
 
@@ -224,7 +228,7 @@ def analyze_paths(
         first = skipped[0]
         raise InputError(first.file, f"{first.problem} (and every other input was bad too: nothing to analyze)")
     notes = [*notes, *(f"skipped {s.file}: {s.problem}" for s in skipped)]
-    analysis = finish(finish_job(job, link_peaks, notes), timeline, job.timeline)
+    analysis = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
     if skipped:
         analysis = analysis.with_(skipped=tuple({"file": s.file, "problem": s.problem} for s in skipped))
     return _with_run_folder(analysis, inputs)
@@ -236,6 +240,7 @@ def analyze_job(
     step_options: StepOptions | None = None,
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
+    what_if: Sequence[str] = (),
 ) -> tuple[Analysis, list[Trace]]:
     """The analysis and the classified traces it measured, each file read once (``report``, ``annotate``)."""
     options = options or LoadOptions()
@@ -243,5 +248,5 @@ def analyze_job(
     traces = [load_trace(f, p, options, single) for f, p in zip(files, places)]
     timeline = timeline or TimelineOptions()
     parts = [measure_file(t, step_options, timeline) for t in traces]
-    analysis = finish(merge_job(parts, link_peaks, notes), timeline, [v for p in parts for v in p.timeline])
+    analysis = finish(merge_job(parts, link_peaks, notes, what_if), timeline, [v for p in parts for v in p.timeline])
     return _with_run_folder(analysis, inputs), traces

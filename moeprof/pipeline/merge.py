@@ -26,8 +26,10 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
+from ..core.events import concat as concat_tables
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
+from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
 from ..errors import InputError
 from ..insight.bandwidth import annotate, bus_factor
 from ..insight.opportunities import (
@@ -38,6 +40,7 @@ from ..insight.opportunities import (
 )
 from ..insight.stack import Stack
 from ..insight.waiting import op_stragglers, straggler_opportunity
+from ..insight.whatif import BALANCE, opportunity_savings, parse_terms, project_job
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
 
@@ -113,7 +116,7 @@ class JobResults:
     """
 
     COMPACT_EVERY = 64
-    _TABLES = ("comm", "group_sizes", "independent", "records", "windows", "exposed")
+    _TABLES = ("comm", "group_sizes", "independent", "records", "windows", "exposed", "replay", "syncs")
 
     def __init__(self) -> None:
         self.inputs: dict[int, list[str]] = {}
@@ -171,11 +174,16 @@ class JobResults:
     def compact(self) -> None:
         for name, frames in self.tables.items():
             if len(frames) > 1:
-                self.tables[name] = [pd.concat(frames, ignore_index=True)]
+                self.tables[name] = [self._concat(name, frames)]
+
+    @staticmethod
+    def _concat(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
+        # the replay columns are one row per activity: their strings stay categorical across files
+        return concat_tables(frames) if name == "replay" else pd.concat(frames, ignore_index=True)
 
     def table(self, name: str, columns: Sequence[str]) -> pd.DataFrame:
         frames = self.tables[name]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
+        return self._concat(name, frames) if frames else pd.DataFrame(columns=list(columns))
 
     def whole_job(self) -> bool:
         """Spec §8 rule 4: the inputs hold the whole job (every rank of the world, or one host's whole trace)."""
@@ -236,17 +244,79 @@ def merge(
 
 
 def merge_job(
-    parts: Sequence[FileResult], link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
+    parts: Sequence[FileResult],
+    link_peaks: dict[str, float] | None = None,
+    notes: Sequence[str] = (),
+    what_if: Sequence[str] = (),
 ) -> tuple[Analysis, pd.DataFrame | None]:
     """:func:`merge`, and the comm records with their ledger view (instance, wait, straggler) for timelines."""
     job = JobResults()
     for i, part in enumerate(parts):
         job.add(i, part)
-    return finish_job(job, link_peaks, notes)
+    return finish_job(job, link_peaks, notes, what_if)
+
+
+def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | None) -> ReplayJob | None:
+    """The §9 replay columns of the whole job, joined with the §8 instances and clock offsets."""
+    table = job.table("replay", tuple(REPLAY_COLUMNS))
+    if table.empty:
+        return None
+    comm = (table["bucket"].astype(str) == "comm").to_numpy()
+    instance = np.full(len(table), -1, dtype=np.int64)
+    offsets: dict[str, int] = {}
+    if ledger is not None and records is not None:
+        if int(comm.sum()) != len(records):
+            raise AssertionError(f"{int(comm.sum())} comm activities to replay but {len(records)} ledger records")
+        instance[comm] = ledger.records["instance"].to_numpy(np.int64)
+        offsets = dict(ledger.clock_offsets_ns)
+    steps = pd.DataFrame(
+        {
+            "step": [s.step for s in job.steps],
+            "device": [s.device for s in job.steps],
+            "start_ns": np.array([s.start_ns for s in job.steps], dtype=np.int64),
+            "end_ns": np.array([s.end_ns for s in job.steps], dtype=np.int64),
+        }
+    )
+    return ReplayJob.build(
+        table,
+        instance,
+        offsets,
+        steps,
+        job.table("windows", ("device", "start_ns", "end_ns")),
+        syncs=job.table("syncs", SYNC_COLUMNS),
+        records=records if ledger is not None else None,
+        whole_job=job.whole_job(),
+        device_ids={gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
+        hosts={d.device: d.host for d in job.devices},
+    )
+
+
+def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()) -> Analysis:
+    """§9: the balance projection (jobs of several devices), the one ``what_if`` asks for, and each
+    opportunity's projected saving (opportunities ranked by it)."""
+    if replay is None:
+        if what_if:
+            raise InputError(None, f"--what-if {what_if[0]!r}: the analysis has no device activity to project")
+        return analysis
+    throughput = dict(analysis.throughput) if analysis.throughput else None
+    parsed = parse_terms(what_if)  # a bad term fails before any work
+    projections = []
+    if len(replay.device_names) > 1:
+        projections.append(project_job(replay, [BALANCE], analysis.opportunities, throughput))
+    if parsed:
+        projections.append(project_job(replay, list(what_if), analysis.opportunities, throughput))
+    savings = opportunity_savings(replay, analysis.opportunities)
+    opportunities = rank(
+        [replace(o, projected_saving_ns=s) for o, s in zip(analysis.opportunities, savings, strict=True)]
+    )
+    return analysis.with_(projections=tuple(projections), replay=replay, opportunities=tuple(opportunities))
 
 
 def finish_job(
-    job: JobResults, link_peaks: dict[str, float] | None = None, notes: Sequence[str] = ()
+    job: JobResults,
+    link_peaks: dict[str, float] | None = None,
+    notes: Sequence[str] = (),
+    what_if: Sequence[str] = (),
 ) -> tuple[Analysis, pd.DataFrame | None]:
     """The analysis of everything ``job`` took in."""
     records, ledger = job.ledger()
@@ -284,7 +354,7 @@ def finish_job(
     )
     signals = sorted(job.signals, key=lambda s: (s["type"], s["device"]))
     order = sorted(job.inputs)
-    return Analysis(
+    analysis = Analysis(
         inputs=tuple(i for k in order for i in job.inputs[k]),
         devices=tuple(devices),
         total=sum_figures(devices),
@@ -302,7 +372,8 @@ def finish_job(
         warnings=(*notes, *(w for k in order for w in job.warnings[k])),
         spread=spread(devices, steps),
         ledger=ledger_summary(ledger) if ledger is not None else None,
-    ), matched
+    )
+    return with_projections(analysis, replay_job(job, records, ledger), what_if), matched
 
 
 def instance_table(matched: pd.DataFrame) -> pd.DataFrame:

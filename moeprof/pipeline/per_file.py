@@ -20,6 +20,7 @@ from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
 from ..core.ledger_records import clock_domain, comm_records, empty_records
 from ..core.metrics import COMM, COMPUTE, DeviceTimeline, EventColumns
+from ..core.projection import empty_replay_table, empty_syncs, replay_table
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import Trace
@@ -76,6 +77,10 @@ class FileResult:
     job: dict = field(default_factory=dict)  # world_size, rank: what the ledger's whole-job rule needs
     timeline: list[TimelineView] = field(default_factory=list)
     step_count: int = 0  # steps found in the file (selected or not)
+    # §9: per device activity, the replay's columns (core.projection.REPLAY_COLUMNS), comm rows in the
+    # order of ``records``; and the host synchronizations that launches move with
+    replay: pd.DataFrame = field(default_factory=empty_replay_table)
+    syncs: pd.DataFrame = field(default_factory=empty_syncs)
 
 
 def _group_sizes(groups: np.ndarray) -> np.ndarray:
@@ -310,6 +315,7 @@ def measure_file(
     windows: list[tuple[str, np.ndarray, np.ndarray]] = []
     exposed_parts: list[tuple[str, np.ndarray, np.ndarray]] = []
     views: list[TimelineView] = []
+    replay_rows: list[np.ndarray] = []
     steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
     all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
     for host, device, positions in _device_groups(activity) if len(activity) else []:
@@ -323,6 +329,7 @@ def measure_file(
             lo, hi = timeline_rows.bounds
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
         whole = timeline_rows.measure(win_s, win_e)
+        replay_rows.append(timeline_rows.positions)
         devices.append(DeviceFigures(device=device, host=host, **_fields(whole.figures)))
         windows.append((device, win_s, win_e))
         exposed_parts.append((device, *whole.exposed_segments))
@@ -372,6 +379,8 @@ def measure_file(
         job={"world_size": trace.job.world_size, "rank": trace.job.rank, "format": trace.format},
         timeline=views,
         step_count=int(all_steps["step"].nunique()) if len(all_steps) else 0,
+        replay=replay_table(trace, columns, replay_rows),
+        syncs=trace.host_syncs if len(trace.host_syncs) else empty_syncs(),
     )
 
 
