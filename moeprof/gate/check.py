@@ -28,7 +28,7 @@ from ..readers import discover
 from ..readers.runfolder import ANALYSIS, read_manifest
 
 if TYPE_CHECKING:
-    from ..core.analysis import Projection
+    from ..core.projection import Projection
 
 CHECK_SCHEMA = "moeprof.check/1"
 

@@ -2,10 +2,11 @@
 
 The list is fixed, not searched: ``balance`` (every rank as fast as the median rank) for a job of
 several devices, each of the top opportunities at 0 (``scale(opportunity=N)=0``), and each
-collective kind at half its transfer (``scale(kind=K)=0.5``). Each is one call of
-:func:`moeprof.insight.whatif.project`, so the table shows exactly what ``analyze --what-if TERM``
-would report for that term. The verdict adds the most a faster collective could buy: the kind
-with the most exposed time at 0.
+collective kind at half its transfer (``scale(kind=K)=0.5``). Each is the projection
+:func:`moeprof.insight.whatif.project` makes of that term (without the projected timeline's §4
+figures, which the table does not show), so the table's steps are exactly what ``analyze --what-if
+TERM`` reports. The verdict adds the most a faster collective could buy: the kind with the most
+exposed time at 0.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.analysis import Analysis, Projection
+from ..core.analysis import Analysis
+from ..core.projection import Projection
 from ..core.trace import Trace
-from .whatif import project
+from .whatif import BALANCE, project, project_job
 
 TOP_OPPORTUNITIES = 3
 MATTERS = 0.05  # a balance saving below this fraction of the step is not worth a line of the verdict
@@ -39,7 +41,7 @@ def candidates(analysis: Analysis, top: int = TOP_OPPORTUNITIES) -> list[tuple[s
     """The rows to project, in the order shown: (label, what-if terms)."""
     out: list[tuple[str, tuple[str, ...]]] = []
     if len(analysis.devices) > 1:
-        out.append(("balance the ranks (each as fast as the median rank)", ("balance",)))
+        out.append(("balance the ranks (each as fast as the median rank)", (BALANCE,)))
     for i, o in enumerate(analysis.opportunities[:top], 1):
         out.append((f"opportunity {i} at 0: {o.title}", (f"scale(opportunity={i})=0",)))
     for kind in comm_kinds(analysis):
@@ -56,11 +58,21 @@ def comm_kinds(analysis: Analysis) -> list[str]:
     return sorted(exposed, key=lambda k: (-exposed[k][0], -exposed[k][1], k))
 
 
-def payoffs(traces: Sequence[Trace], analysis: Analysis, top: int = TOP_OPPORTUNITIES) -> list[Payoff]:
+def projected(traces: Sequence[Trace], analysis: Analysis, terms: Sequence[str]) -> Projection:
+    """The projection of ``terms``: the analysis' own where it holds one (its balance projection), else a
+    replay of its job (the analysis' replay columns, else the traces')."""
+    held = next((p for p in analysis.projections if list(p.what_if) == list(terms)), None)
+    if held is not None:
+        return held
+    if analysis.replay is not None:
+        throughput = dict(analysis.throughput) if analysis.throughput else None
+        return project_job(analysis.replay, terms, analysis.opportunities, throughput, figures=False)
+    return project(list(traces), analysis, list(terms))
+
+
+def payoffs(analysis: Analysis, top: int = TOP_OPPORTUNITIES, traces: Sequence[Trace] = ()) -> list[Payoff]:
     """Every candidate projected."""
-    return [
-        Payoff(label, terms, project(list(traces), analysis, list(terms))) for label, terms in candidates(analysis, top)
-    ]
+    return [Payoff(label, terms, projected(traces, analysis, terms)) for label, terms in candidates(analysis, top)]
 
 
 @dataclass(frozen=True)
@@ -72,15 +84,21 @@ class BalanceVerdict:
     kind_bound: float | None
 
 
-def balance_verdict(traces: Sequence[Trace], analysis: Analysis, bought: Sequence[Payoff]) -> BalanceVerdict | None:
+def balance_verdict(
+    analysis: Analysis, bought: Sequence[Payoff], traces: Sequence[Trace] = ()
+) -> BalanceVerdict | None:
     """Where balancing the ranks saves at least ``MATTERS`` of the step: that saving, and beside it the
-    saving of the most exposed collective kind made free (``scale(kind=K)=0``: the most a faster K buys)."""
-    balance = next((b for b in bought if b.terms == ("balance",)), None)
+    most any one faster collective kind could buy: the kind whose transfer made free
+    (``scale(kind=K)=0``) saves the most (ties: the more exposed kind)."""
+    balance = next((b for b in bought if b.terms == (BALANCE,)), None)
     if balance is None or balance.saving_fraction < MATTERS:
         return None
-    kinds = comm_kinds(analysis)
-    if not kinds:
+    best: tuple[str, float] | None = None
+    for kind in comm_kinds(analysis):
+        free = projected(traces, analysis, [f"scale(kind={kind})=0"])
+        bound = free.saving_ns / free.measured_step_ns if free.measured_step_ns else 0.0
+        if best is None or bound > best[1]:
+            best = (kind, bound)
+    if best is None:
         return BalanceVerdict(balance.saving_fraction, None, None)
-    free = project(list(traces), analysis, [f"scale(kind={kinds[0]})=0"])
-    bound = free.saving_ns / free.measured_step_ns if free.measured_step_ns else 0.0
-    return BalanceVerdict(balance.saving_fraction, kinds[0], bound)
+    return BalanceVerdict(balance.saving_fraction, best[0], best[1])
