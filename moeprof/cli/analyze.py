@@ -105,6 +105,15 @@ def analyze_command(
     history: Annotated[
         Path | None, typer.Option("--history", help="Append this run's figures to a SQLite history (e.g. runs.db).")
     ] = None,
+    what_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--what-if",
+            metavar="TERM",
+            help="Project a change (spec §9): 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE, "
+            "opportunity=N), 'scale()=F', 'balance', 'balance(FILTERS)'. Repeatable: the terms combine.",
+        ),
+    ] = None,
 ) -> None:
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
@@ -112,8 +121,12 @@ def analyze_command(
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         # imported here: `moeprof --help` and the other commands do not pay for the pipeline
         from ..insight.bandwidth import link_peaks
+        from ..insight.whatif import parse_terms
         from ..pipeline import analyze_paths, with_throughput
         from ..readers import discover
+
+        terms = list(what_if or [])
+        parse_terms(terms)  # a bad term fails before any trace is read
 
         device_rows = parse_devices(devices)
         options, step_options = analyze_options(
@@ -124,7 +137,7 @@ def analyze_command(
         with file_progress(len(files), enabled=not json) as advance:
             result = analyze_paths(
                 list(paths), options, step_options, progress=advance, link_peaks=peaks,
-                execution=exec_options(jobs, scheduler, skip_bad),
+                execution=exec_options(jobs, scheduler, skip_bad), what_if=terms,
             )  # fmt: skip
         if model or tokens_per_step:
             if not (model and tokens_per_step):

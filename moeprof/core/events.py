@@ -42,6 +42,9 @@ RAW_COLUMNS: dict[str, str] = {
     "seq": "int64",  # the call's sequence number in its group (-1 unknown)
     "p2p": "bool",  # a point-to-point call (send/recv): counted apart from collectives, members are the two peers
     "source": "str",  # parser that produced the row (xplane, chrome, kineto, nsys)
+    # §9 replay: when the launching runtime call returned (host clock, -1 unknown) and on which host thread
+    "launch_ns": "int64",
+    "launch_thread": "str",
 }
 DERIVED_COLUMNS: dict[str, str] = {
     "bucket": "str",  # compute | comm | memcpy | other

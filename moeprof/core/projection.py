@@ -279,16 +279,22 @@ class ReplayJob:
         launch_ns = table["launch_ns"].to_numpy(np.int64)
         th_c, th_v = _codes_of(table["launch_thread"])
         known_thread = np.array([bool(v) for v in th_v.tolist()] + [False], dtype=bool)[th_c]
-        thread = np.where(known_thread, th_c, -1)
+        # thread ids are a file's own: a thread is (device, thread)
+        pair = dev_c * (len(th_v) + 1) + (th_c + 1)
+        pairs, thread = np.unique(np.where(known_thread, pair, -1), return_inverse=True)
+        thread = np.where(known_thread, thread, -1)
         sync_arrays = None
         if syncs is not None and len(syncs):
-            lut = {str(v): i for i, v in enumerate(th_v.tolist())}
+            th_lut = {str(v): i for i, v in enumerate(th_v.tolist())}
             dev_lut = {str(v): i for i, v in enumerate(names.tolist())}
             s_dev = np.array([dev_lut.get(str(d), -1) for d in syncs["device"].tolist()], dtype=np.int64)
-            s_th = np.array([lut.get(str(t), -1) for t in syncs["thread"].tolist()], dtype=np.int64)
-            s_delta = np.array(
-                [int(delta[np.flatnonzero(dev_c == d)[0]]) if d >= 0 else 0 for d in s_dev.tolist()], dtype=np.int64
-            )
+            s_th_c = np.array([th_lut.get(str(x), -1) for x in syncs["thread"].tolist()], dtype=np.int64)
+            s_pair = s_dev * (len(th_v) + 1) + (s_th_c + 1)
+            at = np.minimum(np.searchsorted(pairs, s_pair), max(pairs.size - 1, 0))
+            s_th = np.where((pairs.size > 0) & (s_dev >= 0) & (s_th_c >= 0) & (pairs[at] == s_pair), at, -1)
+            first_row = np.full(len(names) + 1, 0, dtype=np.int64)
+            first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
+            s_delta = np.where(s_dev >= 0, delta[first_row[s_dev]], 0)
             keep = (s_dev >= 0) & (s_th >= 0)
             sync_arrays = (
                 s_th[keep],
@@ -390,10 +396,18 @@ class ReplayJob:
 
     def critical_path(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[PathSegment, ...]:
         """The chain of tight edges from the step's last end back to a root (or to the step's start)."""
+        return self._critical(s, e, step)[0]
+
+    def critical_rows(self, s: np.ndarray, e: np.ndarray, step: int) -> np.ndarray:
+        """The activities on the step's critical path (rows, in path order)."""
+        return self._critical(s, e, step)[1]
+
+    def _critical(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[tuple[PathSegment, ...], np.ndarray]:
         g = self.graph
         rows = np.flatnonzero(self.step == step)
+        on_path: list[int] = []
         if not rows.size:
-            return ()
+            return (), np.zeros(0, dtype=np.int64)
         step_start = int(s[rows].min())
         start_by, start_how, end_by = tight_predecessor(g, s, e)
         names_c, names_v = _codes_of(self.table["name"])
@@ -415,6 +429,7 @@ class ReplayJob:
             kind = str(kind_v[kind_c[x]]) if kind_c[x] >= 0 else ""
             name = str(names_v[names_c[x]]) if names_c[x] >= 0 else ""
             arrived = int(end_by[x])
+            on_path.append(x)
             cause = _BUCKET_CAUSE.get(bucket, "other")
             add(x, bucket, kind, cause, name, int(s[arrived]), int(e[x]))
             cur = arrived
@@ -429,7 +444,8 @@ class ReplayJob:
                 break
             x = pred
         out.reverse()
-        return tuple(out)
+        on_path.reverse()
+        return tuple(out), np.array(on_path, dtype=np.int64)
 
     # ------------------------------------------------------------ §4/§8 figures of the projected timeline
 
@@ -491,7 +507,7 @@ class ReplayJob:
             from dataclasses import replace
 
             out = [replace(d, ledger=per.get(d.device)) if d.device in per else d for d in out]
-        return tuple(out)
+        return tuple(sorted(out, key=lambda d: d.device))
 
 
 _NO_STEP = -(2**62)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..core.analysis import Analysis
+from ..core.projection import projected_throughput
 
 
 def manifest_throughput(manifest: Mapping[str, Any]) -> dict | None:
@@ -69,7 +71,12 @@ def with_throughput(
         warnings.append(
             f"{tflops:,.1f} model TFLOPS per device exceeds the {peak:,.0f} TFLOPS peak: {throughput_mismatch(figures)}"
         )
-    return analysis.with_(throughput=figures, warnings=(*analysis.warnings, *warnings))
+    # §9: tokens/s, TFLOPS and MFU at each projection's step time
+    projections = tuple(
+        replace(p, throughput=projected_throughput(figures, p.measured_step_ns, p.projected_step_ns))
+        for p in analysis.projections
+    )
+    return analysis.with_(throughput=figures, warnings=(*analysis.warnings, *warnings), projections=projections)
 
 
 def throughput_mismatch(figures: Mapping[str, Any]) -> str:

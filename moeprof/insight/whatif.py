@@ -290,19 +290,10 @@ def projected_events(traces: Sequence[Trace], analysis: Analysis | None, terms: 
     out["start_ns"] = s + job.delta
     out["end_ns"] = e + job.delta
     out["step"] = job.step
-    projection = job.projection([t.text for t in parsed], s, e, figures=False)
     critical = np.zeros(job.size, dtype=bool)
-    if projection.critical_path:
-        from ..core.replay import tight_predecessor
-
-        start_by, _, end_by = tight_predecessor(job.graph, s, e)
-        # rows whose projected interval is a path segment on their device
-        seg = {(p.device, p.start_ns, p.end_ns) for p in projection.critical_path if p.bucket}
-        names = job.device_names[job.graph.device]
-        ends_by = {(d, int(a), int(b)) for d, a, b in zip(names, s[end_by], e)}
-        del ends_by, start_by
-        for i in np.flatnonzero(job.step == projection.critical_step).tolist():
-            if (names[i], int(s[end_by[i]]), int(e[i])) in seg or (names[i], int(s[i]), int(e[i])) in seg:
-                critical[i] = True
+    spans = job.step_spans(s, e)
+    if spans.size:
+        worst = int(job.step_numbers[int(np.argmax(spans))])
+        critical[job.critical_rows(s, e, worst)] = True
     out["critical"] = critical
     return out

@@ -264,11 +264,21 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
     comm = (table["bucket"].astype(str) == "comm").to_numpy()
     instance = np.full(len(table), -1, dtype=np.int64)
     offsets: dict[str, int] = {}
+    record_of = np.cumsum(comm) - 1  # the i-th comm row is the i-th record
     if ledger is not None and records is not None:
         if int(comm.sum()) != len(records):
             raise AssertionError(f"{int(comm.sum())} comm activities to replay but {len(records)} ledger records")
         instance[comm] = ledger.records["instance"].to_numpy(np.int64)
         offsets = dict(ledger.clock_offsets_ns)
+    # one row order whatever order the files' results arrived in: devices by name (each device's rows
+    # come from one file, in start order), so that ties in the replay break the same way
+    codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
+    rank_of = np.argsort(np.argsort(np.asarray(names, dtype=object)))
+    order = np.argsort(rank_of[codes], kind="stable")
+    table = table.iloc[order].reset_index(drop=True)
+    instance = instance[order]
+    if records is not None:
+        records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
     steps = pd.DataFrame(
         {
             "step": [s.step for s in job.steps],

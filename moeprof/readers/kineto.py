@@ -181,7 +181,7 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     ranges = _ranges(cols, names, threads, keep, path)
     kept_codes = codes[keep]
     range_thread = ranges["thread"]
-    anchor_thread, anchor_t = _anchors(cols, threads, path)
+    anchor_thread, anchor_t, launch_end = _anchors(cols, threads, path)
 
     def innermost_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sel = np.flatnonzero(mask[kept_codes]) if len(keep) else np.zeros(0, dtype=np.int64)
@@ -256,6 +256,8 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             "seq": seq,
             "p2p": p2p,
             "source": "kineto",
+            "launch_ns": launch_end,
+            "launch_thread": np.where(launch_end >= 0, anchor_thread.astype(str).astype(object), ""),
         }
     )
     table = table.sort_values("start_ns", kind="stable", ignore_index=True)
@@ -269,6 +271,7 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         process_groups={name: tuple(ranks) for name, ranks in pg_ranks.items()},
         job=Job(rank=rank, world_size=world, gpus_per_node=gpus),
         devices={str(d): rank for d in pd.unique(dev["device"])},
+        host_syncs=_host_syncs(cols, names, threads, pd.unique(dev["device"])),
     )
 
 
@@ -493,15 +496,17 @@ def _ranges(cols: KinetoColumns, names: np.ndarray, threads: _Threads, rows: np.
     }
 
 
-def _anchors(cols: KinetoColumns, threads: _Threads, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """The launching thread (id; -1 unknown) and launch time (ns) of every device activity."""
+def _anchors(cols: KinetoColumns, threads: _Threads, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The launching thread (id; -1 unknown) and launch time (ns) of every device activity, and when its
+    launching runtime call returned (-1: no runtime call or ac2g flow names it)."""
     dev = cols.device
     n = len(dev)
     thread = np.full(n, -1, dtype=np.int64)
     t = np.zeros(n, dtype=np.int64)
+    launch_end = np.full(n, -1, dtype=np.int64)
     pending = np.ones(n, dtype=bool)
 
-    def take(ids: np.ndarray, own_ids: np.ndarray, launches) -> None:
+    def take(ids: np.ndarray, own_ids: np.ndarray, launches, is_call: bool = False) -> None:
         # left-join still-pending device rows onto (id -> launch event); first one wins on duplicates
         if not len(ids) or not pending.any():
             return
@@ -515,16 +520,43 @@ def _anchors(cols: KinetoColumns, threads: _Threads, path: Path) -> tuple[np.nda
         _check_times(ts, None, launches.bad[where], path, "a launch")
         thread[rows] = threads(launches.pid[where], launches.tid[where])
         t[rows] = us_pair_to_ns(ts)[0]
+        if is_call:
+            dur = launches.dur[where]
+            launch_end[rows] = us_pair_to_ns(ts, np.where(np.isfinite(dur), np.maximum(dur, 0.0), 0.0))[1]
         pending[rows] = False
 
     if len(cols.launch):
-        take(cols.launch.correlation, dev.correlation, cols.launch)
+        take(cols.launch.correlation, dev.correlation, cols.launch, is_call=True)
     if pending.any():
         take(cols.flow.id, dev.correlation, cols.flow)
     if pending.any() and len(cols.cpu):
         # last resort: the CPU op the kernel names by External id, at its start
         take(cols.cpu.external, dev.external, cols.cpu)
-    return thread, t
+    return thread, t, launch_end
+
+
+_SYNC_CALL = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memcpy2D|Memcpy3D)$")
+
+
+def _host_syncs(cols: KinetoColumns, names: np.ndarray, threads: _Threads, devices: np.ndarray) -> pd.DataFrame:
+    """Runtime calls that wait for the device (synchronizations, synchronous copies): device, thread, start,
+    end. A file of one device only (the usual one rank, one GPU): with several, which one a call waited for
+    is not known."""
+    launch = cols.launch
+    if not len(launch) or len(devices) != 1:
+        return pd.DataFrame(columns=["device", "thread", "start_ns", "end_ns"])
+    codes, inverse = np.unique(launch.name, return_inverse=True)
+    is_sync = np.array([bool(_SYNC_CALL.match(str(names[c]))) if c >= 0 else False for c in codes.tolist()], bool)
+    rows = np.flatnonzero(is_sync[inverse] & (launch.bad == 0) & np.isfinite(launch.dur))
+    start, end = us_pair_to_ns(launch.ts[rows], np.maximum(launch.dur[rows], 0.0))
+    return pd.DataFrame(
+        {
+            "device": np.full(rows.size, str(devices[0]), dtype=object),
+            "thread": threads(launch.pid[rows], launch.tid[rows]).astype(str).astype(object),
+            "start_ns": start,
+            "end_ns": end,
+        }
+    )
 
 
 # ---- enclosing ranges ---------------------------------------------------------------------

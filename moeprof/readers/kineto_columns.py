@@ -352,7 +352,7 @@ _PER_CALL_COLUMNS = ("comm", "seq", "comms_id", "has_comms_id", "group_rank", "s
 _GROUP_COLUMNS: dict[int, tuple[str, ...]] = {
     DEVICE: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "device", "stream", "correlation", "external", "bytes",
              "own_comm", *_PER_CALL_COLUMNS),
-    LAUNCH: ("cat", "pid", "tid", "ts", "bad", "correlation"),
+    LAUNCH: ("cat", "pid", "tid", "ts", "bad", "correlation", "name", "dur"),
     CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", *_PER_CALL_COLUMNS),
     FLOW: ("cat", "pid", "tid", "ts", "bad", "id"),
 }  # fmt: skip
@@ -482,6 +482,9 @@ class _Builder:
         args = [e.args for e in events]
         if g == LAUNCH:
             out["correlation"] = self._ints([a.correlation for a in args], m)
+            # the runtime call's name and length: the host synchronizations the §9 replay moves launches with
+            out["name"] = self.names([e.name for e in events], m)
+            out["dur"] = self._floats([e.dur for e in events], m)
             return out
         out["name"] = self.names([e.name for e in events], m)
         out["dur"] = self._floats([e.dur for e in events], m)

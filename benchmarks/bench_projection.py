@@ -1,0 +1,166 @@
+"""Benchmark: the §9 projection's accuracy against counterfactual jobs, and its speed against ``analyze``.
+
+Accuracy: the simulated MoE job of :mod:`synthetic.counterfactual` (a launching
+CPU thread and a host synchronization per step on every rank, collectives that end
+together, one rank with 1.5x slower expert GEMMs) is measured once; each change
+(that rank fixed, the all-to-all transfer halved, all compute halved) is projected
+from the measured trace with its ``--what-if`` terms and compared with the job
+simulated again with the change: the relative error of the mean step time (target:
+within 2%). ``balance`` is compared with the slow rank fixed.
+
+Speed: a job of ``--ranks`` Kineto rank files, ``--events`` device and host events
+in all, shaped as ``benchmarks/bench_kineto.py`` writes one rank (comm kernels with
+their record_param_comms args, launches with correlation ids, many streams, copies,
+memsets), each rank shifted by its own clock jitter; ``analyze`` runs in this
+process and the time its projection work takes (building the job's replay columns
+and graph, the balance projection, each opportunity's projected saving) is timed
+apart: the ratio projection / the rest of ``analyze`` (target: <= 1).
+
+    python benchmarks/bench_projection.py [--events 1000000] [--ranks 16] [--keep DIR [--reuse]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import moeprof  # noqa: E402
+from moeprof.insight.whatif import project_job  # noqa: E402
+import moeprof.pipeline.merge  # noqa: E402
+from synthetic.counterfactual import CHANGES, simulate, write_job  # noqa: E402
+
+merge_module = sys.modules["moeprof.pipeline.merge"]
+
+
+def accuracy(ranks: int, steps: int, layers: int, seeds: list[int]) -> None:
+    print(f"counterfactual accuracy: {ranks} ranks, {steps} steps, {layers} layers, seeds {seeds}")
+    print(f"{'change':<18} {'measured ms':>12} {'rerun ms':>10} {'projected ms':>13} {'error':>8}")
+    worst = 0.0
+    for seed in seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            write_job(Path(tmp), ranks, steps, layers, seed)
+            analysis = moeprof.analyze(moeprof.load(tmp))
+        job = analysis.replay
+        assert job is not None
+        base = float(np.mean(simulate(ranks, steps, layers, seed).step_times()))
+        rows = [(change, terms) for change, terms in CHANGES.items() if change != "none"]
+        rows.append(("balance", ["balance"]))
+        for change, terms in rows:
+            rerun_change = "fix-slow-rank" if change == "balance" else change
+            truth = float(np.mean(simulate(ranks, steps, layers, seed, rerun_change).step_times()))
+            projected = project_job(job, terms, analysis.opportunities, figures=False).projected_step_ns
+            error = (projected - truth) / truth
+            worst = max(worst, abs(error)) if change != "balance" else worst
+            label = f"{change} (s{seed})"
+            print(f"{label:<18} {base / 1e6:>12.3f} {truth / 1e6:>10.3f} {projected / 1e6:>13.3f} {error:>+8.2%}")
+    print(f"worst error of the three changes: {worst:.3%} (target 2%)")
+
+
+def build_job(out: Path, events: int, ranks: int) -> None:
+    """``ranks`` Kineto files of ``events / ranks`` events each, from bench_kineto's rank-0 generator."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_kineto import build
+
+    out.mkdir(parents=True, exist_ok=True)
+    one = out / "template.json"
+    build(one, events // ranks)
+    doc = orjson.loads(one.read_bytes())
+    one.unlink()
+    Path(str(one) + ".gz").unlink(missing_ok=True)
+    rng = np.random.default_rng(1)
+    for r in range(ranks):
+        shift = float(rng.integers(0, 50_000)) / 1e3  # µs of clock jitter per rank
+        rank_doc = dict(doc)
+        rank_doc["distributedInfo"] = {**doc["distributedInfo"], "rank": r}
+        shifted = []
+        for e in doc["traceEvents"]:
+            if "ts" in e:
+                e = {**e, "ts": e["ts"] + shift}
+            shifted.append(e)
+        rank_doc["traceEvents"] = shifted
+        with gzip.open(out / f"rank{r:02d}.pt.trace.json.gz", "wb", compresslevel=1) as f:
+            f.write(orjson.dumps(rank_doc))
+
+
+def speed(folder: Path) -> None:
+    spent = {"replay_job": 0.0, "with_projections": 0.0}
+    originals = {name: getattr(merge_module, name) for name in spent}
+
+    def timed(name: str):  # noqa: ANN202
+        def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            t = time.perf_counter()
+            try:
+                return originals[name](*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t
+
+        return run
+
+    for name in spent:
+        setattr(merge_module, name, timed(name))
+    try:
+        from moeprof.pipeline import analyze_paths
+
+        t = time.perf_counter()
+        analysis = analyze_paths([str(folder)], jobs=1)
+        total = time.perf_counter() - t
+    finally:
+        for name, fn in originals.items():
+            setattr(merge_module, name, fn)
+    job = analysis.replay
+    assert job is not None
+    t = time.perf_counter()
+    project_job(job, ["scale(kind=all-to-all)=0.5"], analysis.opportunities)
+    one = time.perf_counter() - t
+    projecting = sum(spent.values())
+    rest = total - projecting
+    members = int(job.graph.is_member.sum())
+    print(
+        f"speed: {job.size:,} device activities ({members:,} collective members, "
+        f"{int((job.graph.launch_pred >= 0).sum()):,} launch-bound after a sync) in {analysis.inputs.__len__()} files"
+    )
+    print(f"  analyze without the projection: {rest:.2f} s")
+    print(
+        f"  projection work inside analyze: {projecting:.2f} s (replay columns and graph {spent['replay_job']:.2f} s; "
+        f"balance and {len(analysis.opportunities)} opportunities' savings {spent['with_projections']:.2f} s)"
+    )
+    print(f"  one more --what-if projection (scale(kind=all-to-all)=0.5, with §4/§8 figures): {one:.2f} s")
+    print(f"  ratio projection / analyze: {projecting / rest:.2f} (target <= 1)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--ranks", type=int, default=16)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--keep", type=Path, help="generate the job into this folder and keep it")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: use the job already there")
+    ap.add_argument("--skip-speed", action="store_true")
+    args = ap.parse_args()
+    accuracy(8, 4, 4, args.seeds)
+    if args.skip_speed:
+        return
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_projection_"))
+    try:
+        if not (args.reuse and folder.exists() and any(folder.glob("rank*.json.gz"))):
+            t = time.perf_counter()
+            build_job(folder, args.events, args.ranks)
+            print(f"generated {args.ranks} rank files in {time.perf_counter() - t:.1f} s")
+        speed(folder)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
