@@ -346,3 +346,31 @@ def test_report_what_if_and_no_projection(tmp_path):
     assert res.exit_code == 0 and len(embedded(out.read_text())["inputs"]) == 1
     res = invoke("report", CPU, "-o", out, "--what-if", "scale(nope)=1")
     assert res.exit_code == 2 and "scale(nope)=1" in res.stderr
+
+
+@pytest.fixture(scope="module")
+def ablation_pair(tmp_path_factory) -> tuple[Path, Path, dict]:
+    """The simulated job (synthetic/counterfactual.py) and the same job run again with its all-to-all
+    transfers halved: a measured ablation whose cause is known."""
+    from synthetic.counterfactual import write_job
+
+    base = tmp_path_factory.mktemp("ablation")
+    write_job(base / "a", ranks=8, steps=3, layers=3, seed=4)
+    _, rerun = write_job(base / "b", ranks=8, steps=3, layers=3, seed=4, change="half-all-to-all")
+    return base / "a", base / "b", {"step_ns": rerun.step_times()}
+
+
+def test_diff_explains_a_halved_all_to_all(ablation_pair):
+    a, b, truth = ablation_pair
+    res = invoke("diff", a, b, "--json")
+    assert res.exit_code == 0, res.output
+    (e,) = json.loads(res.stdout)["explanations"]
+    ratios = {c["what"]: c for c in e["changes"]}
+    # the ledger splits both runs: the all-to-all's transfer (end minus last arrival) is what halved
+    assert ratios["all-to-all transfer"]["ratio"] == pytest.approx(0.5, abs=0.005)
+    assert ratios["compute"]["ratio"] == pytest.approx(1.0, abs=0.005)
+    # B's measured step is the simulation's (mean over steps); the projection explains it within 5%
+    assert e["measured_step_ms"] == pytest.approx(np.mean(truth["step_ns"]) / 1e6, rel=1e-6)
+    assert abs(e["residual_fraction"]) < 0.05
+    assert e["explained_ms"] == pytest.approx(e["reference_step_ms"] - e["projected_step_ms"])
+    assert e["explained_ms"] > 0.5 * e["measured_change_ms"] > 0
