@@ -33,6 +33,7 @@ from moeprof.reports import terminal
 from moeprof.reports.text import ms, pct, verdict_lines
 
 from .conftest import SAMPLES
+from .test_report import chromium, needs_chromium
 
 runner = CliRunner()
 CPU = SAMPLES / "cpu_moe_8dev"  # 8 devices, a run folder: the ledger matches, balance is projected
@@ -374,3 +375,20 @@ def test_diff_explains_a_halved_all_to_all(ablation_pair):
     assert abs(e["residual_fraction"]) < 0.05
     assert e["explained_ms"] == pytest.approx(e["reference_step_ms"] - e["projected_step_ms"])
     assert e["explained_ms"] > 0.5 * e["measured_change_ms"] > 0
+
+
+@needs_chromium
+def test_browser_draws_the_projected_timeline_and_its_critical_path(tmp_path):
+    out = tmp_path / "r.html"
+    res = invoke("report", CPU, "-o", out)
+    assert res.exit_code == 0, res.output
+    res = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}#selftest")
+    status = re.search(r'<span id="moeprof-status"([^>]*)>', res.stdout)
+    assert status, f"page did not render: {res.stderr[-2000:]}"
+    attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', status.group(1)))
+    assert attrs["data-ok"] == "1", res.stdout[-3000:]
+    assert attrs["data-timelines"] == "2" and attrs["data-lanes"] == "16"
+    # every critical-path activity of the drawn lanes was decoded and painted
+    crit = sum(lane["crit"]["n"] for lane in embedded(out.read_text())["inputs"][1]["lanes"])
+    assert int(attrs["data-critical"]) == crit > 0
+    assert attrs["data-selftest"] == "ok", attrs.get("data-selftest-detail")

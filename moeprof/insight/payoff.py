@@ -38,11 +38,14 @@ class Payoff:
 
 
 def candidates(analysis: Analysis, top: int = TOP_OPPORTUNITIES) -> list[tuple[str, tuple[str, ...]]]:
-    """The rows to project, in the order shown: (label, what-if terms)."""
+    """The rows to project, in the order shown: (label, what-if terms). An opportunity that names no
+    activities (``projected_saving_ns`` None) has no row."""
     out: list[tuple[str, tuple[str, ...]]] = []
     if len(analysis.devices) > 1:
         out.append(("balance the ranks (each as fast as the median rank)", (BALANCE,)))
     for i, o in enumerate(analysis.opportunities[:top], 1):
+        if o.projected_saving_ns is None:  # not a set of activities (a job-wide pattern): nothing to make free
+            continue
         out.append((f"opportunity {i} at 0: {o.title}", (f"scale(opportunity={i})=0",)))
     for kind in comm_kinds(analysis):
         out.append((f"{kind} at half its transfer", (f"scale(kind={kind})=0.5",)))

@@ -379,7 +379,7 @@
         ctx.fillText('critical path', GUTTER - 6, cy + CRIT_H / 2);
         ctx.fillStyle = '#eeeeee';
         ctx.fillRect(GUTTER, cy, self.plotW, CRIT_H);
-        self.paint(self.coverage(lane.crit), [CRIT], GUTTER, cy, CRIT_H);
+        self.paint(self.coverage(lane.crit), lane.crit.codes, GUTTER, cy, CRIT_H);  // none: a lane off the path
         self.rows.push({ y: cy - 1, h: CRIT_H + 2, lane: lane, track: lane.crit });
         critical += lane.crit.n;
       }
