@@ -30,7 +30,7 @@ from moeprof.insight.payoff import balance_verdict, comm_kinds, payoffs
 from moeprof.insight.whatif import project, projected_events
 from moeprof.pipeline import analyze_job, analyze_paths, load
 from moeprof.reports import terminal
-from moeprof.reports.text import ms, pct, verdict_lines
+from moeprof.reports.text import duration, ms, pct, verdict_lines
 
 from .conftest import SAMPLES
 from .test_report import chromium, needs_chromium
@@ -333,6 +333,12 @@ def test_report_draws_the_projection_beside_the_measured_timeline(tmp_path, job)
     p = project(traces, analysis, ["balance"])
     assert f"{p.projected_step_ns / 1e6:,.3f} ms projected" in text
     assert "Critical path by cause" in text
+    # the measured page lists each opportunity's projected saving, ranked by it
+    assert "Opportunities, ranked by projected saving" in text
+    for o in analysis.opportunities[:12]:
+        if o.projected_saving_ns is not None:
+            share = o.projected_saving_ns / p.measured_step_ns
+            assert f"the step {o.projected_saving_ns / 1e6:,.3f} ms ({100 * share:.1f}%) shorter" in text
     # the measured page is the first; the title is still the measured job's
     assert "<title>moeprof report · cpu_moe_8dev" in text
 
@@ -392,3 +398,15 @@ def test_browser_draws_the_projected_timeline_and_its_critical_path(tmp_path):
     crit = sum(lane["crit"]["n"] for lane in embedded(out.read_text())["inputs"][1]["lanes"])
     assert int(attrs["data-critical"]) == crit > 0
     assert attrs["data-selftest"] == "ok", attrs.get("data-selftest-detail")
+
+
+def test_opportunities_panel_gives_each_projected_saving(result):
+    text = rendered(result)
+    assert "Opportunities (ranked by projected saving)" in text
+    step = result.projections[0].measured_step_ns
+    flat = " ".join(text.split())  # the panel wraps lines
+    for o in result.opportunities[:8]:
+        if o.projected_saving_ns is None:
+            continue
+        said = f"projected without it: the step {terminal.spaced(duration(o.projected_saving_ns))}"
+        assert f"{said} ({pct(o.projected_saving_ns / step)}) shorter" in flat.replace("│ ", "")

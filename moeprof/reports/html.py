@@ -655,9 +655,18 @@ class OpportunityItem:
     exposed: str
     evidence: str
     remedy: str
+    projected: str = ""  # §9: the step saving if its activities took no time ("" where not projected)
 
 
-def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12) -> list[OpportunityItem]:
+def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12, step_ns: int = 0) -> list[OpportunityItem]:
+    """The opportunities as listed; ``step_ns``: the job's mean step (§9), for a projected saving's share."""
+
+    def projected(o: Opportunity) -> str:
+        if o.projected_saving_ns is None:
+            return ""
+        share = f" ({fmt_pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
+        return f"{fmt_ms(o.projected_saving_ns)} ms{share}"
+
     return [
         OpportunityItem(
             o.title,
@@ -666,6 +675,7 @@ def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12) -> li
             fmt_ms(o.exposed_ns),
             evidence_text(o),
             o.remedy,
+            projected(o),
         )
         for o in opportunities[:top]
     ]
@@ -813,7 +823,9 @@ def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         step_bars=step_bars,
         collectives=collectives_table(r.collectives, ledger=led is not None and led.instances > 0),
         more_collectives=max(0, len(r.collectives) - 40),
-        opportunities=opportunity_items(r.opportunities),
+        opportunities=opportunity_items(
+            r.opportunities, step_ns=r.projections[0].measured_step_ns if r.projections else 0
+        ),
         manifest=manifest_view(r),
         ledger=None if led is None else ledger_section(r, led, arrival_skew(r, SKEW_ROWS)),
         skew_rows=len((timeline.get("skew") or {}).get("rows", ())),

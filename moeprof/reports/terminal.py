@@ -387,6 +387,8 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     The number sits in its own column so that wrapped lines keep their indent.
     """
     steps = step_count(result)
+    # §9: the job's mean step, for a projected saving's share of it (any projection measured it)
+    step_ns = result.projections[0].measured_step_ns if result.projections else 0
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
@@ -399,6 +401,10 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
             amount = spaced(duration(o.saving_bound_ns))
         head = Text(o.title[:90], style="bold", overflow="fold")
         head.append(f"  save up to {amount} on the worst device ({bound})", style="bold red")
+        if o.projected_saving_ns is not None:
+            share = f" ({pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
+            projected = f"projected without it: the step {spaced(duration(o.projected_saving_ns))}{share} shorter"
+            head.append(f"; {projected}", style="bold")
         # a flag list longer than the line folds instead of being cut
         body = Text(
             f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {o.remedy}", overflow="fold"
@@ -407,7 +413,9 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     content: RenderableType = grid
     if not result.opportunities:
         content = Text("No exposed communication or launch overhead found: nothing to hide.")
-    return Panel(content, title="Opportunities (ranked by saving bound)", title_align="left")
+    projected = any(o.projected_saving_ns is not None for o in result.opportunities)
+    ranking = "projected saving" if projected else "saving bound"
+    return Panel(content, title=f"Opportunities (ranked by {ranking})", title_align="left")
 
 
 def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | None:
