@@ -34,10 +34,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import moeprof  # noqa: E402
-from moeprof.insight.whatif import project_job  # noqa: E402
-import moeprof.pipeline.merge  # noqa: E402
-from synthetic.counterfactual import CHANGES, simulate, write_job  # noqa: E402
+import moeprof
+import moeprof.pipeline.merge
+from moeprof.insight.whatif import project_job
+from synthetic.counterfactual import CHANGES, simulate, write_job
 
 merge_module = sys.modules["moeprof.pipeline.merge"]
 
@@ -96,8 +96,8 @@ def speed(folder: Path) -> None:
     spent = {"replay_job": 0.0, "with_projections": 0.0}
     originals = {name: getattr(merge_module, name) for name in spent}
 
-    def timed(name: str):  # noqa: ANN202
-        def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def timed(name: str):
+        def run(*args, **kwargs):
             t = time.perf_counter()
             try:
                 return originals[name](*args, **kwargs)

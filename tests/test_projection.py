@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -214,7 +215,7 @@ def test_critical_path_is_a_chain(counterfactual: moeprof.Analysis) -> None:
     projection = counterfactual.projections[0]
     path = projection.critical_path
     assert path
-    for a, b in zip(path, path[1:]):
+    for a, b in itertools.pairwise(path):
         assert a.end_ns <= b.start_ns or a.end_ns == b.start_ns
     total = sum(p.end_ns - p.start_ns for p in path)
     worst = max(s.projected_ns for s in projection.steps)

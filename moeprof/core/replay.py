@@ -169,13 +169,13 @@ def build_graph(
                 key = np.lexsort((s_end, th))
                 th, s_end, w, s_dev = th[key], s_end[key], w[key], s_dev[key]
                 b = np.flatnonzero(bound)
-                lo = np.searchsorted(th, launch_thread[b], "left")
-                hi = np.searchsorted(th, launch_thread[b], "right")
+                th_lo = np.searchsorted(th, launch_thread[b], "left")
+                th_hi = np.searchsorted(th, launch_thread[b], "right")
                 # within the thread's block, the last sync ending by the launch
                 pos = np.empty(b.size, dtype=np.int64)
                 for t_code in np.unique(launch_thread[b]):  # per thread: one search
                     sel = launch_thread[b] == t_code
-                    block_lo, block_hi = int(lo[sel][0]), int(hi[sel][0])
+                    block_lo, block_hi = int(th_lo[sel][0]), int(th_hi[sel][0])
                     pos[sel] = block_lo + np.searchsorted(s_end[block_lo:block_hi], launch_ns[b][sel], "right") - 1
                     pos[sel & (pos < block_lo)] = -1
                 use = pos >= 0

@@ -55,7 +55,9 @@ def _bad(term: str, why: str) -> InputError:
 
 def _split_filters(body: str) -> list[str]:
     """Filters separated by commas; a comma inside a name~REGEX's brackets or braces stays in it."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in body:
         if ch in "([{":
             depth += 1
@@ -258,14 +260,12 @@ def opportunity_savings(job: ReplayJob, opportunities: Sequence[Opportunity]) ->
 
 
 def _job_of(traces: Sequence[Trace], analysis: Analysis | None) -> ReplayJob:
+    """The replay columns ``analysis`` kept (``moeprof.analyze``, ``analyze_paths`` and ``analyze_job``
+    keep them; an analysis read back from JSON has none)."""
     if analysis is not None and analysis.replay is not None:
         return analysis.replay
-    from ..pipeline import analyze
-
-    replayed = analyze(list(traces)).replay
-    if replayed is None:
-        raise InputError(None, "no device activity to project")
-    return replayed
+    names = ", ".join(t.path for t in traces[:3]) or "the traces"
+    raise InputError(None, f"no replay columns for {names}: project over the analysis moeprof.analyze(traces) returns")
 
 
 def project(traces: Sequence[Trace], analysis: Analysis | None, terms: Sequence[str]) -> Projection:
