@@ -413,8 +413,8 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     content: RenderableType = grid
     if not result.opportunities:
         content = Text("No exposed communication or launch overhead found: nothing to hide.")
-    projected = any(o.projected_saving_ns is not None for o in result.opportunities)
-    ranking = "projected saving" if projected else "saving bound"
+    ranked_by_projection = any(o.projected_saving_ns is not None for o in result.opportunities)
+    ranking = "projected saving" if ranked_by_projection else "saving bound"
     return Panel(content, title=f"Opportunities (ranked by {ranking})", title_align="left")
 
 
