@@ -410,3 +410,12 @@ def test_opportunities_panel_gives_each_projected_saving(result):
             continue
         said = f"projected without it: the step {terminal.spaced(duration(o.projected_saving_ns))}"
         assert f"{said} ({pct(o.projected_saving_ns / step)}) shorter" in flat.replace("│ ", "")
+
+
+def test_the_asked_what_if_leads_the_table(job):
+    analysis, traces = job
+    asked = analyze_paths([CPU], what_if=["scale(kind=all-to-all)=0.25", "scale(bucket=compute)=0.8"])
+    first, second = payoffs(asked)[:2]
+    assert first.terms == ("scale(kind=all-to-all)=0.25", "scale(bucket=compute)=0.8")
+    assert same(first.projection, project(traces, analysis, list(first.terms)))
+    assert second.terms == ("balance",)

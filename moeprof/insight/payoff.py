@@ -38,9 +38,11 @@ class Payoff:
 
 
 def candidates(analysis: Analysis, top: int = TOP_OPPORTUNITIES) -> list[tuple[str, tuple[str, ...]]]:
-    """The rows to project, in the order shown: (label, what-if terms). An opportunity that names no
-    activities (``projected_saving_ns`` None) has no row."""
+    """The rows to project, in the order shown: (label, what-if terms). The projection ``--what-if``
+    asked for leads; an opportunity that names no activities (``projected_saving_ns`` None) has no row."""
     out: list[tuple[str, tuple[str, ...]]] = []
+    # what `analyze --what-if` asked for comes first: the analysis holds its projection
+    out += [("asked for (--what-if)", tuple(p.what_if)) for p in analysis.projections if tuple(p.what_if) != (BALANCE,)]
     if len(analysis.devices) > 1:
         out.append(("balance the ranks (each as fast as the median rank)", (BALANCE,)))
     for i, o in enumerate(analysis.opportunities[:top], 1):
