@@ -44,11 +44,11 @@ def candidates(analysis: Analysis, top: int = TOP_OPPORTUNITIES) -> list[tuple[s
     # what `analyze --what-if` asked for comes first: the analysis holds its projection
     out += [("asked for (--what-if)", tuple(p.what_if)) for p in analysis.projections if tuple(p.what_if) != (BALANCE,)]
     if len(analysis.devices) > 1:
-        out.append(("balance the ranks (each as fast as the median rank)", (BALANCE,)))
+        out.append(("balance the ranks (each as fast as the median)", (BALANCE,)))
     for i, o in enumerate(analysis.opportunities[:top], 1):
         if o.projected_saving_ns is None:  # not a set of activities (a job-wide pattern): nothing to make free
             continue
-        out.append((f"opportunity {i} at 0: {o.title}", (f"scale(opportunity={i})=0",)))
+        out.append((f"opportunity {i} at 0 (below)", (f"scale(opportunity={i})=0",)))
     for kind in comm_kinds(analysis):
         out.append((f"{kind} at half its transfer", (f"scale(kind={kind})=0.5",)))
     return out

@@ -441,35 +441,32 @@ def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | N
     return table
 
 
-def payoff_table(bought: Sequence[Payoff]) -> Table:
-    """What would it buy (§9): per change, the mean step measured and projected and the saving, per step.
-
-    A step here is the job's (latest end − earliest start over its devices), the same for every device.
-    """
-    table = Table(
-        title="What would it buy (projected, per step)",
-        title_justify="left",
-        caption="each row is `analyze --what-if TERM`; the step is the job's, the mean over the steps",
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-    )
-    table.add_column("change", overflow="fold")
-    table.add_column("what-if", overflow="fold", style="dim")
-    table.add_column("step ms", justify="right", no_wrap=True)
-    table.add_column("projected ms", justify="right", no_wrap=True)
-    table.add_column("saving ms", justify="right", no_wrap=True)
-    table.add_column("saving", justify="right", no_wrap=True)
-    for b in bought:
-        p = b.projection
-        table.add_row(
-            b.label,
-            " ".join(b.terms),
-            ms(p.measured_step_ns),
-            ms(p.projected_step_ns),
-            ms(p.saving_ns),
-            pct(b.saving_fraction),
+def payoff_table(bought: Sequence[Payoff], width: int = PIPED_WIDTH) -> Table:
+    """What would it buy (§9): per change the projected step and the saving; the measured step (the job's,
+    the same for every row) is in the title. Narrower than ``width``, the what-if column goes."""
+    step = bought[0].projection.measured_step_ns if bought else 0
+    table = Table()
+    for with_terms in (True, False):
+        table = Table(
+            title=f"What would it buy (projected; the step is {ms(step)} ms, the job's mean)",
+            title_justify="left",
+            caption="each row is `analyze --what-if TERM`" + ("" if with_terms else " (a wider console shows TERM)"),
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
         )
+        table.add_column("change", overflow="fold")
+        if with_terms:
+            table.add_column("what-if", overflow="fold", style="dim")
+        table.add_column("projected ms", justify="right", no_wrap=True)
+        table.add_column("saving ms", justify="right", no_wrap=True)
+        table.add_column("saving", justify="right", no_wrap=True)
+        for b in bought:
+            p = b.projection
+            cells = [ms(p.projected_step_ns), ms(p.saving_ns), pct(b.saving_fraction)]
+            table.add_row(b.label, *([" ".join(b.terms)] if with_terms else []), *cells)
+        if natural_width(table) <= width:
+            break
     return table
 
 
@@ -558,7 +555,7 @@ def render(
         if stragglers is not None:
             console.print(stragglers)
     if bought:
-        console.print(payoff_table(bought))
+        console.print(payoff_table(bought, width))
     if result.collectives:
         console.print(collectives_table(result, top, width))
     console.print(opportunities_panel(result, top))
