@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
-from moeprof.insight.remedies import catalogue, choose
+from moeprof.insight.remedies import Situation, catalogue, choose
 from moeprof.insight.stack import FLAGS, Stack
 
 from .conftest import SAMPLES, shared_trace
@@ -84,9 +84,13 @@ def test_embedding_all_to_all_is_not_called_an_expert_exchange() -> None:
     """DLRM's all-to-all moves embeddings: nothing in the trace says MoE, so no title says expert."""
     doc = analysis(shared_trace("kineto/dlrm_8rank_v100"))
     kinds = {o["kind"] for o in doc["opportunities"]}
-    assert "expert-exchange" in kinds and "all-to-all" in kinds
-    for o in doc["opportunities"]:
+    assert "expert-exchange" in kinds
+    # the op-level all-to-all counts the same time as the exchange: merged into it, its evidence kept
+    (exchange,) = [o for o in doc["opportunities"] if o["kind"] == "expert-exchange"]
+    assert "all-to-all" in {m["kind"] for m in exchange["evidence"]["same_time_as"]}
+    for o in [*doc["opportunities"], *exchange["evidence"]["same_time_as"]]:
         assert "expert" not in o["title"].lower(), o["title"]
+    for o in doc["opportunities"]:
         assert "expert" not in o["remedy"].lower(), o["remedy"]
 
 
@@ -102,16 +106,25 @@ def test_a_remedy_is_written_once_and_referenced() -> None:
     assert all(len(texts) == 1 for texts in by_id.values())
 
 
-@pytest.mark.parametrize("topic", sorted({r.topic for r in catalogue()[0]}), ids=lambda t: t)
-def test_every_topic_has_a_fallback_for_any_stack(topic: str) -> None:
-    """Whatever the stack, every topic has a remedy; a rule's conditions exclude what they should."""
+KINDS = sorted({k for r in catalogue()[0] for k in r.kinds})
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda t: t)
+def test_every_kind_has_a_fallback_for_any_situation(kind: str) -> None:
+    """Whatever the stack and the situation, every kind has a remedy; a rule's conditions hold for it."""
     for framework in ("xla", "pytorch", "unknown"):
         for workload in ("training", "inference", "unknown"):
             for flags in ((), FLAGS):
                 stack = Stack(framework, workload, False, frozenset(flags))
-                chosen = choose(topic, stack)
-                assert chosen.topic == topic
-                if chosen.framework is not None:
-                    assert chosen.framework == framework
-                if chosen.workload is not None:
-                    assert chosen.workload == workload
+                for devices in ("gpu", "cpu"):
+                    for bound in ("wait", "transfer", "unknown"):
+                        for hidden in (None, 0.1, 0.95):
+                            for role in ("expert", "exchange", "data-parallel", "tensor-parallel", "none"):
+                                s = Situation(kind, role, "ib", devices, bound, hidden)
+                                chosen = choose(s, stack)
+                                assert kind in chosen.kinds
+                                assert chosen.framework in (None, framework)
+                                assert chosen.workload in (None, workload)
+                                assert chosen.devices in (None, devices)
+                                assert not chosen.bound or bound in chosen.bound
+                                assert not chosen.roles or role in chosen.roles

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import moeprof
+import moeprof.pipeline.merge
 from moeprof.core.replay import build_graph, has_compiled, replay
 from moeprof.errors import InputError
 from moeprof.insight.whatif import apply_terms, parse_terms, project_job
@@ -306,3 +307,15 @@ def test_cli_what_if(tmp_path: Path) -> None:
         ["scale(kind=all-gather)=0.5", "scale(bucket=compute)=0.5"],
     ]
     assert projections[1]["saving_ns"] > 0
+
+
+def test_large_jobs_without_numba_are_not_projected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the compiled replay a big job gets a warning instead of an hours-long relaxation."""
+    merge = sys.modules["moeprof.pipeline.merge"]
+    monkeypatch.setattr(merge, "has_compiled", lambda: False)
+    monkeypatch.setattr(merge, "NUMPY_REPLAY_LIMIT", 10)
+    traces = moeprof.load(SAMPLES / "synthetic_2host_4gpu_kineto")
+    analysis = moeprof.analyze(traces)
+    assert analysis.projections == () and "pip install 'moeprof[fast]'" in analysis.warnings[-1]
+    with pytest.raises(InputError, match="scale"):
+        moeprof.analyze(traces, what_if=["scale()=0.5"])

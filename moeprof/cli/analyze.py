@@ -46,8 +46,11 @@ def parse_devices(value: str) -> int | str | None:
 
 def what_would_it_buy(result: Analysis) -> tuple[list[Payoff], BalanceVerdict | None]:
     """The terminal's projections (§9): balance, the top opportunities at 0, each comm kind at half its
-    transfer; none where the analysis kept no replay columns (no device activity)."""
-    if result.replay is None:
+    transfer; none where the analysis kept no replay columns (no device activity) or where projecting
+    would take the numpy replay hours (a large job without numba: analyze skipped its projections too)."""
+    from ..reports.projected import can_project
+
+    if not can_project(result):
         return [], None
     from ..insight.payoff import balance_verdict, payoffs
 

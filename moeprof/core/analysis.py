@@ -276,14 +276,16 @@ class Opportunity:
     evidence: Mapping[str, Any]
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)
+    remedy_family: str = ""  # what kind of fix it is, stable across the remedy's framework variants
     # §9: the mean step saving if its activities took no time (None: not computed, or not activities)
     projected_saving_ns: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
         out["evidence"] = dict(self.evidence)
-        if not out["remedy_id"]:
-            del out["remedy_id"]
+        for key in ("remedy_id", "remedy_family"):
+            if not out[key]:
+                del out[key]
         if out["projected_saving_ns"] is None:
             del out["projected_saving_ns"]
         return out

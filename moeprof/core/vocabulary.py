@@ -33,6 +33,8 @@ class Vocabulary:
     training_range: re.Pattern[str]
     inference_range: re.Pattern[str]
     symm_mem: re.Pattern[str]
+    sharded_embedding: re.Pattern[str]
+    fsdp_range: re.Pattern[str]
     moe_scope: re.Pattern[str]
     point_to_point: frozenset[str]
     ring_or_tree: frozenset[str]

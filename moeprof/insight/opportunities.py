@@ -8,6 +8,8 @@ evidence to find it in a trace viewer and a concrete remedy.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -16,9 +18,9 @@ from ..core.analysis import Collective, Opportunity
 from ..core.events import lookup
 from ..core.metrics import DeviceTimeline, WindowMeasure
 from ..core.vocabulary import vocabulary
-from .remedies import choose, for_collective
+from .remedies import EXPERT_KINDS, Situation, choose, devices_kind, for_collective, role_of
 from .stack import Stack
-from .waiting import OpStraggler, why_exposed
+from .waiting import OpStraggler, bound_by, caused_wait_by_op, why_exposed
 
 SMALL_GAP_NS = 20_000  # gaps shorter than this between kernels are launch overhead, not waiting
 SMALL_COPY_BYTES = 64 * 1024  # a DtoH copy this small is a sync of counts/flags, not data movement
@@ -148,7 +150,7 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
-        fix = choose(str(kind), stack)
+        fix = choose(Situation(str(kind)), stack)
         out.append(
             Opportunity(
                 title=signal_title(str(kind), stack),
@@ -167,6 +169,7 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
                 },
                 remedy=fix.text,
                 remedy_id=fix.id,
+                remedy_family=fix.family,
             )
         )
     return out
@@ -245,14 +248,26 @@ def comm_opportunities(
             evidence["independent_compute_ns"] = int(worst["independent_ns"])
         if c.bus_bandwidth_gbps is not None:
             evidence["bus_bandwidth_gbps"] = c.bus_bandwidth_gbps
-        remedy_id, remedy = for_collective(str(kind), c.link, stack, c.bandwidth_verdict)
+        on = devices_kind(devices[group == g])
         title = f"exposed {role(str(kind), stack)} {key}"
-        why = why_exposed(c, (stragglers or {}).get((str(key), str(kind))), stack)
+        why = why_exposed(c, (stragglers or {}).get((str(key), str(kind))))
+        note = ""
         if why is not None:
             # the ledger says what binds it: waiting for the last rank, or moving bytes
-            remedy_id, remedy, found = why
+            bound_kind, found, note = why
             evidence.update(found)
-            title += " (waiting for the last rank)" if remedy_id.startswith("wait") else " (moving bytes)"
+            if on == "cpu" and bound_kind == "transfer":
+                note = ""  # a bus bandwidth between threads of one host says nothing of a fabric
+            title += " (waiting for the last rank)" if bound_kind == "wait" else " (moving bytes)"
+        situation = Situation(
+            kind=str(kind),
+            role=role_of(str(kind), stack),
+            link=c.link,
+            devices=on,
+            bound=bound_by(c) or "unknown",
+            hidden_share=1 - c.exposed_ns / c.total_ns if c.total_ns > 0 else None,
+        )
+        fix, remedy = for_collective(situation, stack, c.bandwidth_verdict)
         out.append(
             Opportunity(
                 title=title,
@@ -263,14 +278,14 @@ def comm_opportunities(
                 saving_bound_ns=int(worst["bound_ns"]),
                 bound_from="hlo" if from_hlo else "exposed",
                 evidence=evidence,
-                remedy=remedy,
-                remedy_id=remedy_id,
+                remedy=f"{remedy} {note}" if note else remedy,
+                remedy_id=fix.id,
+                remedy_family=fix.family,
             )
         )
     return out
 
 
-EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
 DOMINANT_SHARE = 0.3
 
 
@@ -300,19 +315,33 @@ def expert_exchange_opportunity(
         bound = f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute to hide it behind"
     else:
         bound = "the trace has no HLO, so how much compute could hide it is not known"
-    fix = choose("exchange-dominates", stack)
     # where the ledger ran: an exchange that is mostly waiting is not helped by moving fewer bytes
     exchange = [c for c in collectives or () if c.kind in EXPERT_KINDS and c.wait_ns is not None]
     wait = sum(c.wait_ns or 0 for c in exchange)
     transfer = sum(c.transfer_ns or 0 for c in exchange)
     ledger: dict = {}
     waiting = False
+    exchange_bound = "unknown"
     if wait + transfer > 0:
         ledger["wait_share"] = round(wait / (wait + transfer), 4)
         if wait / (wait + transfer) > 0.5:
-            fix = choose("wait-dominated", stack)
-            waiting = True
+            exchange_bound, waiting = "wait", True
             bound += f"; {wait / (wait + transfer):.0%} of it is waiting for the last rank, not moving bytes"
+        elif transfer / (wait + transfer) > 0.5:
+            exchange_bound = "transfer"
+    exposed = int(a2a["exposed_ns"].sum())
+    hidden = 1 - exposed / float(a2a["total_ns"].sum())
+    fix = choose(
+        Situation(
+            kind="expert-exchange",
+            role=role_of("expert-exchange", stack),
+            link=link,
+            devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique()),
+            bound=exchange_bound,
+            hidden_share=hidden,
+        ),
+        stack,
+    )
     return [
         Opportunity(
             title=(
@@ -324,7 +353,7 @@ def expert_exchange_opportunity(
             kind="expert-exchange",
             name=", ".join(str(k) for k, _ in ops.index[:6]),
             link=link,
-            exposed_ns=int(a2a["exposed_ns"].sum()),
+            exposed_ns=exposed,
             saving_bound_ns=int(per_device.max()),
             bound_from="exposed",
             evidence={
@@ -333,17 +362,118 @@ def expert_exchange_opportunity(
                 "total_ns": int(a2a["total_ns"].sum()),
                 "worst_device": worst,
                 "share_of_comm": round(share, 4),
+                "hidden_share": round(hidden, 4),
                 **({"hide_bound_from_hlo_ns": int(hide_bound)} if stack.hlo else {}),
                 **ledger,
-                "detail": f"{share:.0%} of communication time is {what}; {bound}",
+                "detail": f"{share:.0%} of communication time is {what}, {hidden:.0%} of it hidden under compute;"
+                f" {bound}",
             },
             remedy=fix.text,
             remedy_id=fix.id,
+            remedy_family=fix.family,
         )
     ]
 
 
+# among opportunities of equal bound, the one that counts more of the job's time first: merging
+# (:func:`merge_same_time`) keeps the first of those that count the same time
+_BREADTH = {"expert-exchange": 0, "straggler": 1}
+
+
 def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
-    """By the §9 projected saving (what taking it away buys the step; none projected counts as 0), then
-    by the saving bound."""
-    return sorted(opportunities, key=lambda o: (-(o.projected_saving_ns or 0), -o.saving_bound_ns, o.title))
+    """The order opportunities are merged in: the largest saving bound first."""
+    return sorted(opportunities, key=lambda o: (-o.saving_bound_ns, _BREADTH.get(o.kind, 2), o.title))
+
+
+def rank_by_projection(opportunities: list[Opportunity]) -> list[Opportunity]:
+    """The order opportunities are shown in: the §9 projected saving first (what taking their activities
+    away buys the step; none projected counts as 0), then :func:`rank`'s order."""
+    order = {id(o): i for i, o in enumerate(rank(opportunities))}
+    return sorted(opportunities, key=lambda o: (-(o.projected_saving_ns or 0), order[id(o)]))
+
+
+SAME_TIME_SHARE = 0.5  # more than half of an opportunity's time counted by one ranked above it: one finding
+
+
+def counted_time(o: Opportunity, comm: pd.DataFrame, matched: pd.DataFrame | None) -> dict[tuple[str, str], float]:
+    """The time an opportunity counts, per (op, kind): its own exposed time for one op, the exposed time
+    of every op of the exchange it names, the waiting a straggler caused in each op; none for a device
+    signal (launch gaps, copies, GEMMs count time of no collective)."""
+    if o.kind == "expert-exchange":
+        a2a = comm[comm["kind"].isin(EXPERT_KINDS) & (comm["exposed_ns"] > 0)]
+        sums = a2a.groupby(["key", "kind"], observed=True)["exposed_ns"].sum().reset_index()
+        return {(str(k), str(t)): float(v) for k, t, v in sums[["key", "kind", "exposed_ns"]].itertuples(index=False)}
+    if o.kind == "straggler":
+        return caused_wait_by_op(matched, o.name) if matched is not None else {}
+    if o.link is None:  # a device signal
+        return {}
+    return {(o.name, o.kind): float(o.exposed_ns)}
+
+
+def _summary(o: Opportunity) -> dict:
+    """What an opportunity merged into another keeps: its identity, figures, remedy and evidence."""
+    return {
+        "title": o.title,
+        "kind": o.kind,
+        "name": o.name,
+        "exposed_ns": o.exposed_ns,
+        "saving_bound_ns": o.saving_bound_ns,
+        "bound_from": o.bound_from,
+        "remedy_id": o.remedy_id,
+        "remedy_family": o.remedy_family,
+        "evidence": dict(o.evidence),
+    }
+
+
+def _straggler_note(merged: list[Opportunity]) -> str:
+    """The sentence that names the device a merged-in finding shows the others waiting for."""
+    for m in merged:
+        if m.kind == "straggler":
+            return f"{m.title}."
+    for m in merged:
+        if "straggler" in m.evidence:
+            share = float(m.evidence.get("straggler_share", 0))
+            return f"In {m.name}, {m.evidence['straggler']} arrives last in {share:.0%} of the calls."
+    return ""
+
+
+def merge_same_time(
+    ranked: list[Opportunity], comm: pd.DataFrame, matched: pd.DataFrame | None = None
+) -> list[Opportunity]:
+    """One finding per piece of time: an opportunity more than half of whose time one ranked above it
+    already counts (an op inside the exchange that names it, a straggler whose caused waiting is that
+    exchange's waiting) is dropped from the list and kept, with its evidence, in the first one's
+    ``evidence.same_time_as``. ``ranked``: in :func:`rank` order (the first of a group is kept)."""
+    times = [counted_time(o, comm, matched) for o in ranked]
+    kept: list[int] = []
+    merged: dict[int, list[Opportunity]] = {}
+    for i, time in enumerate(times):
+        total = sum(time.values())
+        into = next(
+            (
+                k
+                for k in kept
+                if total > 0
+                and sum(min(v, times[k][op]) for op, v in time.items() if op in times[k]) > SAME_TIME_SHARE * total
+            ),
+            None,
+        )
+        if into is None:
+            kept.append(i)
+        else:
+            merged.setdefault(into, []).append(ranked[i])
+    out = []
+    for k in kept:
+        o = ranked[k]
+        if k in merged:
+            evidence = {**o.evidence, "same_time_as": [_summary(m) for m in merged[k]]}
+            remedy = o.remedy
+            # a waiting finding that absorbed a straggler's (or an op's that names the device it waits for):
+            # name that device here
+            if o.remedy_family in ("balance-work", "balance-experts") and "straggler" not in o.evidence:
+                note = _straggler_note(merged[k])
+                if note:
+                    remedy = f"{remedy} {note}"
+            o = replace(o, evidence=evidence, remedy=remedy)
+        out.append(o)
+    return out

@@ -1,51 +1,97 @@
-"""Concrete next steps, chosen to fit the trace (spec §6): its framework, workload and what already runs.
+"""Concrete next steps, chosen to fit the opportunity and the trace (spec §6).
 
-The texts live in ``remedies.toml``, ordered rules per topic, first match wins; each text is
-written once and opportunities reference it by id. XLA flag names were checked against the
-jaxlib this project is tested with (they are compiled into ``libjax_common.so``).
+The remedies are data (``remedies.toml``): each row states its preconditions (the opportunity's kind,
+the collective's role, the framework and workload, the link and the devices, whether the §8 ledger
+finds it waiting or moving bytes, what already runs, how much of it is already hidden) and the first
+row whose conditions all hold is the one used. Each text is written once; opportunities reference it
+by id, and ``family`` names what kind of fix a row is across its framework variants. XLA flag names
+were checked against the jaxlib this project is tested with (they are compiled into
+``libjax_common.so``).
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
 from .stack import Stack
 
-# collective kind -> remedy topic
-KIND_TOPICS = {
-    "all-to-all": "all-to-all",
-    "ep-dispatch": "ep-exchange",
-    "ep-combine": "ep-exchange",
-    "all-gather": "all-gather",
-    "reduce-scatter": "reduce-scatter",
-    "all-reduce": "all-reduce",
-    "send-recv": "send-recv",
-    "broadcast": "broadcast",
-    "other": "other",
-}
 # kinds whose InfiniBand share a better parallelism layout can move onto NVLink
 _LAYOUT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine", "all-gather", "reduce-scatter")
+EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
+_CPU_DEVICE = re.compile(r"\bCPU:\d+$")
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What an opportunity is, in the terms the remedy table's conditions are written in."""
+
+    kind: str  # a collective kind, expert-exchange, straggler, or a device signal
+    role: str = "none"  # expert | exchange | data-parallel | tensor-parallel | point-to-point | broadcast | other
+    link: str = "none"  # nvlink | ib | mixed | unknown | none (CPU devices, signals)
+    devices: str = "gpu"  # gpu | cpu
+    bound: str = "unknown"  # wait | transfer | unknown (spec §8 ledger)
+    hidden_share: float | None = None  # of its comm time, the share already overlapped by compute
+
+
+def role_of(kind: str, stack: Stack) -> str:
+    """The role a collective of ``kind`` plays in this job, as far as the trace's evidence tells it."""
+    if kind in ("ep-dispatch", "ep-combine") or (kind in ("all-to-all", "expert-exchange") and stack.uses("moe")):
+        return "expert"
+    if kind in ("all-to-all", "expert-exchange"):
+        return "exchange"  # an all-to-all with no MoE evidence: embeddings (DLRM, TorchRec) or a plain exchange
+    if kind in ("all-gather", "reduce-scatter", "all-reduce"):
+        return "tensor-parallel" if stack.workload == "inference" else "data-parallel"
+    return {"send-recv": "point-to-point", "broadcast": "broadcast", "other": "other"}.get(kind, "none")
+
+
+def devices_kind(devices: Iterable[str]) -> str:
+    """cpu when every device named is a CPU device (``host/CPU:3``), else gpu."""
+    names = [str(d) for d in devices]
+    return "cpu" if names and all(_CPU_DEVICE.search(n) and "GPU" not in n for n in names) else "gpu"
 
 
 @dataclass(frozen=True)
 class Remedy:
     id: str
-    topic: str
+    family: str
+    kinds: tuple[str, ...]
     text: str
+    roles: tuple[str, ...] = ()
     framework: str | None = None
     workload: str | None = None
+    links: tuple[str, ...] = ()
+    devices: str | None = None
+    bound: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
+    hidden_at_least: float | None = None
+    hidden_below: float | None = None
 
-    def fits(self, stack: Stack) -> bool:
-        if self.framework is not None and self.framework != stack.framework:
-            return False
-        if self.workload is not None and self.workload != stack.workload:
-            return False
-        return all(stack.uses(flag) for flag in self.requires) and not any(stack.uses(f) for f in self.excludes)
+    def fits(self, situation: Situation, stack: Stack) -> bool:
+        s = situation
+        hidden = s.hidden_share
+        return (
+            s.kind in self.kinds
+            and (not self.roles or s.role in self.roles)
+            and (self.framework is None or self.framework == stack.framework)
+            and (self.workload is None or self.workload == stack.workload)
+            and (not self.links or s.link in self.links)
+            and (self.devices is None or self.devices == s.devices)
+            and (not self.bound or s.bound in self.bound)
+            and all(stack.uses(flag) for flag in self.requires)
+            and not any(stack.uses(flag) for flag in self.excludes)
+            and (self.hidden_at_least is None or (hidden is not None and hidden >= self.hidden_at_least))
+            and (self.hidden_below is None or (hidden is not None and hidden < self.hidden_below))
+        )
+
+
+def _tuple(value: object) -> tuple[str, ...]:
+    return tuple(value) if isinstance(value, list) else ((str(value),) if value else ())
 
 
 @cache
@@ -54,31 +100,49 @@ def catalogue() -> tuple[tuple[Remedy, ...], dict[str, str]]:
     rules = tuple(
         Remedy(
             id=r["id"],
-            topic=r["topic"],
+            family=r["family"],
+            kinds=_tuple(r["kinds"]),
             text=r["text"],
+            roles=_tuple(r.get("roles", ())),
             framework=r.get("framework"),
             workload=r.get("workload"),
-            requires=tuple(r.get("requires", ())),
-            excludes=tuple(r.get("excludes", ())),
+            links=_tuple(r.get("links", ())),
+            devices=r.get("devices"),
+            bound=_tuple(r.get("bound", ())),
+            requires=_tuple(r.get("requires", ())),
+            excludes=_tuple(r.get("excludes", ())),
+            hidden_at_least=r.get("hidden_at_least"),
+            hidden_below=r.get("hidden_below"),
         )
         for r in raw["remedy"]
     )
     return rules, dict(raw["addendum"])
 
 
-def choose(topic: str, stack: Stack) -> Remedy:
-    """The first remedy of ``topic`` that fits the stack (every topic ends with an unconditional one)."""
+def by_id(remedy_id: str) -> Remedy | None:
+    return next((r for r in catalogue()[0] if r.id == remedy_id), None)
+
+
+def choose(situation: Situation | str, stack: Stack) -> Remedy:
+    """The first remedy of the table that fits (every kind ends with an unconditional one).
+
+    A bare kind (a device signal, a straggler) is a situation with nothing else known."""
+    s = Situation(situation) if isinstance(situation, str) else situation
     rules, _ = catalogue()
-    return next(r for r in rules if r.topic == topic and r.fits(stack))
+    return next(r for r in rules if r.fits(s, stack))
 
 
-def for_collective(kind: str, link: str | None, stack: Stack, bandwidth_verdict: str | None = None) -> tuple[str, str]:
-    """(remedy id, full text) for exposed communication of this kind on this link."""
-    base = choose(KIND_TOPICS.get(kind, "other"), stack)
+def for_collective(situation: Situation, stack: Stack, bandwidth_verdict: str | None = None) -> tuple[Remedy, str]:
+    """(remedy, full text) for exposed communication in ``situation``: the chosen text, and what the
+    collective's bandwidth and link add to it (not on CPU devices, which have no fabric, and not where it
+    is mostly waiting, since its bus bandwidth then measures the wait)."""
+    base = choose(situation, stack)
     _, addenda = catalogue()
     text = base.text
+    if situation.devices == "cpu" or situation.bound == "wait":
+        return base, text
     if bandwidth_verdict in addenda:
         text += " " + addenda[bandwidth_verdict]
-    if link in ("ib", "mixed") and kind in _LAYOUT_KINDS:
+    if situation.link in ("ib", "mixed") and situation.kind in _LAYOUT_KINDS:
         text += " " + addenda["crosses-ib"]
-    return base.id, text
+    return base, text

@@ -35,6 +35,9 @@ def stack_facts(trace: Trace) -> dict:
         "RaggedAllToAll" in str(n) for n in names
     )
     in_use["symm_mem"] = any(vocab.symm_mem.search(n) for n in names)
+    host = (*annotations, *trace.annotations)
+    in_use["embedding"] = any(vocab.sharded_embedding.search(n) for n in (*names, *host))
+    in_use["fsdp"] = any(vocab.fsdp_range.search(a) for a in host)
     # an all-to-all whose HLO scope names an MoE layer (MaxText's MoeBlock, a "moe" named_scope)
     hlo_moe = any(
         vocab.moe_scope.search(inst.op_name)
@@ -44,7 +47,7 @@ def stack_facts(trace: Trace) -> dict:
     )
     # MoE evidence for calling an all-to-all an expert exchange: EP kernels, ragged all-to-all, or an
     # annotation of an MoE layer's dispatch/combine (DeepSeek's dispatch(F), MaxText's moe scope)
-    moe_scope = any(vocab.moe_scope.search(a) for a in (*annotations, *trace.annotations))
+    moe_scope = any(vocab.moe_scope.search(a) for a in host)
     in_use["moe"] = bool(
         in_use["deepep"]
         or in_use["nccl_ep"]
@@ -68,7 +71,7 @@ def stack_facts(trace: Trace) -> dict:
     }
 
 
-FLAGS = ("moe", "deepep", "nccl_ep", "ragged_all_to_all", "grouped_gemm", "symm_mem")
+FLAGS = ("moe", "deepep", "nccl_ep", "ragged_all_to_all", "grouped_gemm", "symm_mem", "embedding", "fsdp")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..core.analysis import Collective, Opportunity
-from .remedies import choose
+from .remedies import Situation, choose, devices_kind
 from .stack import Stack
 
 DOMINANT = 0.5  # a part above half of a collective's matched time decides what it is bound by
@@ -52,31 +52,39 @@ def bound_by(collective: Collective) -> str | None:
     return None
 
 
-def why_exposed(collective: Collective, straggler: OpStraggler | None, stack: Stack) -> tuple[str, str, dict] | None:
-    """(remedy id, remedy text, evidence) from the ledger for an exposed collective, or None without one."""
+def why_exposed(collective: Collective, straggler: OpStraggler | None) -> tuple[str, dict, str] | None:
+    """(wait | transfer, evidence, the sentence it adds to the remedy) from the ledger for an exposed
+    collective, or None without a ledger split."""
     bound = bound_by(collective)
     if bound is None:
         return None
     matched = (collective.wait_ns or 0) + (collective.transfer_ns or 0)
     evidence: dict = {"wait_share": round((collective.wait_ns or 0) / matched, 4)}
+    note = ""
     if bound == "wait":
-        fix = choose("wait-dominated", stack)
-        text = fix.text
         if straggler is not None:
             evidence.update(straggler=straggler.device, straggler_share=round(straggler.share, 4))
-            text += (
-                f" Here {straggler.device} arrives last in {straggler.share:.0%} of its {straggler.instances} calls."
-            )
-        return fix.id, text, evidence
-    fix = choose("transfer-dominated", stack)
-    text = fix.text
+            note = f"Here {straggler.device} arrives last in {straggler.share:.0%} of its {straggler.instances} calls."
+        return bound, evidence, note
     if collective.transfer_bus_bandwidth_gbps is not None:
         evidence["transfer_bus_bandwidth_gbps"] = collective.transfer_bus_bandwidth_gbps
         achieved = f"{collective.transfer_bus_bandwidth_gbps:,.1f} GB/s bus bandwidth while data moves"
         if collective.link_peak_gbps:
             achieved += f", {collective.transfer_bus_bandwidth_gbps / collective.link_peak_gbps:.0%} of the link's peak"
-        text += f" It achieves {achieved}."
-    return fix.id, text, evidence
+        note = f"It achieves {achieved}."
+    return bound, evidence, note
+
+
+def caused_wait_by_op(records: pd.DataFrame, device: str) -> dict[tuple[str, str], float]:
+    """Per (op, kind): the waiting ``device`` caused on the other members of the instances where it
+    arrived last (``records`` as for :func:`straggler_opportunity`): the time a straggler finding counts."""
+    complete = records[records["instance"] >= 0]
+    last = complete[complete["straggler"]]
+    straggler_of = last.set_index("instance")["device"]
+    victims = complete.assign(caused_by=complete["instance"].map(straggler_of))
+    victims = victims[(victims["caused_by"] == device) & (victims["device"] != device)]
+    waits = victims.groupby(["op", "kind"], observed=True)["wait_ns"].sum().reset_index()
+    return {(str(o), str(k)): float(w) for o, k, w in waits[["op", "kind", "wait_ns"]].itertuples(index=False) if w > 0}
 
 
 def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], stack: Stack) -> list[Opportunity]:
@@ -102,7 +110,7 @@ def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], s
         return []
     per_victim = {str(d): min(int(w), int(exposed_wait.get(str(d), 0))) for d, w in caused.items()}
     worst = max(per_victim, key=lambda d: (per_victim[d], d))
-    fix = choose("straggler", stack)
+    fix = choose(Situation("straggler", devices=devices_kind([device])), stack)
     return [
         Opportunity(
             title=f"{device} arrives last in {share.iloc[0]:.0%} of collectives: the others wait for it",
@@ -123,5 +131,6 @@ def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], s
             },
             remedy=fix.text,
             remedy_id=fix.id,
+            remedy_family=fix.family,
         )
     ]

@@ -151,6 +151,11 @@ def opportunity_mask(job: ReplayJob, opportunity: Opportunity) -> np.ndarray | N
         kinds = _string_mask(table["kind"], [str(v) == kind for v in column_codes(table["kind"])[1].tolist()])
         mask = comm & (by_op | by_name) & kinds
         return mask if mask.any() else None
+    if kind == "expert-exchange":  # the expert exchange: every all-to-all / EP dispatch and combine
+        expert = ("all-to-all", "ep-dispatch", "ep-combine")
+        kinds = _string_mask(table["kind"], [str(v) in expert for v in column_codes(table["kind"])[1].tolist()])
+        mask = comm & kinds
+        return mask if mask.any() else None
     copy_codes, copy_values = column_codes(table["copy_kind"])
     memcpy = job.bucket == BUCKETS.index("memcpy")
     if kind == "d2h-sync" or kind == "host-copies":

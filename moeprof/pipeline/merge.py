@@ -30,12 +30,15 @@ from ..core.events import concat as concat_tables
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
+from ..core.replay import has_compiled
 from ..errors import InputError
 from ..insight.bandwidth import annotate, bus_factor
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
+    merge_same_time,
     rank,
+    rank_by_projection,
     signal_opportunities,
 )
 from ..insight.stack import Stack
@@ -301,6 +304,9 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
     )
 
 
+NUMPY_REPLAY_LIMIT = 50_000  # activities the numpy replay projects in seconds
+
+
 def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()) -> Analysis:
     """§9: the balance projection (jobs of several devices), the one ``what_if`` asks for, and each
     opportunity's projected saving (opportunities ranked by it)."""
@@ -310,13 +316,22 @@ def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequ
         return analysis
     throughput = dict(analysis.throughput) if analysis.throughput else None
     parsed = parse_terms(what_if)  # a bad term fails before any work
+    if replay.size > NUMPY_REPLAY_LIMIT and not has_compiled():
+        # the numpy relaxation takes one pass per edge of the longest chain: hours at a million activities
+        note = (
+            f"projections skipped: {replay.size:,} activities need the compiled replay (pip install 'moeprof[fast]' "
+            f"installs numba); without it only jobs up to {NUMPY_REPLAY_LIMIT:,} activities are projected"
+        )
+        if parsed:
+            raise InputError(None, f"--what-if {what_if[0]!r}: {note}")
+        return analysis.with_(replay=replay).with_warnings(note)
     projections = []
     if len(replay.device_names) > 1:
         projections.append(project_job(replay, [BALANCE], analysis.opportunities, throughput))
     if parsed:
         projections.append(project_job(replay, list(what_if), analysis.opportunities, throughput))
     savings = opportunity_savings(replay, analysis.opportunities)
-    opportunities = rank(
+    opportunities = rank_by_projection(
         [replace(o, projected_saving_ns=s) for o, s in zip(analysis.opportunities, savings, strict=True)]
     )
     return analysis.with_(projections=tuple(projections), replay=replay, opportunities=tuple(opportunities))
@@ -371,11 +386,15 @@ def finish_job(
         collectives=tuple(collectives),
         steps=tuple(steps),
         opportunities=tuple(
-            rank(
-                hide
-                + expert_exchange_opportunity(comm, hide, stack, collectives)
-                + waiting
-                + signal_opportunities(signals, stack)
+            merge_same_time(
+                rank(
+                    hide
+                    + expert_exchange_opportunity(comm, hide, stack, collectives)
+                    + waiting
+                    + signal_opportunities(signals, stack)
+                ),
+                comm,
+                matched,
             )
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),

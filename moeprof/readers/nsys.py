@@ -247,12 +247,16 @@ def _launch_join(t: _SqliteTables, alias: str, table: str) -> tuple[str, str]:
     rcols = t.columns(RUNTIME)
     acols = t.columns(table)
     if not {"correlationId", "globalTid", "start"} <= set(rcols) or "correlationId" not in acols:
-        return "NULL AS launch_tid, NULL AS launch_start", ""
+        return "NULL AS launch_tid, NULL AS launch_start, NULL AS launch_end", ""
     cond = f"r.correlationId = {alias}.correlationId"
     if "globalPid" in acols:
         # correlation ids restart in every process: match the process too
         cond += f" AND (r.globalTid >> {_PID_SHIFT}) = ({alias}.globalPid >> {_PID_SHIFT})"
-    return "r.globalTid AS launch_tid, r.start AS launch_start", f'LEFT JOIN "{RUNTIME}" r ON {cond}'
+    end = 'r."end"' if "end" in rcols else "NULL"
+    return (
+        f"r.globalTid AS launch_tid, r.start AS launch_start, {end} AS launch_end",
+        f'LEFT JOIN "{RUNTIME}" r ON {cond}',
+    )
 
 
 def _activity_sql(t: _SqliteTables, table: str, extra: list[str]) -> str | None:
@@ -461,9 +465,11 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
         out[known] = lookup.reindex(ids[known]).to_numpy(dtype=object)
         return pd.Series(out, index=col.index)
 
-    runtime = t.frame(RUNTIME, ["correlationId", "globalTid", "start"])
+    runtime = t.frame(RUNTIME, ["correlationId", "globalTid", "start", "end"])
     if {"correlationId", "globalTid", "start"} <= set(runtime):
-        runtime = runtime.rename(columns={"globalTid": "launch_tid", "start": "launch_start"})
+        runtime = runtime.rename(columns={"globalTid": "launch_tid", "start": "launch_start", "end": "launch_end"})
+        if "launch_end" not in runtime:
+            runtime["launch_end"] = np.nan
         runtime["pid"] = _ints(runtime["launch_tid"], len(runtime)) >> _PID_SHIFT
         # join keys as int64: a NULL id matches nothing (as in SQL: -2 here, -1 on the activity side)
         runtime["correlationId"] = _ints(runtime["correlationId"], len(runtime), -2)
@@ -493,11 +499,12 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
             frame["correlationId"] = _ints(frame["correlationId"], len(frame))
         if len(runtime) and "correlationId" in frame:
             keys = ["correlationId", "pid"] if "globalPid" in frame else ["correlationId"]
-            launches = runtime.drop_duplicates(keys, keep="first")[[*keys, "launch_tid", "launch_start"]]
+            launches = runtime.drop_duplicates(keys, keep="first")[[*keys, "launch_tid", "launch_start", "launch_end"]]
             frame = frame.merge(launches, on=keys, how="left", sort=False)
         else:
             frame["launch_tid"] = np.nan
             frame["launch_start"] = np.nan
+            frame["launch_end"] = np.nan
         keep = [
             "start",
             "end",
@@ -508,6 +515,7 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
             *extra,
             "launch_tid",
             "launch_start",
+            "launch_end",
         ]
         return frame[keep]
 
@@ -909,6 +917,7 @@ def _activities(frames: _Frames, path: Path) -> pd.DataFrame:
                     "bytes": np.nan,
                     "launch_tid": k["launch_tid"],
                     "launch_start": k["launch_start"],
+                    "launch_end": k["launch_end"] if "launch_end" in k else np.nan,
                 }
             )
         )
@@ -935,6 +944,7 @@ def _activities(frames: _Frames, path: Path) -> pd.DataFrame:
                     "bytes": _floats(m["bytes"]),
                     "launch_tid": m["launch_tid"],
                     "launch_start": m["launch_start"],
+                    "launch_end": m["launch_end"] if "launch_end" in m else np.nan,
                 }
             )
         )
@@ -953,6 +963,7 @@ def _activities(frames: _Frames, path: Path) -> pd.DataFrame:
                     "bytes": _floats(s["bytes"]),
                     "launch_tid": s["launch_tid"],
                     "launch_start": s["launch_start"],
+                    "launch_end": s["launch_end"] if "launch_end" in s else np.nan,
                 }
             )
         )
@@ -970,6 +981,7 @@ def _activities(frames: _Frames, path: Path) -> pd.DataFrame:
                 "bytes",
                 "launch_tid",
                 "launch_start",
+                "launch_end",
             ]
         )
     act = pd.concat(parts, ignore_index=True)
@@ -999,6 +1011,8 @@ def _build(
     launch_t = _ints(act["launch_start"], n)
     has_launch = np.flatnonzero(pd.notna(act["launch_tid"]).to_numpy() & pd.notna(act["launch_start"]).to_numpy())
     q_tid, q_t = launch_tid[has_launch], launch_t[has_launch]
+    launch_end = _ints(act["launch_end"], n) if "launch_end" in act else np.full(n, -1, dtype=np.int64)
+    launch_known = pd.notna(act["launch_tid"]).to_numpy() & (launch_end >= 0)
 
     collective = np.full(n, "", dtype=object)
     annotation = np.full(n, "", dtype=object)
@@ -1090,6 +1104,9 @@ def _build(
             "bytes": nbytes,
             "group": group,
             "source": "nsys",
+            # §9: the launching runtime call's return and thread (the replay's launch bound)
+            "launch_ns": np.where(launch_known, launch_end, -1),
+            "launch_thread": np.where(launch_known, launch_tid.astype(str).astype(object), ""),
         },
         n=n,
     )

@@ -78,9 +78,9 @@ from ..pipeline import analyze_paths
 from ..readers import TraceSource, discover
 from ..words import plural
 from .annotate import natural_key
-from .projected import ProjectedJob, project_timeline
+from .projected import ProjectedJob, can_project, project_timeline
 from .terminal import human_bytes
-from .text import duration, evidence_text, ledger_line
+from .text import duration, evidence_text, ledger_line, remedy_texts
 
 BIN_BUDGET_BYTES = 3_000_000  # binned coverage, all lanes and categories of all inputs together
 MAX_BINS = 16_384  # per device window, asked of the view; the common grid coarsens to fit the budget
@@ -667,6 +667,7 @@ def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12, step_
         share = f" ({fmt_pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
         return f"{fmt_ms(o.projected_saving_ns)} ms{share}"
 
+    shown = opportunities[:top]
     return [
         OpportunityItem(
             o.title,
@@ -674,10 +675,10 @@ def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12, step_
             "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "its exposed time",
             fmt_ms(o.exposed_ns),
             evidence_text(o),
-            o.remedy,
+            remedy,
             projected(o),
         )
-        for o in opportunities[:top]
+        for o, remedy in zip(shown, remedy_texts(shown), strict=True)
     ]
 
 
@@ -1074,7 +1075,8 @@ def report_paths(
         )
         for label, g in zip(labels, groups)
     ]
-    if project_one and (what_if or len(items[0].analysis.devices) > 1):
+    # by default only where it takes seconds (analyze skipped its projections otherwise, and said so)
+    if project_one and (what_if or (len(items[0].analysis.devices) > 1 and can_project(items[0].analysis))):
         files = len(discover(list(groups[0]), options))
         timeline = timeline_options(lanes, max_events, inputs, files)
         projected = project_timeline([], items[0].analysis, list(what_if or ["balance"]), timeline)

@@ -20,10 +20,13 @@ import pandas as pd
 from ..core.analysis import Analysis
 from ..core.events import make_table
 from ..core.projection import Projection
+from ..core.replay import has_compiled
 from ..core.timeline import TimelineOptions
 from ..core.trace import Trace, make_markers
+from ..errors import InputError
 from ..insight.whatif import project, projected_events
 from ..pipeline import analyze
+from ..pipeline.merge import NUMPY_REPLAY_LIMIT
 
 # a comm row's §3 kind as the HLO opcode that says it: the annotated file (annotate --what-if) read back
 # classifies its collectives as the measured trace's were (the replay keeps kinds, not opcodes)
@@ -49,6 +52,12 @@ class ProjectedJob:
     @property
     def label(self) -> str:
         return "projected: " + " ".join(self.projection.what_if) if self.projection.what_if else "replayed"
+
+
+def can_project(analysis: Analysis) -> bool:
+    """Whether projections of this analysis take seconds: it kept its replay columns, and the compiled
+    replay is installed or the job is small enough for the numpy one (as ``analyze`` decides)."""
+    return analysis.replay is not None and (analysis.replay.size <= NUMPY_REPLAY_LIMIT or has_compiled())
 
 
 def projected_trace(events: pd.DataFrame, path: str = "projected") -> Trace:
@@ -100,6 +109,13 @@ def project_timeline(
     traces: Sequence[Trace], analysis: Analysis, terms: Sequence[str], timeline: TimelineOptions | None = None
 ) -> ProjectedJob:
     """``terms`` projected over the job: the :class:`Projection`, and its timeline as a measured trace."""
+    if not can_project(analysis):
+        size = analysis.replay.size if analysis.replay is not None else 0
+        raise InputError(
+            None,
+            f"--what-if {' '.join(terms)}: {size:,} activities need the compiled replay (pip install "
+            f"'moeprof[fast]' installs numba); without it only jobs up to {NUMPY_REPLAY_LIMIT:,} are projected",
+        )
     projection = project(list(traces), analysis, list(terms))
     events = projected_events(list(traces), analysis, list(terms))
     trace = projected_trace(events, f"{' '.join(projection.what_if) or 'replay'} of {', '.join(analysis.inputs)}")

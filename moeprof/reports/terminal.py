@@ -43,6 +43,7 @@ from .text import (
     ledger_line,
     ms,
     pct,
+    remedy_texts,
     verdict_lines,
 )
 
@@ -392,7 +393,8 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    for i, o in enumerate(result.opportunities[:top], 1):
+    shown = result.opportunities[:top]
+    for i, (o, remedy) in enumerate(zip(shown, remedy_texts(shown), strict=True), 1):
         bound = "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "exposed time"
         saving = per_step(o.saving_bound_ns, steps)
         if saving is not None and steps > 1:
@@ -406,9 +408,7 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
             projected = f"projected without it: the step {spaced(duration(o.projected_saving_ns))}{share} shorter"
             head.append(f"; {projected}", style="bold")
         # a flag list longer than the line folds instead of being cut
-        body = Text(
-            f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {o.remedy}", overflow="fold"
-        )
+        body = Text(f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {remedy}", overflow="fold")
         grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))
     content: RenderableType = grid
     if not result.opportunities:

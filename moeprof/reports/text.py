@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
 from ..core.analysis import Opportunity
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
+from ..insight.remedies import by_id
 from ..words import plural  # re-exported: renderers count with it
 
 NBSP = "\u00a0"  # between a number and its unit: a wrapped line never ends in "88.9" and starts with "ms"
@@ -28,6 +32,18 @@ def duration(ns: float | None) -> str:
     return f"{value:,.{digits}f}{NBSP}{unit}"
 
 
+def _same_time(merged: Sequence[Mapping]) -> str:
+    """The findings merged into one, in a few words: op-level ones counted by kind, others by title."""
+    ops = Counter(str(m.get("kind", "")) for m in merged if m.get("kind") not in ("straggler", "expert-exchange"))
+    words = []
+    if ops:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in ops.most_common())
+        words.append(f"{plural(sum(ops.values()), 'op-level finding')} ({kinds})")
+    words += [f"{m.get('name', '')}'s straggler finding" for m in merged if m.get("kind") == "straggler"]
+    words += [str(m.get("title", "")) for m in merged if m.get("kind") == "expert-exchange"]
+    return "; ".join(words)
+
+
 def evidence_text(opportunity: Opportunity) -> str:
     """One line of an opportunity's evidence: what to look for in a trace viewer to verify it."""
     ev = opportunity.evidence
@@ -48,7 +64,42 @@ def evidence_text(opportunity: Opportunity) -> str:
         parts.append(f"bus bw {ev['bus_bandwidth_gbps']:.3g} GB/s")
     if "detail" in ev:
         parts.append(str(ev["detail"]))
+    same = ev.get("same_time_as") or ()
+    if same:
+        # the findings merged into this one: they count the same time, so they are not listed again
+        parts.append(f"counts the same time as {_same_time(same)}")
     return ", ".join(parts)
+
+
+def _remedy_parts(opportunity: Opportunity) -> tuple[str, str]:
+    """(the catalogue's text, what this opportunity adds to it); the whole remedy where the id is unknown
+    (an analysis saved by another version)."""
+    known = by_id(opportunity.remedy_id) if opportunity.remedy_id else None
+    if known is not None and opportunity.remedy.startswith(known.text):
+        return known.text, opportunity.remedy[len(known.text) :].strip()
+    return opportunity.remedy, ""
+
+
+def remedy_texts(opportunities: Sequence[Opportunity]) -> list[str]:
+    """The remedy of each opportunity as shown (numbered from 1): a remedy that serves several is printed
+    once, at the first, with the numbers it serves; the others refer to it and keep only what they add
+    (their bandwidth, the device they wait for)."""
+    parts = [_remedy_parts(o) for o in opportunities]
+    serves: dict[str, list[int]] = {}
+    for i, (base, _) in enumerate(parts, 1):
+        serves.setdefault(base, []).append(i)
+    out = []
+    for i, (base, note) in enumerate(parts, 1):
+        users = serves[base]
+        first = users[0]
+        if len(users) == 1:
+            out.append(opportunities[i - 1].remedy)
+        elif i == first:
+            out.append(f"(for {', '.join(map(str, users))}) {base}" + (f" {note}" if note else ""))
+        else:
+            same_note = note == parts[first - 1][1]
+            out.append(f"the remedy of {first}." + (f" {note}" if note and not same_note else ""))
+    return out
 
 
 def _where_exposed(v: Verdict) -> str:
