@@ -37,7 +37,9 @@ def capture(out: Path, skew: float, devices: int, expert_ffn: int, steps: int | 
            "--devices", str(devices), "--expert-ffn", str(expert_ffn), "--router-skew", str(skew)]  # fmt: skip
     if steps is not None:
         cmd += ["--steps", str(steps)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"capture into {out} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
 
 
 def step_times(folder: Path, median: bool = False) -> tuple[float, float]:
