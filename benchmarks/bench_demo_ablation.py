@@ -11,7 +11,12 @@ Step times are spec §9's ``step_ns`` (latest end − earliest start over the jo
 step, aligned), read from each capture's own projection so both sides are the same figure: the
 mean over the measured steps (§9's figure), and the median over the steps, which a slow spell
 of a shared machine moves less. The balanced captures' own spread (min and max step) is printed
-too: a projection cannot be closer to the rerun than the reruns are to each other.
+too: a projection cannot be closer to the rerun than the reruns are to each other. So is each
+capture's compute time per step summed over its devices: the work the projection assumes the
+balanced rerun keeps (balance moves compute between ranks, it does not add any). Where the
+balanced captures' sum is well above the skewed ones', the devices were not independent (virtual
+devices sharing too few CPU cores slow each other down when all of them compute at once), and
+no replay of the skewed trace can foresee that.
 
 On a small machine ``--devices 4 --expert-ffn 1024`` makes expert work stand above XLA:CPU's
 thread scheduling (see ``benchmarks/demo_skew.py``); those are the defaults here.
@@ -40,6 +45,15 @@ def capture(out: Path, skew: float, devices: int, expert_ffn: int, steps: int | 
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"capture into {out} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+
+
+def compute_per_step(folder: Path) -> float:
+    """The capture's compute time per step, summed over its devices (ns)."""
+    from moeprof.pipeline import analyze_paths
+
+    analysis = analyze_paths([folder])
+    steps = max(len({s.step for s in analysis.steps}), 1)
+    return sum(d.compute_ns for d in analysis.devices) / steps
 
 
 def step_times(folder: Path, median: bool = False) -> tuple[float, float]:
@@ -72,12 +86,15 @@ def main() -> None:
     for i in range(args.repeat):
         for skew in (SKEWED, BALANCED):  # interleaved: a slow spell of the machine hits both settings
             out = base / f"skew{skew:g}-{i}"
-            if not (args.reuse and (out / "manifest.json").is_file()):
+            if not (args.reuse and (out / "analysis.json").is_file()):  # a capture that finished
                 if out.exists():
                     shutil.rmtree(out)
                 capture(out, skew, args.devices, args.expert_ffn, args.steps)
             runs[skew].append(out)
     print(f"demo: --devices {args.devices} --expert-ffn {args.expert_ffn}, {args.repeat} captures per setting ({base})")
+    for skew in (SKEWED, BALANCED):
+        sums = ", ".join(f"{compute_per_step(f) / 1e6:.0f}" for f in runs[skew])
+        print(f"--router-skew {skew:g}: compute per step summed over the devices, ms: {sums}")
     for median in (False, True):
         over = "median over steps" if median else "mean over steps"
         balanced = [step_times(f, median)[0] for f in runs[BALANCED]]
