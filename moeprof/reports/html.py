@@ -90,6 +90,7 @@ MAX_LANES = 64  # beyond, the timeline keeps the devices with the most exposed c
 SKEW_ROWS = 6  # arrival-skew rows under the timeline: the collectives with the most time
 CRITICAL = "critical path"  # §9: the projected step's critical path, a band under each lane it crosses
 CRITICAL_CODE = WAIT_CODE + 1
+DEFAULT_PROJECTION_ACTIVITIES = 100_000  # up to this, balance is drawn unasked (projected_by_default)
 COLORS = {
     "compute": "#43a047",
     "comm NVLink": "#00acc1",
@@ -1062,8 +1063,8 @@ def report_paths(
 ) -> int:
     """``moeprof report``: each group of paths is one input (one job); several are compared.
 
-    One job is drawn beside its projection (§9): ``balance`` where it has several devices, or
-    ``what_if``'s terms when given (an empty list: no projection). Returns the size written, in bytes.
+    One job is drawn beside its projection (§9): ``what_if``'s terms when given (an empty list: no
+    projection), else ``balance`` where :func:`projected_by_default`. Returns the size written, in bytes.
     """
     labels = distinct_labels(input_label(list(g)) for g in groups)
     project_one = len(groups) == 1 and what_if != []
@@ -1075,13 +1076,25 @@ def report_paths(
         )
         for label, g in zip(labels, groups)
     ]
-    # by default only where it takes seconds (analyze skipped its projections otherwise, and said so)
-    if project_one and (what_if or (len(items[0].analysis.devices) > 1 and can_project(items[0].analysis))):
+    if project_one and (what_if or projected_by_default(items[0].analysis)):
         files = len(discover(list(groups[0]), options))
         timeline = timeline_options(lanes, max_events, inputs, files)
         projected = project_timeline([], items[0].analysis, list(what_if or ["balance"]), timeline)
         items.append(projected_input(items[0].label, projected))
     return write_report(items, out, lanes=lanes, max_events=max_events)
+
+
+def projected_by_default(analysis: Analysis) -> bool:
+    """Whether the page draws the balance projection unasked: a job of several devices and at most
+    ``DEFAULT_PROJECTION_ACTIVITIES`` activities. Measuring the projected timeline costs about what
+    measuring the job did, so a larger job gets it with ``--what-if balance`` (the report stays within
+    1.3x analyze's time, benchmarks/bench_xplane.py)."""
+    return (
+        len(analysis.devices) > 1
+        and can_project(analysis)
+        and analysis.replay is not None
+        and analysis.replay.size <= DEFAULT_PROJECTION_ACTIVITIES
+    )
 
 
 def projected_input(label: str, projected: ProjectedJob) -> ReportInput:
