@@ -201,7 +201,12 @@ def test_bad_configs(raw, problem):
         ("NVIDIA GB300", "fp8", 5000.0),
         ("NVIDIA H100 NVL", "bf16", None),
         ("NVIDIA H200 NVL", "bf16", None),
-        ("Tesla V100-SXM2-16GB", "bf16", None),
+        # V100 has no BF16: its 16-bit tensor peak is FP16's (125 TFLOPS SXM2), and it has no FP8
+        ("Tesla V100-SXM2-16GB", "bf16", 125.0),
+        ("Tesla V100-SXM2-16GB", "fp8", None),
+        ("NVIDIA A100-SXM4-80GB", "bf16", 312.0),
+        ("AMD Instinct MI300X", "fp8", 2614.9),
+        ("NVIDIA GeForce RTX 3090", "bf16", None),
         ("NVIDIA H100 80GB HBM3", "int8", None),
         (None, "bf16", None),
     ],

@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -220,6 +221,151 @@ def test_times_before_the_clock_zero_are_dropped(tmp_path: Path) -> None:
     assert any("1 before the clock's zero" in w for w in trace.warnings)
     doc = accepted(path)
     assert all(s["start_ns"] >= 0 for s in doc["steps"])
+
+
+# ---- outliers: activities more than a day from the rest of their device's activity ----------------------------
+
+DAY_NS = 86_400 * 10**9
+
+
+def _isolated_brute(devices: list[str], starts: list[int], ends: list[int]) -> list[bool]:
+    """The rule of docs/metrics.md, one device at a time with Python lists: walk the device's activities in
+    start order, open a new part where the next start is more than a day after every end so far; keep the
+    part with the most activities (ties: the earliest)."""
+    out = [False] * len(devices)
+    for device in set(devices):
+        rows = sorted((starts[i], i) for i in range(len(devices)) if devices[i] == device)
+        parts: list[list[int]] = []
+        latest = None
+        for s, i in rows:
+            if latest is None or s - latest > DAY_NS:
+                parts.append([])
+            parts[-1].append(i)
+            latest = ends[i] if latest is None else max(latest, ends[i])
+        keep = max(parts, key=len)  # max keeps the first of equal lengths: the earliest part
+        for part in parts:
+            for i in part:
+                out[i] = part is not keep
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_isolated_activity_matches_the_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 30))
+    devices = [f"h/GPU:{d}" for d in rng.integers(0, 3, n)]
+    # clusters days apart, activities inside them seconds to a day long, some gaps exactly one day
+    base = rng.choice([0, DAY_NS, 2 * DAY_NS + 1, 40 * DAY_NS], n)
+    starts = (base + rng.integers(0, 10**9, n)).astype(np.int64)
+    lengths = rng.choice([0, 10**6, DAY_NS - 5 * 10**8, DAY_NS], n)
+    ends = starts + lengths
+    got = events.isolated_activity(pd.Series(devices, dtype="category"), starts, ends)
+    assert got.tolist() == _isolated_brute(devices, starts.tolist(), ends.tolist())
+
+
+def test_isolated_activity_by_hand() -> None:
+    d = DAY_NS
+    devices = ["a", "a", "a", "a", "b", "b", "c", "c"]
+    starts = np.array([0, 10, 3 * d, 3 * d + 5, 0, d + 20, 0, 2 * d])
+    ends = np.array([d, 20, 3 * d + 1, 3 * d + 9, 10, d + 30, d, 2 * d])
+    # a: [0, d] covers [10, 20]; 3d comes 2d later: two parts of 2, the earliest kept.
+    # b: d + 20 is d + 10 after the end at 10: two parts of 1, the earliest kept.
+    # c: [0, d] then 2d, a gap of exactly one day: one part
+    want = [False, False, True, True, False, True, False, False]
+    assert events.isolated_activity(np.array(devices, dtype=object), starts, ends).tolist() == want
+
+
+def xplane_with_event_offsets(tmp_path: Path, count: int, offset_ps: int) -> tuple[Path, str]:
+    """The sample's GPU:0 with the first ``count`` events of its first stream line moved to ``offset_ps``."""
+    space = pw.decode(XPLANE.read_bytes())
+    gpu = next(p for p in pw.get(space, "planes") if pw.text(pw.get(p.value, "name")[0]) == "/device:GPU:0")
+    line = next(ln for ln in pw.get(gpu.value, "lines") if pw.text(pw.get(ln.value, "name")[0]).startswith("Stream #"))
+    for event in pw.get(line.value, "events")[:count]:
+        event.value[:] = [f for f in event.value if f.name != "offset_ps"]
+        event.value.append(pw.Field(2, pw.VARINT, offset_ps % 2**64, "int64", "offset_ps"))
+    path = tmp_path / "x.xplane.pb"
+    path.write_bytes(pw.encode(space))
+    return path, "node0/GPU:0"
+
+
+def _device_row(doc: dict, device: str) -> dict:
+    return next(d for d in doc["devices"] if d["device"] == device)
+
+
+def test_xplane_event_106_days_away_is_an_outlier(tmp_path: Path) -> None:
+    """Fuzz: offset_ps = 2^63 - 1 (106 days, under 2^62 ns) on 2 events stretched GPU:0's span and idle time to
+    106 days with exit 0. They are dropped with a warning; the device's figures are those of the sample
+    without those two events."""
+    path, device = xplane_with_event_offsets(tmp_path, 2, INT64_MAX)
+    trace = read_file(path)
+    base = read_file(XPLANE)
+    assert len(trace.events) == len(base.events) - 2
+    (warning,) = [w for w in trace.warnings if "outliers" in w]
+    assert "x.xplane.pb: dropped 2 device activities as outliers: more than 24 h after or before" in warning
+    moved = trace.events["device"].astype(str) == device
+    want_span = int(trace.events.loc[moved, "end_ns"].max() - trace.events.loc[moved, "start_ns"].min())
+    doc = accepted(path)
+    dev = _device_row(doc, device)
+    assert dev["span_ns"] == want_span < DAY_NS
+    assert dev["idle_ns"] == dev["span_ns"] - dev["busy_ns"]
+    assert any("outliers" in w for w in doc["warnings"])
+
+
+def test_kineto_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
+    two_days_us = 2 * 86_400 * 10**6
+    evs = [kernel(100.0, 10.0, 1), kernel(120.0, 5.0, 2), kernel(100.0 + two_days_us, 1.0, 3)]
+    doc = accepted(kineto(tmp_path / "t.pt.trace.json", evs))
+    (dev,) = doc["devices"]
+    assert (dev["accumulated_ns"], dev["span_ns"], dev["busy_ns"]) == (15_000, 25_000, 15_000)
+    assert any("t.pt.trace.json: dropped 1 device activity as outliers" in w for w in doc["warnings"])
+
+
+def test_xprof_json_event_two_days_away_is_an_outlier(tmp_path: Path) -> None:
+    two_days_us = 2 * 86_400 * 10**6
+    doc = accepted(
+        xprof(tmp_path / "t.trace.json", [gpu_event(1.0, 2.0), gpu_event(5.0, 1.0), gpu_event(two_days_us, 1.0)])
+    )
+    assert (doc["total"]["accumulated_ns"], doc["total"]["span_ns"]) == (3_000, 5_000)
+    assert any("dropped 1 device activity as outliers" in w for w in doc["warnings"])
+
+
+def _nsys_moved(tmp_path: Path, name: str = "x.sqlite") -> tuple[Path, int, int]:
+    """The sample's Nsight export with kernel rowid 1 moved two days later; its device and that device's span
+    without it (from SQL)."""
+    db = edited_sqlite(
+        tmp_path,
+        f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + {2 * DAY_NS}, "end" = "end" + {2 * DAY_NS} '
+        "WHERE rowid = 1",
+        name=name,
+    )
+    ((device,),) = sql(db, "SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 1")
+    rows = [
+        (s, e)
+        for table in ("KERNEL", "MEMCPY", "MEMSET")
+        for s, e in sql(
+            db,
+            f'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_{table} WHERE deviceId = {device}'
+            + (" AND rowid != 1" if table == "KERNEL" else ""),
+        )
+    ]
+    return db, device, max(e for _, e in rows) - min(s for s, _ in rows)
+
+
+def test_nsys_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
+    db, device, span = _nsys_moved(tmp_path)
+    doc = accepted(db)
+    dev = next(d for d in doc["devices"] if d["device"].endswith(f"GPU:{device}"))
+    assert dev["span_ns"] == span
+    assert any("x.sqlite: dropped 1 device activity as outliers" in w for w in doc["warnings"])
+
+
+def test_nsys_parquet_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
+    db, device, span = _nsys_moved(tmp_path)
+    folder = to_parquetdir(db, tmp_path / "x_parquet")
+    doc = accepted(folder)
+    dev = next(d for d in doc["devices"] if d["device"].endswith(f"GPU:{device}"))
+    assert dev["span_ns"] == span
+    assert any("dropped 1 device activity as outliers" in w for w in doc["warnings"])
 
 
 # ---- times that are no number: refused, naming the field -----------------------------------------------------------

@@ -168,8 +168,9 @@ def test_straggler_and_slow_step_in_spread():
 
 def test_demo_capture_names_the_expert_exchange_with_an_hlo_bound():
     result = moeprof.analyze_paths([SAMPLES / "cpu_moe_8dev"]).to_json()
-    top = result["opportunities"][0]
-    assert top["kind"] == "expert-exchange" and "all-to-all" in top["name"]
+    # opportunities are shown by their §9 projected saving: the exchange is not the first one here
+    top = next(o for o in result["opportunities"] if o["kind"] == "expert-exchange")
+    assert "all-to-all" in top["name"]
     # the op-level all-to-alls count the same time as the exchange: merged into it, with their evidence
     assert not [o for o in result["opportunities"] if o["kind"] == "all-to-all"]
     a2a = [o for o in top["evidence"]["same_time_as"] if o["kind"] == "all-to-all"]

@@ -99,12 +99,13 @@ def synthetic() -> dict:
                     "In msg nelems": 1024,
                     "Out msg nelems": 1024,
                     "dtype": "BFloat16",
+                    "External id": 70,
                 },
             ),
             ev("cpu_op", "aten::empty", 102.0, 2.0),  # sibling that ended before the launch
             ev("user_annotation", "nccl:all_to_all", 105.0, 50.0),
             ev("cuda_runtime", "cudaLaunchKernel", 110.0, 5.0, correlation=7, **{"External id": 70}),
-            kernel(nccl, 300.0, 20.0, corr=7),
+            kernel(nccl, 300.0, 20.0, corr=7, ext=70),  # the call's kernel carries its External id (§8 rule 1)
             # DeepEP-style range, launch known only from the ac2g flow start
             ev("user_annotation", "dispatch(F)", 400.0, 50.0, tid=2),
             {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 8, "pid": 1, "tid": 2, "ts": 410.0},

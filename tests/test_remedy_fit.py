@@ -121,8 +121,8 @@ def test_dlrm_counts_its_exposed_exchange_once() -> None:
     doc = analysis(shared_trace("kineto/dlrm_8rank_v100"))
     opps = doc["opportunities"]
     assert not [o for o in opps if o["kind"] in ("all-to-all", "straggler")]
-    first = opps[0]
-    assert first["kind"] == "expert-exchange"
+    # shown by §9 projected saving: DLRM's step is host-bound, so the exchange need not come first
+    first = next(o for o in opps if o["kind"] == "expert-exchange")
     merged = {m["kind"]: m for m in first["evidence"]["same_time_as"]}
     assert set(merged) == {"all-to-all", "straggler"}
     # the op is the whole exchange (one all-to-all op): the same exposed time and bound

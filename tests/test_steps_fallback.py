@@ -119,7 +119,11 @@ def test_mi300_step_selection_on_fallback_steps():
     # the selected windows are what the devices measure: GPU:3's span is its steps 2 and 3
     gpu3 = next(d for d in sel.devices if d.device.endswith("/GPU:3"))
     assert gpu3.span_ns == sum(e - s for (g, k), (s, e) in expected.items() if g == 3 and k in (2, 3))
-    with pytest.raises(InputError, match=r"--skip-first 5 matches no step: the trace has 5 steps \(0, 1, 2, 3, 4\)"):
+    with pytest.raises(
+        InputError,
+        match=r"--skip-first 5 matches no step: the trace has 5 steps \(numbered 0, 1, 2, 3, 4 by the trace; "
+        r"--skip-first 5 leaves none\)",
+    ):
         moeprof.analyze_paths([path], step_options=StepOptions(skip_first=5))
     with pytest.raises(InputError, match=r"--steps 7:9 matches no step"):
         moeprof.analyze_paths([path], step_options=StepOptions("7:9"))

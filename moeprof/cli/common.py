@@ -126,11 +126,21 @@ SkipFirstOption = Annotated[
     int, typer.Option("--skip-first", min=0, metavar="N", help="Drop the first N steps (warm-up).")
 ]
 StepsOption = Annotated[
-    str | None, typer.Option("--steps", help="Measure only steps A:B (0-based positions, half-open).")
+    str | None,
+    typer.Option(
+        "--steps",
+        help="Measure only steps A:B: 0-based positions, half-open, whatever numbers the trace gives its steps "
+        "(reports name a step by its number, with its position beside it where they differ).",
+    ),
 ]
 StepMarkerOption = Annotated[str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")]
 GpuOption = Annotated[
-    str | None, typer.Option("--gpu", help="Link peaks of this GPU: H100, H200, H800, B200, GB200, GB300.")
+    str | None,
+    typer.Option(
+        "--gpu",
+        help="Peaks (links, MFU) of this GPU instead of the one the trace names: V100, A100, H100, H200, H800, "
+        "B200, GB200, GB300, MI300X, MI325X, MI355X.",
+    ),
 ]
 
 

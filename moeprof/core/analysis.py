@@ -245,14 +245,15 @@ class Collective:
     bus_bandwidth_gbps: float | None = None
     link_peak_gbps: float | None = None
     link_utilization: float | None = None
-    bandwidth_verdict: str | None = None  # latency-bound | under-utilized | bandwidth-bound
+    bandwidth_verdict: str | None = None  # latency-bound | below-peak | under-utilized | bandwidth-bound
     wait_ns: int | None = None  # §8, where the ledger ran
     transfer_ns: int | None = None
     transfer_bus_bandwidth_gbps: float | None = None  # bytes over the transfer part alone
+    latency_knee_bytes: int | None = None  # bytes per call below which the link's latency dominates (a peak known)
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
-        for k in ("wait_ns", "transfer_ns", "transfer_bus_bandwidth_gbps"):
+        for k in ("wait_ns", "transfer_ns", "transfer_bus_bandwidth_gbps", "latency_knee_bytes"):
             if out[k] is None:
                 del out[k]
         return out
@@ -328,10 +329,11 @@ class StepSummary:
 
 @dataclass(frozen=True, slots=True)
 class SlowestStep:
-    step: int
+    step: int  # as the trace numbers it (ProfilerStep#N, the Steps line; the JSON's steps[].step)
     span_ns: int
     over_median: float | None
     flagged: bool
+    position: int | None = None  # its position as --steps counts it (0-based, after --skip-first); None unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +386,7 @@ class Analysis:
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a saved analysis this version does not know
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
     skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
+    hardware: Mapping[str, Any] | None = None  # the GPUs the traces name, the preset and peaks used
     # each device's timeline view, when measured with one (report, annotate); never in the JSON
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
     # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
@@ -428,6 +431,8 @@ class Analysis:
             doc["ledger"] = dict(self.ledger)
         if self.skipped:
             doc["skipped"] = [dict(s) for s in self.skipped]
+        if self.hardware:
+            doc["hardware"] = dict(self.hardware)
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -463,6 +468,7 @@ class Analysis:
             "ledger",
             "skipped",
             "projections",
+            "hardware",
         }
         from .projection import Projection
 
@@ -482,6 +488,7 @@ class Analysis:
                 ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
                 skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
                 projections=tuple(Projection.from_json(p) for p in _dicts(doc.get("projections"))),
+                hardware=doc.get("hardware") if isinstance(doc.get("hardware"), dict) else None,
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

@@ -38,6 +38,9 @@ RAW_COLUMNS: dict[str, str] = {
     "annotation": "str",  # enclosing CPU-side op or NVTX range ("nccl:all_to_all", ...)
     "bytes": "float64",  # bytes moved by one execution (NaN unknown)
     "group": "str",  # communicating group, comma-separated global ids ("" unknown)
+    # the group is the reader's assumption, not read from the trace (a Kineto rank file of a job that fits one
+    # NVLink domain: the whole world): the links use it, the ledger's match key does not (spec §8)
+    "group_assumed": "bool",
     "pg": "str",  # process group / communicator the call ran on ("" unknown): part of the ledger's match key
     "seq": "int64",  # the call's sequence number in its group (-1 unknown)
     "p2p": "bool",  # a point-to-point call (send/recv): counted apart from collectives, members are the two peers
@@ -258,6 +261,39 @@ def outside_window(start_ns: np.ndarray, end_ns: np.ndarray) -> dict[str, np.nda
     negative = ~beyond & ((s < 0) | (e < 0))
     dur = np.where(beyond, 0, e) - np.where(beyond, 0, s)  # both within +-2^62: the difference fits
     return {"beyond": beyond, "negative": negative, "reversed": dur < 0, "long": dur > MAX_DURATION_NS}
+
+
+def isolated_activity(device: Any, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """Mask of the activities that lie apart from the bulk of their device's activity (docs/metrics.md,
+    "Times moeprof accepts").
+
+    Per device, activities sorted by start are cut into parts wherever the next start comes more than
+    ``MAX_DURATION_NS`` (1 day) after the latest end so far; the part with the most activities is the
+    device's activity (ties: the earliest part) and every activity of another part is isolated. Times
+    must be placeable (``outside_window`` all false): every difference then fits int64.
+    """
+    s = np.asarray(start_ns, dtype=np.int64)
+    e = np.asarray(end_ns, dtype=np.int64)
+    out = np.zeros(s.size, dtype=bool)
+    if s.size < 2 or int(e.max()) - int(s.min()) <= MAX_DURATION_NS:
+        return out  # the usual case: everything within a day, nothing can be a day from the rest
+    dev = pd.factorize(device)[0].astype(np.int64)  # a categorical column factorizes by its codes
+    order = np.lexsort((s, dev))
+    d, ss, ee = dev[order], s[order], e[order]
+    latest_end = pd.Series(ee).groupby(d).cummax().to_numpy(dtype=np.int64)
+    new_part = np.ones(s.size, dtype=bool)
+    new_part[1:] = (d[1:] != d[:-1]) | (ss[1:] - latest_end[:-1] > MAX_DURATION_NS)
+    part = np.cumsum(new_part) - 1
+    size = np.bincount(part)
+    part_device = d[new_part]
+    # per device, its largest part (ties: the earliest, the lowest part number)
+    best = np.lexsort((np.arange(size.size), -size, part_device))
+    first_of_device = np.ones(best.size, dtype=bool)
+    first_of_device[1:] = part_device[best][1:] != part_device[best][:-1]
+    kept = np.zeros(size.size, dtype=bool)
+    kept[best[first_of_device]] = True
+    out[order] = ~kept[part]
+    return out
 
 
 def us_interval_to_ns(ts_us: np.ndarray, dur_us: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -69,7 +69,8 @@ def comm_records(trace: Trace, timeline: DeviceTimeline, comm: np.ndarray) -> pd
     name_c, name_v = strings("name")
     op_c, op_v = strings("hlo_op")
     group_c, group_v = strings("group")
-    has_group = lookup(group_c, table.nonempty("group"), True)
+    # a group the reader assumed (not read from the trace) is no group for the match key: §8 rule 4 or unmatched
+    has_group = lookup(group_c, table.nonempty("group"), True) & ~table.numbers("group_assumed", bool)[rows]
     key = np.full(n, "", dtype=object)
     counted = np.ones(n, dtype=bool)
     fmt = trace.format

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from .events import BUCKETS, bucket_codes, column_codes, combine_codes, first_rows, lookup
 from .trace import Trace
 from .vocabulary import vocabulary
@@ -43,8 +44,29 @@ def ib_fraction(kind: str, own: int, members: list[int], per_domain: int) -> flo
     return float("nan")
 
 
+def check_domain_size(trace: Trace, nvlink_domain_size: int) -> None:
+    """Refuse a ``--nvlink-domain-size`` that cuts a host's GPUs unevenly.
+
+    A domain is whole hosts (NVL72 over hosts of 4: 72) or an even part of one host (pairs of PCIe
+    cards joined by NVLink bridges: 2 on hosts of 8); any other size, e.g. 3 on hosts of 8, puts GPUs of
+    one host in domains that are partly elsewhere and turns local traffic into made-up InfiniBand.
+    """
+    if not len(trace.events):
+        return
+    sizes = pd.unique(trace.events["gpus_per_domain"].to_numpy(dtype=np.int64))
+    for per_host in sorted(int(g) for g in sizes if g > 0):
+        if nvlink_domain_size % per_host and per_host % nvlink_domain_size:
+            raise InputError(
+                trace.path,
+                f"--nvlink-domain-size {nvlink_domain_size} does not fit hosts of {per_host} GPUs: a domain is whole "
+                f"hosts (a multiple of {per_host}) or an even part of one (a divisor of {per_host})",
+            )
+
+
 def attribute_links(trace: Trace, nvlink_domain_size: int | None = None, single_host: bool | None = None) -> Trace:
     """The trace with ``ib_fraction`` of every comm activity filled (spec §3)."""
+    if nvlink_domain_size:
+        check_domain_size(trace, nvlink_domain_size)
     return trace.replace(
         events=link_fractions(trace.events, nvlink_domain_size, single_host, all_local=job_fits_one_domain(trace))
     )

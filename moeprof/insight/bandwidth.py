@@ -9,23 +9,36 @@ send-recv and broadcast 1.
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ..core.analysis import Collective
+from ..core.hardware import GpuPreset, Match, fabric, match, preset_names, table
 from ..errors import InputError
 
-# GB/s per GPU, one direction. NVLink 4 (H100/H200): 18 links x 25 GB/s = 450; NVLink 5
-# (B200/GB200/GB300): 900. InfiniBand per NIC: NDR 400 Gb/s = 50 GB/s, XDR 800 Gb/s = 100 GB/s.
-LINK_PRESETS: dict[str, dict[str, float]] = {
-    "h100": {"nvlink": 450.0, "ib": 50.0},
-    "h200": {"nvlink": 450.0, "ib": 50.0},
-    "h800": {"nvlink": 200.0, "ib": 50.0},  # the export part: NVLink cut to 8 links (400 GB/s both ways)
-    "b200": {"nvlink": 900.0, "ib": 50.0},
-    "gb200": {"nvlink": 900.0, "ib": 50.0},
-    "gb300": {"nvlink": 900.0, "ib": 100.0},
-}
 IB_PRESETS = {"ndr": 50.0, "xdr": 100.0, "hdr": 25.0}
+
+
+class LinkPeaks(dict[str, float]):
+    """Peak GB/s per link as the command line gives them (``--gpu`` preset, ``--link-peak`` over it).
+
+    A plain dict works too (the library's ``link_peaks=``): it is taken as overrides. The peaks the
+    analysis uses are the trace's own GPU's (:func:`job_hardware`) unless these say otherwise.
+    """
+
+    gpu: Match | None = None  # the --gpu preset
+    overrides: dict[str, float]
+
+    def __init__(
+        self,
+        peaks: Mapping[str, float] | None = None,
+        gpu: Match | None = None,
+        overrides: Mapping[str, float] | None = None,
+    ) -> None:
+        super().__init__(peaks or {})
+        self.gpu = gpu
+        self.overrides = dict(overrides if overrides is not None else (peaks or {}))
 
 
 def bus_factor(kind: str, n: int) -> float:
@@ -38,41 +51,145 @@ def bus_factor(kind: str, n: int) -> float:
     return 1.0  # send-recv, broadcast: every byte crosses once
 
 
-def link_peaks(gpu: str | None, override: str | None) -> dict[str, float]:
+def gpu_preset(gpu: str) -> Match:
+    """``--gpu NAME``: its preset, or a one-line error listing them."""
+    found = match(gpu)
+    if found.preset is None:
+        raise InputError(None, f"--gpu {gpu!r}: unknown; presets: {', '.join(preset_names())}")
+    return found
+
+
+def link_peaks(gpu: str | None, override: str | None) -> LinkPeaks:
     """Peak GB/s per link from a GPU preset and/or ``--link-peak nvlink=450,ib=50`` (override wins)."""
     peaks: dict[str, float] = {}
+    chosen = None
     if gpu:
-        key = re.sub(r"[^a-z0-9]", "", gpu.lower())
-        match = next((v for k, v in LINK_PRESETS.items() if k in key), None)
-        if match is None:
-            raise InputError(None, f"--gpu {gpu!r}: unknown; presets: {', '.join(sorted(LINK_PRESETS))}")
-        peaks.update(match)
+        chosen = gpu_preset(gpu)
+        assert chosen.preset is not None
+        peaks.update(chosen.preset.link_peaks())
+    overrides: dict[str, float] = {}
     if override:
         for part in override.split(","):
             name, _, value = part.partition("=")
             name = name.strip().lower()
             if value.strip().lower() in IB_PRESETS and name == "ib":
-                peaks["ib"] = IB_PRESETS[value.strip().lower()]
+                overrides["ib"] = IB_PRESETS[value.strip().lower()]
                 continue
             try:
-                peaks[name] = float(value)
+                overrides[name] = float(value)
             except ValueError:
                 raise InputError(None, f"--link-peak {override!r}: expected nvlink=GBPS,ib=GBPS") from None
-            if name not in ("nvlink", "ib") or peaks[name] <= 0:
+            if name not in ("nvlink", "ib") or overrides[name] <= 0:
                 raise InputError(None, f"--link-peak {override!r}: expected nvlink=GBPS,ib=GBPS") from None
-    return peaks
+    return LinkPeaks({**peaks, **overrides}, chosen, overrides)
 
 
-def verdict(utilization: float) -> str:
+@dataclass(frozen=True)
+class JobHardware:
+    """The GPUs of a job and the peaks its figures are measured against."""
+
+    peaks: dict[str, float]
+    preset: GpuPreset | None
+    summary: dict[str, Any] | None  # the JSON ``hardware`` object; None where nothing is known
+    warnings: tuple[str, ...] = ()
+
+
+def job_hardware(models: Mapping[str, str], given: Mapping[str, float] | None = None) -> JobHardware:
+    """The job's GPU (from the names its traces carry, or ``--gpu``), its link peaks, and what disagrees.
+
+    ``--gpu`` wins over the trace (and a disagreement is a warning); ``--link-peak`` wins over both.
+    A model without a preset gets a note, never a guess.
+    """
+    per_name: dict[str, int] = {}
+    for name in models.values():
+        per_name[name] = per_name.get(name, 0) + 1
+    matches = [match(n) for n in sorted(per_name)]
+    presets = {m.preset.name: m.preset for m in matches if m.preset is not None}
+    unknown = [m for m in matches if m.preset is None]
+    trace_preset = next(iter(presets.values())) if len(presets) == 1 and not unknown else None
+    notes = []
+    if len(matches) > 1 and (len(presets) > 1 or (presets and unknown)):
+        notes.append(f"devices of {len(matches)} GPU models ({', '.join(sorted(per_name))}): no one peak applies")
+    elif unknown:
+        notes.append(unknown[0].note)
+    gpu = getattr(given, "gpu", None)
+    overrides = getattr(given, "overrides", dict(given or {}))
+    warnings = []
+    if gpu is not None and gpu.preset is not None:
+        preset, origin = gpu.preset, "--gpu"
+        if per_name and (trace_preset is None or trace_preset.name != preset.name):
+            named = ", ".join(
+                f"{n} ({m.preset.name if m.preset else 'no preset'})"
+                for n, m in zip(sorted(per_name), matches, strict=True)
+            )
+            warnings.append(
+                f"--gpu {gpu.name} ({preset.name}) is not what the trace names: {named}; the peaks of --gpu are used"
+            )
+    else:
+        preset, origin = trace_preset, "trace"
+    if preset is None and not per_name:
+        return JobHardware(dict(overrides), None, None)
+    peaks = {**(preset.link_peaks() if preset else {}), **overrides}
+    summary: dict[str, Any] = {"models": dict(sorted(per_name.items()))}
+    if preset is not None:
+        summary.update(
+            preset=preset.name,
+            preset_from=origin,
+            vendor=preset.vendor,
+            bf16_tflops=preset.bf16_tflops,
+            fp8_tflops=preset.fp8_tflops,
+            scale_up=fabric(preset.scale_up).name,
+            scale_up_gbps=preset.scale_up_gbps,
+            nic_gbps=preset.nic_gbps,
+            sources=list(preset.sources),
+        )
+    if peaks:
+        summary["link_peaks_gbps"] = dict(sorted(peaks.items()))
+    if notes:
+        summary["note"] = notes[0]
+    return JobHardware(peaks, preset, summary, tuple(warnings))
+
+
+def latency_knee_bytes(kind: str, n: int, link: str, peak_gbps: float, scale_up: str = "nvlink") -> float | None:
+    """Message size (bytes per call) below which a collective of ``n`` ranks is latency-bound on its link.
+
+    NCCL's cost model (src/graph/tuning.cc) times a ring collective as a fixed latency plus one hop's
+    latency per step, plus its bytes over the bandwidth: ``T = (base + steps * hop) + bytes * f / peak``
+    in bus-bandwidth terms (``f`` the nccl-tests factor). The latency dominates below
+    ``bytes = (base + steps * hop) * peak / f``: the knee. Steps: all-reduce 2(n-1), all-gather,
+    reduce-scatter and broadcast n-1, point-to-point kinds (all-to-all, send-recv, EP) one.
+    """
+    factor = bus_factor(kind, n)
+    if factor <= 0 or peak_gbps <= 0:
+        return None
+    t = table()
+    hop = t.fabrics["ib" if link in ("ib", "mixed") else scale_up].hop_latency_us
+    if kind == "all-reduce":
+        steps = 2 * (n - 1)
+    elif kind in ("all-gather", "reduce-scatter", "broadcast"):
+        steps = n - 1
+    else:
+        steps = 1
+    latency_s = (t.base_latency_us + steps * hop) * 1e-6
+    return latency_s * peak_gbps * 1e9 / factor
+
+
+def verdict(utilization: float, below_knee: bool = True) -> str:
+    """How a collective uses its link: under 20% of the peak it is latency-bound only where its messages are
+    below the link's latency-bandwidth knee; a large message that slow is ``below-peak`` (contention, the
+    algorithm or protocol, chunking), which batching small calls would not fix."""
     if utilization < 0.2:
-        return "latency-bound"
+        return "latency-bound" if below_knee else "below-peak"
     if utilization < 0.7:
         return "under-utilized"
     return "bandwidth-bound"
 
 
 def annotate(
-    collectives: list[Collective], group_sizes: dict[tuple[str, str], int], peaks: dict[str, float]
+    collectives: list[Collective],
+    group_sizes: dict[tuple[str, str], int],
+    peaks: dict[str, float],
+    scale_up: str = "nvlink",
 ) -> list[Collective]:
     """Each collective with algorithm/bus bandwidth (GB/s), the link peak and a verdict added."""
     out = []
@@ -88,6 +205,7 @@ def annotate(
         link = "ib" if c.link in ("ib", "mixed") else c.link
         peak = peaks.get(link)
         util = busbw / peak if busbw is not None and peak else None
+        knee = latency_knee_bytes(c.kind, n, link, peak, scale_up) if util is not None and peak else None
         out.append(
             replace(
                 c,
@@ -96,7 +214,8 @@ def annotate(
                 bus_bandwidth_gbps=None if busbw is None else round(busbw, 3),
                 link_peak_gbps=peak,
                 link_utilization=None if util is None else round(util, 4),
-                bandwidth_verdict=None if util is None else verdict(util),
+                bandwidth_verdict=None if util is None else verdict(util, knee is None or c.bytes_per_call < knee),
+                latency_knee_bytes=None if knee is None else round(knee),
             )
         )
     return out

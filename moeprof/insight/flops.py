@@ -8,18 +8,18 @@ activations, softmax, RoPE, residuals) and activation recomputation are not
 counted, as usual for model FLOPs utilization (MFU). ``docs/flops.md`` derives
 every formula and works DeepSeek-V3 out.
 
-``peak_for`` gives NVIDIA's dense (no 2:4 sparsity) tensor-core peaks for a
-device name as nvidia-smi or JAX spell it, and ``throughput_figures`` turns a
+``peak_for`` gives a GPU's dense (no 2:4 sparsity) tensor-core peaks (the presets of
+``core/hardware.toml``) for a device name as nvidia-smi, JAX or ROCm spell it, and ``throughput_figures`` turns a
 measured step into tokens/s, model TFLOPS per device and MFU.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.hardware import match
 from ..errors import InputError
 from ..words import plural
 
@@ -424,52 +424,22 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, training: bool = True) -> Fl
 class DevicePeak:
     name: str
     bf16_tflops: float  # dense (no 2:4 sparsity) BF16/FP16 tensor core
-    fp8_tflops: float  # dense FP8 tensor core
+    fp8_tflops: float | None  # dense FP8 tensor core (None: the GPU has none)
     source: str
 
 
-# NVIDIA datasheets print tensor-core peaks "with sparsity"; these are half of them (see docs/flops.md)
-DEVICE_PEAKS: dict[str, DevicePeak] = {
-    p.name: p
-    for p in (
-        DevicePeak("H100 SXM", 989.4, 1978.9, "H100 datasheet 1,979/3,958 sparse; Hopper whitepaper 989.4/1978.9"),
-        DevicePeak("H100 PCIe", 756.5, 1513.0, "H100 datasheet, PCIe column: 1,513/3,026 sparse"),
-        DevicePeak("H200 SXM", 989.4, 1978.9, "H200 datasheet 1,979/3,958 sparse (same GH100 compute as H100 SXM)"),
-        DevicePeak("H800 SXM", 989.4, 1978.9, "H800 SXM datasheet: same BF16/FP8 tensor figures as H100 SXM"),
-        DevicePeak("B200", 2250.0, 4500.0, "HGX B200 spec (1,000 W): 4.5/9 PFLOPS per GPU sparse"),
-        DevicePeak("GB200", 2500.0, 5000.0, "GB200 NVL72 spec (per GPU, 1,200 W): 5/10 PFLOPS sparse"),
-        DevicePeak("GB300", 2500.0, 5000.0, "GB300 NVL72 spec: 360/720 PFLOPS sparse per 72 GPUs"),
-    )
-}
-
-# (pattern on the lower-cased device name, preset or None); first match wins.
-# None: a variant whose peak differs and is not in the table (NVL/PCIe boards run lower clocks).
-_DEVICE_PATTERNS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
-    (re.compile(p), name)
-    for p, name in (
-        (r"\bgb300\b", "GB300"),
-        (r"\bgb200\b", "GB200"),
-        (r"\bb200\b", "B200"),
-        (r"\bh200\b.*\bnvl\b", None),
-        (r"\bh200\b", "H200 SXM"),
-        (r"\bh100\b.*\bnvl\b", None),
-        (r"\bh100\b.*\bpcie\b", "H100 PCIe"),
-        (r"\bh100\b", "H100 SXM"),
-        (r"\bh800\b.*\b(pcie|nvl)\b", None),
-        (r"\bh800\b", "H800 SXM"),
-    )
-)
-
-
 def device_peak(device_kind: str | None) -> DevicePeak | None:
-    """The preset for a device name such as "NVIDIA H100 80GB HBM3" (case-insensitive), or None."""
+    """The preset for a device name such as "NVIDIA H100 80GB HBM3" (case-insensitive), or None.
+
+    The figures are the GPU presets of ``core/hardware.toml`` (dense tensor-core peaks, their sources
+    there); a variant whose peak differs and is not in the table (NVL/PCIe boards) is None.
+    """
     if not device_kind:
         return None
-    name = device_kind.lower().replace("_", " ")
-    for pattern, preset in _DEVICE_PATTERNS:
-        if pattern.search(name):
-            return DEVICE_PEAKS[preset] if preset else None
-    return None
+    preset = match(device_kind).preset
+    if preset is None:
+        return None
+    return DevicePeak(preset.name, preset.bf16_tflops, preset.fp8_tflops, preset.sources[0])
 
 
 def _dtype_kind(dtype: str) -> str | None:

@@ -55,7 +55,9 @@ def with_throughput(
         warnings.append("no steps found: throughput takes the whole trace window as one step")
     if step_ns <= 0 or not analysis.devices:
         return analysis.with_warnings(*warnings, "no device activity: throughput not computed")
-    kind = gpu or ((analysis.manifest or {}).get("devices") or {}).get("kind")
+    # the GPU: --gpu, else the run folder's, else the preset the traces' own device names matched
+    manifest_kind = ((analysis.manifest or {}).get("devices") or {}).get("kind")
+    kind = gpu or manifest_kind or (analysis.hardware or {}).get("preset")
     figures = {
         **throughput_figures(
             tokens_per_step, step_ns / 1e9, per_token, job_devices or len(analysis.devices), kind, dtype

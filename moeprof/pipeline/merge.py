@@ -6,7 +6,7 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -32,7 +32,7 @@ from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
 from ..core.replay import has_compiled
 from ..errors import InputError
-from ..insight.bandwidth import annotate, bus_factor
+from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
@@ -47,7 +47,9 @@ from ..insight.whatif import BALANCE, opportunity_savings, parse_terms, project_
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
 
-def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Spread:
+def spread(
+    devices: Sequence[DeviceFigures], steps: Sequence[StepFigures], positions: Mapping[int, int] | None = None
+) -> Spread:
     """How figures vary across devices and steps: a straggler device or a slow step shows here."""
     device_spread: dict[str, FigureSpread] = {}
     straggler = None
@@ -100,6 +102,7 @@ def spread(devices: Sequence[DeviceFigures], steps: Sequence[StepFigures]) -> Sp
         slow_span = float(col["span_ns"][slow])
         slowest = SlowestStep(
             step=int(numbers[slow]),
+            position=(positions or {}).get(int(numbers[slow])),
             span_ns=int(slow_span),
             over_median=round(slow_span / median, 4) if median else None,
             flagged=bool(median and slow_span > 1.2 * median),
@@ -126,6 +129,7 @@ class JobResults:
         self.warnings: dict[int, list[str]] = {}
         self.devices: list[DeviceFigures] = []
         self.steps: list[StepFigures] = []
+        self.step_positions: dict[int, int] = {}  # step number -> position as --steps counts it
         self.signals: list[dict] = []
         self.rules: dict[str, int] = {}
         self.facts: dict[str, dict] = {}
@@ -136,6 +140,7 @@ class JobResults:
         self.ranks: set[int | None] = set()
         self.worlds: set[int | None] = set()
         self.timeline: list = []
+        self.models: dict[str, str] = {}  # device -> GPU model its file names
         self.tables: dict[str, list[pd.DataFrame]] = {name: [] for name in self._TABLES}
         self.added = 0
 
@@ -155,6 +160,8 @@ class JobResults:
         self.warnings[index] = list(part.warnings)
         self.devices.extend(part.devices)
         self.steps.extend(part.steps)
+        for number, position in part.step_positions.items():
+            self.step_positions.setdefault(number, position)
         self.signals.extend(part.signals)
         for k, v in part.rules.items():
             self.rules[k] = self.rules.get(k, 0) + v
@@ -166,6 +173,7 @@ class JobResults:
         self.ranks.add(part.job.get("rank"))
         self.worlds.add(part.job.get("world_size"))
         self.timeline.extend(part.timeline)
+        self.models.update(part.models)
         for name in self._TABLES:
             frame = getattr(part, name)
             if not frame.empty:
@@ -362,7 +370,9 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    collectives = annotate(collectives_table(comm), mode, link_peaks or {})
+    hardware = job_hardware(job.models, link_peaks)
+    scale_up = hardware.preset.scale_up if hardware.preset is not None else "nvlink"
+    collectives = annotate(collectives_table(comm), mode, hardware.peaks, scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
     independent = job.table("independent", ("device", "key", "independent_ns"))
@@ -398,9 +408,10 @@ def finish_job(
             )
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
-        warnings=(*notes, *(w for k in order for w in job.warnings[k])),
-        spread=spread(devices, steps),
+        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings),
+        spread=spread(devices, steps, job.step_positions),
         ledger=ledger_summary(ledger) if ledger is not None else None,
+        hardware=hardware.summary,
     )
     return with_projections(analysis, replay_job(job, records, ledger), what_if), matched
 

@@ -81,6 +81,10 @@ class FileResult:
     # order of ``records``; and the host synchronizations that launches move with
     replay: pd.DataFrame = field(default_factory=empty_replay_table)
     syncs: pd.DataFrame = field(default_factory=empty_syncs)
+    models: dict[str, str] = field(default_factory=dict)  # device -> GPU model, where the file names it
+    # step number (as the trace numbers it, what the JSON says) -> its position as --steps counts it
+    # (0-based among the file's steps after --skip-first), for the measured steps
+    step_positions: dict[int, int] = field(default_factory=dict)
 
 
 def _group_sizes(groups: np.ndarray) -> np.ndarray:
@@ -381,7 +385,18 @@ def measure_file(
         step_count=int(all_steps["step"].nunique()) if len(all_steps) else 0,
         replay=replay_table(trace, columns, replay_rows),
         syncs=trace.host_syncs if len(trace.host_syncs) else empty_syncs(),
+        models=dict(trace.device_models),
+        step_positions=step_positions(all_steps, selected, step_options.skip_first),
     )
+
+
+def step_positions(all_steps: pd.DataFrame, selected: pd.DataFrame, skip_first: int) -> dict[int, int]:
+    """Each measured step's position as ``--steps`` counts it: 0-based among the steps after --skip-first."""
+    if not len(selected):
+        return {}
+    numbers = np.sort(all_steps["step"].unique())[skip_first:]
+    wanted = set(selected["step"].unique().tolist())
+    return {int(n): i for i, n in enumerate(numbers.tolist()) if n in wanted}
 
 
 def no_step_matches(options: StepOptions, steps: pd.DataFrame) -> str:
@@ -398,7 +413,18 @@ def no_step_matches(options: StepOptions, steps: pd.DataFrame) -> str:
     if not numbers:
         return f"{asked} selects steps, but the trace marks none (no step markers, no XLA module executions)"
     shown = ", ".join(map(str, numbers[:12])) + (", ..." if len(numbers) > 12 else "")
-    return f"{asked} matches no step: the trace has {plural(len(numbers), 'step')} ({shown})"
+    # --steps counts positions, the trace its own numbers: say both, so "step 6" and "--steps 2" meet
+    left = len(numbers) - options.skip_first
+    if left <= 0:
+        positions = f"--skip-first {options.skip_first} leaves none"
+    else:
+        after = f" after --skip-first {options.skip_first}" if options.skip_first else ""
+        positions = "--steps takes position 0" if left == 1 else f"--steps takes positions 0 to {left - 1}"
+        positions += after
+    return (
+        f"{asked} matches no step: the trace has {plural(len(numbers), 'step')} "
+        f"(numbered {shown} by the trace; {positions})"
+    )
 
 
 def _fields(figures: object) -> dict:

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..core.events import outside_window
+from ..core.events import isolated_activity, outside_window
 from ..core.time_window import MAX_DURATION_NS, TOTAL_LIMIT_NS
 from ..core.trace import Trace
 from ..errors import InputError
@@ -151,6 +151,13 @@ def screen_times(trace: Trace, path: Path | str) -> Trace:
         dropped = plural(int(drop.sum()), "device activity", "device activities")
         warnings.append(f"{path}: dropped {dropped} whose times cannot be placed: {_why(ev)} ({WINDOW})")
         events = events.loc[~drop].reset_index(drop=True)
+    # an activity more than a day away from the rest of its device's activity (a corrupt offset) would
+    # stretch the device's span and idle time to that distance: an outlier, dropped as a day-long one is
+    isolated = isolated_activity(events["device"], events["start_ns"].to_numpy(), events["end_ns"].to_numpy())
+    if isolated.any():
+        dropped = plural(int(isolated.sum()), "device activity", "device activities")
+        warnings.append(f"{path}: dropped {dropped} as outliers: {ISOLATED}")
+        events = events.loc[~isolated].reset_index(drop=True)
     if drop_markers.any():
         dropped = plural(int(drop_markers.sum()), "step or module marker")
         warnings.append(f"{path}: dropped {dropped} whose times cannot be placed: {_why(mk, long=False)}")
@@ -163,6 +170,10 @@ def screen_times(trace: Trace, path: Path | str) -> Trace:
     return trace.replace(events=events, markers=markers, warnings=tuple(warnings))
 
 
+ISOLATED = (
+    f"more than {MAX_DURATION_NS // 3_600_000_000_000} h after or before the rest of their device's activity "
+    f"(each device keeps its largest run of activities without such a gap)"
+)
 WINDOW = f"accepted: 0 <= time < 2^62 ns, 0 <= duration <= {MAX_DURATION_NS // 3_600_000_000_000} h"
 
 

@@ -46,6 +46,10 @@ DEFAULT_GPUS_PER_NODE = 8
 MAX_GROUP_SIZE = 1 << 20  # a "Group size" beyond this is not believed (a group of it is spelled out rank by rank)
 
 _RECORD_PARAM_COMMS = "record_param_comms"
+# Collective names of a point-to-point call as record_param_comms writes them: the peer is Dst Rank on a send,
+# Src Rank on a recv
+_SEND_NAMES = frozenset({"send", "isend", "_send"})
+_RECV_NAMES = frozenset({"recv", "irecv", "_recv", "recv_anysource"})
 # rank in a file name: an explicit word first, else the only number in the stem
 # (Kineto's default "<host>_<pid>.<time>" has two numbers and is not a rank)
 _RANK_WORD = re.compile(r"(?i)(?:^|[^a-z])(?:rank|worker|r)[-_]?(\d+)")
@@ -191,7 +195,10 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     found = np.flatnonzero(hit >= 0)
     annotation[found] = ranges["name"][sel[hit[found]]]
 
-    sel, hit = innermost_of(is_rpc)
+    # spec §8 rule 1: the launching record_param_comms is the one whose External id the kernel carries;
+    # an op nested inside a call's range (a copy, a cat) launches its own kernels, not the call's
+    sel = np.flatnonzero(is_rpc[kept_codes]) if len(keep) else np.zeros(0, dtype=np.int64)
+    hit = _by_external(ranges["external"][sel], cols.device.external)
     used, inverse = np.unique(hit, return_inverse=True)
     # one decode per distinct record_param_comms args, not per kernel; -1 (no enclosing call) decodes to nothing
     call_args = np.full(len(used), -1, dtype=np.int64)
@@ -221,20 +228,30 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         return np.where(own >= 0, own, from_call)
 
     seq = per_call("seq")
-    peer = np.where(per_call("dst_rank") >= 0, per_call("dst_rank"), per_call("src_rank"))
-    p2p = (peer >= 0) | np.array([bool(vocab.p2p_range.search(str(c))) for c in collective], dtype=bool)
+    # the peer of a send/recv: a global rank (PyTorch writes groupRanks[peer]), Dst Rank on a send and
+    # Src Rank on a recv; a call that names neither takes the one it has
+    dst, src = per_call("dst_rank"), per_call("src_rank")
+    used_coll, coll_code = np.unique(collective.astype(str), return_inverse=True)
+    is_recv = np.isin(used_coll, list(_RECV_NAMES))[coll_code] if n else np.zeros(0, dtype=bool)
+    is_send = np.isin(used_coll, list(_SEND_NAMES))[coll_code] if n else np.zeros(0, dtype=bool)
+    peer = np.where(is_recv, src, np.where(is_send, dst, np.where(dst >= 0, dst, src)))
+    p2p_name = np.array([bool(vocab.p2p_range.search(c)) for c in used_coll.tolist()], dtype=bool)
+    p2p = (peer >= 0) | (p2p_name[coll_code] if n else np.zeros(0, dtype=bool))
     with_peer = np.flatnonzero(p2p & (peer >= 0))
-    # the members of a send/recv are its two peers (group ranks mapped to global ranks where the group is known)
-    for i in with_peer.tolist():
-        ranks = [int(x) for x in group[i].split(",")] if group[i] else []
-        other = ranks[peer[i]] if 0 <= peer[i] < len(ranks) else int(peer[i])
-        group[i] = ",".join(map(str, sorted({rank, other})))
+    # the members of a send/recv are its two peers, this rank and the peer
+    if with_peer.size:
+        pairs = np.stack([np.minimum(rank, peer[with_peer]), np.maximum(rank, peer[with_peer])], axis=1)
+        used_pairs, pair_code = np.unique(pairs, axis=0, return_inverse=True)
+        texts = np.array([",".join(map(str, sorted({int(a), int(b)}))) for a, b in used_pairs.tolist()], dtype=object)
+        group[with_peer] = texts[pair_code.reshape(-1)]
 
     # every global rank below G sits in domain 0: when the whole job fits one domain,
-    # any group this rank talks to is local, whatever it is
+    # any group this rank talks to is local, whatever it is. That group is assumed, not read: the links
+    # use it, the ledger does not (§8: a group the trace does not name matches only by rule 4)
+    group_assumed = np.zeros(n, dtype=bool)
     if world is not None and 0 < world <= gpus:
-        evident = (group == "") & ((collective != "") | (annotation != ""))
-        group[evident] = ",".join(map(str, range(world)))
+        group_assumed = (group == "") & ((collective != "") | (annotation != ""))
+        group[group_assumed] = ",".join(map(str, range(world)))
 
     table = make_table(
         {
@@ -252,6 +269,7 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             "annotation": annotation,
             "bytes": nbytes,
             "group": group,
+            "group_assumed": group_assumed,
             "pg": pg,
             "seq": seq,
             "p2p": p2p,
@@ -272,7 +290,34 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         job=Job(rank=rank, world_size=world, gpus_per_node=gpus),
         devices={str(d): rank for d in pd.unique(dev["device"])},
         host_syncs=_host_syncs(cols, names, threads, pd.unique(dev["device"])),
+        device_models=_device_models(meta, [str(d) for d in pd.unique(dev["device"])]),
     )
+
+
+def _device_models(meta: dict, devices: list[str]) -> dict[str, str]:
+    """Device -> GPU model from ``deviceProperties`` (``[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}, ...]``).
+
+    A device ``rankR/GPU:g`` takes the entry whose id is ``g``; where every entry names one model,
+    every device has it (a rank file's device may be numbered past the entries it lists).
+    """
+    props = meta.get("deviceProperties")
+    if not isinstance(props, list):
+        return {}
+    by_id: dict[int, str] = {}
+    for entry in props:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"].strip():
+            gid = _as_int(entry.get("id"))
+            by_id[gid if gid is not None else len(by_id)] = entry["name"].strip()
+    names = set(by_id.values())
+    out = {}
+    for device in devices:
+        gpu = _as_int(device.rpartition("GPU:")[2])
+        name = by_id.get(gpu) if gpu is not None else None
+        if name is None and len(names) == 1:
+            (name,) = names
+        if name:
+            out[device] = name
+    return out
 
 
 # ---- decoding -------------------------------------------------------------------------------
@@ -490,6 +535,7 @@ def _ranges(cols: KinetoColumns, names: np.ndarray, threads: _Threads, rows: np.
         "start": start,
         "end": end,
         "comm": c.comm[rows],
+        "external": c.external[rows],
         "seq": c.seq[rows],
         "src_rank": c.src_rank[rows],
         "dst_rank": c.dst_rank[rows],
@@ -557,6 +603,19 @@ def _host_syncs(cols: KinetoColumns, names: np.ndarray, threads: _Threads, devic
             "end_ns": end,
         }
     )
+
+
+def _by_external(range_ids: np.ndarray, kernel_ids: np.ndarray) -> np.ndarray:
+    """For each kernel, the index of the range whose External id it carries (the first such), else -1."""
+    out = np.full(len(kernel_ids), -1, dtype=np.int64)
+    valid = np.flatnonzero(range_ids >= 0)
+    if not valid.size or not len(kernel_ids):
+        return out
+    ids, first = np.unique(range_ids[valid], return_index=True)  # np.unique keeps the first occurrence
+    pos = np.minimum(np.searchsorted(ids, kernel_ids), ids.size - 1)
+    found = (kernel_ids >= 0) & (ids[pos] == kernel_ids)
+    out[found] = valid[first[pos[found]]]
+    return out
 
 
 # ---- enclosing ranges ---------------------------------------------------------------------

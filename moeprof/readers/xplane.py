@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ from ..workers import default_decode_threads
 from .base import Placement, ReadContext, native_log
 from .discovery import capture_stem
 from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_runs
-from .xspace_proto import WireError, length_delimited, messages, peek
+from .xspace_proto import WireError, length_delimited, messages, peek, plane_stats
 
 if TYPE_CHECKING:
     from .xplane_wire import Line, Plane
@@ -65,6 +66,51 @@ def read_header(path: Path) -> XSpaceHeader:
     except DecodeError as exc:  # the protobuf runtime on the metadata plane
         raise InputError(path, f"the /host:metadata plane (HLO) is corrupt: {str(exc).splitlines()[0]}") from None
     return XSpaceHeader(hostnames, hlo, plane_names)
+
+
+# string stats a device plane may name its GPU with, tried before a description from its numbers
+_MODEL_STATS = ("device_name", "device_model", "device_type_string", "device_type")
+
+
+def device_description(stats: dict[str, object]) -> str | None:
+    """What a ``/device:GPU:N`` plane says its GPU is: a model name where a stat holds one, else a description
+    from the numbers XLA and TensorFlow write (vendor, compute capability, SMs/CUs, memory, clock), e.g.
+    "AMD gfx94x (304 CUs, 192 GiB, 2100 MHz)" (ROCm writes compute capability 9.4 for gfx94x: its
+    last digit, the stepping, is not in the file). None where the plane has none of them."""
+    for key in _MODEL_STATS:
+        value = stats.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
+    if not isinstance(major, int | float) or not isinstance(minor, int | float):
+        return None
+    vendor = stats.get("device_vendor")
+    amd = isinstance(vendor, str) and vendor.strip().upper() == "AMD"
+    parts = []
+    cores, memory, clock = stats.get("core_count"), stats.get("memory_size"), stats.get("clock_rate")
+    if isinstance(cores, int) and cores > 0:
+        parts.append(f"{cores} {'CUs' if amd else 'SMs'}")
+    if isinstance(memory, int) and memory > 0:
+        parts.append(f"{round(memory / 2**30)} GiB")
+    if isinstance(clock, int) and clock > 0:
+        parts.append(f"{round(clock / 1000)} MHz")  # kHz in the file
+    arch = f"AMD gfx{int(major)}{int(minor)}x" if amd else f"NVIDIA compute capability {int(major)}.{int(minor)}"
+    return f"{arch} ({', '.join(parts)})" if parts else arch
+
+
+def device_models(path: Path, host: str, first: int, ordinals: list[int]) -> dict[str, str]:
+    """Device -> what its plane says the GPU is (:func:`device_description`); {} where the planes do not say."""
+    try:
+        planes = plane_stats(path, lambda name: bool(_GPU_PLANE.match(name)))
+    except (WireError, OSError, ValueError, struct.error):
+        return {}  # the events were read: a plane whose stats do not decode only loses its model
+    out = {}
+    for name, stats in planes.items():
+        ordinal = int(_GPU_PLANE.match(name).group(1))  # type: ignore[union-attr]
+        described = device_description(stats)
+        if described and ordinal in ordinals:
+            out[f"{host}/GPU:{first + ordinal}"] = described
+    return out
 
 
 def _read_hlo_plane(plane_bytes: bytes) -> dict[tuple[str, int], HloModule]:
@@ -400,6 +446,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         hlo=header.hlo,
         job=Job(hosts=tuple(header.hostnames)),
         devices=devices,
+        device_models=device_models(path, host, first, list(gpu_ordinals)) if gpu_planes else {},
     )
 
 

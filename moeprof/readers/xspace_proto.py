@@ -12,10 +12,11 @@ file is walked with :func:`iter_fields`, and only the metadata plane is parsed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import struct
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     from google.protobuf import descriptor_pb2
@@ -284,3 +285,108 @@ def length_delimited_prefix(data: bytes, number: int) -> str | None:
     except WireError:
         return None
     return None
+
+
+class _Window:
+    """Reads of a file through one window of ``size`` bytes: the small fields of a message that follow one
+    another (map entries, stats) come from one read; a large field (a line of events) is jumped over."""
+
+    def __init__(self, fh: BinaryIO, size: int = 1 << 16) -> None:
+        self.fh, self.size, self.start, self.data = fh, size, 0, b""
+
+    def read(self, pos: int, n: int) -> bytes:
+        if not (self.start <= pos and pos + n <= self.start + len(self.data)):
+            self.fh.seek(pos)
+            self.data, self.start = self.fh.read(max(n, self.size)), pos
+        return self.data[pos - self.start : pos - self.start + n]
+
+
+def _fields_at(window: _Window, start: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """The length-delimited fields of one message in a file, reading headers only:
+    ``(number, value start, value end)``."""
+    pos = start
+    while pos < end:
+        head = window.read(pos, min(20, end - pos))
+        key, used = _varint(head, 0)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise WireError("field number 0")
+        if wire == 0:
+            used = _varint(head, used)[1]
+            pos += used
+            continue
+        if wire in (1, 5):
+            pos += used + (8 if wire == 1 else 4)
+            continue
+        if wire != 2:
+            raise WireError(f"unsupported wire type {wire}")
+        length, used = _varint(head, used)
+        pos += used
+        if pos + length > end:
+            raise WireError("a field runs past the end of its message")
+        yield number, pos, pos + length
+        pos += length
+
+
+# XPlane fields a plane's own stats need: stat_metadata (5) and stats (6), never lines or event metadata
+_STAT_METADATA, _STATS = 5, 6
+_PLANE_STATS = (_STAT_METADATA, _STATS)
+
+
+def _stat_value(data: bytes, start: int, end: int) -> tuple[int, object] | None:
+    """(metadata id, value) of one XStat message, decoded by hand (no protobuf: reading a file never builds
+    its message classes unless it has HLO to parse)."""
+    metadata_id, value = 0, None
+    for number, wire, vstart, vend in iter_fields(data, start, end):
+        if number == 1 and wire == 0:
+            metadata_id = vstart
+        elif number == 2 and wire == 1:
+            value = struct.unpack_from("<d", data, vstart)[0]
+        elif number in (3, 7) and wire == 0:
+            value = vstart
+        elif number == 4 and wire == 0:
+            value = vstart - (1 << 64) if vstart >= 1 << 63 else vstart
+        elif number == 5 and wire == 2:
+            value = bytes(data[vstart:vend]).decode("utf-8", "replace")
+    return None if value is None else (metadata_id, value)
+
+
+def _entry_key(data: bytes, start: int, end: int) -> int | None:
+    """The key of a map entry (field 1, a varint, written first), without decoding the rest."""
+    if start < end and data[start] == 0x08:
+        return _varint(data, start + 1)[0]
+    return next((v for n, w, v, _ in iter_fields(data, start, end) if n == 1 and w == 0), None)
+
+
+def _stat_name(data: bytes, start: int, end: int) -> str:
+    """The name of one ``stat_metadata`` map entry's XStatMetadata."""
+    value = next((bytes(data[s:e]) for n, w, s, e in iter_fields(data, start, end) if n == 2 and w == 2), b"")
+    return length_delimited_prefix(value, 2) or ""
+
+
+def plane_stats(path: str | Path, wanted: Callable[[str], bool]) -> dict[str, dict[str, object]]:
+    """Plane name -> its own stats (name -> value) for the planes ``wanted`` accepts, reading field headers
+    and those planes' stat metadata and stats only (a device's events are skipped by seeks)."""
+    out: dict[str, dict[str, object]] = {}
+    with open(path, "rb") as fh:
+        window = _Window(fh)
+        size = fh.seek(0, 2)
+        for number, start, end in _fields_at(window, 0, size):
+            if number != 1:
+                continue
+            name = length_delimited_prefix(window.read(start, min(end - start, 1024)), 2) or ""
+            if not wanted(name):
+                continue
+            parts = [
+                (sub, window.read(sub_start, sub_end - sub_start), 0, sub_end - sub_start)
+                for sub, sub_start, sub_end in _fields_at(window, start, end)
+                if sub in _PLANE_STATS
+            ]
+            values = [v for n, d, s, e in parts if n == _STATS and (v := _stat_value(d, s, e)) is not None]
+            used = {k for k, _ in values}
+            names = {}  # only the names of the stats the plane has (a plane may declare a thousand)
+            for n, d, s, e in parts:
+                if n == _STAT_METADATA and (key := _entry_key(d, s, e)) in used:
+                    names[key] = _stat_name(d, s, e)
+            out[name] = {names.get(k, ""): v for k, v in values}
+    return out

@@ -80,7 +80,16 @@ from ..words import plural
 from .annotate import natural_key
 from .projected import ProjectedJob, can_project, project_timeline
 from .terminal import human_bytes
-from .text import duration, evidence_text, ledger_line, remedy_texts
+from .text import (
+    duration,
+    evidence_text,
+    fabric_words,
+    hardware_line,
+    ledger_line,
+    on_fabric,
+    remedy_texts,
+    scale_up_word,
+)
 
 BIN_BUDGET_BYTES = 3_000_000  # binned coverage, all lanes and categories of all inputs together
 MAX_BINS = 16_384  # per device window, asked of the view; the common grid coarsens to fit the budget
@@ -482,7 +491,7 @@ def bar_row(label: str, fig: Figures, y: int, x0: int = 190, width: int = 560) -
         w = width * value / total
         if w <= 0:
             continue
-        tip = f"{label}: {name} {fmt_ms(value)} ms ({fmt_pct(value / total)} of accumulated)"
+        tip = f"{label}: {on_fabric(name)} {fmt_ms(value)} ms ({fmt_pct(value / total)} of accumulated)"
         segments.append(Segment(x, w, COLORS[name], tip))
         x += w
     span, exposed = fig.span_ns, fig.exposed_comm_ns
@@ -518,7 +527,7 @@ def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: 
         row = [
             c.name,
             c.kind,
-            c.link,
+            on_fabric(c.link),
             f"{c.count:,}",
             fmt_ms(c.total_ns),
             fmt_ms(c.exposed_ns),
@@ -759,6 +768,7 @@ class InputPage:
     headline: str
     throughput: str
     timeline_lanes: int
+    hardware: str | None
     timeline_mode: str
     detail: bool  # a detail window of single kernels inside binned coverage
     timeline_note: str
@@ -775,6 +785,12 @@ class InputPage:
 
 
 def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
+    """One input's page, its scale-up fabric named as its GPUs call it (NVLink, xGMI)."""
+    with fabric_words(scale_up_word(item.analysis)):
+        return _input_page(index, item, timeline)
+
+
+def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
     r = item.analysis
     led = ledger_summary(r)
     bins: dict | None = timeline.get("bins")
@@ -816,6 +832,7 @@ def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         analysis=r,
         headline=headline(r),
         throughput=throughput_line(r.throughput),
+        hardware=hardware_line(r),
         timeline_lanes=len(timeline["lanes"]),
         timeline_mode="one lane per device and stream" if timeline["mode"] == "stream" else "one lane per device",
         detail=detail,
@@ -972,6 +989,13 @@ def render(
     for it in items:
         if it.analysis.devices and not it.analysis.timeline:
             raise ValueError(f"{it.label}: the analysis holds no timeline views (measure it with a TimelineOptions)")
+    words = {scale_up_word(it.analysis) for it in items}
+    # one legend for every input: their fabric's name where they share one
+    with fabric_words(words.pop() if len(words) == 1 else "NVLink"):
+        return _render(items, lanes, max_events, bin_budget, title)
+
+
+def _render(items: Sequence[ReportInput], lanes: str, max_events: int, bin_budget: int, title: str | None) -> str:
     cap = per_input_cap(max_events, len(items))
     timelines = [timeline_data(it, lanes, cap, bin_budget // len(items)) for it in items]
     single = len(items) == 1
@@ -981,11 +1005,12 @@ def render(
             title = f"moeprof report · {measured[0].label} · {headline(measured[0].analysis)}"
         else:
             title = f"moeprof: {len(measured)} inputs compared"
+    colors = {on_fabric(name): color for name, color in COLORS.items()}
     data = {
         "version": __version__,
-        "categories": [*CATEGORIES, EXPOSED, WAITING, CRITICAL],
+        "categories": [on_fabric(c) for c in (*CATEGORIES, EXPOSED, WAITING, CRITICAL)],
         "codes": {"exposed": EXPOSED_CODE, "wait": WAIT_CODE, "critical": CRITICAL_CODE},
-        "colors": COLORS,
+        "colors": colors,
         "inputs": timelines,
     }
     return (
@@ -997,7 +1022,7 @@ def render(
             single=single,
             inputs=[input_page(i, it, tl) for i, (it, tl) in enumerate(zip(items, timelines))],
             comparison=None if single else comparison(items),
-            colors=COLORS,
+            colors=colors,
             css=_asset("report.css"),
             script=_asset("report.js"),
             data=_script_json(data),

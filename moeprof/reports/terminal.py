@@ -38,12 +38,17 @@ from .text import (
     balance_sentence,
     duration,
     evidence_text,
+    fabric_words,
+    hardware_line,
     headline,
     ledger_headline,
     ledger_line,
     ms,
+    on_fabric,
     pct,
     remedy_texts,
+    scale_up_word,
+    step_name,
     verdict_lines,
 )
 
@@ -149,7 +154,7 @@ def bar_legend(fig: Figures, colour: bool) -> Text:
     legend = Text("split: ")
     for key, name, color, char in BUCKETS:
         if getattr(fig, key) > 0:
-            legend.append("█" if colour else char, style=color if colour else "").append(f" {name}  ")
+            legend.append("█" if colour else char, style=color if colour else "").append(f" {on_fabric(name)}  ")
     return legend
 
 
@@ -165,8 +170,8 @@ class Column:
 
     def head(self, stacked: bool) -> str:
         if not stacked:
-            return self.header
-        return self.stacked or self.header.replace(" ", "\n", 1)
+            return on_fabric(self.header)
+        return on_fabric(self.stacked or self.header.replace(" ", "\n", 1))
 
 
 ACCUM = Column("accum.", "accumulated_ns", "ms")
@@ -293,14 +298,14 @@ def device_table(result: Analysis, width: int = PIPED_WIDTH, rows: int | None = 
     When not even the narrowest layout fits (very long device names), the device names fold.
     """
     body, footer, title, summary_note = device_rows(result, rows)
-    zero = [c.header for c in (*LINKS, MEMCPY) if zero_everywhere(result.devices, c.key)]
+    zero = [on_fabric(c.header) for c in (*LINKS, MEMCPY) if zero_everywhere(result.devices, c.key)]
     table = None
     for layout in column_layouts(result.devices):
         notes = [summary_note] if summary_note else []
         if zero:
             notes.append(f"0 on every device: {', '.join(zero)}")
         if layout.hidden:
-            notes.append(f"left out at {width} columns: {', '.join(layout.hidden)} (all in --json)")
+            notes.append(f"left out at {width} columns: {on_fabric(', '.join(layout.hidden))} (all in --json)")
         table = _table(layout, body, footer, title, "; ".join(notes) or None)
         if natural_width(table) <= width:
             return table
@@ -344,7 +349,7 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
         return {
             "op": c.name if len(c.name) <= 60 else c.name[:57] + "...",
             "kind": c.kind,
-            "link": c.link,
+            "link": on_fabric(c.link),
             "count": f"{c.count:,}",
             "total ms": ms(c.total_ns),
             "exposed ms": ms(c.exposed_ns),
@@ -481,7 +486,9 @@ def spread_parts(result: Analysis) -> list[str]:
         slow = sp.slowest_step
         flag = " (slow step)" if slow.flagged else ""
         steps = plural(len(sp.steps), "step")
-        parts.append(f"{steps}, slowest step {slow.step} at {slow.over_median:.2f}x the median span{flag}")
+        parts.append(
+            f"{steps}, slowest {step_name(slow.step, slow.position)} at {slow.over_median:.2f}x the median span{flag}"
+        )
     return parts
 
 
@@ -523,7 +530,18 @@ def render(
     ``bought``: the projections of the "what would it buy" table (:func:`moeprof.insight.payoff.payoffs`);
     ``balance``: the verdict's balance line, where balancing the ranks matters.
     """
-    console = console or make_console()
+    with fabric_words(scale_up_word(result)):
+        _render(result, console or make_console(), top, devices, bought, balance)
+
+
+def _render(
+    result: Analysis,
+    console: Console,
+    top: int,
+    devices: int | str | None,
+    bought: Sequence[Payoff],
+    balance: BalanceVerdict | None,
+) -> None:
     width = console.width
     colour = has_colour(console)
     v = verdict(result)
@@ -535,6 +553,9 @@ def render(
             console.print(Text(line, style="bold"), soft_wrap=True)
     for parts in (headline(v), ledger_headline(v)):
         for line in pack(parts, width):
+            console.print(Text(line), soft_wrap=True)
+    if (gpus := hardware_line(result)) is not None:
+        for line in wrap(gpus, width):
             console.print(Text(line), soft_wrap=True)
     if result.throughput:
         for line in pack(throughput_parts(result), width, "  "):

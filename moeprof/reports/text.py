@@ -3,15 +3,67 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
-from ..core.analysis import Opportunity
+from ..core.analysis import Analysis, Opportunity
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
 from ..insight.remedies import by_id
 from ..words import plural  # re-exported: renderers count with it
 
 NBSP = "\u00a0"  # between a number and its unit: a wrapped line never ends in "88.9" and starts with "ms"
 LINK_WORDS = {"nvlink": "over NVLink", "ib": "over InfiniBand", "unknown": "on links moeprof could not tell"}
+
+# what the scale-up fabric is called while a report is rendered: NVLink, or xGMI for AMD GPUs (the analysis
+# calls every scale-up domain's link "nvlink"; on screen it takes the name of the trace's own fabric)
+SCALE_UP: ContextVar[str] = ContextVar("moeprof_scale_up", default="NVLink")
+
+
+def scale_up_word(analysis: Analysis | None) -> str:
+    hardware: Any = (analysis.hardware if analysis is not None else None) or {}
+    return str(hardware.get("scale_up") or "NVLink")
+
+
+@contextmanager
+def fabric_words(word: str) -> Iterator[None]:
+    """Render with ``word`` for the scale-up fabric (see :func:`on_fabric`)."""
+    token = SCALE_UP.set(word)
+    try:
+        yield
+    finally:
+        SCALE_UP.reset(token)
+
+
+def hardware_line(analysis: Analysis) -> str | None:
+    """``GPUs: 8 x NVIDIA H100 80GB HBM3 = H100 SXM (NVLink 450 GB/s, NIC 50 GB/s per GPU each way; 989 TFLOPS
+    bf16)``: what the traces name, and the peaks the figures are measured against (or why there are none)."""
+    hw: Any = analysis.hardware
+    if not hw:
+        return None
+    models = ", ".join(f"{n} x {name}" for name, n in (hw.get("models") or {}).items())
+    line = f"GPUs: {models}" if models else "GPUs: not named in the trace"
+    if hw.get("preset"):
+        peaks = hw.get("link_peaks_gbps") or {}
+        links = [
+            f"{hw.get('scale_up', 'NVLink')} {peaks['nvlink']:,.0f} GB/s" if "nvlink" in peaks else "",
+            f"NIC {peaks['ib']:,.0f} GB/s" if "ib" in peaks else "",
+        ]
+        said = "--gpu " if hw.get("preset_from") == "--gpu" else ""
+        line += f" = {said}{hw['preset']} ({', '.join(x for x in links if x)} per GPU each way; "
+        line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16)"
+    if hw.get("note"):
+        line += f"; {hw['note']}: no peaks (give --gpu or --link-peak)"
+    return line
+
+
+def on_fabric(text: str) -> str:
+    """``text`` with "NVLink" (and a link column's "nvlink") named as the fabric being rendered."""
+    word = SCALE_UP.get()
+    if word == "NVLink":
+        return text
+    return text.replace("NVLink", word).replace("nvlink", word.lower())
 
 
 def ms(ns: int | float | None) -> str:
@@ -57,7 +109,7 @@ def evidence_text(opportunity: Opportunity) -> str:
     if "worst_device" in ev:
         parts.append(f"worst {ev['worst_device']}")
     if opportunity.link:
-        parts.append(f"link {opportunity.link}")
+        parts.append(f"link {on_fabric(opportunity.link)}")
     if "independent_compute_ns" in ev:
         parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
     if ev.get("bus_bandwidth_gbps") is not None:
@@ -111,7 +163,7 @@ def _where_exposed(v: Verdict) -> str:
     link = ""
     if v.exposed_link is not None:
         most = v.exposed_link.share > MOSTLY
-        link = LINK_WORDS[v.exposed_link.name] if most else "over NVLink and InfiniBand"
+        link = on_fabric(LINK_WORDS[v.exposed_link.name] if most else "over NVLink and InfiniBand")
         if most and v.exposed_link.share < 1 and v.exposed_link.name != "unknown":
             link += f" ({v.exposed_link.share:.0%})"
     made_of = f", {kind} {link}" if kind and link else (f", {kind or 'mostly ' + link}" if kind or link else "")
@@ -144,7 +196,9 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             f" devices' span is exposed communication{_where_exposed(v)}{idle}."
         )
     if v.first is not None:
-        if v.first_saving_per_step_ns is not None:
+        if v.first.projected_saving_ns is not None:  # §9: what the replay says taking it away buys
+            saving = f"projected to save {duration(v.first.projected_saving_ns)} of the mean step"
+        elif v.first_saving_per_step_ns is not None:
             saving = f"save up to {duration(v.first_saving_per_step_ns)} per step on the worst device"
         else:
             saving = f"save up to {duration(v.first.saving_bound_ns)} on the worst device over the capture"
@@ -181,6 +235,11 @@ def ledger_headline(v: Verdict | None) -> list[str]:
         return []
     led = v.ledger
     if not led.instances:  # one rank of a group, or members' traces missing: no split, and no made-up one
+        if led.incomplete:
+            return [
+                "waiting vs moving bytes: unknown, the traces of the other members of its groups are missing "
+                "(analyze every member's trace together)"
+            ]
         return [
             "waiting vs moving bytes: unknown, no collective matched across ranks "
             "(analyze the traces of every member of its groups together)"
@@ -213,9 +272,36 @@ def clock_text(led: LedgerSummary) -> str:
 
 def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
     """The ledger's matching in one sentence: instances matched, those that could not be, the clocks."""
-    problems = [plural(led.incomplete, "incomplete key"), plural(led.desynchronized, "desynchronized key")]
-    left = "none incomplete or desynchronized" if not (led.incomplete or led.desynchronized) else ", ".join(problems)
-    return f"{lead}{plural(led.instances, 'collective instance')} matched across ranks, {left}; {clock_text(led)}."
+    matched = f"{plural(led.instances, 'collective instance')} matched across ranks"
+    if not (led.incomplete or led.desynchronized):
+        return f"{lead}{matched}, none incomplete or desynchronized; {clock_text(led)}."
+    problems = []
+    if led.incomplete:
+        # an incomplete key is a call that some members of its group have and others do not: with nothing
+        # matched, the other members' traces are missing (one rank file of a job, say so plainly)
+        keys = plural(led.incomplete, "incomplete key")
+        calls = plural(led.incomplete, "call")
+        if led.instances:
+            problems.append(
+                f"{calls} found on only some members of their group "
+                f"(the others' traces missing or lacking them: {keys})"
+            )
+        else:
+            problems.append(
+                f"the traces of the other members are missing for {calls} "
+                f"({keys}; analyze every member's trace together)"
+            )
+    if led.desynchronized:
+        problems.append(plural(led.desynchronized, "desynchronized key"))
+    sep = ";" if led.instances else ":"
+    return f"{lead}{matched}{sep} {'; '.join(problems)}; {clock_text(led)}."
+
+
+def step_name(number: int, position: int | None) -> str:
+    """A step as the trace numbers it (what the JSON says), with its ``--steps`` position where that differs."""
+    if position is None or position == number:
+        return f"step {number}"
+    return f"step {number} (--steps {position})"
 
 
 def balance_sentence(balance: float, kind: str | None, kind_bound: float | None) -> str:

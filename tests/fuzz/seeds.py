@@ -140,7 +140,7 @@ def _kineto_tiny() -> bytes:
                 "In msg nelems": 1024,
                 "Out msg nelems": 1024,
                 "dtype": "BFloat16",
-                "External id": 3,
+                "External id": 2,  # the SendRecv kernel's: §8 rule 1 links a call to its kernel by External id
             },
         },
     ]

@@ -1,0 +1,133 @@
+"""GPU presets as data (``hardware.toml``): compute peaks, scale-up fabric and NIC bandwidth, fabric latencies.
+
+A trace names its GPUs (Kineto ``deviceProperties``, Nsight ``TARGET_INFO_GPU``, an XPlane device
+plane's stats); :func:`match` maps such a name to a preset, and says why where it cannot (a variant
+whose figures the table lacks, or a model it does not hold). Every figure carries its source in the
+table, and a test checks that none is missing.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A link between GPUs as the cost model sees it: its name on screen and one hop's latency."""
+
+    key: str  # nvlink | xgmi | ib
+    name: str  # on screen: NVLink, xGMI, InfiniBand
+    long_name: str
+    hop_latency_us: float
+    source: str
+
+
+@dataclass(frozen=True)
+class GpuPreset:
+    name: str
+    vendor: str
+    bf16_tflops: float  # dense tensor-core peak (FP16 where the GPU has no BF16)
+    fp8_tflops: float | None
+    scale_up: str  # fabric key of the scale-up domain: nvlink | xgmi
+    scale_up_gbps: float | None  # per GPU, one direction; None: no scale-up fabric on this board
+    nic_gbps: float | None  # scale-out per GPU, one direction, on the reference system
+    sources: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...]
+
+    def link_peaks(self) -> dict[str, float]:
+        """Peak GB/s of the analysis's links: ``nvlink`` is the scale-up domain's fabric (xGMI on AMD)."""
+        peaks = {"nvlink": self.scale_up_gbps, "ib": self.nic_gbps}
+        return {k: v for k, v in peaks.items() if v}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Names of a chip whose figures differ from its preset's and are not in the table."""
+
+    patterns: tuple[re.Pattern[str], ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class HardwareTable:
+    gpus: tuple[GpuPreset, ...]
+    variants: tuple[Variant, ...]
+    fabrics: dict[str, Fabric]
+    base_latency_us: float
+    base_latency_source: str
+
+
+def _patterns(values: list[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(v) for v in values)
+
+
+@cache
+def table() -> HardwareTable:
+    """The presets of ``moeprof/core/hardware.toml``, read once."""
+    doc = tomllib.loads(resources.files("moeprof.core").joinpath("hardware.toml").read_text(encoding="utf-8"))
+    fabrics = {
+        key: Fabric(key, f["name"], f.get("long_name", f["name"]), float(f["hop_latency_us"]), f["source"])
+        for key, f in doc["fabric"].items()
+    }
+    gpus = tuple(
+        GpuPreset(
+            name=g["name"],
+            vendor=g["vendor"],
+            bf16_tflops=float(g["bf16_tflops"]),
+            fp8_tflops=float(g["fp8_tflops"]) if "fp8_tflops" in g else None,
+            scale_up=g["scale_up"],
+            scale_up_gbps=float(g["scale_up_gbps"]) if "scale_up_gbps" in g else None,
+            nic_gbps=float(g["nic_gbps"]) if "nic_gbps" in g else None,
+            sources=tuple(g["sources"]),
+            patterns=_patterns(g["match"]),
+        )
+        for g in doc["gpu"]
+    )
+    variants = tuple(Variant(_patterns(v["match"]), v["reason"]) for v in doc.get("variant", []))
+    model = doc["model"]
+    return HardwareTable(gpus, variants, fabrics, float(model["base_latency_us"]), model["source"])
+
+
+def _normal(name: str) -> str:
+    # "NVIDIA_H100" and "nvidia h100" alike: an underscore joins words for \b
+    return name.lower().replace("_", " ").strip()
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a GPU name resolves to: a preset, or why none (``note``)."""
+
+    name: str
+    preset: GpuPreset | None
+    note: str = ""
+
+
+@cache
+def match(name: str) -> Match:
+    """The preset for a GPU name as a trace (or ``--gpu``) spells it, case-insensitive."""
+    text = _normal(name)
+    t = table()
+    for variant in t.variants:
+        if any(p.search(text) for p in variant.patterns):
+            return Match(name, None, f"{name}: no preset ({variant.reason})")
+    for gpu in t.gpus:
+        if any(p.search(text) for p in gpu.patterns):
+            return Match(name, gpu)
+    return Match(name, None, f"{name}: no preset for this GPU (presets: {', '.join(preset_names())})")
+
+
+def preset_names() -> list[str]:
+    return [g.name for g in table().gpus]
+
+
+def fabric(key: str) -> Fabric:
+    return table().fabrics[key]
+
+
+def scale_up_name(preset: GpuPreset | None) -> str:
+    """What the scale-up fabric is called on screen: NVLink, or xGMI on AMD."""
+    return fabric(preset.scale_up).name if preset is not None else "NVLink"
