@@ -76,7 +76,10 @@ def covered_per_bin(seg_s: np.ndarray, seg_e: np.ndarray, edges: np.ndarray) -> 
 
 
 def make(tmp: Path, name: str, *args: str) -> tuple[Path, str]:
+    """A report of the measured timeline alone (the projection beside it: tests/test_projection_surfaces.py)."""
     out = tmp / f"{name}.html"
+    if "--what-if" not in args:
+        args = (*args, "--no-projection")
     res = runner.invoke(app, ["report", *args, "-o", str(out)])
     assert res.exit_code == 0, res.output
     return out, out.read_text(encoding="utf-8")

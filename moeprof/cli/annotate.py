@@ -34,6 +34,15 @@ def annotate_command(
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
     run: RunOption = None,
+    what_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--what-if",
+            metavar="TERM",
+            help="Write the job replayed with this change instead (repeatable, the terms combine; spec §9), with its"
+            " critical path as a track: e.g. balance, 'scale(kind=all-to-all)=0.5'.",
+        ),
+    ] = None,
 ) -> None:
     """Write a Chrome/Perfetto trace: device activity per stream plus moeprof's buckets, exposed comm and steps."""
 
@@ -46,11 +55,32 @@ def annotate_command(
         options, step_options = analyze_options(
             steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
+        if what_if:
+            from ..insight.whatif import parse_terms
+
+            parse_terms(what_if)  # a bad term fails before any trace is read
         result, traces = analyze_job(list(paths), options, step_options)
+        projected = None
+        if what_if:
+            from ..reports.projected import project_timeline
+
+            projected = project_timeline(traces, result, what_if)
         try:
-            counts = write_annotated(traces, result, output)
+            if projected is None:
+                counts = write_annotated(traces, result, output)
+            else:
+                change = " ".join(projected.projection.what_if)
+                counts = write_annotated([projected.trace], projected.analysis, output, projected.critical, change)
         except OSError as exc:
             raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
+        if projected is not None:
+            p = projected.projection
+            typer.echo(
+                f"projected with {' '.join(p.what_if)}: step {p.measured_step_ns / 1e6:,.3f} ms measured, "
+                f"{p.projected_step_ns / 1e6:,.3f} ms projected (saving {p.saving_fraction:.1%}); "
+                f"critical path of step {p.critical_step}: {plural(counts['critical'], 'segment')}",
+                err=True,
+            )
         typer.echo(
             f"wrote {output}: {plural(counts['devices'], 'device')}, "
             f"{plural(counts['activities'], 'activity', 'activities')}, "

@@ -72,6 +72,14 @@ def check_command(
             "--max-exposed-comm-ms", min=0, metavar="MS", help="Limit on exposed comm per step, ms (worst step)."
         ),
     ] = None,
+    max_balance_saving: Annotated[
+        str | None,
+        typer.Option(
+            "--max-balance-saving",
+            metavar="X",
+            help="Limit on the step fraction balancing the ranks would save (the balance projection): 0.1 or 10%.",
+        ),
+    ] = None,
     per_device: Annotated[bool, typer.Option("--per-device", help="Gate every device: the worst one decides.")] = False,
     total: Annotated[
         bool, typer.Option("--total", help="Gate the total (the default; overrides per-device in a config).")
@@ -139,6 +147,7 @@ def check_command(
                 "max_exposed_comm_ms": max_exposed_comm_ms,
                 "max_exposed_wait_fraction": max_exposed_wait_fraction,
                 "max_exposed_transfer_fraction": max_exposed_transfer_fraction,
+                "max_balance_saving": max_balance_saving,
                 "per_device": True if per_device else (False if total else None),
                 "baseline": baseline,
                 "tolerance": tolerance,
@@ -150,8 +159,8 @@ def check_command(
         if not cfg.has_gates:
             raise fail(
                 "no gates: give --max-comm-share/--max-exposed-comm-fraction/--max-idle-fraction/--max-exposed-comm-ms/"
-                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction or --baseline, or set them in "
-                "[tool.moeprof.check] of pyproject.toml"
+                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction/--max-balance-saving or --baseline, "
+                "or set them in [tool.moeprof.check] of pyproject.toml"
             )
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
         execution = exec_options(jobs, scheduler, skip_bad)

@@ -38,19 +38,28 @@ def diff_command(
     jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
     skip_bad: SkipBadOption = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain/--no-explain",
+            help="Project the first run with the changes each other run shows (spec §9) and print what they "
+            "explain of its step. --no-explain reads the inputs in worker processes (--jobs, --scheduler) instead.",
+        ),
+    ] = True,
 ) -> None:
     """Compare runs: buckets, comm share, exposed comm, collectives and opportunities, with deltas."""
 
     def body() -> None:
-        from ..gate.check import load_source
-        from ..gate.diff import compare
+        from ..gate.diff import compare, explanation, labels, load_with_traces
         from ..reports.gate import render_diff
 
         if len(paths) < 2:
             raise fail("diff needs two or more inputs")
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
+        # each trace read once, its events kept: the explanation replays the first run (§9)
         execution = exec_options(jobs, scheduler, skip_bad)
-        sources = [load_source(p, load_opts, step_opts, execution) for p in paths]
+        loaded = [load_with_traces(p, load_opts, step_opts, execution, keep_traces=explain) for p in paths]
+        sources = [source for source, _ in loaded]
         if options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
             for s in sources:
                 if s.kind == "analysis":
@@ -61,6 +70,18 @@ def diff_command(
                         soft_wrap=True,
                     )
         doc = compare(sources)
+        names = labels(len(sources))
+        first, first_traces = loaded[0]
+        doc["explanations"] = [
+            explanation(first.analysis, first_traces, s.analysis, traces, (names[0], names[i]))
+            for i, (s, traces) in enumerate(loaded[1:], 1)
+            if first_traces is not None and traces is not None
+        ]
+        if explain and (first_traces is None or any(t is None for _, t in loaded[1:])):
+            doc["warnings"].append(
+                "no projection explains the differences of a saved analysis: diff the traces or run folders"
+                " to see what the changes explain (spec §9)"
+            )
         for w in doc["warnings"]:
             stderr_console().print(f"moeprof: warning: {w}", markup=False, highlight=False, soft_wrap=True)
         if json:

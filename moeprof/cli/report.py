@@ -64,6 +64,18 @@ def report_command(
     jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
     skip_bad: SkipBadOption = False,
+    what_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--what-if",
+            metavar="TERM",
+            help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine;"
+            " spec §9). Default: 'balance' for a job of several devices and up to 100,000 activities.",
+        ),
+    ] = None,
+    no_projection: Annotated[
+        bool, typer.Option("--no-projection", help="Draw the measured timeline alone (no projected one).")
+    ] = False,
 ) -> None:
     """Write one self-contained HTML report: timeline per device, bucket bars, collectives, opportunities."""
 
@@ -77,6 +89,12 @@ def report_command(
             raise fail(f"--lanes must be 'device' or 'stream', not {lanes!r}")
         if output.suffix.lower() not in (".html", ".htm"):
             raise fail(f"{output}: the report is HTML: name it *.html")
+        if what_if and (no_projection or (compare and len(paths) > 1)):
+            raise fail("--what-if draws one job's projection: it excludes --no-projection and --compare")
+        if what_if:
+            from ..insight.whatif import parse_terms
+
+            parse_terms(what_if)  # a bad term fails before any trace is read
         options, step_options = analyze_options(
             steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
@@ -88,6 +106,7 @@ def report_command(
             size = report_paths(
                 groups, output, options, step_options, peaks, lanes, max_events,
                 execution=exec_options(jobs, scheduler, skip_bad), progress=advance,
+                what_if=[] if no_projection else what_if,
             )  # fmt: skip
         typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)
 

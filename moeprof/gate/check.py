@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.analysis import Analysis, StepFigures, sum_figures
 from ..errors import InputError
@@ -27,6 +28,9 @@ from ..pipeline import analyze_paths
 from ..readers import discover
 from ..readers.runfolder import ANALYSIS, read_manifest
 from .noise import DEFAULT_ALPHA, NoiseTest, welch_test
+
+if TYPE_CHECKING:
+    from ..core.projection import Projection
 
 CHECK_SCHEMA = "moeprof.check/1"
 
@@ -39,6 +43,8 @@ FIGURES: dict[str, tuple[str, str]] = {
     # §8, where the traces hold several members of a group
     "exposed_wait_fraction": ("ratio", "exposed waiting for the last rank / span"),
     "exposed_transfer_fraction": ("ratio", "exposed transfer / span"),
+    # §9: the step time the `balance` projection saves (every rank as fast as the median rank) / step time
+    "balance_saving": ("ratio", "step saved by balancing the ranks / step"),
 }
 # gate key (config and CLI, underscores or dashes) -> figure
 GATES: dict[str, str] = {f"max_{name}": name for name in FIGURES}
@@ -135,6 +141,20 @@ def load_source(
 
 
 LEDGER_FIGURES = ("exposed_wait_fraction", "exposed_transfer_fraction")
+PROJECTION_FIGURES = ("balance_saving",)  # from the analysis' balance projection (§9), a job figure
+
+
+def balance_projection(analysis: Analysis) -> Projection | None:
+    """The ``balance`` projection the analysis carries (multi-rank jobs), else None."""
+    return next((p for p in analysis.projections if list(p.what_if) == ["balance"]), None)
+
+
+def balance_saving(analysis: Analysis) -> float:
+    """The fraction of the mean step the balance projection saves (0 where the step is empty)."""
+    p = balance_projection(analysis)
+    if p is None:
+        raise KeyError("balance")
+    return p.saving_ns / p.measured_step_ns if p.measured_step_ns else 0.0
 
 
 def checkable(source: Source, figures: tuple[str, ...] = ()) -> Analysis:
@@ -142,6 +162,12 @@ def checkable(source: Source, figures: tuple[str, ...] = ()) -> Analysis:
     a = source.analysis
     if not a.devices:
         raise InputError(source.path, "the analysis holds no device: nothing to gate")
+    if "balance_saving" in figures and balance_projection(a) is None:
+        raise InputError(
+            source.path,
+            "--max-balance-saving needs the balance projection, which moeprof computes for a job of several "
+            "devices (analyze the traces of every rank together); this analysis has none",
+        )
     wanted = [f for f in figures if f in LEDGER_FIGURES]
     if wanted and not a.ledger_matched:
         raise InputError(
@@ -218,6 +244,8 @@ def measure(analysis: Analysis, figure: str, per_device: bool = False) -> Measur
     """The figure on the total (naming the worst device) or on the worst device."""
     if figure not in FIGURES:
         raise KeyError(figure)
+    if figure in PROJECTION_FIGURES:  # one figure of the whole job, whatever the scope
+        return Measure(balance_saving(analysis))
     devices = device_values(analysis, figure)
     worst = max(devices, key=lambda m: m.value) if devices else None
     if per_device:
@@ -494,6 +522,8 @@ def evaluate(analysis: Analysis, config: CheckConfig, baseline: Analysis | None 
     if baseline is not None:
         for figure, (unit, _) in FIGURES.items():
             if figure in LEDGER_FIGURES and not (analysis.ledger_matched and baseline.ledger_matched):
+                continue
+            if figure in PROJECTION_FIGURES:  # gated only when asked for (--max-balance-saving)
                 continue  # the split exists only where both runs had the traces of several members
             base = measure(baseline, figure, config.per_device).value
             limit = base + config.tolerance if unit == "ratio" else base * (1 + config.tolerance)

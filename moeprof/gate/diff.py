@@ -18,12 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
+from pathlib import Path
 
 import pandas as pd
 
 from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Collective, Opportunity
+from ..core.trace import Trace
+from ..errors import InputError
+from ..options import ExecOptions, LoadOptions, StepOptions
+from ..pipeline import analyze_job
+from ..readers import discover
+from ..readers.runfolder import read_manifest
 from ..words import plural
-from .check import Source, measure, step_count, step_time_ns
+from .check import Source, is_analysis_json, load_source, measure, step_count, step_time_ns
 
 DIFF_SCHEMA = "moeprof.diff/1"
 
@@ -357,3 +364,106 @@ def ablation(runs: list[RunInfo], analyses: list[Analysis], step_time_row: dict 
             }
         )
     return {"metric": "tokens_per_second" if use_tokens else "1/step_time", "runs": rows}
+
+
+# ---------------------------------------------------------------- explaining a measured ablation (§9)
+
+
+@dataclass(frozen=True)
+class ChangeRatio:
+    """One change B shows against A, per device and step: a collective kind's transfer (its duration where
+    the ledger did not split it) or the compute time, and the scale() term that applies it to A."""
+
+    what: str  # "all-to-all transfer", "all-reduce duration", "compute"
+    term: str  # scale(kind=all-to-all)=0.5
+    a_ns: float  # per device and step
+    b_ns: float
+    ratio: float
+
+
+def change_ratios(a: Analysis, b: Analysis) -> list[ChangeRatio]:
+    """Per collective kind both runs have, and for compute: B's time over A's, per device and step.
+
+    A kind's time is its transfer (§8: an instance member's end minus the last arrival) where the
+    ledger split both runs, since the projection replays waiting itself; else its whole duration.
+    Kinds only one run has and figures that are 0 in A are left out (no ratio to scale by).
+    """
+    norm_a = max(len(a.devices), 1) * step_count(a)
+    norm_b = max(len(b.devices), 1) * step_count(b)
+    out = []
+    kinds_b = {c.kind for c in b.collectives}
+    split = a.ledger_matched and b.ledger_matched
+    for kind in _kinds(list(a.collectives)):
+        if kind not in kinds_b:
+            continue
+        key = "transfer_ns" if split else "total_ns"
+        a_ns = _by_kind(a.collectives, kind, key) / norm_a
+        b_ns = _by_kind(b.collectives, kind, key) / norm_b
+        if a_ns > 0:
+            what = f"{kind} {'transfer' if split else 'duration'}"
+            out.append(ChangeRatio(what, f"scale(kind={kind})={b_ns / a_ns:.6g}", a_ns, b_ns, b_ns / a_ns))
+    a_ns, b_ns = a.total.compute_ns / norm_a, b.total.compute_ns / norm_b
+    if a_ns > 0:
+        out.append(ChangeRatio("compute", f"scale(bucket=compute)={b_ns / a_ns:.6g}", a_ns, b_ns, b_ns / a_ns))
+    return out
+
+
+def explanation(
+    a: Analysis, a_traces: list[Trace], b: Analysis, b_traces: list[Trace], labels_ab: tuple[str, str] = ("A", "B")
+) -> dict:
+    """What the changes B shows explain of B's step: A projected with them (§9), beside B's measured step.
+
+    ``explained`` is A's measured step minus that projection; ``residual`` is B's measured step minus
+    the projection: what the ratios do not carry (contention, a new kernel, a different schedule).
+    Both steps are §9's ``step_ns`` (mean over steps), B's from its own replay without change.
+    """
+    from ..insight.whatif import project
+
+    ratios = change_ratios(a, b)
+    terms = [r.term for r in ratios]
+    projected = project(a_traces, a, terms)
+    b_step = float(project(b_traces, b, []).measured_step_ns)
+    a_step = float(projected.measured_step_ns)
+    p_step = float(projected.projected_step_ns)
+    return {
+        "reference": labels_ab[0],
+        "run": labels_ab[1],
+        "changes": [
+            {"what": r.what, "term": r.term, "reference_ms": r.a_ns / 1e6, "run_ms": r.b_ns / 1e6, "ratio": r.ratio}
+            for r in ratios
+        ],
+        "what_if": terms,
+        "reference_step_ms": a_step / 1e6,
+        "projected_step_ms": p_step / 1e6,
+        "measured_step_ms": b_step / 1e6,
+        "explained_ms": (a_step - p_step) / 1e6,
+        "measured_change_ms": (a_step - b_step) / 1e6,
+        "residual_ms": (b_step - p_step) / 1e6,
+        "residual_fraction": (b_step - p_step) / b_step if b_step else None,
+    }
+
+
+def load_with_traces(
+    path: Path,
+    options: LoadOptions | None = None,
+    step_options: StepOptions | None = None,
+    execution: ExecOptions | None = None,
+    keep_traces: bool = True,
+) -> tuple[Source, list[Trace] | None]:
+    """A trace or run folder analyzed in this process with its traces kept (a projection replays them);
+    a saved analysis, a run folder that kept only its analysis, or any input when ``keep_traces`` is
+    False, as ``load_source`` reads it (in workers, per ``execution``), without traces."""
+    if not (keep_traces and _replayable(path, options)):
+        return load_source(path, options, step_options, execution), None
+    analysis, traces = analyze_job([path], options, step_options)
+    kind = "run" if path.is_dir() and read_manifest(path) is not None else "trace"
+    return Source(path, kind, analysis), traces
+
+
+def _replayable(path: Path, options: LoadOptions | None) -> bool:
+    if not path.exists() or is_analysis_json(path):
+        return False
+    try:
+        return bool(discover([path], options))
+    except InputError:
+        return False

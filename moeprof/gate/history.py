@@ -23,7 +23,7 @@ from typing import TypeVar
 from ..core.analysis import Analysis
 from ..errors import InputError
 from ..readers.marks import HISTORY_APPLICATION_ID
-from .check import FIGURES, LEDGER_FIGURES, GateResult, measure, step_count, step_time_ns
+from .check import FIGURES, LEDGER_FIGURES, PROJECTION_FIGURES, GateResult, measure, step_count, step_time_ns
 
 BUSY_TIMEOUT_S = 30.0
 RETRY_DEADLINE_S = 120.0
@@ -97,7 +97,8 @@ def key_figures(analysis: Analysis) -> dict[str, float]:
     out: dict[str, float] = {
         name: measure(analysis, name).value
         for name in FIGURES
-        if analysis.ledger_matched or name not in LEDGER_FIGURES  # nothing matched: no split, not a zero
+        if (analysis.ledger_matched or name not in LEDGER_FIGURES)  # nothing matched: no split, not a zero
+        and name not in PROJECTION_FIGURES  # a projection, not a measured figure of the run
     }
     out["step_ms"] = step_time_ns(analysis) / 1e6
     out["steps"] = float(step_count(analysis))

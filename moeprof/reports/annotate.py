@@ -38,6 +38,7 @@ from ..core.trace import Trace
 from ..readers.marks import ANNOTATED_SCHEMA
 
 TRANSFER = "comm moving bytes"  # comm outside its wait parts (§8), beside WAITING
+CRITICAL = "critical path"  # §9: the projected step's critical path (annotate --what-if)
 DERIVED_TID = 100_000  # derived threads sort after any stream
 STEPS_TID = DERIVED_TID - 1
 
@@ -290,11 +291,16 @@ class _Writer:
             self.pool.shutdown(wait=True)
 
 
-def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
+def write_annotated(
+    traces: list[Trace], result: Analysis, out: Path, critical: pd.DataFrame | None = None, what_if: str = ""
+) -> dict:
     """Write the annotated trace (gzipped when ``out`` ends in ``.gz``); returns counts for the CLI.
 
     Activities come from the traces as read; exposed communication and steps from the
-    analysis' timeline view, so the file shows exactly what the figures measured.
+    analysis' timeline view, so the file shows exactly what the figures measured. For a
+    projection (``annotate --what-if``, spec §9) the traces are the projected timeline,
+    ``critical`` its critical path's activities (device, start_ns, end_ns: a ``moeprof:
+    critical path`` thread per device) and ``what_if`` the change, said in ``otherData``.
     """
     activity = concat([t.events for t in traces])
     devices = device_order(activity)
@@ -319,7 +325,7 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
     at = first_rows(pair_all)
     names_at = lookup(name_c[at], name_v, np.nan).tolist()
     tails = [_tail(str(n), args_list[a]) for n, a in zip(names_at, args_code[at].tolist(), strict=True)]
-    counts = {"devices": len(devices), "activities": 0, "exposed": 0, "steps": 0}
+    counts = {"devices": len(devices), "activities": 0, "exposed": 0, "steps": 0, "critical": 0}
     step_numbers: set[int] = set()  # distinct steps, not step windows of every device
     opened = open_gzip(out) if out.suffix == ".gz" else open(out, "wb")
     with opened as fh, _Writer(fh) as writer:
@@ -371,6 +377,10 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
                 comm_s, comm_e = iv.union(start[comm], end[comm])
                 if view.wait[0].size:
                     tracks.append((TRANSFER, *iv.subtract(comm_s, comm_e, *view.wait)))
+            if critical is not None:
+                mine = critical["device"].astype(str).to_numpy() == device
+                c_s, c_e = critical["start_ns"].to_numpy(np.int64), critical["end_ns"].to_numpy(np.int64)
+                tracks.append((CRITICAL, *iv.union(c_s[mine], c_e[mine])))
             for k, (name, seg_s, seg_e) in enumerate(tracks):
                 if not seg_s.size:
                     continue
@@ -382,6 +392,8 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
                 pieces += _slices(pid, tid, seg_s, seg_e, base, _tail(name, {"moeprof": name}))
                 if name == EXPOSED:
                     counts["exposed"] += seg_s.size
+                if name == CRITICAL:
+                    counts["critical"] += seg_s.size
             dev_steps = view.steps if view is not None else pd.DataFrame(columns=["step", "start_ns", "end_ns"])
             if not dev_steps.empty:
                 meta += [
@@ -416,6 +428,7 @@ def write_annotated(traces: list[Trace], result: Analysis, out: Path) -> dict:
                 "time_base_ns": base,
                 "comm_share": result.total.comm_share,
                 "exposed_comm_ns": result.total.exposed_comm_ns,
+                **({"what_if": what_if} if what_if else {}),
             },
         }
         writer.write([b"]," + orjson.dumps(tail)[1:]])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -250,6 +251,44 @@ def render_diff(doc: dict) -> None:
     console.print(diff_table(doc, console.width))
     if doc["ablation"]:
         console.print(ablation_table(doc, console.width))
+    for e in doc.get("explanations") or ():
+        console.print(explanation_table(e))
+        for line in explanation_lines(e):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def explanation_table(e: dict) -> Table:
+    """The changes one run shows against the reference, per device and step, as the projection applies them."""
+    ref, run = e["reference"], e["run"]
+    table = Table(
+        title=f"What {run} changed, per device and step (applied to {ref} as the what-if)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
+    table.add_column("change", justify="left")
+    table.add_column(f"{ref} ms", justify="right", no_wrap=True)
+    table.add_column(f"{run} ms", justify="right", no_wrap=True)
+    table.add_column(f"{run}/{ref}", justify="right", no_wrap=True)
+    table.add_column("what-if", justify="left", overflow="fold")
+    for c in e["changes"]:
+        cells = (f"{c['reference_ms']:,.3f}", f"{c['run_ms']:,.3f}", f"{c['ratio']:.3f}")
+        table.add_row(escape(c["what"]), *cells, escape(c["term"]))
+    return table
+
+
+def explanation_lines(e: dict) -> list[str]:
+    """The projection beside the measured step: what the changes explain, and the residual they do not."""
+    ref, run = e["reference"], e["run"]
+    residual = e["residual_ms"]
+    share = "" if e["residual_fraction"] is None else f" ({e['residual_fraction']:+.1%} of {run}'s step)"
+    return [
+        f"{ref} step {e['reference_step_ms']:,.3f} ms; {ref} with {run}'s changes, projected: "
+        f"{e['projected_step_ms']:,.3f} ms; {run} measured: {e['measured_step_ms']:,.3f} ms.",
+        f"The changes explain {e['explained_ms']:+,.3f} ms of the {e['measured_change_ms']:+,.3f} ms {run} saves;"
+        f" residual {residual:+,.3f} ms{share}: what the ratios do not carry (contention, a new kernel,"
+        " a different schedule).",
+    ]
 
 
 # what ``history`` shows for each stored figure (the stored names stay: they are the database's and the JSON's)

@@ -32,6 +32,12 @@ for the whole window (``bins``: ``o`` its origin and ``w`` its bin width in
 ticks), plus single activities inside a detail window (the first steps that fit
 the cap), so a 1M-event trace stays a few MB and still shows kernels when zoomed
 in there.
+
+Projection (spec §9): for a job of several devices the page draws, beside the
+measured timeline, the timeline the ``balance`` projection replays (or the one
+``--what-if`` asks for) as an input of its own, measured by the same code; its
+lanes carry ``crit``: the critical path's activities (code 8), drawn as a dark
+band under the lane.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from markupsafe import Markup
 from .._version import __version__
 from ..core import intervals as iv
 from ..core.analysis import Analysis, Collective, Figures, Opportunity
+from ..core.projection import CAUSES, Projection
 from ..core.summary import ArrivalSkew, LedgerSummary, arrival_skew, ledger_summary, mean_figures, verdict
 from ..core.timeline import (
     CATEGORIES,
@@ -70,6 +77,7 @@ from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_paths
 from ..readers import TraceSource, discover
 from .annotate import natural_key
+from .projected import ProjectedJob, can_project, project_timeline
 from .terminal import human_bytes
 from .text import (
     duration,
@@ -89,6 +97,9 @@ MIN_BINS = 256
 MAX_TABLE_ROWS = 64  # rows of a per-device table on the page; the JSON has every device
 MAX_LANES = 64  # beyond, the timeline keeps the devices with the most exposed comm (a canvas has a height limit)
 SKEW_ROWS = 6  # arrival-skew rows under the timeline: the collectives with the most time
+CRITICAL = "critical path"  # §9: the projected step's critical path, a band under each lane it crosses
+CRITICAL_CODE = WAIT_CODE + 1
+DEFAULT_PROJECTION_ACTIVITIES = 100_000  # up to this, balance is drawn unasked (projected_by_default)
 COLORS = {
     "compute": "#43a047",
     "comm NVLink": "#00acc1",
@@ -97,6 +108,7 @@ COLORS = {
     "memcpy": "#3949ab",
     "other": "#9e9e9e",
     EXPOSED: "#e53935",
+    CRITICAL: "#212121",
 }
 # the bucket split of accumulated time, keyed by the figure that holds each part
 SPLIT = (
@@ -116,6 +128,9 @@ class ReportInput:
 
     label: str
     analysis: Analysis
+    # §9: set on a projected input: the projection and its critical path's activities (device, start_ns, end_ns)
+    projection: Projection | None = None
+    critical: pd.DataFrame | None = None
 
 
 def per_input_cap(max_events: int, inputs: int) -> int:
@@ -276,6 +291,17 @@ def _wait_track(view: TimelineView, w0: int, w1: int, t0: int, unit: int, grid: 
     return track
 
 
+def _critical_track(critical: pd.DataFrame, device: str, t0: int, t1: int, unit: int) -> dict:
+    """The critical path's activities on one device, drawn whole (a path is one step: few activities)."""
+    mine = critical[critical["device"].astype(str).to_numpy() == device]
+    clip_s, clip_e, _ = iv.clip(
+        *iv.union(mine["start_ns"].to_numpy(np.int64), mine["end_ns"].to_numpy(np.int64)),
+        np.array([t0]),
+        np.array([t1]),
+    )
+    return _track(CRITICAL, clip_s, clip_e, np.full(clip_s.size, CRITICAL_CODE, np.uint8), None, t0, unit, "")
+
+
 def skew_data(rows: Sequence[ArrivalSkew], t0: int, t1: int, unit: int) -> dict:
     """The arrival-skew rows of the timeline: per collective its instances that meet the drawn window."""
     inside = [(row.last_ns >= t0) & (row.first_ns <= t1) for row in rows]
@@ -380,6 +406,8 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
             data["exposed"] = track
             if ledger:
                 data["wait"] = _wait_track(view, w0, w1, t0, unit, grid)
+            if item.critical is not None:
+                data["crit"] = _critical_track(item.critical, view.device, t0, t1, unit)
         data["steps"] = [
             [int((max(s, t0) - t0) // unit), int((min(e, t1) - t0) // unit), int(n)]
             for n, s, e in view.steps[["step", "start_ns", "end_ns"]].itertuples(index=False)
@@ -640,9 +668,18 @@ class OpportunityItem:
     exposed: str
     evidence: str
     remedy: str
+    projected: str = ""  # §9: the step saving if its activities took no time ("" where not projected)
 
 
-def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12) -> list[OpportunityItem]:
+def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12, step_ns: int = 0) -> list[OpportunityItem]:
+    """The opportunities as listed; ``step_ns``: the job's mean step (§9), for a projected saving's share."""
+
+    def projected(o: Opportunity) -> str:
+        if o.projected_saving_ns is None:
+            return ""
+        share = f" ({fmt_pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
+        return f"{fmt_ms(o.projected_saving_ns)} ms{share}"
+
     shown = opportunities[:top]
     return [
         OpportunityItem(
@@ -652,6 +689,7 @@ def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12) -> li
             fmt_ms(o.exposed_ns),
             evidence_text(o),
             remedy,
+            projected(o),
         )
         for o, remedy in zip(shown, remedy_texts(shown), strict=True)
     ]
@@ -746,6 +784,7 @@ class InputPage:
     manifest: Manifest | None
     ledger: LedgerSection | None  # where the cross-rank ledger ran
     skew_rows: int  # arrival-skew rows drawn under the timeline
+    projection: ProjectionView | None = None  # a projected input (§9)
 
 
 def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
@@ -806,10 +845,45 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         step_bars=step_bars,
         collectives=collectives_table(r.collectives, ledger=led is not None and led.instances > 0),
         more_collectives=max(0, len(r.collectives) - 40),
-        opportunities=opportunity_items(r.opportunities),
+        opportunities=opportunity_items(
+            r.opportunities, step_ns=r.projections[0].measured_step_ns if r.projections else 0
+        ),
         manifest=manifest_view(r),
         ledger=None if led is None else ledger_section(r, led, arrival_skew(r, SKEW_ROWS)),
         skew_rows=len((timeline.get("skew") or {}).get("rows", ())),
+        projection=None if item.projection is None else projection_view(item.projection),
+    )
+
+
+@dataclass(frozen=True)
+class ProjectionView:
+    """What the page says of a projection: the change, the step measured and projected, the critical path."""
+
+    what_if: str
+    measured_ms: str
+    projected_ms: str
+    saving: str
+    critical_step: int | None
+    path: Table  # the critical path's time by cause
+    devices: str  # the devices the path crosses
+
+
+def projection_view(p: Projection) -> ProjectionView:
+    total = sum(p.path_by_cause.values())
+    rows = [
+        [cause, fmt_ms(p.path_by_cause.get(cause, 0)), fmt_pct(p.path_by_cause.get(cause, 0) / total if total else 0)]
+        for cause in CAUSES
+        if p.path_by_cause.get(cause, 0)
+    ]
+    crossed = list(dict.fromkeys(seg.device for seg in p.critical_path if seg.device))
+    return ProjectionView(
+        what_if=" ".join(p.what_if) or "(no change)",
+        measured_ms=fmt_ms(p.measured_step_ns),
+        projected_ms=fmt_ms(p.projected_step_ns),
+        saving=f"{fmt_ms(p.saving_ns)} ms ({fmt_pct(p.saving_fraction)} of the step)",
+        critical_step=p.critical_step,
+        path=Table(["cause", "ms", "of the path"], rows, numeric_from=1, cls="path"),
+        devices=", ".join(crossed[:8]) + (f" and {len(crossed) - 8} more" if len(crossed) > 8 else ""),
     )
 
 
@@ -934,17 +1008,17 @@ def _render(items: Sequence[ReportInput], lanes: str, max_events: int, bin_budge
     cap = per_input_cap(max_events, len(items))
     timelines = [timeline_data(it, lanes, cap, bin_budget // len(items)) for it in items]
     single = len(items) == 1
+    measured = [it for it in items if it.projection is None] or list(items)
     if title is None:
-        title = (
-            f"moeprof report · {items[0].label} · {headline(items[0].analysis)}"
-            if single
-            else f"moeprof: {len(items)} inputs compared"
-        )
+        if len(measured) == 1:
+            title = f"moeprof report · {measured[0].label} · {headline(measured[0].analysis)}"
+        else:
+            title = f"moeprof: {len(measured)} inputs compared"
     colors = {on_fabric(name): color for name, color in COLORS.items()}
     data = {
         "version": __version__,
-        "categories": [on_fabric(c) for c in (*CATEGORIES, EXPOSED, WAITING)],
-        "codes": {"exposed": EXPOSED_CODE, "wait": WAIT_CODE},
+        "categories": [on_fabric(c) for c in (*CATEGORIES, EXPOSED, WAITING, CRITICAL)],
+        "codes": {"exposed": EXPOSED_CODE, "wait": WAIT_CODE, "critical": CRITICAL_CODE},
         "colors": colors,
         "inputs": timelines,
     }
@@ -1019,17 +1093,44 @@ def report_paths(
     max_events: int = RAW_EVENTS_CAP,
     execution: ExecOptions | None = None,
     progress: Callable[[TraceSource], None] | None = None,
+    what_if: Sequence[str] | None = None,
 ) -> int:
     """``moeprof report``: each group of paths is one input (one job); several are compared.
 
-    Returns the size written, in bytes.
+    One job is drawn beside its projection (§9): ``what_if``'s terms when given (an empty list: no
+    projection), else ``balance`` where :func:`projected_by_default`. Returns the size written, in bytes.
     """
     labels = distinct_labels(input_label(list(g)) for g in groups)
+    project_one = len(groups) == 1 and what_if != []
+    inputs = 2 if project_one else len(groups)
     items = [
         ReportInput(
             label,
-            analyze_input(g, options, step_options, link_peaks, lanes, max_events, len(groups), execution, progress),
+            analyze_input(g, options, step_options, link_peaks, lanes, max_events, inputs, execution, progress),
         )
         for label, g in zip(labels, groups)
     ]
+    if project_one and (what_if or projected_by_default(items[0].analysis)):
+        files = len(discover(list(groups[0]), options))
+        timeline = timeline_options(lanes, max_events, inputs, files)
+        projected = project_timeline([], items[0].analysis, list(what_if or ["balance"]), timeline)
+        items.append(projected_input(items[0].label, projected))
     return write_report(items, out, lanes=lanes, max_events=max_events)
+
+
+def projected_by_default(analysis: Analysis) -> bool:
+    """Whether the page draws the balance projection unasked: a job of several devices and at most
+    ``DEFAULT_PROJECTION_ACTIVITIES`` activities. Measuring the projected timeline costs about what
+    measuring the job did, so a larger job gets it with ``--what-if balance`` (the report stays within
+    1.3x analyze's time, benchmarks/bench_xplane.py)."""
+    return (
+        len(analysis.devices) > 1
+        and can_project(analysis)
+        and analysis.replay is not None
+        and analysis.replay.size <= DEFAULT_PROJECTION_ACTIVITIES
+    )
+
+
+def projected_input(label: str, projected: ProjectedJob) -> ReportInput:
+    """The projected timeline as an input of the page, beside the measured one."""
+    return ReportInput(f"{label} · {projected.label}", projected.analysis, projected.projection, projected.critical)

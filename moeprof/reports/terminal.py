@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -34,6 +35,7 @@ from ..core.summary import (
 from ..words import plural
 from .text import (
     NBSP,
+    balance_sentence,
     duration,
     evidence_text,
     fabric_words,
@@ -49,6 +51,9 @@ from .text import (
     step_name,
     verdict_lines,
 )
+
+if TYPE_CHECKING:  # the projection is imported by whoever computes it, not by every report
+    from ..insight.payoff import BalanceVerdict, Payoff
 
 PIPED_WIDTH = 160  # a report piped into a CI log without COLUMNS: wide, tables are not folded
 DEVICE_ROWS_AUTO = 16  # up to this many devices every one gets a row; more: statistics and the worst ones
@@ -389,6 +394,8 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     The number sits in its own column so that wrapped lines keep their indent.
     """
     steps = step_count(result)
+    # §9: the job's mean step, for a projected saving's share of it (any projection measured it)
+    step_ns = result.projections[0].measured_step_ns if result.projections else 0
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
@@ -402,13 +409,19 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
             amount = spaced(duration(o.saving_bound_ns))
         head = Text(o.title[:90], style="bold", overflow="fold")
         head.append(f"  save up to {amount} on the worst device ({bound})", style="bold red")
+        if o.projected_saving_ns is not None:
+            share = f" ({pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
+            projected = f"projected without it: the step {spaced(duration(o.projected_saving_ns))}{share} shorter"
+            head.append(f"; {projected}", style="bold")
         # a flag list longer than the line folds instead of being cut
         body = Text(f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {remedy}", overflow="fold")
         grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))
     content: RenderableType = grid
     if not result.opportunities:
         content = Text("No exposed communication or launch overhead found: nothing to hide.")
-    return Panel(content, title="Opportunities (ranked by saving bound)", title_align="left")
+    ranked_by_projection = any(o.projected_saving_ns is not None for o in result.opportunities)
+    ranking = "projected saving" if ranked_by_projection else "saving bound"
+    return Panel(content, title=f"Opportunities (ranked by {ranking})", title_align="left")
 
 
 def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | None:
@@ -431,6 +444,35 @@ def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | N
     table.add_column("others waited\nfor it, ms", justify="right", no_wrap=True)
     for r in shown:
         table.add_row(r.device, f"{r.straggler_count:,} of {r.instances:,}", pct(r.last_share), ms(r.caused_wait_ns))
+    return table
+
+
+def payoff_table(bought: Sequence[Payoff], width: int = PIPED_WIDTH) -> Table:
+    """What would it buy (§9): per change the projected step and the saving; the measured step (the job's,
+    the same for every row) is in the title. Narrower than ``width``, the what-if column goes."""
+    step = bought[0].projection.measured_step_ns if bought else 0
+    table = Table()
+    for with_terms in (True, False):
+        table = Table(
+            title=f"What would it buy (projected; the step is {ms(step)} ms, the job's mean)",
+            title_justify="left",
+            caption="each row is `analyze --what-if TERM`" + ("" if with_terms else " (a wider console shows TERM)"),
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+        )
+        table.add_column("change", overflow="fold")
+        if with_terms:
+            table.add_column("what-if", overflow="fold", style="dim")
+        table.add_column("projected ms", justify="right", no_wrap=True)
+        table.add_column("saving ms", justify="right", no_wrap=True)
+        table.add_column("saving", justify="right", no_wrap=True)
+        for b in bought:
+            p = b.projection
+            cells = [ms(p.projected_step_ns), ms(p.saving_ns), pct(b.saving_fraction)]
+            table.add_row(b.label, *([" ".join(b.terms)] if with_terms else []), *cells)
+        if natural_width(table) <= width:
+            break
     return table
 
 
@@ -476,17 +518,38 @@ def device_rows_shown(n_devices: int, devices: int | str | None) -> int | None:
     return int(devices)
 
 
-def render(result: Analysis, console: Console | None = None, top: int = 8, devices: int | str | None = None) -> None:
-    """The report. ``devices``: "all", a number of worst devices to list, or None (automatic, see above)."""
+def render(
+    result: Analysis,
+    console: Console | None = None,
+    top: int = 8,
+    devices: int | str | None = None,
+    bought: Sequence[Payoff] = (),
+    balance: BalanceVerdict | None = None,
+) -> None:
+    """The report. ``devices``: "all", a number of worst devices to list, or None (automatic, see above).
+
+    ``bought``: the projections of the "what would it buy" table (:func:`moeprof.insight.payoff.payoffs`);
+    ``balance``: the verdict's balance line, where balancing the ranks matters.
+    """
     with fabric_words(scale_up_word(result)):
-        _render(result, console or make_console(), top, devices)
+        _render(result, console or make_console(), top, devices, bought, balance)
 
 
-def _render(result: Analysis, console: Console, top: int, devices: int | str | None) -> None:
+def _render(
+    result: Analysis,
+    console: Console,
+    top: int,
+    devices: int | str | None,
+    bought: Sequence[Payoff],
+    balance: BalanceVerdict | None,
+) -> None:
     width = console.width
     colour = has_colour(console)
     v = verdict(result)
-    for sentence in verdict_lines(v):
+    sentences = verdict_lines(v)
+    if balance is not None:
+        sentences.append(balance_sentence(balance.balance, balance.kind, balance.kind_bound))
+    for sentence in sentences:
         for line in wrap(sentence, width):
             console.print(Text(line, style="bold"), soft_wrap=True)
     for parts in (headline(v), ledger_headline(v)):
@@ -513,6 +576,8 @@ def _render(result: Analysis, console: Console, top: int, devices: int | str | N
         stragglers = straggler_table(v.ledger)
         if stragglers is not None:
             console.print(stragglers)
+    if bought:
+        console.print(payoff_table(bought, width))
     if result.collectives:
         console.print(collectives_table(result, top, width))
     console.print(opportunities_panel(result, top))
@@ -520,4 +585,4 @@ def _render(result: Analysis, console: Console, top: int, devices: int | str | N
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
-__all__ = ["bucket_bar", "device_table", "make_console", "render", "split_table", "straggler_table"]
+__all__ = ["bucket_bar", "device_table", "make_console", "payoff_table", "render", "split_table", "straggler_table"]

@@ -10,6 +10,7 @@
   var COLORS = CATS.map(function (c) { return DATA.colors[c]; });
   var EXPOSED = DATA.codes.exposed;
   var WAIT = DATA.codes.wait;  // the ledger's wait parts of comm (spec §8), drawn as a paler shade of comm
+  var CRIT = DATA.codes.critical;  // a projection's critical path (spec §9), a dark band under the lane
   var COMM_CODES = [1, 2, 3];
   var PALE = 'rgba(255, 255, 255, 0.6)';
   var SKEW_COLOR = '#6d4c41';
@@ -20,6 +21,7 @@
   var AXIS = 36;      // time axis and step labels
   var TRACK = { device: 17, stream: 15 };
   var EXPOSED_H = 8;
+  var CRIT_H = 5;
   var GAP = 10;
   var SKEW_HEAD = 20;  // heading of the arrival-skew rows
   var SKEW_H = 13;
@@ -121,7 +123,8 @@
         label: lane.label, group: lane.group, steps: lane.steps, device: lane.device, stream: lane.stream,
         tracks: lane.tracks.map(function (t) { return decodeTrack(t, lb); }),
         exposed: lane.exposed ? decodeTrack(lane.exposed, lb) : null,
-        ownWait: lane.wait ? decodeTrack(lane.wait, lb) : null
+        ownWait: lane.wait ? decodeTrack(lane.wait, lb) : null,
+        crit: lane.crit ? decodeTrack(lane.crit, lb) : null
       };
     });
     // the wait parts are per device: every lane of the device (its streams) shades its comm with them
@@ -132,7 +135,7 @@
     var self = this;
     this.lanes.forEach(function (lane, i) {
       lane.y = self.height;
-      lane.h = lane.tracks.length * self.trackH + (lane.exposed ? EXPOSED_H + 3 : 0);
+      lane.h = lane.tracks.length * self.trackH + (lane.exposed ? EXPOSED_H + 3 : 0) + (lane.crit ? CRIT_H + 3 : 0);
       var next = self.lanes[i + 1];
       // lanes of one device sit close together; devices are set apart
       self.height += lane.h + (next && next.group === lane.group ? 2 : GAP);
@@ -321,6 +324,7 @@
     var prevGroup = null;
     var drawn = 0;
     var paled = 0;
+    var critical = 0;
     this.rows = [];
     this.lanes.forEach(function (lane) {
       var y = lane.y;
@@ -369,6 +373,16 @@
         self.paint(self.coverage(lane.exposed), [EXPOSED], GUTTER, ey, EXPOSED_H);
         self.rows.push({ y: ey - 1, h: EXPOSED_H + 2, lane: lane, track: lane.exposed });
       }
+      if (lane.crit) {
+        var cy = y + lane.tracks.length * self.trackH + (lane.exposed ? EXPOSED_H + 3 : 0) + 1;
+        ctx.fillStyle = '#212121';
+        ctx.fillText('critical path', GUTTER - 6, cy + CRIT_H / 2);
+        ctx.fillStyle = '#eeeeee';
+        ctx.fillRect(GUTTER, cy, self.plotW, CRIT_H);
+        self.paint(self.coverage(lane.crit), lane.crit.codes, GUTTER, cy, CRIT_H);  // none: a lane off the path
+        self.rows.push({ y: cy - 1, h: CRIT_H + 2, lane: lane, track: lane.crit });
+        critical += lane.crit.n;
+      }
       ctx.textAlign = 'left';
       // step boundaries of this lane's device
       ctx.strokeStyle = '#616161';
@@ -385,6 +399,7 @@
     });
     this.drawn = drawn;
     this.paled = paled;
+    this.critical = critical;  // critical-path activities in the drawn lanes
     this.drawSkew();
     this.root.setAttribute('data-lanes-drawn', String(drawn));
   };
@@ -662,7 +677,7 @@
       });
       return {
         zoomed: zoomed, panned: panned, reset: reset, hovered: hovered,
-        wait: wait, paled: t.paled, skew: skew, skewBars: t.skewBars || 0
+        wait: wait, paled: t.paled, skew: skew, skewBars: t.skewBars || 0, critical: t.critical || 0
       };
     });
     var ok = results.every(function (x) {
@@ -683,6 +698,7 @@
   status.setAttribute('data-timelines', String(timelines.length));
   status.setAttribute('data-lanes', String(lanes));
   status.setAttribute('data-inked', String(inked));
+  status.setAttribute('data-critical', String(timelines.reduce(function (n, t) { return n + (t.critical || 0); }, 0)));
   var failed = document.documentElement.hasAttribute('data-errors');
   status.setAttribute('data-ok', failed ? 'error' : '1');
   status.textContent = failed ? 'the timeline script reported errors (listed below)' :

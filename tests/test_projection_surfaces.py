@@ -1,0 +1,422 @@
+"""The projection's surfaces (spec §9): the terminal's "what would it buy" table and verdict line, the
+HTML report's projected timeline with its critical path, ``annotate --what-if``, ``check
+--max-balance-saving`` and ``diff``'s explanation of a measured ablation.
+
+Each figure shown is checked against a computation of its own: the engine's ``project`` called
+directly with the row's terms, the analysis JSON's projections, ratios worked out by hand on
+hand-built analyses, and the written files read back by moeprof's own readers.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from moeprof.cli import app
+from moeprof.cli.analyze import what_would_it_buy
+from moeprof.core import intervals as iv
+from moeprof.core.analysis import Analysis, Collective, DeviceFigures, Figures, StepFigures
+from moeprof.core.summary import verdict
+from moeprof.gate.diff import change_ratios
+from moeprof.insight.payoff import balance_verdict, comm_kinds, payoffs
+from moeprof.insight.whatif import project, projected_events
+from moeprof.pipeline import analyze_job, analyze_paths, load
+from moeprof.reports import terminal
+from moeprof.reports.text import duration, ms, pct, verdict_lines
+
+from .conftest import SAMPLES
+from .test_report import chromium, needs_chromium
+
+runner = CliRunner()
+CPU = SAMPLES / "cpu_moe_8dev"  # 8 devices, a run folder: the ledger matches, balance is projected
+ONE_RANK = SAMPLES / "synthetic_2host_4gpu_kineto" / "rank0.pt.trace.json.gz"  # one device: no balance
+
+
+def invoke(*args: str | Path):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def job() -> tuple[Analysis, list]:
+    return analyze_job([CPU])
+
+
+@pytest.fixture(scope="module")
+def result() -> Analysis:
+    return analyze_paths([CPU])
+
+
+def same(a, b) -> bool:
+    return (a.measured_step_ns, a.projected_step_ns, a.saving_ns) == (
+        b.measured_step_ns,
+        b.projected_step_ns,
+        b.saving_ns,
+    )
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def test_payoff_rows_are_the_projections_of_their_terms(result, job):
+    analysis, traces = job
+    bought = payoffs(result)
+    kinds = comm_kinds(result)
+    expected_terms = [("balance",)]
+    expected_terms += [(f"scale(opportunity={i})=0",) for i in range(1, min(3, len(result.opportunities)) + 1)]
+    expected_terms += [(f"scale(kind={k})=0.5",) for k in kinds]
+    assert [b.terms for b in bought] == expected_terms
+    assert set(kinds) == {c.kind for c in result.collectives}
+    for b in bought:
+        # the same terms projected from the traces, through the public function
+        direct = project(traces, analysis, list(b.terms))
+        assert same(b.projection, direct), b.terms
+        assert b.saving_fraction == pytest.approx(direct.saving_ns / direct.measured_step_ns)
+        assert b.projection.saving_ns == b.projection.measured_step_ns - b.projection.projected_step_ns
+
+
+def test_balance_verdict_names_the_best_free_collective_kind(result, job):
+    analysis, traces = job
+    bought = payoffs(result)
+    bv = balance_verdict(result, bought)
+    balance = project(traces, analysis, ["balance"])
+    fraction = balance.saving_ns / balance.measured_step_ns
+    assert fraction >= 0.05  # this job's imbalance matters (rank 7 computes 3.4x the median)
+    assert bv is not None and bv.balance == pytest.approx(fraction)
+    bounds = {}
+    for kind in {c.kind for c in result.collectives}:
+        free = project(traces, analysis, [f"scale(kind={kind})=0"])
+        bounds[kind] = free.saving_ns / free.measured_step_ns
+    best = max(bounds, key=lambda k: bounds[k])
+    assert bv.kind == best and bv.kind_bound == pytest.approx(bounds[best])
+
+
+def rendered(result: Analysis, **kwargs) -> str:
+    buf = io.StringIO()
+    terminal.render(result, Console(file=buf, width=200, color_system=None), **kwargs)
+    return buf.getvalue()
+
+
+def test_terminal_prints_what_it_would_buy_after_the_ledger(result):
+    bought, bv = what_would_it_buy(result)
+    text = rendered(result, bought=bought, balance=bv)
+    lines = text.splitlines()
+    # the first lines stay what they were; the balance line comes after them
+    assert lines[:2] == [terminal.spaced(v) for v in verdict_lines(verdict(result))]
+    assert lines[2] == (
+        f"Balancing the ranks would save {bv.balance:.0%} of the step; a faster {bv.kind} at most"
+        f" {bv.kind_bound:.0%} (projected, see what would it buy)."
+    )
+    plain = rendered(result).splitlines()
+    assert plain[:2] == lines[:2] and plain[2] == lines[3]  # then the headline, as before
+    head = text.index("What would it buy")
+    assert text.index("Last to arrive") < head < text.index("Top collectives")
+    table = text[head : text.index("Top collectives")]
+    assert f"the step is {ms(bought[0].projection.measured_step_ns)} ms" in table
+    for b in bought:
+        p = b.projection
+        assert p.measured_step_ns == bought[0].projection.measured_step_ns  # one job, one measured step
+        row = next(ln for ln in table.splitlines() if " ".join(b.terms) in ln)
+        assert re.search(
+            rf"{re.escape(ms(p.projected_step_ns))}\s+{re.escape(ms(p.saving_ns))}\s+{re.escape(pct(b.saving_fraction))}",
+            row,
+        ), row
+
+
+def test_terminal_without_projections_is_unchanged(result):
+    # no payoffs given: the report is the one before this change (no table, no balance line)
+    text = rendered(result)
+    assert "What would it buy" not in text and "Balancing the ranks" not in text
+    # a saved analysis keeps no replay columns: nothing to project, no table
+    saved = Analysis.from_json(json.loads(json.dumps(result.to_json())))
+    assert what_would_it_buy(saved) == ([], None)
+
+
+def test_analyze_cli_shows_the_table():
+    res = invoke("analyze", CPU)
+    assert res.exit_code == 0, res.output
+    assert "What would it buy" in res.stdout and "Balancing the ranks would save" in res.stdout
+
+
+# ---------------------------------------------------------------- check --max-balance-saving
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> tuple[Path, float]:
+    out = tmp_path_factory.mktemp("saved") / "analysis.json"
+    res = invoke("analyze", CPU, "--json")
+    assert res.exit_code == 0, res.output
+    out.write_text(res.stdout)
+    doc = json.loads(res.stdout)
+    balance = doc["projections"][0]
+    assert balance["what_if"] == ["balance"]
+    return out, balance["saving_ns"] / balance["step_ns"]["measured"]
+
+
+def test_check_gates_the_balance_saving(saved):
+    path, fraction = saved
+    assert 0.05 < fraction < 0.5
+    for source in (CPU, path):  # the trace, and a saved analysis (its projections are in the JSON)
+        res = invoke("check", source, "--max-balance-saving", f"{fraction + 0.01:.4f}", "--json")
+        assert res.exit_code == 0, res.output
+        (gate,) = json.loads(res.stdout)["gates"]
+        assert gate["name"] == "max-balance-saving" and gate["value"] == pytest.approx(fraction)
+        res = invoke("check", source, "--max-balance-saving", f"{fraction - 0.01:.4f}")
+        assert res.exit_code == 1
+        assert "max-balance-saving FAILED" in res.stderr
+
+
+def test_check_balance_saving_needs_several_devices():
+    res = invoke("check", ONE_RANK, "--max-balance-saving", "0.1")
+    assert res.exit_code == 2
+    assert "needs the balance projection" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- diff
+
+
+def _device(name: str, compute: int) -> DeviceFigures:
+    return DeviceFigures(device=name, host=name.split("/")[0], compute_ns=compute, accumulated_ns=compute)
+
+
+def _collective(kind: str, total: int, transfer: int | None) -> Collective:
+    return Collective(
+        name=f"{kind}.1", kind=kind, link="nvlink", count=4, devices=2, total_ns=total, exposed_ns=total,
+        transfer_ns=transfer, wait_ns=None if transfer is None else total - transfer,
+    )  # fmt: skip
+
+
+def _analysis(devices: int, steps: int, compute: int, collectives: tuple[Collective, ...], ledger: bool) -> Analysis:
+    devs = tuple(_device(f"h/GPU:{i}", compute // devices) for i in range(devices))
+    step_rows = tuple(StepFigures(step=s, device=d.device) for s in range(steps) for d in devs)
+    return Analysis(
+        inputs=("x",),
+        devices=devs,
+        total=Figures(compute_ns=compute, accumulated_ns=compute),
+        collectives=collectives,
+        steps=step_rows,
+        ledger={"instances": 3} if ledger else None,
+    )
+
+
+def test_change_ratios_are_b_over_a_per_device_and_step():
+    # A: 2 devices, 2 steps; B: 4 devices, 3 steps; times per device and step worked out by hand
+    a = _analysis(2, 2, 8_000, (_collective("all-to-all", 4_000, 1_000), _collective("all-reduce", 2_000, 800)), True)
+    b = _analysis(4, 3, 12_000, (_collective("all-to-all", 6_000, 3_600), _collective("all-gather", 500, 100)), True)
+    got = {r.what: r for r in change_ratios(a, b)}
+    # all-to-all transfer: A 1000/(2*2) = 250 ns, B 3600/(4*3) = 300 ns -> 1.2; all-reduce is only in A,
+    # all-gather only in B: no ratio
+    assert set(got) == {"all-to-all transfer", "compute"}
+    assert got["all-to-all transfer"].ratio == pytest.approx(300 / 250)
+    assert got["all-to-all transfer"].term == "scale(kind=all-to-all)=1.2"
+    # compute: A 8000/4 = 2000, B 12000/12 = 1000 -> 0.5
+    assert got["compute"].ratio == pytest.approx(0.5) and got["compute"].term == "scale(bucket=compute)=0.5"
+    # without the ledger in one run, the kind's whole duration: A 4000/4 = 1000, B 6000/12 = 500
+    b_single = _analysis(4, 3, 12_000, (_collective("all-to-all", 6_000, None),), False)
+    (kind, _) = change_ratios(a, b_single)
+    assert kind.what == "all-to-all duration" and kind.ratio == pytest.approx(0.5)
+
+
+def test_diff_of_a_run_with_itself_explains_nothing_and_leaves_no_residual():
+    res = invoke("diff", CPU, CPU, "--json")
+    assert res.exit_code == 0, res.output
+    (e,) = json.loads(res.stdout)["explanations"]
+    assert e["changes"] and all(c["ratio"] == pytest.approx(1.0) for c in e["changes"])
+    assert all(c["term"].endswith("=1") for c in e["changes"])
+    assert e["projected_step_ms"] == pytest.approx(e["reference_step_ms"])
+    assert e["measured_step_ms"] == pytest.approx(e["reference_step_ms"])
+    assert e["explained_ms"] == pytest.approx(0) and e["residual_ms"] == pytest.approx(0)
+
+
+def test_diff_explains_a_projected_ablation(tmp_path, job):
+    """B is A's projection written as a trace (annotate --what-if): its step is the projection's step, so the
+    diff's projection of A with B's compute and all-to-all ratios lands near B's measured step."""
+    analysis, traces = job
+    b_path = tmp_path / "b.trace.json.gz"
+    res = invoke("annotate", CPU, "--what-if", "scale(bucket=compute)=0.5", "-o", b_path)
+    assert res.exit_code == 0, res.output
+    res = invoke("diff", CPU, b_path, "--json")
+    assert res.exit_code == 0, res.output
+    (e,) = json.loads(res.stdout)["explanations"]
+    compute = next(c for c in e["changes"] if c["what"] == "compute")
+    assert compute["ratio"] == pytest.approx(0.5, abs=0.01)
+    direct = project(traces, analysis, e["what_if"])
+    assert e["projected_step_ms"] == pytest.approx(direct.projected_step_ns / 1e6)
+    assert e["residual_ms"] == pytest.approx(e["measured_step_ms"] - e["projected_step_ms"])
+    res = invoke("diff", CPU, b_path)
+    assert res.exit_code == 0 and "The changes explain" in res.stdout
+
+
+# ---------------------------------------------------------------- annotate --what-if
+
+
+def test_annotate_what_if_writes_the_projected_activities(tmp_path, job):
+    analysis, traces = job
+    out = tmp_path / "p.trace.json.gz"
+    res = invoke("annotate", CPU, "--what-if", "balance", "-o", out)
+    assert res.exit_code == 0, res.output
+    assert "projected with balance" in res.stderr
+    events = projected_events(traces, analysis, ["balance"])
+    back = load([out])
+    got = back[0].events if len(back) == 1 else None
+    assert got is not None and len(got) == len(events)
+    # the file names its devices GPU:0.. in the order of their names; times are µs floats from a base
+    names = sorted(str(d) for d in events["device"].unique())
+    shift_want = int(events["start_ns"].min())
+    shift_have = int(got["start_ns"].min())
+    for i, device in enumerate(names):
+        mine = events[events["device"].astype(str) == device]
+        theirs = got[got["device"].astype(str).str.endswith(f"/GPU:{i}")]
+        want = np.sort(np.stack([mine["start_ns"], mine["end_ns"]], 1).astype(np.int64) - shift_want, axis=0)
+        have = np.sort(np.stack([theirs["start_ns"], theirs["end_ns"]], 1).astype(np.int64) - shift_have, axis=0)
+        assert np.array_equal(have, want), device
+    # the critical path track: per device the union of the critical rows
+    import gzip
+
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    assert doc["otherData"]["what_if"] == "balance"
+    crit_tids = {
+        (e["pid"], e["tid"])
+        for e in doc["traceEvents"]
+        if e.get("ph") == "M" and e["args"].get("name") == "moeprof: critical path"
+    }
+    slices = [e for e in doc["traceEvents"] if e.get("ph") == "X" and (e["pid"], e["tid"]) in crit_tids]
+    crit = events[events["critical"]]
+    expected = sum(
+        iv.union(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))[0].size
+        for _, g in crit.groupby("device", observed=True)
+    )
+    assert expected > 0 and len(slices) == expected
+
+
+def test_annotate_refuses_a_bad_term(tmp_path):
+    res = invoke("annotate", CPU, "--what-if", "scale(bucket=gpu)=2", "-o", tmp_path / "x.json")
+    assert res.exit_code == 2 and "scale(bucket=gpu)=2" in res.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+# ---------------------------------------------------------------- HTML report
+
+
+def embedded(text: str) -> dict:
+    m = re.search(r'<script type="application/json" id="moeprof-data">(.*?)</script>', text, re.S)
+    assert m
+    return json.loads(m.group(1))
+
+
+def test_report_draws_the_projection_beside_the_measured_timeline(tmp_path, job):
+    analysis, traces = job
+    out = tmp_path / "r.html"
+    res = invoke("report", CPU, "-o", out)
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    data = embedded(text)
+    measured, projected = data["inputs"]
+    assert data["codes"]["critical"] == 8 and data["categories"][8] == "critical path"
+    assert all("crit" not in lane for lane in measured["lanes"])
+    events = projected_events(traces, analysis, ["balance"])
+    crit = events[events["critical"]]
+    unit = projected["unit"]
+    for lane in projected["lanes"]:
+        d = np.frombuffer(base64.b64decode(lane["crit"]["d"]), "<u4").astype(np.int64)
+        mine = crit[crit["device"].astype(str) == lane["label"]]
+        s, e = iv.union(mine["start_ns"].to_numpy(np.int64), mine["end_ns"].to_numpy(np.int64))
+        assert lane["crit"]["n"] == s.size
+        assert int(d.sum()) * unit == pytest.approx(int((e - s).sum()), abs=unit * max(s.size, 1))
+    assert sum(lane["crit"]["n"] for lane in projected["lanes"]) > 0
+    p = project(traces, analysis, ["balance"])
+    assert f"{p.projected_step_ns / 1e6:,.3f} ms projected" in text
+    assert "Critical path by cause" in text
+    # the measured page lists each opportunity's projected saving, ranked by it
+    assert "Opportunities, ranked by projected saving" in text
+    for o in analysis.opportunities[:12]:
+        if o.projected_saving_ns is not None:
+            share = o.projected_saving_ns / p.measured_step_ns
+            assert f"the step {o.projected_saving_ns / 1e6:,.3f} ms ({100 * share:.1f}%) shorter" in text
+    # the measured page is the first; the title is still the measured job's
+    assert "<title>moeprof report · cpu_moe_8dev" in text
+
+
+def test_report_what_if_and_no_projection(tmp_path):
+    out = tmp_path / "r.html"
+    res = invoke("report", CPU, "-o", out, "--what-if", "scale(kind=all-to-all)=0.5")
+    assert res.exit_code == 0, res.output
+    assert len(embedded(out.read_text())["inputs"]) == 2
+    assert "scale(kind=all-to-all)=0.5" in out.read_text()
+    res = invoke("report", CPU, "-o", out, "--no-projection")
+    assert res.exit_code == 0 and len(embedded(out.read_text())["inputs"]) == 1
+    res = invoke("report", CPU, "-o", out, "--what-if", "scale(nope)=1")
+    assert res.exit_code == 2 and "scale(nope)=1" in res.stderr
+
+
+@pytest.fixture(scope="module")
+def ablation_pair(tmp_path_factory) -> tuple[Path, Path, dict]:
+    """The simulated job (synthetic/counterfactual.py) and the same job run again with its all-to-all
+    transfers halved: a measured ablation whose cause is known."""
+    from synthetic.counterfactual import write_job
+
+    base = tmp_path_factory.mktemp("ablation")
+    write_job(base / "a", ranks=8, steps=3, layers=3, seed=4)
+    _, rerun = write_job(base / "b", ranks=8, steps=3, layers=3, seed=4, change="half-all-to-all")
+    return base / "a", base / "b", {"step_ns": rerun.step_times()}
+
+
+def test_diff_explains_a_halved_all_to_all(ablation_pair):
+    a, b, truth = ablation_pair
+    res = invoke("diff", a, b, "--json")
+    assert res.exit_code == 0, res.output
+    (e,) = json.loads(res.stdout)["explanations"]
+    ratios = {c["what"]: c for c in e["changes"]}
+    # the ledger splits both runs: the all-to-all's transfer (end minus last arrival) is what halved
+    assert ratios["all-to-all transfer"]["ratio"] == pytest.approx(0.5, abs=0.005)
+    assert ratios["compute"]["ratio"] == pytest.approx(1.0, abs=0.005)
+    # B's measured step is the simulation's (mean over steps); the projection explains it within 5%
+    assert e["measured_step_ms"] == pytest.approx(np.mean(truth["step_ns"]) / 1e6, rel=1e-6)
+    assert abs(e["residual_fraction"]) < 0.05
+    assert e["explained_ms"] == pytest.approx(e["reference_step_ms"] - e["projected_step_ms"])
+    assert e["explained_ms"] > 0.5 * e["measured_change_ms"] > 0
+
+
+@needs_chromium
+def test_browser_draws_the_projected_timeline_and_its_critical_path(tmp_path):
+    out = tmp_path / "r.html"
+    res = invoke("report", CPU, "-o", out)
+    assert res.exit_code == 0, res.output
+    res = chromium(tmp_path, "--dump-dom", f"{out.as_uri()}#selftest")
+    status = re.search(r'<span id="moeprof-status"([^>]*)>', res.stdout)
+    assert status, f"page did not render: {res.stderr[-2000:]}"
+    attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', status.group(1)))
+    assert attrs["data-ok"] == "1", res.stdout[-3000:]
+    assert attrs["data-timelines"] == "2" and attrs["data-lanes"] == "16"
+    # every critical-path activity of the drawn lanes was decoded and painted
+    crit = sum(lane["crit"]["n"] for lane in embedded(out.read_text())["inputs"][1]["lanes"])
+    assert int(attrs["data-critical"]) == crit > 0
+    assert attrs["data-selftest"] == "ok", attrs.get("data-selftest-detail")
+
+
+def test_opportunities_panel_gives_each_projected_saving(result):
+    text = rendered(result)
+    assert "Opportunities (ranked by projected saving)" in text
+    step = result.projections[0].measured_step_ns
+    flat = " ".join(text.split())  # the panel wraps lines
+    for o in result.opportunities[:8]:
+        if o.projected_saving_ns is None:
+            continue
+        said = f"projected without it: the step {terminal.spaced(duration(o.projected_saving_ns))}"
+        assert f"{said} ({pct(o.projected_saving_ns / step)}) shorter" in flat.replace("│ ", "")
+
+
+def test_the_asked_what_if_leads_the_table(job):
+    analysis, traces = job
+    asked = analyze_paths([CPU], what_if=["scale(kind=all-to-all)=0.25", "scale(bucket=compute)=0.8"])
+    first, second = payoffs(asked)[:2]
+    assert first.terms == ("scale(kind=all-to-all)=0.25", "scale(bucket=compute)=0.8")
+    assert same(first.projection, project(traces, analysis, list(first.terms)))
+    assert second.terms == ("balance",)
