@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.events import make_table
+from ..core.events import column_codes, make_table
 from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext
@@ -56,6 +56,7 @@ class Agents:
     by_logical: dict[int, int | None]  # Logical_Node_Id -> GPU index (None: not a GPU)
     names: dict[int, str]  # GPU index -> product name
     n_gpus: int  # GPUs of the node (0: no agent list)
+    source: str = ""  # the agent list's file name
 
 
 # ---- CSV ---------------------------------------------------------------------------------------------------------
@@ -79,7 +80,9 @@ def _header(path: Path) -> list[str]:
     return [c.strip() for c in row]
 
 
-def read_csv_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...], what: str) -> pd.DataFrame:
+def read_csv_table(
+    path: Path, required: tuple[str, ...], optional: tuple[str, ...], what: str, categories: bool = True
+) -> pd.DataFrame:
     """The columns a reader needs from one rocprofv3 CSV, every row; a missing column, a cut or malformed
     row, or a time that is no integer is refused in one line naming the file."""
     header = _header(path)
@@ -94,7 +97,8 @@ def read_csv_table(path: Path, required: tuple[str, ...], optional: tuple[str, .
         frame = pd.read_csv(
             path,
             usecols=wanted,
-            dtype={c: str for c in wanted if c not in times},
+            # categories: a trace repeats a few dozen names and labels over millions of rows
+            dtype={c: "category" if categories else str for c in wanted if c not in times},
             keep_default_na=False,
             na_values={c: [""] for c in times},
             compression=_compression(path),
@@ -107,6 +111,15 @@ def read_csv_table(path: Path, required: tuple[str, ...], optional: tuple[str, .
         raise InputError(path, f"malformed CSV (cut short?): {str(exc).strip().splitlines()[0][:200]}") from None
     for c in times:
         frame[c] = _integers(frame[c], path, c)
+    for c in wanted:
+        if c in times:
+            continue
+        absent = frame[c].isna().to_numpy()
+        if absent.any():
+            if c in required:
+                row = int(np.flatnonzero(absent)[0])
+                raise InputError(path, f"row {row + 2} has no {c} (cut short?)")
+            frame[c] = frame[c].astype(str).where(~absent, "")
     return frame
 
 
@@ -138,7 +151,7 @@ def read_agents(path: Path | None) -> Agents:
     ``Agent_Type``, ``Product_Name``; rocprofiler-sdk ``generateCSV.cpp``), or an empty one."""
     if path is None:
         return Agents({}, {}, 0)
-    frame = read_csv_table(path, AGENT_COLUMNS, ("Product_Name", "Name"), "agent list")
+    frame = read_csv_table(path, AGENT_COLUMNS, ("Product_Name", "Name"), "agent list", categories=False)
     try:
         logical = frame["Logical_Node_Id"].astype(np.int64).to_numpy()
     except (ValueError, OverflowError):
@@ -158,12 +171,12 @@ def read_agents(path: Path | None) -> Agents:
             k += 1
         else:
             by_logical[int(logical[i])] = None
-    return Agents(by_logical, names, k)
+    return Agents(by_logical, names, k, path.name)
 
 
 def _gpu_index(labels: pd.Series, agents: Agents, path: Path, column: str) -> np.ndarray:
     """Each row's GPU index from its agent label (-1: a CPU agent). Labels are mapped once each."""
-    codes, uniques = pd.factorize(labels.to_numpy(dtype=object))
+    codes, uniques = column_codes(labels)
     table = np.empty(len(uniques), dtype=np.int64)
     for i, label in enumerate(uniques.tolist()):
         m = _LABEL.match(str(label))
@@ -173,7 +186,7 @@ def _gpu_index(labels: pd.Series, agents: Agents, path: Path, column: str) -> np
         if (m.group(1) or "").lower() == "gpu" or not agents.by_logical:
             table[i] = n  # already a GPU index, or no agent list to map through
         elif n not in agents.by_logical:
-            raise InputError(path, f"{column} {label!r} names no agent of the agent list")
+            raise InputError(path, f"{column} {label!r} names no agent of the agent list {agents.source}")
         else:
             gpu = agents.by_logical[n]
             table[i] = -1 if gpu is None else gpu
@@ -186,7 +199,7 @@ def _stream_names(frame: pd.DataFrame) -> np.ndarray:
     col, word = ("Stream_Id", "stream") if "Stream_Id" in frame else ("Queue_Id", "queue")
     if col not in frame:
         return np.full(len(frame), "", dtype=object)
-    codes, uniques = pd.factorize(frame[col].to_numpy(dtype=object))
+    codes, uniques = column_codes(frame[col])
     names = np.array([f"{word} {u}".strip() for u in uniques.tolist()], dtype=object)
     return names[codes] if len(codes) else np.empty(0, dtype=object)
 
@@ -231,7 +244,7 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
 def _kernel_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, np.ndarray]:
     return {
         "gpu": _gpu_index(frame["Agent_Id"], agents, path, "Agent_Id"),
-        "name": frame["Kernel_Name"].to_numpy(dtype=object),
+        "name": np.asarray(frame["Kernel_Name"].to_numpy(dtype=object)),
         "start_ns": frame["Start_Timestamp"].to_numpy(dtype=np.int64),
         "end_ns": frame["End_Timestamp"].to_numpy(dtype=np.int64),
         "stream": _stream_names(frame),
@@ -240,10 +253,10 @@ def _kernel_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str
     }
 
 
-def copy_kinds(direction: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+def copy_kinds(direction: pd.Series | np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """HtoD/DtoH/DtoD/HtoH from the direction; a device-to-device copy between two GPUs is PtoP (fwd.h:
     a peer copy is DEVICE_TO_DEVICE with two GPU agents)."""
-    codes, uniques = pd.factorize(direction)
+    codes, uniques = column_codes(direction)
     words = np.array(
         [_DIRECTIONS.get(str(u).upper().removeprefix("MEMORY_COPY_"), "") for u in uniques.tolist()], dtype=object
     )
@@ -255,10 +268,10 @@ def copy_kinds(direction: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.nd
 def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, np.ndarray]:
     src = _gpu_index(frame["Source_Agent_Id"], agents, path, "Source_Agent_Id")
     dst = _gpu_index(frame["Destination_Agent_Id"], agents, path, "Destination_Agent_Id")
-    kind = copy_kinds(frame["Direction"].to_numpy(dtype=object), src, dst)
+    kind = copy_kinds(frame["Direction"], src, dst)
     unknown = kind == ""
     if unknown.any():
-        said = frame["Direction"].to_numpy(dtype=object)[np.flatnonzero(unknown)[0]]
+        said = frame["Direction"].iloc[int(np.flatnonzero(unknown)[0])]
         raise InputError(path, f"Direction {str(said)[:40]!r} is no memory copy direction")
     # a copy belongs to the GPU that takes part: the destination of a host-to-device copy, else the source
     gpu = np.where(kind == "HtoD", dst, np.where(src >= 0, src, dst))
