@@ -23,11 +23,13 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
-from ..core.events import column_codes, make_table
+from ..core.events import categorical, categorical_of, column_codes, make_table
 from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext
@@ -93,6 +95,11 @@ def read_csv_table(
         )
     wanted = [c for c in (*required, *optional) if c in header]
     times = [c for c in wanted if c.endswith("_Timestamp")]
+    if categories:
+        fast = _arrow_table(path, wanted, times)
+        if fast is not None:
+            return fast
+    # pandas' parser: where Arrow refused the file, to say which row is wrong and how
     try:
         frame = pd.read_csv(
             path,
@@ -121,6 +128,37 @@ def read_csv_table(
                 raise InputError(path, f"row {row + 2} has no {c} (cut short?)")
             frame[c] = frame[c].astype(str).where(~absent, "")
     return frame
+
+
+def _arrow_table(path: Path, wanted: list[str], times: list[str]) -> pd.DataFrame | None:
+    """The columns through Arrow's multi-threaded CSV reader (times int64, strings as categories), or None
+    where anything is off (a cut or malformed row, a time that is no int64, an absent value): the pandas
+    route then reads the file again and names the problem."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    # strings dictionary-encoded while they are parsed: pandas categories without a pass of their own
+    types = {c: (pa.int64() if c in times else pa.dictionary(pa.int32(), pa.string())) for c in wanted}
+    convert = pacsv.ConvertOptions(
+        include_columns=wanted, column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False
+    )
+    try:
+        with pa.input_stream(str(path), compression=_compression(path)) as stream:
+            table = pacsv.read_csv(stream, convert_options=convert)
+    except (pa.ArrowException, OSError, EOFError, zlib.error, ValueError):
+        return None
+    if any(table[c].null_count for c in wanted):
+        return None
+    table = table.unify_dictionaries()  # one dictionary per column over the reader's blocks
+    data: dict[str, object] = {}
+    for c in wanted:
+        column = table[c].combine_chunks()
+        if c in times:
+            data[c] = column.to_numpy()
+        else:
+            categories = pd.Index(column.dictionary.to_pylist(), dtype=object)
+            data[c] = pd.Categorical.from_codes(column.indices.to_numpy(), categories=categories)
+    return pd.DataFrame(data)
 
 
 def _compression(path: Path) -> str | None:
@@ -193,15 +231,14 @@ def _gpu_index(labels: pd.Series, agents: Agents, path: Path, column: str) -> np
     return table[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
 
-def _stream_names(frame: pd.DataFrame) -> np.ndarray:
+def _stream_names(frame: pd.DataFrame) -> pd.Categorical:
     """``stream <Stream_Id>`` (the HIP stream, 0 the default stream), ``queue <Queue_Id>`` in older
     outputs without a stream column."""
     col, word = ("Stream_Id", "stream") if "Stream_Id" in frame else ("Queue_Id", "queue")
     if col not in frame:
-        return np.full(len(frame), "", dtype=object)
+        return categorical("", len(frame))
     codes, uniques = column_codes(frame[col])
-    names = np.array([f"{word} {u}".strip() for u in uniques.tolist()], dtype=object)
-    return names[codes] if len(codes) else np.empty(0, dtype=object)
+    return categorical_of(codes, np.array([f"{word} {u}".strip() for u in uniques.tolist()], dtype=object))
 
 
 def read(path: Path, context: ReadContext | None = None) -> Trace:
@@ -241,15 +278,15 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
     return build_trace(parts, agents, host_name(path), path, context, "rocprof-csv", warnings)
 
 
-def _kernel_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, np.ndarray]:
+def _kernel_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, Any]:
     return {
         "gpu": _gpu_index(frame["Agent_Id"], agents, path, "Agent_Id"),
-        "name": np.asarray(frame["Kernel_Name"].to_numpy(dtype=object)),
+        "name": categorical(frame["Kernel_Name"], len(frame)),
         "start_ns": frame["Start_Timestamp"].to_numpy(dtype=np.int64),
         "end_ns": frame["End_Timestamp"].to_numpy(dtype=np.int64),
         "stream": _stream_names(frame),
-        "activity": np.full(len(frame), "kernel", dtype=object),
-        "copy_kind": np.full(len(frame), "", dtype=object),
+        "activity": categorical("kernel", len(frame)),
+        "copy_kind": categorical("", len(frame)),
     }
 
 
@@ -265,7 +302,7 @@ def copy_kinds(direction: pd.Series | np.ndarray, src: np.ndarray, dst: np.ndarr
     return np.where(peer, "PtoP", kind).astype(object)
 
 
-def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, np.ndarray]:
+def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, Any]:
     src = _gpu_index(frame["Source_Agent_Id"], agents, path, "Source_Agent_Id")
     dst = _gpu_index(frame["Destination_Agent_Id"], agents, path, "Destination_Agent_Id")
     kind = copy_kinds(frame["Direction"], src, dst)
@@ -277,28 +314,34 @@ def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, 
     gpu = np.where(kind == "HtoD", dst, np.where(src >= 0, src, dst))
     return {
         "gpu": gpu,
-        "name": np.where(kind == "", "Memcpy", "Memcpy " + kind.astype(str)).astype(object),
+        "name": categorical(np.where(kind == "", "Memcpy", "Memcpy " + kind.astype(str)).astype(object), len(kind)),
         "start_ns": frame["Start_Timestamp"].to_numpy(dtype=np.int64),
         "end_ns": frame["End_Timestamp"].to_numpy(dtype=np.int64),
         "stream": _stream_names(frame),
-        "activity": np.full(len(frame), "memcpy", dtype=object),
-        "copy_kind": kind,
+        "activity": categorical("memcpy", len(frame)),
+        "copy_kind": categorical(kind, len(kind)),
     }
 
 
+def _concat(values: list) -> object:
+    if isinstance(values[0], pd.Categorical):
+        return union_categoricals(values) if len(values) > 1 else values[0]
+    return np.concatenate(values)
+
+
 def build_trace(
-    parts: list[dict[str, np.ndarray]],
+    parts: list[dict[str, Any]],
     agents: Agents,
     host: str,
     path: Path,
     context: ReadContext,
     fmt: str,
     warnings: list[str],
-    extra: dict[str, np.ndarray] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Trace:
     """The event table of rocprofv3 records (one column dict per record kind): GPU rows only, in start
     order, one device per GPU agent that ran something."""
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+    cols = {k: _concat([p[k] for p in parts]) for k in parts[0]} if parts else {}
     if extra:
         cols.update(extra)
     if not parts or not len(cols["gpu"]):
@@ -322,7 +365,7 @@ def build_trace(
         {
             **cols,
             "host": host,
-            "device": dev_names[gpu],
+            "device": categorical_of(np.searchsorted(used, gpu), dev_names[used]),
             "global_id": global_id,
             "gpus_per_domain": per_host,
             "source": "rocprof",
