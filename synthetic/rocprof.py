@@ -194,7 +194,7 @@ def truth(job: Job) -> dict:
                 "comm_unknown_link_ns": 0,
             }
         )
-    total = {k: sum(d[k] for d in devices) for k in devices[0] if k != "device"}
+    total = {k: sum(int(d[k]) for d in devices) for k in devices[0] if k != "device"}  # type: ignore[call-overload]
     kinds: dict[str, int] = {}
     for a in job.activities:
         if a.rccl:
@@ -238,7 +238,7 @@ def pid_of(gpu: int) -> int:
 def csv_files(job: Job) -> dict[str, str]:
     """``<host>/<pid>_{agent_info,kernel_trace,memory_copy_trace}.csv`` of every process."""
     files: dict[str, str] = {}
-    agents = _csv(AGENT_HEADER, agent_rows())  # type: ignore[arg-type]
+    agents = _csv(AGENT_HEADER, agent_rows())
     for gpu in range(N_GPUS):
         pid = pid_of(gpu)
         kernels = [a for a in job.of(gpu) if a.kind == "kernel"]

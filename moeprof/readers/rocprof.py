@@ -23,7 +23,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -100,12 +100,13 @@ def read_csv_table(
         if fast is not None:
             return fast
     # pandas' parser: where Arrow refused the file, to say which row is wrong and how
+    dtypes: dict[str, Any] = {c: "category" if categories else str for c in wanted if c not in times}
     try:
         frame = pd.read_csv(
             path,
             usecols=wanted,
             # categories: a trace repeats a few dozen names and labels over millions of rows
-            dtype={c: "category" if categories else str for c in wanted if c not in times},
+            dtype=dtypes,
             keep_default_na=False,
             na_values={c: [""] for c in times},
             compression=_compression(path),
@@ -161,7 +162,7 @@ def _arrow_table(path: Path, wanted: list[str], times: list[str]) -> pd.DataFram
     return pd.DataFrame(data)
 
 
-def _compression(path: Path) -> str | None:
+def _compression(path: Path) -> Literal["gzip"] | None:
     with path.open("rb") as fh:
         return "gzip" if fh.read(2) == b"\x1f\x8b" else None
 
@@ -323,7 +324,7 @@ def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, 
     }
 
 
-def _concat(values: list) -> object:
+def _concat(values: list[Any]) -> Any:
     if isinstance(values[0], pd.Categorical):
         return union_categoricals(values) if len(values) > 1 else values[0]
     return np.concatenate(values)
@@ -341,7 +342,7 @@ def build_trace(
 ) -> Trace:
     """The event table of rocprofv3 records (one column dict per record kind): GPU rows only, in start
     order, one device per GPU agent that ran something."""
-    cols = {k: _concat([p[k] for p in parts]) for k in parts[0]} if parts else {}
+    cols: dict[str, Any] = {k: _concat([p[k] for p in parts]) for k in parts[0]} if parts else {}
     if extra:
         cols.update(extra)
     if not parts or not len(cols["gpu"]):
