@@ -65,6 +65,9 @@ _ROCPROF_CSV = re.compile(
     rb'^\s*(?:"?Guid"?,)?(?:"?Kind"?,"?(?:Agent_Id|Direction)"?,|"?Node_Id"?,"?Logical_Node_Id"?,)'
 )
 
+# rocprofv3's JSON output opens with its one key (rocprofiler-sdk source/lib/output/generateJSON.cpp)
+_ROCPROF_JSON = b'"rocprofiler-sdk-tool"'
+
 
 def sniff(path: Path) -> str:
     """The format of a file from its first bytes (and name): xplane, json, sqlite, nsys-rep, rocprof-csv."""
@@ -88,9 +91,13 @@ def sniff(path: Path) -> str:
             raise InputError(path, f"corrupt gzip data: {exc}") from None
         if _ROCPROF_CSV.match(inner):
             return "rocprof-csv"
+        if _ROCPROF_JSON in inner:
+            return "rocprof-json"
         return "json" if inner.lstrip()[:1] in (b"{", b"[") else "unknown"
     if _ROCPROF_CSV.match(head):
         return "rocprof-csv"
+    if _ROCPROF_JSON in head:
+        return "rocprof-json"
     if head.lstrip()[:1] in (b"{", b"["):
         return "json"
     if name.endswith(".pb"):
