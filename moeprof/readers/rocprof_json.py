@@ -181,6 +181,7 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
             raise InputError(path, f"rocprofv3 JSON: kernel_id {missing[0]} is not in kernel_symbols")
         corr = [r.get("correlation_id", {}).get("internal") if isinstance(r.get("correlation_id"), dict) else None
                 for r in kernels]  # fmt: skip
+        collective = [launches.get(c, "") if isinstance(c, int) else "" for c in corr]
         parts.append(
             {
                 "gpu": _gpu(
@@ -195,7 +196,7 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
                 "stream": categorical(np.array([_stream(r) for r in kernels], dtype=object), len(kernels)),
                 "activity": categorical("kernel", len(kernels)),
                 "copy_kind": categorical("", len(kernels)),
-                "collective": categorical(np.array([launches.get(c, "") if isinstance(c, int) else "" for c in corr], dtype=object), len(kernels)),
+                "collective": categorical(np.array(collective, dtype=object), len(kernels)),
                 "bytes": np.full(len(kernels), np.nan),
             }
         )
@@ -223,9 +224,10 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
                 "bytes": nbytes,
             }
         )
-    meta: dict = proc.get("metadata") if isinstance(proc.get("metadata"), dict) else {}  # type: ignore[assignment]
-    node: dict = meta.get("node") if isinstance(meta.get("node"), dict) else {}  # type: ignore[assignment]
-    host = str(node.get("hostname") or host_name(path))
+    meta = proc.get("metadata")
+    node = meta.get("node") if isinstance(meta, dict) else None
+    hostname = node.get("hostname") if isinstance(node, dict) else None
+    host = str(hostname or host_name(path))
     return build_trace(parts, agents, host, path, context, "rocprof-json", [])
 
 
