@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import protowire as pw
-from .seeds import KINETO, NSYS_PARQUET, NSYS_SQLITE, ROCPROF_CSV, XPLANE, XPROF_JSON, Seed, all_seeds
+from .seeds import KINETO, NSYS_PARQUET, NSYS_SQLITE, ROCPROF_CSV, ROCPROF_JSON, XPLANE, XPROF_JSON, Seed, all_seeds
 
 ANY, REJECT, SAME, SAME_OR_REJECT = "any", "reject", "same", "same_or_reject"
 # why a step makes the input one to refuse (in the step's text, for the failure classifier)
@@ -1062,10 +1062,55 @@ ROCPROF_OPS: list[tuple[Callable[[random.Random, CsvFile], tuple[str, str]], int
 ]  # fmt: skip
 
 
+def _leaves(node: object, path: tuple = ()) -> list[tuple]:
+    """Every (container path, key) of a JSON document, for a mutation to pick one."""
+    out: list[tuple] = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for k, v in items:
+        out.append((*path, k))
+        out.extend(_leaves(v, (*path, k)))
+    return out
+
+
+def _at(doc: object, path: tuple) -> object:
+    for k in path:
+        doc = doc[k]  # type: ignore[index]
+    return doc
+
+
+def _mutate_rocprof_json(rng: random.Random, raw: bytes, n: int) -> tuple[bytes, list[str], list[str]]:
+    """Hostile values and dropped keys anywhere in a rocprofv3 JSON document (times, ids, handles, names)."""
+    doc = json.loads(raw)
+    steps, expects = [], []
+    for _ in range(n):
+        leaves = _leaves(doc)
+        if not leaves:
+            break
+        where = rng.choice(leaves)
+        parent = _at(doc, where[:-1])
+        if rng.random() < 0.4 and isinstance(parent, dict):
+            del parent[where[-1]]
+            steps.append(f"{'.'.join(map(str, where))} dropped")
+        else:
+            value = hostile_value(rng, numeric_bias=True)
+            parent[where[-1]] = value  # type: ignore[index]
+            steps.append(f"{'.'.join(map(str, where))} = {show(value)}")
+        expects.append(ANY)
+    data = json_bytes(doc)
+    if rng.random() < 0.2:
+        data, s, e = byte_mutation(rng, data, ROCPROF_JSON, False)
+        steps.append(f"bytes: {s}")
+        expects.append(e)
+    return data, steps, expects
+
+
 def _mutate_rocprof(
     rng: random.Random, seed: Seed, target: str, n: int
 ) -> tuple[dict[str, bytes], list[str], list[str]]:
     files = dict(seed.files)
+    if seed.fmt == ROCPROF_JSON:
+        files[target], steps, expects = _mutate_rocprof_json(rng, files[target], n)
+        return files, steps, expects
     steps: list[str] = []
     expects: list[str] = []
     if rng.random() < 0.1 and not target.removesuffix(".gz").endswith("kernel_trace.csv"):
@@ -1090,7 +1135,7 @@ def _mutate_rocprof(
 
 def byte_mutation(rng: random.Random, raw: bytes, fmt: str, gz: bool) -> tuple[bytes, str, str]:
     """A format-blind change of a file's bytes, after the structured ones."""
-    json_like = fmt in (XPROF_JSON, KINETO)
+    json_like = fmt in (XPROF_JSON, KINETO, ROCPROF_JSON)
     ops = (
         ["truncate", "flip", "append", "empty"]
         + (["crc"] if gz else [])
@@ -1137,7 +1182,7 @@ SEED_WEIGHTS = {
     "nsys-small": 4, "nsys-rich": 4, "nsys-parquet": 5,
 }  # fmt: skip
 # rocprofv3 cases are drawn apart (generate_rocprof), so that the cases of earlier campaigns replay as they were
-ROCPROF_SEED_WEIGHTS = {"rocprof-2proc": 3, "rocprof-gz": 2}
+ROCPROF_SEED_WEIGHTS = {"rocprof-2proc": 3, "rocprof-gz": 2, "rocprof-json": 3}
 COMMANDS = [("analyze", 88), ("events", 3), ("report", 3), ("annotate", 3), ("check", 3)]
 HUGE_DURATIONS_SHARE = 0.06
 SUBPROCESS_EVERY = 25  # one case in N runs through `python -m moeprof` instead of the in-process worker
