@@ -389,3 +389,11 @@ def test_bad_json_is_refused_in_one_line(tmp_path: Path, case: str, said: str) -
     if case == "truncated":
         text = text[: len(text) // 2]
     refused(write(tmp_path, "41200_results.json", text), said)
+
+
+def test_a_copy_trace_given_beside_its_kernel_trace_is_read_once() -> None:
+    host = SYNTH / "mi300x-node0"
+    both = moeprof.analyze_paths([host / "41200_kernel_trace.csv", host / "41200_memory_copy_trace.csv"]).to_json()
+    one = moeprof.analyze_paths([host / "41200_kernel_trace.csv"]).to_json()
+    assert both["devices"] == one["devices"]
+    assert any("read with its kernel trace" in w for w in both["warnings"])

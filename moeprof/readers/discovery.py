@@ -182,7 +182,27 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
         if key not in seen:
             seen.add(key)
             unique.append(f)
-    return unique, notes
+    return _without_read_companions(unique, notes), notes
+
+
+def _without_read_companions(files: list[TraceSource], notes: list[str]) -> list[TraceSource]:
+    """A rocprofv3 memory-copy trace given beside its kernel trace: the kernel trace reads it already."""
+    kernels = {
+        f.resolve().parent / (capture_prefix(f.name) or "")
+        for f in files
+        if isinstance(f, Path) and f.name.lower().removesuffix(".gz").endswith("kernel_trace.csv")
+    }
+    out: list[TraceSource] = []
+    for f in files:
+        if (
+            isinstance(f, Path)
+            and f.name.lower().removesuffix(".gz").endswith("memory_copy_trace.csv")
+            and f.resolve().parent / (capture_prefix(f.name) or "") in kernels
+        ):
+            notes.append(f"{f}: read with its kernel trace (rocprofv3 output set), not as a capture of its own")
+            continue
+        out.append(f)
+    return out
 
 
 # one capture saved in several formats (xprof writes host.xplane.pb and host.trace.json.gz; nsys a .nsys-rep
