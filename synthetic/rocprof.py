@@ -10,6 +10,8 @@ PyTorch style: one process per GPU, each writing rocprofv3's CSV output set unde
   ``Correlation_Id`` the internal id, rows **not** in start order (written as buffers flush).
 - ``<pid>_memory_copy_trace.csv``: ``Kind, Direction, Stream_Id, Source_Agent_Id, Destination_Agent_Id,
   Correlation_Id, Start_Timestamp, End_Timestamp`` (no byte count).
+- ``<pid>_rccl_api_trace.csv``, ``<pid>_hip_api_trace.csv`` (``--rccl-trace --hip-trace``): ``Domain,
+  Function, Process_Id, Thread_Id, Correlation_Id, Start_Timestamp, End_Timestamp``.
 
 The job: per step, an input copy (HtoD), attention and expert GEMMs, two expert all-to-alls (dispatch,
 combine) as RCCL's generic kernel ``ncclDevKernel_Generic_1`` on a communication stream partly under
@@ -235,6 +237,40 @@ def pid_of(gpu: int) -> int:
     return FIRST_PID + gpu
 
 
+API_HEADER = ["Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp"]
+
+
+def api_rows(job: Job, gpu: int) -> tuple[list[list[object]], list[list[object]]]:
+    """``--rccl-trace`` and ``--hip-trace`` rows (rocprofiler-sdk source/docs/data/rccl_trace.csv's header):
+    every kernel's HIP launch carries its Correlation_Id; an all-to-all is grouped (ncclGroupStart,
+    ncclAllToAll, ncclGroupEnd, the launch inside ncclGroupEnd), an all-reduce launches inside its call."""
+    pid = pid_of(gpu)
+    rccl: list[list[object]] = []
+    hip: list[list[object]] = []
+    next_id = 10_000_000 + gpu * 100_000  # the RCCL calls' ids, apart from the launches'
+    for a in job.of(gpu):
+        if a.kind != "kernel":
+            continue
+        if a.rccl == "ncclAllToAll":
+            t = a.start - 9_000
+            for op in ("ncclGroupStart", "ncclAllToAll", "ncclGroupEnd"):
+                next_id += 1
+                rccl.append(["RCCL_API", op, pid, pid, next_id, t, t + 2_000])
+                t += 2_500
+            hip.append(["HIP_RUNTIME_API", "hipExtLaunchKernel", pid, pid, a.correlation, t - 2_300, t - 1_000])
+        elif a.rccl == "ncclAllReduce":
+            next_id += 1
+            rccl.append(["RCCL_API", "ncclAllReduce", pid, pid, next_id, a.start - 6_000, a.start - 1_000])
+            hip.append(
+                ["HIP_RUNTIME_API", "hipExtLaunchKernel", pid, pid, a.correlation, a.start - 4_000, a.start - 2_000]
+            )
+        else:
+            hip.append(
+                ["HIP_RUNTIME_API", "hipLaunchKernel", pid, pid, a.correlation, a.start - 5_000, a.start - 3_000]
+            )
+    return rccl, hip
+
+
 def csv_files(job: Job) -> dict[str, str]:
     """``<host>/<pid>_{agent_info,kernel_trace,memory_copy_trace}.csv`` of every process."""
     files: dict[str, str] = {}
@@ -262,7 +298,10 @@ def csv_files(job: Job) -> dict[str, str]:
             }[a.name]
             c_rows.append(["MEMORY_COPY", a.name, a.stream * 0x7F3A0000 if a.stream > 1 else 0,
                            f"Agent {src}", f"Agent {dst}", a.correlation, a.start, a.end])  # fmt: skip
+        rccl_rows, hip_rows = api_rows(job, gpu)
         base = f"{HOST}/{pid}_"
+        files[base + "rccl_api_trace.csv"] = _csv(API_HEADER, rccl_rows)
+        files[base + "hip_api_trace.csv"] = _csv(API_HEADER, hip_rows)
         files[base + "agent_info.csv"] = agents
         files[base + "kernel_trace.csv"] = _csv(KERNEL_HEADER, k_rows)
         files[base + "memory_copy_trace.csv"] = _csv(COPY_HEADER, c_rows)

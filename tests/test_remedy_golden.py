@@ -93,10 +93,11 @@ GOLDEN: dict[str, Rows] = {
         ("exposed reduce-scatter ncclDevKernel_ReduceScatter", "balance-work"),
         ("exposed all-to-all ncclDevKernel_SendRecv", "balance-work"),
     ],
-    # rocprofv3 CSV, 8 processes on one MI300X node: RCCL's generic kernel names no collective (kind "other"
-    # without the RCCL API trace), peer copies are send-recv, the loss comes back by a DtoH copy each step
+    # rocprofv3 CSV, 8 processes on one MI300X node: RCCL's generic kernels named by the RCCL/HIP API traces,
+    # peer copies are send-recv, the loss comes back by a DtoH copy each step (no byte count in CSV copies)
     "sample:synthetic_rocprof_mi300x": [
-        ("exposed other ncclDevKernel_Generic_1", "overlap-collective"),
+        ("exposed all-reduce ncclDevKernel_Generic_1", "overlap-all-reduce"),
+        ("all-to-all exchange dominates communication", "shrink-exchange"),
         ("launch-bound", "cuda-graphs"),
         ("exposed host<->device copies", "async-host-copies"),
         ("device-to-host syncs inside the step", "values-stay-on-device"),

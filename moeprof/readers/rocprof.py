@@ -29,14 +29,18 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from ..core.events import categorical, categorical_of, column_codes, make_table
+from ..core.events import categorical, categorical_of, column_codes, lookup, make_table
 from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext
-from .rocprof_names import AGENT_SUFFIX, COPY_SUFFIX, capture_prefix, companion, host_name
+from .rocprof_names import AGENT_SUFFIX, COPY_SUFFIX, HIP_SUFFIX, RCCL_SUFFIX, capture_prefix, companion, host_name
 
 KERNEL_COLUMNS = ("Agent_Id", "Kernel_Name", "Start_Timestamp", "End_Timestamp")
 KERNEL_OPTIONAL = ("Queue_Id", "Stream_Id", "Correlation_Id")
+# the API traces (generateCSV.cpp; rocprofiler-sdk source/docs/data/rccl_trace.csv shows the header)
+API_COLUMNS = ("Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
+_GROUP = re.compile(r"^(nccl|rccl)Group(Start|End)$")
+_RCCL_NAME = re.compile(r"nccl(Symk)?(Dev)?Kernel")
 COPY_COLUMNS = ("Direction", "Source_Agent_Id", "Destination_Agent_Id", "Start_Timestamp", "End_Timestamp")
 COPY_OPTIONAL = ("Stream_Id", "Correlation_Id")
 AGENT_COLUMNS = ("Node_Id", "Logical_Node_Id", "Agent_Type")
@@ -273,10 +277,61 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
         raise InputError(path, f"not a rocprofv3 kernel or memory copy trace (header: {','.join(header)[:200]})")
     parts = []
     if kernels is not None:
-        parts.append(_kernel_columns(kernels, agents, path))
+        part = _kernel_columns(kernels, agents, path)
+        part["collective"] = categorical(rccl_collectives(kernels, path), len(kernels))
+        parts.append(part)
     if copies is not None and copies_path is not None:
         parts.append(_copy_columns(copies, agents, copies_path))
     return build_trace(parts, agents, host_name(path), path, context, "rocprof-csv", warnings)
+
+
+def rccl_collectives(kernels: pd.DataFrame, path: Path) -> np.ndarray:
+    """The RCCL function (``ncclAllReduce``, ...) that launched each RCCL kernel, from the API traces beside
+    the kernel trace ("" where none says): the kernel's ``Correlation_Id`` is its launching call's, the RCCL
+    call's own when HIP is not traced; with ``hip_api_trace.csv``, the RCCL call of the kernel's HIP launch
+    is the one of its thread that spans the launch (the CSV has no ancestor id), and a launch inside
+    ``ncclGroupEnd`` takes the last collective call of its thread before it."""
+    out = np.full(len(kernels), "", dtype=object)
+    rccl_path = companion(path, RCCL_SUFFIX)
+    if rccl_path is None or "Correlation_Id" not in kernels:
+        return out
+    codes, names = column_codes(kernels["Kernel_Name"])
+    is_rccl = np.array([bool(_RCCL_NAME.search(str(n))) for n in names.tolist()], dtype=bool)
+    rows = np.flatnonzero(lookup(codes, is_rccl, False))
+    if not len(rows):
+        return out
+    calls = read_csv_table(rccl_path, API_COLUMNS, (), "RCCL API trace", categories=False)
+    calls = calls.sort_values("Start_Timestamp", kind="stable")
+    function = calls["Function"].to_numpy(dtype=object)
+    named = function.copy()  # each call's collective: a group's end takes its thread's last collective
+    last: dict[str, str] = {}
+    for i, (fn, thread) in enumerate(zip(function.tolist(), calls["Thread_Id"].tolist())):
+        if _GROUP.match(fn):
+            named[i] = last.get(thread, "") if fn.endswith("End") else ""
+        else:
+            last[thread] = fn
+    by_id = dict(zip(calls["Correlation_Id"].tolist(), named.tolist()))
+    corr = kernels["Correlation_Id"].astype(str).to_numpy(dtype=object)[rows]
+    out[rows] = [by_id.get(c, "") for c in corr.tolist()]
+    hip_path = companion(path, HIP_SUFFIX)
+    todo = rows[out[rows] == ""]
+    if hip_path is None or not len(todo):
+        return out
+    hip = read_csv_table(hip_path, API_COLUMNS, (), "HIP API trace", categories=False)
+    launch = dict(zip(hip["Correlation_Id"].tolist(), zip(hip["Thread_Id"].tolist(), hip["Start_Timestamp"].tolist())))
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+    for thread, start, end, fn in zip(
+        calls["Thread_Id"].tolist(), calls["Start_Timestamp"].tolist(), calls["End_Timestamp"].tolist(), named.tolist()
+    ):
+        spans.setdefault(thread, []).append((int(start), int(end), fn))
+    for row, c in zip(todo.tolist(), kernels["Correlation_Id"].astype(str).to_numpy(dtype=object)[todo].tolist()):
+        if c not in launch:
+            continue
+        thread, t = launch[c]
+        inside = [fn for s, e, fn in spans.get(thread, ()) if s <= t <= e and fn]
+        if inside:
+            out[row] = inside[-1]
+    return out
 
 
 def _kernel_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, Any]:
@@ -321,6 +376,7 @@ def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, 
         "stream": _stream_names(frame),
         "activity": categorical("memcpy", len(frame)),
         "copy_kind": categorical(kind, len(kind)),
+        "collective": categorical("", len(kind)),
     }
 
 

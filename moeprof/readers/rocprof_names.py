@@ -9,6 +9,8 @@ from pathlib import Path
 KERNEL_SUFFIX = "kernel_trace.csv"
 COPY_SUFFIX = "memory_copy_trace.csv"
 AGENT_SUFFIX = "agent_info.csv"
+RCCL_SUFFIX = "rccl_api_trace.csv"  # --rccl-trace
+HIP_SUFFIX = "hip_api_trace.csv"  # --hip-trace
 RESULTS_SUFFIX = "results.json"  # the JSON output (--output-format json)
 
 

@@ -973,6 +973,8 @@ ROCPROF_REQUIRED = {
         "End_Timestamp",
     ),
     "agent_info.csv": ("Node_Id", "Logical_Node_Id", "Agent_Type"),
+    "rccl_api_trace.csv": ("Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp"),
+    "hip_api_trace.csv": ("Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp"),
 }
 
 
