@@ -111,7 +111,9 @@ def sniff(path: Path) -> str:
 # the decoder refuses is read by jaxlib instead, at ~10x, not guarded for; Kineto JSON decoded to columns
 # ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
 # chrome.read_bytes; rocprofv3 CSV read by Arrow into categories 1.37x at 300k real-shaped rows (199 MB,
-# benchmarks/bench_rocprof.py), which gzip holds in ~1/20 (the real MI350X trace: 597 KB in 30 KB))
+# benchmarks/bench_rocprof.py), which gzip holds in ~1/20 (the real MI350X trace: 597 KB in 30 KB); rocprofv3
+# JSON decoded to dicts ~6.4x its (indented) text above the imports (19 MB, 16,800 dispatches: 230 MiB peak,
+# 107 MiB of it imports), a gzip of it capped while it inflates as Kineto's)
 MEMORY_FACTOR = {
     "xplane": 4,
     "json": 4,
@@ -120,6 +122,8 @@ MEMORY_FACTOR = {
     "nsys-rep": 3,
     "rocprof-csv": 2,
     "rocprof-csv.gz": 40,
+    "rocprof-json": 8,
+    "rocprof-json.gz": 40,
 }
 
 
@@ -143,7 +147,7 @@ def check_fits_in_memory(path: Path, fmt: str) -> None:
     if available is None:
         return
     size = path.stat().st_size
-    gz = fmt in ("json", "rocprof-csv") and path.name.lower().endswith(".gz")
+    gz = fmt in ("json", "rocprof-csv", "rocprof-json") and path.name.lower().endswith(".gz")
     need = size * MEMORY_FACTOR.get(f"{fmt}.gz" if gz else fmt, 12)
     if need > available:
         gib = 2**30
