@@ -93,6 +93,24 @@ GOLDEN: dict[str, Rows] = {
         ("exposed reduce-scatter ncclDevKernel_ReduceScatter", "balance-work"),
         ("exposed all-to-all ncclDevKernel_SendRecv", "balance-work"),
     ],
+    # rocprofv3 CSV, 8 processes on one MI300X node: RCCL's generic kernels named by the RCCL/HIP API traces,
+    # peer copies are send-recv, the loss comes back by a DtoH copy each step (no byte count in CSV copies)
+    "sample:synthetic_rocprof_mi300x": [
+        ("exposed all-reduce ncclDevKernel_Generic_1", "overlap-all-reduce"),
+        ("all-to-all exchange dominates communication", "shrink-exchange"),
+        ("launch-bound", "cuda-graphs"),
+        ("exposed host<->device copies", "async-host-copies"),
+        ("device-to-host syncs inside the step", "values-stay-on-device"),
+        ("exposed send-recv Memcpy PtoP", "overlap-point-to-point"),
+    ],
+    # the same job as rocprofv3 JSON: the RCCL API records name the generic kernels' collectives
+    "sample:synthetic_rocprof_mi300x_json": [
+        ("exposed all-reduce ncclDevKernel_Generic_1", "overlap-all-reduce"),
+        ("all-to-all exchange dominates communication", "shrink-exchange"),
+        ("launch-bound", "cuda-graphs"),
+        ("exposed host<->device copies", "async-host-copies"),
+        ("exposed send-recv Memcpy PtoP", "overlap-point-to-point"),
+    ],
     # DDP on A100, one rank: a training step (autograd ranges), no ledger split (one rank)
     "shared:kineto/ddp_2rank_a100_rank0.json.gz": [
         ("exposed all-reduce ncclKernel_AllReduce", "overlap-all-reduce"),  # DDP gradient buckets: bucket_cap_mb

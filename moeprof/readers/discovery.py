@@ -11,6 +11,8 @@ from ..errors import InputError
 from ..options import LoadOptions
 from .base import Placement
 from .marks import ANNOTATED_SCHEMA, moeprof_output, no_trace_structure
+from .rocprof_names import capture_prefix
+from .rocprof_names import host_name as rocprof_host
 from .sources import TraceSource, is_url
 
 P = TypeVar("P", bound=PurePath)
@@ -25,6 +27,12 @@ TRACE_SUFFIXES = (
     ".json",
     ".sqlite",
     ".nsys-rep",
+    # rocprofv3's CSV output set: the kernel trace is the capture, its memory copies and agent list are read
+    # from beside it (a memory-copy trace alone is a capture too)
+    "kernel_trace.csv",
+    "kernel_trace.csv.gz",
+    "memory_copy_trace.csv",
+    "memory_copy_trace.csv.gz",
 )
 
 
@@ -62,7 +70,11 @@ def plan_placements(files: list[TraceSource]) -> list[Placement]:
     used: dict[str, int] = {}
     out = []
     for f, p in zip(files, peeked):
-        if p is None:
+        if p is None and isinstance(f, Path) and capture_prefix(f.name) is not None:
+            # rocprofv3 writes one output set per process (``%hostname%/%pid%_``), and each lists all of its
+            # node's GPUs with their node-wide index: the processes of one host share its host index
+            key, host = f"rocprof:{rocprof_host(f)}", None
+        elif p is None:
             key = f"file:{f}"
             host = None
         elif p[0] in repeated and p[1]:
@@ -155,7 +167,27 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
         if key not in seen:
             seen.add(key)
             unique.append(f)
-    return unique, notes
+    return _without_read_companions(unique, notes), notes
+
+
+def _without_read_companions(files: list[TraceSource], notes: list[str]) -> list[TraceSource]:
+    """A rocprofv3 memory-copy trace given beside its kernel trace: the kernel trace reads it already."""
+    kernels = {
+        f.resolve().parent / (capture_prefix(f.name) or "")
+        for f in files
+        if isinstance(f, Path) and f.name.lower().removesuffix(".gz").endswith("kernel_trace.csv")
+    }
+    out: list[TraceSource] = []
+    for f in files:
+        if (
+            isinstance(f, Path)
+            and f.name.lower().removesuffix(".gz").endswith("memory_copy_trace.csv")
+            and f.resolve().parent / (capture_prefix(f.name) or "") in kernels
+        ):
+            notes.append(f"{f}: read with its kernel trace (rocprofv3 output set), not as a capture of its own")
+            continue
+        out.append(f)
+    return out
 
 
 def _local_trace_files(path: Path, options: LoadOptions, notes: list[str]) -> list[Path]:
@@ -182,9 +214,12 @@ def _local_trace_files(path: Path, options: LoadOptions, notes: list[str]) -> li
         raise InputError(
             path,
             "directory holds no trace files "
-            "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
+            "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export,"
+            " rocprofv3 *kernel_trace.csv)",
         )
     return files
+
+
 def _without_outputs(found: list[TraceSource], named: list[Path], notes: list[str]) -> list[TraceSource]:
     """The inputs less the files moeprof wrote that the user named beside traces (skipped with a note).
 
@@ -218,6 +253,10 @@ FORMAT_PREFERENCE = (
     ".trace.json",
     ".json.gz",
     ".json",
+    "kernel_trace.csv.gz",
+    "kernel_trace.csv",
+    "memory_copy_trace.csv.gz",
+    "memory_copy_trace.csv",
 )
 _FORMAT_WORDS = (".nsys", ".xplane", ".pt", ".trace")
 
@@ -272,11 +311,14 @@ def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> 
         best = min(group, key=_rank)
         keep.append(best)
         # the pairs the tools write themselves are one capture by construction: xprof's host.xplane.pb beside
-        # host.trace.json.gz, nsys's .nsys-rep beside its .sqlite export. Any other files of one name are
-        # read, and the merge decides from their activities whether they are one capture (core.identity)
+        # host.trace.json.gz, nsys's .nsys-rep beside its .sqlite export, rocprofv3's memory-copy trace beside
+        # its kernel trace. Any other files of one name are read, and the merge decides from their activities
+        # whether they are one capture (core.identity)
+        stem = capture_stem(best.name).lower()
         expected = {
-            best.name.lower().replace(".xplane.pb", ".trace.json.gz").lower(),
-            capture_stem(best.name).lower() + ".nsys-rep",
+            best.name.lower().replace(".xplane.pb", ".trace.json.gz"),
+            stem + ".nsys-rep",
+            *(stem + s for s in ("memory_copy_trace.csv", "memory_copy_trace.csv.gz")),
         }
         keep.extend(p for p in group if p is not best and p.name.lower() not in expected)
     return sorted(keep)

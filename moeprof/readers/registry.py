@@ -52,7 +52,25 @@ class _Nsight:
         return read(path, context)
 
 
-READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight())
+class _Rocprof:
+    """AMD rocprofv3 output: CSV (kernel trace, memory copies, agent list) and JSON."""
+
+    format = "rocprof"
+
+    def sniff(self, path: Path, kind: str) -> bool:
+        return kind in ("rocprof-csv", "rocprof-json")
+
+    def read(self, path: Path, context: ReadContext) -> Trace:
+        if sniff(path) == "rocprof-json":
+            from .rocprof_json import read as read_json
+
+            return read_json(path, context)
+        from .rocprof import read
+
+        return read(path, context)
+
+
+READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight(), _Rocprof())
 
 
 def reader_for(path: Path) -> tuple[Reader, str]:
@@ -65,7 +83,8 @@ def reader_for(path: Path) -> tuple[Reader, str]:
             return reader, kind
     raise InputError(
         path,
-        "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep)",
+        "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep,"
+        " rocprofv3 kernel_trace.csv or results.json)",
     )
 
 
