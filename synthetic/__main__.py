@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from . import rocprof
 from .gpu import write_samples
 
 if __name__ == "__main__":
-    for p in write_samples(Path(sys.argv[1] if len(sys.argv) > 1 else "sample_traces")):
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "sample_traces")
+    for p in [*write_samples(out), *rocprof.write_samples(out)]:
         print(p)

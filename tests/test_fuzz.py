@@ -25,17 +25,20 @@ from tests.fuzz.engine import Harness, Result
 from tests.fuzz.mutators import (
     ANY,
     REJECT,
+    ROCPROF_SEED_WEIGHTS,
     SAME,
     SEED_WEIGHTS,
     SPECIALS,
     Case,
     generate,
+    generate_rocprof,
     special_cases,
 )
 from tests.fuzz.oracle import check, sanity
 from tests.fuzz.runner import Outcome
 
 RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "150"))
+ROCPROF_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPROF_RUNS", "40"))
 SECONDS = float(os.environ.get("MOEPROF_FUZZ_SECONDS", "80"))
 SEED = int(os.environ.get("MOEPROF_FUZZ_SEED", "1"))
 CATALOG = Path(__file__).parent / "fuzz" / "KNOWN_FAILURES.md"
@@ -70,7 +73,7 @@ def judge(result: Result) -> None:
 # ---- moeprof under fuzz ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(SEED_WEIGHTS))
+@pytest.mark.parametrize("name", sorted(SEED_WEIGHTS | ROCPROF_SEED_WEIGHTS))
 def test_seed_is_accepted(harness: Harness, deadline: float, name: str) -> None:
     """Every seed, unmutated, is a valid trace: the mutations start from something moeprof reads."""
     result = harness.seed_result(name)
@@ -91,12 +94,23 @@ def test_fuzz(harness: Harness, deadline: float, index: int) -> None:
     judge(harness.run(generate(SEED, index)))
 
 
+@pytest.mark.parametrize("index", range(ROCPROF_RUNS))
+def test_fuzz_rocprof(harness: Harness, deadline: float, index: int) -> None:
+    """rocprofv3 CSV output sets: hostile cells, times as text, dropped columns and companions, cut bytes."""
+    if time.monotonic() > deadline:
+        pytest.skip(f"MOEPROF_FUZZ_SECONDS={SECONDS:g} spent")
+    judge(harness.run(generate_rocprof(SEED, index)))
+
+
 # ---- the harness itself ---------------------------------------------------------------------------------------------
 
 
 def test_cases_are_reproducible() -> None:
     for index in range(40):
         a, b = generate(SEED, index), generate(SEED, index)
+        assert (a.seed, a.steps, a.expect, a.command, a.mode) == (b.seed, b.steps, b.expect, b.command, b.mode)
+        assert a.files == b.files
+        a, b = generate_rocprof(SEED, index), generate_rocprof(SEED, index)
         assert (a.seed, a.steps, a.expect, a.command, a.mode) == (b.seed, b.steps, b.expect, b.command, b.mode)
         assert a.files == b.files
 

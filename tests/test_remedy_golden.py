@@ -93,6 +93,15 @@ GOLDEN: dict[str, Rows] = {
         ("exposed reduce-scatter ncclDevKernel_ReduceScatter", "balance-work"),
         ("exposed all-to-all ncclDevKernel_SendRecv", "balance-work"),
     ],
+    # rocprofv3 CSV, 8 processes on one MI300X node: RCCL's generic kernel names no collective (kind "other"
+    # without the RCCL API trace), peer copies are send-recv, the loss comes back by a DtoH copy each step
+    "sample:synthetic_rocprof_mi300x": [
+        ("exposed other ncclDevKernel_Generic_1", "overlap-collective"),
+        ("launch-bound", "cuda-graphs"),
+        ("exposed host<->device copies", "async-host-copies"),
+        ("device-to-host syncs inside the step", "values-stay-on-device"),
+        ("exposed send-recv Memcpy PtoP", "overlap-point-to-point"),
+    ],
     # DDP on A100, one rank: a training step (autograd ranges), no ledger split (one rank)
     "shared:kineto/ddp_2rank_a100_rank0.json.gz": [
         ("exposed all-reduce ncclKernel_AllReduce", "overlap-all-reduce"),  # DDP gradient buckets: bucket_cap_mb

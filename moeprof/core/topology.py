@@ -16,9 +16,9 @@ from .events import BUCKETS, bucket_codes, column_codes, combine_codes, first_ro
 from .trace import Trace
 from .vocabulary import vocabulary
 
-# parsers whose one file covers one whole host: a comm group nobody named is
-# then all local when the analysis spans a single host
-HOST_SCOPED_SOURCES = frozenset({"xplane", "chrome", "nsys"})
+# parsers whose one file covers one whole host (or, rocprofv3, one process of a host whose GPUs it numbers
+# node-wide): a comm group nobody named is then all local when the analysis spans a single host
+HOST_SCOPED_SOURCES = frozenset({"xplane", "chrome", "nsys", "rocprof"})
 
 
 def ib_fraction(kind: str, own: int, members: list[int], per_domain: int) -> float:

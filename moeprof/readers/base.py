@@ -59,8 +59,15 @@ class Reader(Protocol):
     def read(self, path: Path, context: ReadContext) -> Trace: ...
 
 
+# the header rocprofv3 writes first in its CSV outputs (rocprofiler-sdk source/lib/output/generateCSV.cpp;
+# rocpd's conversion adds a leading "Guid" column): kernel trace, memory copy trace, agent list
+_ROCPROF_CSV = re.compile(
+    rb'^\s*(?:"?Guid"?,)?(?:"?Kind"?,"?(?:Agent_Id|Direction)"?,|"?Node_Id"?,"?Logical_Node_Id"?,)'
+)
+
+
 def sniff(path: Path) -> str:
-    """The format of a file from its first bytes (and name): xplane, json, sqlite, nsys-rep."""
+    """The format of a file from its first bytes (and name): xplane, json, sqlite, nsys-rep, rocprof-csv."""
     try:
         with path.open("rb") as fh:
             head = fh.read(64)
@@ -79,7 +86,11 @@ def sniff(path: Path) -> str:
                 inner = fh.read(64)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(path, f"corrupt gzip data: {exc}") from None
+        if _ROCPROF_CSV.match(inner):
+            return "rocprof-csv"
         return "json" if inner.lstrip()[:1] in (b"{", b"[") else "unknown"
+    if _ROCPROF_CSV.match(head):
+        return "rocprof-csv"
     if head.lstrip()[:1] in (b"{", b"["):
         return "json"
     if name.endswith(".pb"):

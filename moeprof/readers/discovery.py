@@ -9,6 +9,8 @@ from typing import TypeVar
 from ..errors import InputError
 from ..options import LoadOptions
 from .base import Placement
+from .rocprof_names import capture_prefix
+from .rocprof_names import host_name as rocprof_host
 from .sources import TraceSource, is_url
 
 P = TypeVar("P", bound=PurePath)
@@ -23,6 +25,12 @@ TRACE_SUFFIXES = (
     ".json",
     ".sqlite",
     ".nsys-rep",
+    # rocprofv3's CSV output set: the kernel trace is the capture, its memory copies and agent list are read
+    # from beside it (a memory-copy trace alone is a capture too)
+    "kernel_trace.csv",
+    "kernel_trace.csv.gz",
+    "memory_copy_trace.csv",
+    "memory_copy_trace.csv.gz",
 )
 
 
@@ -60,7 +68,11 @@ def plan_placements(files: list[TraceSource]) -> list[Placement]:
     used: dict[str, int] = {}
     out = []
     for f, p in zip(files, peeked):
-        if p is None:
+        if p is None and isinstance(f, Path) and capture_prefix(f.name) is not None:
+            # rocprofv3 writes one output set per process (``%hostname%/%pid%_``), and each lists all of its
+            # node's GPUs with their node-wide index: the processes of one host share its host index
+            key, host = f"rocprof:{rocprof_host(f)}", None
+        elif p is None:
             key = f"file:{f}"
             host = None
         elif p[0] in repeated and p[1]:
@@ -159,7 +171,8 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
             raise InputError(
                 path,
                 "directory holds no trace files "
-                "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
+                "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export,"
+                " rocprofv3 *kernel_trace.csv)",
             )
         found.extend(files)
     seen: set[TraceSource] = set()
@@ -184,6 +197,10 @@ FORMAT_PREFERENCE = (
     ".trace.json",
     ".json.gz",
     ".json",
+    "kernel_trace.csv.gz",
+    "kernel_trace.csv",
+    "memory_copy_trace.csv.gz",
+    "memory_copy_trace.csv",
 )
 _FORMAT_WORDS = (".nsys", ".xplane", ".pt", ".trace")
 
@@ -225,7 +242,11 @@ def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> 
         keep.append(best)
         others = [p.name for p in group if p is not best]
         # xprof's own pair (host.xplane.pb + host.trace.json.gz) and nsys's (.nsys-rep + .sqlite) are expected
-        expected = {best.name.lower().replace(".xplane.pb", ".trace.json.gz"), capture_stem(best.name) + ".nsys-rep"}
+        expected = {
+            best.name.lower().replace(".xplane.pb", ".trace.json.gz"),
+            capture_stem(best.name) + ".nsys-rep",
+            *(capture_stem(best.name).lower() + s for s in ("memory_copy_trace.csv", "memory_copy_trace.csv.gz")),
+        }
         if any(o.lower() not in expected for o in others):
             where = folder / stem if isinstance(folder, Path) else f"{folder.rstrip('/')}/{stem}"
             notes.append(

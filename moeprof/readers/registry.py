@@ -52,7 +52,21 @@ class _Nsight:
         return read(path, context)
 
 
-READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight())
+class _Rocprof:
+    """AMD rocprofv3 CSV output (kernel trace, memory copies, agent list)."""
+
+    format = "rocprof"
+
+    def sniff(self, path: Path, kind: str) -> bool:
+        return kind == "rocprof-csv"
+
+    def read(self, path: Path, context: ReadContext) -> Trace:
+        from .rocprof import read
+
+        return read(path, context)
+
+
+READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight(), _Rocprof())
 
 
 def reader_for(path: Path) -> tuple[Reader, str]:
@@ -65,7 +79,8 @@ def reader_for(path: Path) -> tuple[Reader, str]:
             return reader, kind
     raise InputError(
         path,
-        "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep)",
+        "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep,"
+        " rocprofv3 kernel_trace.csv)",
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import known
 from .engine import Harness, Result
 from .known import escaped_type
-from .mutators import Case, generate, special_cases
+from .mutators import Case, generate, generate_rocprof, special_cases
 from .oracle import Violation
 from .runner import Outcome
 
@@ -56,8 +56,12 @@ def main() -> int:
         try:
             if args.replay or args.special:
                 if args.replay:
-                    seed, index = (int(x) for x in args.replay.split(":"))
-                    case = generate(seed, index)
+                    if args.replay.startswith("rocprof:"):
+                        seed, index = (int(x) for x in args.replay.split(":")[1:])
+                        case = generate_rocprof(seed, index)
+                    else:
+                        seed, index = (int(x) for x in args.replay.split(":"))
+                        case = generate(seed, index)
                 else:
                     case = next(c for c in special_cases(sys.executable) if c.key == f"special:{args.special}")
                 result = harness.run(case, keep=args.keep)

@@ -15,6 +15,7 @@ Every mutation step also says what a correct moeprof must do with the result:
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import json
@@ -32,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import protowire as pw
-from .seeds import KINETO, NSYS_PARQUET, NSYS_SQLITE, XPLANE, XPROF_JSON, Seed, all_seeds
+from .seeds import KINETO, NSYS_PARQUET, NSYS_SQLITE, ROCPROF_CSV, XPLANE, XPROF_JSON, Seed, all_seeds
 
 ANY, REJECT, SAME, SAME_OR_REJECT = "any", "reject", "same", "same_or_reject"
 # why a step makes the input one to refuse (in the step's text, for the failure classifier)
@@ -959,6 +960,130 @@ PARQUET_OPS: list[tuple[Callable[[random.Random, Parquet], tuple[str, str]], int
 ]  # fmt: skip
 
 
+# ---- rocprofv3 CSV -------------------------------------------------------------------------------------------------
+
+# what the reader needs of each file (moeprof.readers.rocprof), by the file's suffix
+ROCPROF_REQUIRED = {
+    "kernel_trace.csv": ("Agent_Id", "Kernel_Name", "Start_Timestamp", "End_Timestamp"),
+    "memory_copy_trace.csv": (
+        "Direction",
+        "Source_Agent_Id",
+        "Destination_Agent_Id",
+        "Start_Timestamp",
+        "End_Timestamp",
+    ),
+    "agent_info.csv": ("Node_Id", "Logical_Node_Id", "Agent_Type"),
+}
+
+
+class CsvFile:
+    """One rocprofv3 CSV as rows of strings (gzip kept), written back as rocprofv3 quotes it."""
+
+    def __init__(self, name: str, raw: bytes) -> None:
+        self.gz = raw[:2] == b"\x1f\x8b"
+        text = (gzip.decompress(raw) if self.gz else raw).decode()
+        rows = list(csv.reader(io.StringIO(text)))
+        self.header, self.rows = rows[0], rows[1:]
+        self.kind = next(k for k in ROCPROF_REQUIRED if name.removesuffix(".gz").endswith(k))
+
+    def serialize(self) -> bytes:
+        out = io.StringIO()
+        out.write(",".join(f'"{h}"' for h in self.header) + "\n")
+        w = csv.writer(out, lineterminator="\n")
+        w.writerows(self.rows)
+        data = out.getvalue().encode()
+        return gzip.compress(data, mtime=0) if self.gz else data
+
+
+def _cell(rng: random.Random, f: CsvFile) -> tuple[int, int]:
+    return rng.randrange(len(f.rows)), rng.randrange(len(f.header))
+
+
+def r_hostile_cell(rng: random.Random, f: CsvFile) -> tuple[str, str]:
+    if not f.rows:
+        return "hostile cell: no rows", ANY
+    r, c = _cell(rng, f)
+    value = hostile_value(rng, numeric_bias=True)
+    text = "" if value is None else str(value)[:2000].replace(_BAD_UTF8, "\ufffd")
+    f.rows[r][c] = text
+    return f"{f.kind} row {r} {f.header[c]} = {show(value)}", ANY
+
+
+def r_time_text(rng: random.Random, f: CsvFile) -> tuple[str, str]:
+    times = [i for i, h in enumerate(f.header) if h.endswith("_Timestamp")]
+    if not f.rows or not times:
+        return "time as text: no time column", ANY
+    r, c = rng.randrange(len(f.rows)), rng.choice(times)
+    f.rows[r][c] = rng.choice(["soon", "1.5e3x", "12:00", "0x1F", "--"])
+    return f"{f.kind} row {r} {f.header[c]} = text {NOT_A_NUMBER}", REJECT
+
+
+def r_drop_column(rng: random.Random, f: CsvFile) -> tuple[str, str]:
+    c = rng.randrange(len(f.header))
+    name = f.header[c]
+    del f.header[c]
+    for row in f.rows:
+        if len(row) > c:
+            del row[c]
+    needed = name in ROCPROF_REQUIRED[f.kind]
+    return f"{f.kind} column {name} dropped" + (f" {NOT_A_TRACE}" if needed else ""), (REJECT if needed else ANY)
+
+
+def r_shuffle(rng: random.Random, f: CsvFile) -> tuple[str, str]:
+    rng.shuffle(f.rows)
+    return f"{f.kind} rows shuffled", SAME
+
+
+def r_extra_column(rng: random.Random, f: CsvFile) -> tuple[str, str]:
+    f.header.append("Fuzz_Extra")
+    for row in f.rows:
+        row.append(str(rng.randint(0, 9)))
+    return f"{f.kind}: an unknown column added", SAME
+
+
+def r_delete_rows(rng: random.Random, f: CsvFile) -> tuple[str, str]:
+    keep = rng.choice([0, 1, 2])
+    f.rows = [row for i, row in enumerate(f.rows) if i % 3 == keep] if keep else []
+    return f"{f.kind}: " + ("every row deleted" if not keep else "two rows in three deleted"), ANY
+
+
+def r_huge_time(rng: random.Random, f: CsvFile) -> tuple[str, str]:
+    times = [i for i, h in enumerate(f.header) if h.endswith("_Timestamp")]
+    if not f.rows or not times:
+        return "huge time: no time column", ANY
+    r, c = rng.randrange(len(f.rows)), rng.choice(times)
+    f.rows[r][c] = str(rng.choice([2**63 - 1, 2**64 - 1, 2**62, 10**20, -5]))
+    return f"{f.kind} row {r} {f.header[c]} = {f.rows[r][c]}", ANY
+
+
+ROCPROF_OPS: list[tuple[Callable[[random.Random, CsvFile], tuple[str, str]], int]] = [
+    (r_hostile_cell, 5), (r_time_text, 2), (r_drop_column, 3), (r_shuffle, 2), (r_extra_column, 1),
+    (r_delete_rows, 2), (r_huge_time, 2),
+]  # fmt: skip
+
+
+def _mutate_rocprof(
+    rng: random.Random, seed: Seed, target: str, n: int
+) -> tuple[dict[str, bytes], list[str], list[str]]:
+    files = dict(seed.files)
+    steps: list[str] = []
+    expects: list[str] = []
+    if rng.random() < 0.1 and not target.removesuffix(".gz").endswith("kernel_trace.csv"):
+        del files[target]  # a companion missing: devices keep their labels, or no copies
+        return files, [f"{target} removed"], [ANY]
+    f = CsvFile(target, files[target])
+    for op in (_pick(rng, ROCPROF_OPS) for _ in range(n)):
+        s, e = op(rng, f)
+        steps.append(s)
+        expects.append(e)
+    files[target] = f.serialize()
+    if rng.random() < 0.2:
+        files[target], s, e = byte_mutation(rng, files[target], seed.fmt, f.gz)
+        steps.append(f"bytes: {s}")
+        expects.append(e)
+    return files, steps, expects
+
+
 # ---- bytes ---------------------------------------------------------------------------------------------------------
 
 
@@ -1010,6 +1135,8 @@ SEED_WEIGHTS = {
     "xprof-json-small": 4, "kineto-rank": 4, "kineto-2ranks": 2, "kineto-tiny": 5, "nsys-sqlite": 2,
     "nsys-small": 4, "nsys-rich": 4, "nsys-parquet": 5,
 }  # fmt: skip
+# rocprofv3 cases are drawn apart (generate_rocprof), so that the cases of earlier campaigns replay as they were
+ROCPROF_SEED_WEIGHTS = {"rocprof-2proc": 3, "rocprof-gz": 2}
 COMMANDS = [("analyze", 88), ("events", 3), ("report", 3), ("annotate", 3), ("check", 3)]
 HUGE_DURATIONS_SHARE = 0.06
 SUBPROCESS_EVERY = 25  # one case in N runs through `python -m moeprof` instead of the in-process worker
@@ -1073,6 +1200,8 @@ def mutate(
         steps = _retag(steps, _sqlite_unplaceable_left(db))
         files[target] = db.serialize()
         gz = False
+    elif seed.fmt == ROCPROF_CSV:
+        return _mutate_rocprof(rng, seed, target, n)
     else:
         return _mutate_parquet(rng, seed, target, n)
     if rng.random() < 0.2:
@@ -1238,6 +1367,28 @@ def generate(base_seed: int, index: int) -> Case:
         target=target,
         command=command,
         mode=mode,
+    )
+
+
+def generate_rocprof(base_seed: int, index: int) -> Case:
+    """A rocprofv3 case (replay: ``python -m tests.fuzz --replay rocprof:SEED:INDEX``)."""
+    rng = random.Random(f"moeprof-fuzz-rocprof:{base_seed}:{index}")
+    name = rng.choices(list(ROCPROF_SEED_WEIGHTS), list(ROCPROF_SEED_WEIGHTS.values()))[0]
+    seed = all_seeds()[name]
+    target = rng.choice(seed.targets)
+    files, steps, expects = _mutate_rocprof(rng, seed, target, _steps(rng))
+    command = rng.choices([c for c, _ in COMMANDS], [w for _, w in COMMANDS])[0]
+    return Case(
+        key=f"rocprof:{base_seed}:{index}",
+        seed=name,
+        fmt=seed.fmt,
+        steps=steps,
+        expect=combine(expects),
+        files=files,
+        arg=seed.arg,
+        target=target,
+        command=command,
+        mode="subprocess" if index % SUBPROCESS_EVERY == 0 else "worker",
     )
 
 

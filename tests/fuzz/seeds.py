@@ -22,6 +22,7 @@ SAMPLES = ROOT / "sample_traces"
 
 # formats the mutators know
 XPLANE, XPROF_JSON, KINETO, NSYS_SQLITE, NSYS_PARQUET = "xplane", "xprof-json", "kineto", "nsys-sqlite", "nsys-parquet"
+ROCPROF_CSV = "rocprof-csv"
 
 
 @dataclass(frozen=True)
@@ -287,4 +288,23 @@ def all_seeds() -> dict[str, Seed]:
         Seed("nsys-parquet", NSYS_PARQUET, {"node0.sqlite": nsys_rich}, "node0", ("node0",),
              "nsys-rich as an nsys parquetdir export"),
     ]  # fmt: skip
+    seeds.extend(_rocprof_seeds())
     return {s.name: s for s in seeds}
+
+
+def _rocprof_seeds() -> list[Seed]:
+    """Two processes of the synthetic MI300X rocprofv3 capture (a host folder), and one as a gzipped kernel trace."""
+    host = SAMPLES / "synthetic_rocprof_mi300x" / "mi300x-node0"
+    two = {
+        f"job/mi300x-node0/{p.name}": p.read_bytes()
+        for pid in ("41200", "41201")
+        for p in sorted(host.glob(f"{pid}_*.csv"))
+    }
+    one = {f"{p.name}": p.read_bytes() for p in sorted(host.glob("41203_*.csv"))}
+    one["41203_kernel_trace.csv.gz"] = _gz(one.pop("41203_kernel_trace.csv"))
+    return [
+        Seed("rocprof-2proc", ROCPROF_CSV, two, "job", tuple(sorted(two)),
+             "synthetic_rocprof_mi300x, processes of GPUs 0 and 1 (kernel trace, copies, agent list each)"),
+        Seed("rocprof-gz", ROCPROF_CSV, one, "41203_kernel_trace.csv.gz", tuple(sorted(one)),
+             "synthetic_rocprof_mi300x, GPU 3's process, kernel trace gzipped, given as a file"),
+    ]  # fmt: skip

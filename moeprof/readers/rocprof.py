@@ -1,0 +1,326 @@
+"""AMD rocprofv3 (rocprofiler-sdk) output: the CSV kernel trace with its companions.
+
+rocprofv3 writes one output set per process, ``<prefix>kernel_trace.csv``, ``<prefix>agent_info.csv``,
+``<prefix>memory_copy_trace.csv`` (prefix ``<pid>_`` in a ``<hostname>/`` folder by default, ``NAME_`` with
+``-o NAME``; rocprofiler-sdk ``source/lib/output/generateCSV.cpp``). The kernel trace (or, without one, the
+memory-copy trace) is the capture; the others are read from beside it. What each field means and where
+the writer defines it: docs/metrics.md, "rocprofv3".
+
+- Times are integer ns on CLOCK_BOOTTIME (``source/lib/common/utility.hpp``), read as they are.
+- ``Agent_Id`` is a label, ``"Agent <n>"`` (n the agent's relative index, ``Logical_Node_Id`` in the agent
+  list), ``"GPU <k>"`` (``--agent-index type``), or a bare number (older rocprofv3)
+  (``source/lib/output/metadata.cpp``, ``create_agent_index``). A device is ``<host>/GPU:<k>``, k the
+  agent's index among the node's GPUs, named in ``device_models`` by its ``Product_Name``.
+- Rows are not in time order; they are sorted here.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..core.events import make_table
+from ..core.trace import Trace
+from ..errors import InputError
+from .base import ReadContext
+from .rocprof_names import AGENT_SUFFIX, COPY_SUFFIX, capture_prefix, companion, host_name
+
+KERNEL_COLUMNS = ("Agent_Id", "Kernel_Name", "Start_Timestamp", "End_Timestamp")
+KERNEL_OPTIONAL = ("Queue_Id", "Stream_Id", "Correlation_Id")
+COPY_COLUMNS = ("Direction", "Source_Agent_Id", "Destination_Agent_Id", "Start_Timestamp", "End_Timestamp")
+COPY_OPTIONAL = ("Stream_Id", "Correlation_Id")
+AGENT_COLUMNS = ("Node_Id", "Logical_Node_Id", "Agent_Type")
+
+# rocprofiler_memory_copy_operation_t (rocprofiler-sdk fwd.h), as the CSV spells it
+_DIRECTIONS = {
+    "HOST_TO_HOST": "HtoH",
+    "HOST_TO_DEVICE": "HtoD",
+    "DEVICE_TO_HOST": "DtoH",
+    "DEVICE_TO_DEVICE": "DtoD",
+}
+_LABEL = re.compile(r"^\s*(?:(agent|gpu)\s*)?(\d+)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Agents:
+    """The node's agents: label number -> GPU index (None: a CPU), and GPU index -> product name."""
+
+    by_logical: dict[int, int | None]  # Logical_Node_Id -> GPU index (None: not a GPU)
+    names: dict[int, str]  # GPU index -> product name
+    n_gpus: int  # GPUs of the node (0: no agent list)
+
+
+# ---- CSV ---------------------------------------------------------------------------------------------------------
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    raw = path.open("rb")
+    if raw.read(2) == b"\x1f\x8b":
+        raw.seek(0)
+        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", errors="replace", newline="")
+    raw.seek(0)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+
+
+def _header(path: Path) -> list[str]:
+    try:
+        with _open_text(path) as fh:
+            row = next(csv.reader([fh.readline()]), [])
+    except (OSError, EOFError, zlib.error, csv.Error) as exc:
+        raise InputError(path, f"cannot read: {exc}") from None
+    return [c.strip() for c in row]
+
+
+def read_csv_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...], what: str) -> pd.DataFrame:
+    """The columns a reader needs from one rocprofv3 CSV, every row; a missing column, a cut or malformed
+    row, or a time that is no integer is refused in one line naming the file."""
+    header = _header(path)
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(
+            path, f"not a rocprofv3 {what}: no column {', '.join(missing)} (header: {','.join(header)[:200]})"
+        )
+    wanted = [c for c in (*required, *optional) if c in header]
+    times = [c for c in wanted if c.endswith("_Timestamp")]
+    try:
+        frame = pd.read_csv(
+            path,
+            usecols=wanted,
+            dtype={c: str for c in wanted if c not in times},
+            keep_default_na=False,
+            na_values={c: [""] for c in times},
+            compression=_compression(path),
+            engine="c",
+            low_memory=False,
+        )
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(path, f"cannot read: {exc}") from None
+    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"malformed CSV (cut short?): {str(exc).strip().splitlines()[0][:200]}") from None
+    for c in times:
+        frame[c] = _integers(frame[c], path, c)
+    return frame
+
+
+def _compression(path: Path) -> str | None:
+    with path.open("rb") as fh:
+        return "gzip" if fh.read(2) == b"\x1f\x8b" else None
+
+
+def _integers(column: pd.Series, path: Path, name: str) -> np.ndarray:
+    """A timestamp column as int64: rocprofv3 writes uint64 ns; a value that is no integer is refused."""
+    if column.dtype.kind in "iu":
+        values = column.to_numpy()
+        if column.dtype.kind == "u" and len(values) and values.max() > np.iinfo(np.int64).max:
+            # past int64: screen_times drops such rows with a warning; keep them past its limit
+            return np.minimum(values, np.iinfo(np.int64).max).astype(np.int64)
+        return values.astype(np.int64)
+    bad = pd.to_numeric(column, errors="coerce")
+    whole = bad.notna() & (bad == np.floor(bad)) & (bad.abs() < 2**63)
+    if not bool(whole.all()):
+        row = int(np.flatnonzero(~whole.to_numpy())[0])
+        raise InputError(
+            path, f"{name} of row {row + 2} is {str(column.iloc[row])[:40]!r}: not an integer time in ns (cut short?)"
+        )
+    return bad.to_numpy(dtype=np.float64).astype(np.int64)
+
+
+def read_agents(path: Path | None) -> Agents:
+    """The agent list beside a trace (``<prefix>agent_info.csv``: ``Node_Id``, ``Logical_Node_Id``,
+    ``Agent_Type``, ``Product_Name``; rocprofiler-sdk ``generateCSV.cpp``), or an empty one."""
+    if path is None:
+        return Agents({}, {}, 0)
+    frame = read_csv_table(path, AGENT_COLUMNS, ("Product_Name", "Name"), "agent list")
+    try:
+        logical = frame["Logical_Node_Id"].astype(np.int64).to_numpy()
+    except (ValueError, OverflowError):
+        raise InputError(path, "Logical_Node_Id holds a value that is no integer") from None
+    is_gpu = frame["Agent_Type"].str.strip().str.upper().eq("GPU").to_numpy()
+    order = np.argsort(logical, kind="stable")
+    by_logical: dict[int, int | None] = {}
+    names: dict[int, str] = {}
+    k = 0
+    product = frame["Product_Name"] if "Product_Name" in frame else frame.get("Name", pd.Series([""] * len(frame)))
+    for i in order.tolist():
+        if is_gpu[i]:
+            by_logical[int(logical[i])] = k
+            name = str(product.iloc[i]).strip()
+            if name:
+                names[k] = name
+            k += 1
+        else:
+            by_logical[int(logical[i])] = None
+    return Agents(by_logical, names, k)
+
+
+def _gpu_index(labels: pd.Series, agents: Agents, path: Path, column: str) -> np.ndarray:
+    """Each row's GPU index from its agent label (-1: a CPU agent). Labels are mapped once each."""
+    codes, uniques = pd.factorize(labels.to_numpy(dtype=object))
+    table = np.empty(len(uniques), dtype=np.int64)
+    for i, label in enumerate(uniques.tolist()):
+        m = _LABEL.match(str(label))
+        if m is None:
+            raise InputError(path, f'{column} {str(label)[:40]!r} is no agent label ("Agent <n>", "GPU <k>")')
+        n = int(m.group(2))
+        if (m.group(1) or "").lower() == "gpu" or not agents.by_logical:
+            table[i] = n  # already a GPU index, or no agent list to map through
+        elif n not in agents.by_logical:
+            raise InputError(path, f"{column} {label!r} names no agent of the agent list")
+        else:
+            gpu = agents.by_logical[n]
+            table[i] = -1 if gpu is None else gpu
+    return table[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+
+
+def _stream_names(frame: pd.DataFrame) -> np.ndarray:
+    """``stream <Stream_Id>`` (the HIP stream, 0 the default stream), ``queue <Queue_Id>`` in older
+    outputs without a stream column."""
+    col, word = ("Stream_Id", "stream") if "Stream_Id" in frame else ("Queue_Id", "queue")
+    if col not in frame:
+        return np.full(len(frame), "", dtype=object)
+    codes, uniques = pd.factorize(frame[col].to_numpy(dtype=object))
+    names = np.array([f"{word} {u}".strip() for u in uniques.tolist()], dtype=object)
+    return names[codes] if len(codes) else np.empty(0, dtype=object)
+
+
+def read(path: Path, context: ReadContext | None = None) -> Trace:
+    """One rocprofv3 CSV output set: the kernel trace (or the memory-copy trace) given, its agent list and
+    memory copies read from beside it."""
+    context = context or ReadContext()
+    path = Path(path)
+    prefix = capture_prefix(path.name)
+    header = _header(path)
+    if "Logical_Node_Id" in header and "Kernel_Name" not in header:
+        raise InputError(path, "a rocprofv3 agent list, not a trace: give the kernel trace beside it")
+    warnings: list[str] = []
+    agents_path = companion(path, AGENT_SUFFIX) if prefix is not None else None
+    agents = read_agents(agents_path)
+    if agents_path is None:
+        warnings.append(
+            f"{path}: no {prefix or '<prefix>_'}{AGENT_SUFFIX} beside it: devices numbered by rocprofv3's agent"
+            " label, GPU model unknown"
+        )
+    if "Kernel_Name" in header:
+        kernels = read_csv_table(path, KERNEL_COLUMNS, KERNEL_OPTIONAL, "kernel trace")
+        copies_path = companion(path, COPY_SUFFIX)
+        copies = read_csv_table(copies_path, COPY_COLUMNS, COPY_OPTIONAL, "memory copy trace") if copies_path else None
+    elif "Direction" in header:
+        kernels, copies, copies_path = (
+            None,
+            read_csv_table(path, COPY_COLUMNS, COPY_OPTIONAL, "memory copy trace"),
+            path,
+        )
+    else:
+        raise InputError(path, f"not a rocprofv3 kernel or memory copy trace (header: {','.join(header)[:200]})")
+    parts = []
+    if kernels is not None:
+        parts.append(_kernel_columns(kernels, agents, path))
+    if copies is not None and copies_path is not None:
+        parts.append(_copy_columns(copies, agents, copies_path))
+    return build_trace(parts, agents, host_name(path), path, context, "rocprof-csv", warnings)
+
+
+def _kernel_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, np.ndarray]:
+    return {
+        "gpu": _gpu_index(frame["Agent_Id"], agents, path, "Agent_Id"),
+        "name": frame["Kernel_Name"].to_numpy(dtype=object),
+        "start_ns": frame["Start_Timestamp"].to_numpy(dtype=np.int64),
+        "end_ns": frame["End_Timestamp"].to_numpy(dtype=np.int64),
+        "stream": _stream_names(frame),
+        "activity": np.full(len(frame), "kernel", dtype=object),
+        "copy_kind": np.full(len(frame), "", dtype=object),
+    }
+
+
+def copy_kinds(direction: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """HtoD/DtoH/DtoD/HtoH from the direction; a device-to-device copy between two GPUs is PtoP (fwd.h:
+    a peer copy is DEVICE_TO_DEVICE with two GPU agents)."""
+    codes, uniques = pd.factorize(direction)
+    words = np.array(
+        [_DIRECTIONS.get(str(u).upper().removeprefix("MEMORY_COPY_"), "") for u in uniques.tolist()], dtype=object
+    )
+    kind = words[codes] if len(codes) else np.empty(0, dtype=object)
+    peer = (kind == "DtoD") & (src >= 0) & (dst >= 0) & (src != dst)
+    return np.where(peer, "PtoP", kind).astype(object)
+
+
+def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, np.ndarray]:
+    src = _gpu_index(frame["Source_Agent_Id"], agents, path, "Source_Agent_Id")
+    dst = _gpu_index(frame["Destination_Agent_Id"], agents, path, "Destination_Agent_Id")
+    kind = copy_kinds(frame["Direction"].to_numpy(dtype=object), src, dst)
+    unknown = kind == ""
+    if unknown.any():
+        said = frame["Direction"].to_numpy(dtype=object)[np.flatnonzero(unknown)[0]]
+        raise InputError(path, f"Direction {str(said)[:40]!r} is no memory copy direction")
+    # a copy belongs to the GPU that takes part: the destination of a host-to-device copy, else the source
+    gpu = np.where(kind == "HtoD", dst, np.where(src >= 0, src, dst))
+    return {
+        "gpu": gpu,
+        "name": np.where(kind == "", "Memcpy", "Memcpy " + kind.astype(str)).astype(object),
+        "start_ns": frame["Start_Timestamp"].to_numpy(dtype=np.int64),
+        "end_ns": frame["End_Timestamp"].to_numpy(dtype=np.int64),
+        "stream": _stream_names(frame),
+        "activity": np.full(len(frame), "memcpy", dtype=object),
+        "copy_kind": kind,
+    }
+
+
+def build_trace(
+    parts: list[dict[str, np.ndarray]],
+    agents: Agents,
+    host: str,
+    path: Path,
+    context: ReadContext,
+    fmt: str,
+    warnings: list[str],
+    extra: dict[str, np.ndarray] | None = None,
+) -> Trace:
+    """The event table of rocprofv3 records (one column dict per record kind): GPU rows only, in start
+    order, one device per GPU agent that ran something."""
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+    if extra:
+        cols.update(extra)
+    if not parts or not len(cols["gpu"]):
+        raise InputError(path, "rocprofv3 trace with no kernel dispatch or memory copy")
+    on_gpu = cols["gpu"] >= 0
+    if not on_gpu.any():
+        raise InputError(path, "rocprofv3 trace whose every record ran on a CPU agent: no GPU activity")
+    if not on_gpu.all():
+        warnings.append(f"{path}: left out {int((~on_gpu).sum()):,} records of CPU agents (not GPU activity)")
+        cols = {k: v[on_gpu] for k, v in cols.items()}
+    order = np.lexsort((cols["end_ns"], cols["start_ns"]))
+    cols = {k: v[order] for k, v in cols.items()}
+    gpu = cols.pop("gpu")
+    used = np.unique(gpu)
+    per_host = context.placement.devices_per_host or max(agents.n_gpus, int(used.max()) + 1)
+    host_index = context.placement.host_index
+    host = context.placement.host or host
+    global_id = host_index * per_host + gpu
+    dev_names = np.array([f"{host}/GPU:{g}" for g in range(int(used.max()) + 1)], dtype=object)
+    events = make_table(
+        {
+            **cols,
+            "host": host,
+            "device": dev_names[gpu],
+            "global_id": global_id,
+            "gpus_per_domain": per_host,
+            "source": "rocprof",
+        },
+        n=len(gpu),
+    )
+    return Trace(
+        events=events,
+        path=str(path),
+        format=fmt,
+        devices={str(dev_names[g]): int(host_index * per_host + g) for g in used.tolist()},
+        device_models={str(dev_names[g]): agents.names[g] for g in used.tolist() if g in agents.names},
+        warnings=tuple(warnings),
+    )

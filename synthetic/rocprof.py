@@ -1,0 +1,297 @@
+"""A synthetic rocprofv3 capture of a MoE training job on one 8x MI300X node, and its true figures.
+
+PyTorch style: one process per GPU, each writing rocprofv3's CSV output set under the default
+``%hostname%/%pid%`` names (rocprofiler-sdk ``source/bin/rocprofv3.py``, ``-o``), field by field as
+``source/lib/output/generateCSV.cpp`` writes them (see ../shared/notes/rocprof-nccl-inspector.md):
+
+- ``<pid>_agent_info.csv``: every agent of the node, CPUs included (2 CPUs, then 8 GPUs ``gfx942``
+  "AMD Instinct MI300X"), ``Node_Id`` = ``Logical_Node_Id`` 0..9.
+- ``<pid>_kernel_trace.csv``: the 22 columns, ``Agent_Id`` the label ``"Agent <n>"`` (relative index),
+  ``Correlation_Id`` the internal id, rows **not** in start order (written as buffers flush).
+- ``<pid>_memory_copy_trace.csv``: ``Kind, Direction, Stream_Id, Source_Agent_Id, Destination_Agent_Id,
+  Correlation_Id, Start_Timestamp, End_Timestamp`` (no byte count).
+
+The job: per step, an input copy (HtoD), attention and expert GEMMs, two expert all-to-alls (dispatch,
+combine) as RCCL's generic kernel ``ncclDevKernel_Generic_1`` on a communication stream partly under
+compute, ROCclr blit copies and fills, one GPU-to-GPU peer copy, the gradient all-reduce, and a DtoH of
+the loss. The RCCL API call that launched each generic kernel is kept (``Activity.rccl``) for the formats that carry it.
+
+The truth (:func:`truth`) is computed here from the intervals the generator laid out, with its own interval
+union: no moeprof code.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOST = "mi300x-node0"
+N_GPUS = 8
+N_CPUS = 2
+PRODUCT = "AMD Instinct MI300X"
+GFX = "gfx942"
+FIRST_PID = 41200
+BOOT_NS = 1_870_000_000_000_000  # CLOCK_BOOTTIME of the capture's start: a node up ~3 weeks
+STEPS = 3
+
+KERNEL_HEADER = [
+    "Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
+    "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",
+    "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X", "Workgroup_Size_Y", "Workgroup_Size_Z",
+    "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z",
+]  # fmt: skip
+COPY_HEADER = [
+    "Kind", "Direction", "Stream_Id", "Source_Agent_Id", "Destination_Agent_Id", "Correlation_Id",
+    "Start_Timestamp", "End_Timestamp",
+]  # fmt: skip
+AGENT_HEADER = [
+    "Node_Id", "Logical_Node_Id", "Agent_Type", "Cpu_Cores_Count", "Simd_Count", "Cu_Count", "Wave_Front_Size",
+    "Num_Xcc", "Gfx_Target_Version", "Vendor_Id", "Device_Id", "Location_Id", "Gpu_Id", "Name", "Vendor_Name",
+    "Product_Name", "Model_Name",
+]  # fmt: skip
+
+COMPUTE = [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::BFloat16>, std::array<char*, 1ul> >"
+    "(int, at::native::FillFunctor<c10::BFloat16>, std::array<char*, 1ul>)",
+    "Cijk_Alik_Bljk_BBS_BH_MT256x256x64_MI32x32x8x1_SN_1LDSB1_GRVW8",
+    "_ZN5aiter17fmha_fwd_hd128_bf16_causalE",
+    "moe_gemm1_0",
+    "moe_gemm2_0",
+    "aiter::opus_moe_sorting_entry",
+]
+RCCL_GENERIC = "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)"
+COPY_KERNEL = "__amd_rocclr_copyBuffer"
+FILL_KERNEL = "__amd_rocclr_fillBufferAligned"
+
+# the RCCL API call that launched each generic kernel (host side: its kind)
+RCCL_CALLS = {"dispatch": "ncclAllToAll", "combine": "ncclAllToAll", "grads": "ncclAllReduce"}
+
+
+@dataclass
+class Activity:
+    gpu: int  # index among the node's GPUs
+    kind: str  # kernel | copy
+    name: str  # kernel name, or the copy's direction (MEMORY_COPY_*)
+    bucket: str  # spec §2, as the generator means it
+    start: int
+    end: int
+    stream: int
+    correlation: int
+    peer: int = -1  # the other GPU of a peer copy
+    rccl: str = ""  # the RCCL API call that launched it
+
+
+@dataclass
+class Job:
+    activities: list[Activity] = field(default_factory=list)
+
+    def of(self, gpu: int) -> list[Activity]:
+        return [a for a in self.activities if a.gpu == gpu]
+
+
+def agent_label(gpu: int) -> str:
+    """rocprofv3's default label: the relative index (CPUs first)."""
+    return f"Agent {N_CPUS + gpu}"
+
+
+def build(seed: int = 27) -> Job:
+    rng = random.Random(seed)
+    job = Job()
+    corr = 0
+    for gpu in range(N_GPUS):
+        t = BOOT_NS + 50_000 + gpu * 700
+        for _step in range(STEPS):
+            corr += 1
+            d = rng.randint(9_000, 14_000)
+            job.activities.append(Activity(gpu, "copy", "MEMORY_COPY_HOST_TO_DEVICE", "memcpy", t, t + d, 1, corr))
+            t += d + rng.randint(800, 2_000)
+            for phase in ("dispatch", "combine"):
+                # compute on stream 1, an all-to-all on stream 2 starting mid-way (partly hidden)
+                c0 = t
+                for name in rng.sample(COMPUTE, 4):
+                    corr += 1
+                    d = rng.randint(20_000, 60_000)
+                    job.activities.append(Activity(gpu, "kernel", name, "compute", t, t + d, 1, corr))
+                    t += d + rng.randint(1_000, 4_000)
+                corr += 1
+                a0 = c0 + (t - c0) // 2 + rng.randint(-5_000, 5_000)
+                d = rng.randint(60_000, 140_000)
+                job.activities.append(
+                    Activity(gpu, "kernel", RCCL_GENERIC, "comm", a0, a0 + d, 2, corr, rccl=RCCL_CALLS[phase])
+                )
+                t = max(t, a0 + d) + rng.randint(1_000, 3_000)
+            # ROCclr blits: a device copy and a fill, back to back on the compute stream
+            for name, bucket in ((COPY_KERNEL, "memcpy"), (FILL_KERNEL, "other")):
+                corr += 1
+                d = rng.randint(3_000, 9_000)
+                job.activities.append(Activity(gpu, "kernel", name, bucket, t, t + d, 1, corr))
+                t += d + rng.randint(500, 1_500)
+            # a peer copy to the neighbour GPU (comm), overlapping the next kernel
+            corr += 1
+            d = rng.randint(15_000, 25_000)
+            job.activities.append(
+                Activity(gpu, "copy", "MEMORY_COPY_DEVICE_TO_DEVICE", "comm", t, t + d, 2, corr, peer=gpu ^ 1)
+            )
+            corr += 1
+            d2 = rng.randint(30_000, 50_000)
+            job.activities.append(Activity(gpu, "kernel", COMPUTE[1], "compute", t + 4_000, t + 4_000 + d2, 1, corr))
+            t += max(d, 4_000 + d2) + rng.randint(1_000, 3_000)
+            # gradient all-reduce, exposed
+            corr += 1
+            d = rng.randint(150_000, 250_000)
+            job.activities.append(
+                Activity(gpu, "kernel", RCCL_GENERIC, "comm", t, t + d, 2, corr, rccl="ncclAllReduce")
+            )
+            t += d + rng.randint(1_000, 3_000)
+            corr += 1
+            d = rng.randint(4_000, 8_000)
+            job.activities.append(Activity(gpu, "copy", "MEMORY_COPY_DEVICE_TO_HOST", "memcpy", t, t + d, 1, corr))
+            t += d + rng.randint(40_000, 90_000)  # the host's gap before the next step
+    return job
+
+
+# ---- the truth, by brute force ---------------------------------------------------------------------------------
+
+
+def _union(intervals: list[tuple[int, int]]) -> int:
+    total, cur_s, cur_e = 0, -1, -1
+    for s, e in sorted(intervals):
+        if s > cur_e:
+            total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + cur_e - cur_s
+
+
+def truth(job: Job) -> dict:
+    devices = []
+    for gpu in range(N_GPUS):
+        acts = job.of(gpu)
+        by = {b: [(a.start, a.end) for a in acts if a.bucket == b] for b in ("compute", "comm", "memcpy", "other")}
+        span = max(a.end for a in acts) - min(a.start for a in acts)
+        busy = _union([(a.start, a.end) for a in acts])
+        comm_u, compute_u = _union(by["comm"]), _union(by["compute"])
+        both = _union(by["comm"] + by["compute"])
+        comm_ns = sum(e - s for s, e in by["comm"])
+        devices.append(
+            {
+                "device": f"{HOST}/GPU:{gpu}",
+                "accumulated_ns": sum(a.end - a.start for a in acts),
+                **{f"{b}_ns": sum(e - s for s, e in v) for b, v in by.items()},
+                "span_ns": span,
+                "busy_ns": busy,
+                "idle_ns": span - busy,
+                "exposed_comm_ns": both - compute_u,
+                "overlapped_comm_ns": comm_u + compute_u - both,
+                # one node, every peer local: all communication on xGMI (spec §3, remote == 0)
+                "comm_nvlink_ns": comm_ns,
+                "comm_ib_ns": 0,
+                "comm_unknown_link_ns": 0,
+            }
+        )
+    total = {k: sum(d[k] for d in devices) for k in devices[0] if k != "device"}
+    kinds: dict[str, int] = {}
+    for a in job.activities:
+        if a.rccl:
+            kind = "all-to-all" if a.rccl == "ncclAllToAll" else "all-reduce"
+            kinds[kind] = kinds.get(kind, 0) + a.end - a.start
+        elif a.bucket == "comm":
+            kinds["send-recv"] = kinds.get("send-recv", 0) + a.end - a.start
+    return {"scenario": "synthetic_rocprof_mi300x", "devices": devices, "total": total, "comm_kind_ns": kinds}
+
+
+# ---- the CSV writer ------------------------------------------------------------------------------------------------
+
+
+def _csv(header: list[str], rows: list[list[object]]) -> str:
+    """As generateCSV.cpp writes: every header field quoted, strings quoted, numbers bare."""
+    out = io.StringIO()
+    out.write(",".join(f'"{h}"' for h in header) + "\n")
+    w = csv.writer(out, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    w.writerows(rows)
+    return out.getvalue()
+
+
+def agent_rows() -> list[list[object]]:
+    rows: list[list[object]] = []
+    for n in range(N_CPUS):
+        cpu = "AMD EPYC 9654 96-Core Processor"
+        rows.append([n, n, "CPU", 96, 0, 96, 0, 1, 0, 0, 0, 0, 0, cpu, "CPU", cpu, ""])
+    for g in range(N_GPUS):
+        n = N_CPUS + g
+        loc = 0x0C00 + g * 0x1000
+        rows.append(
+            [n, n, "GPU", 0, 1216, 304, 64, 8, 90402, 4098, 29857, loc, 11000 + g, GFX, "AMD", PRODUCT, "ip discovery"]
+        )
+    return rows
+
+
+def pid_of(gpu: int) -> int:
+    return FIRST_PID + gpu
+
+
+def csv_files(job: Job) -> dict[str, str]:
+    """``<host>/<pid>_{agent_info,kernel_trace,memory_copy_trace}.csv`` of every process."""
+    files: dict[str, str] = {}
+    agents = _csv(AGENT_HEADER, agent_rows())  # type: ignore[arg-type]
+    for gpu in range(N_GPUS):
+        pid = pid_of(gpu)
+        kernels = [a for a in job.of(gpu) if a.kind == "kernel"]
+        copies = [a for a in job.of(gpu) if a.kind == "copy"]
+        k_rows: list[list[object]] = []
+        kernel_ids = {name: i + 1 for i, name in enumerate(sorted({a.name for a in job.activities}))}
+        for i, a in enumerate(kernels):
+            k_rows.append(
+                ["KERNEL_DISPATCH", agent_label(gpu), 1 + (a.stream - 1), a.stream * 0x7F3A0000 if a.stream > 1 else 0,
+                 pid, i + 1, kernel_ids[a.name], a.name, a.correlation, a.start, a.end, 0, 0, 64, 0, 32,
+                 256, 1, 1, 262144, 1, 1]
+            )  # fmt: skip
+        # rocprofv3 writes records as its buffers flush, not in start order: the comm stream's buffer after
+        k_rows.sort(key=lambda r: (r[2], r[9]))
+        c_rows: list[list[object]] = []
+        for a in copies:
+            src, dst = {
+                "MEMORY_COPY_HOST_TO_DEVICE": (0, N_CPUS + gpu),
+                "MEMORY_COPY_DEVICE_TO_HOST": (N_CPUS + gpu, 0),
+                "MEMORY_COPY_DEVICE_TO_DEVICE": (N_CPUS + gpu, N_CPUS + a.peer),
+            }[a.name]
+            c_rows.append(["MEMORY_COPY", a.name, a.stream * 0x7F3A0000 if a.stream > 1 else 0,
+                           f"Agent {src}", f"Agent {dst}", a.correlation, a.start, a.end])  # fmt: skip
+        base = f"{HOST}/{pid}_"
+        files[base + "agent_info.csv"] = agents
+        files[base + "kernel_trace.csv"] = _csv(KERNEL_HEADER, k_rows)
+        files[base + "memory_copy_trace.csv"] = _csv(COPY_HEADER, c_rows)
+    return files
+
+
+def write_csv(job: Job, out: Path) -> list[Path]:
+    written = []
+    for rel, text in csv_files(job).items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def write_samples(out: Path) -> list[Path]:
+    """The committed samples: the CSV folder and the truth."""
+    job = build()
+    folder = out / "synthetic_rocprof_mi300x"
+    written = write_csv(job, folder)
+    t = out / "synthetic_rocprof_mi300x.truth.json"
+    t.write_text(json.dumps(truth(job), indent=1) + "\n")
+    written.append(t)
+    return written
+
+
+if __name__ == "__main__":
+    import sys
+
+    for p in write_samples(Path(sys.argv[1] if len(sys.argv) > 1 else "sample_traces")):
+        print(p)
