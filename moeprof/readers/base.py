@@ -23,6 +23,7 @@ from ..core.trace import Trace
 from ..errors import InputError
 from ..options import LoadOptions
 from ..words import plural
+from .rocpd_schema import is_rocpd
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -67,7 +68,8 @@ _ROCPROF_CSV = re.compile(
 
 
 def sniff(path: Path) -> str:
-    """The format of a file from its first bytes (and name): xplane, json, sqlite, nsys-rep, rocprof-csv."""
+    """The format of a file from its first bytes (and name; a SQLite file from its schema): xplane, json, sqlite,
+    rocpd, nsys-rep, rocprof-csv."""
     try:
         with path.open("rb") as fh:
             head = fh.read(64)
@@ -77,7 +79,8 @@ def sniff(path: Path) -> str:
         raise InputError(path, "empty file")
     name = path.name.lower()
     if head.startswith(_SQLITE_MAGIC):
-        return "sqlite"
+        # rocprofv3's rocpd database and an Nsight Systems export are both SQLite: the schema tells them apart
+        return "rocpd" if is_rocpd(path) else "sqlite"
     if head.startswith(_NSYS_REP_MAGIC) or name.endswith(".nsys-rep"):
         return "nsys-rep"
     if head.startswith(_GZIP_MAGIC):
@@ -104,7 +107,7 @@ def sniff(path: Path) -> str:
 # the decoder refuses is read by jaxlib instead, at ~10x, not guarded for; Kineto JSON decoded to columns
 # ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
 # chrome.read_bytes)
-MEMORY_FACTOR = {"xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3}
+MEMORY_FACTOR = {"xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3, "rocpd": 3}
 
 
 def available_memory() -> int | None:

@@ -9,6 +9,8 @@ from typing import TypeVar
 from ..errors import InputError
 from ..options import LoadOptions
 from .base import Placement
+from .rocpd_schema import RESULTS_SUFFIX
+from .rocpd_schema import hostname as rocpd_host
 from .rocprof_names import capture_prefix
 from .rocprof_names import host_name as rocprof_host
 from .sources import TraceSource, is_url
@@ -31,6 +33,8 @@ TRACE_SUFFIXES = (
     "kernel_trace.csv.gz",
     "memory_copy_trace.csv",
     "memory_copy_trace.csv.gz",
+    # rocprofv3's rocpd database, one per process (``<pid>_results.db``; generateRocpd.cpp)
+    RESULTS_SUFFIX,
 )
 
 
@@ -72,6 +76,9 @@ def plan_placements(files: list[TraceSource]) -> list[Placement]:
             # rocprofv3 writes one output set per process (``%hostname%/%pid%_``), and each lists all of its
             # node's GPUs with their node-wide index: the processes of one host share its host index
             key, host = f"rocprof:{rocprof_host(f)}", None
+        elif p is None and isinstance(f, Path) and f.name.lower().endswith(RESULTS_SUFFIX) and rocpd_host(f):
+            # rocpd likewise: one database per process, each listing its node's GPUs by their node-wide index
+            key, host = f"rocprof:{rocpd_host(f)}", None
         elif p is None:
             key = f"file:{f}"
             host = None
@@ -172,7 +179,7 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
                 path,
                 "directory holds no trace files "
                 "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export,"
-                " rocprofv3 *kernel_trace.csv)",
+                " rocprofv3 *kernel_trace.csv, *_results.db)",
             )
         found.extend(files)
     seen: set[TraceSource] = set()
@@ -197,6 +204,8 @@ FORMAT_PREFERENCE = (
     ".trace.json",
     ".json.gz",
     ".json",
+    # rocprofv3 writing rocpd and CSV at once: the database holds more (RCCL calls, copy sizes)
+    "results.db",
     "kernel_trace.csv.gz",
     "kernel_trace.csv",
     "memory_copy_trace.csv.gz",
