@@ -65,12 +65,22 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
             return _read(conn, path, context)
         except _Refused as exc:
             raise InputError(path, str(exc)) from None
+        except sqlite3.OperationalError as exc:
+            if "no such" in str(exc):
+                raise InputError(path, f"rocpd database without what a trace needs: {_line(exc)}") from None
+            raise InputError(path, f"not a readable rocpd database (cut short?): {_line(exc)}") from None
         except sqlite3.Error as exc:
             raise InputError(path, f"not a readable rocpd database (cut short?): {_line(exc)}") from None
         except (pd.errors.DatabaseError, ValueError, TypeError, OverflowError) as exc:
             raise InputError(path, f"not a readable rocpd database: {_line(exc)}") from None
         finally:
             conn.close()
+
+
+def _query(sql: str, conn: sqlite3.Connection) -> pd.DataFrame:
+    """A query's rows as a frame (sqlite3's own errors, which name the missing table or column, pass through)."""
+    cur = conn.execute(sql)
+    return pd.DataFrame.from_records(cur.fetchall(), columns=[d[0] for d in cur.description])
 
 
 def _line(exc: BaseException) -> str:
@@ -84,9 +94,9 @@ def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:
     if missing:
         raise _Refused(f"not a rocpd database: no {', '.join(missing)} (rocprofv3 --output-format rocpd)")
     has = {v for v in _OPTIONAL_VIEWS if v in names}
-    agents, gpu_of_agent = _agents(conn)
-    kernels = _kernels(conn, has, gpu_of_agent)
-    copies = _copies(conn, has, gpu_of_agent) if "rocpd_memory_copy" in has else None
+    agents = _agents(conn)
+    kernels = _kernels(conn, has, agents)
+    copies = _copies(conn, has, agents) if "rocpd_memory_copy" in has else None
     warnings: list[str] = []
     regions = _regions(conn, has) if "rocpd_region" in has else _empty_regions()
     if len(kernels["gpu"]):
@@ -108,8 +118,9 @@ def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:
 # ---- agents --------------------------------------------------------------------------------------------------------
 
 
-def _agents(conn: sqlite3.Connection) -> tuple[Agents, dict[int, int]]:
-    """GPU agents by ``rocpd_info_agent.id`` (the node id kernels and copies name) -> index among the GPUs."""
+def _agents(conn: sqlite3.Connection) -> Agents:
+    """Agents by ``rocpd_info_agent.id`` (the node id kernels and copies name) -> index among the GPUs (None: a
+    CPU), and the GPUs' product names."""
     rows = conn.execute("SELECT id, type, type_index, product_name, name FROM rocpd_info_agent").fetchall()
     gpu_of: dict[int, int] = {}
     names: dict[int, str] = {}
@@ -128,16 +139,19 @@ def _agents(conn: sqlite3.Connection) -> tuple[Agents, dict[int, int]]:
             names[type_index] = label
     if not gpu_of:
         raise _Refused("rocpd_info_agent lists no GPU agent")
-    return Agents(by_id, names, max(gpu_of.values()) + 1), gpu_of
+    return Agents(by_id, names, max(gpu_of.values()) + 1)
 
 
-def _gpu_index(agent_ids: pd.Series, gpu_of: dict[int, int], column: str) -> np.ndarray:
+def _gpu_index(agent_ids: pd.Series, agents: Agents, column: str) -> np.ndarray:
     """Each row's GPU index (-1: a CPU agent); an id the agent list lacks is refused."""
     ids = _int64(agent_ids, column)
     codes, uniques = pd.factorize(ids)
     table = np.empty(len(uniques), dtype=np.int64)
     for i, a in enumerate(uniques.tolist()):
-        table[i] = gpu_of.get(int(a), -1)
+        if int(a) not in agents.by_logical:
+            raise _Refused(f"{column} {a} names no agent of rocpd_info_agent")
+        gpu = agents.by_logical[int(a)]
+        table[i] = -1 if gpu is None else gpu
     return table[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
 
@@ -156,7 +170,7 @@ def _int64(column: pd.Series, name: str) -> np.ndarray:
 # ---- kernel dispatches and memory copies ---------------------------------------------------------------------------
 
 
-def _kernels(conn: sqlite3.Connection, has: set[str], gpu_of: dict[int, int]) -> dict[str, np.ndarray]:
+def _kernels(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, np.ndarray]:
     symbol = "rocpd_info_kernel_symbol" in has
     stream = "rocpd_info_stream" in has
     sql = (
@@ -168,12 +182,12 @@ def _kernels(conn: sqlite3.Connection, has: set[str], gpu_of: dict[int, int]) ->
         + ("LEFT JOIN rocpd_info_stream ST ON ST.id = K.stream_id AND ST.guid = K.guid " if stream else "")
         + "LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid"
     )
-    f = pd.read_sql_query(sql, conn)
+    f = _query(sql, conn)
     f.columns = ["agent_id", "start", "end", "stream_id", "display", "symbol", "stream", "stack_id"]
     name = f["display"].where(f["display"].notna() & (f["display"] != ""), f["symbol"])
     name = name.where(name.notna() & (name != ""), "unknown_kernel")  # generateRocpd.cpp: kernel_id 0
     return {
-        "gpu": _gpu_index(f["agent_id"], gpu_of, "rocpd_kernel_dispatch.agent_id"),
+        "gpu": _gpu_index(f["agent_id"], agents, "rocpd_kernel_dispatch.agent_id"),
         "name": name.astype(str).to_numpy(dtype=object),
         "start_ns": _int64(f["start"], "rocpd_kernel_dispatch.start"),
         "end_ns": _int64(f["end"], "rocpd_kernel_dispatch.end"),
@@ -191,7 +205,7 @@ def _streams(names: pd.Series, ids: pd.Series) -> np.ndarray:
     return label.astype(str).to_numpy(dtype=object)
 
 
-def _copies(conn: sqlite3.Connection, has: set[str], gpu_of: dict[int, int]) -> dict[str, np.ndarray]:
+def _copies(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, np.ndarray]:
     stream = "rocpd_info_stream" in has
     sql = (
         'SELECT M.start, M."end", S.string, M.src_agent_id, M.dst_agent_id, M.size, M.stream_id, '
@@ -199,10 +213,10 @@ def _copies(conn: sqlite3.Connection, has: set[str], gpu_of: dict[int, int]) -> 
         + "FROM rocpd_memory_copy M LEFT JOIN rocpd_string S ON S.id = M.name_id AND S.guid = M.guid "
         + ("LEFT JOIN rocpd_info_stream ST ON ST.id = M.stream_id AND ST.guid = M.guid" if stream else "")
     )
-    f = pd.read_sql_query(sql, conn)
+    f = _query(sql, conn)
     f.columns = ["start", "end", "direction", "src", "dst", "size", "stream_id", "stream"]
-    src = _gpu_index(f["src"], gpu_of, "rocpd_memory_copy.src_agent_id")
-    dst = _gpu_index(f["dst"], gpu_of, "rocpd_memory_copy.dst_agent_id")
+    src = _gpu_index(f["src"], agents, "rocpd_memory_copy.src_agent_id")
+    dst = _gpu_index(f["dst"], agents, "rocpd_memory_copy.dst_agent_id")
     kind = copy_kinds(f["direction"].fillna("").to_numpy(dtype=object), src, dst)
     if len(kind) and (kind == "").any():
         said = f["direction"].iloc[int(np.flatnonzero(kind == "")[0])]
@@ -232,7 +246,7 @@ def _empty_regions() -> pd.DataFrame:
 def _regions(conn: sqlite3.Connection, has: set[str]) -> pd.DataFrame:
     """RCCL API calls and ROCTx ranges (``rocpd_region`` with their event's category), the range's text its
     ``{"message": ...}``."""
-    f = pd.read_sql_query(
+    f = _query(
         'SELECT R.tid, R.start, R."end", N.string, C.string, E.id, E.stack_id, E.extdata '
         "FROM rocpd_region R JOIN rocpd_event E ON E.id = R.event_id AND E.guid = R.guid "
         "LEFT JOIN rocpd_string N ON N.id = R.name_id AND N.guid = R.guid "
@@ -278,7 +292,7 @@ def _collectives(
     if not len(rccl):
         return out
     # HIP calls issued inside another API call: internal id -> ancestor
-    anc = pd.read_sql_query(
+    anc = _query(
         "SELECT E.stack_id, E.parent_stack_id FROM rocpd_event E "
         "JOIN rocpd_string C ON C.id = E.category_id AND C.guid = E.guid "
         "WHERE C.string LIKE 'HIP%' AND E.parent_stack_id <> 0 AND E.parent_stack_id <> E.stack_id",
@@ -310,7 +324,7 @@ def _peers(conn: sqlite3.Connection, has: set[str], rccl: pd.DataFrame) -> np.nd
     """The ``peer`` argument of each RCCL call (ncclSend/ncclRecv; ``rocpd_arg``), NaN where none."""
     if "rocpd_arg" not in has:
         return np.full(len(rccl), np.nan)
-    a = pd.read_sql_query("SELECT event_id, value FROM rocpd_arg WHERE name = 'peer'", conn)
+    a = _query("SELECT event_id, value FROM rocpd_arg WHERE name = 'peer'", conn)
     by_event = pd.Series(
         pd.to_numeric(a["value"], errors="coerce").to_numpy(dtype=np.float64),
         index=pd.to_numeric(a["event_id"], errors="coerce").to_numpy(dtype=np.float64),
