@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 import moeprof
 from moeprof.cli import app
 from moeprof.errors import InputError
-from moeprof.readers import read_file, sniff
 from moeprof.readers import base as readers_base
+from moeprof.readers import read_file, sniff
 from synthetic import rocpd as rocpd_synth
 from synthetic import rocprof as job_synth
 
@@ -211,14 +211,23 @@ def test_empty_file(tmp_path: Path) -> None:
             ("no such column", "start"),
         ),
         (["UPDATE `{dispatch}` SET start = 'soon' WHERE id = 3"], ("rocpd_kernel_dispatch.start", "'soon'")),
-        (["UPDATE `{dispatch}` SET \"end\" = 12.5 WHERE id = 2"], ("rocpd_kernel_dispatch.end",)),
+        (['UPDATE `{dispatch}` SET "end" = 12.5 WHERE id = 2'], ("rocpd_kernel_dispatch.end",)),
         (["UPDATE `{dispatch}` SET agent_id = 42 WHERE id = 1"], ("agent_id 42", "names no agent")),
         (["UPDATE `{copy}` SET start = ''"], ("rocpd_memory_copy.start",)),
         (["DELETE FROM `{dispatch}`", "DELETE FROM `{copy}`"], ("no kernel dispatch or memory copy",)),
         (["UPDATE rocpd_info_agent_0193a4c2_7e10_7000_8000_0000003000a0 SET type = 'CPU'"], ("no GPU agent",)),
     ],
-    ids=["no dispatch view", "no agent view", "no start column", "text time", "fractional time", "unknown agent",
-         "empty copy time", "no records", "no gpu agent"],  # fmt: skip
+    ids=[
+        "no dispatch view",
+        "no agent view",
+        "no start column",
+        "text time",
+        "fractional time",
+        "unknown agent",
+        "empty copy time",
+        "no records",
+        "no gpu agent",
+    ],
 )
 def test_bad_databases_are_refused_in_one_line(tmp_path: Path, sql: list[str], said: tuple[str, ...]) -> None:
     refused(mutated(tmp_path, *sql), *said)
