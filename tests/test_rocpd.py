@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -24,6 +25,9 @@ from moeprof.readers import base as readers_base
 from moeprof.readers import read_file, sniff
 from synthetic import rocpd as rocpd_synth
 from synthetic import rocprof as job_synth
+from tests.fuzz.engine import Harness, Result
+from tests.fuzz.rocpd_cases import SEED_WEIGHTS as FUZZ_SEEDS
+from tests.fuzz.rocpd_cases import generate_rocpd, seed_case
 
 from .conftest import SAMPLES
 
@@ -240,3 +244,37 @@ def test_a_folder_of_databases_is_left_as_it_was(tmp_path: Path) -> None:
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     moeprof.analyze_paths([folder])
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+# ---- fuzz (tests/fuzz/rocpd_cases.py; the harness and oracle of tests/test_fuzz.py) ---------------------------------
+
+FUZZ_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPD_RUNS", "30"))
+FUZZ_SEED = int(os.environ.get("MOEPROF_FUZZ_SEED", "1"))
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory):
+    h = Harness(tmp_path_factory.mktemp("fuzz-rocpd"))
+    yield h
+    h.close()
+
+
+def judge(result: Result) -> None:
+    if result.ok:
+        return
+    if result.known and not result.unexplained:
+        pytest.xfail(f"known: {', '.join(k.id for k in result.known)} (case {result.case.key})")
+    pytest.fail(result.report(), pytrace=False)
+
+
+@pytest.mark.parametrize("name", sorted(FUZZ_SEEDS))
+def test_fuzz_seed_is_accepted(harness: Harness, name: str) -> None:
+    result = harness.run(seed_case(name), with_seed=False)
+    assert result.outcome.rc == 0, result.report()
+    judge(result)
+
+
+@pytest.mark.parametrize("index", range(FUZZ_RUNS))
+def test_fuzz_rocpd(harness: Harness, index: int) -> None:
+    """Hostile cells, times as text, views and columns dropped, rows deleted or duplicated, cut bytes."""
+    judge(harness.run(generate_rocpd(FUZZ_SEED, index)))

@@ -156,15 +156,22 @@ def _gpu_index(agent_ids: pd.Series, agents: Agents, column: str) -> np.ndarray:
 
 
 def _int64(column: pd.Series, name: str) -> np.ndarray:
-    """An integer column as int64; NULL, text or a fraction is refused naming the column."""
+    """An integer column as int64; NULL, text or a fraction is refused naming the column. A whole number past
+    int64 is kept at its limit, where the time screen drops it with a warning (docs/metrics.md, "Times moeprof
+    accepts")."""
     if column.dtype.kind in "iu":
         return column.to_numpy(dtype=np.int64)
     values = pd.to_numeric(column, errors="coerce")
-    ok = values.notna() & (values == np.floor(values)) & (values.abs() < 2**63)
+    ok = values.notna() & (values == np.floor(values))
     if not bool(ok.all()):
         row = int(np.flatnonzero(~ok.to_numpy())[0])
         raise _Refused(f"{name} of row {row + 1} is {str(column.iloc[row])[:40]!r}: not an integer")
-    return values.to_numpy(dtype=np.float64).astype(np.int64)
+    v = values.to_numpy(dtype=np.float64)
+    high, low = v >= 2.0**63, v < -(2.0**63)
+    out = np.where(high | low, 0.0, v).astype(np.int64)
+    out[high] = np.iinfo(np.int64).max
+    out[low] = np.iinfo(np.int64).min
+    return out
 
 
 # ---- kernel dispatches and memory copies ---------------------------------------------------------------------------
