@@ -194,7 +194,7 @@ def truth(job: Job) -> dict:
                 "comm_unknown_link_ns": 0,
             }
         )
-    total = {k: sum(d[k] for d in devices) for k in devices[0] if k != "device"}
+    total = {k: sum(int(d[k]) for d in devices) for k in devices[0] if k != "device"}  # type: ignore[call-overload]
     kinds: dict[str, int] = {}
     for a in job.activities:
         if a.rccl:
@@ -238,7 +238,7 @@ def pid_of(gpu: int) -> int:
 def csv_files(job: Job) -> dict[str, str]:
     """``<host>/<pid>_{agent_info,kernel_trace,memory_copy_trace}.csv`` of every process."""
     files: dict[str, str] = {}
-    agents = _csv(AGENT_HEADER, agent_rows())  # type: ignore[arg-type]
+    agents = _csv(AGENT_HEADER, agent_rows())
     for gpu in range(N_GPUS):
         pid = pid_of(gpu)
         kernels = [a for a in job.of(gpu) if a.kind == "kernel"]
@@ -279,11 +279,130 @@ def write_csv(job: Job, out: Path) -> list[Path]:
     return written
 
 
+# ---- the JSON writer -------------------------------------------------------------------------------------------
+
+# strings.buffer_records: index = the kind enum of a ROCm 7.2 build (the values move between versions;
+# a reader resolves them by name)
+BUFFER_KINDS = {
+    10: ("MEMORY_COPY", ["MEMORY_COPY_NONE", "MEMORY_COPY_HOST_TO_HOST", "MEMORY_COPY_HOST_TO_DEVICE",
+                         "MEMORY_COPY_DEVICE_TO_HOST", "MEMORY_COPY_DEVICE_TO_DEVICE"]),
+    11: ("KERNEL_DISPATCH", ["KERNEL_DISPATCH_NONE", "KERNEL_DISPATCH_ENQUEUE", "KERNEL_DISPATCH_COMPLETE"]),
+    3: ("HIP_RUNTIME_API", ["hipNone", "hipLaunchKernel", "hipExtLaunchKernel", "hipMemcpyAsync"]),
+    14: ("RCCL_API", ["ncclNone", "ncclAllReduce", "ncclAllToAll", "ncclGroupStart", "ncclGroupEnd"]),
+}  # fmt: skip
+AGENT_HANDLE = 34674  # an opaque handle as in a real file; agents get consecutive ones
+
+
+def _kind(name: str) -> int:
+    return next(k for k, (n, _) in BUFFER_KINDS.items() if n == name)
+
+
+def _op(kind: str, op: str) -> int:
+    return BUFFER_KINDS[_kind(kind)][1].index(op)
+
+
+def json_doc(job: Job, gpu: int) -> dict:
+    """One process's ``{"rocprofiler-sdk-tool": [...]}`` (generateJSON.cpp; fields of save.hpp)."""
+    pid = pid_of(gpu)
+    handle = {n: AGENT_HANDLE + n for n in range(N_CPUS + N_GPUS)}
+    agents = [
+        {"id": {"handle": handle[n]}, "type": 1, "node_id": n, "logical_node_id": n, "logical_node_type_id": n,
+         "name": "AMD EPYC 9654 96-Core Processor", "product_name": "AMD EPYC 9654 96-Core Processor"}
+        for n in range(N_CPUS)
+    ] + [
+        {"id": {"handle": handle[N_CPUS + g]}, "type": 2, "node_id": N_CPUS + g, "logical_node_id": N_CPUS + g,
+         "logical_node_type_id": g, "name": GFX, "product_name": PRODUCT, "cu_count": 304, "wave_front_size": 64}
+        for g in range(N_GPUS)
+    ]  # fmt: skip
+    names = sorted({a.name for a in job.activities if a.kind == "kernel"})
+    symbols = [{"kernel_id": 0, "kernel_name": "", "formatted_kernel_name": ""}] + [
+        {"kernel_id": i + 1, "kernel_name": f"{n}.kd", "formatted_kernel_name": n, "truncated_kernel_name": n}
+        for i, n in enumerate(names)
+    ]
+    kid = {n: i + 1 for i, n in enumerate(names)}
+    kernels, copies, hip, rccl = [], [], [], []
+    next_id = 10_000_000  # internal ids of the RCCL calls, apart from the launches'
+    for a in job.of(gpu):
+        corr = {"internal": a.correlation, "external": 0}
+        if a.kind == "kernel":
+            kernels.append({
+                "kind": _kind("KERNEL_DISPATCH"), "operation": _op("KERNEL_DISPATCH", "KERNEL_DISPATCH_COMPLETE"),
+                "thread_id": pid, "correlation_id": corr, "start_timestamp": a.start, "end_timestamp": a.end,
+                "dispatch_info": {"agent_id": {"handle": handle[N_CPUS + gpu]}, "queue_id": {"handle": a.stream},
+                                  "kernel_id": kid[a.name], "dispatch_id": a.correlation,
+                                  "workgroup_size": {"x": 256, "y": 1, "z": 1},
+                                  "grid_size": {"x": 262144, "y": 1, "z": 1}},
+                "stream_id": {"handle": 0 if a.stream == 1 else a.stream * 0x7F3A0000},
+            })  # fmt: skip
+            if a.rccl == "ncclAllToAll":
+                # grouped: ncclGroupStart, ncclAllToAll, ncclGroupEnd; the launch happens inside ncclGroupEnd
+                t = a.start - 9_000
+                ids = []
+                for op in ("ncclGroupStart", "ncclAllToAll", "ncclGroupEnd"):
+                    next_id += 1
+                    ids.append(next_id)
+                    rccl.append({"kind": _kind("RCCL_API"), "operation": _op("RCCL_API", op), "thread_id": pid,
+                                 "correlation_id": {"internal": next_id, "external": 0, "ancestor": 0},
+                                 "start_timestamp": t, "end_timestamp": t + 2_000})  # fmt: skip
+                    t += 2_500
+                hip.append({"kind": _kind("HIP_RUNTIME_API"), "operation": _op("HIP_RUNTIME_API", "hipExtLaunchKernel"),
+                            "thread_id": pid, "correlation_id": {**corr, "ancestor": ids[2]},
+                            "start_timestamp": t - 2_300, "end_timestamp": t - 1_000})  # fmt: skip
+            elif a.rccl == "ncclAllReduce":
+                # HIP not traced for this one: the kernel carries the RCCL call's own id
+                rccl.append({"kind": _kind("RCCL_API"), "operation": _op("RCCL_API", "ncclAllReduce"),
+                             "thread_id": pid, "correlation_id": {**corr, "ancestor": 0},
+                             "start_timestamp": a.start - 6_000, "end_timestamp": a.start - 1_000})  # fmt: skip
+            else:
+                hip.append({"kind": _kind("HIP_RUNTIME_API"), "operation": _op("HIP_RUNTIME_API", "hipLaunchKernel"),
+                            "thread_id": pid, "correlation_id": {**corr, "ancestor": 0},
+                            "start_timestamp": a.start - 5_000, "end_timestamp": a.start - 3_000})  # fmt: skip
+        else:
+            src, dst = {
+                "MEMORY_COPY_HOST_TO_DEVICE": (0, N_CPUS + gpu),
+                "MEMORY_COPY_DEVICE_TO_HOST": (N_CPUS + gpu, 0),
+                "MEMORY_COPY_DEVICE_TO_DEVICE": (N_CPUS + gpu, N_CPUS + a.peer),
+            }[a.name]
+            copies.append({
+                "kind": _kind("MEMORY_COPY"), "operation": _op("MEMORY_COPY", a.name), "thread_id": pid,
+                "correlation_id": corr, "start_timestamp": a.start, "end_timestamp": a.end,
+                "src_agent_id": {"handle": handle[src]}, "dst_agent_id": {"handle": handle[dst]},
+                "bytes": (a.end - a.start) * 50, "stream_id": {"handle": 0 if a.stream == 1 else a.stream * 0x7F3A0000},
+            })  # fmt: skip
+    strings = [{"kind": "NONE", "operations": []}] * (max(BUFFER_KINDS) + 1)
+    for k, (n, o) in BUFFER_KINDS.items():
+        strings[k] = {"kind": n, "operations": o}
+    return {
+        "rocprofiler-sdk-tool": [
+            {
+                "metadata": {"pid": pid, "init_time": BOOT_NS, "fini_time": BOOT_NS + 10**9,
+                             "command": ["python", "train_moe.py"], "node": {"hostname": HOST, "machine_id": "f00d"}},
+                "agents": agents,
+                "kernel_symbols": symbols,
+                "strings": {"buffer_records": strings},
+                "buffer_records": {"kernel_dispatch": kernels, "memory_copy": copies, "hip_api": hip, "rccl_api": rccl},
+            }
+        ]
+    }  # fmt: skip
+
+
+def write_json(job: Job, out: Path) -> list[Path]:
+    """``<host>/<pid>_results.json`` of every process."""
+    written = []
+    for gpu in range(N_GPUS):
+        path = out / HOST / f"{pid_of(gpu)}_results.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(json_doc(job, gpu), separators=(",", ":")) + "\n")
+        written.append(path)
+    return written
+
+
 def write_samples(out: Path) -> list[Path]:
-    """The committed samples: the CSV folder and the truth."""
+    """The committed samples: the CSV folder, the same job as JSON, and the truth."""
     job = build()
     folder = out / "synthetic_rocprof_mi300x"
     written = write_csv(job, folder)
+    written.extend(write_json(job, out / "synthetic_rocprof_mi300x_json"))
     t = out / "synthetic_rocprof_mi300x.truth.json"
     t.write_text(json.dumps(truth(job), indent=1) + "\n")
     written.append(t)

@@ -329,3 +329,63 @@ def test_check_diff_and_report_take_the_capture(tmp_path: Path) -> None:
     html = tmp_path / "r.html"
     res = runner.invoke(app, ["report", str(SYNTH), "-o", str(html)])
     assert res.exit_code == 0 and "mi300x-node0/GPU:7" in html.read_text(), res.output
+
+
+# ---- rocprofv3 JSON: the same job, with its HIP and RCCL API records ------------------------------------------
+
+SYNTH_JSON = SAMPLES / "synthetic_rocprof_mi300x_json"
+
+
+def test_json_job_figures_match_the_truth_and_rccl_calls_name_the_collectives() -> None:
+    got = moeprof.analyze_paths([SYNTH_JSON]).to_json()
+    want = synth_truth()
+    assert [d["device"] for d in got["devices"]] == [d["device"] for d in want["devices"]]
+    for g, w in zip(got["devices"], want["devices"]):
+        for key, value in w.items():
+            assert g[key] == value, (g["device"], key)
+    # the generic RCCL kernel's kind from its launch: ncclAllToAll inside a group (launched at ncclGroupEnd),
+    # ncclAllReduce with HIP untraced (the kernel carries the RCCL call's own id)
+    kinds: Counter = Counter()
+    for c in got["collectives"]:
+        kinds[c["kind"]] += c["total_ns"]
+    assert dict(kinds) == want["comm_kind_ns"]
+
+
+def test_json_and_csv_of_one_job_give_the_same_device_figures() -> None:
+    csv_devices = moeprof.analyze_paths([SYNTH]).to_json()["devices"]
+    json_devices = moeprof.analyze_paths([SYNTH_JSON]).to_json()["devices"]
+    assert csv_devices == json_devices
+
+
+def _json_doc() -> dict:
+    return json.loads((SYNTH_JSON / "mi300x-node0" / "41200_results.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("no agents", "without its agents list"),
+        ("start is text", "start_timestamp"),
+        ("unknown kernel id", "not in kernel_symbols"),
+        ("unknown agent", "not in the agents list"),
+        ("two processes", "2 process records"),
+        ("truncated", "not valid JSON"),
+    ],
+)
+def test_bad_json_is_refused_in_one_line(tmp_path: Path, case: str, said: str) -> None:
+    doc = _json_doc()
+    proc = doc["rocprofiler-sdk-tool"][0]
+    if case == "no agents":
+        del proc["agents"]
+    elif case == "start is text":
+        proc["buffer_records"]["kernel_dispatch"][3]["start_timestamp"] = "soon"
+    elif case == "unknown kernel id":
+        proc["buffer_records"]["kernel_dispatch"][0]["dispatch_info"]["kernel_id"] = 999
+    elif case == "unknown agent":
+        proc["buffer_records"]["memory_copy"][0]["src_agent_id"]["handle"] = 1
+    elif case == "two processes":
+        doc["rocprofiler-sdk-tool"].append(proc)
+    text = json.dumps(doc)
+    if case == "truncated":
+        text = text[: len(text) // 2]
+    refused(write(tmp_path, "41200_results.json", text), said)

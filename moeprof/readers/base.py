@@ -66,6 +66,9 @@ _ROCPROF_CSV = re.compile(
     rb'^\s*(?:"?Guid"?,)?(?:"?Kind"?,"?(?:Agent_Id|Direction)"?,|"?Node_Id"?,"?Logical_Node_Id"?,)'
 )
 
+# rocprofv3's JSON output opens with its one key (rocprofiler-sdk source/lib/output/generateJSON.cpp)
+_ROCPROF_JSON = b'"rocprofiler-sdk-tool"'
+
 
 def sniff(path: Path) -> str:
     """The format of a file from its first bytes (and name; a SQLite file from its schema): xplane, json, sqlite,
@@ -91,9 +94,13 @@ def sniff(path: Path) -> str:
             raise InputError(path, f"corrupt gzip data: {exc}") from None
         if _ROCPROF_CSV.match(inner):
             return "rocprof-csv"
+        if _ROCPROF_JSON in inner:
+            return "rocprof-json"
         return "json" if inner.lstrip()[:1] in (b"{", b"[") else "unknown"
     if _ROCPROF_CSV.match(head):
         return "rocprof-csv"
+    if _ROCPROF_JSON in head:
+        return "rocprof-json"
     if head.lstrip()[:1] in (b"{", b"["):
         return "json"
     if name.endswith(".pb"):
@@ -106,8 +113,18 @@ def sniff(path: Path) -> str:
 # lines decoded on 2 threads, 1.41 GiB on 8; at 1M events the ~110 MiB of imports make it 6x), an XPlane
 # the decoder refuses is read by jaxlib instead, at ~10x, not guarded for; Kineto JSON decoded to columns
 # ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
-# chrome.read_bytes)
-MEMORY_FACTOR = {"xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3, "rocpd": 3}
+# chrome.read_bytes; rocprofv3 CSV read by Arrow into categories 1.37x at 300k real-shaped rows (199 MB,
+# benchmarks/bench_rocprof.py), which gzip holds in ~1/20 (the real MI350X trace: 597 KB in 30 KB))
+MEMORY_FACTOR = {
+    "xplane": 4,
+    "json": 4,
+    "json.gz": 40,
+    "sqlite": 3,
+    "nsys-rep": 3,
+    "rocprof-csv": 2,
+    "rocprof-csv.gz": 40,
+    "rocpd": 3,  # as Nsight's SQLite: pandas frames of the few columns read
+}
 
 
 def available_memory() -> int | None:
@@ -130,8 +147,8 @@ def check_fits_in_memory(path: Path, fmt: str) -> None:
     if available is None:
         return
     size = path.stat().st_size
-    gz = fmt == "json" and path.name.lower().endswith(".gz")
-    need = size * MEMORY_FACTOR.get("json.gz" if gz else fmt, 12)
+    gz = fmt in ("json", "rocprof-csv") and path.name.lower().endswith(".gz")
+    need = size * MEMORY_FACTOR.get(f"{fmt}.gz" if gz else fmt, 12)
     if need > available:
         gib = 2**30
         raise InputError(

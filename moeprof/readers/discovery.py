@@ -198,14 +198,16 @@ FORMAT_PREFERENCE = (
     ".xplane.pb",
     ".sqlite",
     ".nsys-rep",
+    # rocprofv3 asked for several formats at once (<prefix>results.db, results.json, kernel_trace.csv: one capture):
+    # the rocpd database, then the JSON, hold more than the CSV (RCCL calls, copy sizes)
+    "results.db",
+    "results.json",
     ".pt.trace.json.gz",
     ".pt.trace.json",
     ".trace.json.gz",
     ".trace.json",
     ".json.gz",
     ".json",
-    # rocprofv3 writing rocpd and CSV at once: the database holds more (RCCL calls, copy sizes)
-    "results.db",
     "kernel_trace.csv.gz",
     "kernel_trace.csv",
     "memory_copy_trace.csv.gz",

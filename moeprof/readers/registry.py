@@ -53,14 +53,18 @@ class _Nsight:
 
 
 class _Rocprof:
-    """AMD rocprofv3 CSV output (kernel trace, memory copies, agent list)."""
+    """AMD rocprofv3 output: CSV (kernel trace, memory copies, agent list) and JSON."""
 
     format = "rocprof"
 
     def sniff(self, path: Path, kind: str) -> bool:
-        return kind == "rocprof-csv"
+        return kind in ("rocprof-csv", "rocprof-json")
 
     def read(self, path: Path, context: ReadContext) -> Trace:
+        if sniff(path) == "rocprof-json":
+            from .rocprof_json import read as read_json
+
+            return read_json(path, context)
         from .rocprof import read
 
         return read(path, context)
@@ -94,7 +98,7 @@ def reader_for(path: Path) -> tuple[Reader, str]:
     raise InputError(
         path,
         "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep,"
-        " rocprofv3 kernel_trace.csv or rocpd results.db)",
+        " rocprofv3 kernel_trace.csv, results.json or results.db)",
     )
 
 

@@ -23,11 +23,13 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
-from ..core.events import make_table
+from ..core.events import categorical, categorical_of, column_codes, make_table
 from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext
@@ -56,6 +58,7 @@ class Agents:
     by_logical: dict[int, int | None]  # Logical_Node_Id -> GPU index (None: not a GPU)
     names: dict[int, str]  # GPU index -> product name
     n_gpus: int  # GPUs of the node (0: no agent list)
+    source: str = ""  # the agent list's file name
 
 
 # ---- CSV ---------------------------------------------------------------------------------------------------------
@@ -79,7 +82,9 @@ def _header(path: Path) -> list[str]:
     return [c.strip() for c in row]
 
 
-def read_csv_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...], what: str) -> pd.DataFrame:
+def read_csv_table(
+    path: Path, required: tuple[str, ...], optional: tuple[str, ...], what: str, categories: bool = True
+) -> pd.DataFrame:
     """The columns a reader needs from one rocprofv3 CSV, every row; a missing column, a cut or malformed
     row, or a time that is no integer is refused in one line naming the file."""
     header = _header(path)
@@ -90,11 +95,18 @@ def read_csv_table(path: Path, required: tuple[str, ...], optional: tuple[str, .
         )
     wanted = [c for c in (*required, *optional) if c in header]
     times = [c for c in wanted if c.endswith("_Timestamp")]
+    if categories:
+        fast = _arrow_table(path, wanted, times)
+        if fast is not None:
+            return fast
+    # pandas' parser: where Arrow refused the file, to say which row is wrong and how
+    dtypes: dict[str, Any] = {c: "category" if categories else str for c in wanted if c not in times}
     try:
         frame = pd.read_csv(
             path,
             usecols=wanted,
-            dtype={c: str for c in wanted if c not in times},
+            # categories: a trace repeats a few dozen names and labels over millions of rows
+            dtype=dtypes,
             keep_default_na=False,
             na_values={c: [""] for c in times},
             compression=_compression(path),
@@ -107,10 +119,50 @@ def read_csv_table(path: Path, required: tuple[str, ...], optional: tuple[str, .
         raise InputError(path, f"malformed CSV (cut short?): {str(exc).strip().splitlines()[0][:200]}") from None
     for c in times:
         frame[c] = _integers(frame[c], path, c)
+    for c in wanted:
+        if c in times:
+            continue
+        absent = frame[c].isna().to_numpy()
+        if absent.any():
+            if c in required:
+                row = int(np.flatnonzero(absent)[0])
+                raise InputError(path, f"row {row + 2} has no {c} (cut short?)")
+            frame[c] = frame[c].astype(str).where(~absent, "")
     return frame
 
 
-def _compression(path: Path) -> str | None:
+def _arrow_table(path: Path, wanted: list[str], times: list[str]) -> pd.DataFrame | None:
+    """The columns through Arrow's multi-threaded CSV reader (times int64, strings as categories), or None
+    where anything is off (a cut or malformed row, a time that is no int64, an absent value): the pandas
+    route then reads the file again and names the problem."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    # strings dictionary-encoded while they are parsed: pandas categories without a pass of their own
+    types = {c: (pa.int64() if c in times else pa.dictionary(pa.int32(), pa.string())) for c in wanted}
+    convert = pacsv.ConvertOptions(
+        include_columns=wanted, column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False
+    )
+    try:
+        with pa.input_stream(str(path), compression=_compression(path)) as stream:
+            table = pacsv.read_csv(stream, convert_options=convert)
+    except (pa.ArrowException, OSError, EOFError, zlib.error, ValueError):
+        return None
+    if any(table[c].null_count for c in wanted):
+        return None
+    table = table.unify_dictionaries()  # one dictionary per column over the reader's blocks
+    data: dict[str, object] = {}
+    for c in wanted:
+        column = table[c].combine_chunks()
+        if c in times:
+            data[c] = column.to_numpy()
+        else:
+            categories = pd.Index(column.dictionary.to_pylist(), dtype=object)
+            data[c] = pd.Categorical.from_codes(column.indices.to_numpy(), categories=categories)
+    return pd.DataFrame(data)
+
+
+def _compression(path: Path) -> Literal["gzip"] | None:
     with path.open("rb") as fh:
         return "gzip" if fh.read(2) == b"\x1f\x8b" else None
 
@@ -138,7 +190,7 @@ def read_agents(path: Path | None) -> Agents:
     ``Agent_Type``, ``Product_Name``; rocprofiler-sdk ``generateCSV.cpp``), or an empty one."""
     if path is None:
         return Agents({}, {}, 0)
-    frame = read_csv_table(path, AGENT_COLUMNS, ("Product_Name", "Name"), "agent list")
+    frame = read_csv_table(path, AGENT_COLUMNS, ("Product_Name", "Name"), "agent list", categories=False)
     try:
         logical = frame["Logical_Node_Id"].astype(np.int64).to_numpy()
     except (ValueError, OverflowError):
@@ -158,12 +210,12 @@ def read_agents(path: Path | None) -> Agents:
             k += 1
         else:
             by_logical[int(logical[i])] = None
-    return Agents(by_logical, names, k)
+    return Agents(by_logical, names, k, path.name)
 
 
 def _gpu_index(labels: pd.Series, agents: Agents, path: Path, column: str) -> np.ndarray:
     """Each row's GPU index from its agent label (-1: a CPU agent). Labels are mapped once each."""
-    codes, uniques = pd.factorize(labels.to_numpy(dtype=object))
+    codes, uniques = column_codes(labels)
     table = np.empty(len(uniques), dtype=np.int64)
     for i, label in enumerate(uniques.tolist()):
         m = _LABEL.match(str(label))
@@ -173,22 +225,21 @@ def _gpu_index(labels: pd.Series, agents: Agents, path: Path, column: str) -> np
         if (m.group(1) or "").lower() == "gpu" or not agents.by_logical:
             table[i] = n  # already a GPU index, or no agent list to map through
         elif n not in agents.by_logical:
-            raise InputError(path, f"{column} {label!r} names no agent of the agent list")
+            raise InputError(path, f"{column} {label!r} names no agent of the agent list {agents.source}")
         else:
             gpu = agents.by_logical[n]
             table[i] = -1 if gpu is None else gpu
     return table[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
 
-def _stream_names(frame: pd.DataFrame) -> np.ndarray:
+def _stream_names(frame: pd.DataFrame) -> pd.Categorical:
     """``stream <Stream_Id>`` (the HIP stream, 0 the default stream), ``queue <Queue_Id>`` in older
     outputs without a stream column."""
     col, word = ("Stream_Id", "stream") if "Stream_Id" in frame else ("Queue_Id", "queue")
     if col not in frame:
-        return np.full(len(frame), "", dtype=object)
-    codes, uniques = pd.factorize(frame[col].to_numpy(dtype=object))
-    names = np.array([f"{word} {u}".strip() for u in uniques.tolist()], dtype=object)
-    return names[codes] if len(codes) else np.empty(0, dtype=object)
+        return categorical("", len(frame))
+    codes, uniques = column_codes(frame[col])
+    return categorical_of(codes, np.array([f"{word} {u}".strip() for u in uniques.tolist()], dtype=object))
 
 
 def read(path: Path, context: ReadContext | None = None) -> Trace:
@@ -228,22 +279,22 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
     return build_trace(parts, agents, host_name(path), path, context, "rocprof-csv", warnings)
 
 
-def _kernel_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, np.ndarray]:
+def _kernel_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, Any]:
     return {
         "gpu": _gpu_index(frame["Agent_Id"], agents, path, "Agent_Id"),
-        "name": frame["Kernel_Name"].to_numpy(dtype=object),
+        "name": categorical(frame["Kernel_Name"], len(frame)),
         "start_ns": frame["Start_Timestamp"].to_numpy(dtype=np.int64),
         "end_ns": frame["End_Timestamp"].to_numpy(dtype=np.int64),
         "stream": _stream_names(frame),
-        "activity": np.full(len(frame), "kernel", dtype=object),
-        "copy_kind": np.full(len(frame), "", dtype=object),
+        "activity": categorical("kernel", len(frame)),
+        "copy_kind": categorical("", len(frame)),
     }
 
 
-def copy_kinds(direction: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+def copy_kinds(direction: pd.Series | np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """HtoD/DtoH/DtoD/HtoH from the direction; a device-to-device copy between two GPUs is PtoP (fwd.h:
     a peer copy is DEVICE_TO_DEVICE with two GPU agents)."""
-    codes, uniques = pd.factorize(direction)
+    codes, uniques = column_codes(direction)
     words = np.array(
         [_DIRECTIONS.get(str(u).upper().removeprefix("MEMORY_COPY_"), "") for u in uniques.tolist()], dtype=object
     )
@@ -252,40 +303,46 @@ def copy_kinds(direction: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.nd
     return np.where(peer, "PtoP", kind).astype(object)
 
 
-def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, np.ndarray]:
+def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, Any]:
     src = _gpu_index(frame["Source_Agent_Id"], agents, path, "Source_Agent_Id")
     dst = _gpu_index(frame["Destination_Agent_Id"], agents, path, "Destination_Agent_Id")
-    kind = copy_kinds(frame["Direction"].to_numpy(dtype=object), src, dst)
+    kind = copy_kinds(frame["Direction"], src, dst)
     unknown = kind == ""
     if unknown.any():
-        said = frame["Direction"].to_numpy(dtype=object)[np.flatnonzero(unknown)[0]]
+        said = frame["Direction"].iloc[int(np.flatnonzero(unknown)[0])]
         raise InputError(path, f"Direction {str(said)[:40]!r} is no memory copy direction")
     # a copy belongs to the GPU that takes part: the destination of a host-to-device copy, else the source
     gpu = np.where(kind == "HtoD", dst, np.where(src >= 0, src, dst))
     return {
         "gpu": gpu,
-        "name": np.where(kind == "", "Memcpy", "Memcpy " + kind.astype(str)).astype(object),
+        "name": categorical(np.where(kind == "", "Memcpy", "Memcpy " + kind.astype(str)).astype(object), len(kind)),
         "start_ns": frame["Start_Timestamp"].to_numpy(dtype=np.int64),
         "end_ns": frame["End_Timestamp"].to_numpy(dtype=np.int64),
         "stream": _stream_names(frame),
-        "activity": np.full(len(frame), "memcpy", dtype=object),
-        "copy_kind": kind,
+        "activity": categorical("memcpy", len(frame)),
+        "copy_kind": categorical(kind, len(kind)),
     }
 
 
+def _concat(values: list[Any]) -> Any:
+    if isinstance(values[0], pd.Categorical):
+        return union_categoricals(values) if len(values) > 1 else values[0]
+    return np.concatenate(values)
+
+
 def build_trace(
-    parts: list[dict[str, np.ndarray]],
+    parts: list[dict[str, Any]],
     agents: Agents,
     host: str,
     path: Path,
     context: ReadContext,
     fmt: str,
     warnings: list[str],
-    extra: dict[str, np.ndarray] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Trace:
     """The event table of rocprofv3 records (one column dict per record kind): GPU rows only, in start
     order, one device per GPU agent that ran something."""
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+    cols: dict[str, Any] = {k: _concat([p[k] for p in parts]) for k in parts[0]} if parts else {}
     if extra:
         cols.update(extra)
     if not parts or not len(cols["gpu"]):
@@ -309,7 +366,7 @@ def build_trace(
         {
             **cols,
             "host": host,
-            "device": dev_names[gpu],
+            "device": categorical_of(np.searchsorted(used, gpu), dev_names[used]),
             "global_id": global_id,
             "gpus_per_domain": per_host,
             "source": "rocprof",

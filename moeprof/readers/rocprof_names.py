@@ -9,14 +9,15 @@ from pathlib import Path
 KERNEL_SUFFIX = "kernel_trace.csv"
 COPY_SUFFIX = "memory_copy_trace.csv"
 AGENT_SUFFIX = "agent_info.csv"
+RESULTS_SUFFIX = "results.json"  # the JSON output (--output-format json)
 
 
 def capture_prefix(name: str) -> str | None:
-    """``<prefix>`` of a rocprofv3 CSV name (kernel trace, memory copies, agent list), else None."""
+    """``<prefix>`` of a rocprofv3 output name (kernel trace, memory copies, agent list, JSON results), else None."""
     lower = name.lower()
     if lower.endswith(".gz"):
         name, lower = name[:-3], lower[:-3]
-    for suffix in (KERNEL_SUFFIX, COPY_SUFFIX, AGENT_SUFFIX):
+    for suffix in (KERNEL_SUFFIX, COPY_SUFFIX, AGENT_SUFFIX, RESULTS_SUFFIX):
         if lower.endswith(suffix):
             return name[: -len(suffix)]
     return None

@@ -1072,7 +1072,8 @@ def _mutate_rocprof(
         del files[target]  # a companion missing: devices keep their labels, or no copies
         return files, [f"{target} removed"], [ANY]
     f = CsvFile(target, files[target])
-    for op in (_pick(rng, ROCPROF_OPS) for _ in range(n)):
+    # deleting rows first: a later deletion would take away the bad value an earlier step put in
+    for op in sorted((_pick(rng, ROCPROF_OPS) for _ in range(n)), key=lambda op: op is not r_delete_rows):
         s, e = op(rng, f)
         steps.append(s)
         expects.append(e)
