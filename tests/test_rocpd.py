@@ -144,6 +144,20 @@ def test_analyze_events_and_report_on_the_sample(tmp_path: Path) -> None:
     assert res.exit_code == 0 and "mi300x-node0/GPU:7" in html.read_text(), res.output
 
 
+def test_dask_path_check_and_diff(dask_scheduler: str) -> None:
+    local = moeprof.analyze_paths([SYNTH], jobs=1).to_json()
+    remote = moeprof.analyze_paths([SYNTH], scheduler=dask_scheduler).to_json()
+    assert remote["devices"] == local["devices"] and remote["total"] == local["total"]
+    runner = CliRunner()
+    assert runner.invoke(app, ["check", str(SYNTH), "--max-comm-share", "0.9"]).exit_code == 0
+    assert runner.invoke(app, ["check", str(SYNTH), "--max-comm-share", "0.1"]).exit_code == 1
+    # the same job as rocprofv3 CSV (no step ranges: one step) against rocpd (3 ROCTx steps): per step, a third
+    res = runner.invoke(app, ["diff", str(SAMPLES / "synthetic_rocprof_mi300x"), str(SYNTH), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r["values"] for r in json.loads(res.output)["rows"] if r["section"] == "buckets"}
+    assert rows["compute"][0] == pytest.approx(3 * rows["compute"][1])
+
+
 # ---- bad input -----------------------------------------------------------------------------------------------------
 
 
