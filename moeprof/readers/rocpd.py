@@ -26,8 +26,10 @@ import json
 import re
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -100,9 +102,9 @@ def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:
     warnings: list[str] = []
     regions = _regions(conn, has) if "rocpd_region" in has else _empty_regions()
     if len(kernels["gpu"]):
-        kernels["collective"] = _collectives(conn, has, kernels.pop("stack_id"), kernels["name"], regions)
+        kernels["collective"] = _collectives(conn, kernels.pop("event_id"), kernels["name"], regions, has)
     else:
-        kernels.pop("stack_id")
+        kernels.pop("event_id")
         kernels["collective"] = np.empty(0, dtype=object)
     parts = [kernels]
     if copies is not None:
@@ -177,33 +179,97 @@ def _int64(column: pd.Series, name: str) -> np.ndarray:
 # ---- kernel dispatches and memory copies ---------------------------------------------------------------------------
 
 
-def _kernels(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, np.ndarray]:
-    symbol = "rocpd_info_kernel_symbol" in has
-    stream = "rocpd_info_stream" in has
-    sql = (
-        'SELECT K.agent_id, K.start, K."end", K.stream_id, '
-        + ("S.display_name, S.kernel_name, " if symbol else "NULL, NULL, ")
-        + ("ST.name, " if stream else "NULL, ")
-        + "E.stack_id FROM rocpd_kernel_dispatch K "
-        + ("LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid " if symbol else "")
-        + ("LEFT JOIN rocpd_info_stream ST ON ST.id = K.stream_id AND ST.guid = K.guid " if stream else "")
-        + "LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid"
+def _kernels(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, Any]:
+    """The dispatches as integer columns (one fetch, no string per row); names and streams are looked up once
+    per distinct id (kernel symbols and streams are a few hundred rows)."""
+    cur = conn.execute(
+        'SELECT agent_id, start, "end", stream_id, kernel_id, COALESCE(event_id, -1) FROM rocpd_kernel_dispatch'
     )
-    f = _query(sql, conn)
-    f.columns = ["agent_id", "start", "end", "stream_id", "display", "symbol", "stream", "stack_id"]
-    name = f["display"].where(f["display"].notna() & (f["display"] != ""), f["symbol"])
-    name = name.where(name.notna() & (name != ""), "unknown_kernel")  # generateRocpd.cpp: kernel_id 0
+    rows = cur.fetchall()
+    # SQLite keeps whatever a cell holds: numpy would truncate a fraction silently, so the fast route is only
+    # for a table whose every cell read is an integer (one scan in SQLite, no Python per row)
+    (odd,) = conn.execute(
+        "SELECT count(*) FROM rocpd_kernel_dispatch WHERE typeof(agent_id) <> 'integer' OR typeof(start) <> "
+        "'integer' OR typeof(\"end\") <> 'integer' OR typeof(stream_id) <> 'integer' OR typeof(kernel_id) <> "
+        "'integer' OR typeof(COALESCE(event_id, -1)) <> 'integer'"
+    ).fetchone()
+    try:
+        if odd:
+            raise ValueError("cells that are no integer")
+        block = np.array(rows, dtype=np.int64).reshape(len(rows), 6)
+    except (TypeError, ValueError, OverflowError):
+        # a NULL, text, fraction or a number past int64 somewhere: the checked route names it
+        f = pd.DataFrame.from_records(rows, columns=["agent_id", "start", "end", "stream_id", "kernel_id", "stack"])
+        block = (
+            np.column_stack(
+                [
+                    _int64(f["agent_id"], "rocpd_kernel_dispatch.agent_id"),
+                    _int64(f["start"], "rocpd_kernel_dispatch.start"),
+                    _int64(f["end"], "rocpd_kernel_dispatch.end"),
+                    pd.to_numeric(f["stream_id"], errors="coerce")
+                    .fillna(-1)
+                    .to_numpy(dtype=np.float64)
+                    .astype(np.int64),
+                    pd.to_numeric(f["kernel_id"], errors="coerce")
+                    .fillna(0)
+                    .to_numpy(dtype=np.float64)
+                    .astype(np.int64),
+                    pd.to_numeric(f["stack"], errors="coerce").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64),
+                ]
+            )
+            if len(f)
+            else np.zeros((0, 6), dtype=np.int64)
+        )
+    del rows
+    n = len(block)
+    names = _lookup(conn, "rocpd_info_kernel_symbol", "display_name, kernel_name", has)
+    kernel_names = _map_ids(block[:, 4], lambda k: _kernel_name(names.get(k)))
+    streams = _lookup(conn, "rocpd_info_stream", "name", has)
+    stream_names = _map_ids(block[:, 3], lambda i: _stream_name(streams.get(i), i))
     return {
-        "gpu": _gpu_index(f["agent_id"], agents, "rocpd_kernel_dispatch.agent_id"),
-        "name": name.astype(str).to_numpy(dtype=object),
-        "start_ns": _int64(f["start"], "rocpd_kernel_dispatch.start"),
-        "end_ns": _int64(f["end"], "rocpd_kernel_dispatch.end"),
-        "stream": _streams(f["stream"], f["stream_id"]),
-        "activity": np.full(len(f), "kernel", dtype=object),
-        "copy_kind": np.full(len(f), "", dtype=object),
-        "bytes": np.full(len(f), np.nan),
-        "stack_id": pd.to_numeric(f["stack_id"], errors="coerce").to_numpy(dtype=np.float64),
+        "gpu": _gpu_index(pd.Series(block[:, 0]), agents, "rocpd_kernel_dispatch.agent_id"),
+        "name": kernel_names,
+        "start_ns": block[:, 1].copy(),
+        "end_ns": block[:, 2].copy(),
+        "stream": stream_names,
+        "activity": np.full(n, "kernel", dtype=object),
+        "copy_kind": np.full(n, "", dtype=object),
+        "bytes": np.full(n, np.nan),
+        "event_id": block[:, 5].copy(),
     }
+
+
+def _lookup(conn: sqlite3.Connection, view: str, columns: str, has: set[str]) -> dict[int, tuple]:
+    """A small id -> row table (kernel symbols, streams); empty when the view is missing."""
+    if view not in has:
+        return {}
+    out: dict[int, tuple] = {}
+    for row in conn.execute(f"SELECT id, {columns} FROM {view}"):
+        if isinstance(row[0], int):
+            out.setdefault(row[0], tuple(row[1:]))
+    return out
+
+
+def _map_ids(ids: np.ndarray, label: Callable[[int], str]) -> pd.Categorical:
+    """Each row's label, computed once per distinct id (a categorical: no string object per row)."""
+    codes, uniques = pd.factorize(ids)
+    labels, categories = pd.factorize(np.array([label(int(u)) for u in uniques.tolist()], dtype=object))
+    return pd.Categorical.from_codes(labels[codes] if len(codes) else codes, categories=pd.Index(categories))
+
+
+def _kernel_name(row: tuple | None) -> str:
+    """``display_name`` (the formatted name), else ``kernel_name``, else the writer's ``unknown_kernel``."""
+    for value in row or ():
+        if value is not None and str(value) != "":
+            return str(value)
+    return "unknown_kernel"
+
+
+def _stream_name(row: tuple | None, stream_id: int) -> str:
+    """rocpd's stream names ("Default Stream", "Stream 1"; generateRocpd.cpp, get_stream_id), else the id."""
+    if row and row[0] is not None and str(row[0]) != "":
+        return str(row[0])
+    return f"stream {stream_id}"
 
 
 def _streams(names: pd.Series, ids: pd.Series) -> np.ndarray:
@@ -212,7 +278,7 @@ def _streams(names: pd.Series, ids: pd.Series) -> np.ndarray:
     return label.astype(str).to_numpy(dtype=object)
 
 
-def _copies(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, np.ndarray]:
+def _copies(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, Any]:
     stream = "rocpd_info_stream" in has
     sql = (
         'SELECT M.start, M."end", S.string, M.src_agent_id, M.dst_agent_id, M.size, M.stream_id, '
@@ -231,10 +297,10 @@ def _copies(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str
     gpu = np.where(kind == "HtoD", dst, np.where(src >= 0, src, dst))
     return {
         "gpu": gpu,
-        "name": ("Memcpy " + kind.astype(str)).astype(object),
+        "name": pd.Categorical(("Memcpy " + kind.astype(str)).astype(object)),
         "start_ns": _int64(f["start"], "rocpd_memory_copy.start"),
         "end_ns": _int64(f["end"], "rocpd_memory_copy.end"),
-        "stream": _streams(f["stream"], f["stream_id"]),
+        "stream": pd.Categorical(_streams(f["stream"], f["stream_id"])),
         "activity": np.full(len(f), "memcpy", dtype=object),
         "copy_kind": kind,
         "bytes": pd.to_numeric(f["size"], errors="coerce").to_numpy(dtype=np.float64),
@@ -287,14 +353,15 @@ def _message(extdata: str) -> str:
 
 
 def _collectives(
-    conn: sqlite3.Connection, has: set[str], stack_id: np.ndarray, names: np.ndarray, regions: pd.DataFrame
+    conn: sqlite3.Connection, event_id: np.ndarray, names: pd.Categorical, regions: pd.DataFrame, has: set[str]
 ) -> np.ndarray:
     """Per kernel, the collective of the RCCL call its launch ran inside ("" where none or not RCCL).
 
     A kernel's event carries its launch's internal correlation id (``stack_id``); the HIP launch's event has
     the same ``stack_id`` and, made inside an RCCL call, that call's id as ``parent_stack_id``
-    (generateRocpd.cpp, insert_api_data: ancestor); the RCCL region's id is its own internal id."""
-    out = np.full(len(stack_id), "", dtype=object)
+    (generateRocpd.cpp, insert_api_data: ancestor); the RCCL region's id is its own internal id. Only the
+    events of RCCL kernels are looked up."""
+    out = np.full(len(event_id), "", dtype=object)
     rccl = regions.loc[regions["category"] == "RCCL_API"]
     if not len(rccl):
         return out
@@ -322,9 +389,30 @@ def _collectives(
     info = _nccl_launch_info(calls, payload)
     coll_of_call = pd.Series(info["coll"].to_numpy(dtype=object), index=rccl["stack_id"].to_numpy(dtype=np.float64))
     coll_of_call = coll_of_call[~coll_of_call.index.duplicated()]
+    rccl_kernel = np.asarray(names.categories.str.contains(_RCCL_KERNEL, regex=True), dtype=bool)
+    rows = np.flatnonzero(rccl_kernel[names.codes]) if len(names) else np.zeros(0, dtype=np.int64)
+    stack = _stack_ids(conn, np.unique(event_id[rows]))
+    stack_id = stack.reindex(event_id[rows].astype(np.float64)).to_numpy(dtype=np.float64)
     parent = ancestor.reindex(stack_id).to_numpy(dtype=np.float64)
-    found = coll_of_call.reindex(parent).fillna("").to_numpy(dtype=object)
-    return np.asarray(found, dtype=object)
+    out[rows] = coll_of_call.reindex(parent).fillna("").to_numpy(dtype=object)
+    return out
+
+
+_RCCL_KERNEL = r"(?i)nccl|rccl"
+
+
+def _stack_ids(conn: sqlite3.Connection, event_ids: np.ndarray) -> pd.Series:
+    """``rocpd_event.stack_id`` of some events (id -> stack id), looked up in chunks of literal ids."""
+    parts = []
+    for i in range(0, len(event_ids), 5000):
+        chunk = ",".join(str(int(e)) for e in event_ids[i : i + 5000])
+        parts.extend(conn.execute(f"SELECT id, stack_id FROM rocpd_event WHERE id IN ({chunk})").fetchall())
+    f = pd.DataFrame.from_records(parts, columns=["id", "stack_id"])
+    s = pd.Series(
+        pd.to_numeric(f["stack_id"], errors="coerce").to_numpy(dtype=np.float64),
+        index=pd.to_numeric(f["id"], errors="coerce").to_numpy(dtype=np.float64),
+    )
+    return s[~s.index.duplicated()]
 
 
 def _peers(conn: sqlite3.Connection, has: set[str], rccl: pd.DataFrame) -> np.ndarray:
