@@ -111,6 +111,16 @@ GOLDEN: dict[str, Rows] = {
         ("exposed host<->device copies", "async-host-copies"),
         ("exposed send-recv Memcpy PtoP", "overlap-point-to-point"),
     ],
+    # the same job as rocpd databases: the RCCL calls name the generic kernels' collectives; ROCTx ranges give
+    # 3 steps, so the per-step DtoH copy is a sync inside the step
+    "sample:synthetic_rocpd_mi300x": [
+        ("exposed all-reduce ncclDevKernel_Generic_1", "overlap-all-reduce"),
+        ("all-to-all exchange dominates communication", "shrink-exchange"),
+        ("launch-bound", "cuda-graphs"),
+        ("exposed host<->device copies", "async-host-copies"),
+        ("device-to-host syncs inside the step", "values-stay-on-device"),
+        ("exposed send-recv Memcpy PtoP", "overlap-point-to-point"),
+    ],
     # DDP on A100, one rank: a training step (autograd ranges), no ledger split (one rank)
     "shared:kineto/ddp_2rank_a100_rank0.json.gz": [
         ("exposed all-reduce ncclKernel_AllReduce", "overlap-all-reduce"),  # DDP gradient buckets: bucket_cap_mb

@@ -11,6 +11,8 @@ from ..errors import InputError
 from ..options import LoadOptions
 from .base import Placement
 from .marks import ANNOTATED_SCHEMA, moeprof_output, no_trace_structure
+from .rocpd_schema import RESULTS_SUFFIX
+from .rocpd_schema import hostname as rocpd_host
 from .rocprof_names import capture_prefix
 from .rocprof_names import host_name as rocprof_host
 from .sources import TraceSource, is_url
@@ -33,6 +35,8 @@ TRACE_SUFFIXES = (
     "kernel_trace.csv.gz",
     "memory_copy_trace.csv",
     "memory_copy_trace.csv.gz",
+    # rocprofv3's rocpd database, one per process (``<pid>_results.db``; generateRocpd.cpp)
+    RESULTS_SUFFIX,
 )
 
 
@@ -74,6 +78,9 @@ def plan_placements(files: list[TraceSource]) -> list[Placement]:
             # rocprofv3 writes one output set per process (``%hostname%/%pid%_``), and each lists all of its
             # node's GPUs with their node-wide index: the processes of one host share its host index
             key, host = f"rocprof:{rocprof_host(f)}", None
+        elif p is None and isinstance(f, Path) and f.name.lower().endswith(RESULTS_SUFFIX) and rocpd_host(f):
+            # rocpd likewise: one database per process, each listing its node's GPUs by their node-wide index
+            key, host = f"rocprof:{rocpd_host(f)}", None
         elif p is None:
             key = f"file:{f}"
             host = None
@@ -215,7 +222,7 @@ def _local_trace_files(path: Path, options: LoadOptions, notes: list[str]) -> li
             path,
             "directory holds no trace files "
             "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export,"
-            " rocprofv3 *kernel_trace.csv)",
+            " rocprofv3 *kernel_trace.csv, *_results.db)",
         )
     return files
 
@@ -247,6 +254,10 @@ FORMAT_PREFERENCE = (
     ".xplane.pb",
     ".sqlite",
     ".nsys-rep",
+    # rocprofv3 asked for several formats at once (<prefix>results.db, results.json, kernel_trace.csv: one capture):
+    # the rocpd database, then the JSON, hold more than the CSV (RCCL calls, copy sizes)
+    "results.db",
+    "results.json",
     ".pt.trace.json.gz",
     ".pt.trace.json",
     ".trace.json.gz",

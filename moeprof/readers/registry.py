@@ -70,7 +70,21 @@ class _Rocprof:
         return read(path, context)
 
 
-READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight(), _Rocprof())
+class _Rocpd:
+    """AMD rocprofv3's rocpd SQLite database (ROCm 7's default output)."""
+
+    format = "rocpd"
+
+    def sniff(self, path: Path, kind: str) -> bool:
+        return kind == "rocpd"
+
+    def read(self, path: Path, context: ReadContext) -> Trace:
+        from .rocpd import read
+
+        return read(path, context)
+
+
+READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight(), _Rocprof(), _Rocpd())
 
 
 def reader_for(path: Path) -> tuple[Reader, str]:
@@ -84,7 +98,7 @@ def reader_for(path: Path) -> tuple[Reader, str]:
     raise InputError(
         path,
         "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep,"
-        " rocprofv3 kernel_trace.csv or results.json)",
+        " rocprofv3 kernel_trace.csv, results.json or results.db)",
     )
 
 

@@ -1,0 +1,476 @@
+"""AMD rocprofv3's rocpd SQLite database (ROCm 7's default output): one ``<prefix>results.db`` per process.
+
+What is read, and where rocprofiler-sdk defines it (``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql``,
+``rocpd_views.sql``; the writer ``source/lib/output/generateRocpd.cpp``; docs/metrics.md, "Reading rocpd"):
+
+- The unsuffixed views (``rocpd_kernel_dispatch`` over ``rocpd_kernel_dispatch_<uuid>``...), joined on ``id`` and
+  ``guid`` as the tool's own ``data_views.sql`` does, not its ``kernels`` view, whose columns move between schema
+  versions and whose inner joins drop a dispatch without a stream or thread row.
+- ``rocpd_info_agent``: ``id`` is the agent's node id, ``type`` 'CPU'/'GPU', ``type_index`` its index among the
+  node's GPUs, ``product_name`` ("AMD Instinct MI300X"). A device is ``<host>/GPU:<type_index>``.
+- ``rocpd_kernel_dispatch``: ``agent_id``, ``start``/``end`` (integer ns, CLOCK_BOOTTIME), ``kernel_id`` ->
+  ``rocpd_info_kernel_symbol.display_name`` (the formatted name), ``stream_id`` -> ``rocpd_info_stream.name``,
+  ``event_id`` -> ``rocpd_event.stack_id`` (the internal correlation id of the launching HIP call).
+- ``rocpd_memory_copy``: ``name_id`` -> ``rocpd_string`` (the direction, ``MEMORY_COPY_HOST_TO_DEVICE``...),
+  ``src_agent_id``, ``dst_agent_id``, ``size`` (bytes).
+- ``rocpd_region`` + ``rocpd_event``: host API spans; the category string says the domain (``RCCL_API``,
+  ``HIP_RUNTIME_API_EXT``, ``MARKER_CORE_RANGE_API``); an API event's ``parent_stack_id`` is its ancestor, the
+  API call that issued it. A kernel's collective comes from the RCCL call its HIP launch ran inside
+  (grouped calls launch in ``ncclGroupEnd``: the Nsight reader's grouping decides their kind); a ROCTx range's
+  text is ``rocpd_event.extdata`` ``{"message": ...}``; those named like steps are step markers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.trace import Trace, empty_markers, make_markers, trailing_number
+from ..core.vocabulary import vocabulary
+from ..errors import InputError
+from .base import ReadContext
+from .nsys import _connect_read_only, _nccl_launch_info, _step_marker
+from .rocpd_schema import REQUIRED_VIEWS, RESULTS_SUFFIX
+from .rocprof import Agents, build_trace, copy_kinds
+
+FORMAT = "rocpd"
+_OPTIONAL_VIEWS = ("rocpd_info_kernel_symbol", "rocpd_memory_copy", "rocpd_region", "rocpd_info_stream",
+                   "rocpd_arg", "rocpd_info_node")  # fmt: skip
+_API_CATEGORIES = ("RCCL_API",)  # generateRocpd.cpp: an API event's category is its buffer-tracing kind's name
+
+
+class _Refused(Exception):
+    """A database that holds rocpd's schema but not what a trace needs; the message says what."""
+
+
+def read(path: Path, context: ReadContext | None = None) -> Trace:
+    """One rocpd database: its kernel dispatches and memory copies, one device per GPU agent."""
+    context = context or ReadContext()
+    path = Path(path)
+    with tempfile.TemporaryDirectory(prefix="moeprof-rocpd-") as scratch:
+        try:
+            conn = _connect_read_only(path, Path(scratch))
+        except sqlite3.Error as exc:
+            raise InputError(path, f"cannot open as SQLite: {_line(exc)}") from None
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        try:
+            return _read(conn, path, context)
+        except _Refused as exc:
+            raise InputError(path, str(exc)) from None
+        except sqlite3.OperationalError as exc:
+            if "no such" in str(exc):
+                raise InputError(path, f"rocpd database without what a trace needs: {_line(exc)}") from None
+            raise InputError(path, f"not a readable rocpd database (cut short?): {_line(exc)}") from None
+        except sqlite3.Error as exc:
+            raise InputError(path, f"not a readable rocpd database (cut short?): {_line(exc)}") from None
+        except (pd.errors.DatabaseError, ValueError, TypeError, OverflowError) as exc:
+            raise InputError(path, f"not a readable rocpd database: {_line(exc)}") from None
+        finally:
+            conn.close()
+
+
+def _query(sql: str, conn: sqlite3.Connection) -> pd.DataFrame:
+    """A query's rows as a frame (sqlite3's own errors, which name the missing table or column, pass through)."""
+    cur = conn.execute(sql)
+    return pd.DataFrame.from_records(cur.fetchall(), columns=[d[0] for d in cur.description])
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:
+    names = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    missing = [v for v in REQUIRED_VIEWS if v not in names]
+    if missing:
+        raise _Refused(f"not a rocpd database: no {', '.join(missing)} (rocprofv3 --output-format rocpd)")
+    has = {v for v in _OPTIONAL_VIEWS if v in names}
+    agents = _agents(conn)
+    kernels = _kernels(conn, has, agents)
+    copies = _copies(conn, has, agents) if "rocpd_memory_copy" in has else None
+    warnings: list[str] = []
+    regions = _regions(conn, has) if "rocpd_region" in has else _empty_regions()
+    if len(kernels["gpu"]):
+        kernels["collective"] = _collectives(conn, kernels.pop("event_id"), kernels["name"], regions, has)
+    else:
+        kernels.pop("event_id")
+        kernels["collective"] = np.empty(0, dtype=object)
+    parts = [kernels]
+    if copies is not None:
+        copies["collective"] = np.full(len(copies["gpu"]), "", dtype=object)
+        parts.append(copies)
+    host = _host(conn, has, path)
+    trace = build_trace(parts, agents, host, path, context, FORMAT, warnings)
+    markers = _steps(regions, trace, context)
+    annotations = tuple(str(n) for n in pd.unique(regions["text"].to_numpy(dtype=object)) if n)
+    return replace(trace, markers=markers, annotations=annotations)
+
+
+# ---- agents --------------------------------------------------------------------------------------------------------
+
+
+def _agents(conn: sqlite3.Connection) -> Agents:
+    """Agents by ``rocpd_info_agent.id`` (the node id kernels and copies name) -> index among the GPUs (None: a
+    CPU), and the GPUs' product names."""
+    rows = conn.execute("SELECT id, type, type_index, product_name, name FROM rocpd_info_agent").fetchall()
+    gpu_of: dict[int, int] = {}
+    names: dict[int, str] = {}
+    by_id: dict[int, int | None] = {}
+    for agent_id, kind, type_index, product, gfx in rows:
+        if not isinstance(agent_id, int):
+            raise _Refused(f"rocpd_info_agent.id {str(agent_id)[:40]!r} is no integer")
+        if str(kind).upper() != "GPU":
+            by_id[agent_id] = None
+            continue
+        if not isinstance(type_index, int) or type_index < 0:
+            raise _Refused(f"rocpd_info_agent.type_index {str(type_index)[:40]!r} of GPU agent {agent_id} is no index")
+        gpu_of[agent_id] = by_id[agent_id] = type_index
+        label = str(product or gfx or "").strip()
+        if label:
+            names[type_index] = label
+    if not gpu_of:
+        raise _Refused("rocpd_info_agent lists no GPU agent")
+    return Agents(by_id, names, max(gpu_of.values()) + 1)
+
+
+def _gpu_index(agent_ids: pd.Series, agents: Agents, column: str) -> np.ndarray:
+    """Each row's GPU index (-1: a CPU agent); an id the agent list lacks is refused."""
+    ids = _int64(agent_ids, column)
+    codes, uniques = pd.factorize(ids)
+    table = np.empty(len(uniques), dtype=np.int64)
+    for i, a in enumerate(uniques.tolist()):
+        if int(a) not in agents.by_logical:
+            raise _Refused(f"{column} {a} names no agent of rocpd_info_agent")
+        gpu = agents.by_logical[int(a)]
+        table[i] = -1 if gpu is None else gpu
+    return table[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+
+
+def _int64(column: pd.Series, name: str) -> np.ndarray:
+    """An integer column as int64; NULL, text or a fraction is refused naming the column. A whole number past
+    int64 is kept at its limit, where the time screen drops it with a warning (docs/metrics.md, "Times moeprof
+    accepts")."""
+    if column.dtype.kind in "iu":
+        return column.to_numpy(dtype=np.int64)
+    values = pd.to_numeric(column, errors="coerce")
+    ok = values.notna() & (values == np.floor(values))
+    if not bool(ok.all()):
+        row = int(np.flatnonzero(~ok.to_numpy())[0])
+        raise _Refused(f"{name} of row {row + 1} is {str(column.iloc[row])[:40]!r}: not an integer")
+    v = values.to_numpy(dtype=np.float64)
+    high, low = v >= 2.0**63, v < -(2.0**63)
+    out = np.where(high | low, 0.0, v).astype(np.int64)
+    out[high] = np.iinfo(np.int64).max
+    out[low] = np.iinfo(np.int64).min
+    return out
+
+
+# ---- kernel dispatches and memory copies ---------------------------------------------------------------------------
+
+
+def _kernels(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, Any]:
+    """The dispatches as integer columns (one fetch, no string per row); names and streams are looked up once
+    per distinct id (kernel symbols and streams are a few hundred rows)."""
+    cur = conn.execute(
+        'SELECT agent_id, start, "end", stream_id, kernel_id, COALESCE(event_id, -1) FROM rocpd_kernel_dispatch'
+    )
+    rows = cur.fetchall()
+    # SQLite keeps whatever a cell holds: numpy would truncate a fraction silently, so the fast route is only
+    # for a table whose every cell read is an integer (one scan in SQLite, no Python per row)
+    (odd,) = conn.execute(
+        "SELECT count(*) FROM rocpd_kernel_dispatch WHERE typeof(agent_id) <> 'integer' OR typeof(start) <> "
+        "'integer' OR typeof(\"end\") <> 'integer' OR typeof(stream_id) <> 'integer' OR typeof(kernel_id) <> "
+        "'integer' OR typeof(COALESCE(event_id, -1)) <> 'integer'"
+    ).fetchone()
+    try:
+        if odd:
+            raise ValueError("cells that are no integer")
+        block = np.array(rows, dtype=np.int64).reshape(len(rows), 6)
+    except (TypeError, ValueError, OverflowError):
+        # a NULL, text, fraction or a number past int64 somewhere: the checked route names it
+        f = pd.DataFrame.from_records(rows, columns=["agent_id", "start", "end", "stream_id", "kernel_id", "stack"])
+        block = (
+            np.column_stack(
+                [
+                    _int64(f["agent_id"], "rocpd_kernel_dispatch.agent_id"),
+                    _int64(f["start"], "rocpd_kernel_dispatch.start"),
+                    _int64(f["end"], "rocpd_kernel_dispatch.end"),
+                    pd.to_numeric(f["stream_id"], errors="coerce")
+                    .fillna(-1)
+                    .to_numpy(dtype=np.float64)
+                    .astype(np.int64),
+                    pd.to_numeric(f["kernel_id"], errors="coerce")
+                    .fillna(0)
+                    .to_numpy(dtype=np.float64)
+                    .astype(np.int64),
+                    pd.to_numeric(f["stack"], errors="coerce").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64),
+                ]
+            )
+            if len(f)
+            else np.zeros((0, 6), dtype=np.int64)
+        )
+    del rows
+    n = len(block)
+    names = _lookup(conn, "rocpd_info_kernel_symbol", "display_name, kernel_name", has)
+    kernel_names = _map_ids(block[:, 4], lambda k: _kernel_name(names.get(k)))
+    streams = _lookup(conn, "rocpd_info_stream", "name", has)
+    stream_names = _map_ids(block[:, 3], lambda i: _stream_name(streams.get(i), i))
+    return {
+        "gpu": _gpu_index(pd.Series(block[:, 0]), agents, "rocpd_kernel_dispatch.agent_id"),
+        "name": kernel_names,
+        "start_ns": block[:, 1].copy(),
+        "end_ns": block[:, 2].copy(),
+        "stream": stream_names,
+        "activity": np.full(n, "kernel", dtype=object),
+        "copy_kind": np.full(n, "", dtype=object),
+        "bytes": np.full(n, np.nan),
+        "event_id": block[:, 5].copy(),
+    }
+
+
+def _lookup(conn: sqlite3.Connection, view: str, columns: str, has: set[str]) -> dict[int, tuple]:
+    """A small id -> row table (kernel symbols, streams); empty when the view is missing."""
+    if view not in has:
+        return {}
+    out: dict[int, tuple] = {}
+    for row in conn.execute(f"SELECT id, {columns} FROM {view}"):
+        if isinstance(row[0], int):
+            out.setdefault(row[0], tuple(row[1:]))
+    return out
+
+
+def _map_ids(ids: np.ndarray, label: Callable[[int], str]) -> pd.Categorical:
+    """Each row's label, computed once per distinct id (a categorical: no string object per row)."""
+    codes, uniques = pd.factorize(ids)
+    labels, categories = pd.factorize(np.array([label(int(u)) for u in uniques.tolist()], dtype=object))
+    return pd.Categorical.from_codes(labels[codes] if len(codes) else codes, categories=pd.Index(categories))
+
+
+def _kernel_name(row: tuple | None) -> str:
+    """``display_name`` (the formatted name), else ``kernel_name``, else the writer's ``unknown_kernel``."""
+    for value in row or ():
+        if value is not None and str(value) != "":
+            return str(value)
+    return "unknown_kernel"
+
+
+def _stream_name(row: tuple | None, stream_id: int) -> str:
+    """rocpd's stream names ("Default Stream", "Stream 1"; generateRocpd.cpp, get_stream_id), else the id."""
+    if row and row[0] is not None and str(row[0]) != "":
+        return str(row[0])
+    return f"stream {stream_id}"
+
+
+def _streams(names: pd.Series, ids: pd.Series) -> np.ndarray:
+    """rocpd's stream names ("Default Stream", "Stream 1"; generateRocpd.cpp, get_stream_id), else the id."""
+    label = names.where(names.notna() & (names != ""), "stream " + ids.astype(str))
+    return label.astype(str).to_numpy(dtype=object)
+
+
+def _copies(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, Any]:
+    stream = "rocpd_info_stream" in has
+    sql = (
+        'SELECT M.start, M."end", S.string, M.src_agent_id, M.dst_agent_id, M.size, M.stream_id, '
+        + ("ST.name " if stream else "NULL ")
+        + "FROM rocpd_memory_copy M LEFT JOIN rocpd_string S ON S.id = M.name_id AND S.guid = M.guid "
+        + ("LEFT JOIN rocpd_info_stream ST ON ST.id = M.stream_id AND ST.guid = M.guid" if stream else "")
+    )
+    f = _query(sql, conn)
+    f.columns = ["start", "end", "direction", "src", "dst", "size", "stream_id", "stream"]
+    src = _gpu_index(f["src"], agents, "rocpd_memory_copy.src_agent_id")
+    dst = _gpu_index(f["dst"], agents, "rocpd_memory_copy.dst_agent_id")
+    kind = copy_kinds(f["direction"].fillna("").to_numpy(dtype=object), src, dst)
+    if len(kind) and (kind == "").any():
+        said = f["direction"].iloc[int(np.flatnonzero(kind == "")[0])]
+        raise _Refused(f"rocpd_memory_copy direction {str(said)[:40]!r} is no memory copy direction")
+    gpu = np.where(kind == "HtoD", dst, np.where(src >= 0, src, dst))
+    return {
+        "gpu": gpu,
+        "name": pd.Categorical(("Memcpy " + kind.astype(str)).astype(object)),
+        "start_ns": _int64(f["start"], "rocpd_memory_copy.start"),
+        "end_ns": _int64(f["end"], "rocpd_memory_copy.end"),
+        "stream": pd.Categorical(_streams(f["stream"], f["stream_id"])),
+        "activity": np.full(len(f), "memcpy", dtype=object),
+        "copy_kind": kind,
+        "bytes": pd.to_numeric(f["size"], errors="coerce").to_numpy(dtype=np.float64),
+    }
+
+
+# ---- host API: RCCL calls and ROCTx ranges -------------------------------------------------------------------------
+
+
+def _empty_regions() -> pd.DataFrame:
+    types = {"tid": "int64", "start": "int64", "end": "int64", "name": "object", "category": "object",
+             "event_id": "float64", "stack_id": "float64", "text": "object"}  # fmt: skip
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
+
+
+def _regions(conn: sqlite3.Connection, has: set[str]) -> pd.DataFrame:
+    """RCCL API calls and ROCTx ranges (``rocpd_region`` with their event's category), the range's text its
+    ``{"message": ...}``."""
+    f = _query(
+        'SELECT R.tid, R.start, R."end", N.string, C.string, E.id, E.stack_id, E.extdata '
+        "FROM rocpd_region R JOIN rocpd_event E ON E.id = R.event_id AND E.guid = R.guid "
+        "LEFT JOIN rocpd_string N ON N.id = R.name_id AND N.guid = R.guid "
+        "LEFT JOIN rocpd_string C ON C.id = E.category_id AND C.guid = E.guid "
+        "WHERE C.string = 'RCCL_API' OR C.string LIKE 'MARKER%'",
+        conn,
+    )
+    f.columns = ["tid", "start", "end", "name", "category", "event_id", "stack_id", "extdata"]
+    if not len(f):
+        return _empty_regions()
+    f["start"] = _int64(f["start"], "rocpd_region.start")
+    f["end"] = _int64(f["end"], "rocpd_region.end")
+    f["tid"] = pd.to_numeric(f["tid"], errors="coerce").fillna(-1).astype(np.int64)
+    f["stack_id"] = pd.to_numeric(f["stack_id"], errors="coerce").astype(np.float64)
+    f["event_id"] = pd.to_numeric(f["event_id"], errors="coerce").astype(np.float64)
+    f["name"] = f["name"].fillna("").astype(str)
+    codes, uniques = pd.factorize(f["extdata"].fillna("").astype(str).to_numpy(dtype=object))
+    message = np.array([_message(u) for u in uniques.tolist()], dtype=object)
+    text = message[codes] if len(codes) else np.empty(0, dtype=object)
+    marker = f["category"].fillna("").astype(str).str.startswith("MARKER").to_numpy()
+    f["text"] = np.where(marker & (text != ""), text, f["name"].to_numpy(dtype=object)).astype(object)
+    return f.drop(columns=["extdata"])
+
+
+def _message(extdata: str) -> str:
+    try:
+        doc = json.loads(extdata) if extdata else {}
+    except ValueError:
+        return ""
+    return str(doc.get("message", "")) if isinstance(doc, dict) else ""
+
+
+def _collectives(
+    conn: sqlite3.Connection, event_id: np.ndarray, names: pd.Categorical, regions: pd.DataFrame, has: set[str]
+) -> np.ndarray:
+    """Per kernel, the collective of the RCCL call its launch ran inside ("" where none or not RCCL).
+
+    A kernel's event carries its launch's internal correlation id (``stack_id``); the HIP launch's event has
+    the same ``stack_id`` and, made inside an RCCL call, that call's id as ``parent_stack_id``
+    (generateRocpd.cpp, insert_api_data: ancestor); the RCCL region's id is its own internal id. Only the
+    events of RCCL kernels are looked up."""
+    out = np.full(len(event_id), "", dtype=object)
+    rccl = regions.loc[regions["category"] == "RCCL_API"]
+    if not len(rccl):
+        return out
+    # HIP calls issued inside another API call: internal id -> ancestor
+    anc = _query(
+        "SELECT E.stack_id, E.parent_stack_id FROM rocpd_event E "
+        "JOIN rocpd_string C ON C.id = E.category_id AND C.guid = E.guid "
+        "WHERE C.string LIKE 'HIP%' AND E.parent_stack_id <> 0 AND E.parent_stack_id <> E.stack_id",
+        conn,
+    )
+    ancestor = pd.Series(
+        pd.to_numeric(anc.iloc[:, 1], errors="coerce").to_numpy(dtype=np.float64),
+        index=pd.to_numeric(anc.iloc[:, 0], errors="coerce").to_numpy(dtype=np.float64),
+    )
+    ancestor = ancestor[~ancestor.index.duplicated()]
+    peers = _peers(conn, has, rccl)
+    calls = pd.DataFrame(
+        {
+            "clean": rccl["name"].to_numpy(dtype=object),
+            "start": rccl["start"].to_numpy(dtype=np.int64),
+            "tid": rccl["tid"].to_numpy(dtype=np.int64),
+        }
+    )
+    payload = pd.DataFrame({"peer": peers, "nbytes": np.full(len(rccl), np.nan), "comm": np.full(len(rccl), np.nan)})
+    info = _nccl_launch_info(calls, payload)
+    coll_of_call = pd.Series(info["coll"].to_numpy(dtype=object), index=rccl["stack_id"].to_numpy(dtype=np.float64))
+    coll_of_call = coll_of_call[~coll_of_call.index.duplicated()]
+    rccl_kernel = np.asarray(names.categories.str.contains(_RCCL_KERNEL, regex=True), dtype=bool)
+    rows = np.flatnonzero(rccl_kernel[names.codes]) if len(names) else np.zeros(0, dtype=np.int64)
+    stack = _stack_ids(conn, np.unique(event_id[rows]))
+    stack_id = stack.reindex(event_id[rows].astype(np.float64)).to_numpy(dtype=np.float64)
+    parent = ancestor.reindex(stack_id).to_numpy(dtype=np.float64)
+    out[rows] = coll_of_call.reindex(parent).fillna("").to_numpy(dtype=object)
+    return out
+
+
+_RCCL_KERNEL = r"(?i)nccl|rccl"
+
+
+def _stack_ids(conn: sqlite3.Connection, event_ids: np.ndarray) -> pd.Series:
+    """``rocpd_event.stack_id`` of some events (id -> stack id), looked up in chunks of literal ids."""
+    parts = []
+    for i in range(0, len(event_ids), 5000):
+        chunk = ",".join(str(int(e)) for e in event_ids[i : i + 5000])
+        parts.extend(conn.execute(f"SELECT id, stack_id FROM rocpd_event WHERE id IN ({chunk})").fetchall())
+    f = pd.DataFrame.from_records(parts, columns=["id", "stack_id"])
+    s = pd.Series(
+        pd.to_numeric(f["stack_id"], errors="coerce").to_numpy(dtype=np.float64),
+        index=pd.to_numeric(f["id"], errors="coerce").to_numpy(dtype=np.float64),
+    )
+    return s[~s.index.duplicated()]
+
+
+def _peers(conn: sqlite3.Connection, has: set[str], rccl: pd.DataFrame) -> np.ndarray:
+    """The ``peer`` argument of each RCCL call (ncclSend/ncclRecv; ``rocpd_arg``), NaN where none."""
+    if "rocpd_arg" not in has:
+        return np.full(len(rccl), np.nan)
+    a = _query("SELECT event_id, value FROM rocpd_arg WHERE name = 'peer'", conn)
+    by_event = pd.Series(
+        pd.to_numeric(a["value"], errors="coerce").to_numpy(dtype=np.float64),
+        index=pd.to_numeric(a["event_id"], errors="coerce").to_numpy(dtype=np.float64),
+    )
+    by_event = by_event[~by_event.index.duplicated()]
+    return by_event.reindex(rccl["event_id"].to_numpy(dtype=np.float64)).to_numpy(dtype=np.float64)
+
+
+def _steps(regions: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.DataFrame:
+    """ROCTx ranges named like steps (or matching ``--step-marker``), on the process's device when it drove one
+    GPU, else on every device of the host."""
+    marks = regions.loc[regions["category"].fillna("").astype(str).str.startswith("MARKER")]
+    if not len(marks):
+        return empty_markers()
+    vocab = vocabulary()
+    user = _step_marker(context.options)
+    codes, uniques = pd.factorize(marks["text"].to_numpy(dtype=object))
+    step = np.array([bool(vocab.step_range.match(u)) or bool(user and user.search(u)) for u in uniques], dtype=bool)
+    s = marks.loc[step[codes]].sort_values("start", kind="stable")
+    if not len(s):
+        return empty_markers()
+    number = pd.Series([trailing_number(str(t)) for t in s["text"]], index=s.index)
+    ordinal = s.groupby("text").cumcount()
+    devices = list(trace.devices)
+    host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""
+    return make_markers(
+        host=host,
+        device=devices[0] if len(devices) == 1 else "",
+        kind="step",
+        name=s["text"].to_numpy(dtype=object),
+        start_ns=s["start"].to_numpy(dtype=np.int64),
+        end_ns=s["end"].to_numpy(dtype=np.int64),
+        number=number.where(number >= 0).fillna(ordinal).to_numpy(dtype=np.int64),
+    )
+
+
+_PID_PREFIX = re.compile(r"^\d+$")
+
+
+def _host(conn: sqlite3.Connection, has: set[str], path: Path) -> str:
+    """``rocpd_info_node.hostname``; else the folder of a ``<pid>_results.db``, the ``NAME`` of
+    ``NAME_results.db``, the file's stem."""
+    if "rocpd_info_node" in has:
+        try:
+            row = conn.execute("SELECT hostname FROM rocpd_info_node WHERE hostname <> '' LIMIT 1").fetchone()
+        except sqlite3.Error:
+            row = None
+        if row and row[0]:
+            return str(row[0])
+    name = path.name
+    prefix = name[: -len(RESULTS_SUFFIX)] if name.lower().endswith(RESULTS_SUFFIX) else path.stem
+    if prefix and not _PID_PREFIX.match(prefix):
+        return prefix
+    return path.resolve().parent.name or "host0"
