@@ -242,22 +242,21 @@ def project_job(
 
 
 def opportunity_savings(job: ReplayJob, opportunities: Sequence[Opportunity]) -> list[int | None]:
-    """Per opportunity: the mean step saving if its activities took no time (None: not activities)."""
+    """Per opportunity: the mean step saving if its activities took no time, end to end over the steps
+    (:meth:`ReplayJob.steps_end_saving`; None: not activities)."""
     out: list[int | None] = []
-    base = None
     for opp in opportunities:
         mask = opportunity_mask(job, opp)
         if mask is None:
             out.append(None)
             continue
-        if base is None:
-            s0, e0 = job.run()
-            base = job.step_spans(s0, e0)
         g = job.graph
         duration = np.where(mask & ~g.is_member, 0, g.duration)
         transfer = np.where(mask & g.is_member, 0, g.transfer)
         s, e = job.run(duration, transfer)
-        out.append(int(round(float(np.mean(base - job.step_spans(s, e))))) if base.size else 0)
+        # end to end over the steps: removing work never costs time (§9 monotonic), where a mean of
+        # per-step spans can go negative when work moves between steps
+        out.append(job.steps_end_saving(s, e))
     return out
 
 
