@@ -845,9 +845,10 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         step_bars=step_bars,
         collectives=collectives_table(r.collectives, ledger=led is not None and led.instances > 0),
         more_collectives=max(0, len(r.collectives) - 40),
-        opportunities=opportunity_items(
-            r.opportunities, step_ns=r.projections[0].measured_step_ns if r.projections else 0
-        ),
+        # the projected page shows the changed timeline; its remedies are the measured page's, said once there
+        opportunities=[]
+        if item.projection is not None
+        else opportunity_items(r.opportunities, step_ns=r.projections[0].measured_step_ns if r.projections else 0),
         manifest=manifest_view(r),
         ledger=None if led is None else ledger_section(r, led, arrival_skew(r, SKEW_ROWS)),
         skew_rows=len((timeline.get("skew") or {}).get("rows", ())),

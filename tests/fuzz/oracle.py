@@ -168,6 +168,12 @@ def sanity(doc: dict) -> list[tuple[str, str]]:
         key = path.rsplit(".", 1)[-1]
         if isinstance(val, bool) or not isinstance(val, int | float):
             continue
+        if path.startswith(".projections[") and key in ("saving_ns", "saving_fraction"):
+            # a projection's saving has a sign: balance gives the fast ranks the median's (longer) durations, and
+            # a step may come out longer (spec §9); an opportunity's projected saving (work removed) stays >= 0
+            if isinstance(val, float) and not math.isfinite(val):
+                out.append(("non-finite", f"{path} = {val}"))
+            continue
         if isinstance(val, float) and not math.isfinite(val):
             out.append(("non-finite", f"{path} = {val}"))
         elif key.endswith("_ns") and val < 0:
