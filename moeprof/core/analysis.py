@@ -381,6 +381,8 @@ class Analysis:
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
     skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
     hardware: Mapping[str, Any] | None = None  # the GPUs the traces name, the preset and peaks used
+    # NCCL Inspector logs: per-collective figures without a timeline (devices empty, §4 total null)
+    inspector: Mapping[str, Any] | None = None
     # each device's timeline view, when measured with one (report, annotate); never in the JSON
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
     # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
@@ -394,6 +396,11 @@ class Analysis:
 
     def with_warnings(self, *warnings: str) -> Analysis:
         return replace(self, warnings=(*self.warnings, *warnings))
+
+    @property
+    def timeline_free(self) -> bool:
+        """An analysis of NCCL Inspector logs alone: no device timeline, so no §4 figure."""
+        return self.inspector is not None and not self.devices
 
     @property
     def ledger_matched(self) -> bool:
@@ -423,6 +430,10 @@ class Analysis:
             doc["skipped"] = [dict(s) for s in self.skipped]
         if self.hardware:
             doc["hardware"] = dict(self.hardware)
+        if self.inspector is not None:
+            doc["inspector"] = dict(self.inspector)
+            if not self.devices:  # no timeline: the §4 figures are unknown, not 0
+                doc["total"] = {k: None for k in doc["total"]}
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -456,6 +467,7 @@ class Analysis:
             "ledger",
             "skipped",
             "hardware",
+            "inspector",
         }
         try:
             return cls(
@@ -473,6 +485,7 @@ class Analysis:
                 ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
                 skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
                 hardware=doc.get("hardware") if isinstance(doc.get("hardware"), dict) else None,
+                inspector=doc.get("inspector") if isinstance(doc.get("inspector"), dict) else None,
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

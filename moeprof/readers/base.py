@@ -79,12 +79,25 @@ def sniff(path: Path) -> str:
                 inner = fh.read(64)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(path, f"corrupt gzip data: {exc}") from None
-        return "json" if inner.lstrip()[:1] in (b"{", b"[") else "unknown"
+        return _json_kind(path, inner)
     if head.lstrip()[:1] in (b"{", b"["):
-        return "json"
+        return _json_kind(path, head)
     if name.endswith(".pb"):
         return "xplane"
     return "unknown"
+
+
+def _json_kind(path: Path, head: bytes) -> str:
+    """JSON text: an NCCL Inspector log (JSON lines whose first object has the Inspector's keys) or a
+    Chrome/Kineto trace ("json"); neither: "unknown"."""
+    if head.lstrip()[:1] not in (b"{", b"["):
+        return "unknown"
+    if head.lstrip()[:1] == b"{":
+        from .nccl_inspector import is_inspector_log
+
+        if is_inspector_log(path):
+            return "nccl-inspector"
+    return "json"
 
 
 # peak memory of analyzing a file, as a multiple of its size on disk (measured on the benchmarks and
@@ -93,7 +106,10 @@ def sniff(path: Path) -> str:
 # the decoder refuses is read by jaxlib instead, at ~10x, not guarded for; Kineto JSON decoded to columns
 # ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
 # chrome.read_bytes)
-MEMORY_FACTOR = {"xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3}
+# NCCL Inspector logs read by Arrow's JSON reader into columns and rows: see benchmarks/bench_inspector.py
+MEMORY_FACTOR = {
+    "xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3, "nccl-inspector": 4, "nccl-inspector.gz": 40,
+}  # fmt: skip
 
 
 def available_memory() -> int | None:
@@ -116,8 +132,8 @@ def check_fits_in_memory(path: Path, fmt: str) -> None:
     if available is None:
         return
     size = path.stat().st_size
-    gz = fmt == "json" and path.name.lower().endswith(".gz")
-    need = size * MEMORY_FACTOR.get("json.gz" if gz else fmt, 12)
+    gz = fmt in ("json", "nccl-inspector") and path.name.lower().endswith(".gz")
+    need = size * MEMORY_FACTOR.get(f"{fmt}.gz" if gz else fmt, 12)
     if need > available:
         gib = 2**30
         raise InputError(

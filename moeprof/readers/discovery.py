@@ -159,7 +159,8 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
             raise InputError(
                 path,
                 "directory holds no trace files "
-                "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export)",
+                "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export,"
+                " NCCL Inspector .log)",
             )
         found.extend(files)
     seen: set[TraceSource] = set()
@@ -207,7 +208,26 @@ def _rank(path: PurePath) -> int:
 
 
 def _trace_files_in(folder: Path, notes: list[str]) -> list[Path]:
-    return select_trace_files(sorted(p for p in folder.iterdir() if p.is_file()), folder, notes)
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    traces = select_trace_files(files, folder, notes)
+    return traces + inspector_logs_in(folder, [p for p in files if p not in traces], notes)
+
+
+INSPECTOR_SUFFIXES = (".log", ".log.gz", ".jsonl", ".jsonl.gz")
+
+
+def inspector_logs_in(folder: Path, files: list[Path], notes: list[str]) -> list[Path]:
+    """The NCCL Inspector logs among a folder's files (``<host>-pid<pid>.log``, also .log.gz, .jsonl[.gz]),
+    told by content. In a folder that holds some, every other file is skipped with a note."""
+    from .nccl_inspector import is_inspector_log
+
+    named = [p for p in files if p.name.lower().endswith(INSPECTOR_SUFFIXES) and not p.name.startswith(".")]
+    logs = [p for p in named if is_inspector_log(p)]
+    if logs:
+        for p in files:
+            if p not in logs and not p.name.startswith("."):
+                notes.append(f"{folder}: skipped {p.name}: not an NCCL Inspector log")
+    return logs
 
 
 def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> list[P]:

@@ -474,6 +474,11 @@ def device_rows_shown(n_devices: int, devices: int | str | None) -> int | None:
 
 def render(result: Analysis, console: Console | None = None, top: int = 8, devices: int | str | None = None) -> None:
     """The report. ``devices``: "all", a number of worst devices to list, or None (automatic, see above)."""
+    if result.timeline_free and result.inspector is not None:
+        from .inspector import render as render_inspector
+
+        render_inspector(result.inspector, console or make_console(), top, result.warnings)
+        return
     with fabric_words(scale_up_word(result)):
         _render(result, console or make_console(), top, devices)
 
