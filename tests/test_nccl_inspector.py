@@ -1,0 +1,183 @@
+"""NCCL Inspector logs: the reader, the analysis against the generator's own numbers, the commands, and the
+bad-input contract."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from moeprof.cli import app
+from moeprof.insight.bandwidth import link_peaks
+from moeprof.pipeline import analyze_paths
+from moeprof.readers import sniff
+from moeprof.readers.nccl_inspector import read
+from synthetic import nccl_inspector as gen
+
+from .conftest import SAMPLES
+
+runner = CliRunner()
+SAMPLE = SAMPLES / "nccl_inspector_8rank"
+
+
+@pytest.fixture(scope="module", params=["v4.0", "v4.3"])
+def job(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, gen.Job]:
+    folder = tmp_path_factory.mktemp("insp") / f"nccl-inspector-{request.param}"
+    return folder, gen.write(folder, steps=12, seed=3, version=request.param)
+
+
+def test_sniffed_by_content(job):
+    folder, _ = job
+    logs = sorted(folder.iterdir())
+    assert len(logs) == 8
+    assert all(sniff(p) == "nccl-inspector" for p in logs)
+    rows = read(logs[0]).rows
+    assert set(rows["kind"].unique()) == {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}
+
+
+def test_last_to_arrive_and_time_beyond_it(job):
+    folder, made = job
+    truth = made.truth
+    section = analyze_paths([folder], jobs=1).inspector
+    assert section is not None
+    assert section["instances"] == truth["instances"]
+    assert section["incomplete_instances"] == 0
+    assert section["beyond_shortest_us"] == pytest.approx(truth["beyond_shortest_us"])
+    got = {r["process"]: r for r in section["last_to_arrive"]}
+    for process, want in truth["shortest"].items():
+        assert got[process]["shortest"] == want["count"]
+        assert got[process]["caused_us"] == pytest.approx(want["caused_us"])
+    flagged = [r["process"] for r in section["last_to_arrive"] if r["flagged"]]
+    assert flagged == [truth["slow_process"]]
+    assert section["last_to_arrive"][0]["process"] == truth["slow_process"]
+
+
+def test_bus_bandwidth_per_kind_and_size_against_peaks(job):
+    folder, made = job
+    peaks = link_peaks("H100", None)
+    section = analyze_paths([folder], jobs=1, link_peaks=peaks).inspector
+    assert section is not None
+    got = {(r["kind"], r["size_bucket_bytes"]): r for r in section["bandwidth"]}
+    assert len(got) == len(made.truth["bandwidth"])
+    for want in made.truth["bandwidth"]:
+        row = got[(want["kind"], want["size_bucket"])]
+        if want["bus_bandwidth_gbps"] is None:
+            assert row["bus_bandwidth_gbps"] is None and row["peak_share"] is None
+            continue
+        assert row["bus_bandwidth_gbps"] == pytest.approx(want["bus_bandwidth_gbps"], rel=1e-9)
+        assert row["transfer_bus_bandwidth_gbps"] == pytest.approx(want["transfer_bus_bandwidth_gbps"], rel=1e-9)
+        peak = peaks[row["link"]]
+        assert row["link_peak_gbps"] == peak
+        assert row["peak_share"] == pytest.approx(want["bus_bandwidth_gbps"] / peak)
+    # world (2 nodes) runs on IB, the host communicators on NVLink
+    assert {r["link"] for r in section["bandwidth"] if r["size_bucket_bytes"] == 64 << 20} == {"ib"}
+    assert {r["link"] for r in section["bandwidth"] if r["kind"] == "all-to-all"} == {"nvlink"}
+
+
+def test_analyze_json_keeps_the_contract_with_null_section4():
+    res = runner.invoke(app, ["analyze", str(SAMPLE), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "moeprof.analysis/1"
+    assert doc["devices"] == [] and doc["collectives"] == [] and doc["steps"] == []
+    assert doc["total"] and all(v is None for v in doc["total"].values())
+    assert doc["inspector"]["processes"] == 8
+    assert any("pass --gpu" in w for w in doc["warnings"])
+    assert all(r["link_peak_gbps"] is None for r in doc["inspector"]["bandwidth"])
+
+
+def test_analyze_terminal_names_the_slow_rank_and_what_it_cannot_tell():
+    truth = json.loads((SAMPLES / "nccl_inspector_8rank.truth.json").read_text())
+    res = runner.invoke(app, ["analyze", str(SAMPLE), "--gpu", "H100"])
+    assert res.exit_code == 0, res.output
+    assert f"{truth['slow_process']} (host1:1, world:5) is the last to arrive" in res.stdout
+    assert "cannot tell" in res.stdout and "exposed communication" in res.stdout
+
+
+def test_dask_path(dask_scheduler, tmp_path):
+    made = gen.write(tmp_path / "logs", steps=4, seed=5)
+    section = analyze_paths([tmp_path / "logs"], scheduler=dask_scheduler).inspector
+    assert section is not None
+    assert section["beyond_shortest_us"] == pytest.approx(made.truth["beyond_shortest_us"])
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def _one_log(tmp_path: Path) -> tuple[Path, list[str]]:
+    made = gen.build(steps=2, seed=1)
+    name, lines = next(iter(made.lines.items()))
+    return tmp_path / name, lines
+
+
+def _wrong_type(lines: list[str]) -> str:
+    obj = json.loads(lines[3])
+    obj["coll_perf"]["coll_exec_time_us"] = "slow"
+    return "\n".join([*lines[:3], json.dumps(obj), *lines[4:]]) + "\n"
+
+
+def _missing_key(lines: list[str]) -> str:
+    obj = json.loads(lines[2])
+    del obj["coll_perf"]["coll_sn"]
+    return "\n".join([*lines[:2], json.dumps(obj), *lines[3:]]) + "\n"
+
+
+BAD = {
+    "truncated": (lambda lines: "\n".join(lines)[:-40], ": not a complete JSON object (truncated: the file ends inside it)"),
+    "wrong type": (_wrong_type, "line 4: coll_perf.coll_exec_time_us is a string"),
+    "missing key": (_missing_key, "line 3: the sequence number"),
+    "empty": (lambda lines: "", "empty file"),
+    "not a log": (lambda lines: "step 1 loss 2.3\nstep 2 loss 2.1\n", "unrecognized format"),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_input_one_line_exit_2_untouched(tmp_path, case):
+    path, lines = _one_log(tmp_path)
+    make, said = BAD[case]
+    path.write_text(make(lines))
+    before = _digest(tmp_path)
+    res = runner.invoke(app, ["analyze", str(path)])
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and said in err, err
+    assert "Traceback" not in res.output
+    assert _digest(tmp_path) == before
+
+
+def test_stray_file_in_the_folder_is_skipped_with_a_note(tmp_path):
+    folder = tmp_path / "nccl-inspector-1234"
+    gen.write(folder, steps=2, seed=2)
+    (folder / "README.txt").write_text("job notes\n")
+    (folder / "launcher.log").write_text("srun: starting 8 tasks\n")
+    res = runner.invoke(app, ["analyze", str(folder), "--json"])
+    assert res.exit_code == 0, res.output
+    warnings = json.loads(res.stdout)["warnings"]
+    assert any("skipped README.txt: not an NCCL Inspector log" in w for w in warnings)
+    assert any("skipped launcher.log: not an NCCL Inspector log" in w for w in warnings)
+
+
+def test_a_timeline_trace_with_inspector_logs_is_refused(tmp_path):
+    folder = tmp_path / "logs"
+    gen.write(folder, steps=2, seed=2)
+    trace = SAMPLES / "synthetic_1host_8gpu.trace.json.gz"
+    res = runner.invoke(app, ["analyze", str(folder), str(trace)])
+    assert res.exit_code == 2
+    assert "analyze them apart" in res.stderr and str(trace) in res.stderr
+
+
+def test_incomplete_instances_are_left_out_and_said(tmp_path):
+    folder = tmp_path / "logs"
+    made = gen.write(folder, steps=3, seed=4)
+    (folder / "node0-pid41000.log").unlink()  # rank 0's log missing: every instance lacks it
+    res = runner.invoke(app, ["analyze", str(folder), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    lost = 3 * len(gen.WORLD_OPS) + 3 * len(gen.HOST_OPS)  # the world's and host0's instances
+    assert doc["inspector"]["instances"] == made.truth["instances"] - lost
+    assert doc["inspector"]["incomplete_instances"] == lost
+    assert any("lack some member's record" in w for w in doc["warnings"])
