@@ -71,6 +71,24 @@ def check_command(
             "--max-exposed-comm-ms", min=0, metavar="MS", help="Limit on exposed comm per step, ms (worst step)."
         ),
     ] = None,
+    max_beyond_shortest_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--max-beyond-shortest-fraction",
+            min=0,
+            metavar="X",
+            help="NCCL Inspector logs: limit on members' time beyond each collective's shortest / all (0-1).",
+        ),
+    ] = None,
+    max_last_to_arrive_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--max-last-to-arrive-fraction",
+            min=0,
+            metavar="X",
+            help="NCCL Inspector logs: limit on the others' time beyond the top last-to-arrive process / all (0-1).",
+        ),
+    ] = None,
     per_device: Annotated[bool, typer.Option("--per-device", help="Gate every device: the worst one decides.")] = False,
     total: Annotated[
         bool, typer.Option("--total", help="Gate the total (the default; overrides per-device in a config).")
@@ -125,6 +143,8 @@ def check_command(
                 "max_exposed_comm_ms": max_exposed_comm_ms,
                 "max_exposed_wait_fraction": max_exposed_wait_fraction,
                 "max_exposed_transfer_fraction": max_exposed_transfer_fraction,
+                "max_beyond_shortest_fraction": max_beyond_shortest_fraction,
+                "max_last_to_arrive_fraction": max_last_to_arrive_fraction,
                 "per_device": True if per_device else (False if total else None),
                 "baseline": baseline,
                 "tolerance": tolerance,
@@ -134,7 +154,8 @@ def check_command(
         if not cfg.has_gates:
             raise fail(
                 "no gates: give --max-comm-share/--max-exposed-comm-fraction/--max-idle-fraction/--max-exposed-comm-ms/"
-                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction or --baseline, or set them in "
+                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction (Inspector logs: --max-beyond-shortest-fraction/"
+                "--max-last-to-arrive-fraction) or --baseline, or set them in "
                 "[tool.moeprof.check] of pyproject.toml"
             )
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
