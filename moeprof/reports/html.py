@@ -713,6 +713,10 @@ def step_rows(analysis: Analysis, limit: int = 40) -> list[tuple[str, Figures]]:
 
 
 def headline(analysis: Analysis) -> str:
+    if analysis.timeline_free and analysis.inspector is not None:
+        from .inspector import headline as inspector_headline
+
+        return inspector_headline(analysis.inspector)[0]
     t = analysis.total
     return (
         f"{plural(len(analysis.devices), 'device')} · comm share {fmt_pct(t.comm_share)} · "
@@ -743,6 +747,7 @@ class InputPage:
     manifest: Manifest | None
     ledger: LedgerSection | None  # where the cross-rank ledger ran
     skew_rows: int  # arrival-skew rows drawn under the timeline
+    inspector: Markup | None = None  # NCCL Inspector logs: their view instead of a timeline
 
 
 def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
@@ -807,7 +812,17 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         manifest=manifest_view(r),
         ledger=None if led is None else ledger_section(r, led, arrival_skew(r, SKEW_ROWS)),
         skew_rows=len((timeline.get("skew") or {}).get("rows", ())),
+        inspector=inspector_view(r),
     )
+
+
+def inspector_view(r: Analysis) -> Markup | None:
+    """The NCCL Inspector view of an analysis of Inspector logs (escaped HTML), else None."""
+    if not r.timeline_free or r.inspector is None:
+        return None
+    from .inspector import html
+
+    return Markup(html(r.inspector))
 
 
 def _median_step_ns(analysis: Analysis) -> float | None:

@@ -98,3 +98,40 @@ def render(section: Mapping[str, Any], console: Console, top: int = 8, warnings:
         console.print(Text(f"  - {item}"), soft_wrap=True)
     for w in warnings:
         console.print(Text(f"warning: {w}", style="yellow"), soft_wrap=True)
+
+
+def html(section: Mapping[str, Any]) -> str:
+    """The same view as HTML (for ``moeprof report``); every value escaped."""
+    from markupsafe import escape
+
+    def table(head: list[str], rows: list[list[str]]) -> str:
+        th = "".join(f"<th>{escape(h)}</th>" for h in head)
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+    parts = [f"<p class=\"headline\">{escape(line)}</p>" for line in headline(section)]
+    parts.append("<h3>Bus bandwidth per collective and message size</h3>")
+    parts.append(
+        table(
+            ["collective", "link", "size", "calls", "mean ms", "bus GB/s", "of peak", "shortest member GB/s", "of peak"],
+            [
+                [f"{r['op']} ({r['kind']})", r["link"], r["size_bucket"], f"{r['instances']:,}",
+                 _ms(r["mean_exec_us"]), _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
+                 _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"])]
+                for r in section["bandwidth"]
+            ],
+        )  # fmt: skip
+    )
+    if section["last_to_arrive"]:
+        parts.append("<h3>Last to arrive (shortest member of each collective)</h3>")
+        parts.append(
+            table(
+                ["process", "ranks (communicator:rank)", "shortest", "of calls", "others' time beyond it ms"],
+                [[r["process"], r["ranks"], f"{r['shortest']:,}", _pct(r["shortest_share"]), _ms(r["caused_us"])]
+                 for r in section["last_to_arrive"]],
+            )  # fmt: skip
+        )
+    parts.append("<h3>What a log without timestamps cannot tell</h3><ul>")
+    parts.extend(f"<li>{escape(item)}</li>" for item in section["cannot_tell"])
+    parts.append("</ul>")
+    return "\n".join(parts)
