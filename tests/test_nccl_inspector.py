@@ -129,7 +129,7 @@ def _missing_key(lines: list[str]) -> str:
 BAD = {
     "truncated": (lambda lines: "\n".join(lines)[:-40], ": not a complete JSON object (truncated: the file ends inside it)"),
     "wrong type": (_wrong_type, "line 4: coll_perf.coll_exec_time_us is a string"),
-    "missing key": (_missing_key, "line 3: the sequence number"),
+    "missing key": (_missing_key, "record 3: the sequence number"),
     "empty": (lambda lines: "", "empty file"),
     "not a log": (lambda lines: "step 1 loss 2.3\nstep 2 loss 2.1\n", "unrecognized format"),
 }

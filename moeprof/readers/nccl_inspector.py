@@ -12,7 +12,8 @@ per rank, which ``moeprof.insight.inspector`` measures (bus bandwidth per kind a
 others wait for).
 
 Read by Arrow's JSON reader (C++, multi-threaded) into columns; a file Arrow refuses is read again
-line by line only to name the first bad line.
+line by line only to name the first bad line. Errors found after Arrow's read name the record (the
+N-th JSON object; blank lines are not counted).
 """
 
 from __future__ import annotations
@@ -147,6 +148,13 @@ def _struct(table: Any, name: str) -> dict[str, Any] | None:
     return {col.type.field(i).name: col.field(i) for i in range(col.type.num_fields)}
 
 
+def _struct_present(table: Any, name: str, n: int) -> np.ndarray:
+    """Which lines carry the object ``name`` (not null)."""
+    if name not in table.column_names:
+        return np.zeros(n, dtype=bool)
+    return table.column(name).is_valid().to_numpy(zero_copy_only=False)
+
+
 def _get(fields: dict[str, Any] | None, key: str, n: int) -> Any:
     """A field as a pandas Series (all null where absent)."""
     import pyarrow as pa
@@ -183,7 +191,15 @@ def _rows(path: Path, table: Any) -> InspectorLog:
     # v4.3: an operation line carries no header/metadata; it belongs to the dump_stats line before it
     has_ctx = ctx["comm"].notna().to_numpy()
     if not has_ctx[0]:
-        raise InputError(path, "line 1: an operation record without 'header' (not the start of an Inspector dump)")
+        raise InputError(path, "record 1: no 'header' (not the start of an Inspector dump)")
+    if not has_ctx.all():
+        # only a v4.3 dump_stats line gives its header to the lines after it; a v4.0 line stands alone
+        stats = _struct_present(table, "dump_stats", n)
+        last = np.maximum.accumulate(np.where(has_ctx, np.arange(n), 0))
+        orphan = ~has_ctx & ~stats[last]
+        if orphan.any():
+            line = int(np.flatnonzero(orphan)[0]) + 1
+            raise InputError(path, f"record {line}: no 'header', and it follows no dump_stats record")
     ctx = ctx.ffill()
     warnings: list[str] = []
     parts = []
@@ -193,6 +209,10 @@ def _rows(path: Path, table: Any) -> InspectorLog:
             continue
         ops = _get(fields, op_key, n)
         present = ops.notna().to_numpy()
+        nameless = _struct_present(table, part, n) & ~present
+        if nameless.any():
+            line = int(np.flatnonzero(nameless)[0]) + 1
+            raise InputError(path, f"record {line}: a {part} without '{op_key}' (which operation?)")
         if not present.any():
             continue
         rows = ctx.loc[present].copy()
@@ -261,12 +281,12 @@ def _require(path: Path, rows: pd.DataFrame) -> None:
         missing = values.isna().to_numpy()
         if missing.any():
             line = int(rows["line"].to_numpy()[np.flatnonzero(missing)[0]])
-            raise InputError(path, f"line {line}: {what} is missing")
+            raise InputError(path, f"record {line}: {what} is missing")
         if col != "comm" and values.dtype == object:
             wrong = ~values.map(lambda v: isinstance(v, int | float) and not isinstance(v, bool)).to_numpy()
             if wrong.any():
                 line = int(rows["line"].to_numpy()[np.flatnonzero(wrong)[0]])
-                raise InputError(path, f"line {line}: {what} is not a number")
+                raise InputError(path, f"record {line}: {what} is not a number")
     for col in ("rank", "n_ranks", "seq", "bytes", "exec_us", "nnodes"):
         if rows[col].dtype == bool:
             raise InputError(path, f"{col}: not a number (true/false)")
