@@ -57,7 +57,7 @@ COLUMNS = (
 
 # record part -> (its op name key, its key prefix); coll_perf holds coll_*, p2p_perf p2p_*
 _PARTS = {"coll_perf": ("coll", "coll"), "p2p_perf": ("p2p", "p2p")}
-_HEADER_KEYS = ("id", "rank", "n_ranks", "nnodes")
+_LIMIT = float(2**62)  # a count, size or time past this is no real one (and int64 sums would overflow)
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ def _rows(path: Path, table: Any) -> InspectorLog:
         if orphan.any():
             line = int(np.flatnonzero(orphan)[0]) + 1
             raise InputError(path, f"record {line}: no 'header', and it follows no dump_stats record")
-    ctx = ctx.ffill()
+        ctx = ctx.iloc[last].reset_index(drop=True)  # the whole context of its dump_stats line, nothing mixed
     warnings: list[str] = []
     parts = []
     for part, (op_key, prefix) in _PARTS.items():
@@ -290,6 +290,11 @@ def _require(path: Path, rows: pd.DataFrame) -> None:
     for col in ("rank", "n_ranks", "seq", "bytes", "exec_us", "nnodes"):
         if rows[col].dtype == bool:
             raise InputError(path, f"{col}: not a number (true/false)")
+        values = pd.to_numeric(rows[col], errors="coerce").to_numpy(np.float64)
+        wild = ~np.isfinite(values) | (np.abs(values) >= _LIMIT)
+        if col != "nnodes" and wild.any():  # no int64 holds it (NaN: a missing nnodes, filled below)
+            line = int(rows["line"].to_numpy()[np.flatnonzero(wild)[0]])
+            raise InputError(path, f"record {line}: {col} = {rows[col].to_numpy()[np.flatnonzero(wild)[0]]!r} is out of range")
     for col in ("pid", "nnodes"):
         if rows[col].isna().any():
             rows[col] = rows[col].fillna(-1 if col == "pid" else 0)
