@@ -121,39 +121,43 @@ def _instances(coll: pd.DataFrame) -> dict[str, Any]:
     if not len(c):
         return {**empty, "incomplete_instances": incomplete}
     g = c.groupby(key, observed=True, sort=False)
+    exec_us = c["exec_us"].to_numpy()
     low = g["exec_us"].transform("min").to_numpy()
-    beyond = c["exec_us"].to_numpy() - low
-    at_low = c["exec_us"].to_numpy() == low
-    c = c.assign(beyond=beyond, at_low=at_low, process=c["host"].astype(str) + ":" + c["pid"].astype(str))
-    g = c.groupby(key, observed=True, sort=False)
-    n_at_low = g["at_low"].transform("sum").to_numpy()
-    instance_beyond = g["beyond"].transform("sum").to_numpy()
+    beyond = exec_us - low
+    at_low = exec_us == low
+    instance = g.ngroup().to_numpy()
+    n_at_low = np.bincount(instance, weights=at_low)[instance]
+    instance_beyond = np.bincount(instance, weights=beyond)[instance]
     single = at_low & (n_at_low == 1)  # ties at the minimum name no member
-    per_process = c.groupby("process", sort=True).agg(instances=("seq", "size"))
-    shortest = c[single].groupby("process").agg(shortest=("seq", "size"))
-    caused = pd.Series(instance_beyond[single], index=c["process"][single]).groupby(level=0).sum()
-    ranks = (
-        c.assign(label=c["comm_name"].astype("string").fillna(c["comm"].astype(str)) + ":" + c["rank"].astype(str))
-        .groupby("process")["label"]
-        .agg(lambda s: ", ".join(sorted(set(s))))
-    )
-    table = per_process.join(shortest).fillna({"shortest": 0})
-    table["caused_us"] = caused.reindex(table.index).fillna(0.0)
+    # processes (host, pid) numbered once; names built per process, not per row
+    procs = c.groupby(["host", "pid"], observed=True, sort=True)
+    proc = procs.ngroup().to_numpy()
+    keys = list(procs.groups.keys())
+    n_proc = len(keys)
+    instances = np.bincount(proc, minlength=n_proc)
+    shortest = np.bincount(proc[single], minlength=n_proc)
+    caused = np.bincount(proc[single], weights=instance_beyond[single], minlength=n_proc)
+    comm_label = c["comm_name"].astype(object).where(c["comm_name"].notna(), c["comm"].astype(object))
+    seen = pd.DataFrame({"proc": proc, "label": comm_label.to_numpy(), "rank": c["rank"].to_numpy()}).drop_duplicates()
+    ranks: dict[int, list[str]] = {}
+    for p_, label, rank in seen.itertuples(index=False):
+        ranks.setdefault(int(p_), []).append(f"{label}:{rank}")
+    order = sorted(range(n_proc), key=lambda i: (-caused[i], -shortest[i], str(keys[i])))
     rows = []
-    for process, r in table.sort_values(["caused_us", "shortest"], ascending=False).iterrows():
-        share = float(r["shortest"]) / float(r["instances"]) if r["instances"] else 0.0
-        host, _, pid = str(process).rpartition(":")
+    for i in order:
+        host, pid = keys[i]
+        share = float(shortest[i]) / float(instances[i]) if instances[i] else 0.0
         rows.append(
             {
-                "process": str(process),
-                "host": host,
+                "process": f"{host}:{pid}",
+                "host": str(host),
                 "pid": int(pid),
-                "ranks": str(ranks.get(process, "")),
-                "instances": int(r["instances"]),
-                "shortest": int(r["shortest"]),
+                "ranks": ", ".join(sorted(ranks.get(i, []))),
+                "instances": int(instances[i]),
+                "shortest": int(shortest[i]),
                 "shortest_share": share,
-                "caused_us": float(r["caused_us"]),
-                "flagged": share >= CONSISTENT_SHARE and int(r["shortest"]) > 0,
+                "caused_us": float(caused[i]),
+                "flagged": share >= CONSISTENT_SHARE and int(shortest[i]) > 0,
             }
         )
     n_complete = int(g.ngroups)

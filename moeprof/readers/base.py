@@ -106,9 +106,10 @@ def _json_kind(path: Path, head: bytes) -> str:
 # the decoder refuses is read by jaxlib instead, at ~10x, not guarded for; Kineto JSON decoded to columns
 # ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
 # chrome.read_bytes)
-# NCCL Inspector logs read by Arrow's JSON reader into columns and rows: see benchmarks/bench_inspector.py
+# NCCL Inspector logs read by Arrow's JSON reader into the operation rows: 4.8x (+90 MB for an 18.7 MB log of
+# 40k lines, benchmarks/bench_inspector.py), gzip ~10x smaller than its text)
 MEMORY_FACTOR = {
-    "xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3, "nccl-inspector": 4, "nccl-inspector.gz": 40,
+    "xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3, "nccl-inspector": 6, "nccl-inspector.gz": 60,
 }  # fmt: skip
 
 

@@ -136,18 +136,6 @@ def _is_gzip(path: Path) -> bool:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _struct(table: Any, name: str) -> dict[str, Any] | None:
-    """The fields of a struct column as {field: numpy/object array}, or None where the column is absent."""
-    import pyarrow as pa
-
-    if name not in table.column_names:
-        return None
-    col = table.column(name).combine_chunks()
-    if not pa.types.is_struct(col.type):
-        raise ValueError(f"'{name}' is not a JSON object")
-    return {col.type.field(i).name: col.field(i) for i in range(col.type.num_fields)}
-
-
 def _struct_present(table: Any, name: str, n: int) -> np.ndarray:
     """Which lines carry the object ``name`` (not null)."""
     if name not in table.column_names:
@@ -155,43 +143,92 @@ def _struct_present(table: Any, name: str, n: int) -> np.ndarray:
     return table.column(name).is_valid().to_numpy(zero_copy_only=False)
 
 
-def _get(fields: dict[str, Any] | None, key: str, n: int) -> Any:
-    """A field as a pandas Series (all null where absent)."""
-    import pyarrow as pa
+# output column -> (source field, what it is, kind): kind "str" (category), "int", "float", "opt-int"
+_CONTEXT = {
+    "comm": ("header.id", "header.id", "str"),
+    "comm_name": ("header.comm_name", "header.comm_name", "str"),
+    "rank": ("header.rank", "header.rank", "int"),
+    "n_ranks": ("header.n_ranks", "header.n_ranks", "int"),
+    "nnodes": ("header.nnodes", "header.nnodes", "opt-int"),
+    "host": ("metadata.hostname", "metadata.hostname", "str"),
+    "pid": ("metadata.pid", "metadata.pid", "opt-int"),
+    "dump_timestamp_us": ("metadata.dump_timestamp_us", "metadata.dump_timestamp_us", "opt-int"),
+    "version": ("metadata.inspector_output_format_version", "the format version", "str"),
+}
 
-    if fields is None or key not in fields:
-        return pd.Series([None] * n, dtype=object)
-    arr = fields[key]
+
+def _operation_fields(part: str, op_key: str, prefix: str) -> dict[str, tuple[str, str, str]]:
+    return {
+        "op": (f"{part}.{op_key}", f"{part}.{op_key}", "str"),
+        "seq": (f"{part}.{prefix}_sn", f"the sequence number ({prefix}_sn)", "int"),
+        "peer": (f"{part}.p2p_peer", "p2p_peer", "opt-int"),
+        "bytes": (f"{part}.{prefix}_msg_size_bytes", "the message size", "int"),
+        "exec_us": (f"{part}.{prefix}_exec_time_us", "the execution time", "float"),
+        "timing_source": (f"{part}.{prefix}_timing_source", "the timing source", "str"),
+        "algbw_gbs": (f"{part}.{prefix}_algobw_gbs", "algbw", "opt-float"),
+        "busbw_gbs": (f"{part}.{prefix}_busbw_gbs", "busbw", "opt-float"),
+        "algo": (f"{part}.{prefix}_algo", "the algorithm", "str"),
+        "proto": (f"{part}.{prefix}_proto", "the protocol", "str"),
+    }
+
+
+def _convert(path: Path, arr: Any, what: str, kind: str, lines: np.ndarray) -> Any:
+    """One Arrow column of the operation rows as the row table holds it; an InputError naming the record
+    where a number is missing, is no number, or is past what int64 holds."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if kind == "str":
+        if pa.types.is_null(arr.type):
+            return pd.Categorical([None] * len(arr))
+        if not pa.types.is_string(arr.type):
+            bad = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
+            raise InputError(path, f"record {int(lines[bad[0]]) if len(bad) else 1}: {what} is not a string")
+        return arr.dictionary_encode().to_pandas()
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    optional = kind.startswith("opt-")
+    if not optional and not valid.all():
+        raise InputError(path, f"record {int(lines[np.flatnonzero(~valid)[0]])}: {what} is missing")
     if pa.types.is_null(arr.type):
-        return pd.Series([None] * n, dtype=object)
-    return arr.to_pandas()
+        values = np.zeros(len(arr), np.float64)
+    elif pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
+        values = pc.fill_null(arr.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+    else:
+        first = np.flatnonzero(valid)
+        raise InputError(path, f"record {int(lines[first[0]]) if len(first) else 1}: {what} is not a number")
+    wild = valid & (~np.isfinite(values) | (np.abs(values) >= _LIMIT))
+    if wild.any():
+        at = np.flatnonzero(wild)[0]
+        raise InputError(path, f"record {int(lines[at])}: {what} = {values[at]!r} is out of range")
+    if kind == "float":
+        return values
+    if kind == "opt-float":
+        return np.where(valid, values, np.nan)
+    ints = values.astype(np.int64)
+    if kind == "int":
+        return ints
+    return pd.arrays.IntegerArray(ints, ~valid)
 
 
 def _rows(path: Path, table: Any) -> InspectorLog:
+    import pyarrow as pa
+
     n = table.num_rows
     if n == 0:
         raise InputError(path, "empty file")
-    header = _struct(table, "header")
-    meta = _struct(table, "metadata")
-    if header is None or meta is None or "id" not in header:
-        raise InputError(path, "not an NCCL Inspector log (no JSON lines with 'header' and 'metadata')")
-    ctx = pd.DataFrame(
-        {
-            "comm": _get(header, "id", n),
-            "comm_name": _get(header, "comm_name", n),
-            "rank": _get(header, "rank", n),
-            "n_ranks": _get(header, "n_ranks", n),
-            "nnodes": _get(header, "nnodes", n),
-            "host": _get(meta, "hostname", n),
-            "pid": _get(meta, "pid", n),
-            "version": _get(meta, "inspector_output_format_version", n),
-            "dump_timestamp_us": _get(meta, "dump_timestamp_us", n),
-        }
-    )
-    # v4.3: an operation line carries no header/metadata; it belongs to the dump_stats line before it
-    has_ctx = ctx["comm"].notna().to_numpy()
+    for part in ("header", "metadata"):
+        if part not in table.column_names or not pa.types.is_struct(table.schema.field(part).type):
+            raise InputError(path, "not an NCCL Inspector log (no JSON lines with 'header' and 'metadata' objects)")
+    flat = table.flatten()
+    names = set(flat.column_names)
+
+    def column(name: str) -> Any:
+        return flat.column(name).combine_chunks() if name in names else pa.nulls(n)
+
+    has_ctx = column("header.id").is_valid().to_numpy(zero_copy_only=False)
     if not has_ctx[0]:
         raise InputError(path, "record 1: no 'header' (not the start of an Inspector dump)")
+    context_rows = None
     if not has_ctx.all():
         # only a v4.3 dump_stats line gives its header to the lines after it; a v4.0 line stands alone
         stats = _struct_present(table, "dump_stats", n)
@@ -200,112 +237,54 @@ def _rows(path: Path, table: Any) -> InspectorLog:
         if orphan.any():
             line = int(np.flatnonzero(orphan)[0]) + 1
             raise InputError(path, f"record {line}: no 'header', and it follows no dump_stats record")
-        ctx = ctx.iloc[last].reset_index(drop=True)  # the whole context of its dump_stats line, nothing mixed
-    warnings: list[str] = []
+        context_rows = last  # the whole context of its dump_stats line, nothing mixed
     parts = []
+    version = ""
     for part, (op_key, prefix) in _PARTS.items():
-        fields = _struct(table, part)
-        if fields is None or op_key not in fields:
-            continue
-        ops = _get(fields, op_key, n)
-        present = ops.notna().to_numpy()
+        if part in table.column_names and not pa.types.is_struct(table.schema.field(part).type):
+            raise InputError(path, f"'{part}' is not a JSON object")
+        ops = column(f"{part}.{op_key}")
+        present = ops.is_valid().to_numpy(zero_copy_only=False)
         nameless = _struct_present(table, part, n) & ~present
         if nameless.any():
             line = int(np.flatnonzero(nameless)[0]) + 1
             raise InputError(path, f"record {line}: a {part} without '{op_key}' (which operation?)")
         if not present.any():
             continue
-        rows = ctx.loc[present].copy()
-        rows["op"] = ops[present].to_numpy()
-        rows["seq"] = _get(fields, f"{prefix}_sn", n)[present].to_numpy()
-        rows["peer"] = _get(fields, "p2p_peer", n)[present].to_numpy() if part == "p2p_perf" else None
-        rows["bytes"] = _get(fields, f"{prefix}_msg_size_bytes", n)[present].to_numpy()
-        rows["exec_us"] = _get(fields, f"{prefix}_exec_time_us", n)[present].to_numpy()
-        rows["timing_source"] = _get(fields, f"{prefix}_timing_source", n)[present].to_numpy()
-        rows["algbw_gbs"] = _get(fields, f"{prefix}_algobw_gbs", n)[present].to_numpy()
-        rows["busbw_gbs"] = _get(fields, f"{prefix}_busbw_gbs", n)[present].to_numpy()
-        rows["algo"] = _get(fields, f"{prefix}_algo", n)[present].to_numpy()
-        rows["proto"] = _get(fields, f"{prefix}_proto", n)[present].to_numpy()
-        rows["line"] = np.flatnonzero(present) + 1
-        parts.append(rows)
+        idx = np.flatnonzero(present)
+        lines = idx + 1
+        ctx_idx = pa.array(idx if context_rows is None else context_rows[idx])
+        own_idx = pa.array(idx)
+        cols: dict[str, Any] = {}
+        for out, (src, what, kind) in _CONTEXT.items():
+            cols[out] = _convert(path, column(src).take(ctx_idx), what, kind, lines)
+        for out, (src, what, kind) in _operation_fields(part, op_key, prefix).items():
+            cols[out] = _convert(path, column(src).take(own_idx), what, kind, lines)
+        frame = pd.DataFrame(cols)
+        said = cols["version"].dropna()
+        version = version or (str(said.iloc[0]) if len(said) else "")
+        parts.append(frame)
     if not parts:
-        if "coll_perf" in table.column_names or "p2p_perf" in table.column_names:
-            raise InputError(path, "no operation record names its 'coll' or 'p2p' (a key is missing)")
         raise InputError(path, "no collective or P2P records (only dump markers): nothing to measure")
-    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
-    _require(path, rows)
-    version = str(ctx["version"].iloc[0]) if ctx["version"].notna().iloc[0] else ""
-    out = pd.DataFrame(
-        {
-            "file": pd.Categorical([str(path)] * len(rows)),
-            "host": rows["host"].astype("string").astype("category"),
-            "pid": rows["pid"].to_numpy(np.int64),
-            "comm": rows["comm"].astype(str).astype("category"),
-            "comm_name": rows["comm_name"].astype("string").astype("category"),
-            "rank": rows["rank"].to_numpy(np.int64),
-            "n_ranks": rows["n_ranks"].to_numpy(np.int64),
-            "nnodes": rows["nnodes"].to_numpy(np.int64),
-            "op": rows["op"].astype(str).astype("category"),
-            "kind": _kinds(rows["op"]),
-            "seq": rows["seq"].to_numpy(np.int64),
-            "peer": pd.array(rows["peer"], dtype="Int64"),
-            "bytes": rows["bytes"].to_numpy(np.int64),
-            "exec_us": rows["exec_us"].to_numpy(np.float64),
-            "timing_source": rows["timing_source"].astype("string").astype("category"),
-            "algbw_gbs": rows["algbw_gbs"].to_numpy(np.float64),
-            "busbw_gbs": rows["busbw_gbs"].to_numpy(np.float64),
-            "algo": rows["algo"].astype("string").astype("category"),
-            "proto": rows["proto"].astype("string").astype("category"),
-            "dump_timestamp_us": pd.array(rows["dump_timestamp_us"], dtype="Int64"),
-        }
-    )
-    out = out.sort_values(["comm", "seq", "op"], kind="stable", ignore_index=True)
-    bad = (out["exec_us"] < 0) | (out["bytes"] < 0)
+    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    rows["pid"] = rows["pid"].fillna(-1).astype(np.int64)
+    rows["nnodes"] = rows["nnodes"].fillna(0).astype(np.int64)
+    rows.insert(0, "file", pd.Categorical.from_codes(np.zeros(len(rows), np.int8), categories=[str(path)]))
+    rows["kind"] = _kinds(rows["op"])
+    rows = rows[list(COLUMNS)]
+    warnings: list[str] = []
+    bad = (rows["exec_us"].to_numpy() < 0) | (rows["bytes"].to_numpy() < 0)
     if bad.any():
         warnings.append(f"{path}: dropped {int(bad.sum()):,} records with a negative time or size")
-        out = out.loc[~bad].reset_index(drop=True)
-    return InspectorLog(str(path), out, version, tuple(warnings))
-
-
-def _require(path: Path, rows: pd.DataFrame) -> None:
-    """Every operation row has what the measures need, with numbers where numbers belong."""
-    for col, what in (
-        ("comm", "header.id"),
-        ("rank", "header.rank"),
-        ("n_ranks", "header.n_ranks"),
-        ("seq", "the sequence number (coll_sn / p2p_sn)"),
-        ("bytes", "the message size"),
-        ("exec_us", "the execution time"),
-    ):
-        values = rows[col]
-        missing = values.isna().to_numpy()
-        if missing.any():
-            line = int(rows["line"].to_numpy()[np.flatnonzero(missing)[0]])
-            raise InputError(path, f"record {line}: {what} is missing")
-        if col != "comm" and values.dtype == object:
-            wrong = ~values.map(lambda v: isinstance(v, int | float) and not isinstance(v, bool)).to_numpy()
-            if wrong.any():
-                line = int(rows["line"].to_numpy()[np.flatnonzero(wrong)[0]])
-                raise InputError(path, f"record {line}: {what} is not a number")
-    for col in ("rank", "n_ranks", "seq", "bytes", "exec_us", "nnodes"):
-        if rows[col].dtype == bool:
-            raise InputError(path, f"{col}: not a number (true/false)")
-        values = pd.to_numeric(rows[col], errors="coerce").to_numpy(np.float64)
-        wild = ~np.isfinite(values) | (np.abs(values) >= _LIMIT)
-        if col != "nnodes" and wild.any():  # no int64 holds it (NaN: a missing nnodes, filled below)
-            line = int(rows["line"].to_numpy()[np.flatnonzero(wild)[0]])
-            raise InputError(path, f"record {line}: {col} = {rows[col].to_numpy()[np.flatnonzero(wild)[0]]!r} is out of range")
-    for col in ("pid", "nnodes"):
-        if rows[col].isna().any():
-            rows[col] = rows[col].fillna(-1 if col == "pid" else 0)
+        rows = rows.loc[~bad].reset_index(drop=True)
+    return InspectorLog(str(path), rows, version, tuple(warnings))
 
 
 def _kinds(ops: pd.Series) -> pd.Categorical:
-    names = pd.Categorical(ops.astype(str))
-    mapped = [KINDS.get(str(c).lower().replace("_", ""), "other") for c in names.categories]
-    return pd.Categorical.from_codes(names.codes, categories=mapped) if len(set(mapped)) == len(mapped) else (
-        pd.Categorical(np.asarray(mapped, dtype=object)[names.codes])
-    )
+    """The §3 kind of each operation, each distinct name mapped once."""
+    names = ops.astype("category").cat
+    kinds = np.asarray([KINDS.get(str(c).lower().replace("_", ""), "other") for c in names.categories], dtype=object)
+    return pd.Categorical(kinds[names.codes]) if len(kinds) else pd.Categorical([None] * len(ops))
 
 
 def _first_bad_line(path: Path, gz: bool) -> str:
