@@ -268,6 +268,8 @@ def _rows(path: Path, table: Any) -> InspectorLog:
         raise InputError(path, "no collective or P2P records (only dump markers): nothing to measure")
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     rows["pid"] = rows["pid"].fillna(-1).astype(np.int64)
+    if rows["host"].isna().any():  # a process is host:pid; a record that names no host still belongs to one
+        rows["host"] = rows["host"].cat.add_categories(["unknown-host"]).fillna("unknown-host")
     rows["nnodes"] = rows["nnodes"].fillna(0).astype(np.int64)
     rows.insert(0, "file", pd.Categorical.from_codes(np.zeros(len(rows), np.int8), categories=[str(path)]))
     rows["kind"] = _kinds(rows["op"])
