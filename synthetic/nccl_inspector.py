@@ -56,7 +56,9 @@ def size_bucket(size: int) -> int:
     return 1 << (int(size).bit_length() - 1) if size > 0 else 0
 
 
-KIND = {"AllReduce": "all-reduce", "AllGather": "all-gather", "ReduceScatter": "reduce-scatter", "AlltoAll": "all-to-all"}
+KIND = {
+    "AllReduce": "all-reduce", "AllGather": "all-gather", "ReduceScatter": "reduce-scatter", "AlltoAll": "all-to-all",
+}  # fmt: skip
 
 
 @dataclass
@@ -77,9 +79,9 @@ def _host(rank: int) -> str:
 
 def build(steps: int = 20, seed: int = 7, slow_share: float = 0.9, version: str = "v4.0") -> Job:
     rng = np.random.default_rng(seed)
-    world = [("0x%016x" % 0x5EED0000A11C0DE5, "world", list(range(8)), 2, WORLD_OPS, WORLD_BUS_GBS, WORLD_LATENCY_US)]
+    world = [(f"0x{0x5EED0000A11C0DE5:016x}", "world", list(range(8)), 2, WORLD_OPS, WORLD_BUS_GBS, WORLD_LATENCY_US)]
     comms = world + [
-        ("0x%016x" % (0x11C0FFEE00000000 + h), f"host{h}", list(range(h * 4, h * 4 + 4)), 1, HOST_OPS,
+        (f"0x{0x11C0FFEE00000000 + h:016x}", f"host{h}", list(range(h * 4, h * 4 + 4)), 1, HOST_OPS,
          HOST_BUS_GBS, HOST_LATENCY_US)
         for h in range(len(HOSTS))
     ]  # fmt: skip
@@ -158,7 +160,10 @@ def build(steps: int = 20, seed: int = 7, slow_share: float = 0.9, version: str 
     return job
 
 
-def _lines(rank: int, recs: list[tuple[str, str, int, int, int, dict[str, Any]]], version: str, clock: int) -> list[str]:
+Record = tuple[str, str, int, int, int, dict[str, Any]]  # comm id, comm name, rank in it, n, nnodes, coll_perf
+
+
+def _lines(rank: int, recs: list[Record], version: str, clock: int) -> list[str]:
     def header(comm_id: str, comm_name: str, crank: int, n: int, nnodes: int) -> dict[str, Any]:
         # comm_name: NCCL 2.30 on (2.28.3 wrote none); the reader takes both
         return {"id": comm_id, "comm_name": comm_name, "rank": crank, "n_ranks": n, "nnodes": nnodes}

@@ -127,7 +127,10 @@ def _missing_key(lines: list[str]) -> str:
 
 
 BAD = {
-    "truncated": (lambda lines: "\n".join(lines)[:-40], ": not a complete JSON object (truncated: the file ends inside it)"),
+    "truncated": (
+        lambda lines: "\n".join(lines)[:-40],
+        "not a complete JSON object (truncated: the file ends inside it)",
+    ),
     "wrong type": (_wrong_type, "line 4: coll_perf.coll_exec_time_us is a string"),
     "missing key": (_missing_key, "record 3: the sequence number"),
     "empty": (lambda lines: "", "empty file"),

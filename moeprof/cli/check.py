@@ -154,8 +154,8 @@ def check_command(
         if not cfg.has_gates:
             raise fail(
                 "no gates: give --max-comm-share/--max-exposed-comm-fraction/--max-idle-fraction/--max-exposed-comm-ms/"
-                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction (Inspector logs: --max-beyond-shortest-fraction/"
-                "--max-last-to-arrive-fraction) or --baseline, or set them in "
+                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction (Inspector logs: "
+                "--max-beyond-shortest-fraction/--max-last-to-arrive-fraction) or --baseline, or set them in "
                 "[tool.moeprof.check] of pyproject.toml"
             )
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)

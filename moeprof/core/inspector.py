@@ -193,8 +193,8 @@ def _bandwidth(coll: pd.DataFrame, peaks: Mapping[str, float]) -> list[dict[str,
                 "kind": str(kind),
                 "op": str(op),
                 "link": str(link),
-                "size_bucket_bytes": int(bucket),
-                "size_bucket": f"{bytes_label(int(bucket))}+",
+                "size_bucket_bytes": int(bucket),  # type: ignore[call-overload]
+                "size_bucket": f"{bytes_label(int(bucket))}+",  # type: ignore[call-overload]
                 "records": len(g),
                 "instances": int(g[["comm", "seq"]].drop_duplicates().shape[0]),
                 "bytes_per_call": int(g["bytes"].median()),

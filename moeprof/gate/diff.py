@@ -15,9 +15,10 @@ A run with fewer than two steps has no spread, and then no noise verdict is give
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import pandas as pd
 
@@ -333,10 +334,10 @@ def compare(sources: list[Source]) -> dict:
 def compare_inspector(sources: list[Source]) -> dict:
     """``moeprof.diff/1`` for analyses of NCCL Inspector logs: collective time per process, the time beyond
     each collective's shortest member, and bus bandwidth per collective, link and size bucket."""
-    sections = [s.analysis.inspector or {} for s in sources]
+    sections: list[Mapping[str, Any]] = [s.analysis.inspector or {} for s in sources]
     names = labels(len(sources))
 
-    def share(section: dict, key: str) -> float | None:
+    def share(section: Mapping[str, Any], key: str) -> float | None:
         total = float(section.get("exec_us") or 0.0)
         if key == "last":
             top = (section.get("last_to_arrive") or [None])[0]
@@ -364,7 +365,7 @@ def compare_inspector(sources: list[Source]) -> dict:
                          [c["bus_bandwidth_gbps"] if c else None for c in cells]))  # fmt: skip
         rows.append(_row("bus bandwidth (GB/s; more is better)", f"{label} mean ms per call", "ms",
                          [c["mean_exec_us"] / 1000 if c else None for c in cells]))  # fmt: skip
-    runs = []
+    runs: list[dict[str, Any]] = []
     for label, source, x in zip(names, sources, sections):
         flagged = [r["process"] for r in x.get("last_to_arrive") or () if r.get("flagged")]
         runs.append(

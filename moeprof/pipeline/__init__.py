@@ -28,8 +28,8 @@ from ..readers import Placement, ReadContext, TraceSource, plan_placements, read
 from ..readers.discovery import discover_job
 from ..readers.runfolder import read_manifest
 from ..workers import default_decode_threads
-from .inspector import analyze_logs, inspector_files
 from .executors import concurrent_files, map_files, resolve_scheduler
+from .inspector import analyze_logs, inspector_files
 from .merge import JobResults, finish_job, instance_table, merge, merge_job
 from .per_file import FileResult, measure_file
 

@@ -271,7 +271,7 @@ def _rows(path: Path, table: Any) -> InspectorLog:
     if rows["host"].isna().any():  # a process is host:pid; a record that names no host still belongs to one
         rows["host"] = rows["host"].cat.add_categories(["unknown-host"]).fillna("unknown-host")
     rows["nnodes"] = rows["nnodes"].fillna(0).astype(np.int64)
-    rows.insert(0, "file", pd.Categorical.from_codes(np.zeros(len(rows), np.int8), categories=[str(path)]))
+    rows.insert(0, "file", pd.Series(pd.Categorical([str(path)]).take(np.zeros(len(rows), np.intp))))
     rows["kind"] = _kinds(rows["op"])
     rows = rows[list(COLUMNS)]
     warnings: list[str] = []

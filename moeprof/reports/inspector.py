@@ -42,7 +42,9 @@ def headline(section: Mapping[str, Any]) -> list[str]:
             f"{_ms(r['caused_us'])} ms beyond it."
         )
     if not flagged and section.get("instances"):
-        out.append("No process is consistently the last to arrive (none is the shortest member in half its collectives).")
+        out.append(
+            "No process is consistently the last to arrive (none is the shortest member in half its collectives)."
+        )
     return out
 
 
@@ -109,28 +111,24 @@ def html(section: Mapping[str, Any]) -> str:
         body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
         return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
-    parts = [f"<p class=\"headline\">{escape(line)}</p>" for line in headline(section)]
+    parts = [f'<p class="headline">{escape(line)}</p>' for line in headline(section)]
     parts.append("<h3>Bus bandwidth per collective and message size</h3>")
-    parts.append(
-        table(
-            ["collective", "link", "size", "calls", "mean ms", "bus GB/s", "of peak", "shortest member GB/s", "of peak"],
-            [
-                [f"{r['op']} ({r['kind']})", r["link"], r["size_bucket"], f"{r['instances']:,}",
-                 _ms(r["mean_exec_us"]), _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
-                 _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"])]
-                for r in section["bandwidth"]
-            ],
-        )  # fmt: skip
-    )
+    head = ["collective", "link", "size", "calls", "mean ms", "bus GB/s", "of peak", "shortest member GB/s", "of peak"]
+    body = [
+        [f"{r['op']} ({r['kind']})", r["link"], r["size_bucket"], f"{r['instances']:,}",
+         _ms(r["mean_exec_us"]), _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
+         _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"])]
+        for r in section["bandwidth"]
+    ]  # fmt: skip
+    parts.append(table(head, body))
     if section["last_to_arrive"]:
         parts.append("<h3>Last to arrive (shortest member of each collective)</h3>")
-        parts.append(
-            table(
-                ["process", "ranks (communicator:rank)", "shortest", "of calls", "others' time beyond it ms"],
-                [[r["process"], r["ranks"], f"{r['shortest']:,}", _pct(r["shortest_share"]), _ms(r["caused_us"])]
-                 for r in section["last_to_arrive"]],
-            )  # fmt: skip
-        )
+        last = [
+            [r["process"], r["ranks"], f"{r['shortest']:,}", _pct(r["shortest_share"]), _ms(r["caused_us"])]
+            for r in section["last_to_arrive"]
+        ]
+        head = ["process", "ranks (communicator:rank)", "shortest", "of calls", "others' time beyond it ms"]
+        parts.append(table(head, last))
     parts.append("<h3>What a log without timestamps cannot tell</h3><ul>")
     parts.extend(f"<li>{escape(item)}</li>" for item in section["cannot_tell"])
     parts.append("</ul>")
