@@ -184,3 +184,67 @@ def test_incomplete_instances_are_left_out_and_said(tmp_path):
     assert doc["inspector"]["instances"] == made.truth["instances"] - lost
     assert doc["inspector"]["incomplete_instances"] == lost
     assert any("lack some member's record" in w for w in doc["warnings"])
+
+
+def test_check_gates_the_time_beyond_the_shortest_member_and_refuses_section4(tmp_path):
+    truth = json.loads((SAMPLES / "nccl_inspector_8rank.truth.json").read_text())
+    doc = json.loads(runner.invoke(app, ["analyze", str(SAMPLE), "--json"]).stdout)
+    share = truth["shortest"][truth["slow_process"]]["caused_us"] / doc["inspector"]["exec_us"]
+    res = runner.invoke(app, ["check", str(SAMPLE), "--max-last-to-arrive-fraction", f"{share * 0.99}", "--json"])
+    assert res.exit_code == 1, res.output
+    gate = json.loads(res.stdout)["gates"][0]
+    assert gate["value"] == pytest.approx(share) and gate["device"] == truth["slow_process"]
+    res = runner.invoke(app, ["check", str(SAMPLE), "--max-last-to-arrive-fraction", f"{share * 1.01}"])
+    assert res.exit_code == 0, res.output
+    beyond = truth["beyond_shortest_us"] / doc["inspector"]["exec_us"]
+    res = runner.invoke(app, ["check", str(SAMPLE), "--max-beyond-shortest-fraction", f"{beyond * 0.99}"])
+    assert res.exit_code == 1
+    res = runner.invoke(app, ["check", str(SAMPLE), "--max-exposed-comm-fraction", "0.5"])
+    assert res.exit_code == 2 and "no timeline" in res.stderr
+    # a saved analysis of the logs is a baseline for the next run's logs
+    saved = tmp_path / "base.json"
+    saved.write_text(runner.invoke(app, ["analyze", str(SAMPLE), "--json"]).stdout)
+    res = runner.invoke(app, ["check", str(SAMPLE), "--baseline", str(saved), "--json"])
+    assert res.exit_code == 0, res.output
+    names = {g["name"] for g in json.loads(res.stdout)["gates"]}
+    assert names == {"beyond-shortest-fraction-vs-baseline", "last-to-arrive-fraction-vs-baseline"}
+
+
+def test_diff_compares_bus_bandwidth_and_names_the_last_to_arrive(tmp_path):
+    other = tmp_path / "logs"
+    gen.write(other, steps=20, seed=9, slow_share=0.0)  # nobody consistently last
+    res = runner.invoke(app, ["diff", str(SAMPLE), str(other), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    truth = json.loads((SAMPLES / "nccl_inspector_8rank.truth.json").read_text())
+    assert doc["runs"][0]["last_to_arrive"] == [truth["slow_process"]]
+    assert doc["runs"][1]["last_to_arrive"] == []
+    rows = {r["name"]: r for r in doc["rows"]}
+    want = next(b for b in truth["bandwidth"] if b["kind"] == "all-reduce" and b["size_bucket"] == 64 << 20)
+    assert rows["AllReduce ib 64 MiB+ bus GB/s"]["values"][0] == pytest.approx(want["bus_bandwidth_gbps"])
+    res = runner.invoke(app, ["diff", str(SAMPLE), str(SAMPLES / "synthetic_1host_8gpu.trace.json.gz")])
+    assert res.exit_code == 2 and "share no figure" in res.stderr
+
+
+def test_events_writes_one_row_per_collective_per_rank(tmp_path):
+    out = tmp_path / "rows.csv"
+    res = runner.invoke(app, ["events", str(SAMPLE), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    rows = pd.read_csv(out)
+    per_file = sum(len(p.read_text().splitlines()) for p in SAMPLE.iterdir())
+    assert len(rows) == per_file
+    assert set(rows["kind"]) == {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}
+    assert {"rank", "comm", "seq", "bytes", "exec_us", "busbw_gbs", "algo", "proto"} <= set(rows.columns)
+
+
+def test_report_shows_the_inspector_view(tmp_path):
+    out = tmp_path / "r.html"
+    res = runner.invoke(app, ["report", str(SAMPLE), "-o", str(out), "--gpu", "H100"])
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    truth = json.loads((SAMPLES / "nccl_inspector_8rank.truth.json").read_text())
+    assert "Bus bandwidth per collective and message size" in html
+    assert f"{truth['slow_process']} (host1:1, world:5) is the last to arrive" in html
+    assert "What a log without timestamps cannot tell" in html
