@@ -99,11 +99,11 @@ def is_inspector_record(obj: object) -> bool:
 def is_inspector_log(path: Path) -> bool:
     """Whether a file's first line is an Inspector record (cheap: at most 64 KiB read)."""
     line = _first_line(path)
-    if not line or not line.lstrip().startswith(b"{"):
+    if not line or not line.lstrip().startswith(b"{") or b'"header"' not in line:
         return False
     try:
         return is_inspector_record(json.loads(line))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # a hostile first line is no Inspector record
         return False
 
 
