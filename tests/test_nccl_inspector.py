@@ -248,3 +248,12 @@ def test_report_shows_the_inspector_view(tmp_path):
     assert "Bus bandwidth per collective and message size" in html
     assert f"{truth['slow_process']} (host1:1, world:5) is the last to arrive" in html
     assert "What a log without timestamps cannot tell" in html
+
+
+def test_history_and_annotate_refuse_logs_without_a_timeline(tmp_path):
+    db = tmp_path / "runs.db"
+    res = runner.invoke(app, ["analyze", str(SAMPLE), "--history", str(db), "--json"])
+    assert res.exit_code == 2 and "no timeline" in res.stderr and not db.exists()
+    out = tmp_path / "a.trace.json.gz"
+    res = runner.invoke(app, ["annotate", str(SAMPLE), "-o", str(out)])
+    assert res.exit_code == 2 and "no timeline" in res.stderr and not out.exists()

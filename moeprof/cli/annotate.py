@@ -47,6 +47,8 @@ def annotate_command(
             steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         result, traces = analyze_job(list(paths), options, step_options)
+        if result.timeline_free:
+            raise fail(f"{paths[0]}: NCCL Inspector logs have no timeline to annotate (analyze or report them)")
         try:
             counts = write_annotated(traces, result, output)
         except OSError as exc:
