@@ -257,3 +257,19 @@ def test_history_and_annotate_refuse_logs_without_a_timeline(tmp_path):
     out = tmp_path / "a.trace.json.gz"
     res = runner.invoke(app, ["annotate", str(SAMPLE), "-o", str(out)])
     assert res.exit_code == 2 and "no timeline" in res.stderr and not out.exists()
+
+
+def test_skip_bad_leaves_a_broken_log_out(tmp_path):
+    folder = tmp_path / "logs"
+    made = gen.write(folder, steps=2, seed=6)
+    broken = folder / "node1-pid41119.log"
+    broken.write_bytes(broken.read_bytes()[:-30])  # the job was killed while the plugin wrote
+    res = runner.invoke(app, ["analyze", str(folder), "--json", "--jobs", "1"])
+    assert res.exit_code == 2 and str(broken) in res.stderr
+    res = runner.invoke(app, ["analyze", str(folder), "--json", "--jobs", "1", "--skip-bad"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert [s["file"] for s in doc["skipped"]] == [str(broken)]
+    assert doc["inspector"]["processes"] == 7
+    # every instance of the world and of host1 lacks node1:41119; host0's 2 steps x HOST_OPS are complete
+    assert doc["inspector"]["incomplete_instances"] == made.truth["instances"] - 2 * len(gen.HOST_OPS)

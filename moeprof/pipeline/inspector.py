@@ -24,18 +24,31 @@ from .executors import map_files
 
 def inspector_files(files: Sequence[TraceSource]) -> bool:
     """Whether the job's files are NCCL Inspector logs (all of them); a mix with timeline traces is refused."""
-    kinds = [sniff(f) if isinstance(f, Path) and f.is_file() and not is_url(str(f)) else "url" for f in files]
+    kinds = [_kind(f) for f in files]
     logs = [f for f, k in zip(files, kinds) if k == "nccl-inspector"]
     if not logs:
         return False
-    if len(logs) < len(files):
-        other = next(f for f, k in zip(files, kinds) if k != "nccl-inspector")
+    # a file that cannot be sniffed goes with the logs: reading it says what is wrong (or --skip-bad skips it)
+    others = [f for f, k in zip(files, kinds) if k not in ("nccl-inspector", "bad")]
+    if others:
+        other = others[0]
         raise InputError(
             other,
             f"a timeline trace given with NCCL Inspector logs ({logs[0]}, ...): they measure different things;"
             " analyze them apart",
         )
     return True
+
+
+def _kind(f: TraceSource) -> str:
+    """A local file's sniffed format; a URL, a folder or a file that cannot be sniffed says nothing here
+    (its own read reports what is wrong with it, or --skip-bad skips it)."""
+    if not isinstance(f, Path) or is_url(str(f)) or not f.is_file():
+        return "other"
+    try:
+        return sniff(f)
+    except InputError:
+        return "bad"
 
 
 def read_rows(path: Path) -> tuple[pd.DataFrame, str, tuple[str, ...]]:
