@@ -273,3 +273,28 @@ def test_skip_bad_leaves_a_broken_log_out(tmp_path):
     assert doc["inspector"]["processes"] == 7
     # every instance of the world and of host1 lacks node1:41119; host0's 2 steps x HOST_OPS are complete
     assert doc["inspector"]["incomplete_instances"] == made.truth["instances"] - 2 * len(gen.HOST_OPS)
+
+
+def test_p2p_records_are_read_and_not_matched(tmp_path):
+    """NCCL 2.30 P2P records (p2p_perf): rows of kind send-recv with their peer; bus bandwidth = size / time
+    (factor 1); not matched across ranks (p2p_sn is the plugin's own counter)."""
+    head = {"id": "0xabc", "comm_name": "pp", "rank": 0, "n_ranks": 2, "nnodes": 2}
+    meta = {"inspector_output_format_version": "v4.0", "git_rev": "x", "rec_mechanism": "nccl_profiler_interface",
+            "dump_timestamp_us": 1, "hostname": "h0", "pid": 7}  # fmt: skip
+    lines = [
+        {"header": head, "metadata": meta, "p2p_perf": {"p2p": "Send", "p2p_sn": 1, "p2p_peer": 1,
+         "p2p_msg_size_bytes": 4 << 20, "p2p_exec_time_us": 200, "p2p_timing_source": "kernel_gpu",
+         "p2p_algobw_gbs": 20.97, "p2p_busbw_gbs": 20.97}},
+        {"header": head, "metadata": meta, "coll_perf": {"coll": "AllReduce", "coll_sn": 1,
+         "coll_msg_size_bytes": 1 << 20, "coll_exec_time_us": 100, "coll_timing_source": "kernel_gpu",
+         "coll_algobw_gbs": 10.0, "coll_busbw_gbs": 10.0}},
+    ]  # fmt: skip
+    path = tmp_path / "h0-pid7.log"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows = read(path).rows
+    send = rows[rows["op"] == "Send"].iloc[0]
+    assert send["kind"] == "send-recv" and send["peer"] == 1 and send["seq"] == 1
+    section = analyze_paths([path], jobs=1).inspector
+    assert section is not None
+    assert section["p2p_records"] == 1 and section["collective_records"] == 1
+    assert section["incomplete_instances"] == 1 and section["instances"] == 0  # rank 1's log not given
