@@ -298,3 +298,20 @@ def test_p2p_records_are_read_and_not_matched(tmp_path):
     assert section is not None
     assert section["p2p_records"] == 1 and section["collective_records"] == 1
     assert section["incomplete_instances"] == 1 and section["instances"] == 0  # rank 1's log not given
+
+
+def test_gzipped_and_jsonl_logs_read_the_same(tmp_path):
+    import gzip
+    import shutil
+
+    folder = tmp_path / "logs"
+    shutil.copytree(SAMPLE, folder)
+    first = folder / "node0-pid41000.log"
+    (folder / "node0-pid41000.log.gz").write_bytes(gzip.compress(first.read_bytes()))
+    first.unlink()
+    (folder / "node0-pid41017.log").rename(folder / "node0-pid41017.jsonl")
+    want = analyze_paths([SAMPLE], jobs=1).inspector
+    got = analyze_paths([folder], jobs=1).inspector
+    assert want is not None and got is not None
+    for key in ("instances", "beyond_shortest_us", "bandwidth", "last_to_arrive"):
+        assert got[key] == want[key]
