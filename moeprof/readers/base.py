@@ -107,7 +107,7 @@ def _json_kind(path: Path, head: bytes) -> str:
 # ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
 # chrome.read_bytes)
 # NCCL Inspector logs read by Arrow's JSON reader into the operation rows: 4.8x (+90 MB for an 18.7 MB log of
-# 40k lines, benchmarks/bench_inspector.py), gzip ~10x smaller than its text)
+# 40k lines), 3.5x (+207 MB for 58.7 MB, 125k lines) (benchmarks/bench_inspector.py); gzip ~10x smaller
 MEMORY_FACTOR = {
     "xplane": 4, "json": 4, "json.gz": 40, "sqlite": 3, "nsys-rep": 3, "nccl-inspector": 6, "nccl-inspector.gz": 60,
 }  # fmt: skip
