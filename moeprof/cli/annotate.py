@@ -60,6 +60,8 @@ def annotate_command(
 
             parse_terms(what_if)  # a bad term fails before any trace is read
         result, traces = analyze_job(list(paths), options, step_options)
+        if result.timeline_free:
+            raise fail(f"{paths[0]}: NCCL Inspector logs have no timeline to annotate (analyze or report them)")
         projected = None
         if what_if:
             from ..reports.projected import project_timeline

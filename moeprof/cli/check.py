@@ -80,6 +80,22 @@ def check_command(
             help="Limit on the step fraction balancing the ranks would save (the balance projection): 0.1 or 10%.",
         ),
     ] = None,
+    max_beyond_shortest_fraction: Annotated[
+        str | None,
+        typer.Option(
+            "--max-beyond-shortest-fraction",
+            metavar="X",
+            help="NCCL Inspector logs: limit on members' time beyond each collective's shortest / all: 0.5 or 50%.",
+        ),
+    ] = None,
+    max_last_to_arrive_fraction: Annotated[
+        str | None,
+        typer.Option(
+            "--max-last-to-arrive-fraction",
+            metavar="X",
+            help="NCCL Inspector logs: limit on the time others spend beyond the last to arrive: 0.5 or 50%.",
+        ),
+    ] = None,
     per_device: Annotated[bool, typer.Option("--per-device", help="Gate every device: the worst one decides.")] = False,
     total: Annotated[
         bool, typer.Option("--total", help="Gate the total (the default; overrides per-device in a config).")
@@ -148,6 +164,8 @@ def check_command(
                 "max_exposed_wait_fraction": max_exposed_wait_fraction,
                 "max_exposed_transfer_fraction": max_exposed_transfer_fraction,
                 "max_balance_saving": max_balance_saving,
+                "max_beyond_shortest_fraction": max_beyond_shortest_fraction,
+                "max_last_to_arrive_fraction": max_last_to_arrive_fraction,
                 "per_device": True if per_device else (False if total else None),
                 "baseline": baseline,
                 "tolerance": tolerance,
@@ -159,8 +177,9 @@ def check_command(
         if not cfg.has_gates:
             raise fail(
                 "no gates: give --max-comm-share/--max-exposed-comm-fraction/--max-idle-fraction/--max-exposed-comm-ms/"
-                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction/--max-balance-saving or --baseline, "
-                "or set them in [tool.moeprof.check] of pyproject.toml"
+                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction/--max-balance-saving (Inspector logs: "
+                "--max-beyond-shortest-fraction/--max-last-to-arrive-fraction) or --baseline, or set them in "
+                "[tool.moeprof.check] of pyproject.toml"
             )
         load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
         execution = exec_options(jobs, scheduler, skip_bad)

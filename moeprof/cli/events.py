@@ -22,7 +22,10 @@ def events_command(
         bool, typer.Option("--all-kernel-stats", help="XPlane: read hlo_op/hlo_module of every compute kernel too.")
     ] = False,
 ) -> None:
-    """Write the one event table (every device activity with its bucket, kind and link)."""
+    """Write the one event table (every device activity with its bucket, kind and link).
+
+    NCCL Inspector logs have no timeline: their table is one row per collective per rank (rank,
+    communicator, kind, seq, bytes, execution time, algo/proto, bus bandwidth)."""
 
     def body() -> None:
         from ..core.events import concat
@@ -36,7 +39,16 @@ def events_command(
         options = replace(
             load_options(rules, gpus_per_node, nvlink_domain_size, run), all_kernel_stats=all_kernel_stats
         )
-        events = concat([trace.events for trace in load(list(paths), options)])
+        from ..pipeline.inspector import inspector_files, read_logs
+        from ..readers import discover
+
+        files = discover(list(paths), options)
+        if inspector_files(files):  # no timeline: the table is one row per collective per rank
+            events, notes, _ = read_logs([Path(f) for f in files])
+            for note in notes:
+                typer.echo(f"moeprof: warning: {note}", err=True)
+        else:
+            events = concat([trace.events for trace in load(list(paths), options)])
         try:
             write_events(events, output)
         except OSError as exc:

@@ -388,6 +388,8 @@ class Analysis:
     skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
     hardware: Mapping[str, Any] | None = None  # the GPUs the traces name, the preset and peaks used
     dropped_activities: int = 0  # device activities the readers dropped as unplaceable (in the JSON when > 0)
+    # NCCL Inspector logs: per-collective figures without a timeline (devices empty, §4 total null)
+    inspector: Mapping[str, Any] | None = None
     # each device's timeline view, when measured with one (report, annotate); never in the JSON
     timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
     # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
@@ -405,6 +407,11 @@ class Analysis:
 
     def with_warnings(self, *warnings: str) -> Analysis:
         return replace(self, warnings=(*self.warnings, *warnings))
+
+    @property
+    def timeline_free(self) -> bool:
+        """An analysis of NCCL Inspector logs alone: no device timeline, so no §4 figure."""
+        return self.inspector is not None and not self.devices
 
     @property
     def ledger_matched(self) -> bool:
@@ -436,6 +443,10 @@ class Analysis:
             doc["hardware"] = dict(self.hardware)
         if self.dropped_activities:
             doc["dropped_activities"] = self.dropped_activities
+        if self.inspector is not None:
+            doc["inspector"] = dict(self.inspector)
+            if not self.devices:  # no timeline: the §4 figures are unknown, not 0
+                doc["total"] = {k: None for k in doc["total"]}
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -473,6 +484,7 @@ class Analysis:
             "projections",
             "hardware",
             "dropped_activities",
+            "inspector",
         }
         from .projection import Projection
 
@@ -494,6 +506,7 @@ class Analysis:
                 projections=tuple(Projection.from_json(p) for p in _dicts(doc.get("projections"))),
                 hardware=doc.get("hardware") if isinstance(doc.get("hardware"), dict) else None,
                 dropped_activities=_int(doc.get("dropped_activities")),
+                inspector=doc.get("inspector") if isinstance(doc.get("inspector"), dict) else None,
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

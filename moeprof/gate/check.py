@@ -45,7 +45,11 @@ FIGURES: dict[str, tuple[str, str]] = {
     "exposed_transfer_fraction": ("ratio", "exposed transfer / span"),
     # §9: the step time the `balance` projection saves (every rank as fast as the median rank) / step time
     "balance_saving": ("ratio", "step saved by balancing the ranks / step"),
+    # NCCL Inspector logs (no timeline): time beyond each collective's shortest member, of all collective time
+    "beyond_shortest_fraction": ("ratio", "Inspector: members' time beyond each collective's shortest / all"),
+    "last_to_arrive_fraction": ("ratio", "Inspector: others' time beyond the top last-to-arrive process / all"),
 }
+INSPECTOR_FIGURES = ("beyond_shortest_fraction", "last_to_arrive_fraction")
 # gate key (config and CLI, underscores or dashes) -> figure
 GATES: dict[str, str] = {f"max_{name}": name for name in FIGURES}
 CONFIG_KEYS = (*GATES, "per_device", "baseline", "tolerance", "noise_alpha", "allow_dropped")
@@ -160,6 +164,24 @@ def balance_saving(analysis: Analysis) -> float:
 def checkable(source: Source, figures: tuple[str, ...] = ()) -> Analysis:
     """The analysis a gate may judge, or an InputError: a gate never passes on nothing or on nonsense."""
     a = source.analysis
+    if a.timeline_free:
+        timed = [f for f in figures if f not in INSPECTOR_FIGURES]
+        if timed:
+            raise InputError(
+                source.path,
+                f"--max-{timed[0].replace('_', '-')} cannot be gated on NCCL Inspector logs: they have no timeline,"
+                " so the §4 figures are unknown; gate --max-beyond-shortest-fraction or --max-last-to-arrive-fraction",
+            )
+        if not (a.inspector or {}).get("exec_us"):
+            raise InputError(source.path, "the Inspector logs hold no collective time: nothing to gate")
+        return a
+    wanted_inspector = [f for f in figures if f in INSPECTOR_FIGURES]
+    if wanted_inspector:
+        raise InputError(
+            source.path,
+            f"--max-{wanted_inspector[0].replace('_', '-')} gates NCCL Inspector logs; this is a timeline trace "
+            "(gate its ledger: --max-exposed-wait-fraction)",
+        )
     if not a.devices:
         raise InputError(source.path, "the analysis holds no device: nothing to gate")
     if "balance_saving" in figures and balance_projection(a) is None:
@@ -246,6 +268,8 @@ def measure(analysis: Analysis, figure: str, per_device: bool = False) -> Measur
         raise KeyError(figure)
     if figure in PROJECTION_FIGURES:  # one figure of the whole job, whatever the scope
         return Measure(balance_saving(analysis))
+    if figure in INSPECTOR_FIGURES:
+        return inspector_value(analysis, figure)
     devices = device_values(analysis, figure)
     worst = max(devices, key=lambda m: m.value) if devices else None
     if per_device:
@@ -257,6 +281,19 @@ def measure(analysis: Analysis, figure: str, per_device: bool = False) -> Measur
     else:
         total.device = worst.device if worst else None
     return total
+
+
+def inspector_value(analysis: Analysis, figure: str) -> Measure:
+    """A figure of NCCL Inspector logs, as a share of all collective time (per device: the same, the logs
+    name no device); the process the others waited for most is named."""
+    section = analysis.inspector or {}
+    total = float(section.get("exec_us") or 0.0)
+    top = (section.get("last_to_arrive") or [None])[0]
+    if figure == "beyond_shortest_fraction":
+        value = float(section.get("beyond_shortest_us") or 0.0)
+    else:
+        value = float(top["caused_us"]) if top else 0.0
+    return Measure(value / total if total else 0.0, top["process"] if top else None)
 
 
 def step_time_ns(analysis: Analysis) -> float:
@@ -521,6 +558,9 @@ def evaluate(analysis: Analysis, config: CheckConfig, baseline: Analysis | None 
         results.append(_gate(f"max-{figure.replace('_', '-')}", figure, m, limit, config.per_device, None))
     if baseline is not None:
         for figure, (unit, _) in FIGURES.items():
+            inspector = figure in INSPECTOR_FIGURES
+            if inspector != analysis.timeline_free or inspector != baseline.timeline_free:
+                continue  # Inspector logs and timeline traces share no figure
             if figure in LEDGER_FIGURES and not (analysis.ledger_matched and baseline.ledger_matched):
                 continue
             if figure in PROJECTION_FIGURES:  # gated only when asked for (--max-balance-saving)

@@ -15,10 +15,11 @@ A run with fewer than two steps has no spread, and then no noise verdict is give
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -197,6 +198,15 @@ def compare(sources: list[Source]) -> dict:
     """The ``moeprof.diff/1`` object for two or more analyses, in the order given."""
     if len(sources) < 2:
         raise ValueError("diff needs two or more inputs")
+    free = [s.analysis.timeline_free for s in sources]
+    if all(free):
+        return compare_inspector(sources)
+    if any(free):
+        odd = sources[free.index(True)]
+        raise InputError(
+            odd.path,
+            "NCCL Inspector logs (no timeline) compared with timeline traces: they share no figure; diff them apart",
+        )
     runs = [run_info(label, s) for label, s in zip(labels(len(sources)), sources)]
     analyses = [s.analysis for s in sources]
     # totals over devices and steps -> one device-step, in ms
@@ -323,6 +333,75 @@ def compare(sources: list[Source]) -> dict:
         ],
         "rows": rows,
         "ablation": ablation(runs, analyses, step_time_row) if all(s.kind == "run" for s in sources) else None,
+        "warnings": warnings,
+    }
+
+
+def compare_inspector(sources: list[Source]) -> dict:
+    """``moeprof.diff/1`` for analyses of NCCL Inspector logs: collective time per process, the time beyond
+    each collective's shortest member, and bus bandwidth per collective, link and size bucket."""
+    sections: list[Mapping[str, Any]] = [s.analysis.inspector or {} for s in sources]
+    names = labels(len(sources))
+
+    def share(section: Mapping[str, Any], key: str) -> float | None:
+        total = float(section.get("exec_us") or 0.0)
+        if key == "last":
+            top = (section.get("last_to_arrive") or [None])[0]
+            value = float(top["caused_us"]) if top else 0.0
+        else:
+            value = float(section.get(key) or 0.0)
+        return value / total if total else None
+
+    rows = [
+        _row(
+            "inspector",
+            "collective time per process",
+            "ms",
+            [float(x.get("exec_us") or 0.0) / max(int(x.get("processes") or 1), 1) / 1000 for x in sections],
+        ),
+        _row("inspector", "beyond each collective's shortest member / all", "ratio",
+             [share(x, "beyond_shortest_us") for x in sections]),
+        _row("inspector", "beyond the top last-to-arrive process / all", "ratio", [share(x, "last") for x in sections]),
+    ]  # fmt: skip
+    keyed = [{(b["op"], b["link"], b["size_bucket_bytes"]): b for b in x.get("bandwidth") or ()} for x in sections]
+    for op, link, bucket in sorted({k for table in keyed for k in table}):
+        cells = [t.get((op, link, bucket)) for t in keyed]
+        label = f"{op} {link} {cells[0]['size_bucket'] if cells[0] else bucket}"
+        rows.append(_row("bus bandwidth (GB/s; more is better)", f"{label} bus GB/s", "GB/s",
+                         [c["bus_bandwidth_gbps"] if c else None for c in cells]))  # fmt: skip
+        rows.append(_row("bus bandwidth (GB/s; more is better)", f"{label} mean ms per call", "ms",
+                         [c["mean_exec_us"] / 1000 if c else None for c in cells]))  # fmt: skip
+    runs: list[dict[str, Any]] = []
+    for label, source, x in zip(names, sources, sections):
+        flagged = [r["process"] for r in x.get("last_to_arrive") or () if r.get("flagged")]
+        runs.append(
+            {
+                "label": label,
+                "path": str(source.path),
+                "kind": source.kind,
+                "devices": int(x.get("processes") or 0),  # processes: the logs name no device
+                "hosts": len({r["host"] for r in x.get("last_to_arrive") or ()}) or None,
+                "devices_per_host": None,
+                "nvlink_domain": None,
+                "steps": 1,
+                "throughput": None,
+                "last_to_arrive": flagged,
+            }
+        )
+    warnings = []
+    if len({tuple(r["last_to_arrive"]) for r in runs}) > 1:
+        warnings.append(
+            "the last to arrive differs: " + "; ".join(f"{r['label']}: {', '.join(r['last_to_arrive']) or 'none'}"
+                                                       for r in runs)
+        )  # fmt: skip
+    return {
+        "schema": DIFF_SCHEMA,
+        "normalization": "NCCL Inspector logs (no timeline, no steps): collective time per process; ratios of all"
+        " collective time; bus bandwidth per collective, link and message-size bucket",
+        "noise": "no steps in Inspector logs: no noise verdict",
+        "runs": runs,
+        "rows": rows,
+        "ablation": None,
         "warnings": warnings,
     }
 
@@ -457,7 +536,8 @@ def load_with_traces(
         return load_source(path, options, step_options, execution), None
     analysis, traces = analyze_job([path], options, step_options)
     kind = "run" if path.is_dir() and read_manifest(path) is not None else "trace"
-    return Source(path, kind, analysis), traces
+    # NCCL Inspector logs have no timeline to replay: nothing for a projection to explain
+    return Source(path, kind, analysis), None if analysis.timeline_free else traces
 
 
 def _replayable(path: Path, options: LoadOptions | None) -> bool:

@@ -226,6 +226,10 @@ def record_run(
     cwd: Path | None = None,
 ) -> int:
     """What ``--history`` does: the run's figures (and gate results) with time, commit and inputs."""
+    if analysis.timeline_free:  # its §4 figures are unknown: a history of zeros would be a false trend
+        raise InputError(
+            path, "--history records the §4 figures; NCCL Inspector logs have none (no timeline): nothing recorded"
+        )
     record = RunRecord(
         command=command,
         inputs=list(analysis.inputs),

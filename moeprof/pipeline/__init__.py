@@ -30,6 +30,7 @@ from ..readers.discovery import discover_job
 from ..readers.runfolder import read_manifest
 from ..workers import default_decode_threads
 from .executors import concurrent_files, map_files, resolve_scheduler
+from .inspector import analyze_logs, inspector_files
 from .merge import Candidate, JobResults, decide_files, finish_job, instance_table, merge
 from .per_file import FileResult, job_identity, measure_file
 
@@ -252,6 +253,11 @@ def analyze_paths(
         jobs, scheduler, skip_bad = execution.jobs, execution.scheduler, execution.skip_bad
     scheduler = resolve_scheduler(scheduler)
     files, places, single, notes = _layout(inputs, options)
+    if inspector_files(files):
+        analysis = analyze_logs(
+            [Path(f) for f in files], link_peaks, notes, jobs, scheduler, skip_bad, progress
+        )  # fmt: skip
+        return _with_run_folder(analysis, inputs)
     options = _share_cores(options, concurrent_files(len(files), jobs, scheduler), jobs)
     tasks = [(f, p, options, step_options, single, timeline) for f, p in zip(files, places)]
     job = JobResults()
@@ -306,6 +312,8 @@ def analyze_job(
     """The analysis and the classified traces it measured, each file read once (``report``, ``annotate``)."""
     options = options or LoadOptions()
     files, places, single, notes = _layout(inputs, options)
+    if inspector_files(files):
+        return _with_run_folder(analyze_logs([Path(f) for f in files], link_peaks, notes), inputs), []
     traces, decided = _load_job(files, places, single, options)
     notes = [*notes, *decided]
     timeline = timeline or TimelineOptions()

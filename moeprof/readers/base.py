@@ -96,16 +96,29 @@ def sniff(path: Path) -> str:
             return "rocprof-csv"
         if _ROCPROF_JSON in inner:
             return "rocprof-json"
-        return "json" if inner.lstrip()[:1] in (b"{", b"[") else "unknown"
+        return _json_kind(path, inner)
     if _ROCPROF_CSV.match(head):
         return "rocprof-csv"
     if _ROCPROF_JSON in head:
         return "rocprof-json"
     if head.lstrip()[:1] in (b"{", b"["):
-        return "json"
+        return _json_kind(path, head)
     if name.endswith(".pb"):
         return "xplane"
     return "unknown"
+
+
+def _json_kind(path: Path, head: bytes) -> str:
+    """JSON text: an NCCL Inspector log (JSON lines whose first object has the Inspector's keys) or a
+    Chrome/Kineto trace ("json"); neither: "unknown"."""
+    if head.lstrip()[:1] not in (b"{", b"["):
+        return "unknown"
+    if head.lstrip()[:1] == b"{":
+        from .nccl_inspector import is_inspector_log
+
+        if is_inspector_log(path):
+            return "nccl-inspector"
+    return "json"
 
 
 # peak memory of analyzing a file, as a multiple of its size on disk (measured on the benchmarks and
@@ -113,7 +126,9 @@ def sniff(path: Path) -> str:
 # lines decoded on 2 threads, 1.41 GiB on 8; at 1M events the ~110 MiB of imports make it 6x), an XPlane
 # the decoder refuses is read by jaxlib instead, at ~10x, not guarded for; Kineto JSON decoded to columns
 # ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
-# chrome.read_bytes; rocprofv3 CSV read by Arrow into categories 1.37x at 300k real-shaped rows (199 MB,
+# chrome.read_bytes; NCCL Inspector logs read by Arrow's JSON reader into the operation rows: 4.8x (+90 MB for an
+# 18.7 MB log of 40k lines), 3.5x (+207 MB for 58.7 MB, 125k lines) (benchmarks/bench_inspector.py), gzip ~10x
+# smaller; rocprofv3 CSV read by Arrow into categories 1.37x at 300k real-shaped rows (199 MB,
 # benchmarks/bench_rocprof.py), which gzip holds in ~1/20 (the real MI350X trace: 597 KB in 30 KB); rocprofv3
 # JSON decoded to dicts ~6.4x its (indented) text above the imports (19 MB, 16,800 dispatches: 230 MiB peak,
 # 107 MiB of it imports), a gzip of it capped while it inflates as Kineto's)
@@ -131,6 +146,8 @@ MEMORY_FACTOR = {
     # shape: rocprofv3 also writes an event row per dispatch and HIP regions, so real files sit lower;
     # benchmarks/bench_rocpd.py)
     "rocpd": 4,
+    "nccl-inspector": 6,
+    "nccl-inspector.gz": 60,
 }
 
 
@@ -154,7 +171,7 @@ def check_fits_in_memory(path: Path, fmt: str) -> None:
     if available is None:
         return
     size = path.stat().st_size
-    gz = fmt in ("json", "rocprof-csv", "rocprof-json") and path.name.lower().endswith(".gz")
+    gz = fmt in ("json", "rocprof-csv", "rocprof-json", "nccl-inspector") and path.name.lower().endswith(".gz")
     need = size * MEMORY_FACTOR.get(f"{fmt}.gz" if gz else fmt, 12)
     if need > available:
         gib = 2**30

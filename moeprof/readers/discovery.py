@@ -222,7 +222,7 @@ def _local_trace_files(path: Path, options: LoadOptions, notes: list[str]) -> li
             path,
             "directory holds no trace files "
             "(.xplane.pb, .trace.json[.gz], .pt.trace.json[.gz], .sqlite, .nsys-rep, nsys parquet export,"
-            " rocprofv3 *kernel_trace.csv, *_results.db)",
+            " rocprofv3 *kernel_trace.csv, *_results.db, NCCL Inspector .log)",
         )
     return files
 
@@ -291,7 +291,8 @@ def _rank(path: PurePath) -> int:
 
 
 def _trace_files_in(folder: Path, notes: list[str]) -> list[Path]:
-    chosen = select_trace_files(sorted(p for p in folder.iterdir() if p.is_file()), folder, notes)
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    chosen = select_trace_files(files, folder, notes)
     out = []
     for p in chosen:
         why = _not_a_trace(p) or no_trace_structure(p)
@@ -299,13 +300,30 @@ def _trace_files_in(folder: Path, notes: list[str]) -> list[Path]:
             notes.append(f"skipped {p}: {why}")
         else:
             out.append(p)
-    return out
+    return out + inspector_logs_in(folder, [p for p in files if p not in chosen], notes)
 
 
 def _not_a_trace(path: Path) -> str | None:
     """Why a file moeprof wrote is no trace to read (its mark, readers.marks), else None."""
     mark = moeprof_output(path)
     return f"written by moeprof ({mark}), not a trace" if mark else None
+
+
+INSPECTOR_SUFFIXES = (".log", ".log.gz", ".jsonl", ".jsonl.gz")
+
+
+def inspector_logs_in(folder: Path, files: list[Path], notes: list[str]) -> list[Path]:
+    """The NCCL Inspector logs among a folder's files (``<host>-pid<pid>.log``, also .log.gz, .jsonl[.gz]),
+    told by content. In a folder that holds some, every other file is skipped with a note."""
+    from .nccl_inspector import is_inspector_log
+
+    named = [p for p in files if p.name.lower().endswith(INSPECTOR_SUFFIXES) and not p.name.startswith(".")]
+    logs = [p for p in named if is_inspector_log(p)]
+    if logs:
+        for p in files:
+            if p not in logs and not p.name.startswith("."):
+                notes.append(f"{folder}: skipped {p.name}: not an NCCL Inspector log")
+    return logs
 
 
 def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> list[P]:

@@ -6,12 +6,16 @@ from __future__ import annotations
 import gc
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext, Reader, check_fits_in_memory, screen_times, sniff
 from .discovery import NOT_FILE_OR_DIR, is_nsys_parquet_dir
 from .sources import TraceSource, is_url
+
+if TYPE_CHECKING:
+    from .nccl_inspector import InspectorLog
 
 
 class _XPlane:
@@ -84,7 +88,43 @@ class _Rocpd:
         return read(path, context)
 
 
-READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight(), _Rocprof(), _Rocpd())
+class _NcclInspector:
+    """NCCL Inspector logs: per-collective rows without a timeline (:func:`read_inspector`), never a Trace
+    of device activities (that would make up the §4 figures)."""
+
+    format = "nccl-inspector"
+
+    def sniff(self, path: Path, kind: str) -> bool:
+        return kind == "nccl-inspector"
+
+    def read(self, path: Path, context: ReadContext) -> Trace:
+        raise InputError(path, INSPECTOR_NOT_A_TIMELINE)
+
+
+INSPECTOR_NOT_A_TIMELINE = (
+    "an NCCL Inspector log: per-collective times without timestamps, no device timeline; "
+    "`moeprof analyze`, `check`, `diff`, `report` and `events` read a folder of them as such"
+)
+
+
+def read_inspector(path: Path) -> InspectorLog:
+    """Read one NCCL Inspector log into operation rows: the memory guard first, one-line errors."""
+    from .nccl_inspector import read
+
+    check_fits_in_memory(path, "nccl-inspector")
+    try:
+        return read(path)
+    except (InputError, KeyboardInterrupt):
+        raise
+    except MemoryError:
+        raise InputError(path, "out of memory reading it; analyze fewer files at once") from None
+    except Exception as exc:
+        if os.environ.get("MOEPROF_DEBUG"):
+            raise
+        raise InputError(path, f"cannot read as nccl-inspector: {_exception_line(exc)}") from None
+
+
+READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight(), _Rocprof(), _Rocpd(), _NcclInspector())
 
 
 def reader_for(path: Path) -> tuple[Reader, str]:
@@ -98,7 +138,7 @@ def reader_for(path: Path) -> tuple[Reader, str]:
     raise InputError(
         path,
         "unrecognized format (expected XPlane .xplane.pb, Chrome/Kineto JSON, Nsight Systems .sqlite or .nsys-rep,"
-        " rocprofv3 kernel_trace.csv, results.json or results.db)",
+        " rocprofv3 kernel_trace.csv, results.json or results.db, NCCL Inspector .log)",
     )
 
 

@@ -754,6 +754,10 @@ def step_rows(analysis: Analysis, limit: int = 40) -> list[tuple[str, Figures]]:
 
 
 def headline(analysis: Analysis) -> str:
+    if analysis.timeline_free and analysis.inspector is not None:
+        from .inspector import headline as inspector_headline
+
+        return inspector_headline(analysis.inspector)[0]
     """The terminal's key figures, per device (mean and worst): a sum over devices reads as longer than the run."""
     v = verdict(analysis)
     if v is None:
@@ -785,6 +789,7 @@ class InputPage:
     ledger: LedgerSection | None  # where the cross-rank ledger ran
     skew_rows: int  # arrival-skew rows drawn under the timeline
     projection: ProjectionView | None = None  # a projected input (§9)
+    inspector: Markup | None = None  # NCCL Inspector logs: their view instead of a timeline
 
 
 def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
@@ -853,6 +858,7 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         ledger=None if led is None else ledger_section(r, led, arrival_skew(r, SKEW_ROWS)),
         skew_rows=len((timeline.get("skew") or {}).get("rows", ())),
         projection=None if item.projection is None else projection_view(item.projection),
+        inspector=inspector_view(r),
     )
 
 
@@ -886,6 +892,15 @@ def projection_view(p: Projection) -> ProjectionView:
         path=Table(["cause", "ms", "of the path"], rows, numeric_from=1, cls="path"),
         devices=", ".join(crossed[:8]) + (f" and {len(crossed) - 8} more" if len(crossed) > 8 else ""),
     )
+
+
+def inspector_view(r: Analysis) -> Markup | None:
+    """The NCCL Inspector view of an analysis of Inspector logs (escaped HTML), else None."""
+    if not r.timeline_free or r.inspector is None:
+        return None
+    from .inspector import html
+
+    return Markup(html(r.inspector))
 
 
 def _median_step_ns(analysis: Analysis) -> float | None:

@@ -531,6 +531,11 @@ def render(
     ``bought``: the projections of the "what would it buy" table (:func:`moeprof.insight.payoff.payoffs`);
     ``balance``: the verdict's balance line, where balancing the ranks matters.
     """
+    if result.timeline_free and result.inspector is not None:
+        from .inspector import render as render_inspector
+
+        render_inspector(result.inspector, console or make_console(), top, result.warnings)
+        return
     with fabric_words(scale_up_word(result)):
         _render(result, console or make_console(), top, devices, bought, balance)
 

@@ -1,0 +1,117 @@
+"""NCCL Inspector logs through the pipeline: read each file (in workers, or on a Dask cluster, like trace
+files), concatenate the operation rows, measure them once (``moeprof.core.inspector``).
+
+There is no timeline: the analysis has no ``devices``, its ``total`` §4 figures are null, and the
+``inspector`` section carries what the logs do tell (docs/metrics.md, "NCCL Inspector logs").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from ..core.analysis import Analysis, Figures
+from ..core.inspector import measure
+from ..errors import InputError
+from ..insight.bandwidth import job_hardware
+from ..readers.base import sniff
+from ..readers.registry import read_inspector
+from ..readers.sources import TraceSource, is_url
+from .executors import map_files
+
+
+def inspector_files(files: Sequence[TraceSource]) -> bool:
+    """Whether the job's files are NCCL Inspector logs (all of them); a mix with timeline traces is refused."""
+    kinds = [_kind(f) for f in files]
+    logs = [f for f, k in zip(files, kinds) if k == "nccl-inspector"]
+    if not logs:
+        return False
+    # a file that cannot be sniffed goes with the logs: reading it says what is wrong (or --skip-bad skips it)
+    others = [f for f, k in zip(files, kinds) if k not in ("nccl-inspector", "bad")]
+    if others:
+        other = others[0]
+        raise InputError(
+            other,
+            f"a timeline trace given with NCCL Inspector logs ({logs[0]}, ...): they measure different things;"
+            " analyze them apart",
+        )
+    return True
+
+
+def _kind(f: TraceSource) -> str:
+    """A local file's sniffed format; a URL, a folder or a file that cannot be sniffed says nothing here
+    (its own read reports what is wrong with it, or --skip-bad skips it)."""
+    if not isinstance(f, Path) or is_url(str(f)) or not f.is_file():
+        return "other"
+    try:
+        return sniff(f)
+    except InputError:
+        return "bad"
+
+
+def read_rows(path: Path) -> tuple[pd.DataFrame, str, tuple[str, ...]]:
+    """One log's rows, version and warnings (a module-level function: it runs in workers)."""
+    log = read_inspector(path)
+    return log.rows, log.version, log.warnings
+
+
+def read_logs(
+    files: Sequence[Path],
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
+    progress: Callable[[TraceSource], None] | None = None,
+) -> tuple[pd.DataFrame, list[str], list[dict[str, str]]]:
+    """Every log's rows (file order), warnings, and the files skipped with ``skip_bad``."""
+    parts: dict[int, tuple[pd.DataFrame, str, tuple[str, ...]]] = {}
+
+    def take(index: int, value: tuple[pd.DataFrame, str, tuple[str, ...]]) -> None:
+        parts[index] = value
+        if progress:
+            progress(files[index])
+
+    skipped = map_files(read_rows, list(files), on_result=take, scheduler=scheduler, jobs=jobs, skip_bad=skip_bad)
+    if skipped and not parts:
+        first = skipped[0]
+        raise InputError(first.file, f"{first.problem} (and every other input was bad too: nothing to analyze)")
+    ordered = [parts[i] for i in sorted(parts)]
+    rows = pd.concat([p[0] for p in ordered], ignore_index=True)
+    for col in ("file", "host", "comm", "comm_name", "op", "kind", "timing_source", "algo", "proto"):
+        rows[col] = rows[col].astype("category")  # categories differ per file: one set
+    rows.attrs["versions"] = sorted({p[1] for p in ordered if p[1]})
+    warnings = [w for p in ordered for w in p[2]] + [f"skipped {s.file}: {s.problem}" for s in skipped]
+    return rows, warnings, [{"file": s.file, "problem": s.problem} for s in skipped]
+
+
+def analyze_logs(
+    files: Sequence[Path],
+    link_peaks: Mapping[str, float] | None = None,
+    notes: Sequence[str] = (),
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
+    progress: Callable[[TraceSource], None] | None = None,
+) -> Analysis:
+    """The analysis of a job's NCCL Inspector logs (no devices, null §4 total, an ``inspector`` section)."""
+    rows, warnings, skipped = read_logs(files, jobs, scheduler, skip_bad, progress)
+    hardware = job_hardware({}, link_peaks)
+    section = measure(rows, hardware.peaks)
+    said = list(notes) + warnings + list(hardware.warnings)
+    if not hardware.peaks:
+        said.append("NCCL Inspector logs name no GPU: pass --gpu (or --link-peak) to compare bus bandwidth with peaks")
+    if section["incomplete_instances"]:
+        said.append(
+            f"{section['incomplete_instances']:,} collective instances lack some member's record (not every"
+            " rank's log given, or records the plugin dropped): left out of the last-to-arrive table"
+        )
+    return Analysis(
+        inputs=tuple(str(f) for f in files),
+        devices=(),
+        total=Figures(),
+        warnings=tuple(said),
+        hardware=hardware.summary,
+        inspector=section,
+        skipped=tuple(skipped),
+    )

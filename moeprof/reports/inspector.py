@@ -1,0 +1,135 @@
+"""The terminal view of an analysis of NCCL Inspector logs: bus bandwidth per kind and size against the
+link peaks, the processes the others wait for, and what a log without timestamps cannot tell."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..words import plural
+
+
+def _gbps(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:,.2f}"
+
+
+def headline(section: Mapping[str, Any]) -> list[str]:
+    """What the logs hold and the verdict on who the others wait for."""
+    out = [
+        f"NCCL Inspector logs: {plural(section['processes'], 'process', 'processes')}, "
+        f"{plural(len(section['communicators']), 'communicator')}, {section['records']:,} records "
+        f"({section['collective_records']:,} collectives, {section['p2p_records']:,} P2P), "
+        f"{section['instances']:,} complete collective instances; no timeline (see below)."
+    ]
+    flagged = [r for r in section.get("last_to_arrive", []) if r["flagged"]]
+    for r in flagged:
+        out.append(
+            f"{r['process']} ({r['ranks']}) is the last to arrive: its call is the shortest in {r['shortest']:,} of "
+            f"{r['instances']:,} collectives ({_pct(r['shortest_share'])}); the other members spent "
+            f"{_ms(r['caused_us'])} ms beyond it."
+        )
+    if not flagged and section.get("instances"):
+        out.append(
+            "No process is consistently the last to arrive (none is the shortest member in half its collectives)."
+        )
+    return out
+
+
+def bandwidth_table(section: Mapping[str, Any]) -> Table:
+    table = Table(title="Bus bandwidth per collective and message size", box=box.SIMPLE_HEAD, title_justify="left")
+    for name, justify in (
+        ("collective", "left"), ("link", "left"), ("size", "right"), ("calls", "right"), ("mean ms", "right"),
+        ("bus GB/s", "right"), ("of peak", "right"), ("shortest member GB/s", "right"), ("of peak", "right"),
+    ):  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in section["bandwidth"]:
+        table.add_row(
+            f"{r['op']} ({r['kind']})", r["link"], r["size_bucket"], f"{r['instances']:,}", _ms(r["mean_exec_us"]),
+            _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
+            _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"]),
+        )  # fmt: skip
+    table.caption = (
+        "bus GB/s: bus bytes (NCCL's traffic rules) over every member's time; shortest member: over the "
+        "instance's shortest call (the last arrival's, least wait). '-' for All2All: no traffic rule. "
+        "link: one-node communicators on the scale-up fabric, others bounded by the scale-out."
+    )
+    return table
+
+
+def last_table(section: Mapping[str, Any], top: int) -> Table:
+    table = Table(title="Last to arrive (shortest member of each collective)", box=box.SIMPLE_HEAD,
+                  title_justify="left")  # fmt: skip
+    for name in ("process", "ranks (communicator:rank)", "shortest", "of calls", "others' time beyond it ms"):
+        table.add_column(name, justify="left" if name.startswith(("process", "ranks")) else "right")
+    for r in section["last_to_arrive"][:top]:
+        table.add_row(
+            Text(r["process"], style="bold" if r["flagged"] else ""), r["ranks"], f"{r['shortest']:,}",
+            _pct(r["shortest_share"]), _ms(r["caused_us"]),
+        )  # fmt: skip
+    table.caption = (
+        f"matched on (communicator, coll_sn); {section['instances']:,} complete instances, "
+        f"{section.get('tied_instances', 0):,} tied at the minimum (no one named), "
+        f"{section['incomplete_instances']:,} incomplete (left out); all members' time beyond the shortest: "
+        f"{_ms(section['beyond_shortest_us'])} ms"
+    )
+    return table
+
+
+def render(section: Mapping[str, Any], console: Console, top: int = 8, warnings: tuple[str, ...] = ()) -> None:
+    for line in headline(section):
+        console.print(Text(line, style="bold"), soft_wrap=True)
+    console.print()
+    console.print(bandwidth_table(section))
+    if section["last_to_arrive"]:
+        console.print(last_table(section, top))
+    console.print(Text("What a log without timestamps cannot tell:", style="bold"))
+    for item in section["cannot_tell"]:
+        console.print(Text(f"  - {item}"), soft_wrap=True)
+    for w in warnings:
+        console.print(Text(f"warning: {w}", style="yellow"), soft_wrap=True)
+
+
+def html(section: Mapping[str, Any]) -> str:
+    """The same view as HTML (for ``moeprof report``); every value escaped."""
+    from markupsafe import escape
+
+    def table(head: list[str], rows: list[list[str]]) -> str:
+        th = "".join(f"<th>{escape(h)}</th>" for h in head)
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+    parts = [f'<p class="headline">{escape(line)}</p>' for line in headline(section)]
+    parts.append("<h3>Bus bandwidth per collective and message size</h3>")
+    head = ["collective", "link", "size", "calls", "mean ms", "bus GB/s", "of peak", "shortest member GB/s", "of peak"]
+    body = [
+        [f"{r['op']} ({r['kind']})", r["link"], r["size_bucket"], f"{r['instances']:,}",
+         _ms(r["mean_exec_us"]), _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
+         _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"])]
+        for r in section["bandwidth"]
+    ]  # fmt: skip
+    parts.append(table(head, body))
+    if section["last_to_arrive"]:
+        parts.append("<h3>Last to arrive (shortest member of each collective)</h3>")
+        last = [
+            [r["process"], r["ranks"], f"{r['shortest']:,}", _pct(r["shortest_share"]), _ms(r["caused_us"])]
+            for r in section["last_to_arrive"]
+        ]
+        head = ["process", "ranks (communicator:rank)", "shortest", "of calls", "others' time beyond it ms"]
+        parts.append(table(head, last))
+    parts.append("<h3>What a log without timestamps cannot tell</h3><ul>")
+    parts.extend(f"<li>{escape(item)}</li>" for item in section["cannot_tell"])
+    parts.append("</ul>")
+    return "\n".join(parts)

@@ -1,0 +1,96 @@
+"""Fuzz of the NCCL Inspector reader through the real CLI (mutations: tests/fuzz/inspector.py).
+
+Every case keeps the bad-input contract (exit 2 with one line naming a file, no traceback, input
+untouched) or is accepted with sane figures; what each mutation must give is checked (a truncated or
+retyped line is refused, a duplicated or blank line changes nothing). MOEPROF_FUZZ_RUNS (default 60),
+MOEPROF_FUZZ_SEED (default 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from moeprof.cli import app
+from tests.fuzz.inspector import generate, seed_files
+from tests.fuzz.mutators import ANY, REJECT, SAME
+
+RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "60"))
+SEED = int(os.environ.get("MOEPROF_FUZZ_SEED", "1"))
+runner = CliRunner()
+
+
+def _write(root: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file()}  # fmt: skip
+
+
+def _analyze(root: Path) -> tuple[int, str, str]:
+    res = runner.invoke(app, ["analyze", str(root / "logs"), "--json", "--jobs", "1"])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def _sane(doc: dict) -> list[str]:
+    bad = []
+    section = doc["inspector"]
+    for r in section["bandwidth"]:
+        for k in ("bus_bandwidth_gbps", "transfer_bus_bandwidth_gbps"):
+            v = r[k]
+            if v is not None and (not math.isfinite(v) or v < 0):
+                bad.append(f"{r['op']} {k} = {v}")
+    for r in section["last_to_arrive"]:
+        if not 0 <= r["shortest_share"] <= 1 or r["caused_us"] < 0:
+            bad.append(f"{r['process']}: {r}")
+    if section["beyond_shortest_us"] < 0:
+        bad.append("beyond_shortest_us < 0")
+    if any(v is not None for v in doc["total"].values()):
+        bad.append("a §4 figure in total")
+    return bad
+
+
+@pytest.fixture(scope="module")
+def unmutated(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("seed")
+    _write(root, seed_files())
+    rc, out, err = _analyze(root)
+    assert rc == 0, err
+    return json.loads(out)["inspector"]
+
+
+@pytest.mark.parametrize("index", range(RUNS))
+def test_inspector_fuzz_case(tmp_path: Path, unmutated: dict, index: int) -> None:
+    case = generate(SEED, index)
+    _write(tmp_path, case.files)
+    before = _digest(tmp_path)
+    rc, out, err = _analyze(tmp_path)
+    where = f"case {case.key} ({case.target}: {'; '.join(case.steps)}, expect {case.expect})"
+    assert "Traceback" not in out + err, where
+    assert _digest(tmp_path) == before, f"{where}: input modified"
+    assert not list(tmp_path.rglob("*.cache*")), where
+    if rc == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and str(tmp_path) in lines[0], f"{where}: {err}"
+        assert case.expect in (REJECT, ANY), f"{where}: refused: {err}"
+        if case.expect == REJECT:
+            assert case.target.split("/")[-1] in lines[0], f"{where}: the line names another file: {err}"
+        return
+    assert rc == 0, f"{where}: exit {rc}: {err}"
+    assert case.expect in (SAME, ANY), f"{where}: accepted"
+    doc = json.loads(out)
+    assert not _sane(doc), f"{where}: {_sane(doc)}"
+    if case.expect == SAME:
+        got = doc["inspector"]
+        for key in ("instances", "beyond_shortest_us", "bandwidth", "last_to_arrive"):
+            assert got[key] == unmutated[key], f"{where}: {key} changed"
