@@ -385,11 +385,22 @@ def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
     return sorted(opportunities, key=lambda o: (-o.saving_bound_ns, _BREADTH.get(o.kind, 2), o.title))
 
 
-def rank_by_projection(opportunities: list[Opportunity]) -> list[Opportunity]:
+PROJECTED_SIGNIFICANT = 0.01  # of the mean step: a projected saving below it ranks as none (replay noise, µs)
+
+
+def rank_by_projection(opportunities: list[Opportunity], step_ns: float = 0.0) -> list[Opportunity]:
     """The order opportunities are shown in: the §9 projected saving first (what taking their activities
-    away buys the step; none projected counts as 0), then :func:`rank`'s order."""
+    away buys the step; none projected, or under 1% of the mean step ``step_ns``, counts as 0), then
+    :func:`rank`'s order. Without the floor a 2 µs host copy would outrank a 9 ms exchange whose
+    removal the replay says buys nothing either (the real DLRM: its step waits on the hosts)."""
     order = {id(o): i for i, o in enumerate(rank(opportunities))}
-    return sorted(opportunities, key=lambda o: (-(o.projected_saving_ns or 0), order[id(o)]))
+    floor = PROJECTED_SIGNIFICANT * step_ns
+
+    def projected(o: Opportunity) -> int:
+        s = o.projected_saving_ns or 0
+        return s if s >= floor else 0
+
+    return sorted(opportunities, key=lambda o: (-projected(o), order[id(o)]))
 
 
 SAME_TIME_SHARE = 0.5  # more than half of an opportunity's time counted by one ranked above it: one finding

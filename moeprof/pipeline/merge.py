@@ -607,8 +607,10 @@ def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequ
     if parsed:
         projections.append(project_job(replay, list(what_if), analysis.opportunities, throughput))
     savings = opportunity_savings(replay, analysis.opportunities)
+    measured = replay.step_spans(replay.graph.start, replay.graph.end)
     opportunities = rank_by_projection(
-        [replace(o, projected_saving_ns=s) for o, s in zip(analysis.opportunities, savings, strict=True)]
+        [replace(o, projected_saving_ns=s) for o, s in zip(analysis.opportunities, savings, strict=True)],
+        float(measured.mean()) if measured.size else 0.0,
     )
     return analysis.with_(projections=tuple(projections), replay=replay, opportunities=tuple(opportunities))
 

@@ -202,12 +202,17 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             f" routed tokens and arrives last in {pct(hot.last_share)} of its collectives; the others wait for it."
         )
     if v.first is not None:
-        if v.first.projected_saving_ns is not None:  # §9: what the replay says taking it away buys
-            saving = f"projected to save {duration(v.first.projected_saving_ns)} of the mean step"
-        elif v.first_saving_per_step_ns is not None:
+        if v.first_saving_per_step_ns is not None:
             saving = f"save up to {duration(v.first_saving_per_step_ns)} per step on the worst device"
+            bound = v.first_saving_per_step_ns
         else:
             saving = f"save up to {duration(v.first.saving_bound_ns)} on the worst device over the capture"
+            bound = v.first.saving_bound_ns
+        projected = v.first.projected_saving_ns
+        if projected is not None:  # §9: what the replay says taking it away buys the step
+            # the bound only where it says more: hiding it on the worst device vs the job's step
+            more = f"; {saving} if hidden" if bound > projected else ""
+            saving = f"projected to save {duration(projected)} of the mean step{more}"
         first = f"First try: {v.first.title} ({saving}) — see opportunity 1."
     elif v.has_exposed:
         first = "moeprof ranked no opportunity for it: the collectives below show where it is."
