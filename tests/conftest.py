@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 
+# pytest-xdist gives each worker the controller's terminal width as COLUMNS (80 when piped), where a serial
+# run has none: the CLI's width rules (a piped report is wide) would then differ between the two. Drop it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 SHARED_TRACES = ROOT.parent / "shared" / "traces"

@@ -3,7 +3,8 @@
 Each ```python block runs in a fresh interpreter, and each moeprof command of each ```bash block in a
 shell, in a folder laid out with the README's own names: ``trace_dir/`` a TensorBoard log dir,
 ``node0.xplane.pb node1.xplane.pb`` the hosts of a job, ``worker*.pt.trace.json.gz`` its Kineto rank
-files, ``report.sqlite`` an Nsight export, ``run/`` and ``runs/*`` run folders, ``TRACE`` a trace
+files, ``report.sqlite`` an Nsight export, ``run/`` and ``runs/*`` run folders, ``node0/`` one host's
+rocprofv3 output (CSV sets and rocpd databases), ``nccl-inspector-1234/`` NCCL Inspector logs, ``TRACE`` a trace
 (all copied from ``sample_traces/``). What the README leaves to the reader's own program is given a
 stand-in, stated in ``USER_CODE``: ``train_step``, ``state``, ``batch``.
 
@@ -104,6 +105,11 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rank in (here / "ranks").iterdir():  # rank3.pt.trace.json.gz -> worker3.pt.trace.json.gz
         shutil.copy(rank, here / rank.name.replace("rank", "worker"))
     shutil.copytree(SAMPLES / "cpu_moe_8dev", here / "run")
+    # node0/: one host's rocprofv3 output, CSV sets and rocpd databases of the same processes
+    shutil.copytree(SAMPLES / "synthetic_rocprof_mi300x" / "mi300x-node0", here / "node0")
+    for db in (SAMPLES / "synthetic_rocpd_mi300x" / "mi300x-node0").glob("*_results.db"):
+        shutil.copy(db, here / "node0" / db.name)
+    shutil.copytree(SAMPLES / "nccl_inspector_8rank", here / "nccl-inspector-1234")
     for name in ("baseline", "grouped-gemm", "ep-fusion"):
         shutil.copytree(SAMPLES / "cpu_moe_8dev", here / "runs" / name)
     assert moeprof("baseline save run/ -o base.json", here).returncode == 0

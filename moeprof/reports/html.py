@@ -923,7 +923,7 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
     metrics: list[tuple[str, str, bool]] = [  # label, total key, is a ratio
         ("devices", "", False),  # the rest: the mean device
         ("accumulated ms", "accumulated_ns", False),
-        *[(f"{name} ms", key, False) for name, key in SPLIT],
+        *[(f"{on_fabric(name)} ms", key, False) for name, key in SPLIT],
         ("comm share", "comm_share", True),
         ("exposed comm ms", "exposed_comm_ns", False),
         ("exposed comm / span", "exposed_comm_fraction", True),

@@ -129,4 +129,5 @@ def project_timeline(
             "name": crit["name"].astype(str).to_numpy(dtype=object),
         }
     )
-    return ProjectedJob(projection, trace, measured.with_(inputs=analysis.inputs), critical)
+    # the projected job runs on the measured job's GPUs: its fabric and peaks are theirs (xGMI on AMD)
+    return ProjectedJob(projection, trace, measured.with_(inputs=analysis.inputs, hardware=analysis.hardware), critical)
