@@ -38,7 +38,8 @@ import signal
 import sqlite3
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -738,14 +739,22 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def _parse_sqlite(
     db: Path, shown: Path, stem: str, host_index: int, step_marker: re.Pattern[str] | None = None
 ) -> Trace:
-    with tempfile.TemporaryDirectory(prefix="moeprof-sqlite-") as scratch:
+    with open_read_only(db, shown, "moeprof-sqlite-") as conn:
+        return _parse_connection(conn, shown, stem, host_index, step_marker)
+
+
+@contextmanager
+def open_read_only(db: Path, shown: Path, prefix: str) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to ``db`` (scratch space in a temporary folder, never beside it), its
+    refusals one line naming ``shown``. The caller closes the connection (before the scratch goes)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
         try:
             conn = _connect_read_only(db, Path(scratch))
         except sqlite3.Error as exc:
             raise InputError(shown, f"cannot open as SQLite: {_one_line(exc)}") from None
         except OSError as exc:
             raise InputError(shown, f"cannot read: {exc.strerror or exc}") from None
-        return _parse_connection(conn, shown, stem, host_index, step_marker)
+        yield conn
 
 
 def _connect_read_only(db: Path, scratch: Path) -> sqlite3.Connection:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -38,7 +37,7 @@ from ..core.trace import Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
-from .nsys import _connect_read_only, _nccl_launch_info, _step_marker
+from .nsys import _nccl_launch_info, _step_marker, open_read_only
 from .rocpd_schema import REQUIRED_VIEWS, RESULTS_SUFFIX
 from .rocprof import Agents, build_trace, copy_kinds
 
@@ -56,13 +55,7 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
     """One rocpd database: its kernel dispatches and memory copies, one device per GPU agent."""
     context = context or ReadContext()
     path = Path(path)
-    with tempfile.TemporaryDirectory(prefix="moeprof-rocpd-") as scratch:
-        try:
-            conn = _connect_read_only(path, Path(scratch))
-        except sqlite3.Error as exc:
-            raise InputError(path, f"cannot open as SQLite: {_line(exc)}") from None
-        except OSError as exc:
-            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    with open_read_only(path, path, "moeprof-rocpd-") as conn:
         try:
             return _read(conn, path, context)
         except _Refused as exc:
