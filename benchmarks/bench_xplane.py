@@ -278,7 +278,10 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: 
             module_ref = plane.stat_id(MODULE)
             copy_sizes = [f"kind_src:device kind_dst:device size:{1 << (12 + j)} dest:0 async:1" for j in range(12)]
             copy_size = rng.integers(0, len(copy_sizes), per_gpu)
-            step_of = np.minimum(np.arange(per_gpu) * STEPS // per_gpu, STEPS - 1)
+            # steps by time, as in a real capture: every stream's kernels of one step lie in its window (by
+            # index, the slow collective stream's kernel k ran long after compute kernel k: steps overlapped)
+            t0, t1 = int(start.min()), int((start + dur).max())
+            step_of = np.minimum((start - t0) * STEPS // (t1 - t0 + 1), STEPS - 1)
 
             stream_names = ("Stream #13(Compute)", "Stream #21(Collective)", "Stream #35(MemcpyD2D)")
             for s, sname in enumerate(stream_names):

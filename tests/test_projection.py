@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import moeprof
+import moeprof.core.projection
 import moeprof.pipeline.merge
-from moeprof.core.replay import build_graph, has_compiled, replay
+from moeprof.core.replay import LANES, build_graph, latest_end_zeroed, replay, routes
 from moeprof.errors import InputError
-from moeprof.insight.whatif import apply_terms, parse_terms, project_job
+from moeprof.insight.whatif import apply_terms, opportunity_mask, opportunity_savings, parse_terms, project_job
 from synthetic.counterfactual import CHANGES, simulate, write_job
 
 from .conftest import shared_trace
@@ -45,7 +46,7 @@ SHARED_INPUTS = [
     "nsys/saxpy_mpi_old_schema.sqlite",
     "nsys/torch_a2a_2gpu.sqlite",
 ]
-ROUTES = [True, False] if has_compiled() else [False]
+ROUTES = routes()  # native (C), numba, numpy: those this install has
 
 
 def _assert_identity(path: Path) -> None:
@@ -53,10 +54,10 @@ def _assert_identity(path: Path) -> None:
     job = analysis.replay
     assert job is not None
     g = job.graph
-    for compiled in ROUTES:
-        if not compiled and g.size > 5_000:
+    for route in ROUTES:
+        if route == "numpy" and g.size > 5_000:
             continue  # the numpy route relaxes once per edge of the longest chain: small jobs only
-        s, e = replay(g, compiled=compiled)
+        s, e = replay(g, route=route)
         assert np.array_equal(s, g.start), f"{path}: starts differ on {int(np.sum(s != g.start))} activities"
         assert np.array_equal(e, g.end), f"{path}: ends differ on {int(np.sum(e != g.end))} activities"
     # and on each device's own clock, the table's measured times
@@ -116,7 +117,8 @@ def timelines(draw: st.DrawFn) -> dict:
 @given(timelines(), st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.1, 2.0, 3.0]))
 def test_replay_is_monotonic(job: dict, factor: float) -> None:
     """Scaling activities down never makes anything end later, up never earlier; unchanged is the identity;
-    the compiled sweep and the numpy relaxation agree."""
+    the compiled sweeps (C, numba) and the numpy relaxation agree, and the C sweep's lanes (a what-if
+    each, the activities of a set taking no time) agree with one replay per set."""
     g = build_graph(job["device"], job["device"] * 10 + job["stream"], job["start"], job["end"], job["instance"])
     s0, e0 = replay(g, compiled=False)
     assert np.array_equal(s0, g.start) and np.array_equal(e0, g.end)
@@ -124,9 +126,20 @@ def test_replay_is_monotonic(job: dict, factor: float) -> None:
     duration = np.where(mask, np.rint(g.duration * factor).astype(np.int64), g.duration)
     transfer = np.where(mask, np.rint(g.transfer * factor).astype(np.int64), g.transfer)
     s, e = replay(g, duration, transfer, compiled=False)
-    if has_compiled():
-        sc, ec = replay(g, duration, transfer, compiled=True)
-        assert np.array_equal(s, sc) and np.array_equal(e, ec)
+    for route in ROUTES:
+        sc, ec = replay(g, duration, transfer, route=route)
+        assert np.array_equal(s, sc) and np.array_equal(e, ec), route
+    # zeroed sets (more than one pass of lanes): the latest end among the first half of the activities
+    rng = np.random.default_rng(g.size)
+    sets = [np.flatnonzero(rng.random(g.size) < 0.3) for _ in range(LANES + 3)]
+    among = np.arange((g.size + 1) // 2)
+    want = []
+    for rows in sets:
+        d, t = g.duration.copy(), g.transfer.copy()
+        d[rows], t[rows] = 0, 0
+        want.append(int(replay(g, d, t, compiled=False)[1][among].max()))
+    for route in ROUTES:
+        assert latest_end_zeroed(g, sets, among, route=route).tolist() == want, route
     span0 = int(e0.max() - s0.min())
     span = int(e.max() - s.min())
     if factor <= 1:
@@ -232,6 +245,40 @@ def test_opportunities_carry_projected_savings(counterfactual: moeprof.Analysis)
     assert ranked == sorted(ranked, reverse=True)
 
 
+def _saving_by_replay(job: moeprof.core.projection.ReplayJob, mask: np.ndarray) -> int:
+    """One opportunity's saving the plain way: its activities at 0, one numpy replay, end to end."""
+    g = job.graph
+    s, e = replay(g, np.where(mask & ~g.is_member, 0, g.duration), np.where(mask & g.is_member, 0, g.transfer))
+    return job.steps_end_saving(s, e)
+
+
+@pytest.mark.parametrize("sample", ["counterfactual", "cpu_moe_8dev", "synthetic_2host_4gpu_kineto"])
+def test_opportunity_savings_agree_with_one_replay_each(sample: str, counterfactual: moeprof.Analysis) -> None:
+    """Every exact saving equals a replay of its own; every bound holds; an opportunity with no work on
+    the measured chain saves exactly 0; past the significant ones and the spare replays, only the bound."""
+    analysis = counterfactual if sample == "counterfactual" else moeprof.analyze(moeprof.load(SAMPLES / sample))
+    job = analysis.replay
+    assert job is not None
+    opps = analysis.opportunities
+    truth = [
+        None if (m := opportunity_mask(job, o)) is None else _saving_by_replay(job, m) for o in opps
+    ]  # fmt: skip
+    assert any(t for t in truth), "a sample where some opportunity saves time"
+    every = opportunity_savings(job, opps, significant_ns=0.0)  # everything could matter: all replayed
+    assert [s.ns for s in every] == truth
+    for s, t in zip(every, truth, strict=True):
+        assert (s.max_ns is None) == (t is None) and (t is None or 0 <= t <= s.max_ns)
+    # nothing significant and no spare: only the proven zeros are exact
+    bounded = opportunity_savings(job, opps, significant_ns=float("inf"), spare=0)
+    for s, full in zip(bounded, every, strict=True):
+        assert s.max_ns == full.max_ns
+        assert s.ns == (0 if full.max_ns == 0 else None)
+    # the analysis itself: exact where replayed, else the bound; ranked by the significant ones
+    for o, t in zip(opps, truth, strict=True):
+        assert o.projected_saving_ns in (t, None)
+        assert o.projected_saving_ns is not None or o.projected_saving_max_ns is None or t <= o.projected_saving_max_ns
+
+
 def test_projection_json(counterfactual: moeprof.Analysis) -> None:
     doc = counterfactual.to_json()
     first = doc["projections"][0]
@@ -319,3 +366,26 @@ def test_large_jobs_without_numba_are_not_projected(monkeypatch: pytest.MonkeyPa
     assert analysis.projections == () and "pip install 'moeprof[fast]'" in analysis.warnings[-1]
     with pytest.raises(InputError, match="scale"):
         moeprof.analyze(traces, what_if=["scale()=0.5"])
+
+
+@pytest.mark.skipif("native" not in ROUTES, reason="the C sweep was not built (no C compiler at install)")
+def test_c_sweep_refuses_a_graph_whose_indices_leave_their_arrays() -> None:
+    """The C sweep checks every index before its loop: a wrong graph raises instead of reading out of bounds."""
+    from dataclasses import replace as with_field
+
+    from moeprof.core import _replay_native  # type: ignore[attr-defined]
+
+    g = build_graph(np.array([0, 0]), np.array([0, 0]), np.array([0, 10]), np.array([5, 20]))
+    assert replay(g, route="native")[1].tolist() == [5, 20]
+    for broken in (
+        with_field(g, trigger=np.array([-1, 7])),
+        with_field(g, order=np.array([0, 1, 2, 9])),
+        with_field(g, member_lo=np.array([0, -1]), member_k=np.array([3, 0])),
+    ):
+        with pytest.raises(ValueError, match="outside its array"):
+            replay(broken, route="native")
+    s = np.zeros((2, 65), dtype=np.int64)
+    with pytest.raises(ValueError, match="64 lanes"):
+        _replay_native.sweep(*(getattr(g, f) for f in ("order", "floor", "stream_pred", "trigger", "gap")),
+                             g.launch_pred, g.launch_gap, g.member_lo, g.member_k, g.member_order, g.duration,
+                             g.transfer, None, s, s.copy(), 4)  # fmt: skip

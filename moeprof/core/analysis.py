@@ -280,6 +280,9 @@ class Opportunity:
     remedy_family: str = ""  # what kind of fix it is, stable across the remedy's framework variants
     # §9: the mean step saving if its activities took no time (None: not computed, or not activities)
     projected_saving_ns: int | None = None
+    # the most that saving can be (the work on the measured critical chain); set where it was bounded,
+    # with projected_saving_ns None where that bound made the replay not worth it (docs/metrics.md §9)
+    projected_saving_max_ns: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
@@ -287,8 +290,9 @@ class Opportunity:
         for key in ("remedy_id", "remedy_family"):
             if not out[key]:
                 del out[key]
-        if out["projected_saving_ns"] is None:
-            del out["projected_saving_ns"]
+        for key in ("projected_saving_ns", "projected_saving_max_ns"):
+            if out[key] is None:
+                del out[key]
         return out
 
     @classmethod

@@ -34,7 +34,7 @@ from .analysis import NS_KEYS, DeviceFigures, ratio
 from .events import BUCKETS, bucket_codes, categorical, categorical_of, column_codes, combine_codes, lookup
 from .ledger_records import clock_domain
 from .metrics import EventColumns
-from .replay import NEG, Graph, build_graph, replay, tight_predecessor
+from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, tight_predecessor
 from .trace import Trace
 
 CAUSES = ("compute", "transfer", "wait", "launch", "copy", "other")
@@ -246,10 +246,18 @@ class ReplayJob:
     whole_job: bool = False
     device_ids: Mapping[int, str] = field(default_factory=dict)
     hosts: Mapping[str, str] = field(default_factory=dict)  # device -> host
+    _codes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def size(self) -> int:
         return len(self.table)
+
+    def codes(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """A string column's (codes, distinct values), factorized once per job (every what-if filter and
+        every opportunity selects on them)."""
+        if column not in self._codes:
+            self._codes[column] = column_codes(self.table[column])
+        return self._codes[column]
 
     @classmethod
     def build(
@@ -360,8 +368,42 @@ class ReplayJob:
         inside = self.step != _NO_STEP
         if not self.step_numbers.size or not inside.any():
             return 0
-        saved = int(self.graph.end[inside].max()) - int(e[inside].max())
-        return round(saved / self.step_numbers.size)
+        return self.steps_end_saving_of(int(e[inside].max()))
+
+    def steps_end_saving_of(self, latest_end: int) -> int:
+        """:meth:`steps_end_saving` from the replay's latest end of the steps' activities."""
+        inside = self.step != _NO_STEP
+        if not self.step_numbers.size or not inside.any():
+            return 0
+        return round((int(self.graph.end[inside].max()) - latest_end) / self.step_numbers.size)
+
+    def latest_end_without(self, rows: Sequence[np.ndarray]) -> np.ndarray:
+        """Per set of rows: the steps' latest projected end were those activities to take no time."""
+        return latest_end_zeroed(self.graph, rows, np.flatnonzero(self.step != _NO_STEP))
+
+    def steps_end_chain(self) -> tuple[np.ndarray, np.ndarray]:
+        """The measured chain of tight edges behind the steps' latest end (what ``steps_end_saving``
+        measures), back to a root: its rows and each row's weight (its duration; its transfer ``τ`` for
+        an instance member). Taking work ``W`` away moves that end earlier by at most the weight of ``W``
+        on the chain: every link of the chain still holds in the replay, so the end stays at or after
+        the measured end minus what ``W`` removed from the chain (a bound the savings use to skip
+        replays that cannot save anything)."""
+        g = self.graph
+        inside = np.flatnonzero(self.step != _NO_STEP)
+        if not inside.size:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        start_by, start_how, end_by = tight_predecessor(g, g.start, g.end)
+        x = int(inside[np.argmax(g.end[inside])])
+        rows: list[int] = []
+        while x >= 0 and len(rows) <= g.size:
+            rows.append(x)
+            arrived = int(end_by[x])
+            if int(start_how[arrived]) == 0:
+                break
+            x = int(start_by[arrived])
+        chain = np.array(rows, dtype=np.int64)
+        weight = np.where(g.is_member[chain], g.transfer[chain], g.duration[chain])
+        return chain, weight
 
     def projection(
         self,
@@ -494,7 +536,10 @@ class ReplayJob:
                 {
                     "start_ns": own_s[rows],
                     "end_ns": own_e[rows],
-                    "bucket": self.table["bucket"].to_numpy()[rows],
+                    # codes, not strings: a string column of every row costs more than the figures
+                    "bucket": pd.Categorical.from_codes(  # type: ignore[call-overload]
+                        self.bucket[rows].astype(np.int64), list(BUCKETS)
+                    ),
                     "ib_fraction": self.table["ib_fraction"].to_numpy(np.float64)[rows],
                 }
             )
@@ -533,7 +578,9 @@ def _segments(parts: list[tuple[str, np.ndarray, np.ndarray]]) -> pd.DataFrame:
         return pd.DataFrame({"device": [], "start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64)})
     return pd.DataFrame(
         {
-            "device": np.concatenate([np.full(s.size, d, dtype=object) for d, s, _ in parts]),
+            "device": pd.Categorical.from_codes(  # type: ignore[call-overload]
+                np.repeat(np.arange(len(parts)), [s.size for _, s, _ in parts]), [d for d, _, _ in parts]
+            ),
             "start_ns": np.concatenate([s for _, s, _ in parts]).astype(np.int64),
             "end_ns": np.concatenate([e for _, _, e in parts]).astype(np.int64),
         }

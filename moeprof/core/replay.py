@@ -32,7 +32,9 @@ chain, so it is meant for small jobs and tests).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -353,13 +355,53 @@ _KERNEL = None
 
 # below this many activities the numpy route replays faster than numba imports (0.7 s) and loads its cache
 COMPILED_FROM = 20_000
+MAX_PASSES = 64
+ROUTES = ("native", "numba", "numpy")
+
+
+def _native() -> Any:
+    """The C sweep (``_replay_native.c``, built at install where a C compiler is), or None."""
+    try:
+        from . import _replay_native
+    except ImportError:
+        return None
+    return _replay_native
 
 
 def has_compiled() -> bool:
-    """numba is installed (found, not imported: its import alone is ~0.7 s of a small trace's analyze)."""
+    """A compiled sweep is there: the C one, or numba (found, not imported: its import alone is ~0.7 s)."""
     from importlib.util import find_spec
 
-    return find_spec("numba") is not None
+    return _native() is not None or find_spec("numba") is not None
+
+
+def routes() -> tuple[str, ...]:
+    """The replay routes this install has (the tests run them against each other)."""
+    from importlib.util import find_spec
+
+    have = {"native": _native() is not None, "numba": find_spec("numba") is not None, "numpy": True}
+    return tuple(r for r in ROUTES if have[r])
+
+
+def _route(size: int, compiled: bool | None, route: str | None) -> str:
+    if route is not None:
+        if route not in routes():
+            raise ValueError(f"replay route {route!r} is not available (this install has {', '.join(routes())})")
+        return route
+    if compiled is False:
+        return "numpy"
+    if _native() is not None:  # loads in a millisecond: the best route at every size
+        return "native"
+    if compiled or (size >= COMPILED_FROM and has_compiled()):
+        return "numba"
+    return "numpy"
+
+
+def _graph_args(g: Graph) -> tuple[np.ndarray, ...]:
+    return (
+        g.order, g.floor, g.stream_pred, g.trigger, g.gap, g.launch_pred, g.launch_gap, g.member_lo, g.member_k,
+        g.member_order,
+    )  # fmt: skip
 
 
 def replay(
@@ -367,10 +409,13 @@ def replay(
     duration: np.ndarray | None = None,
     transfer: np.ndarray | None = None,
     compiled: bool | None = None,
+    route: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Projected (start, end) of every activity, aligned; ``duration``/``transfer`` default to measured.
 
     ``duration`` is used by activities that are no instance member, ``transfer`` (``τ``) by members.
+    ``route``: "native" (C), "numba" or "numpy" (default: the C sweep where built; else numba from
+    ``COMPILED_FROM`` activities, numpy below); ``compiled`` False forces numpy, True a compiled one.
     """
     global _KERNEL
     duration = g.duration if duration is None else np.asarray(duration, dtype=np.int64)
@@ -379,17 +424,57 @@ def replay(
     e = np.full(g.size, NEG, dtype=np.int64)
     if not g.size:
         return s, e
-    use_kernel = (g.size >= COMPILED_FROM and has_compiled()) if compiled is None else compiled
-    if use_kernel:
+    chosen = _route(g.size, compiled, route)
+    if chosen == "native":
+        s2, e2 = s.reshape(-1, 1), e.reshape(-1, 1)
+        _native().sweep(*_graph_args(g), duration, transfer, None, s2, e2, MAX_PASSES)
+    elif chosen == "numba":
         if _KERNEL is None:
             _KERNEL = _sweep_kernel()
-        s, e = _KERNEL(
-            g.order, g.floor, g.stream_pred, g.trigger, g.gap, g.launch_pred, g.launch_gap, g.member_lo,
-            g.member_k, g.member_order, duration, transfer, s, e, 64,
-        )  # fmt: skip
+        s, e = _KERNEL(*_graph_args(g), duration, transfer, s, e, MAX_PASSES)
     else:
         s, e = _sweep_numpy(g, duration, transfer, s, e)
     return s, e
+
+
+LANES = 8  # what-ifs per pass of replay_zeroed: 8 x 2 x 8 bytes of lane state per activity; 16 spill the caches
+
+
+def latest_end_zeroed(g: Graph, rows: Sequence[np.ndarray], among: np.ndarray, route: str | None = None) -> np.ndarray:
+    """Per set of ``rows``: the latest projected end among the activities ``among`` when that set's
+    activities take no time (their durations, or transfers for instance members, as 0): what
+    ``replay(g, duration with those rows at 0, transfer with those rows at 0)`` gives, reduced.
+    On the C route the sets go through the graph ``LANES`` at a time (one read of the graph serves
+    them all); on the others, one replay each."""
+    out = np.full(len(rows), NEG, dtype=np.int64)
+    if not rows or not among.size:
+        return out
+    chosen = _route(g.size, None, route)
+    if chosen != "native":
+        for j, mine in enumerate(rows):
+            duration, transfer = g.duration.copy(), g.transfer.copy()
+            duration[mine] = 0
+            transfer[mine] = 0
+            _, e = replay(g, duration, transfer, route=chosen)
+            out[j] = e[among].max()
+        return out
+    native = _native()
+    inside = np.zeros((g.size, 1), dtype=bool)
+    inside[among, 0] = True
+    lanes = min(LANES, len(rows))
+    s = np.empty((g.size, lanes), dtype=np.int64)
+    e = np.empty((g.size, lanes), dtype=np.int64)
+    zero = np.empty(g.size, dtype=np.uint64)
+    for lo in range(0, len(rows), lanes):
+        chunk = rows[lo : lo + lanes]
+        zero.fill(0)
+        for k, mine in enumerate(chunk):
+            zero[mine] |= np.uint64(1) << np.uint64(k)
+        s.fill(NEG)
+        e.fill(NEG)
+        native.sweep(*_graph_args(g), g.duration, g.transfer, zero, s, e, MAX_PASSES)
+        out[lo : lo + len(chunk)] = np.max(e, axis=0, where=inside, initial=NEG)[: len(chunk)]
+    return out
 
 
 def tight_predecessor(g: Graph, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -46,7 +46,8 @@ def candidates(analysis: Analysis, top: int = TOP_OPPORTUNITIES) -> list[tuple[s
     if len(analysis.devices) > 1:
         out.append(("balance the ranks (each as fast as the median)", (BALANCE,)))
     for i, o in enumerate(analysis.opportunities[:top], 1):
-        if o.projected_saving_ns is None:  # not a set of activities (a job-wide pattern): nothing to make free
+        if o.projected_saving_ns is None and o.projected_saving_max_ns is None:
+            # not a set of activities (a job-wide pattern): nothing to make free
             continue
         out.append((f"opportunity {i} at 0 (below)", (f"scale(opportunity={i})=0",)))
     for kind in comm_kinds(analysis):

@@ -12,7 +12,7 @@ previous ones left.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from ..core.analysis import Analysis, Opportunity
-from ..core.events import BUCKETS, KINDS, column_codes, lookup
+from ..core.events import BUCKETS, KINDS, lookup
 from ..core.projection import Projection, ReplayJob, counterpart_durations
+from ..core.replay import LANES
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -131,38 +132,87 @@ def parse_terms(terms: Sequence[str]) -> list[WhatIf]:
 # ---------------------------------------------------------------- selection
 
 
-def _string_mask(column: pd.Series, keep: np.ndarray | list) -> np.ndarray:
-    codes, _values = column_codes(column)
-    return lookup(codes, np.asarray(keep, dtype=bool), False)
+def _string_mask(job: ReplayJob, column: str, keep: Callable[[str], bool]) -> np.ndarray:
+    """The rows whose ``column`` value passes ``keep`` (decided once per distinct value)."""
+    codes, values = job.codes(column)
+    return lookup(codes, np.array([bool(keep(str(v))) for v in values.tolist()], dtype=bool), False)
+
+
+EXPERT_EXCHANGE_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
+
+
+class _CommIndex:
+    """The job's communication rows grouped by op and by kernel name (codes of ``job.codes``): an
+    opportunity's rows gathered from the groups it names, in time proportional to them, so hundreds of
+    opportunities cost one sort, not a pass over the table each."""
+
+    def __init__(self, job: ReplayJob) -> None:
+        self.rows = np.flatnonzero(job.bucket == BUCKETS.index("comm"))
+        self.kind_codes, kind_values = job.codes("kind")
+        self.kind_of = {str(v): i for i, v in enumerate(kind_values.tolist())}
+        self.groups = {column: self._group(job, column) for column in ("op", "name")}
+
+    def _group(self, job: ReplayJob, column: str) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+        codes, values = job.codes(column)
+        mine = codes[self.rows]
+        order = np.argsort(mine, kind="stable")
+        bounds = np.searchsorted(mine[order], np.arange(len(values) + 1))
+        return {str(v): i for i, v in enumerate(values.tolist())}, self.rows[order], bounds
+
+    def named(self, names: set[str], kind: str) -> np.ndarray:
+        """The communication rows of ``kind`` whose op or kernel name is one of ``names``."""
+        parts = []
+        for index, rows, bounds in self.groups.values():
+            for name in names:
+                code = index.get(name)
+                if code is not None:
+                    parts.append(rows[bounds[code] : bounds[code + 1]])
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        found = np.unique(np.concatenate(parts))
+        code = self.kind_of.get(kind, -2)
+        return found[self.kind_codes[found] == code]
+
+
+def opportunity_rows(job: ReplayJob, opportunities: Sequence[Opportunity]) -> list[np.ndarray | None]:
+    """Per opportunity, the rows of the activities it is about (None where they are not activities:
+    launch gaps, or none of its activities are in the job)."""
+    index: _CommIndex | None = None
+    out: list[np.ndarray | None] = []
+    for opportunity in opportunities:
+        kind = opportunity.kind
+        rows: np.ndarray | None = None
+        if kind in KINDS:
+            index = index or _CommIndex(job)
+            names = {opportunity.name, *[str(n) for n in dict(opportunity.evidence or {}).get("ops", []) or []]}
+            rows = index.named(names, kind)
+        elif kind == "expert-exchange":  # the expert exchange: every all-to-all / EP dispatch and combine
+            comm = job.bucket == BUCKETS.index("comm")
+            rows = np.flatnonzero(comm & _string_mask(job, "kind", EXPERT_EXCHANGE_KINDS.__contains__))
+        elif kind == "d2h-sync" or kind == "host-copies":
+            want = {"DtoH"} if kind == "d2h-sync" else {"DtoH", "HtoD"}
+            memcpy = job.bucket == BUCKETS.index("memcpy")
+            rows = np.flatnonzero(memcpy & _string_mask(job, "copy_kind", want.__contains__))
+        out.append(rows if rows is not None and rows.size else None)
+    return out
 
 
 def opportunity_mask(job: ReplayJob, opportunity: Opportunity) -> np.ndarray | None:
-    """The activities an opportunity is about (None where they are not activities: launch gaps)."""
-    table = job.table
-    comm = job.bucket == BUCKETS.index("comm")
-    ev = dict(opportunity.evidence or {})
-    kind = opportunity.kind
-    if kind in KINDS:
-        names = {opportunity.name, *[str(n) for n in ev.get("ops", []) or []]}
-        _, ops = column_codes(table["op"])
-        _, kernel = column_codes(table["name"])
-        by_op = _string_mask(table["op"], [str(v) in names for v in ops.tolist()])
-        by_name = _string_mask(table["name"], [str(v) in names for v in kernel.tolist()])
-        kinds = _string_mask(table["kind"], [str(v) == kind for v in column_codes(table["kind"])[1].tolist()])
-        mask = comm & (by_op | by_name) & kinds
-        return mask if mask.any() else None
-    if kind == "expert-exchange":  # the expert exchange: every all-to-all / EP dispatch and combine
-        expert = ("all-to-all", "ep-dispatch", "ep-combine")
-        kinds = _string_mask(table["kind"], [str(v) in expert for v in column_codes(table["kind"])[1].tolist()])
-        mask = comm & kinds
-        return mask if mask.any() else None
-    copy_codes, copy_values = column_codes(table["copy_kind"])
-    memcpy = job.bucket == BUCKETS.index("memcpy")
-    if kind == "d2h-sync" or kind == "host-copies":
-        want = {"DtoH"} if kind == "d2h-sync" else {"DtoH", "HtoD"}
-        mask = memcpy & lookup(copy_codes, np.array([str(v) in want for v in copy_values.tolist()], bool), False)
-        return mask if mask.any() else None
-    return None
+    """The activities an opportunity is about, as a mask over the job's rows (None: not activities)."""
+    rows = opportunity_rows(job, [opportunity])[0]
+    if rows is None:
+        return None
+    mask = np.zeros(job.size, dtype=bool)
+    mask[rows] = True
+    return mask
+
+
+def _on_host(host: str) -> Callable[[str], bool]:
+    return lambda device: device.split("/")[0] == host
+
+
+def _matches(pattern: re.Pattern[str]) -> Callable[[str], bool]:
+    return lambda name: pattern.search(name) is not None
 
 
 def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = ()) -> np.ndarray:
@@ -173,8 +223,7 @@ def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = 
         if f.key == "bucket":
             mask &= job.bucket == BUCKETS.index(f.value)
         elif f.key == "kind":
-            _, values = column_codes(table["kind"])
-            mask &= _string_mask(table["kind"], [str(v) == f.value for v in values.tolist()])
+            mask &= _string_mask(job, "kind", f.value.__eq__)
         elif f.key == "link":
             ib = table["ib_fraction"].to_numpy(np.float64)
             comm = job.bucket == BUCKETS.index("comm")
@@ -185,15 +234,11 @@ def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = 
             else:
                 mask &= comm & (ib < 1)
         elif f.key == "device":
-            _, values = column_codes(table["device"])
-            mask &= _string_mask(table["device"], [str(v) == f.value for v in values.tolist()])
+            mask &= _string_mask(job, "device", f.value.__eq__)
         elif f.key == "host":
-            _, values = column_codes(table["device"])
-            mask &= _string_mask(table["device"], [str(v).split("/")[0] == f.value for v in values.tolist()])
+            mask &= _string_mask(job, "device", _on_host(f.value))
         elif f.key == "name":
-            pattern = re.compile(f.value)
-            _, values = column_codes(table["name"])
-            mask &= _string_mask(table["name"], [bool(pattern.search(str(v))) for v in values.tolist()])
+            mask &= _string_mask(job, "name", _matches(re.compile(f.value)))
         elif f.key == "opportunity":
             index = int(f.value) - 1
             if index >= len(opportunities):
@@ -241,22 +286,62 @@ def project_job(
     return job.projection([t.text for t in parsed], s, e, figures=figures, throughput=throughput)
 
 
-def opportunity_savings(job: ReplayJob, opportunities: Sequence[Opportunity]) -> list[int | None]:
+SPARE_REPLAYS = LANES  # opportunities replayed in all, at least, where fewer could be significant: one C pass
+
+
+@dataclass(frozen=True)
+class Saving:
+    """One opportunity's projected saving: ``ns`` (None: not replayed, or no activities) and ``max_ns``,
+    the most it can be (from the measured critical chain; None without activities)."""
+
+    ns: int | None
+    max_ns: int | None
+
+
+def opportunity_savings(
+    job: ReplayJob, opportunities: Sequence[Opportunity], significant_ns: float = 0.0, spare: int = SPARE_REPLAYS
+) -> list[Saving]:
     """Per opportunity: the mean step saving if its activities took no time, end to end over the steps
-    (:meth:`ReplayJob.steps_end_saving`; None: not activities)."""
-    out: list[int | None] = []
-    for opp in opportunities:
-        mask = opportunity_mask(job, opp)
-        if mask is None:
-            out.append(None)
+    (:meth:`ReplayJob.steps_end_saving`).
+
+    The measured chain behind the steps' end bounds every saving (:meth:`ReplayJob.steps_end_chain`):
+    an opportunity with no work on it saves nothing, without a replay. The others are replayed (several
+    per pass of the graph on the C route): every one that could reach ``significant_ns``, then more by
+    decreasing bound up to ``spare`` in all (or until the C sweep's last pass is full). Past them an
+    opportunity keeps its bound only (``ns`` None): a 1M-event job has hundreds of opportunities, most
+    under 1% of the step (too little to rank by), and their exact savings would cost a replay each."""
+    steps = int(job.step_numbers.size)
+    chain, weight = job.steps_end_chain()
+    rows = opportunity_rows(job, opportunities)
+    on_chain = np.zeros(job.size, dtype=np.int64)
+    on_chain[chain] = weight
+    out: list[Saving] = [Saving(None, None)] * len(opportunities)
+    todo: list[tuple[int, int]] = []
+    for i, mine in enumerate(rows):
+        if mine is None:
             continue
-        g = job.graph
-        duration = np.where(mask & ~g.is_member, 0, g.duration)
-        transfer = np.where(mask & g.is_member, 0, g.transfer)
-        s, e = job.run(duration, transfer)
-        # end to end over the steps: removing work never costs time (§9 monotonic), where a mean of
-        # per-step spans can go negative when work moves between steps
-        out.append(job.steps_end_saving(s, e))
+        bound = int(on_chain[mine].sum())
+        most = round(bound / steps) if steps else 0
+        if most == 0:
+            out[i] = Saving(0, 0)  # no work on the chain: the end cannot move
+        else:
+            todo.append((i, most))
+    todo.sort(key=lambda t: -t[1])
+    most_of = dict(todo)
+    chosen: list[int] = []
+    significant = sum(most >= significant_ns for _, most in todo)
+    # the significant ones, rounded up to whole passes of the C sweep, at least ``spare``: a pass has room
+    spare = max(spare - significant, -significant % LANES)
+    for i, most in todo:
+        if most >= significant_ns or spare > 0:
+            spare -= most < significant_ns
+            chosen.append(i)
+        else:
+            out[i] = Saving(None, most)
+    if chosen:
+        latest = job.latest_end_without([rows[i] for i in chosen])  # type: ignore[misc]
+        for i, end in zip(chosen, latest.tolist()):
+            out[i] = Saving(job.steps_end_saving_of(end), most_of[i])
     return out
 
 

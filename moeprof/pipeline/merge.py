@@ -43,6 +43,7 @@ from ..core.replay import has_compiled
 from ..errors import InputError
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
+    PROJECTED_SIGNIFICANT,
     comm_opportunities,
     expert_exchange_opportunity,
     merge_same_time,
@@ -606,11 +607,15 @@ def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequ
         projections.append(project_job(replay, [BALANCE], analysis.opportunities, throughput))
     if parsed:
         projections.append(project_job(replay, list(what_if), analysis.opportunities, throughput))
-    savings = opportunity_savings(replay, analysis.opportunities)
     measured = replay.step_spans(replay.graph.start, replay.graph.end)
+    step_ns = float(measured.mean()) if measured.size else 0.0
+    savings = opportunity_savings(replay, analysis.opportunities, PROJECTED_SIGNIFICANT * step_ns)
     opportunities = rank_by_projection(
-        [replace(o, projected_saving_ns=s) for o, s in zip(analysis.opportunities, savings, strict=True)],
-        float(measured.mean()) if measured.size else 0.0,
+        [
+            replace(o, projected_saving_ns=s.ns, projected_saving_max_ns=s.max_ns)
+            for o, s in zip(analysis.opportunities, savings, strict=True)
+        ],
+        step_ns,
     )
     return analysis.with_(projections=tuple(projections), replay=replay, opportunities=tuple(opportunities))
 

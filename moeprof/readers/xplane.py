@@ -98,12 +98,19 @@ def device_description(stats: dict[str, object]) -> str | None:
     return f"{arch} ({', '.join(parts)})" if parts else arch
 
 
-def device_models(path: Path, host: str, first: int, ordinals: list[int]) -> dict[str, str]:
-    """Device -> what its plane says the GPU is (:func:`device_description`); {} where the planes do not say."""
-    try:
-        planes = plane_stats(path, lambda name: bool(_GPU_PLANE.match(name)))
-    except (WireError, OSError, ValueError, struct.error):
-        return {}  # the events were read: a plane whose stats do not decode only loses its model
+def device_models(
+    path: Path, host: str, first: int, ordinals: list[int], decoded: dict[int, dict[str, object]] | None = None
+) -> dict[str, str]:
+    """Device -> what its plane says the GPU is (:func:`device_description`); {} where the planes do not say.
+    ``decoded``: the planes' own stats by ordinal where the decoder already read them (else the file's
+    plane headers are walked for them)."""
+    if decoded is not None:
+        planes = {f"/device:GPU:{o}": stats for o, stats in decoded.items()}
+    else:
+        try:
+            planes = plane_stats(path, lambda name: bool(_GPU_PLANE.match(name)))
+        except (WireError, OSError, ValueError, struct.error):
+            return {}  # the events were read: a plane whose stats do not decode only loses its model
     out = {}
     for name, stats in planes.items():
         ordinal = int(_GPU_PLANE.match(name).group(1))  # type: ignore[union-attr]
@@ -349,6 +356,8 @@ class _Walk:
     # calls (correlation_id, launch_ns) and the host's module executions (line, module, start_ns, end_ns)
     launches: pd.DataFrame | None = None
     executions: pd.DataFrame | None = None
+    # the GPU planes' own stats by ordinal (the wire route decodes them with the planes; None: read apart)
+    gpu_stats: dict[int, dict[str, object]] | None = None
 
 
 def _reader_route() -> str:
@@ -446,7 +455,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         hlo=header.hlo,
         job=Job(hosts=tuple(header.hostnames)),
         devices=devices,
-        device_models=device_models(path, host, first, list(gpu_ordinals)) if gpu_planes else {},
+        device_models=device_models(path, host, first, list(gpu_ordinals), walk.gpu_stats) if gpu_planes else {},
     )
 
 
@@ -782,7 +791,16 @@ def _walk_wire(
             thunks = np.flatnonzero(processed[sl] & ~is_step[sl] & is_thunk[sl])
             if len(thunks):
                 chunks.extend(_thunk_chunks(host, view, thunks))
-    return _Walk(ordinals, chunks, markers, line_names, np.array(list(registry), dtype=object), launches, executions)
+    return _Walk(
+        ordinals,
+        chunks,
+        markers,
+        line_names,
+        np.array(list(registry), dtype=object),
+        launches,
+        executions,
+        {o: p.own_stats for o, p in zip(ordinals, gpu_planes, strict=True)},
+    )
 
 
 class _Labels:

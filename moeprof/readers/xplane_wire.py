@@ -164,6 +164,8 @@ class Plane:
     event_names: tuple[str, ...]  # name of each event metadata, in the order of event_metadata_ids
     stat_names: dict[int, str]  # stat metadata id -> name
     lines: list[Line]
+    # the plane's own stats (name -> value: float, int or str; bytes left out), e.g. a GPU's model
+    own_stats: dict[str, object] = field(default_factory=dict)
 
     def name_index(self, line: Line) -> np.ndarray:
         """Each event's position in ``event_names`` (int32), -1 where its metadata id is unknown."""
@@ -1062,11 +1064,12 @@ def _read_plane(
         pos = end
     # each field last set wins, as in a protobuf parse; strings are checked as protobuf checks them
     name = _utf8(mv[name_span[0] : name_span[1]], "a plane name")
-    _check_stats(buf, plane_stats, "a plane stat")
+    own = _check_stats(buf, plane_stats, "a plane stat")
     stat_names = _stat_metadata(buf, maps[5])
     plane_names.append(name)
     if not select(name):
         return None
+    own_stats = _own_stats(buf, own, stat_names) if own is not None else {}
     wanted = stats_of(name)
     position = {s: i for i, s in enumerate(wanted)}
     # requested stat metadata ids, sorted, with the requested stat each one names
@@ -1080,7 +1083,7 @@ def _read_plane(
         return _read_line(buf, a, b, name, wanted, req_ids, req_which, event_ids, meta_stats, stat_names, select_line)
 
     out_lines = pool.map(read_line, lines, threaded=buf.size >= THREADED_FROM_BYTES)
-    return Plane(plane_id, name, event_ids, event_names, stat_names, out_lines)
+    return Plane(plane_id, name, event_ids, event_names, stat_names, out_lines, own_stats)
 
 
 def _map_entries(
@@ -1131,13 +1134,35 @@ def _stat_metadata(buf: _Buffer, entries: list[tuple[np.ndarray, np.ndarray]]) -
     return dict(zip(key.view(np.int64).tolist(), _strings(buf, name_start, name_end, "a stat name"), strict=True))
 
 
-def _check_stats(buf: _Buffer, spans: list[tuple[int, int]], what: str) -> None:
-    """Check stat messages that are not read (a plane's own): well formed, their strings UTF-8."""
+def _check_stats(buf: _Buffer, spans: list[tuple[int, int]], what: str) -> _Stats | None:
+    """Check stat messages that are not read as columns (a plane's own): well formed, their strings
+    UTF-8; the decoded stats (None: there are none)."""
     if not spans:
-        return
+        return None
     found = _decode_stats_walk(buf, np.array([a for a, _ in spans]), np.array([b for _, b in spans]))
     text = found.kind == STAT_STR
     _strings(buf, found.value_start[text], found.value_end[text], what)
+    return found
+
+
+def _own_stats(buf: _Buffer, found: _Stats, stat_names: dict[int, str]) -> dict[str, object]:
+    """A plane's own stats by name (a plane holds a handful: decoded one by one)."""
+    out: dict[str, object] = {}
+    for i in range(len(found.kind)):
+        kind, bits = int(found.kind[i]), int(found.value[i])
+        value: object
+        if kind == STAT_DOUBLE:
+            value = float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
+        elif kind in (STAT_UINT64, STAT_REF):
+            value = bits
+        elif kind == STAT_INT64:
+            value = bits - (1 << 64) if bits >= 1 << 63 else bits
+        elif kind == STAT_STR:
+            value = bytes(buf.mv[int(found.value_start[i]) : int(found.value_end[i])]).decode("utf-8", "replace")
+        else:
+            continue
+        out[stat_names.get(int(found.metadata_id[i]), "")] = value
+    return out
 
 
 def _event_metadata(

@@ -676,6 +676,9 @@ def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12, step_
 
     def projected(o: Opportunity) -> str:
         if o.projected_saving_ns is None:
+            if o.projected_saving_max_ns is not None:
+                share = f" ({fmt_pct(o.projected_saving_max_ns / step_ns)})" if step_ns else ""
+                return f"at most {fmt_ms(o.projected_saving_max_ns)} ms{share}"
             return ""
         share = f" ({fmt_pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
         return f"{fmt_ms(o.projected_saving_ns)} ms{share}"

@@ -413,6 +413,9 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
             share = f" ({pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
             projected = f"projected without it: the step {spaced(duration(o.projected_saving_ns))}{share} shorter"
             head.append(f"; {projected}", style="bold")
+        elif o.projected_saving_max_ns is not None:
+            share = f" ({pct(o.projected_saving_max_ns / step_ns)})" if step_ns else ""
+            head.append(f"; projected without it: at most {spaced(duration(o.projected_saving_max_ns))}{share}")
         # a flag list longer than the line folds instead of being cut
         body = Text(f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {remedy}", overflow="fold")
         grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))
