@@ -1,12 +1,16 @@
-"""Shared fixtures: where the samples and the shared real traces live."""
+"""Shared fixtures: where the samples and the shared real traces live; a fuzz result as a test's verdict."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from .fuzz.engine import Result
 
 # pytest-xdist gives each worker the controller's terminal width as COLUMNS (80 when piped), where a serial
 # run has none: the CLI's width rules (a piped report is wide) would then differ between the two. Drop it.
@@ -24,6 +28,16 @@ def shared_trace(relative: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not present (../shared/traces is only beside the project's own checkout)")
     return path
+
+
+def judge_fuzz_result(result: Result) -> None:
+    """A fuzz case's verdict: passes, xfails where known classes explain every violation, else fails with its
+    report (the replay command in it)."""
+    if result.ok:
+        return
+    if result.known and not result.unexplained:
+        pytest.xfail(f"known: {', '.join(k.id for k in result.known)} (case {result.case.key})")
+    pytest.fail(result.report(), pytrace=False)
 
 
 @pytest.fixture

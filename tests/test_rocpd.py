@@ -25,11 +25,12 @@ from moeprof.readers import base as readers_base
 from moeprof.readers import read_file, sniff
 from synthetic import rocpd as rocpd_synth
 from synthetic import rocprof as job_synth
-from tests.fuzz.engine import Harness, Result
+from tests.fuzz.engine import Harness
 from tests.fuzz.rocpd_cases import SEED_WEIGHTS as FUZZ_SEEDS
 from tests.fuzz.rocpd_cases import generate_rocpd, seed_case
 
-from .conftest import SAMPLES
+from .conftest import SAMPLES, judge_fuzz_result
+from .truth import assert_equals_truth, comm_ns_by_kind
 
 SYNTH = SAMPLES / "synthetic_rocpd_mi300x"
 ONE = SYNTH / "mi300x-node0" / "41200_results.db"
@@ -49,25 +50,13 @@ def test_committed_sample_is_what_the_generator_writes(tmp_path: Path) -> None:
 
 
 def test_every_section4_figure_equals_the_generators_truth() -> None:
-    got = moeprof.analyze_paths([SYNTH]).to_json()
-    want = truth()
-    assert [d["device"] for d in got["devices"]] == [d["device"] for d in want["devices"]]
-    for g, w in zip(got["devices"], want["devices"]):
-        for key, value in w.items():
-            if key not in ("copy_bytes", "steps"):
-                assert g[key] == value, (g["device"], key)
-    for key, value in want["total"].items():
-        assert got["total"][key] == value, key
+    assert_equals_truth(moeprof.analyze_paths([SYNTH]).to_json(), truth(), skip=("copy_bytes", "steps"))
 
 
 def test_generic_rccl_kernels_take_their_kind_from_the_rccl_call() -> None:
     """ncclDevKernel_Generic_1 names no collective: ncclAllToAll, the grouped ncclSend/ncclRecv to every peer and
     ncclAllReduce say it (the CSV of the same job can only say "other")."""
-    got = moeprof.analyze_paths([SYNTH]).to_json()
-    kinds = Counter()
-    for c in got["collectives"]:
-        kinds[c["kind"]] += c["total_ns"]
-    assert dict(kinds) == truth()["comm_kind_ns"]
+    assert comm_ns_by_kind(moeprof.analyze_paths([SYNTH]).to_json()) == truth()["comm_kind_ns"]
 
 
 def test_without_the_rccl_calls_the_generic_kernels_have_no_kind(tmp_path: Path) -> None:
@@ -273,22 +262,14 @@ def harness(tmp_path_factory: pytest.TempPathFactory):
     h.close()
 
 
-def judge(result: Result) -> None:
-    if result.ok:
-        return
-    if result.known and not result.unexplained:
-        pytest.xfail(f"known: {', '.join(k.id for k in result.known)} (case {result.case.key})")
-    pytest.fail(result.report(), pytrace=False)
-
-
 @pytest.mark.parametrize("name", sorted(FUZZ_SEEDS))
 def test_fuzz_seed_is_accepted(harness: Harness, name: str) -> None:
     result = harness.run(seed_case(name), with_seed=False)
     assert result.outcome.rc == 0, result.report()
-    judge(result)
+    judge_fuzz_result(result)
 
 
 @pytest.mark.parametrize("index", range(FUZZ_RUNS))
 def test_fuzz_rocpd(harness: Harness, index: int) -> None:
     """Hostile cells, times as text, views and columns dropped, rows deleted or duplicated, cut bytes."""
-    judge(harness.run(generate_rocpd(FUZZ_SEED, index)))
+    judge_fuzz_result(harness.run(generate_rocpd(FUZZ_SEED, index)))
