@@ -43,6 +43,11 @@ def _obj(lines: Lines, i: int) -> dict:
     return json.loads(lines[i])
 
 
+def _set_obj(lines: Lines, i: int, o: dict) -> None:
+    """Line ``i`` becomes ``o``, as compact JSON."""
+    lines[i] = json.dumps(o, separators=(",", ":"))
+
+
 def truncate_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = len(lines) - 1
     cut = rng.randrange(1, len(lines[i]) - 1)
@@ -60,7 +65,7 @@ def retype(rng: random.Random, lines: Lines) -> tuple[str, str]:
     if rng.random() < 0.3:
         new = [old] if rng.random() < 0.5 else {"v": old}
     o[part][key] = new
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {part}.{key} {old!r} -> {new!r}", REJECT
 
 
@@ -68,7 +73,7 @@ def to_bool(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(len(lines))
     o = _obj(lines, i)
     o["coll_perf"]["coll_exec_time_us"] = True
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: exec time true", REJECT
 
 
@@ -77,7 +82,7 @@ def drop_required(rng: random.Random, lines: Lines) -> tuple[str, str]:
     o = _obj(lines, i)
     part, key = rng.choice(REQUIRED)
     del o[part][key]
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {part}.{key} removed", REJECT
 
 
@@ -86,7 +91,7 @@ def null_required(rng: random.Random, lines: Lines) -> tuple[str, str]:
     o = _obj(lines, i)
     part, key = rng.choice(REQUIRED)
     o[part][key] = None
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {part}.{key} null", REJECT
 
 
@@ -95,7 +100,7 @@ def drop_part(rng: random.Random, lines: Lines) -> tuple[str, str]:
     o = _obj(lines, i)
     part = rng.choice(["header", "coll_perf"])
     del o[part]
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     # a line without header follows no dump_stats; one without coll_perf is a line of nothing: skipped
     return f"line {i + 1}: {part} removed", REJECT if part == "header" else ANY
 
@@ -105,7 +110,7 @@ def drop_optional(rng: random.Random, lines: Lines) -> tuple[str, str]:
     o = _obj(lines, i)
     part, key = rng.choice(OPTIONAL)
     del o[part][key]
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {part}.{key} removed", ANY
 
 
@@ -121,7 +126,7 @@ def huge_or_negative(rng: random.Random, lines: Lines) -> tuple[str, str]:
     o = _obj(lines, i)
     key = rng.choice(["coll_exec_time_us", "coll_msg_size_bytes", "coll_sn"])
     o["coll_perf"][key] = rng.choice([-1, 0, 2**62, 1.5e300, 12.5])
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {key} = {o['coll_perf'][key]!r}", ANY
 
 
@@ -147,7 +152,7 @@ def extra_key(rng: random.Random, lines: Lines) -> tuple[str, str]:
     o = _obj(lines, i)
     o["coll_perf"]["coll_future_field"] = {"x": 1}
     o["proxy_trace"] = None
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: unknown keys added", SAME
 
 
