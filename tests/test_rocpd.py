@@ -4,13 +4,10 @@ the bad-input contract (one line naming the file, exit 2, the input untouched)."
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -29,7 +26,7 @@ from tests.fuzz.engine import Harness
 from tests.fuzz.rocpd_cases import SEED_WEIGHTS as FUZZ_SEEDS
 from tests.fuzz.rocpd_cases import generate_rocpd, seed_case
 
-from .conftest import SAMPLES, judge_fuzz_result
+from .conftest import SAMPLES, assert_refused, judge_fuzz_result
 from .truth import assert_equals_truth, comm_ns_by_kind
 
 SYNTH = SAMPLES / "synthetic_rocpd_mi300x"
@@ -165,22 +162,6 @@ def table_of(conn: sqlite3.Connection, view: str) -> str:
     return str(name)
 
 
-def refused(path: Path, *said: str) -> None:
-    listing = sorted(p.name for p in path.parent.iterdir())
-    before = hashlib.sha256(path.read_bytes()).hexdigest()
-    res = subprocess.run(
-        [sys.executable, "-m", "moeprof", "analyze", str(path)], capture_output=True, text=True, timeout=300
-    )
-    assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-2000:])
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert str(path) in lines[0], lines[0]
-    for s in said:
-        assert s in lines[0], lines[0]
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == listing
-
-
 def mutated(tmp_path: Path, *sql: str) -> Path:
     db = copy_of(ONE, tmp_path)
     with sqlite3.connect(db) as conn:
@@ -195,13 +176,13 @@ def test_truncated_database(tmp_path: Path) -> None:
     data = ONE.read_bytes()
     db = tmp_path / "77_results.db"
     db.write_bytes(data[: len(data) * 2 // 5])
-    refused(db)
+    assert_refused(db)
 
 
 def test_empty_file(tmp_path: Path) -> None:
     db = tmp_path / "77_results.db"
     db.write_bytes(b"")
-    refused(db, "empty file")
+    assert_refused(db, "empty file")
 
 
 @pytest.mark.parametrize(
@@ -237,7 +218,7 @@ def test_empty_file(tmp_path: Path) -> None:
     ],
 )
 def test_bad_databases_are_refused_in_one_line(tmp_path: Path, sql: list[str], said: tuple[str, ...]) -> None:
-    refused(mutated(tmp_path, *sql), *said)
+    assert_refused(mutated(tmp_path, *sql), *said)
 
 
 def test_a_folder_of_databases_is_left_as_it_was(tmp_path: Path) -> None:

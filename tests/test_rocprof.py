@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import hashlib
 import io
 import json
 import re
@@ -24,7 +23,7 @@ from moeprof.cli import app
 from moeprof.readers import read_file
 from synthetic import rocprof as rocprof_synth
 
-from .conftest import SAMPLES, shared_trace
+from .conftest import SAMPLES, assert_refused, shared_trace
 from .truth import assert_equals_truth, comm_ns_by_kind, union_length
 
 REAL = "rocprof/flydsl_moe_gemm_mi350x_kernel_trace.csv.gz"
@@ -146,17 +145,7 @@ def moeprof_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def refused(path: Path, *said: str) -> None:
-    before = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-    res = moeprof_cli("analyze", str(path))
-    assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-2000:])
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert str(path) in lines[0], lines[0]
-    for s in said:
-        assert s in lines[0], lines[0]
-    if before is not None:
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted(_listing[path.parent])
+    assert_refused(path, *said, listing=_listing[path.parent])  # the folder as write() left it
 
 
 _listing: dict[Path, list[str]] = {}
