@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
-import io
 import os
 import random
 import shutil
@@ -28,16 +27,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "traces" / "rocprof"
-HEADER = [
-    "Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
-    "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",
-    "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X", "Workgroup_Size_Y", "Workgroup_Size_Z",
-    "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z",
-]  # fmt: skip
+sys.path.insert(0, str(ROOT))
+from synthetic.rocprof import KERNEL_HEADER, write_csv_rows  # noqa: E402  (the generator's writer)
 
 
 def name_weights() -> tuple[list[str], list[int], bytes | None]:
@@ -54,33 +50,31 @@ def name_weights() -> tuple[list[str], list[int], bytes | None]:
     return names, [25] * len(names), None
 
 
-def write_trace(folder: Path, rows: int, seed: int = 1) -> Path:
-    names, weights, agents = name_weights()
+def kernel_rows(names: list[str], weights: list[int], rows: int, seed: int) -> Iterator[list[object]]:
+    """The kernel trace's rows, in the order rocprofv3 writes them."""
     rng = random.Random(seed)
     ids = {n: i + 1 for i, n in enumerate(names)}
     picked = rng.choices(names, weights, k=rows)
-    path = folder / "1612342_kernel_trace.csv"
     t = 2_365_495_439_975_118
-    out = io.StringIO()
+    block: list[list[object]] = []
+    for i, name in enumerate(picked):
+        d = rng.randint(2_000, 80_000)
+        block.append(["KERNEL_DISPATCH", "Agent 7", 1, 0, 1612342, i + 1, ids[name], name, i + 1, t, t + d,
+                      0, 0, 32, 0, 48, 256, 1, 1, 65536, 1, 1])  # fmt: skip
+        t += d + rng.randint(500, 20_000)
+        if len(block) == 4096:
+            # rocprofv3 flushes buffers: a block's rows come out of start order
+            rng.shuffle(block)
+            yield from block
+            block = []
+    yield from block
+
+
+def write_trace(folder: Path, rows: int, seed: int = 1) -> Path:
+    names, weights, agents = name_weights()
+    path = folder / "1612342_kernel_trace.csv"
     with path.open("w", newline="") as fh:
-        fh.write(",".join(f'"{h}"' for h in HEADER) + "\n")
-        w = csv.writer(out, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
-        block: list[list[object]] = []
-        for i, name in enumerate(picked):
-            d = rng.randint(2_000, 80_000)
-            block.append(["KERNEL_DISPATCH", "Agent 7", 1, 0, 1612342, i + 1, ids[name], name, i + 1, t, t + d,
-                          0, 0, 32, 0, 48, 256, 1, 1, 65536, 1, 1])  # fmt: skip
-            t += d + rng.randint(500, 20_000)
-            if len(block) == 4096:
-                # rocprofv3 flushes buffers: a block's rows come out of start order
-                rng.shuffle(block)
-                w.writerows(block)
-                fh.write(out.getvalue())
-                out.seek(0)
-                out.truncate()
-                block = []
-        w.writerows(block)
-        fh.write(out.getvalue())
+        write_csv_rows(fh, KERNEL_HEADER, kernel_rows(names, weights, rows, seed))
     agent_text = agents or _agents()
     (folder / "1612342_agent_info.csv").write_bytes(agent_text)
     return path

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from .gpu import _write_gz_json
+from .kineto import GPUS_PER_NODE, rank_doc
 
-GPUS_PER_NODE = 8
 SLOW_RANK = 3
 SLOW_FACTOR = 1.5
 COMPUTE_STREAM, COMM_STREAM = 7, 13
@@ -239,20 +239,7 @@ def kineto_doc(job: Job, rank: int) -> dict:
             {"ph": "X", "cat": "kernel", "name": act.name, "pid": device, "tid": act.stream,
              "ts": act.start / 1e3, "dur": (act.end - act.start) / 1e3, "args": args}
         )  # fmt: skip
-    return {
-        "schemaVersion": 1,
-        "deviceProperties": [{"id": g, "name": "NVIDIA H100 80GB HBM3"} for g in range(min(GPUS_PER_NODE, job.ranks))],
-        "distributedInfo": {
-            "backend": "nccl",
-            "rank": rank,
-            "world_size": job.ranks,
-            "pg_count": 1,
-            "pg_config": [
-                {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": job.ranks}
-            ],
-        },
-        "traceEvents": events,
-    }
+    return rank_doc(rank, job.ranks, events)
 
 
 TRUTH_NAME = "counterfactual.truth.json"

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from .gpu import COMM_OPS, COMPUTE_KERNELS, _write_gz_json
+from .kineto import GPUS_PER_NODE, rank_doc
 
-GPUS_PER_NODE = 8
 EP_GROUP = 16  # expert-parallel group: consecutive ranks over two nodes
 STRAGGLER = 0  # the rank that computes 25% slower
 STRAGGLER_FACTOR = 1.25
@@ -262,28 +262,10 @@ def kineto_doc(job: Job, rank: int) -> dict:
                 "args": args,
             }
         )
-    return {
-        "schemaVersion": 1,
-        "deviceProperties": [{"id": g, "name": "NVIDIA H100 80GB HBM3"} for g in range(min(GPUS_PER_NODE, job.ranks))],
-        "distributedInfo": {
-            "backend": "nccl",
-            "rank": rank,
-            "world_size": job.ranks,
-            "pg_count": 2,
-            # the default group needs no list (it is every rank); the rank's EP group is listed
-            "pg_config": [
-                {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": job.ranks},
-                {
-                    "pg_name": ep.name,
-                    "pg_desc": ep.desc,
-                    "backend_config": "cuda:nccl",
-                    "pg_size": len(ep.ranks),
-                    "ranks": list(ep.ranks),
-                },
-            ],
-        },
-        "traceEvents": events,
-    }
+    # the default group needs no list (it is every rank); the rank's EP group is listed
+    ep_group = {"pg_name": ep.name, "pg_desc": ep.desc, "backend_config": "cuda:nccl", "pg_size": len(ep.ranks),
+                "ranks": list(ep.ranks)}  # fmt: skip
+    return rank_doc(rank, job.ranks, events, (ep_group,))
 
 
 def rank_file_name(rank: int, ranks: int) -> str:

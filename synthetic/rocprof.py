@@ -28,8 +28,10 @@ import csv
 import io
 import json
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 HOST = "mi300x-node0"
 N_GPUS = 8
@@ -210,12 +212,15 @@ def truth(job: Job) -> dict:
 # ---- the CSV writer ------------------------------------------------------------------------------------------------
 
 
-def _csv(header: list[str], rows: list[list[object]]) -> str:
+def write_csv_rows(out: TextIO, header: list[str], rows: Iterable[list[object]]) -> None:
     """As generateCSV.cpp writes: every header field quoted, strings quoted, numbers bare."""
-    out = io.StringIO()
     out.write(",".join(f'"{h}"' for h in header) + "\n")
-    w = csv.writer(out, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
-    w.writerows(rows)
+    csv.writer(out, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n").writerows(rows)
+
+
+def _csv(header: list[str], rows: list[list[object]]) -> str:
+    out = io.StringIO()
+    write_csv_rows(out, header, rows)
     return out.getvalue()
 
 

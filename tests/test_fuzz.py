@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz import known, protowire
-from tests.fuzz.engine import Harness, Result
+from tests.fuzz.__main__ import case_of_key
+from tests.fuzz.engine import Harness
 from tests.fuzz.mutators import (
     ANY,
     REJECT,
@@ -35,7 +36,10 @@ from tests.fuzz.mutators import (
     special_cases,
 )
 from tests.fuzz.oracle import check, sanity
+from tests.fuzz.rocpd_cases import generate_rocpd
 from tests.fuzz.runner import Outcome
+
+from .conftest import judge_fuzz_result
 
 RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "150"))
 ROCPROF_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPROF_RUNS", "40"))
@@ -62,14 +66,6 @@ def specials() -> dict[str, Case]:
     return {c.key.split(":", 1)[1]: c for c in special_cases(sys.executable)}
 
 
-def judge(result: Result) -> None:
-    if result.ok:
-        return
-    if result.known and not result.unexplained:
-        pytest.xfail(f"known: {', '.join(k.id for k in result.known)} (case {result.case.key})")
-    pytest.fail(result.report(), pytrace=False)
-
-
 # ---- moeprof under fuzz ------------------------------------------------------------------------------------------
 
 
@@ -78,20 +74,20 @@ def test_seed_is_accepted(harness: Harness, deadline: float, name: str) -> None:
     """Every seed, unmutated, is a valid trace: the mutations start from something moeprof reads."""
     result = harness.seed_result(name)
     assert result.outcome.rc == 0, result.report()
-    judge(result)
+    judge_fuzz_result(result)
 
 
 @pytest.mark.parametrize("name", SPECIALS)
 def test_fuzz_special(harness: Harness, specials: dict[str, Case], name: str) -> None:
     """FIFOs, /dev/null, newlines in names, WAL in a read-only folder, sparse giants, a gzip bomb, nsys stand-ins."""
-    judge(harness.run(specials[name]))
+    judge_fuzz_result(harness.run(specials[name]))
 
 
 @pytest.mark.parametrize("index", range(RUNS))
 def test_fuzz(harness: Harness, deadline: float, index: int) -> None:
     if time.monotonic() > deadline:
         pytest.skip(f"MOEPROF_FUZZ_SECONDS={SECONDS:g} spent")
-    judge(harness.run(generate(SEED, index)))
+    judge_fuzz_result(harness.run(generate(SEED, index)))
 
 
 @pytest.mark.parametrize("index", range(ROCPROF_RUNS))
@@ -99,7 +95,7 @@ def test_fuzz_rocprof(harness: Harness, deadline: float, index: int) -> None:
     """rocprofv3 CSV output sets: hostile cells, times as text, dropped columns and companions, cut bytes."""
     if time.monotonic() > deadline:
         pytest.skip(f"MOEPROF_FUZZ_SECONDS={SECONDS:g} spent")
-    judge(harness.run(generate_rocprof(SEED, index)))
+    judge_fuzz_result(harness.run(generate_rocprof(SEED, index)))
 
 
 # ---- the harness itself ---------------------------------------------------------------------------------------------
@@ -113,6 +109,19 @@ def test_cases_are_reproducible() -> None:
         a, b = generate_rocprof(SEED, index), generate_rocprof(SEED, index)
         assert (a.seed, a.steps, a.expect, a.command, a.mode) == (b.seed, b.steps, b.expect, b.command, b.mode)
         assert a.files == b.files
+
+
+def test_a_failures_replay_key_names_its_case() -> None:
+    """The replay command a report prints (``--replay KEY``) builds the very case, on every route."""
+    for index in (0, 3, 25):
+        for case in (generate(SEED, index), generate_rocprof(SEED, index), generate_rocpd(SEED, index)):
+            again = case_of_key(case.key)
+            assert (again.key, again.seed, again.steps, again.expect, again.command, again.mode) == (
+                case.key, case.seed, case.steps, case.expect, case.command, case.mode,
+            )  # fmt: skip
+            assert again.files == case.files
+    with pytest.raises(SystemExit, match="ROUTE:SEED:INDEX"):
+        case_of_key("nsys:1:2")
 
 
 def test_protowire_round_trip() -> None:

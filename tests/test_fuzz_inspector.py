@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
-from tests.fuzz.inspector import generate, seed_files
+from tests.fuzz.inspector import InspectorCase, generate, seed_files
 from tests.fuzz.mutators import ANY, REJECT, SAME
 
 RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "60"))
@@ -71,7 +71,27 @@ def unmutated(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 @pytest.mark.parametrize("index", range(RUNS))
 def test_inspector_fuzz_case(tmp_path: Path, unmutated: dict, index: int) -> None:
-    case = generate(SEED, index)
+    _check(tmp_path, unmutated, generate(SEED, index))
+
+
+@pytest.mark.parametrize(
+    "key, steps",
+    [
+        ("28:4", ["last line cut to 369 chars", "last line cut already"]),
+        ("28:59", ["blank line at 5", "line 2: coll_perf.coll_sn removed"]),
+        ("28:144", ["line 6: coll_perf removed", "line 4: unknown keys added"]),
+    ],
+)
+def test_steps_that_meet_on_a_line_compose(tmp_path: Path, unmutated: dict, key: str, steps: list[str]) -> None:
+    """Cases whose second step met what the first left (a cut line cut again, a blank line or a removed coll_perf
+    picked for a field) made the generator raise (seed 28's campaign): the second step now draws a line it can
+    change, and the case keeps the contract."""
+    case = generate(*(int(x) for x in key.split(":")))
+    assert case.steps == steps
+    _check(tmp_path, unmutated, case)
+
+
+def _check(tmp_path: Path, unmutated: dict, case: InspectorCase) -> None:
     _write(tmp_path, case.files)
     before = _digest(tmp_path)
     rc, out, err = _analyze(tmp_path)

@@ -13,20 +13,9 @@ import pytest
 import moeprof
 
 from .conftest import shared_trace
+from .truth import union_length
 
 COMM = re.compile(r"nccl|dpsk::ep::internode::|multimem_all_reduce")
-
-
-def merged_length(intervals: list[tuple[int, int]]) -> int:
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    return total + (cur_e - cur_s if cur_e is not None else 0)
 
 
 def figures(rows: list[tuple[str, str, int, int]]) -> dict:
@@ -37,8 +26,8 @@ def figures(rows: list[tuple[str, str, int, int]]) -> dict:
     span = max(e for *_, e in rows) - min(s for _, _, s, _ in rows)
     return {
         "comm_share": sum(e - s for s, e in comm) / accumulated,
-        "exposed_comm_ns": merged_length(comm + compute) - merged_length(compute),
-        "idle_ns": span - merged_length([(s, e) for *_, s, e in rows]),
+        "exposed_comm_ns": union_length(comm + compute) - union_length(compute),
+        "idle_ns": span - union_length([(s, e) for *_, s, e in rows]),
     }
 
 

@@ -4,13 +4,10 @@ the bad-input contract (one line naming the file, exit 2, the input untouched)."
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -25,11 +22,12 @@ from moeprof.readers import base as readers_base
 from moeprof.readers import read_file, sniff
 from synthetic import rocpd as rocpd_synth
 from synthetic import rocprof as job_synth
-from tests.fuzz.engine import Harness, Result
+from tests.fuzz.engine import Harness
 from tests.fuzz.rocpd_cases import SEED_WEIGHTS as FUZZ_SEEDS
 from tests.fuzz.rocpd_cases import generate_rocpd, seed_case
 
-from .conftest import SAMPLES
+from .conftest import SAMPLES, assert_refused, judge_fuzz_result
+from .truth import assert_equals_truth, comm_ns_by_kind
 
 SYNTH = SAMPLES / "synthetic_rocpd_mi300x"
 ONE = SYNTH / "mi300x-node0" / "41200_results.db"
@@ -49,25 +47,13 @@ def test_committed_sample_is_what_the_generator_writes(tmp_path: Path) -> None:
 
 
 def test_every_section4_figure_equals_the_generators_truth() -> None:
-    got = moeprof.analyze_paths([SYNTH]).to_json()
-    want = truth()
-    assert [d["device"] for d in got["devices"]] == [d["device"] for d in want["devices"]]
-    for g, w in zip(got["devices"], want["devices"]):
-        for key, value in w.items():
-            if key not in ("copy_bytes", "steps"):
-                assert g[key] == value, (g["device"], key)
-    for key, value in want["total"].items():
-        assert got["total"][key] == value, key
+    assert_equals_truth(moeprof.analyze_paths([SYNTH]).to_json(), truth(), skip=("copy_bytes", "steps"))
 
 
 def test_generic_rccl_kernels_take_their_kind_from_the_rccl_call() -> None:
     """ncclDevKernel_Generic_1 names no collective: ncclAllToAll, the grouped ncclSend/ncclRecv to every peer and
     ncclAllReduce say it (the CSV of the same job can only say "other")."""
-    got = moeprof.analyze_paths([SYNTH]).to_json()
-    kinds = Counter()
-    for c in got["collectives"]:
-        kinds[c["kind"]] += c["total_ns"]
-    assert dict(kinds) == truth()["comm_kind_ns"]
+    assert comm_ns_by_kind(moeprof.analyze_paths([SYNTH]).to_json()) == truth()["comm_kind_ns"]
 
 
 def test_without_the_rccl_calls_the_generic_kernels_have_no_kind(tmp_path: Path) -> None:
@@ -176,22 +162,6 @@ def table_of(conn: sqlite3.Connection, view: str) -> str:
     return str(name)
 
 
-def refused(path: Path, *said: str) -> None:
-    listing = sorted(p.name for p in path.parent.iterdir())
-    before = hashlib.sha256(path.read_bytes()).hexdigest()
-    res = subprocess.run(
-        [sys.executable, "-m", "moeprof", "analyze", str(path)], capture_output=True, text=True, timeout=300
-    )
-    assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-2000:])
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert str(path) in lines[0], lines[0]
-    for s in said:
-        assert s in lines[0], lines[0]
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == listing
-
-
 def mutated(tmp_path: Path, *sql: str) -> Path:
     db = copy_of(ONE, tmp_path)
     with sqlite3.connect(db) as conn:
@@ -206,13 +176,13 @@ def test_truncated_database(tmp_path: Path) -> None:
     data = ONE.read_bytes()
     db = tmp_path / "77_results.db"
     db.write_bytes(data[: len(data) * 2 // 5])
-    refused(db)
+    assert_refused(db)
 
 
 def test_empty_file(tmp_path: Path) -> None:
     db = tmp_path / "77_results.db"
     db.write_bytes(b"")
-    refused(db, "empty file")
+    assert_refused(db, "empty file")
 
 
 @pytest.mark.parametrize(
@@ -248,7 +218,7 @@ def test_empty_file(tmp_path: Path) -> None:
     ],
 )
 def test_bad_databases_are_refused_in_one_line(tmp_path: Path, sql: list[str], said: tuple[str, ...]) -> None:
-    refused(mutated(tmp_path, *sql), *said)
+    assert_refused(mutated(tmp_path, *sql), *said)
 
 
 def test_a_folder_of_databases_is_left_as_it_was(tmp_path: Path) -> None:
@@ -273,22 +243,14 @@ def harness(tmp_path_factory: pytest.TempPathFactory):
     h.close()
 
 
-def judge(result: Result) -> None:
-    if result.ok:
-        return
-    if result.known and not result.unexplained:
-        pytest.xfail(f"known: {', '.join(k.id for k in result.known)} (case {result.case.key})")
-    pytest.fail(result.report(), pytrace=False)
-
-
 @pytest.mark.parametrize("name", sorted(FUZZ_SEEDS))
 def test_fuzz_seed_is_accepted(harness: Harness, name: str) -> None:
     result = harness.run(seed_case(name), with_seed=False)
     assert result.outcome.rc == 0, result.report()
-    judge(result)
+    judge_fuzz_result(result)
 
 
 @pytest.mark.parametrize("index", range(FUZZ_RUNS))
 def test_fuzz_rocpd(harness: Harness, index: int) -> None:
     """Hostile cells, times as text, views and columns dropped, rows deleted or duplicated, cut bytes."""
-    judge(harness.run(generate_rocpd(FUZZ_SEED, index)))
+    judge_fuzz_result(harness.run(generate_rocpd(FUZZ_SEED, index)))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import hashlib
 import io
 import json
 import re
@@ -24,25 +23,14 @@ from moeprof.cli import app
 from moeprof.readers import read_file
 from synthetic import rocprof as rocprof_synth
 
-from .conftest import SAMPLES, shared_trace
+from .conftest import SAMPLES, assert_refused, shared_trace
+from .truth import assert_equals_truth, comm_ns_by_kind, union_length
 
 REAL = "rocprof/flydsl_moe_gemm_mi350x_kernel_trace.csv.gz"
 REAL_AGENTS = "rocprof/flydsl_moe_gemm_mi350x_agent_info.csv"
 
 
 # ---- the independent route -----------------------------------------------------------------------------------------
-
-
-def union_length(intervals: list[tuple[int, int]]) -> int:
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    return total + (cur_e - cur_s if cur_e is not None else 0)
 
 
 def intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
@@ -157,17 +145,7 @@ def moeprof_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def refused(path: Path, *said: str) -> None:
-    before = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-    res = moeprof_cli("analyze", str(path))
-    assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-2000:])
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert str(path) in lines[0], lines[0]
-    for s in said:
-        assert s in lines[0], lines[0]
-    if before is not None:
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted(_listing[path.parent])
+    assert_refused(path, *said, listing=_listing[path.parent])  # the folder as write() left it
 
 
 _listing: dict[Path, list[str]] = {}
@@ -262,20 +240,12 @@ def test_committed_sample_is_what_the_generator_writes(tmp_path: Path) -> None:
 def test_synthetic_job_figures_match_the_generators_truth() -> None:
     got = moeprof.analyze_paths([SYNTH]).to_json()
     want = synth_truth()
-    assert [d["device"] for d in got["devices"]] == [d["device"] for d in want["devices"]]
-    for g, w in zip(got["devices"], want["devices"]):
-        for key, value in w.items():
-            assert g[key] == value, (g["device"], key)
-    for key, value in want["total"].items():
-        assert got["total"][key] == value, key
+    assert_equals_truth(got, want)
     t = want["total"]
     assert got["total"]["comm_share"] == pytest.approx(t["comm_ns"] / t["accumulated_ns"])
     # RCCL's generic kernel says no collective: the RCCL and HIP API traces beside it do (a grouped
     # ncclAllToAll launched inside ncclGroupEnd, an ncclAllReduce); the peer copies are send-recv
-    kinds: Counter = Counter()
-    for c in got["collectives"]:
-        kinds[c["kind"]] += c["total_ns"]
-    assert dict(kinds) == want["comm_kind_ns"]
+    assert comm_ns_by_kind(got) == want["comm_kind_ns"]
 
 
 def test_without_api_traces_a_generic_rccl_kernel_is_other(tmp_path: Path) -> None:
@@ -348,16 +318,10 @@ SYNTH_JSON = SAMPLES / "synthetic_rocprof_mi300x_json"
 def test_json_job_figures_match_the_truth_and_rccl_calls_name_the_collectives() -> None:
     got = moeprof.analyze_paths([SYNTH_JSON]).to_json()
     want = synth_truth()
-    assert [d["device"] for d in got["devices"]] == [d["device"] for d in want["devices"]]
-    for g, w in zip(got["devices"], want["devices"]):
-        for key, value in w.items():
-            assert g[key] == value, (g["device"], key)
+    assert_equals_truth(got, want, total=False)
     # the generic RCCL kernel's kind from its launch: ncclAllToAll inside a group (launched at ncclGroupEnd),
     # ncclAllReduce with HIP untraced (the kernel carries the RCCL call's own id)
-    kinds: Counter = Counter()
-    for c in got["collectives"]:
-        kinds[c["kind"]] += c["total_ns"]
-    assert dict(kinds) == want["comm_kind_ns"]
+    assert comm_ns_by_kind(got) == want["comm_kind_ns"]
 
 
 def test_json_and_csv_of_one_job_give_the_same_device_figures() -> None:

@@ -6,8 +6,9 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -55,6 +56,9 @@ from ..insight.stack import Stack
 from ..insight.waiting import op_stragglers, straggler_opportunity
 from ..insight.whatif import BALANCE, opportunity_savings, parse_terms, project_job
 from .per_file import COMM_AGG_COLUMNS, FileResult
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def spread(
@@ -154,6 +158,15 @@ class _FileTake:
     step_positions: dict[int, int]  # step number -> position as --steps counts it
     models: dict[str, str]  # device -> GPU model its file names
     dropped_activities: int  # device activities the reader dropped (unplaceable or outliers)
+
+
+def _first_seen(maps: Iterable[Mapping[K, V]]) -> dict[K, V]:
+    """Each key with its value in the first map that holds it (the files in their order)."""
+    out: dict[K, V] = {}
+    for m in maps:
+        for k, v in m.items():
+            out.setdefault(k, v)
+    return out
 
 
 class JobResults:
@@ -277,19 +290,11 @@ class JobResults:
 
     @property
     def device_ids(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for f in self._kept():
-            for device, gid in f.device_ids.items():
-                out.setdefault(device, gid)
-        return out
+        return _first_seen(f.device_ids for f in self._kept())
 
     @property
     def step_positions(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for f in self._kept():
-            for number, position in f.step_positions.items():
-                out.setdefault(number, position)
-        return out
+        return _first_seen(f.step_positions for f in self._kept())
 
     @property
     def models(self) -> dict[str, str]:

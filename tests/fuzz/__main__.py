@@ -1,7 +1,9 @@
 """Long fuzz runs from the command line (the test suite runs a short, fixed slice of the same cases).
 
 python -m tests.fuzz --runs 5000 --seed 1 --report /tmp/fuzz.jsonl   # thousands of cases
+python -m tests.fuzz --route rocpd --runs 200                         # the rocpd databases' cases
 python -m tests.fuzz --replay 1:1234 --keep /tmp/case                 # one case again, files kept
+python -m tests.fuzz --replay rocpd:1:17                              # a case of another route: ROUTE:SEED:INDEX
 python -m tests.fuzz --specials                                      # the file-system cases
 """
 
@@ -13,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from . import known
@@ -20,7 +23,20 @@ from .engine import Harness, Result
 from .known import escaped_type
 from .mutators import Case, generate, generate_rocprof, special_cases
 from .oracle import Violation
+from .rocpd_cases import generate_rocpd
 from .runner import Outcome
+
+# the random cases, drawn apart per route so that each route's earlier campaigns replay as they were; a case's key
+# is SEED:INDEX on the main route, ROUTE:SEED:INDEX on the others (NCCL Inspector logs: tests/test_fuzz_inspector.py)
+ROUTES: dict[str, Callable[[int, int], Case]] = {"main": generate, "rocprof": generate_rocprof, "rocpd": generate_rocpd}
+
+
+def case_of_key(key: str) -> Case:
+    """The case a key names (as a failure's report prints it)."""
+    *route, seed, index = key.split(":")
+    if len(route) > 1 or (route and route[0] not in ROUTES):
+        raise SystemExit(f"--replay {key}: not SEED:INDEX or ROUTE:SEED:INDEX (routes: {', '.join(ROUTES)})")
+    return ROUTES[route[0] if route else "main"](int(seed), int(index))
 
 
 def _signature(r: Result) -> str:
@@ -39,8 +55,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--route", choices=list(ROUTES), default="main", help="which random cases (default: main)")
     ap.add_argument("--seconds", type=float, default=None, help="stop after this long")
-    ap.add_argument("--replay", help="SEED:INDEX of one case")
+    ap.add_argument("--replay", help="SEED:INDEX (ROUTE:SEED:INDEX off the main route) of one case")
     ap.add_argument("--special", help="name of one file-system case (special:NAME)")
     ap.add_argument("--specials", action="store_true", help="run every file-system case")
     ap.add_argument("--keep", type=Path, help="leave the case's files here (with --replay/--special)")
@@ -56,12 +73,7 @@ def main() -> int:
         try:
             if args.replay or args.special:
                 if args.replay:
-                    if args.replay.startswith("rocprof:"):
-                        seed, index = (int(x) for x in args.replay.split(":")[1:])
-                        case = generate_rocprof(seed, index)
-                    else:
-                        seed, index = (int(x) for x in args.replay.split(":"))
-                        case = generate(seed, index)
+                    case = case_of_key(args.replay)
                 else:
                     case = next(c for c in special_cases(sys.executable) if c.key == f"special:{args.special}")
                 result = harness.run(case, keep=args.keep)
@@ -84,9 +96,9 @@ def _campaign(harness: Harness, args: argparse.Namespace, cases) -> int:
         if args.seconds and time.monotonic() - start > args.seconds:
             break
         try:
-            case = item if isinstance(item, Case) else generate(args.seed, item)
+            case = item if isinstance(item, Case) else ROUTES[args.route](args.seed, item)
         except Exception as exc:  # a harness bug: report it, keep fuzzing
-            print(f"HARNESS ERROR generating {args.seed}:{item}: {type(exc).__name__}: {exc}", flush=True)
+            print(f"HARNESS ERROR generating {args.route} {args.seed}:{item}: {type(exc).__name__}: {exc}", flush=True)
             classes["HARNESS ERROR"].append(None)  # type: ignore[arg-type]
             continue
         if n % 100 == 0:

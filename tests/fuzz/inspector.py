@@ -39,11 +39,50 @@ class InspectorCase:
 Lines = list[str]
 
 
-def _obj(lines: Lines, i: int) -> dict:
-    return json.loads(lines[i])
+def _obj(lines: Lines, i: int) -> dict | None:
+    """Line ``i`` as a JSON object, None where it is none (a blank or garbage line an earlier step put in)."""
+    try:
+        o = json.loads(lines[i])
+    except ValueError:
+        return None
+    return o if isinstance(o, dict) else None
+
+
+def _line(rng: random.Random, lines: Lines, part: str) -> tuple[int, dict]:
+    """A line whose ``part`` is an object, drawn again while the draw is none (as :func:`_field`)."""
+    for _ in range(1000):
+        i = rng.randrange(len(lines))
+        o = _obj(lines, i)
+        if o is not None and isinstance(o.get(part), dict):
+            return i, o
+    raise RuntimeError(f"no line of {len(lines)} with {part}")
+
+
+def _field(
+    rng: random.Random, lines: Lines, fields: tuple[tuple[str, str], ...], *, present: bool = True, lo: int = 0
+) -> tuple[int, dict, str, str]:
+    """A line (from ``lo``) and one of ``fields`` (part, key) to change in it: its part an object, holding the key
+    where ``present``. Drawn again while the draw does not fit (a blank line, a part or key an earlier step of the
+    case took away): a case whose first draw fits draws as it always did, so its key replays it unchanged."""
+    for _ in range(1000):
+        i = rng.randrange(lo, len(lines))
+        o = _obj(lines, i)
+        if o is None:
+            continue
+        part, key = rng.choice(fields)
+        if isinstance(o.get(part), dict) and (not present or key in o[part]):
+            return i, o, part, key
+    raise RuntimeError(f"no line of {len(lines)} to change")
+
+
+def _set_obj(lines: Lines, i: int, o: dict) -> None:
+    """Line ``i`` becomes ``o``, as compact JSON."""
+    lines[i] = json.dumps(o, separators=(",", ":"))
 
 
 def truncate_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
+    if lines[-1] == "\x00":  # drawn twice: the last line is cut already
+        return "last line cut already", REJECT
     i = len(lines) - 1
     cut = rng.randrange(1, len(lines[i]) - 1)
     lines[i] = lines[i][:cut]
@@ -52,60 +91,49 @@ def truncate_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
 
 
 def retype(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i = rng.randrange(len(lines))
-    o = _obj(lines, i)
-    part, key = rng.choice(REQUIRED + OPTIONAL)
+    i, o, part, key = _field(rng, lines, REQUIRED + OPTIONAL)
     old = o[part][key]
     new: object = "x" if isinstance(old, int | float) else 17
     if rng.random() < 0.3:
         new = [old] if rng.random() < 0.5 else {"v": old}
     o[part][key] = new
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {part}.{key} {old!r} -> {new!r}", REJECT
 
 
 def to_bool(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i = rng.randrange(len(lines))
-    o = _obj(lines, i)
+    i, o = _line(rng, lines, "coll_perf")
     o["coll_perf"]["coll_exec_time_us"] = True
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: exec time true", REJECT
 
 
 def drop_required(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i = rng.randrange(len(lines))
-    o = _obj(lines, i)
-    part, key = rng.choice(REQUIRED)
+    i, o, part, key = _field(rng, lines, REQUIRED)
     del o[part][key]
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {part}.{key} removed", REJECT
 
 
 def null_required(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i = rng.randrange(len(lines))
-    o = _obj(lines, i)
-    part, key = rng.choice(REQUIRED)
+    i, o, part, key = _field(rng, lines, REQUIRED, present=False)
     o[part][key] = None
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {part}.{key} null", REJECT
 
 
 def drop_part(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i = rng.randrange(1, len(lines))
-    o = _obj(lines, i)
-    part = rng.choice(["header", "coll_perf"])
+    i, o, part, _ = _field(rng, lines, (("header", ""), ("coll_perf", "")), present=False, lo=1)
     del o[part]
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     # a line without header follows no dump_stats; one without coll_perf is a line of nothing: skipped
     return f"line {i + 1}: {part} removed", REJECT if part == "header" else ANY
 
 
 def drop_optional(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i = rng.randrange(len(lines))
-    o = _obj(lines, i)
-    part, key = rng.choice(OPTIONAL)
+    i, o, part, key = _field(rng, lines, OPTIONAL)
     del o[part][key]
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {part}.{key} removed", ANY
 
 
@@ -117,11 +145,10 @@ def garbage_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
 
 
 def huge_or_negative(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i = rng.randrange(len(lines))
-    o = _obj(lines, i)
+    i, o = _line(rng, lines, "coll_perf")
     key = rng.choice(["coll_exec_time_us", "coll_msg_size_bytes", "coll_sn"])
     o["coll_perf"][key] = rng.choice([-1, 0, 2**62, 1.5e300, 12.5])
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: {key} = {o['coll_perf'][key]!r}", ANY
 
 
@@ -143,11 +170,10 @@ def reorder(rng: random.Random, lines: Lines) -> tuple[str, str]:
 
 
 def extra_key(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i = rng.randrange(len(lines))
-    o = _obj(lines, i)
+    i, o = _line(rng, lines, "coll_perf")
     o["coll_perf"]["coll_future_field"] = {"x": 1}
     o["proxy_trace"] = None
-    lines[i] = json.dumps(o, separators=(",", ":"))
+    _set_obj(lines, i, o)
     return f"line {i + 1}: unknown keys added", SAME
 
 

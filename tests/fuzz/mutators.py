@@ -645,26 +645,52 @@ def _sql(db: Sqlite, statement: str) -> str:
         return f" (SQLite refused: {exc})"
 
 
-def s_cell(rng: random.Random, db: Sqlite) -> tuple[str, str]:
-    table = _pick_table(rng, db)
-    if table is None:
-        return "cell: no tables", ANY
+@dataclass
+class CellUpdate:
+    """What :func:`update_cell` did: the column, the value's label, the table's rows, whether every row was set,
+    and SQLite's refusal (" (SQLite refused: ...)", "" where it took the value)."""
+
+    col: str
+    label: str
+    rows: int
+    every: bool
+    note: str
+
+    @property
+    def took_a_time(self) -> bool:
+        """A time column of a row took the value."""
+        return self.col in ("start", "end") and not self.note and self.rows > 0
+
+    def describe(self, table: str, note: str) -> str:
+        return f"{table}.{self.col} = {self.label} in {'every row' if self.every else 'one row'}{note}"
+
+
+def update_cell(rng: random.Random, db: Sqlite, table: str, time_share: float) -> CellUpdate:
+    """A hostile SQL value (SQL_VALUES) into one column of ``table`` (a start or end column in ``time_share`` of the
+    draws where it has one): in one row, or in every row (a fifth of the draws, and an empty table)."""
     cols = db.columns(table)
     time_cols = [c for c in cols if c in ("start", "end")]
-    col = rng.choice(time_cols) if time_cols and rng.random() < 0.5 else rng.choice(cols)
+    col = rng.choice(time_cols) if time_cols and rng.random() < time_share else rng.choice(cols)
     label, literal = rng.choice(SQL_VALUES)
     n = db.rows(table)
     every = rng.random() < 0.2 or n == 0
     where = "" if every else f' WHERE rowid = (SELECT rowid FROM "{table}" LIMIT 1 OFFSET {rng.randrange(n)})'
-    note = _sql(db, f'UPDATE "{table}" SET "{col}" = {literal}{where}')
-    expect = ANY
-    if table in ACTIVITY_TABLES and col in ("start", "end") and label in ("1e300", "-1e300") and not note and n:
+    return CellUpdate(col, label, n, every, _sql(db, f'UPDATE "{table}" SET "{col}" = {literal}{where}'))
+
+
+def s_cell(rng: random.Random, db: Sqlite) -> tuple[str, str]:
+    table = _pick_table(rng, db)
+    if table is None:
+        return "cell: no tables", ANY
+    cell = update_cell(rng, db, table, 0.5)
+    note, expect = cell.note, ANY
+    timed = table in ACTIVITY_TABLES and cell.took_a_time
+    if timed and cell.label in ("1e300", "-1e300"):
         note += f" {NO_INT64}"  # a device time no int64 nanosecond holds: dropped with a warning
-    not_numbers = ("'abc'", "''", "blob x'ff00'", "invalid UTF-8 text")
-    if table in ACTIVITY_TABLES and col in ("start", "end") and label in not_numbers and not note and n:
+    elif timed and cell.label in ("'abc'", "''", "blob x'ff00'", "invalid UTF-8 text"):
         expect = REJECT
         note += f" {NOT_A_NUMBER}"
-    return f"{table}.{col} = {label} in {'every row' if every else 'one row'}{note}", expect
+    return cell.describe(table, note), expect
 
 
 def s_drop_table(rng: random.Random, db: Sqlite) -> tuple[str, str]:
@@ -1098,12 +1124,7 @@ def _mutate_rocprof_json(rng: random.Random, raw: bytes, n: int) -> tuple[bytes,
             parent[where[-1]] = value  # type: ignore[index]
             steps.append(f"{'.'.join(map(str, where))} = {show(value)}")
         expects.append(ANY)
-    data = json_bytes(doc)
-    if rng.random() < 0.2:
-        data, s, e = byte_mutation(rng, data, ROCPROF_JSON, False)
-        steps.append(f"bytes: {s}")
-        expects.append(e)
-    return data, steps, expects
+    return maybe_byte_mutation(rng, json_bytes(doc), ROCPROF_JSON, False, steps, expects), steps, expects
 
 
 def _mutate_rocprof(
@@ -1124,15 +1145,22 @@ def _mutate_rocprof(
         s, e = op(rng, f)
         steps.append(s)
         expects.append(e)
-    files[target] = f.serialize()
-    if rng.random() < 0.2:
-        files[target], s, e = byte_mutation(rng, files[target], seed.fmt, f.gz)
-        steps.append(f"bytes: {s}")
-        expects.append(e)
+    files[target] = maybe_byte_mutation(rng, f.serialize(), seed.fmt, f.gz, steps, expects)
     return files, steps, expects
 
 
 # ---- bytes ---------------------------------------------------------------------------------------------------------
+
+
+def maybe_byte_mutation(
+    rng: random.Random, raw: bytes, fmt: str, gz: bool, steps: list[str], expects: list[str]
+) -> bytes:
+    """One case in five: a :func:`byte_mutation` after the structured steps, logged in ``steps`` and ``expects``."""
+    if rng.random() < 0.2:
+        raw, s, e = byte_mutation(rng, raw, fmt, gz)
+        steps.append(f"bytes: {s}")
+        expects.append(e)
+    return raw
 
 
 def byte_mutation(rng: random.Random, raw: bytes, fmt: str, gz: bool) -> tuple[bytes, str, str]:
@@ -1252,10 +1280,7 @@ def mutate(
         return _mutate_rocprof(rng, seed, target, n)
     else:
         return _mutate_parquet(rng, seed, target, n)
-    if rng.random() < 0.2:
-        files[target], s, e = byte_mutation(rng, files[target], seed.fmt, gz)
-        steps.append(f"bytes: {s}")
-        expects.append(e)
+    files[target] = maybe_byte_mutation(rng, files[target], seed.fmt, gz, steps, expects)
     return files, steps, expects
 
 
@@ -1395,6 +1420,35 @@ def seed_files(seed: Seed) -> dict[str, bytes]:
     return parquet_seed_files(seed) if seed.fmt == NSYS_PARQUET else dict(seed.files)
 
 
+def drawn_case(
+    rng: random.Random,
+    key: str,
+    index: int,
+    name: str,
+    seed: Seed,
+    fmt: str,
+    files: dict[str, bytes],
+    target: str,
+    steps: list[str],
+    expects: list[str],
+) -> Case:
+    """A random case of seed ``name`` once its files are mutated: the command is the last draw of the case's stream,
+    and one case in SUBPROCESS_EVERY runs as ``python -m moeprof``."""
+    command = rng.choices([c for c, _ in COMMANDS], [w for _, w in COMMANDS])[0]
+    return Case(
+        key=key,
+        seed=name,
+        fmt=fmt,
+        steps=steps,
+        expect=combine(expects),
+        files=dict(files),
+        arg=seed.arg,
+        target=target,
+        command=command,
+        mode="subprocess" if index % SUBPROCESS_EVERY == 0 else "worker",
+    )
+
+
 def generate(base_seed: int, index: int) -> Case:
     rng = random.Random(f"moeprof-fuzz:{base_seed}:{index}")
     seeds = all_seeds()
@@ -1402,20 +1456,7 @@ def generate(base_seed: int, index: int) -> Case:
     seed = seeds[name]
     target = rng.choice(seed.targets)
     files, steps, expects = mutate(rng, seed, target, random.Random(f"moeprof-fuzz-extra:{base_seed}:{index}"))
-    command = rng.choices([c for c, _ in COMMANDS], [w for _, w in COMMANDS])[0]
-    mode = "subprocess" if index % SUBPROCESS_EVERY == 0 else "worker"
-    return Case(
-        key=f"{base_seed}:{index}",
-        seed=name,
-        fmt=seed.fmt,
-        steps=steps,
-        expect=combine(expects),
-        files=dict(files),
-        arg=seed.arg,
-        target=target,
-        command=command,
-        mode=mode,
-    )
+    return drawn_case(rng, f"{base_seed}:{index}", index, name, seed, seed.fmt, files, target, steps, expects)
 
 
 def generate_rocprof(base_seed: int, index: int) -> Case:
@@ -1425,19 +1466,7 @@ def generate_rocprof(base_seed: int, index: int) -> Case:
     seed = all_seeds()[name]
     target = rng.choice(seed.targets)
     files, steps, expects = _mutate_rocprof(rng, seed, target, _steps(rng))
-    command = rng.choices([c for c, _ in COMMANDS], [w for _, w in COMMANDS])[0]
-    return Case(
-        key=f"rocprof:{base_seed}:{index}",
-        seed=name,
-        fmt=seed.fmt,
-        steps=steps,
-        expect=combine(expects),
-        files=files,
-        arg=seed.arg,
-        target=target,
-        command=command,
-        mode="subprocess" if index % SUBPROCESS_EVERY == 0 else "worker",
-    )
+    return drawn_case(rng, f"rocprof:{base_seed}:{index}", index, name, seed, seed.fmt, files, target, steps, expects)
 
 
 def seed_case(name: str, mode: str = "worker") -> Case:

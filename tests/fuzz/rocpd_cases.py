@@ -15,20 +15,18 @@ from functools import cache
 
 from .mutators import (
     ANY,
-    COMMANDS,
     NO_ACTIVITY,
     NO_INT64,
     NOT_A_NUMBER,
     REJECT,
-    SQL_VALUES,
-    SUBPROCESS_EVERY,
     Case,
     Sqlite,
     _pick,
     _sql,
     _steps,
-    byte_mutation,
-    combine,
+    drawn_case,
+    maybe_byte_mutation,
+    update_cell,
 )
 from .seeds import SAMPLES, Seed
 
@@ -70,21 +68,14 @@ def d_cell(rng: random.Random, db: Sqlite) -> tuple[str, str]:
     table = _table(db, view)
     if table is None:
         return f"cell: no {view}", ANY
-    cols = db.columns(table)
-    times = [c for c in cols if c in ("start", "end")]
-    col = rng.choice(times) if times and rng.random() < 0.6 else rng.choice(cols)
-    label, literal = rng.choice(SQL_VALUES)
-    n = db.rows(table)
-    every = rng.random() < 0.2 or n == 0
-    where = "" if every else f' WHERE rowid = (SELECT rowid FROM "{table}" LIMIT 1 OFFSET {rng.randrange(n)})'
-    note = _sql(db, f'UPDATE "{table}" SET "{col}" = {literal}{where}')
-    expect = ANY
-    timed = view in ACTIVITY_VIEWS and col in ("start", "end") and not note and n
-    if timed and label in ("'abc'", "''", "blob x'ff00'", "invalid UTF-8 text", "NULL"):
+    cell = update_cell(rng, db, table, 0.6)
+    note, expect = cell.note, ANY
+    timed = view in ACTIVITY_VIEWS and cell.took_a_time
+    if timed and cell.label in ("'abc'", "''", "blob x'ff00'", "invalid UTF-8 text", "NULL"):
         expect, note = REJECT, note + f" {NOT_A_NUMBER}"
-    elif timed and label in ("1e300", "-1e300"):
+    elif timed and cell.label in ("1e300", "-1e300"):
         note += f" {NO_INT64}"
-    return f"{table}.{col} = {label} in {'every row' if every else 'one row'}{note}", expect
+    return cell.describe(table, note), expect
 
 
 def d_drop_view(rng: random.Random, db: Sqlite) -> tuple[str, str]:
@@ -151,24 +142,8 @@ def generate_rocpd(base_seed: int, index: int) -> Case:
         s, e = op(rng, db)
         steps.append(s)
         expects.append(e)
-    files[target] = db.serialize()
-    if rng.random() < 0.2:
-        files[target], s, e = byte_mutation(rng, files[target], ROCPD, False)
-        steps.append(f"bytes: {s}")
-        expects.append(e)
-    command = rng.choices([c for c, _ in COMMANDS], [w for _, w in COMMANDS])[0]
-    return Case(
-        key=f"rocpd:{base_seed}:{index}",
-        seed=name,
-        fmt=ROCPD,
-        steps=steps,
-        expect=combine(expects),
-        files=files,
-        arg=seed.arg,
-        target=target,
-        command=command,
-        mode="subprocess" if index % SUBPROCESS_EVERY == 0 else "worker",
-    )
+    files[target] = maybe_byte_mutation(rng, db.serialize(), ROCPD, False, steps, expects)
+    return drawn_case(rng, f"rocpd:{base_seed}:{index}", index, name, seed, ROCPD, files, target, steps, expects)
 
 
 def seed_case(name: str) -> Case:
