@@ -1226,6 +1226,7 @@ def _build(
                 empty = program_id[rows] < 0
                 program_id[rows[empty]] = _ints(pd.Series(fields["program_id"]).replace("", None), len(rows))[empty]
 
+    end_ns = _ints(act["end"], n)
     events = make_table(
         {
             "host": host,
@@ -1235,7 +1236,7 @@ def _build(
             "stream": _stream_names(_ints(act["streamId"], n)),
             "name": act["name"].to_numpy(dtype=object),
             "start_ns": _ints(act["start"], n),
-            "end_ns": _ints(act["end"], n),
+            "end_ns": end_ns,
             "activity": act["activity"].to_numpy(dtype=object),
             "copy_kind": act["copy_kind"].to_numpy(dtype=object),
             "hlo_module": hlo_module,
@@ -1246,8 +1247,10 @@ def _build(
             "bytes": nbytes,
             "group": group,
             "source": "nsys",
-            # §9: the launching runtime call's return and thread (the replay's launch bound)
-            "launch_ns": np.where(launch_known, launch_end, -1),
+            # §9: the launching runtime call's return and thread (the replay's launch bound); a call that
+            # returned after its activity ended waited for it (a synchronous copy): the host issued it at the
+            # call's start, and moves with the synchronization before that
+            "launch_ns": np.where(launch_known, np.where(launch_end > end_ns, launch_t, launch_end), -1),
             "launch_thread": np.where(launch_known, launch_tid.astype(str).astype(object), ""),
         },
         n=n,
