@@ -56,7 +56,7 @@ def _sql_syncs(path: Path) -> pd.DataFrame:
         )
         marks = ", ".join("?" for _ in SYNC_NAMES)
         rows = conn.execute(
-            f"SELECT r.globalTid, r.correlationId, MIN(r.start), MAX(r.\"end\"), COALESCE({by_sync}, {by_copy}) "
+            f'SELECT r.globalTid, r.correlationId, MIN(r.start), MAX(r."end"), COALESCE({by_sync}, {by_copy}) '
             "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
             f"WHERE s.value IN ({marks}) GROUP BY r.globalTid, r.correlationId",
             SYNC_NAMES,
@@ -107,7 +107,9 @@ def _brute_launch_pred(rj: ReplayJob, syncs: pd.DataFrame) -> np.ndarray:
     device = table["device"].astype(str).to_numpy()
     # each call that waited, with the w it waited for
     waited: list[tuple[str, str, int, int]] = []  # thread, device, end, w
-    for th, dev, s_start, s_end in zip(syncs["thread"], syncs["device"], syncs["start_ns"], syncs["end_ns"], strict=True):
+    for th, dev, s_start, s_end in zip(
+        syncs["thread"], syncs["device"], syncs["start_ns"], syncs["end_ns"], strict=True
+    ):
         on_device = np.flatnonzero((device == dev) & (g.end <= s_end))
         if on_device.size:
             w = on_device[np.lexsort((g.start[on_device], g.end[on_device]))][-1]
