@@ -35,7 +35,7 @@ from ..options import LoadOptions
 from ..workers import default_decode_threads
 from .base import Placement, ReadContext, native_log
 from .discovery import capture_stem
-from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_runs
+from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_bounds, launch_runs
 from .xspace_proto import WireError, length_delimited, messages, peek, plane_stats
 
 if TYPE_CHECKING:
@@ -333,7 +333,7 @@ WIRE_STATS = (
     "module_name",
 )
 # host planes of GPU captures: step markers, and the launch evidence of steps without markers
-HOST_STATS_WITH_GPUS = ("step_num", "correlation_id", "module_name")
+HOST_STATS_WITH_GPUS = ("step_num", "correlation_id", "module_name", "memcpy_details")
 
 
 @dataclass
@@ -349,6 +349,7 @@ class _Walk:
     # calls (correlation_id, launch_ns) and the host's module executions (line, module, start_ns, end_ns)
     launches: pd.DataFrame | None = None
     executions: pd.DataFrame | None = None
+    syncs: pd.DataFrame | None = None  # the host's calls that wait for the device (line, start_ns, end_ns, corr)
 
 
 def _reader_route() -> str:
@@ -403,6 +404,12 @@ def read(path: Path, context: ReadContext) -> Trace:
     gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
 
     events = _table_from_chunks(chunks, host, gpus, None if gpu_planes else "kernel", walk.name_table)
+    host_syncs = None
+    if gpu_planes and len(events):
+        # §9: each kernel's launching host call and thread, and the host's synchronizations
+        launch_ns, launch_thread, host_syncs = launch_bounds(chunks, walk.launches, walk.syncs)
+        events["launch_ns"] = launch_ns
+        events["launch_thread"] = launch_thread
     if not gpu_planes and len(events):
         run_ids = events.pop("run_id").to_numpy()
         events = _drop_nested(events)
@@ -447,6 +454,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         job=Job(hosts=tuple(header.hostnames)),
         devices=devices,
         device_models=device_models(path, host, first, list(gpu_ordinals)) if gpu_planes else {},
+        **({"host_syncs": host_syncs} if host_syncs is not None else {}),
     )
 
 
@@ -541,8 +549,9 @@ def _walk_jaxlib(
                     )
                 )
     launches = executions = None
-    if gpu_planes and "XLA Modules" not in line_names:  # steps may need launch evidence: a second pass
-        launches, executions = jaxlib_launch_evidence(gpu_planes, host_planes, chunks)
+    syncs = None
+    if gpu_planes:  # launch bounds (§9) and, without an XLA Modules line, steps need launch evidence: a second pass
+        launches, executions, syncs = jaxlib_launch_evidence(gpu_planes, host_planes, chunks)
     del profile
     frame = pd.DataFrame(markers, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
     part = {
@@ -553,7 +562,9 @@ def _walk_jaxlib(
         "end_ns": floats_to_ns(frame["end_ns"].to_numpy(dtype=np.float64)),
         "number": frame["number"].to_numpy(dtype=np.int64),
     }
-    return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names, launches=launches, executions=executions)
+    return _Walk(
+        [o for o, _ in gpu_planes], chunks, [part], line_names, launches=launches, executions=executions, syncs=syncs
+    )
 
 
 def _by_first(rows: list[tuple]) -> dict:
@@ -733,7 +744,8 @@ def _walk_wire(
                     }
                 )
     chunks = _stream_chunks(streams, hlo, read_all, np.array(list(registry), dtype=object))
-    want_launches = bool(gpu_planes) and "XLA Modules" not in line_names
+    # launch evidence: the §9 launch bounds, and steps without an XLA Modules line (§5)
+    want_launches = bool(gpu_planes)
     if want_launches:
         for chunk, (*_, view) in zip(chunks, streams, strict=True):
             chunk.correlation = view.integers("correlation_id")
@@ -742,17 +754,18 @@ def _walk_wire(
     host_lines = [
         _LineView(plane, line, _Labels(plane.event_names, registry)) for plane in host_planes for line in plane.lines
     ]
-    launches = executions = None
+    launches = executions = syncs = None
     if host_lines:
         names = np.concatenate([v.ids for v in host_lines])
         if want_launches:
-            launches, executions = host_evidence(
+            launches, executions, syncs = host_evidence(
                 np.array(list(registry), dtype=object)[names],
                 np.repeat(np.arange(len(host_lines)), [len(v.ids) for v in host_lines]),
                 np.concatenate([v.line.start_ns for v in host_lines]),
                 np.concatenate([v.line.end_ns for v in host_lines]),
                 np.concatenate([v.integers("correlation_id") for v in host_lines]),
                 np.concatenate([v.strings("module_name")[0] for v in host_lines]),
+                np.concatenate([v.strings("memcpy_details")[0] for v in host_lines]),
             )
         is_step: np.ndarray = np.concatenate([v.present("step_num") for v in host_lines])
         if user_step is not None:
@@ -782,7 +795,9 @@ def _walk_wire(
             thunks = np.flatnonzero(processed[sl] & ~is_step[sl] & is_thunk[sl])
             if len(thunks):
                 chunks.extend(_thunk_chunks(host, view, thunks))
-    return _Walk(ordinals, chunks, markers, line_names, np.array(list(registry), dtype=object), launches, executions)
+    return _Walk(
+        ordinals, chunks, markers, line_names, np.array(list(registry), dtype=object), launches, executions, syncs
+    )
 
 
 class _Labels:
