@@ -13,7 +13,7 @@ import pytest
 import moeprof
 from moeprof.core.projection import ReplayJob
 from moeprof.core.replay import build_graph, has_compiled, replay
-from moeprof.readers import nsys
+from moeprof.readers import nsys, read_file
 
 from .conftest import shared_trace
 from .test_nsys import to_parquetdir
@@ -192,3 +192,102 @@ def test_cloverleaf_compute_halved_saves_the_compute_time() -> None:
     d = (events["end_ns"] - events["start_ns"]).to_numpy(np.int64)[compute]
     saved = int((d - np.round(d * 0.5).astype(np.int64)).sum())
     assert 0.99 * saved <= projection.saving_ns <= saved
+
+
+# ---------------------------------------------------------------- XPlane
+
+
+def _jaxlib_host_calls(path: Path) -> tuple[dict[int, tuple[int, int, int]], list[tuple[int, int, int, int, str]]]:
+    """By jaxlib, one event at a time: each correlation id's first host call (line number over the host
+    planes' lines, start, end) and every host event with memcpy_details (line, start, end, corr, details)."""
+    from jaxlib._profile_data import ProfileData
+
+    calls: dict[int, tuple[int, int, int]] = {}
+    copies: list[tuple[int, int, int, int, str]] = []
+    profile = ProfileData.from_file(str(path))
+    lines = [line for plane in profile.planes if plane.name.startswith("/host:CPU") for line in plane.lines]
+    for i, line in enumerate(lines):
+        for ev in line.events:
+            stats = dict(ev.stats)
+            corr = stats.get("correlation_id")
+            start, end = round(ev.start_ns), round(ev.start_ns + ev.duration_ns)
+            if isinstance(corr, int) and corr not in calls:
+                calls[corr] = (i, start, end)
+            if "memcpy_details" in stats:
+                copies.append((i, start, end, int(corr) if isinstance(corr, int) else -1, str(stats["memcpy_details"])))
+    return calls, copies
+
+
+def _jaxlib_kernels(path: Path) -> list[tuple[str, int, int, int]]:
+    """Every GPU stream event (device ordinal, start, end, correlation id), one at a time."""
+    import re
+
+    from jaxlib._profile_data import ProfileData
+
+    out = []
+    for plane in ProfileData.from_file(str(path)).planes:
+        m = re.match(r"^/device:GPU:(\d+)$", plane.name)
+        if not m:
+            continue
+        for line in plane.lines:
+            if line.name.startswith("Stream #"):
+                for ev in line.events:
+                    corr = dict(ev.stats).get("correlation_id", -1)
+                    out.append((m.group(1), round(ev.start_ns), round(ev.start_ns + ev.duration_ns), int(corr)))
+    return out
+
+
+@pytest.mark.parametrize("relative", ["xplane/jax_conv_8xmi300.xplane.pb", "xplane/tf_bert_8xv100_worker.xplane.pb"])
+def test_xplane_launches_are_the_host_calls_with_the_kernels_correlation_id(relative: str) -> None:
+    path = shared_trace(relative)
+    trace = read_file(path)
+    calls, _ = _jaxlib_host_calls(path)
+    events = trace.events
+    got = sorted(
+        (str(d).rsplit(":", 1)[1], int(s), int(e), int(n), str(t))
+        for d, s, e, n, t in zip(
+            events["device"],
+            events["start_ns"],
+            events["end_ns"],
+            events["launch_ns"],
+            events["launch_thread"],
+            strict=True,
+        )
+    )
+    want = []
+    for ordinal, start, end, corr in _jaxlib_kernels(path):
+        line, c_start, c_end = calls.get(corr, (-1, -1, -1))
+        launch = -1 if line < 0 else (c_start if c_end > end else c_end)
+        want.append((ordinal, start, end, launch, str(line) if line >= 0 else ""))
+    assert got == sorted(want)
+    assert (events["launch_ns"] >= 0).all()  # every kernel of these captures has its launch on the host
+
+
+def test_xplane_sync_copies_are_host_syncs() -> None:
+    """TF BERT: the copies launched with memcpy_details async:0 (4, by jaxlib) are the host synchronizations, on
+    the device of the copy each launched."""
+    path = shared_trace("xplane/tf_bert_8xv100_worker.xplane.pb")
+    trace = read_file(path)
+    _, copies = _jaxlib_host_calls(path)
+    sync = [c for c in copies if "async:0" in c[4].split()]
+    assert len(sync) == 4
+    device_of = {corr: d for d, _, _, corr in _jaxlib_kernels(path)}
+    host = str(trace.events["host"].iloc[0])
+    want = sorted((f"{host}/GPU:{device_of[corr]}", str(line), s, e) for line, s, e, corr, _ in sync)
+    got = trace.host_syncs
+    assert sorted(zip(got["device"], got["thread"], got["start_ns"], got["end_ns"], strict=True)) == want
+
+
+@pytest.mark.parametrize("relative", ["xplane/jax_conv_8xmi300.xplane.pb", "xplane/tf_bert_8xv100_worker.xplane.pb"])
+def test_xplane_graphs_have_launch_bounds_and_replay_to_the_identity(relative: str) -> None:
+    analysis = moeprof.analyze(moeprof.load(shared_trace(relative)))
+    rj = analysis.replay
+    assert rj is not None
+    g = rj.graph
+    host_fixed = (g.floor == g.start) & (g.trigger >= 0)
+    assert host_fixed.sum() + (g.launch_pred >= 0).sum() > 0
+    if "tf_bert" in relative:
+        assert (g.launch_pred >= 0).sum() > 0  # kernels launched after a synchronous copy
+    for compiled in ROUTES:
+        s, e = replay(g, compiled=compiled)
+        assert np.array_equal(s, g.start) and np.array_equal(e, g.end)
