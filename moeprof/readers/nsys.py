@@ -559,8 +559,8 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
         )
         # names resolved once per distinct id
         codes, uniques = pd.factorize(name_col, use_na_sentinel=True)
-        names = resolve(pd.Series(uniques)).to_numpy(dtype=object)
-        sync_calls = _matching_calls(calls, np.where(codes >= 0, names[np.maximum(codes, 0)], None))
+        names = np.array([*resolve(pd.Series(uniques)).tolist(), None], dtype=object)  # code -1 (NULL): None
+        sync_calls = _matching_calls(calls, names[codes])
     runtime = runtime.drop(columns=[c for c in ("nameId", "name") if c in runtime])
     if {"correlationId", "globalTid", "start"} <= set(runtime):
         runtime = runtime.rename(columns={"globalTid": "launch_tid", "start": "launch_start", "end": "launch_end"})

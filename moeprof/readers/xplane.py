@@ -155,7 +155,7 @@ class _Chunk:
     ops: np.ndarray  # object
     program_ids: np.ndarray  # int64
     run_ids: np.ndarray | None = None
-    correlation: np.ndarray | None = None  # int64 per event (-1: none), read where steps need launches
+    correlation: np.ndarray | None = None  # int64 per event (-1: none): launches (§9 bounds, §5 steps)
 
 
 def _chunk_from_lists(
@@ -444,7 +444,7 @@ def read(path: Path, context: ReadContext) -> Trace:
     if not gpu_planes and len(events):
         pairs = events[["device", "global_id"]].drop_duplicates()
         devices = dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
-    return Trace(
+    trace = Trace(
         events=events,
         path=str(path),
         format="xplane",
@@ -454,8 +454,8 @@ def read(path: Path, context: ReadContext) -> Trace:
         job=Job(hosts=tuple(header.hostnames)),
         devices=devices,
         device_models=device_models(path, host, first, list(gpu_ordinals)) if gpu_planes else {},
-        **({"host_syncs": host_syncs} if host_syncs is not None else {}),
     )
+    return trace if host_syncs is None else trace.replace(host_syncs=host_syncs)
 
 
 def _walk_jaxlib(
