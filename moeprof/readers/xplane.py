@@ -35,7 +35,7 @@ from ..options import LoadOptions
 from ..workers import default_decode_threads
 from .base import Placement, ReadContext, native_log
 from .discovery import capture_stem
-from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_bounds, launch_runs
+from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_bounds, launch_runs, sync_copies, sync_names
 from .xspace_proto import WireError, length_delimited, messages, peek, plane_stats
 
 if TYPE_CHECKING:
@@ -551,7 +551,9 @@ def _walk_jaxlib(
     launches = executions = None
     syncs = None
     if gpu_planes:  # launch bounds (§9) and, without an XLA Modules line, steps need launch evidence: a second pass
-        launches, executions, syncs = jaxlib_launch_evidence(gpu_planes, host_planes, chunks)
+        launches, executions, syncs = jaxlib_launch_evidence(
+            gpu_planes, host_planes, chunks, steps="XLA Modules" not in line_names
+        )
     del profile
     frame = pd.DataFrame(markers, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
     part = {
@@ -758,14 +760,18 @@ def _walk_wire(
     if host_lines:
         names = np.concatenate([v.ids for v in host_lines])
         if want_launches:
+            table = np.array(list(registry), dtype=object)
+            # calls that wait for the device: by name (once per distinct name) or a synchronous copy
+            is_sync = sync_names(table)[names] | np.concatenate([v.sync_copies() for v in host_lines])
+            steps = "XLA Modules" not in line_names  # steps from launches need the module executions
             launches, executions, syncs = host_evidence(
-                np.array(list(registry), dtype=object)[names],
                 np.repeat(np.arange(len(host_lines)), [len(v.ids) for v in host_lines]),
                 np.concatenate([v.line.start_ns for v in host_lines]),
                 np.concatenate([v.line.end_ns for v in host_lines]),
                 np.concatenate([v.integers("correlation_id") for v in host_lines]),
-                np.concatenate([v.strings("module_name")[0] for v in host_lines]),
-                np.concatenate([v.strings("memcpy_details")[0] for v in host_lines]),
+                is_sync,
+                table[names] if steps else None,
+                np.concatenate([v.strings("module_name")[0] for v in host_lines]) if steps else None,
             )
         is_step: np.ndarray = np.concatenate([v.present("step_num") for v in host_lines])
         if user_step is not None:
@@ -848,6 +854,12 @@ class _LineView:
 
     def integers(self, stat: str) -> np.ndarray:
         return self.line.stats[stat].integers(-1)[0]
+
+    def sync_copies(self) -> np.ndarray:
+        """Events whose ``memcpy_details`` say a synchronous copy (decided per distinct value)."""
+        codes, categories = self.line.stats["memcpy_details"].string_codes()
+        cats = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in categories]
+        return np.append(sync_copies(np.array(cats, dtype=object)), False)[codes]
 
     def step_numbers(self) -> np.ndarray:
         """A step marker's number: its integer step_num stat, else the digits that end its name, else -1."""

@@ -53,27 +53,35 @@ def executions(names: np.ndarray, module_names: np.ndarray) -> tuple[np.ndarray,
     return np.asarray(module != "", dtype=bool), np.asarray(module, dtype=object)
 
 
+def sync_names(names: np.ndarray) -> np.ndarray:
+    """Which of these (distinct) host event names are calls that wait for the device (``SYNC_CALL``)."""
+    return np.array([bool(SYNC_CALL.match(str(n))) for n in np.asarray(names, dtype=object).tolist()], dtype=bool)
+
+
+def sync_copies(details: np.ndarray) -> np.ndarray:
+    """Which of these (distinct) ``memcpy_details`` values say the copy was synchronous (``async:0``)."""
+    return np.array([bool(_SYNC_COPY.search(str(d))) for d in np.asarray(details, dtype=object).tolist()], dtype=bool)
+
+
 def host_evidence(
-    names: np.ndarray,
     line_no: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
     corr: np.ndarray,
-    module_names: np.ndarray,
-    memcpy_details: np.ndarray | None = None,
+    is_sync: np.ndarray,
+    names: np.ndarray | None = None,
+    module_names: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """From columns over the host lines' events: host launch calls (events with a correlation id:
     ``correlation_id, launch_ns`` (its start), ``end_ns``, ``line``), the host's module executions
-    (``line, module, start_ns, end_ns``) and its calls that wait for the device (``line, start_ns,
-    end_ns, correlation_id``: a runtime/driver synchronization by name, or a copy launched with
-    ``memcpy_details`` saying ``async:0``)."""
+    (``line, module, start_ns, end_ns``; only given ``names`` and ``module_names``: steps without an XLA
+    Modules line need them) and its calls that wait for the device (``is_sync``: ``line, start_ns, end_ns,
+    correlation_id``)."""
     launch = corr >= 0
-    is_exec, module = executions(names, module_names)
-    codes, uniques = pd.factorize(np.asarray(names, dtype=object))
-    is_sync = np.array([bool(SYNC_CALL.match(str(u))) for u in uniques], dtype=bool)[codes]
-    if memcpy_details is not None and len(memcpy_details):
-        d_codes, d_uniques = pd.factorize(np.asarray(memcpy_details, dtype=object))
-        is_sync |= np.array([bool(_SYNC_COPY.search(str(u))) for u in d_uniques], dtype=bool)[d_codes]
+    if names is not None and module_names is not None:
+        is_exec, module = executions(names, module_names)
+    else:
+        is_exec, module = np.zeros(len(corr), dtype=bool), np.full(len(corr), "", dtype=object)
     return (
         pd.DataFrame(
             {
@@ -128,8 +136,8 @@ def launch_bounds(
     call_end = launches["end_ns"].to_numpy(dtype=np.int64)[row]
     launch_ns[found] = np.where(call_end > end[found], call_start, call_end)
     line[found] = launches["line"].to_numpy(dtype=np.int64)[row]
-    lines, inverse = np.unique(line, return_inverse=True)  # a string per distinct line, not per row
-    thread = np.array([str(v) if v >= 0 else "" for v in lines.tolist()], dtype=object)[inverse.ravel()]
+    # a string per host line, not per row (line -1, unknown: the last, "")
+    thread = np.array([*map(str, range(int(line.max(initial=-1)) + 1)), ""], dtype=object)[line]
     if syncs is None or syncs.empty:
         return launch_ns, thread, empty
     device = np.repeat(np.array([c.device for c in chunks], dtype=object), [len(c.start_ns) for c in chunks])
@@ -163,11 +171,12 @@ def launch_bounds(
 
 
 def jaxlib_launch_evidence(
-    gpu_planes: list, host_planes: list, chunks: list[_Chunk]
+    gpu_planes: list, host_planes: list, chunks: list[_Chunk], steps: bool = True
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The wire route's correlation ids and host evidence through ProfileData: sets each stream chunk's
-    ``correlation`` and returns :func:`host_evidence`. Every stat of every stream and host event is read
-    (a Python step each), so the reader asks only for GPU traces without an ``XLA Modules`` line."""
+    ``correlation`` and returns :func:`host_evidence` (module executions only with ``steps``). Every stat
+    of every stream and host event is read (a Python step each): the fallback route's price for launch
+    bounds on GPU traces."""
     stream_chunks = iter(chunks)  # with GPU planes, the chunks are the stream lines', in walk order
     for _, plane in gpu_planes:
         for line in plane.lines:
@@ -181,7 +190,7 @@ def jaxlib_launch_evidence(
     ends: list[float] = []
     corr: list[int] = []
     module_names: list[str] = []
-    details: list[str] = []
+    sync: list[bool] = []
     lines = [line for plane in host_planes for line in plane.lines]
     for i, line in enumerate(lines):
         for ev in line.events:
@@ -198,15 +207,15 @@ def jaxlib_launch_evidence(
             detail = stats.get("memcpy_details", "")
             if isinstance(detail, bytes):
                 detail = detail.decode("utf-8", "replace")
-            details.append(detail if isinstance(detail, str) else "")
+            sync.append(bool(SYNC_CALL.match(ev.name)) or (isinstance(detail, str) and bool(_SYNC_COPY.search(detail))))
     return host_evidence(
-        np.array(names, dtype=object),
         np.array(line_no, dtype=np.int64),
         np.rint(np.array(starts, dtype=np.float64)).astype(np.int64),
         np.rint(np.array(ends, dtype=np.float64)).astype(np.int64),
         np.array(corr, dtype=np.int64),
-        np.array(module_names, dtype=object),
-        np.array(details, dtype=object),
+        np.array(sync, dtype=bool),
+        np.array(names, dtype=object) if steps else None,
+        np.array(module_names, dtype=object) if steps else None,
     )
 
 
