@@ -763,15 +763,15 @@ def _walk_wire(
             table = np.array(list(registry), dtype=object)
             # calls that wait for the device: by name (once per distinct name) or a synchronous copy
             is_sync = sync_names(table)[names] | np.concatenate([v.sync_copies() for v in host_lines])
-            steps = "XLA Modules" not in line_names  # steps from launches need the module executions
+            by_launch = "XLA Modules" not in line_names  # steps from launches need the module executions
             launches, executions, syncs = host_evidence(
                 np.repeat(np.arange(len(host_lines)), [len(v.ids) for v in host_lines]),
                 np.concatenate([v.line.start_ns for v in host_lines]),
                 np.concatenate([v.line.end_ns for v in host_lines]),
                 np.concatenate([v.integers("correlation_id") for v in host_lines]),
                 is_sync,
-                table[names] if steps else None,
-                np.concatenate([v.strings("module_name")[0] for v in host_lines]) if steps else None,
+                table[names] if by_launch else None,
+                np.concatenate([v.strings("module_name")[0] for v in host_lines]) if by_launch else None,
             )
         is_step: np.ndarray = np.concatenate([v.present("step_num") for v in host_lines])
         if user_step is not None:
