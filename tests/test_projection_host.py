@@ -1,5 +1,5 @@
-"""Spec §9, the host side of the graph: launch-bound kernels and the host synchronizations they move across,
-from Nsight exports (checked against direct SQL on the real exports and against a brute force of the rule)."""
+"""Spec §9, the host side of the graph: launch-bound kernels and the host synchronizations they move across
+(Nsight, Kineto, XPlane; checked against direct SQL, jaxlib and a brute force of the rule), and the numpy replay."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import moeprof
 from moeprof.core.projection import ReplayJob
-from moeprof.core.replay import build_graph, has_compiled, replay
+from moeprof.core.replay import NEG, _sweep_numpy, _sweep_shortest, build_graph, has_compiled, replay
 from moeprof.readers import nsys, read_file
 
 from .conftest import shared_trace
 from .test_nsys import to_parquetdir
+from .test_projection import timelines
 
 ROUTES = [True, False] if has_compiled() else [False]
 
@@ -291,3 +294,115 @@ def test_xplane_graphs_have_launch_bounds_and_replay_to_the_identity(relative: s
     for compiled in ROUTES:
         s, e = replay(g, compiled=compiled)
         assert np.array_equal(s, g.start) and np.array_equal(e, g.end)
+
+
+# ---------------------------------------------------------------- the replay without numba
+
+
+@st.composite
+def launched_timelines(draw: st.DrawFn) -> dict:
+    """test_projection's random jobs, with launch calls on two host threads and synchronizations."""
+    job = draw(timelines())
+    n = job["start"].size
+    job["launch_thread"] = np.array(draw(st.lists(st.integers(-1, 1), min_size=n, max_size=n)), dtype=np.int64)
+    back = np.array(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n)), dtype=np.int64)
+    job["launch_ns"] = job["start"] - back
+    k = draw(st.integers(0, 6))
+    s_start = np.array(draw(st.lists(st.integers(0, 300), min_size=k, max_size=k)), dtype=np.int64)
+    s_len = np.array(draw(st.lists(st.integers(0, 60), min_size=k, max_size=k)), dtype=np.int64)
+    s_thread = np.array(draw(st.lists(st.integers(0, 1), min_size=k, max_size=k)), dtype=np.int64)
+    s_dev = np.array(draw(st.lists(st.integers(0, 2), min_size=k, max_size=k)), dtype=np.int64)
+    job["syncs"] = (s_thread, s_start, s_start + s_len, s_dev)
+    job["factors"] = np.array(
+        draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.5, 3.0]), min_size=n, max_size=n)), dtype=np.float64
+    )
+    return job
+
+
+def _graph(job: dict):
+    return build_graph(
+        job["device"],
+        job["device"] * 10 + job["stream"],
+        job["start"],
+        job["end"],
+        job["instance"],
+        job["launch_ns"],
+        job["launch_thread"],
+        job["syncs"],
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(launched_timelines(), st.booleans())
+def test_shortest_path_replay_is_the_relaxations_fixed_point(job: dict, uniform: bool) -> None:
+    """The numpy route's shortest-path search gives the relaxation's (and the compiled sweep's) starts and
+    ends, durations and transfers changed up or down, per activity or all alike."""
+    g = _graph(job)
+    f = np.full(g.size, job["factors"][0]) if uniform else job["factors"]
+    duration = np.rint(g.duration * f).astype(np.int64)
+    transfer = np.rint(g.transfer * f).astype(np.int64)
+    empty = np.full(g.size, NEG, dtype=np.int64)
+    want = _sweep_numpy(g, duration, transfer, empty.copy(), empty.copy())
+    got = _sweep_shortest(g, duration, transfer, empty.copy(), empty.copy())
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    if has_compiled():
+        kernel = replay(g, duration, transfer, compiled=True)
+        assert np.array_equal(kernel[0], want[0]) and np.array_equal(kernel[1], want[1])
+
+
+@settings(max_examples=100, deadline=None)
+@given(launched_timelines())
+def test_shortest_path_replay_needs_no_relaxation(job: dict) -> None:
+    """Scaling down, or up anything that has a length, never falls back to the relaxation."""
+    g = _graph(job)
+    f = job["factors"]
+    grows_from_zero = (f > 1) & (np.where(g.is_member, g.transfer, g.duration) == 0)
+    f = np.where(grows_from_zero, 1.0, f)
+    duration = np.rint(g.duration * f).astype(np.int64)
+    transfer = np.rint(g.transfer * f).astype(np.int64)
+    empty = np.full(g.size, NEG, dtype=np.int64)
+    import moeprof.core.replay as replay_module
+
+    original = replay_module._sweep_numpy
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("fell back to the relaxation")
+
+    replay_module._sweep_numpy = refuse  # type: ignore[assignment]
+    try:
+        got = _sweep_shortest(g, duration, transfer, empty.copy(), empty.copy())
+    finally:
+        replay_module._sweep_numpy = original
+    want = original(g, duration, transfer, empty.copy(), empty.copy())
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_shortest_path_replay_on_a_real_job() -> None:
+    """The real 8-rank DLRM (2,244 activities, all-to-all and all-reduce instances, launch bounds after
+    synchronizations): the numpy route, unchanged and with each kind's transfer halved, is the compiled
+    sweep's (or, without numba, the relaxation's)."""
+    analysis = moeprof.analyze(moeprof.load(shared_trace("kineto/dlrm_8rank_v100")))
+    rj = analysis.replay
+    assert rj is not None
+    g = rj.graph
+    assert g.is_member.sum() > 0 and (g.launch_pred >= 0).sum() > 0
+    empty = np.full(g.size, NEG, dtype=np.int64)
+    for transfer in (g.transfer, g.transfer // 2):
+        got = replay(g, g.duration, transfer, compiled=False)
+        if has_compiled():
+            want = replay(g, g.duration, transfer, compiled=True)
+        else:
+            want = _sweep_numpy(g, g.duration, transfer, empty.copy(), empty.copy())
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_a_zero_length_activity_made_longer_needs_no_relaxation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A, a zero-length Z and B back to back on one stream (a balance can give Z its counterparts' median):
+    Z at 5 ns moves B by 5, found by the shortest path alone."""
+    import moeprof.core.replay as replay_module
+
+    g = build_graph(np.zeros(3, np.int64), np.zeros(3, np.int64), np.array([0, 10, 10]), np.array([10, 10, 20]))
+    monkeypatch.setattr(replay_module, "_sweep_numpy", lambda *a: pytest.fail("fell back to the relaxation"))
+    empty = np.full(3, NEG, dtype=np.int64)
+    s, e = _sweep_shortest(g, np.array([10, 5, 10]), g.transfer, empty.copy(), empty.copy())
+    assert s.tolist() == [0, 10, 15] and e.tolist() == [10, 15, 25]
