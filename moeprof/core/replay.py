@@ -25,9 +25,10 @@ order (ties: the activity's (start, end, row) order, start before end), repeated
 until nothing moves: one sweep settles every edge that points forward in that
 order, a second confirms it (edges between events at the same instant may point
 back; each extra sweep settles one more of those). The sweep is compiled with
-numba where it is installed; the numpy route relaxes every edge at once until
-nothing moves (the same fixed point; it needs one pass per edge of the longest
-chain, so it is meant for small jobs and tests).
+numba where it is installed; without numba (and below ``COMPILED_FROM`` activities) the
+replay is one shortest-path search on reduced costs (:func:`_sweep_shortest`, scipy's
+Dijkstra), and where that cannot be made exact, a relaxation of every edge at once until
+nothing moves (the same fixed point, one pass per edge of the longest chain).
 """
 
 from __future__ import annotations
