@@ -379,8 +379,8 @@ def test_shortest_path_replay_needs_no_relaxation(job: dict) -> None:
 
 def test_shortest_path_replay_on_a_real_job() -> None:
     """The real 8-rank DLRM (2,244 activities, all-to-all and all-reduce instances, launch bounds after
-    synchronizations): the numpy route, unchanged and with each kind's transfer halved, is the compiled
-    sweep's (or, without numba, the relaxation's)."""
+    synchronizations): the shortest-path search, unchanged and with each kind's transfer halved, is the
+    compiled sweep's (or, without numba, the relaxation's)."""
     analysis = moeprof.analyze(moeprof.load(shared_trace("kineto/dlrm_8rank_v100")))
     rj = analysis.replay
     assert rj is not None
@@ -388,7 +388,7 @@ def test_shortest_path_replay_on_a_real_job() -> None:
     assert g.is_member.sum() > 0 and (g.launch_pred >= 0).sum() > 0
     empty = np.full(g.size, NEG, dtype=np.int64)
     for transfer in (g.transfer, g.transfer // 2):
-        got = replay(g, g.duration, transfer, compiled=False)
+        got = _sweep_shortest(g, g.duration, transfer, empty.copy(), empty.copy())
         if has_compiled():
             want = replay(g, g.duration, transfer, compiled=True)
         else:
