@@ -274,7 +274,9 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             "seq": seq,
             "p2p": p2p,
             "source": "kineto",
-            "launch_ns": launch_end,
+            # §9: the call's return; a call that returned after its activity ended waited for it (a
+            # synchronous copy): the host issued it at the call's start
+            "launch_ns": np.where((launch_end >= 0) & (launch_end > dev["end"]), anchor_t, launch_end),
             "launch_thread": np.where(launch_end >= 0, anchor_thread.astype(str).astype(object), ""),
         }
     )

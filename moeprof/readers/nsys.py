@@ -60,6 +60,7 @@ KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+SYNCHRONIZATION = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 NVTX = "NVTX_EVENTS"
 STRINGS = "StringIds"
 ACTIVITY_TABLES = (KERNEL, MEMCPY, MEMSET)
@@ -90,6 +91,18 @@ _MEMCPY_ENUM_FALLBACK = {
     13: "UVM_DTOD",
 }
 _MEMCPY_SIDE = {"H": "H", "D": "D", "A": "D", "P": "P"}  # an array lives in device memory
+
+# §9: runtime and driver calls that wait for the device (synchronizations, synchronous copies); nsys
+# names them with their API version (cudaStreamSynchronize_v3020, cuMemcpyDtoH_v2) and per-thread
+# default-stream variants (_ptds, _ptsz). Not cudaEventQuery (returns at once) nor cudaStreamWaitEvent
+# (the device waits, not the host), which CUPTI_ACTIVITY_KIND_SYNCHRONIZATION records too.
+SYNC_CALL = re.compile(
+    r"^(?:cuda(?:DeviceSynchronize|ThreadSynchronize|StreamSynchronize|EventSynchronize"
+    r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyToSymbol|MemcpyFromSymbol)"
+    r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize"
+    r"|Memcpy|MemcpyDtoH|MemcpyHtoD|MemcpyDtoD|Memcpy2D|Memcpy3D|MemcpyPeer))(?:_v\d+|_ptds|_ptsz)*$"
+)
+_SYNC_LIKE = ("cu%Synchronize%", "cu%Memcpy%")  # SQL pre-filter of StringIds (a superset of SYNC_CALL)
 
 # ---- NVTX range families --------------------------------------------------------------------
 # PyTorch's emit_nvtx appends ", seq = N, op_id = N, sizes = [...]" to every op name
@@ -216,6 +229,10 @@ class _Frames:
     schemas: pd.DataFrame | None = None  # domainId schemaId idx type name offset payloadSize
     hostname: str = ""
     gpu_names: dict[int, str] = field(default_factory=dict)
+    # §9 host synchronizations: runtime calls matching SYNC_CALL (start end tid corr) and the
+    # SYNCHRONIZATION table's device of each correlation id (corr pid deviceId)
+    sync_calls: pd.DataFrame = field(default_factory=pd.DataFrame)
+    sync_devices: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 class _SqliteTables:
@@ -363,7 +380,69 @@ def _sqlite_frames(t: _SqliteTables, step_marker: re.Pattern[str] | None = None)
         domains = {
             d: v if isinstance(v, str) else "" for d, v in ((_one_number(d), v) for d, v in rows) if type(d) is int
         }
-    return _Frames(kernels, memcpys, memsets, nvtx, domains, **_small_tables(t.frame))
+    calls = _sqlite_sync_calls(t)
+    return _Frames(
+        kernels,
+        memcpys,
+        memsets,
+        nvtx,
+        domains,
+        **_small_tables(t.frame),
+        sync_calls=calls,
+        sync_devices=_sync_devices(t.frame) if len(calls) else pd.DataFrame(),
+    )
+
+
+def _sqlite_sync_calls(t: _SqliteTables) -> pd.DataFrame:
+    """The runtime calls that wait for the device (``SYNC_CALL``): start, end, tid, corr. Names are
+    ``nameId`` into StringIds (every export seen; the few matching ids are found first, so the runtime
+    table is scanned once without a join), else a ``name`` text column."""
+    cols = set(t.columns(RUNTIME))
+    if not {"start", "end", "globalTid"} <= cols:
+        return pd.DataFrame()
+    items = 'r.start AS start, r."end" AS "end", r.globalTid AS tid, ' + (
+        "r.correlationId AS corr" if "correlationId" in cols else "NULL AS corr"
+    )
+    if "nameId" in cols and STRINGS in t.names:
+        like = " OR ".join("value LIKE ?" for _ in _SYNC_LIKE)
+        found = t.conn.execute(f'SELECT id, value FROM "{STRINGS}" WHERE {like}', _SYNC_LIKE).fetchall()
+        ids = sorted({i for i, v in found if type(i) is int and isinstance(v, str) and SYNC_CALL.match(v)})
+        if not ids:
+            return pd.DataFrame()
+        sql = f'SELECT {items} FROM "{RUNTIME}" r WHERE r.nameId IN ({", ".join(map(str, ids))})'
+        return pd.read_sql_query(sql, t.conn, dtype_backend="numpy_nullable")
+    if "name" in cols:
+        like = " OR ".join("r.name LIKE ?" for _ in _SYNC_LIKE)
+        sql = f'SELECT {items}, r.name AS name FROM "{RUNTIME}" r WHERE {like}'
+        calls = pd.read_sql_query(sql, t.conn, params=_SYNC_LIKE, dtype_backend="numpy_nullable")
+        return _matching_calls(calls, _texts(calls["name"]) if len(calls) else np.empty(0, dtype=object))
+    return pd.DataFrame()
+
+
+def _matching_calls(calls: pd.DataFrame, names: np.ndarray) -> pd.DataFrame:
+    """The rows of ``calls`` whose name matches SYNC_CALL (each distinct name tried once)."""
+    if not len(calls):
+        return pd.DataFrame()
+    codes, uniques = pd.factorize(pd.Series(names, dtype=object), use_na_sentinel=True)
+    hit = np.array([isinstance(v, str) and bool(SYNC_CALL.match(v)) for v in uniques], dtype=bool)
+    keep = np.zeros(len(calls), dtype=bool)
+    keep[codes >= 0] = hit[codes[codes >= 0]]
+    return calls.loc[keep, ["start", "end", "tid", "corr"]].reset_index(drop=True)
+
+
+def _sync_devices(frame: Callable[[str, list[str]], pd.DataFrame]) -> pd.DataFrame:
+    """CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: the device of each synchronization call (corr, pid, deviceId)."""
+    sync = frame(SYNCHRONIZATION, ["correlationId", "globalPid", "deviceId"])
+    if not {"correlationId", "deviceId"} <= set(sync):
+        return pd.DataFrame()
+    n = len(sync)
+    return pd.DataFrame(
+        {
+            "corr": _ints(sync["correlationId"], n, -2),
+            "pid": _ints(sync["globalPid"], n) >> _PID_SHIFT if "globalPid" in sync else np.full(n, -1),
+            "deviceId": _ints(sync["deviceId"], n),
+        }
+    )
 
 
 def _small_tables(frame: Callable[[str, list[str]], pd.DataFrame]) -> dict[str, Any]:
@@ -466,7 +545,23 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
         out[known] = lookup.reindex(ids[known]).to_numpy(dtype=object)
         return pd.Series(out, index=col.index)
 
-    runtime = t.frame(RUNTIME, ["correlationId", "globalTid", "start", "end"])
+    runtime = t.frame(RUNTIME, ["correlationId", "globalTid", "start", "end", "nameId", "name"])
+    sync_calls = pd.DataFrame()
+    if {"globalTid", "start", "end"} <= set(runtime) and ("nameId" in runtime or "name" in runtime):
+        name_col = runtime["nameId"] if "nameId" in runtime else runtime["name"]
+        calls = pd.DataFrame(
+            {
+                "start": runtime["start"],
+                "end": runtime["end"],
+                "tid": runtime["globalTid"],
+                "corr": runtime["correlationId"] if "correlationId" in runtime else np.nan,
+            }
+        )
+        # names resolved once per distinct id
+        codes, uniques = pd.factorize(name_col, use_na_sentinel=True)
+        names = np.array([*resolve(pd.Series(uniques)).tolist(), None], dtype=object)  # code -1 (NULL): None
+        sync_calls = _matching_calls(calls, names[codes])
+    runtime = runtime.drop(columns=[c for c in ("nameId", "name") if c in runtime])
     if {"correlationId", "globalTid", "start"} <= set(runtime):
         runtime = runtime.rename(columns={"globalTid": "launch_tid", "start": "launch_start", "end": "launch_end"})
         if "launch_end" not in runtime:
@@ -570,7 +665,16 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
             }
         )
         nvtx = nvtx[nvtx["end"].notna()]
-    return _Frames(kernels, memcpys, memsets, nvtx, domains, **_small_tables(t.frame))
+    return _Frames(
+        kernels,
+        memcpys,
+        memsets,
+        nvtx,
+        domains,
+        **_small_tables(t.frame),
+        sync_calls=sync_calls,
+        sync_devices=_sync_devices(t.frame) if len(sync_calls) else pd.DataFrame(),
+    )
 
 
 # ---- entry points ---------------------------------------------------------------------------------
@@ -1122,6 +1226,7 @@ def _build(
                 empty = program_id[rows] < 0
                 program_id[rows[empty]] = _ints(pd.Series(fields["program_id"]).replace("", None), len(rows))[empty]
 
+    end_ns = _ints(act["end"], n)
     events = make_table(
         {
             "host": host,
@@ -1131,7 +1236,7 @@ def _build(
             "stream": _stream_names(_ints(act["streamId"], n)),
             "name": act["name"].to_numpy(dtype=object),
             "start_ns": _ints(act["start"], n),
-            "end_ns": _ints(act["end"], n),
+            "end_ns": end_ns,
             "activity": act["activity"].to_numpy(dtype=object),
             "copy_kind": act["copy_kind"].to_numpy(dtype=object),
             "hlo_module": hlo_module,
@@ -1142,8 +1247,10 @@ def _build(
             "bytes": nbytes,
             "group": group,
             "source": "nsys",
-            # §9: the launching runtime call's return and thread (the replay's launch bound)
-            "launch_ns": np.where(launch_known, launch_end, -1),
+            # §9: the launching runtime call's return and thread (the replay's launch bound); a call that
+            # returned after its activity ended waited for it (a synchronous copy): the host issued it at the
+            # call's start, and moves with the synchronization before that
+            "launch_ns": np.where(launch_known, np.where(launch_end > end_ns, launch_t, launch_end), -1),
             "launch_thread": np.where(launch_known, launch_tid.astype(str).astype(object), ""),
         },
         n=n,
@@ -1165,6 +1272,79 @@ def _build(
         job=Job(hosts=(host,) if frames.hostname else ()),
         devices={str(dev_names[i]): int(host_index * n_gpus + i) for i in range(n_gpus)},
         device_models={f"{host}/GPU:{g}": frames.gpu_names[g] for g in gpus if g in frames.gpu_names},
+        host_syncs=_host_syncs(frames, act, dev_ids, host),
+    )
+
+
+def _host_syncs(frames: _Frames, act: pd.DataFrame, dev_ids: np.ndarray, host: str) -> pd.DataFrame:
+    """§9: the runtime calls that waited for the device (``SYNC_CALL``) as device, thread, start, end (the
+    thread as ``launch_thread`` writes it). The call's device: its CUPTI_ACTIVITY_KIND_SYNCHRONIZATION row
+    (same correlationId and process; ``deviceId``), else the activity it launched (a synchronous copy's
+    memcpy: same launching thread and call start), else the only device its process has activity on;
+    calls on no device of the file are left out (the replay could not place them)."""
+    calls = frames.sync_calls
+    out = pd.DataFrame(
+        {
+            "device": pd.Series(dtype=object),
+            "thread": pd.Series(dtype=object),
+            "start_ns": pd.Series(dtype=np.int64),
+            "end_ns": pd.Series(dtype=np.int64),
+        }
+    )
+    if not len(calls) or not len(act):
+        return out
+    m = len(calls)
+    start, s_null, s_bad = _numeric(calls["start"])
+    end, e_null, e_bad = _numeric(calls["end"])
+    tid = _ints(calls["tid"], m)
+    corr = _ints(calls["corr"], m, -2)
+    pid = np.where(tid >= 0, tid >> _PID_SHIFT, -1)
+    device = np.full(m, -1, dtype=np.int64)
+
+    def fill(keys: pd.DataFrame, lookup: pd.DataFrame, on: list[str]) -> None:
+        # left-join the calls still without a device onto lookup(on -> deviceId), first match wins
+        todo = device < 0
+        if not todo.any() or not len(lookup):
+            return
+        first = lookup.drop_duplicates(on, keep="first")
+        got = keys.loc[todo, on].merge(first, on=on, how="left", sort=False)["deviceId"]
+        device[todo] = got.fillna(-1).to_numpy(dtype=np.int64)
+
+    keys = pd.DataFrame({"corr": corr, "pid": pid, "tid": tid, "start": start})
+    if len(frames.sync_devices):
+        fill(keys, frames.sync_devices, ["corr", "pid"])
+    launched = pd.notna(act["launch_tid"]).to_numpy() & pd.notna(act["launch_start"]).to_numpy()
+    if launched.any():
+        n = len(act)
+        fill(
+            keys,
+            pd.DataFrame(
+                {
+                    "tid": _ints(act["launch_tid"], n)[launched],
+                    "start": _ints(act["launch_start"], n)[launched],
+                    "deviceId": dev_ids[launched],
+                }
+            ),
+            ["tid", "start"],
+        )
+    a_pid = _ints(act["pid"], len(act))
+    per_pid = pd.DataFrame({"pid": a_pid, "deviceId": dev_ids}).drop_duplicates()
+    counts = per_pid["pid"].map(per_pid["pid"].value_counts())
+    fill(keys, per_pid.loc[(counts == 1).to_numpy() & (per_pid["pid"] >= 0).to_numpy()], ["pid"])
+
+    ok = (device >= 0) & np.isin(device, dev_ids) & (tid >= 0) & ~(s_null | s_bad | e_null | e_bad) & (end >= start)
+    # one call exported twice (old schemas: an outer and an inner row, same thread and correlation id): the
+    # outer one, which returned last
+    twice = pd.DataFrame({"tid": tid, "corr": corr, "end": end}).sort_values("end", ascending=False, kind="stable")
+    twice = twice[twice["corr"].to_numpy() >= 0]
+    ok[twice.index[twice.duplicated(["tid", "corr"], keep="first")].to_numpy()] = False
+    return pd.DataFrame(
+        {
+            "device": np.array([f"{host}/GPU:{d}" for d in device[ok].tolist()], dtype=object),
+            "thread": tid[ok].astype(str).astype(object),
+            "start_ns": start[ok],
+            "end_ns": end[ok],
+        }
     )
 
 

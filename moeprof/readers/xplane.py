@@ -35,7 +35,7 @@ from ..options import LoadOptions
 from ..workers import default_decode_threads
 from .base import Placement, ReadContext, native_log
 from .discovery import capture_stem
-from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_runs
+from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_bounds, launch_runs, sync_copies, sync_names
 from .xspace_proto import WireError, length_delimited, messages, peek, plane_stats
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class _Chunk:
     ops: np.ndarray  # object
     program_ids: np.ndarray  # int64
     run_ids: np.ndarray | None = None
-    correlation: np.ndarray | None = None  # int64 per event (-1: none), read where steps need launches
+    correlation: np.ndarray | None = None  # int64 per event (-1: none): launches (§9 bounds, §5 steps)
 
 
 def _chunk_from_lists(
@@ -340,7 +340,7 @@ WIRE_STATS = (
     "module_name",
 )
 # host planes of GPU captures: step markers, and the launch evidence of steps without markers
-HOST_STATS_WITH_GPUS = ("step_num", "correlation_id", "module_name")
+HOST_STATS_WITH_GPUS = ("step_num", "correlation_id", "module_name", "memcpy_details")
 
 
 @dataclass
@@ -356,6 +356,7 @@ class _Walk:
     # calls (correlation_id, launch_ns) and the host's module executions (line, module, start_ns, end_ns)
     launches: pd.DataFrame | None = None
     executions: pd.DataFrame | None = None
+    syncs: pd.DataFrame | None = None  # the host's calls that wait for the device (line, start_ns, end_ns, corr)
     # the GPU planes' own stats by ordinal (the wire route decodes them with the planes; None: read apart)
     gpu_stats: dict[int, dict[str, object]] | None = None
 
@@ -412,6 +413,12 @@ def read(path: Path, context: ReadContext) -> Trace:
     gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
 
     events = _table_from_chunks(chunks, host, gpus, None if gpu_planes else "kernel", walk.name_table)
+    host_syncs = None
+    if gpu_planes and len(events):
+        # §9: each kernel's launching host call and thread, and the host's synchronizations
+        launch_ns, launch_thread, host_syncs = launch_bounds(chunks, walk.launches, walk.syncs)
+        events["launch_ns"] = launch_ns
+        events["launch_thread"] = launch_thread
     if not gpu_planes and len(events):
         run_ids = events.pop("run_id").to_numpy()
         events = _drop_nested(events)
@@ -446,7 +453,7 @@ def read(path: Path, context: ReadContext) -> Trace:
     if not gpu_planes and len(events):
         pairs = events[["device", "global_id"]].drop_duplicates()
         devices = dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
-    return Trace(
+    trace = Trace(
         events=events,
         path=str(path),
         format="xplane",
@@ -457,6 +464,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         devices=devices,
         device_models=device_models(path, host, first, list(gpu_ordinals), walk.gpu_stats) if gpu_planes else {},
     )
+    return trace if host_syncs is None else trace.replace(host_syncs=host_syncs)
 
 
 def _walk_jaxlib(
@@ -550,8 +558,11 @@ def _walk_jaxlib(
                     )
                 )
     launches = executions = None
-    if gpu_planes and "XLA Modules" not in line_names:  # steps may need launch evidence: a second pass
-        launches, executions = jaxlib_launch_evidence(gpu_planes, host_planes, chunks)
+    syncs = None
+    if gpu_planes:  # launch bounds (§9) and, without an XLA Modules line, steps need launch evidence: a second pass
+        launches, executions, syncs = jaxlib_launch_evidence(
+            gpu_planes, host_planes, chunks, steps="XLA Modules" not in line_names
+        )
     del profile
     frame = pd.DataFrame(markers, columns=["device", "kind", "name", "start_ns", "end_ns", "number"])
     part = {
@@ -562,7 +573,9 @@ def _walk_jaxlib(
         "end_ns": floats_to_ns(frame["end_ns"].to_numpy(dtype=np.float64)),
         "number": frame["number"].to_numpy(dtype=np.int64),
     }
-    return _Walk([o for o, _ in gpu_planes], chunks, [part], line_names, launches=launches, executions=executions)
+    return _Walk(
+        [o for o, _ in gpu_planes], chunks, [part], line_names, launches=launches, executions=executions, syncs=syncs
+    )
 
 
 def _by_first(rows: list[tuple]) -> dict:
@@ -742,7 +755,8 @@ def _walk_wire(
                     }
                 )
     chunks = _stream_chunks(streams, hlo, read_all, np.array(list(registry), dtype=object))
-    want_launches = bool(gpu_planes) and "XLA Modules" not in line_names
+    # launch evidence: the §9 launch bounds, and steps without an XLA Modules line (§5)
+    want_launches = bool(gpu_planes)
     if want_launches:
         for chunk, (*_, view) in zip(chunks, streams, strict=True):
             chunk.correlation = view.integers("correlation_id")
@@ -751,17 +765,22 @@ def _walk_wire(
     host_lines = [
         _LineView(plane, line, _Labels(plane.event_names, registry)) for plane in host_planes for line in plane.lines
     ]
-    launches = executions = None
+    launches = executions = syncs = None
     if host_lines:
         names = np.concatenate([v.ids for v in host_lines])
         if want_launches:
-            launches, executions = host_evidence(
-                np.array(list(registry), dtype=object)[names],
+            table = np.array(list(registry), dtype=object)
+            # calls that wait for the device: by name (once per distinct name) or a synchronous copy
+            is_sync = sync_names(table)[names] | np.concatenate([v.sync_copies() for v in host_lines])
+            by_launch = "XLA Modules" not in line_names  # steps from launches need the module executions
+            launches, executions, syncs = host_evidence(
                 np.repeat(np.arange(len(host_lines)), [len(v.ids) for v in host_lines]),
                 np.concatenate([v.line.start_ns for v in host_lines]),
                 np.concatenate([v.line.end_ns for v in host_lines]),
                 np.concatenate([v.integers("correlation_id") for v in host_lines]),
-                np.concatenate([v.strings("module_name")[0] for v in host_lines]),
+                is_sync,
+                table[names] if by_launch else None,
+                np.concatenate([v.strings("module_name")[0] for v in host_lines]) if by_launch else None,
             )
         is_step: np.ndarray = np.concatenate([v.present("step_num") for v in host_lines])
         if user_step is not None:
@@ -799,6 +818,7 @@ def _walk_wire(
         np.array(list(registry), dtype=object),
         launches,
         executions,
+        syncs,
         {o: p.own_stats for o, p in zip(ordinals, gpu_planes, strict=True)},
     )
 
@@ -851,6 +871,12 @@ class _LineView:
 
     def integers(self, stat: str) -> np.ndarray:
         return self.line.stats[stat].integers(-1)[0]
+
+    def sync_copies(self) -> np.ndarray:
+        """Events whose ``memcpy_details`` say a synchronous copy (decided per distinct value)."""
+        codes, categories = self.line.stats["memcpy_details"].string_codes()
+        cats = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in categories]
+        return np.append(sync_copies(np.array(cats, dtype=object)), False)[codes]
 
     def step_numbers(self) -> np.ndarray:
         """A step marker's number: its integer step_num stat, else the digits that end its name, else -1."""
