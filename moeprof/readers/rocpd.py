@@ -501,8 +501,13 @@ def _peers(conn: sqlite3.Connection, has: set[str], rccl: pd.DataFrame) -> np.nd
     if "rocpd_arg" not in has:
         return np.full(len(rccl), np.nan)
     a = _query("SELECT event_id, value FROM rocpd_arg WHERE name = 'peer'", conn)
+    # a few distinct peers over many calls: each value's text converted once
+    codes, values = pd.factorize(a["value"].to_numpy(dtype=object))
+    numbers = np.append(
+        pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64), np.nan
+    )
     by_event = pd.Series(
-        pd.to_numeric(a["value"], errors="coerce").to_numpy(dtype=np.float64),
+        numbers[codes] if len(codes) else np.zeros(0),
         index=pd.to_numeric(a["event_id"], errors="coerce").to_numpy(dtype=np.float64),
     )
     by_event = by_event[~by_event.index.duplicated()]
@@ -522,7 +527,9 @@ def _steps(regions: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.Data
     s = marks.loc[step[codes]].sort_values("start", kind="stable")
     if not len(s):
         return empty_markers()
-    number = pd.Series([trailing_number(str(t)) for t in s["text"]], index=s.index)
+    text_codes, texts = pd.factorize(s["text"].to_numpy(dtype=object))
+    numbers = np.array([trailing_number(str(t)) for t in texts.tolist()], dtype=np.int64)
+    number = pd.Series(numbers[text_codes] if len(text_codes) else np.zeros(0, dtype=np.int64), index=s.index)
     ordinal = s.groupby("text").cumcount()
     devices = list(trace.devices)
     host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""
