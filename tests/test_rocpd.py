@@ -202,6 +202,8 @@ def test_empty_file(tmp_path: Path) -> None:
         (['UPDATE `{dispatch}` SET "end" = 12.5 WHERE id = 2'], ("rocpd_kernel_dispatch.end",)),
         (["UPDATE `{dispatch}` SET agent_id = 42 WHERE id = 1"], ("agent_id 42", "names no agent")),
         (["UPDATE `{copy}` SET start = ''"], ("rocpd_memory_copy.start",)),
+        # a cell the dispatch columns' text route would misread (a space parses as 0)
+        (["UPDATE `{dispatch}` SET start = ' ' WHERE id = 4"], ("rocpd_kernel_dispatch.start", "' '")),
         (["DELETE FROM `{dispatch}`", "DELETE FROM `{copy}`"], ("no kernel dispatch or memory copy",)),
         (["UPDATE rocpd_info_agent_0193a4c2_7e10_7000_8000_0000003000a0 SET type = 'CPU'"], ("no GPU agent",)),
     ],
@@ -213,12 +215,40 @@ def test_empty_file(tmp_path: Path) -> None:
         "fractional time",
         "unknown agent",
         "empty copy time",
+        "blank time",
         "no records",
         "no gpu agent",
     ],
 )
 def test_bad_databases_are_refused_in_one_line(tmp_path: Path, sql: list[str], said: tuple[str, ...]) -> None:
     assert_refused(mutated(tmp_path, *sql), *said)
+
+
+def test_a_text_cell_with_commas_stays_in_its_row(tmp_path: Path) -> None:
+    """One kernel id written as "3,4": its row alone loses its name (the checked route, as for any text), where
+    the text route's comma-joined column would have shifted every later row."""
+    before = read_file(ONE).events
+    db = mutated(tmp_path, "UPDATE `{dispatch}` SET kernel_id = '3,4' WHERE id = 7")
+    after = read_file(db).events
+    assert len(after) == len(before)
+    changed = after["name"].astype(str) != before["name"].astype(str)
+    assert int(changed.sum()) == 1
+    assert after.loc[changed, "name"].astype(str).tolist() == ["unknown_kernel"]
+    assert (after["start_ns"] == before["start_ns"]).all() and (after["end_ns"] == before["end_ns"]).all()
+
+
+def test_a_blob_time_reads_as_the_checked_route_reads_it(tmp_path: Path) -> None:
+    """A time stored as a blob of its digits takes the checked route (pandas reads the digits), as before the
+    text route: the same events as the clean file."""
+    start = int(read_file(ONE).events["start_ns"].min())
+    with sqlite3.connect(ONE.resolve().as_uri() + "?mode=ro", uri=True) as clean:
+        (first,) = clean.execute("SELECT start FROM rocpd_kernel_dispatch WHERE id = 1").fetchone()
+    db = mutated(tmp_path, f"UPDATE `{{dispatch}}` SET start = CAST('{first}' AS BLOB) WHERE id = 1")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT typeof(start) FROM rocpd_kernel_dispatch WHERE id = 1").fetchone() == ("blob",)
+    events = read_file(db).events
+    pd.testing.assert_frame_equal(events, read_file(ONE).events)
+    assert int(events["start_ns"].min()) == start
 
 
 def test_a_folder_of_databases_is_left_as_it_was(tmp_path: Path) -> None:

@@ -186,10 +186,12 @@ def bucket_codes(column: pd.Series | np.ndarray) -> np.ndarray:
     return lookup(codes, index, -1)
 
 
-def make_table(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
+def make_table(columns: Mapping[str, Any], n: int | None = None, *, owned: bool = False) -> pd.DataFrame:
     """Build an event table from column arrays; absent columns get their default.
 
-    ``n`` is the row count when every given column is a scalar.
+    ``n`` is the row count when every given column is a scalar. ``owned``: the arrays are the caller's to
+    give away (made for this table, not kept): the frame takes them as they are, where pandas would copy
+    every numeric column into one block per dtype (a fifth of a rocpd read of 1.4M dispatches).
     """
     if n is None:
         lengths = {len(v) for v in columns.values() if v is not None and not np.isscalar(v)}
@@ -205,7 +207,7 @@ def make_table(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFrame
             data[col] = np.full(n, _DEFAULTS[dtype] if value is None else value, dtype=dtype)
         else:
             data[col] = np.asarray(value, dtype=dtype)
-    frame = pd.DataFrame(data)
+    frame = pd.DataFrame(data, copy=not owned)
     for col in sorted(set(columns) - set(COLUMNS)):  # parsers may carry extra columns (e.g. correlation ids)
         frame[col] = columns[col]
     return frame

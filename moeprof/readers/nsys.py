@@ -1512,6 +1512,24 @@ def _collective_of(text: np.ndarray) -> np.ndarray:
     return names[codes]
 
 
+def _joined_peers(group: np.ndarray, peer: np.ndarray) -> pd.Series:
+    """Per group, its distinct peers in ascending order joined by commas ("1,3"), indexed by group: one sort
+    and a join per group over plain lists (a pandas aggregation called Python once per group)."""
+    order = np.lexsort((peer, group))
+    g, p = group[order], peer[order]
+    keep = np.ones(len(g), dtype=bool)
+    keep[1:] = (g[1:] != g[:-1]) | (p[1:] != p[:-1])
+    g, p = g[keep], p[keep]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(g)]
+    text = [str(int(v)) for v in p.tolist()]
+    return pd.Series(
+        [",".join(text[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)],
+        index=g[starts],
+        dtype=object,
+    )
+
+
 def _nccl_launch_info(calls: pd.DataFrame, payload: pd.DataFrame) -> pd.DataFrame:
     """Per NCCL call range: the collective, bytes, communicator and peers of a kernel launched in it.
 
@@ -1616,9 +1634,9 @@ def _nccl_launch_info(calls: pd.DataFrame, payload: pd.DataFrame) -> pd.DataFram
         agg["comm"] = agg["comm"].where(agg["comms"] == 1)
         agg["peers"] = ""
         if peers_known.any():
-            known = f[f["g"].isin(agg.index[peers_known]) & f["peer"].notna()]
-            agg.loc[peers_known, "peers"] = known.groupby("g")["peer"].agg(
-                lambda x: ",".join(str(int(v)) for v in sorted(set(x)))
+            known = f.loc[f["g"].isin(agg.index[peers_known]) & f["peer"].notna(), ["g", "peer"]]
+            agg.loc[peers_known, "peers"] = _joined_peers(
+                known["g"].to_numpy(dtype=np.int64), known["peer"].to_numpy(dtype=np.float64)
             )
         rows = np.flatnonzero(closes)
         look = agg.reindex(gkey[rows])

@@ -22,9 +22,12 @@ What is read, and where rocprofiler-sdk defines it (``source/share/rocprofiler-s
 
 from __future__ import annotations
 
+import array
+import itertools
 import json
 import re
 import sqlite3
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.events import categorical
 from ..core.trace import Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
@@ -73,9 +77,28 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
 
 
 def _query(sql: str, conn: sqlite3.Connection) -> pd.DataFrame:
-    """A query's rows as a frame (sqlite3's own errors, which name the missing table or column, pass through)."""
+    """A query's rows as a frame (sqlite3's own errors, which name the missing table or column, pass through).
+
+    A column whose every cell is an integer is int64; any other stays as its cells are (object), for the
+    readers' own checked conversions: pandas' inference per row and its string columns cost more than the
+    fetch itself on the host API rows."""
     cur = conn.execute(sql)
-    return pd.DataFrame.from_records(cur.fetchall(), columns=[d[0] for d in cur.description])
+    rows = cur.fetchall()
+    names = [d[0] for d in cur.description]
+    if not rows:
+        return pd.DataFrame.from_records(rows, columns=names)
+    frame = pd.DataFrame({i: _cells(column) for i, column in enumerate(zip(*rows, strict=True))}, copy=False)
+    frame.columns = names
+    return frame
+
+
+def _cells(column: tuple[Any, ...]) -> pd.Series:
+    """One fetched column: int64 where every cell is a Python int (``array('q')`` takes nothing else, where
+    numpy would parse text and truncate a fraction), else the cells as objects (no string dtype inferred)."""
+    try:
+        return pd.Series(np.frombuffer(array.array("q", column), dtype=np.int64), copy=False)
+    except (TypeError, OverflowError):
+        return pd.Series(np.array(column, dtype=object), dtype=object, copy=False)
 
 
 def _line(exc: BaseException) -> str:
@@ -98,10 +121,10 @@ def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:
         kernels["collective"] = _collectives(conn, kernels.pop("event_id"), kernels["name"], regions, has)
     else:
         kernels.pop("event_id")
-        kernels["collective"] = np.empty(0, dtype=object)
+        kernels["collective"] = categorical("", 0)
     parts = [kernels]
     if copies is not None:
-        copies["collective"] = np.full(len(copies["gpu"]), "", dtype=object)
+        copies["collective"] = categorical("", len(copies["gpu"]))
         parts.append(copies)
     host = _host(conn, has, path)
     trace = build_trace(parts, agents, host, path, context, FORMAT, warnings)
@@ -172,64 +195,116 @@ def _int64(column: pd.Series, name: str) -> np.ndarray:
 # ---- kernel dispatches and memory copies ---------------------------------------------------------------------------
 
 
+_DISPATCH_CELLS = ("agent_id", "start", '"end"', "stream_id", "kernel_id", "COALESCE(event_id, -1)")
+_DISPATCH_SQL = f"SELECT {', '.join(_DISPATCH_CELLS)} FROM rocpd_kernel_dispatch"
+_DISPATCH_COLUMNS = ("agent_id", "start", "end", "stream_id", "kernel_id", "stack")
+# a text or blob cell sorts above every number in SQLite: one comparison per cell finds one (a NULL is found by
+# a column's count, a fraction by the parse)
+_NOT_NUMBER = " OR ".join(f"{c} > 9223372036854775807" for c in _DISPATCH_CELLS)
+_DISPATCH_TEXT_SQL = (
+    f"SELECT count(*), max({_NOT_NUMBER}), "
+    + ", ".join(f"group_concat({c}, ',')" for c in _DISPATCH_CELLS)
+    + " FROM rocpd_kernel_dispatch"
+)
+_DIGITS = 21  # the widest int64 in text, with its sign and the separator
+_MIN_ROW_BYTES = 40  # a dispatch row of rocpd_tables.sql takes more (its guid alone is 36 bytes)
+
+
 def _kernels(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str, Any]:
-    """The dispatches as integer columns (one fetch, no string per row); names and streams are looked up once
-    per distinct id (kernel symbols and streams are a few hundred rows)."""
-    cur = conn.execute(
-        'SELECT agent_id, start, "end", stream_id, kernel_id, COALESCE(event_id, -1) FROM rocpd_kernel_dispatch'
-    )
-    rows = cur.fetchall()
-    # SQLite keeps whatever a cell holds: numpy would truncate a fraction silently, so the fast route is only
-    # for a table whose every cell read is an integer (one scan in SQLite, no Python per row)
-    (odd,) = conn.execute(
-        "SELECT count(*) FROM rocpd_kernel_dispatch WHERE typeof(agent_id) <> 'integer' OR typeof(start) <> "
-        "'integer' OR typeof(\"end\") <> 'integer' OR typeof(stream_id) <> 'integer' OR typeof(kernel_id) <> "
-        "'integer' OR typeof(COALESCE(event_id, -1)) <> 'integer'"
-    ).fetchone()
-    try:
-        if odd:
-            raise ValueError("cells that are no integer")
-        block = np.array(rows, dtype=np.int64).reshape(len(rows), 6)
-    except (TypeError, ValueError, OverflowError):
-        # a NULL, text, fraction or a number past int64 somewhere: the checked route names it
-        f = pd.DataFrame.from_records(rows, columns=["agent_id", "start", "end", "stream_id", "kernel_id", "stack"])
-        block = (
-            np.column_stack(
-                [
-                    _int64(f["agent_id"], "rocpd_kernel_dispatch.agent_id"),
-                    _int64(f["start"], "rocpd_kernel_dispatch.start"),
-                    _int64(f["end"], "rocpd_kernel_dispatch.end"),
-                    pd.to_numeric(f["stream_id"], errors="coerce")
-                    .fillna(-1)
-                    .to_numpy(dtype=np.float64)
-                    .astype(np.int64),
-                    pd.to_numeric(f["kernel_id"], errors="coerce")
-                    .fillna(0)
-                    .to_numpy(dtype=np.float64)
-                    .astype(np.int64),
-                    pd.to_numeric(f["stack"], errors="coerce").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64),
-                ]
-            )
-            if len(f)
-            else np.zeros((0, 6), dtype=np.int64)
-        )
-    del rows
-    n = len(block)
+    """The dispatches as integer columns (no Python object per row); names and streams are looked up once per
+    distinct id (kernel symbols and streams are a few hundred rows)."""
+    block = _dispatch_block(conn)
+    n = len(block[0])
     names = _lookup(conn, "rocpd_info_kernel_symbol", "display_name, kernel_name", has)
-    kernel_names = _map_ids(block[:, 4], lambda k: _kernel_name(names.get(k)))
+    kernel_names = _map_ids(block[4], lambda k: _kernel_name(names.get(k)))
     streams = _lookup(conn, "rocpd_info_stream", "name", has)
-    stream_names = _map_ids(block[:, 3], lambda i: _stream_name(streams.get(i), i))
+    stream_names = _map_ids(block[3], lambda i: _stream_name(streams.get(i), i))
     return {
-        "gpu": _gpu_index(pd.Series(block[:, 0]), agents, "rocpd_kernel_dispatch.agent_id"),
+        "gpu": _gpu_index(pd.Series(block[0]), agents, "rocpd_kernel_dispatch.agent_id"),
         "name": kernel_names,
-        "start_ns": block[:, 1].copy(),
-        "end_ns": block[:, 2].copy(),
+        "start_ns": block[1],
+        "end_ns": block[2],
         "stream": stream_names,
-        "activity": np.full(n, "kernel", dtype=object),
-        "copy_kind": np.full(n, "", dtype=object),
+        "activity": categorical("kernel", n),
+        "copy_kind": categorical("", n),
         "bytes": np.full(n, np.nan),
-        "event_id": block[:, 5].copy(),
+        "event_id": block[5],
     }
+
+
+def _dispatch_block(conn: sqlite3.Connection) -> list[np.ndarray]:
+    """The six dispatch columns (``_DISPATCH_CELLS``) as int64 arrays, by the first route that takes the table.
+
+    1. Each column as one text that SQLite joins (``group_concat``) and numpy parses: no Python object per
+       cell, about half of fetching the rows (benchmarks/bench_rocpd.py). Taken only where every cell is an
+       integer: a text or blob cell is counted in the same scan, a NULL leaves its column short, a fraction
+       does not parse.
+    2. Where a column's text could pass SQLite's string limit: the rows' cells straight into an int64 buffer
+       (``array('q')`` takes a Python int only, so any other cell fails it).
+    3. Otherwise the checked route: the rows as they are, a bad time or agent refused naming its row (numpy's
+       own conversion would truncate a fraction silently).
+    """
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    fits = pages * page_size / _MIN_ROW_BYTES * _DIGITS < limit
+    if not fits:
+        (rows,) = conn.execute("SELECT count(*) FROM rocpd_kernel_dispatch").fetchone()
+        fits = rows * _DIGITS < limit
+    if fits:
+        try:
+            block = _dispatch_text(conn)
+        except sqlite3.DataError:  # "string or blob too big": a build whose limit is lower than it says
+            block = None
+        if block is not None:
+            return block
+    else:
+        try:
+            flat = array.array("q", itertools.chain.from_iterable(conn.execute(_DISPATCH_SQL)))
+            return [np.ascontiguousarray(c) for c in np.frombuffer(flat, dtype=np.int64).reshape(-1, 6).T]
+        except (TypeError, OverflowError):
+            pass
+    return _dispatch_checked(conn)
+
+
+def _dispatch_text(conn: sqlite3.Connection) -> list[np.ndarray] | None:
+    """Route 1 of :func:`_dispatch_block`; None where a cell is no integer."""
+    n, not_number, *texts = conn.execute(_DISPATCH_TEXT_SQL).fetchone()
+    if not n:
+        return [np.zeros(0, dtype=np.int64)] * 6
+    if not_number or any(not isinstance(t, str) for t in texts):
+        return None
+    columns: list[np.ndarray] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # numpy before 2.x warns where it stops early
+        for text in texts:
+            try:
+                column = np.fromstring(text, dtype=np.int64, sep=",")
+            except (ValueError, DeprecationWarning):
+                return None
+            if len(column) != n:
+                return None
+            columns.append(column)
+    return columns
+
+
+def _dispatch_checked(conn: sqlite3.Connection) -> list[np.ndarray]:
+    """Route 3 of :func:`_dispatch_block`: a NULL, text, fraction or number past int64 somewhere."""
+    f = pd.DataFrame.from_records(conn.execute(_DISPATCH_SQL).fetchall(), columns=list(_DISPATCH_COLUMNS))
+    if not len(f):
+        return [np.zeros(0, dtype=np.int64)] * 6
+
+    def coerced(column: str, missing: int) -> np.ndarray:
+        return pd.to_numeric(f[column], errors="coerce").fillna(missing).to_numpy(dtype=np.float64).astype(np.int64)
+
+    return [
+        _int64(f["agent_id"], "rocpd_kernel_dispatch.agent_id"),
+        _int64(f["start"], "rocpd_kernel_dispatch.start"),
+        _int64(f["end"], "rocpd_kernel_dispatch.end"),
+        coerced("stream_id", -1),
+        coerced("kernel_id", 0),
+        coerced("stack", -1),
+    ]
 
 
 def _lookup(conn: sqlite3.Connection, view: str, columns: str, has: set[str]) -> dict[int, tuple]:
@@ -294,8 +369,8 @@ def _copies(conn: sqlite3.Connection, has: set[str], agents: Agents) -> dict[str
         "start_ns": _int64(f["start"], "rocpd_memory_copy.start"),
         "end_ns": _int64(f["end"], "rocpd_memory_copy.end"),
         "stream": pd.Categorical(_streams(f["stream"], f["stream_id"])),
-        "activity": np.full(len(f), "memcpy", dtype=object),
-        "copy_kind": kind,
+        "activity": categorical("memcpy", len(f)),
+        "copy_kind": categorical(kind, len(kind)),
         "bytes": pd.to_numeric(f["size"], errors="coerce").to_numpy(dtype=np.float64),
     }
 
@@ -328,13 +403,21 @@ def _regions(conn: sqlite3.Connection, has: set[str]) -> pd.DataFrame:
     f["tid"] = pd.to_numeric(f["tid"], errors="coerce").fillna(-1).astype(np.int64)
     f["stack_id"] = pd.to_numeric(f["stack_id"], errors="coerce").astype(np.float64)
     f["event_id"] = pd.to_numeric(f["event_id"], errors="coerce").astype(np.float64)
-    f["name"] = f["name"].fillna("").astype(str)
-    codes, uniques = pd.factorize(f["extdata"].fillna("").astype(str).to_numpy(dtype=object))
-    message = np.array([_message(u) for u in uniques.tolist()], dtype=object)
-    text = message[codes] if len(codes) else np.empty(0, dtype=object)
-    marker = f["category"].fillna("").astype(str).str.startswith("MARKER").to_numpy()
-    f["text"] = np.where(marker & (text != ""), text, f["name"].to_numpy(dtype=object)).astype(object)
+    name = _strings(f["name"], str)
+    f["name"] = pd.Series(name, index=f.index, dtype=object)
+    text = _strings(f["extdata"], _message)
+    marker = _strings(f["category"], lambda c: "MARKER" if c.startswith("MARKER") else "") != ""
+    f["category"] = pd.Series(_strings(f["category"], str), index=f.index, dtype=object)
+    f["text"] = pd.Series(np.where(marker & (text != ""), text, name), index=f.index, dtype=object)
     return f.drop(columns=["extdata"])
+
+
+def _strings(column: pd.Series, label: Callable[[str], str]) -> np.ndarray:
+    """``label`` of each row's text (a missing cell as ""), computed once per distinct cell; objects, no
+    string dtype per row."""
+    codes, uniques = pd.factorize(column.to_numpy(dtype=object))
+    table = np.array([label(str(u)) for u in uniques.tolist()] + [label("")], dtype=object)
+    return table[codes] if len(codes) else np.empty(0, dtype=object)
 
 
 def _message(extdata: str) -> str:
@@ -347,17 +430,16 @@ def _message(extdata: str) -> str:
 
 def _collectives(
     conn: sqlite3.Connection, event_id: np.ndarray, names: pd.Categorical, regions: pd.DataFrame, has: set[str]
-) -> np.ndarray:
+) -> pd.Categorical:
     """Per kernel, the collective of the RCCL call its launch ran inside ("" where none or not RCCL).
 
     A kernel's event carries its launch's internal correlation id (``stack_id``); the HIP launch's event has
     the same ``stack_id`` and, made inside an RCCL call, that call's id as ``parent_stack_id``
     (generateRocpd.cpp, insert_api_data: ancestor); the RCCL region's id is its own internal id. Only the
     events of RCCL kernels are looked up."""
-    out = np.full(len(event_id), "", dtype=object)
     rccl = regions.loc[regions["category"] == "RCCL_API"]
     if not len(rccl):
-        return out
+        return categorical("", len(event_id))
     # HIP calls issued inside another API call: internal id -> ancestor
     anc = _query(
         "SELECT E.stack_id, E.parent_stack_id FROM rocpd_event E "
@@ -384,11 +466,17 @@ def _collectives(
     coll_of_call = coll_of_call[~coll_of_call.index.duplicated()]
     rccl_kernel = np.asarray(names.categories.str.contains(_RCCL_KERNEL, regex=True), dtype=bool)
     rows = np.flatnonzero(rccl_kernel[names.codes]) if len(names) else np.zeros(0, dtype=np.int64)
-    stack = _stack_ids(conn, np.unique(event_id[rows]))
-    stack_id = stack.reindex(event_id[rows].astype(np.float64)).to_numpy(dtype=np.float64)
+    # each distinct event once (a kernel's event -> its launch -> the RCCL call around it), then mapped over rows
+    per_row, events = pd.factorize(event_id[rows])
+    stack = _stack_ids(conn, np.sort(events))
+    stack_id = stack.reindex(events.astype(np.float64)).to_numpy(dtype=np.float64)
     parent = ancestor.reindex(stack_id).to_numpy(dtype=np.float64)
-    out[rows] = coll_of_call.reindex(parent).fillna("").to_numpy(dtype=object)
-    return out
+    named = coll_of_call.reindex(parent).fillna("").to_numpy(dtype=object)
+    # "" but at the RCCL kernels' rows: codes set there, no string per row
+    labels, uniques = pd.factorize(np.concatenate([np.array([""], dtype=object), named]))
+    codes = np.zeros(len(event_id), dtype=np.int64)
+    codes[rows] = labels[1:][per_row]
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
 
 
 _RCCL_KERNEL = r"(?i)nccl|rccl"
@@ -413,8 +501,13 @@ def _peers(conn: sqlite3.Connection, has: set[str], rccl: pd.DataFrame) -> np.nd
     if "rocpd_arg" not in has:
         return np.full(len(rccl), np.nan)
     a = _query("SELECT event_id, value FROM rocpd_arg WHERE name = 'peer'", conn)
+    # a few distinct peers over many calls: each value's text converted once
+    codes, values = pd.factorize(a["value"].to_numpy(dtype=object))
+    numbers = np.append(
+        pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64), np.nan
+    )
     by_event = pd.Series(
-        pd.to_numeric(a["value"], errors="coerce").to_numpy(dtype=np.float64),
+        numbers[codes] if len(codes) else np.zeros(0),
         index=pd.to_numeric(a["event_id"], errors="coerce").to_numpy(dtype=np.float64),
     )
     by_event = by_event[~by_event.index.duplicated()]
@@ -434,7 +527,9 @@ def _steps(regions: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.Data
     s = marks.loc[step[codes]].sort_values("start", kind="stable")
     if not len(s):
         return empty_markers()
-    number = pd.Series([trailing_number(str(t)) for t in s["text"]], index=s.index)
+    text_codes, texts = pd.factorize(s["text"].to_numpy(dtype=object))
+    numbers = np.array([trailing_number(str(t)) for t in texts.tolist()], dtype=np.int64)
+    number = pd.Series(numbers[text_codes] if len(text_codes) else np.zeros(0, dtype=np.int64), index=s.index)
     ordinal = s.groupby("text").cumcount()
     devices = list(trace.devices)
     host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""

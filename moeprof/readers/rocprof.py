@@ -428,6 +428,7 @@ def build_trace(
             "source": "rocprof",
         },
         n=len(gpu),
+        owned=True,  # every array here was made by the reader (sorted copies, new columns)
     )
     return Trace(
         events=events,
