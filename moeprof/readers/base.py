@@ -142,10 +142,10 @@ MEMORY_FACTOR = {
     "rocprof-csv.gz": 40,
     "rocprof-json": 8,
     "rocprof-json.gz": 40,
-    # rocpd: 4.0x measured (605 MiB peak for 151 MiB holding 1.38M dispatch rows and nothing else, the densest
-    # shape: rocprofv3 also writes an event row per dispatch and HIP regions, so real files sit lower;
-    # benchmarks/bench_rocpd.py)
-    "rocpd": 4,
+    # rocpd: analyze's peak 6.6x the file (995 MiB for 151 MiB holding 1.38M dispatch rows and nothing else,
+    # the densest shape, 2026-12-03: the reader's columns plus the replay's graph; real files, with an
+    # event row per dispatch and HIP regions, sit lower; benchmarks/bench_rocpd.py)
+    "rocpd": 7,
     "nccl-inspector": 6,
     "nccl-inspector.gz": 60,
 }
