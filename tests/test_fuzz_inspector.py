@@ -94,3 +94,29 @@ def test_inspector_fuzz_case(tmp_path: Path, unmutated: dict, index: int) -> Non
         got = doc["inspector"]
         for key in ("instances", "beyond_shortest_us", "bandwidth", "last_to_arrive"):
             assert got[key] == unmutated[key], f"{where}: {key} changed"
+
+
+@pytest.mark.parametrize("index", range(RUNS))
+def test_typed_route_reads_what_arrow_reads(index: int) -> None:
+    """The reader's typed route (msgspec) either leaves a file to Arrow's route or gives Arrow's rows exactly."""
+    import pandas as pd
+
+    from moeprof.errors import InputError
+    from moeprof.readers import nccl_inspector as ni
+
+    case = generate(SEED, index)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _write(root, case.files)
+        for path in sorted((root / "logs").iterdir()):
+            typed = ni._read_typed(path, path.read_bytes())
+            if typed is None:
+                continue
+            try:
+                arrow = ni._read_arrow(path, False)
+            except InputError as exc:  # the typed route took what Arrow refuses
+                raise AssertionError(f"case {case.key} {path.name}: typed read it, Arrow refused: {exc}") from None
+            pd.testing.assert_frame_equal(typed.rows, arrow.rows)
+            assert (typed.version, typed.warnings) == (arrow.version, arrow.warnings)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -108,11 +109,36 @@ def is_inspector_log(path: Path) -> bool:
 
 
 def read(path: Path) -> InspectorLog:
-    """Read one Inspector log into operation rows; an InputError naming the file (and line) if it is not one."""
+    """Read one Inspector log into operation rows; an InputError naming the file (and line) if it is not one.
+
+    Lines as the plugin writes them take the typed route (:func:`_read_typed`); anything it does not take
+    (a wrong type, a missing field, a cut line, no Inspector record at all) is read again by Arrow's JSON
+    reader (:func:`_read_arrow`), which gives the same rows for what it accepts and names what it refuses.
+    """
+    gz = _is_gzip(path)
+    data = _read_bytes(path, gz)
+    typed = _read_typed(path, data)
+    if typed is not None:
+        return typed
+    del data
+    return _read_arrow(path, gz)
+
+
+def _read_bytes(path: Path, gz: bool) -> bytes:
+    try:
+        if gz:
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        return path.read_bytes()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(path, f"cannot read: {exc}") from None
+
+
+def _read_arrow(path: Path, gz: bool) -> InspectorLog:
+    """Arrow's JSON reader into columns: the reference route, and the one that names a bad line."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    gz = _is_gzip(path)
     try:
         stream = pa.input_stream(str(path), compression="gzip" if gz else None)
         table = pj.read_json(
@@ -126,6 +152,242 @@ def read(path: Path) -> InspectorLog:
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(path, f"cannot read: {exc}") from None
     return _rows(path, table)
+
+
+# ---- the typed route: msgspec decodes only the fields read, into Structs, a chunk of lines at a time -----
+#
+# Why not Arrow's JSON reader first: on one core it parses ~3x slower than this route (benchmarks/
+# bench_inspector.py). A record's header and metadata repeat on every line of a dump, so they are kept as raw
+# text and decoded once per distinct text; only the operation is decoded per line. Every type is the one the
+# plugin writes (inspector_json.cc); a line that does not fit sends the whole file to Arrow's route, which
+# accepts what it can with the same rows and names what it refuses.
+
+_TYPED_CHUNK = 1 << 22  # lines decoded at once: their Structs turn into columns before the next chunk
+
+
+class _Header(msgspec.Struct, frozen=True, gc=False):
+    id: str | None = None
+    comm_name: str | None = None
+    rank: int | None = None
+    n_ranks: int | None = None
+    nnodes: int | None = None
+
+
+class _Metadata(msgspec.Struct, frozen=True, gc=False):
+    inspector_output_format_version: str | None = None
+    git_rev: str | None = None
+    rec_mechanism: str | None = None
+    dump_timestamp_us: int | None = None
+    hostname: str | None = None
+    pid: int | None = None
+
+
+class _CollPerf(msgspec.Struct, frozen=True, gc=False):
+    coll: str
+    coll_sn: int
+    coll_msg_size_bytes: int
+    coll_exec_time_us: float
+    coll_timing_source: str | None = None
+    coll_algobw_gbs: float | None = None
+    coll_busbw_gbs: float | None = None
+    coll_algo: str | None = None
+    coll_proto: str | None = None
+    p2p_peer: int | None = None
+
+
+class _P2pPerf(msgspec.Struct, frozen=True, gc=False):
+    p2p: str
+    p2p_sn: int
+    p2p_msg_size_bytes: int
+    p2p_exec_time_us: float
+    p2p_peer: int | None = None
+    p2p_timing_source: str | None = None
+    p2p_algobw_gbs: float | None = None
+    p2p_busbw_gbs: float | None = None
+    p2p_algo: str | None = None
+    p2p_proto: str | None = None
+
+
+_NO_RAW = msgspec.Raw()
+
+
+class _Line(msgspec.Struct, frozen=True, gc=False):
+    header: msgspec.Raw = _NO_RAW
+    metadata: msgspec.Raw = _NO_RAW
+    coll_perf: _CollPerf | None = None
+    p2p_perf: _P2pPerf | None = None
+    dump_stats: dict[str, Any] | None = None
+
+
+_LINES = msgspec.json.Decoder(_Line)
+_HEADER = msgspec.json.Decoder(_Header | None)
+_METADATA = msgspec.json.Decoder(_Metadata | None)
+
+# part -> (Struct attribute per output column, kind as in _operation_fields)
+_TYPED_FIELDS = {
+    "coll_perf": (
+        ("op", "coll", "str"), ("seq", "coll_sn", "int"), ("peer", "p2p_peer", "opt-int"),
+        ("bytes", "coll_msg_size_bytes", "int"), ("exec_us", "coll_exec_time_us", "float"),
+        ("timing_source", "coll_timing_source", "str"), ("algbw_gbs", "coll_algobw_gbs", "opt-float"),
+        ("busbw_gbs", "coll_busbw_gbs", "opt-float"), ("algo", "coll_algo", "str"), ("proto", "coll_proto", "str"),
+    ),
+    "p2p_perf": (
+        ("op", "p2p", "str"), ("seq", "p2p_sn", "int"), ("peer", "p2p_peer", "opt-int"),
+        ("bytes", "p2p_msg_size_bytes", "int"), ("exec_us", "p2p_exec_time_us", "float"),
+        ("timing_source", "p2p_timing_source", "str"), ("algbw_gbs", "p2p_algobw_gbs", "opt-float"),
+        ("busbw_gbs", "p2p_busbw_gbs", "opt-float"), ("algo", "p2p_algo", "str"), ("proto", "p2p_proto", "str"),
+    ),
+}  # fmt: skip
+
+
+class _NotTyped(Exception):
+    """The typed route does not take this file (Arrow's route reads it, or names what is wrong)."""
+
+
+def _chunks(data: bytes) -> list[memoryview]:
+    view = memoryview(data)
+    out = []
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", min(start + _TYPED_CHUNK, len(data)))
+        end = len(data) if end < 0 else end + 1
+        out.append(view[start:end])
+        start = end
+    return out
+
+
+def _numbers(values: list[Any], kind: str) -> Any:
+    """A column of one Struct field: int64 / float64 (NaN for a missing optional one); raises _NotTyped for a
+    number past what the rows hold (a missing required one raises TypeError: Arrow's route names it)."""
+    if kind == "int":
+        ints = np.array(values, dtype=np.int64)  # None: TypeError; past int64: OverflowError
+        if len(ints) and (ints.max() >= _LIMIT or ints.min() <= -_LIMIT):
+            raise _NotTyped
+        return ints
+    arr = np.array(values, dtype=np.float64)  # None -> NaN
+    valid = ~np.isnan(arr)
+    if (np.abs(arr[valid]) >= _LIMIT).any():
+        raise _NotTyped
+    if kind != "opt-int":
+        return arr
+    return pd.arrays.IntegerArray(np.where(valid, arr, 0).astype(np.int64), ~valid)
+
+
+def _strings(values: Any) -> pd.Categorical:
+    """Strings (None: missing) as a categorical in order of first appearance, as Arrow's dictionary gives."""
+    if isinstance(values, list) and values.count(None) == len(values):
+        return pd.Categorical([None] * len(values))  # a field this version does not write
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    if not len(uniques):
+        return pd.Categorical([None] * len(codes))  # as Arrow's route makes an all-null column
+    return pd.Categorical.from_codes(codes, pd.Index(uniques))
+
+
+def _read_typed(path: Path, data: bytes) -> InspectorLog | None:
+    """The rows of a log every line of which is as the plugin writes it; None where any is not."""
+    try:
+        return _typed_rows(path, data)
+    except (_NotTyped, msgspec.DecodeError, OverflowError, ValueError, TypeError):
+        return None
+
+
+def _typed_rows(path: Path, data: bytes) -> InspectorLog:
+    from itertools import repeat
+    from operator import attrgetter, is_not
+
+    raw_index: tuple[dict[bytes, int], dict[bytes, int]] = ({}, {})  # header / metadata text -> distinct index
+    line_ctx: list[np.ndarray] = []  # per line: (header index, metadata index), -1 where none
+    line_stats: list[np.ndarray] = []
+    values: dict[str, dict[str, list[Any]]] = {part: {} for part in _TYPED_FIELDS}
+    op_lines: dict[str, list[np.ndarray]] = {part: [] for part in _TYPED_FIELDS}
+    n = 0
+    for chunk in _chunks(data):
+        recs = _LINES.decode_lines(chunk)
+        m = len(recs)
+        for which, getter in enumerate((attrgetter("header"), attrgetter("metadata"))):
+            texts = np.empty(m, dtype=object)
+            texts[:] = list(map(bytes, map(getter, recs)))
+            codes, uniques = pd.factorize(texts)
+            index = raw_index[which]
+            remap = np.array([index.setdefault(u, len(index)) if u not in (b"", b"null") else -1 for u in uniques],
+                             dtype=np.int64)  # fmt: skip
+            line_ctx.append(remap[codes] if which == 0 else np.stack([line_ctx.pop(), remap[codes]]))
+        line_stats.append(np.fromiter(map(is_not, map(attrgetter("dump_stats"), recs), repeat(None)), bool, m))
+        for part, fields in _TYPED_FIELDS.items():
+            perfs = list(map(attrgetter(part), recs))
+            present = np.fromiter(map(is_not, perfs, repeat(None)), bool, m)
+            if not present.any():
+                continue
+            perfs = list(filter(None, perfs))  # a Struct is truthy
+            op_lines[part].append(np.flatnonzero(present) + n)
+            part_values = values[part]
+            for _out, attr, _kind in fields:
+                part_values.setdefault(attr, []).extend(map(attrgetter(attr), perfs))
+        n += m
+    if n == 0:
+        raise _NotTyped
+    ctx = np.concatenate(line_ctx, axis=1)
+    stats = np.concatenate(line_stats)
+    headers = [_HEADER.decode(t) for t in raw_index[0]]
+    metas = [_METADATA.decode(t) for t in raw_index[1]]
+    if not headers or not metas:
+        raise _NotTyped
+    head_of = ctx[0]
+    has_id = np.array([h is not None and h.id is not None for h in headers] + [False])  # -1: the last, False
+    has_ctx = has_id[head_of]
+    if not has_ctx[0]:
+        raise _NotTyped
+    context_line = np.arange(n)
+    if not has_ctx.all():
+        last = np.maximum.accumulate(np.where(has_ctx, np.arange(n), 0))
+        if (~has_ctx & ~stats[last]).any():
+            raise _NotTyped
+        context_line = last
+    frames = []
+    version = ""
+    for part, fields in _TYPED_FIELDS.items():
+        if not op_lines[part]:
+            continue
+        idx = np.concatenate(op_lines[part])
+        at = context_line[idx]
+        cols: dict[str, Any] = {}
+        cols.update(_typed_context(headers, metas, ctx[0][at], ctx[1][at]))
+        for out, attr, kind in fields:
+            field = values[part][attr]
+            cols[out] = _strings(field) if kind == "str" else _numbers(field, kind)
+        frame = pd.DataFrame(cols)
+        said = frame["version"].dropna()
+        version = version or (str(said.iloc[0]) if len(said) else "")
+        frames.append(frame)
+    if not frames:
+        raise _NotTyped
+    return _finish(path, frames, version)
+
+
+def _typed_context(headers: list[Any], metas: list[Any], head_at: np.ndarray, meta_at: np.ndarray) -> dict[str, Any]:
+    """The context columns of the operation rows from their line's distinct header and metadata."""
+    out: dict[str, Any] = {}
+    none_h = _Header()
+    none_m = _Metadata()
+    hs = [h or none_h for h in headers] + [none_h]  # index -1: no header
+    ms = [m or none_m for m in metas] + [none_m]
+    for col, attr, kind, table, at in (
+        ("comm", "id", "str", hs, head_at), ("comm_name", "comm_name", "str", hs, head_at),
+        ("rank", "rank", "int", hs, head_at), ("n_ranks", "n_ranks", "int", hs, head_at),
+        ("nnodes", "nnodes", "opt-int", hs, head_at), ("host", "hostname", "str", ms, meta_at),
+        ("pid", "pid", "opt-int", ms, meta_at), ("dump_timestamp_us", "dump_timestamp_us", "opt-int", ms, meta_at),
+        ("version", "inspector_output_format_version", "str", ms, meta_at),
+    ):  # fmt: skip
+        distinct = np.empty(len(table), dtype=object)
+        distinct[:] = [getattr(t, attr) for t in table]
+        values = distinct[at]
+        if kind == "str":
+            out[col] = _strings(values)
+            continue
+        if kind == "int" and any(v is None for v in distinct[np.unique(at)]):
+            raise _NotTyped  # a required number missing: Arrow's route names the record
+        out[col] = _numbers(list(values), kind)
+    return out
 
 
 def _is_gzip(path: Path) -> bool:
@@ -266,7 +528,15 @@ def _rows(path: Path, table: Any) -> InspectorLog:
         parts.append(frame)
     if not parts:
         raise InputError(path, "no collective or P2P records (only dump markers): nothing to measure")
+    return _finish(path, parts, version)
+
+
+def _finish(path: Path, parts: list[pd.DataFrame], version: str) -> InspectorLog:
+    """The operation rows from each part's columns (either route): the process, the kind, the column order."""
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    for col in ("host", "comm", "comm_name", "op", "timing_source", "algo", "proto"):
+        if not isinstance(rows[col].dtype, pd.CategoricalDtype):  # parts with different categories: one set
+            rows[col] = rows[col].astype("category")
     rows["pid"] = rows["pid"].fillna(-1).astype(np.int64)
     if rows["host"].isna().any():  # a process is host:pid; a record that names no host still belongs to one
         rows["host"] = rows["host"].cat.add_categories(["unknown-host"]).fillna("unknown-host")
