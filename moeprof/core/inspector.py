@@ -23,6 +23,8 @@ import pandas as pd
 # a process is "consistently" the last to arrive when its call is the shortest in at least this share of
 # the complete instances it took part in (a random member is shortest in 1/n of them)
 CONSISTENT_SHARE = 0.5
+# of a Send/Recv pair a random member is the shorter in half of them: "consistently" is three in four
+P2P_CONSISTENT_SHARE = 0.75
 
 CANNOT_TELL = (
     "exposed communication and its overlap with compute: a record has no start time, so no timeline "
@@ -35,6 +37,13 @@ CANNOT_TELL = (
     "which GPU, stream or kernel ran it (no device id; rank is per communicator, a process is host:pid)",
     "operations under NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES (8192 by default) or overwritten in the 1024-entry "
     "ring before a dump: not written",
+)
+
+P2P_CANNOT_TELL = (
+    "which Recv a Send met, from the records alone: p2p_sn is each rank's own counter, so a pair is matched by "
+    "order between its two ranks (the k-th Send from A to B is B's k-th Recv from A); where the two sides hold "
+    "different counts or a pair's sizes differ, that sender-receiver direction stays unmatched, never guessed; "
+    "an unmatched record's link is unknown when its communicator spans nodes"
 )
 
 
@@ -86,13 +95,13 @@ def measure(rows: pd.DataFrame, peaks: Mapping[str, float] | None = None) -> dic
         "records": len(rows),
         "collective_records": int(coll.sum()),
         "p2p_records": int(p2p.sum()),
-        "processes": int(len(np.unique(cols.process))),
+        "processes": len(cols.process_keys),
         "communicators": _communicators(rows, cols),
         "exec_us": float(rows["exec_us"].sum()),
         **_collective_instances(cols, coll),
         "bandwidth": _bandwidth(cols, coll, peaks) + _p2p_bandwidth(cols, p2p, peaks),
         "p2p": _p2p(cols, p2p),
-        "cannot_tell": list(CANNOT_TELL),
+        "cannot_tell": list(CANNOT_TELL) + ([P2P_CANNOT_TELL] if p2p.any() else []),
     }
 
 
@@ -117,9 +126,12 @@ class _Columns:
         peer = rows["peer"]
         self.has_peer = peer.notna().to_numpy()
         self.peer = peer.fillna(-1).to_numpy(np.int64)
-        names = rows["comm_name"]
-        label = names.astype(object).where(names.notna(), rows["comm"].astype(object))
-        self.label, self.label_names = _codes(label)
+        # a communicator's label: its name, else its id
+        name_code, name_values = pd.factorize(rows["comm_name"])
+        self.comm_name = name_code.astype(np.int64)  # -1: none
+        self.comm_name_values = np.asarray(name_values, dtype=object)
+        self.label = np.where(self.comm_name >= 0, self.comm_name, len(name_values) + self.comm)
+        self.label_names = np.concatenate([self.comm_name_values, self.comm_names])
         # a process is host:pid, numbered in (host, pid) order
         self.process, first = _group_ids(self.host_of_name(), self.pid)
         self.process_keys = [(str(self.host_names[self.host[i]]), int(self.pid[i])) for i in first]
@@ -156,36 +168,87 @@ def _group_ids(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(keys[0]) if keys else 0
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.lexsort(keys[::-1])  # stable: within a group, row order
-    sorted_keys = [k[order] for k in keys]
-    new = np.zeros(n, bool)
-    new[0] = True
-    for k in sorted_keys:
-        new[1:] |= k[1:] != k[:-1]
+    combined = _one_key(keys)
+    if combined is not None:  # one int64 in the keys' order: one stable sort instead of a lexsort
+        order = np.argsort(combined, kind="stable")
+        ordered = combined[order]
+        new = np.empty(n, bool)
+        new[0] = True
+        new[1:] = ordered[1:] != ordered[:-1]
+    else:
+        order = np.lexsort(keys[::-1])  # stable: within a group, row order
+        new = np.zeros(n, bool)
+        new[0] = True
+        for k in keys:
+            sorted_k = k[order]
+            new[1:] |= sorted_k[1:] != sorted_k[:-1]
     gid_sorted = np.cumsum(new) - 1
     ids = np.empty(n, np.int64)
     ids[order] = gid_sorted
     return ids, order[new]
 
 
+def _one_key(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:
+    """The keys as one int64 ordered as the tuples (mixed radix from each key's range); None if past 2**62."""
+    if len(keys) == 1:
+        return keys[0].astype(np.int64, copy=False)
+    combined = np.zeros(len(keys[0]), np.int64)
+    span = 1
+    for k in keys:
+        low, high = int(k.min()), int(k.max())
+        width = high - low + 1
+        span *= width
+        if span >= 1 << 62:
+            return None
+        combined = combined * width + (k - low)
+    return combined
+
+
 def _communicators(rows: pd.DataFrame, c: _Columns) -> list[dict[str, Any]]:
     out = []
     names = np.asarray([str(x) for x in c.comm_names], dtype=object)
+    order = np.argsort(c.comm, kind="stable")
+    bounds = np.searchsorted(c.comm[order], np.arange(len(names) + 1))
     for code in np.argsort(names, kind="stable"):
-        at = c.comm == code
-        comm_names = rows["comm_name"].to_numpy(object)[at]
-        named = [x for x in comm_names if isinstance(x, str)]
+        at = order[bounds[code] : bounds[code + 1]]  # row order
+        named = at[c.comm_name[at] >= 0]
         out.append(
             {
                 "id": str(names[code]),
-                "name": named[0] if named else None,
+                "name": str(c.comm_name_values[c.comm_name[named[0]]]) if len(named) else None,
                 "n_ranks": int(c.n_ranks[at].max()),
                 "nnodes": int(c.nnodes[at].max()),
-                "ranks_seen": int(len(np.unique(c.rank[at]))),
-                "records": int(at.sum()),
+                "ranks_seen": _distinct(c.rank[at]),
+                "records": len(at),
             }
         )
     return out
+
+
+def _distinct(values: np.ndarray) -> int:
+    """How many distinct integers (a count per value over their range where small, else a sort)."""
+    if not len(values):
+        return 0
+    low, high = int(values.min()), int(values.max())
+    if high - low < 1 << 24:
+        return int(np.count_nonzero(np.bincount(values - low)))
+    return len(np.unique(values))
+
+
+def _group_min(ids: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Each group's minimum (ids 0..n-1, every id present)."""
+    order = np.argsort(ids, kind="stable")
+    starts = np.searchsorted(ids[order], np.arange(n))
+    return np.minimum.reduceat(values[order], starts)
+
+
+def _sorted_codes(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(names in sorted order, each code's position in it): a few distinct names sorted, not every row's."""
+    text = np.asarray([str(x) for x in names], dtype=object)
+    order = np.argsort(text, kind="stable")
+    position = np.empty(len(order), np.int64)
+    position[order] = np.arange(len(order))
+    return text[order], position[codes]
 
 
 def _collective_instances(c: _Columns, coll: np.ndarray) -> dict[str, Any]:
@@ -201,38 +264,37 @@ def _collective_instances(c: _Columns, coll: np.ndarray) -> dict[str, Any]:
 
 
 def _last_to_arrive(
-    c: _Columns, idx: np.ndarray, instance: np.ndarray, complete: np.ndarray, n_all: int
-) -> dict[str, Any]:
+    c: _Columns, idx: np.ndarray, instance: np.ndarray, complete: np.ndarray, n_all: int,
+    consistent: float = CONSISTENT_SHARE,
+) -> dict[str, Any]:  # fmt: skip
     """The shortest member of a complete instance arrived last: the rest of the members' time beyond it is
     put to its process. ``idx`` the rows, ``instance`` their instance id, ``complete`` per row."""
     empty = {"instances": 0, "incomplete_instances": 0, "beyond_shortest_us": 0.0, "last_to_arrive": []}
     if not len(idx):
         return empty
     rows_in = idx[complete]
-    n_complete = int(len(np.unique(instance[complete])))
-    incomplete = n_all - n_complete
     if not len(rows_in):
-        return {**empty, "incomplete_instances": incomplete}
-    inst, _ = _group_ids(instance[complete])
+        return {**empty, "incomplete_instances": n_all}
+    inst, firsts = _group_ids(instance[complete])
+    n_complete = len(firsts)
+    incomplete = n_all - n_complete
     exec_us = c.exec_us[rows_in]
-    low = np.full(inst.max() + 1, np.inf)
-    np.minimum.at(low, inst, exec_us)
-    low_row = low[inst]
+    low_row = _group_min(inst, exec_us, len(firsts))[inst]
     beyond = exec_us - low_row
     at_low = exec_us == low_row
     n_at_low = np.bincount(inst, weights=at_low)[inst]
     instance_beyond = np.bincount(inst, weights=beyond)[inst]
     single = at_low & (n_at_low == 1)  # ties at the minimum name no member
     proc = c.process[rows_in]
-    procs = np.unique(proc)
+    procs = np.flatnonzero(np.bincount(proc))  # the processes taking part, in process order
     local = np.searchsorted(procs, proc)
     n_proc = len(procs)
     instances = np.bincount(local, minlength=n_proc)
     shortest = np.bincount(local[single], minlength=n_proc)
     caused = np.bincount(local[single], weights=instance_beyond[single], minlength=n_proc)
-    pairs = np.unique(np.stack([local, c.label[rows_in], c.rank[rows_in]]), axis=1)
+    _, seen = _group_ids(local, c.label[rows_in], c.rank[rows_in])
     ranks: dict[int, list[str]] = {}
-    for p_, label, rank in pairs.T:
+    for p_, label, rank in zip(local[seen], c.label[rows_in][seen], c.rank[rows_in][seen]):
         ranks.setdefault(int(p_), []).append(f"{c.label_names[label]}:{rank}")
     keys = [c.process_keys[p] for p in procs]
     order = sorted(range(n_proc), key=lambda i: (-caused[i], -shortest[i], str(keys[i])))
@@ -250,7 +312,7 @@ def _last_to_arrive(
                 "shortest": int(shortest[i]),
                 "shortest_share": share,
                 "caused_us": float(caused[i]),
-                "flagged": share >= CONSISTENT_SHARE and int(shortest[i]) > 0,
+                "flagged": share >= consistent and int(shortest[i]) > 0,
             }
         )
     return {
@@ -268,25 +330,23 @@ def _bandwidth(c: _Columns, coll: np.ndarray, peaks: Mapping[str, float]) -> lis
     idx = np.flatnonzero(coll)
     if not len(idx):
         return []
-    instance, _ = _group_ids(c.comm[idx], c.op[idx], c.seq[idx])
-    low = np.full(instance.max() + 1, np.inf)
-    np.minimum.at(low, instance, c.exec_us[idx])
-    link = link_of(c.nnodes[idx])
-    return _bandwidth_rows(c, idx, low[instance], link, c.seq[idx], peaks)
+    instance, first = _group_ids(c.comm[idx], c.op[idx], c.seq[idx])
+    low = _group_min(instance, c.exec_us[idx], len(first))
+    link = np.where(c.nnodes[idx] > 1, 0, 1)
+    return _bandwidth_rows(c, idx, low[instance], (np.array(["ib", "nvlink"], dtype=object), link), c.seq[idx], peaks)
 
 
 def _bandwidth_rows(
-    c: _Columns, idx: np.ndarray, low: np.ndarray, link: np.ndarray, instance_key: np.ndarray,
+    c: _Columns, idx: np.ndarray, low: np.ndarray, link: tuple[np.ndarray, np.ndarray], instance_key: np.ndarray,
     peaks: Mapping[str, float],
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The bandwidth table's rows of records ``idx``: ``low`` each record's instance's shortest member time,
-    ``instance_key`` what tells instances apart within a communicator."""
-    kind_name = np.asarray([str(x) for x in c.kind_names], dtype=object)[c.kind[idx]]
-    op_name = np.asarray([str(x) for x in c.op_names], dtype=object)[c.op[idx]]
+    ``link`` (names, code per record), ``instance_key`` what tells instances apart within a communicator.
+    Rows in (kind, op, link, size bucket) order."""
     bucket = size_bucket(c.bytes[idx])
-    kinds, kind_code = np.unique(kind_name, return_inverse=True)
-    ops, op_code = np.unique(op_name, return_inverse=True)
-    links, link_code = np.unique(link, return_inverse=True)
+    kinds, kind_code = _sorted_codes(c.kind_names, c.kind[idx])
+    ops, op_code = _sorted_codes(c.op_names, c.op[idx])
+    links, link_code = _sorted_codes(link[0], link[1])
     group, first = _group_ids(kind_code, op_code, link_code, bucket)
     order = np.argsort(group, kind="stable")  # each group's rows in row order, as pandas' groupby gives them
     bounds = np.searchsorted(group[order], np.arange(len(first) + 1))
@@ -303,7 +363,7 @@ def _bandwidth_rows(
         bus_gbps = bus_sum / (exec_us * 1000) if known and exec_us > 0 else None  # bytes/ns = GB/s
         transfer_gbps = bus_sum / (low_us * 1000) if known and low_us > 0 else None
         peak = peaks.get(lk)
-        instances = len(np.unique(np.stack([c.comm[at], instance_key[rows]]), axis=1).T)
+        instances = len(_group_ids(c.comm[at], instance_key[rows])[1])
         out.append(
             {
                 "kind": kind,
@@ -337,9 +397,9 @@ def _p2p_pairs(c: _Columns, p2p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     dump size or overwritten in the plugin's ring on one side only) or a matched pair's sizes differ, the
     order is lost for that sender and receiver: their records stay unmatched (incomplete), never guessed.
     """
-    op_lower = np.asarray([str(x).lower() for x in c.op_names], dtype=object)[c.op]
-    send = p2p & c.has_peer & (op_lower == "send")
-    recv = p2p & c.has_peer & (op_lower == "recv")
+    op_lower = np.asarray([str(x).lower() for x in c.op_names], dtype=object)
+    send = p2p & c.has_peer & (op_lower == "send")[c.op]
+    recv = p2p & c.has_peer & (op_lower == "recv")[c.op]
     idx = np.flatnonzero(send | recv)
     if not len(idx):
         z = np.zeros(0, np.int64)
@@ -390,7 +450,7 @@ def _p2p(c: _Columns, p2p: np.ndarray) -> dict[str, Any]:
     """Send/Recv pairs matched (see :func:`_p2p_pairs`) and read as the collectives are: of a pair, the
     shorter call arrived last and the other member waited for it."""
     idx, instance, complete, n_all, _ = _p2p_pairs(c, p2p)
-    section = _last_to_arrive(c, idx, instance, complete, n_all)
+    section = _last_to_arrive(c, idx, instance, complete, n_all, P2P_CONSISTENT_SHARE)
     return {
         "records": int(p2p.sum()),
         "matched_records": int(complete.sum()),
@@ -408,15 +468,15 @@ def _p2p_bandwidth(c: _Columns, p2p: np.ndarray, peaks: Mapping[str, float]) -> 
     low = c.exec_us[idx].copy()
     matched = other >= 0
     low[matched] = np.minimum(low[matched], c.exec_us[other[matched]])
-    link = np.where(c.nnodes[idx] > 1, "unknown", "nvlink").astype(object)
+    names = np.array(["ib", "nvlink", "unknown"], dtype=object)
+    link = np.where(c.nnodes[idx] > 1, 2, 1)
     same_host = c.host[idx[matched]] == c.host[other[matched]]
-    link[matched] = np.where(same_host, "nvlink", "ib")
-    key = instance.copy()
+    link[matched] = np.where(same_host, 1, 0)
     all_idx = np.concatenate([idx, rest])
-    all_low = np.concatenate([low, c.exec_us[rest]])
-    all_link = np.concatenate([link, np.where(c.nnodes[rest] > 1, "unknown", "nvlink").astype(object)])
-    all_key = np.concatenate([key, -1 - np.arange(len(rest))])
     if not len(all_idx):
         return []
+    all_low = np.concatenate([low, c.exec_us[rest]])
+    all_link = np.concatenate([link, np.where(c.nnodes[rest] > 1, 2, 1)])
+    all_key = np.concatenate([instance, -1 - np.arange(len(rest))])
     order = np.argsort(all_idx, kind="stable")  # row order, as the collectives' rows
-    return _bandwidth_rows(c, all_idx[order], all_low[order], all_link[order], all_key[order], peaks)
+    return _bandwidth_rows(c, all_idx[order], all_low[order], (names, all_link[order]), all_key[order], peaks)

@@ -57,6 +57,34 @@ def read_rows(path: Path) -> tuple[pd.DataFrame, str, tuple[str, ...]]:
     return log.rows, log.version, log.warnings
 
 
+CATEGORY_COLUMNS = ("file", "host", "comm", "comm_name", "op", "kind", "timing_source", "algo", "proto")
+
+
+def concat_rows(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The files' rows as one table: each text column's categories joined (sorted) by code, not by re-hashing
+    every row's string as concatenating to objects and back would."""
+    from pandas.api.types import union_categoricals
+
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    columns: dict[str, object] = {}
+    for col in frames[0].columns:
+        if col in CATEGORY_COLUMNS:
+            cats = [pd.Categorical(f[col]) for f in frames]
+            said = [c for c in cats if len(c.categories)]
+            if said:  # a file without any value of the column: no categories, of the others' dtype
+                none = said[0].categories[:0]
+                cats = [c if len(c.categories) else pd.Categorical.from_codes(c.codes, none) for c in cats]
+            try:
+                columns[col] = union_categoricals(cats, sort_categories=True)
+            except TypeError:  # categories of different dtypes: through objects
+                joined = pd.concat([f[col].astype(object) for f in frames], ignore_index=True)
+                columns[col] = joined.astype("category")
+        else:
+            columns[col] = pd.concat([f[col] for f in frames], ignore_index=True)
+    return pd.DataFrame(columns)
+
+
 def read_logs(
     files: Sequence[Path],
     jobs: int | None = None,
@@ -77,9 +105,7 @@ def read_logs(
         first = skipped[0]
         raise InputError(first.file, f"{first.problem} (and every other input was bad too: nothing to analyze)")
     ordered = [parts[i] for i in sorted(parts)]
-    rows = pd.concat([p[0] for p in ordered], ignore_index=True)
-    for col in ("file", "host", "comm", "comm_name", "op", "kind", "timing_source", "algo", "proto"):
-        rows[col] = rows[col].astype("category")  # categories differ per file: one set
+    rows = concat_rows([p[0] for p in ordered])
     rows.attrs["versions"] = sorted({p[1] for p in ordered if p[1]})
     warnings = [w for p in ordered for w in p[2]] + [f"skipped {s.file}: {s.problem}" for s in skipped]
     return rows, warnings, [{"file": s.file, "problem": s.problem} for s in skipped]

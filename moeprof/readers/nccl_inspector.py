@@ -22,6 +22,8 @@ import gzip
 import json
 import zlib
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, eq, is_not
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +164,8 @@ def _read_arrow(path: Path, gz: bool) -> InspectorLog:
 # plugin writes (inspector_json.cc); a line that does not fit sends the whole file to Arrow's route, which
 # accepts what it can with the same rows and names what it refuses.
 
-_TYPED_CHUNK = 1 << 22  # lines decoded at once: their Structs turn into columns before the next chunk
+_TYPED_CHUNK = 1 << 22  # bytes of lines decoded at once: their Structs become columns before the next chunk
+_DTYPES = {"int": np.int64, "float": np.float64}
 
 
 class _Header(msgspec.Struct, frozen=True, gc=False):
@@ -256,15 +259,15 @@ def _chunks(data: bytes) -> list[memoryview]:
     return out
 
 
-def _numbers(values: list[Any], kind: str) -> Any:
+def _numbers(values: list[Any] | np.ndarray, kind: str) -> Any:
     """A column of one Struct field: int64 / float64 (NaN for a missing optional one); raises _NotTyped for a
     number past what the rows hold (a missing required one raises TypeError: Arrow's route names it)."""
     if kind == "int":
-        ints = np.array(values, dtype=np.int64)  # None: TypeError; past int64: OverflowError
+        ints = np.asarray(values, dtype=np.int64)  # None: TypeError; past int64: OverflowError
         if len(ints) and (ints.max() >= _LIMIT or ints.min() <= -_LIMIT):
             raise _NotTyped
         return ints
-    arr = np.array(values, dtype=np.float64)  # None -> NaN
+    arr = np.asarray(values, dtype=np.float64)  # None -> NaN
     valid = ~np.isnan(arr)
     if (np.abs(arr[valid]) >= _LIMIT).any():
         raise _NotTyped
@@ -283,6 +286,16 @@ def _strings(values: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, pd.Index(uniques))
 
 
+def _first_appearance(codes: np.ndarray, uniques: np.ndarray) -> pd.Categorical:
+    """Codes (-1: missing) into values as a categorical whose categories come in order of first appearance."""
+    seen = pd.unique(codes[codes >= 0])
+    if not len(seen):
+        return pd.Categorical([None] * len(codes))
+    remap = np.full(len(uniques), -1, np.int64)
+    remap[seen] = np.arange(len(seen))
+    return pd.Categorical.from_codes(np.where(codes >= 0, remap[codes], -1), pd.Index(uniques[seen]))
+
+
 def _read_typed(path: Path, data: bytes) -> InspectorLog | None:
     """The rows of a log every line of which is as the plugin writes it; None where any is not."""
     try:
@@ -291,10 +304,24 @@ def _read_typed(path: Path, data: bytes) -> InspectorLog | None:
         return None
 
 
-def _typed_rows(path: Path, data: bytes) -> InspectorLog:
-    from itertools import repeat
-    from operator import attrgetter, is_not
+_GET_HEADER = attrgetter("header")
+_GET_METADATA = attrgetter("metadata")
+_GET_STATS = attrgetter("dump_stats")
 
+
+def _distinct_texts(raws: list[msgspec.Raw], index: dict[bytes, int]) -> np.ndarray:
+    """Each line's header (or metadata) as the index of its distinct text in ``index`` (-1: none). The lines of
+    a dump repeat one text, so only where it changes from the line before is it copied and looked up."""
+    m = len(raws)
+    starts = np.flatnonzero(np.concatenate([[True], ~np.fromiter(map(eq, raws[1:], raws[:-1]), bool, m - 1)]))
+    codes = np.array(
+        [-1 if (t := bytes(raws[i])) in (b"", b"null") else index.setdefault(t, len(index)) for i in starts],
+        dtype=np.int64,
+    )
+    return np.repeat(codes, np.diff(np.append(starts, m)))
+
+
+def _typed_rows(path: Path, data: bytes) -> InspectorLog:
     raw_index: tuple[dict[bytes, int], dict[bytes, int]] = ({}, {})  # header / metadata text -> distinct index
     line_ctx: list[np.ndarray] = []  # per line: (header index, metadata index), -1 where none
     line_stats: list[np.ndarray] = []
@@ -304,25 +331,28 @@ def _typed_rows(path: Path, data: bytes) -> InspectorLog:
     for chunk in _chunks(data):
         recs = _LINES.decode_lines(chunk)
         m = len(recs)
-        for which, getter in enumerate((attrgetter("header"), attrgetter("metadata"))):
-            texts = np.empty(m, dtype=object)
-            texts[:] = list(map(bytes, map(getter, recs)))
-            codes, uniques = pd.factorize(texts)
-            index = raw_index[which]
-            remap = np.array([index.setdefault(u, len(index)) if u not in (b"", b"null") else -1 for u in uniques],
-                             dtype=np.int64)  # fmt: skip
-            line_ctx.append(remap[codes] if which == 0 else np.stack([line_ctx.pop(), remap[codes]]))
-        line_stats.append(np.fromiter(map(is_not, map(attrgetter("dump_stats"), recs), repeat(None)), bool, m))
+        if not m:  # blank lines only
+            continue
+        head = _distinct_texts(list(map(_GET_HEADER, recs)), raw_index[0])
+        line_ctx.append(np.stack([head, _distinct_texts(list(map(_GET_METADATA, recs)), raw_index[1])]))
+        if (head < 0).any():  # a line without header: whether it is a dump_stats marker (v4.3) matters
+            line_stats.append(np.fromiter(map(is_not, map(_GET_STATS, recs), repeat(None)), bool, m))
+        else:
+            line_stats.append(np.zeros(m, bool))
         for part, fields in _TYPED_FIELDS.items():
             perfs = list(map(attrgetter(part), recs))
-            present = np.fromiter(map(is_not, perfs, repeat(None)), bool, m)
-            if not present.any():
+            if perfs.count(None) == m:
                 continue
+            present = np.fromiter(map(is_not, perfs, repeat(None)), bool, m)
             perfs = list(filter(None, perfs))  # a Struct is truthy
             op_lines[part].append(np.flatnonzero(present) + n)
             part_values = values[part]
-            for _out, attr, _kind in fields:
-                part_values.setdefault(attr, []).extend(map(attrgetter(attr), perfs))
+            for _out, attr, kind in fields:
+                got = map(attrgetter(attr), perfs)
+                if kind in ("int", "float"):  # required: a None is a TypeError (Arrow's route names it)
+                    part_values.setdefault(attr, []).append(np.fromiter(got, _DTYPES[kind], len(perfs)))
+                else:
+                    part_values.setdefault(attr, []).extend(got)
         n += m
     if n == 0:
         raise _NotTyped
@@ -354,11 +384,13 @@ def _typed_rows(path: Path, data: bytes) -> InspectorLog:
         cols.update(_typed_context(headers, metas, ctx[0][at], ctx[1][at]))
         for out, attr, kind in fields:
             field = values[part][attr]
-            cols[out] = _strings(field) if kind == "str" else _numbers(field, kind)
-        frame = pd.DataFrame(cols)
-        said = frame["version"].dropna()
+            if kind == "str":
+                cols[out] = _strings(field)
+            else:
+                cols[out] = _numbers(np.concatenate(field) if kind in _DTYPES else field, kind)
+        said = pd.Series(cols["version"]).dropna()
         version = version or (str(said.iloc[0]) if len(said) else "")
-        frames.append(frame)
+        frames.append(cols)
     if not frames:
         raise _NotTyped
     return _finish(path, frames, version)
@@ -378,15 +410,16 @@ def _typed_context(headers: list[Any], metas: list[Any], head_at: np.ndarray, me
         ("pid", "pid", "opt-int", ms, meta_at), ("dump_timestamp_us", "dump_timestamp_us", "opt-int", ms, meta_at),
         ("version", "inspector_output_format_version", "str", ms, meta_at),
     ):  # fmt: skip
-        distinct = np.empty(len(table), dtype=object)
-        distinct[:] = [getattr(t, attr) for t in table]
-        values = distinct[at]
+        distinct = [getattr(t, attr) for t in table]  # one per distinct header / metadata text
         if kind == "str":
-            out[col] = _strings(values)
+            codes, uniques = pd.factorize(np.asarray(distinct, dtype=object))
+            out[col] = _first_appearance(codes[at], np.asarray(uniques, dtype=object))
             continue
-        if kind == "int" and any(v is None for v in distinct[np.unique(at)]):
+        if kind == "int" and any(distinct[i] is None for i in np.unique(at)):
             raise _NotTyped  # a required number missing: Arrow's route names the record
-        out[col] = _numbers(list(values), kind)
+        if kind == "int":
+            distinct = [0 if v is None else v for v in distinct]  # texts no operation line takes
+        out[col] = _numbers(distinct, kind)[at]
     return out
 
 
@@ -522,41 +555,67 @@ def _rows(path: Path, table: Any) -> InspectorLog:
             cols[out] = _convert(path, column(src).take(ctx_idx), what, kind, lines)
         for out, (src, what, kind) in _operation_fields(part, op_key, prefix).items():
             cols[out] = _convert(path, column(src).take(own_idx), what, kind, lines)
-        frame = pd.DataFrame(cols)
-        said = cols["version"].dropna()
+        said = pd.Series(cols["version"]).dropna()
         version = version or (str(said.iloc[0]) if len(said) else "")
-        parts.append(frame)
+        parts.append(cols)
     if not parts:
         raise InputError(path, "no collective or P2P records (only dump markers): nothing to measure")
     return _finish(path, parts, version)
 
 
-def _finish(path: Path, parts: list[pd.DataFrame], version: str) -> InspectorLog:
-    """The operation rows from each part's columns (either route): the process, the kind, the column order."""
-    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    for col in ("host", "comm", "comm_name", "op", "timing_source", "algo", "proto"):
-        if not isinstance(rows[col].dtype, pd.CategoricalDtype):  # parts with different categories: one set
-            rows[col] = rows[col].astype("category")
-    rows["pid"] = rows["pid"].fillna(-1).astype(np.int64)
-    if rows["host"].isna().any():  # a process is host:pid; a record that names no host still belongs to one
-        rows["host"] = rows["host"].cat.add_categories(["unknown-host"]).fillna("unknown-host")
-    rows["nnodes"] = rows["nnodes"].fillna(0).astype(np.int64)
-    rows.insert(0, "file", pd.Series(pd.Categorical([str(path)]).take(np.zeros(len(rows), np.intp))))
-    rows["kind"] = _kinds(rows["op"])
-    rows = rows[list(COLUMNS)]
+def _finish(path: Path, parts: list[dict[str, Any]], version: str) -> InspectorLog:
+    """The operation rows from each part's columns (either route): the process, the kind, the column order;
+    the table built once from its final columns."""
+    cols = {name: _joined([_array(p[name]) for p in parts]) for name in parts[0]}
+    n = len(cols["exec_us"])
+    pid = cols["pid"]
+    cols["pid"] = np.where(pid.isna(), -1, pid.to_numpy(dtype=np.int64, na_value=0))
+    nnodes = cols["nnodes"]
+    cols["nnodes"] = np.where(nnodes.isna(), 0, nnodes.to_numpy(dtype=np.int64, na_value=0))
+    host = cols["host"]
+    if host.isna().any():  # a process is host:pid; a record that names no host still belongs to one
+        cols["host"] = host.add_categories(["unknown-host"]).fillna("unknown-host")
+    cols["file"] = pd.Categorical.from_codes(np.zeros(n, np.int8), pd.Index([str(path)]))
+    cols["kind"] = _kinds(cols["op"])
     warnings: list[str] = []
-    bad = (rows["exec_us"].to_numpy() < 0) | (rows["bytes"].to_numpy() < 0)
+    bad = (cols["exec_us"] < 0) | (cols["bytes"] < 0)
     if bad.any():
         warnings.append(f"{path}: dropped {int(bad.sum()):,} records with a negative time or size")
-        rows = rows.loc[~bad].reset_index(drop=True)
+        cols = {name: value[~bad] for name, value in cols.items()}
+    rows = pd.DataFrame({name: cols[name] for name in COLUMNS})
     return InspectorLog(str(path), rows, version, tuple(warnings))
 
 
-def _kinds(ops: pd.Series) -> pd.Categorical:
+def _array(values: Any) -> Any:
+    """A column as an array (Arrow's route gives a text column as a Series)."""
+    return values.array if isinstance(values, pd.Series) else values
+
+
+def _joined(values: list[Any]) -> Any:
+    """One column from the parts' (collectives', P2P's): categoricals joined by code, in order of appearance."""
+    if len(values) == 1:
+        return values[0]
+    if isinstance(values[0], pd.Categorical):
+        from pandas.api.types import union_categoricals
+
+        said = [v for v in values if len(v.categories)]
+        if not said:
+            return pd.Categorical([None] * sum(len(v) for v in values))
+        none = said[0].categories[:0]
+        values = [v if len(v.categories) else pd.Categorical.from_codes(v.codes, none) for v in values]
+        return union_categoricals(values)
+    if isinstance(values[0], pd.arrays.IntegerArray):
+        return pd.array(np.concatenate([v.to_numpy(dtype=np.float64, na_value=np.nan) for v in values]), "Int64")
+    return np.concatenate(values)
+
+
+def _kinds(ops: pd.Categorical) -> pd.Categorical:
     """The §3 kind of each operation, each distinct name mapped once."""
-    names = ops.astype("category").cat
-    kinds = np.asarray([KINDS.get(str(c).lower().replace("_", ""), "other") for c in names.categories], dtype=object)
-    return pd.Categorical(kinds[names.codes]) if len(kinds) else pd.Categorical([None] * len(ops))
+    kinds = np.asarray([KINDS.get(str(c).lower().replace("_", ""), "other") for c in ops.categories], dtype=object)
+    if not len(kinds):
+        return pd.Categorical([None] * len(ops))
+    names, codes = np.unique(kinds, return_inverse=True)  # sorted, as pd.Categorical of the kinds would be
+    return pd.Categorical.from_codes(np.where(ops.codes >= 0, codes[ops.codes], -1), pd.Index(names))
 
 
 def _first_bad_line(path: Path, gz: bool) -> str:

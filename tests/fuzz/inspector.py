@@ -43,6 +43,19 @@ def _obj(lines: Lines, i: int) -> dict:
     return json.loads(lines[i])
 
 
+def _perf(o: dict) -> tuple[str, str]:
+    """(the line's operation part, its key prefix): coll_perf / coll, or p2p_perf / p2p."""
+    return ("p2p_perf", "p2p") if "p2p_perf" in o else ("coll_perf", "coll")
+
+
+def _key(o: dict, part: str, key: str) -> tuple[str, str]:
+    """A (part, key) of REQUIRED / OPTIONAL as this line spells it (a P2P line: p2p_perf.p2p_*)."""
+    perf, prefix = _perf(o)
+    if part != "coll_perf" or perf == "coll_perf":
+        return part, key
+    return perf, "p2p" if key == "coll" else key.replace("coll_", f"{prefix}_", 1)
+
+
 def truncate_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = len(lines) - 1
     cut = rng.randrange(1, len(lines[i]) - 1)
@@ -54,7 +67,7 @@ def truncate_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
 def retype(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(len(lines))
     o = _obj(lines, i)
-    part, key = rng.choice(REQUIRED + OPTIONAL)
+    part, key = _key(o, *rng.choice(REQUIRED + OPTIONAL))
     old = o[part][key]
     new: object = "x" if isinstance(old, int | float) else 17
     if rng.random() < 0.3:
@@ -67,7 +80,8 @@ def retype(rng: random.Random, lines: Lines) -> tuple[str, str]:
 def to_bool(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(len(lines))
     o = _obj(lines, i)
-    o["coll_perf"]["coll_exec_time_us"] = True
+    part, prefix = _perf(o)
+    o[part][f"{prefix}_exec_time_us"] = True
     lines[i] = json.dumps(o, separators=(",", ":"))
     return f"line {i + 1}: exec time true", REJECT
 
@@ -75,7 +89,7 @@ def to_bool(rng: random.Random, lines: Lines) -> tuple[str, str]:
 def drop_required(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(len(lines))
     o = _obj(lines, i)
-    part, key = rng.choice(REQUIRED)
+    part, key = _key(o, *rng.choice(REQUIRED))
     del o[part][key]
     lines[i] = json.dumps(o, separators=(",", ":"))
     return f"line {i + 1}: {part}.{key} removed", REJECT
@@ -84,7 +98,7 @@ def drop_required(rng: random.Random, lines: Lines) -> tuple[str, str]:
 def null_required(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(len(lines))
     o = _obj(lines, i)
-    part, key = rng.choice(REQUIRED)
+    part, key = _key(o, *rng.choice(REQUIRED))
     o[part][key] = None
     lines[i] = json.dumps(o, separators=(",", ":"))
     return f"line {i + 1}: {part}.{key} null", REJECT
@@ -93,7 +107,7 @@ def null_required(rng: random.Random, lines: Lines) -> tuple[str, str]:
 def drop_part(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(1, len(lines))
     o = _obj(lines, i)
-    parts = [p for p in ("header", "coll_perf") if p in o]  # a second drop_part may hit the same line
+    parts = [p for p in ("header", _perf(o)[0]) if p in o]  # a second drop_part may hit the same line
     if not parts:
         return f"line {i + 1}: nothing left to remove", ANY
     part = rng.choice(parts)
@@ -106,7 +120,7 @@ def drop_part(rng: random.Random, lines: Lines) -> tuple[str, str]:
 def drop_optional(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(len(lines))
     o = _obj(lines, i)
-    part, key = rng.choice(OPTIONAL)
+    part, key = _key(o, *rng.choice(OPTIONAL))
     del o[part][key]
     lines[i] = json.dumps(o, separators=(",", ":"))
     return f"line {i + 1}: {part}.{key} removed", ANY
@@ -122,10 +136,11 @@ def garbage_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
 def huge_or_negative(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(len(lines))
     o = _obj(lines, i)
-    key = rng.choice(["coll_exec_time_us", "coll_msg_size_bytes", "coll_sn"])
-    o["coll_perf"][key] = rng.choice([-1, 0, 2**62, 1.5e300, 12.5])
+    part, prefix = _perf(o)
+    key = rng.choice([f"{prefix}_exec_time_us", f"{prefix}_msg_size_bytes", f"{prefix}_sn"])
+    o[part][key] = rng.choice([-1, 0, 2**62, 1.5e300, 12.5])
     lines[i] = json.dumps(o, separators=(",", ":"))
-    return f"line {i + 1}: {key} = {o['coll_perf'][key]!r}", ANY
+    return f"line {i + 1}: {key} = {o[part][key]!r}", ANY
 
 
 def duplicate_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
@@ -148,7 +163,8 @@ def reorder(rng: random.Random, lines: Lines) -> tuple[str, str]:
 def extra_key(rng: random.Random, lines: Lines) -> tuple[str, str]:
     i = rng.randrange(len(lines))
     o = _obj(lines, i)
-    o["coll_perf"]["coll_future_field"] = {"x": 1}
+    part, prefix = _perf(o)
+    o[part][f"{prefix}_future_field"] = {"x": 1}
     o["proxy_trace"] = None
     lines[i] = json.dumps(o, separators=(",", ":"))
     return f"line {i + 1}: unknown keys added", SAME
@@ -180,14 +196,15 @@ def _sniffs(data: bytes) -> bool:
     )  # fmt: skip
 
 
-def seed_files() -> dict[str, bytes]:
-    job = gen.build(steps=1, seed=11)
+def seed_files(p2p: bool = False) -> dict[str, bytes]:
+    """The one-step 8-rank job; ``p2p``: with the pipeline communicator's Send/Recv records."""
+    job = gen.build(steps=1, seed=11, p2p=p2p)
     return {f"logs/{name}": ("\n".join(lines) + "\n").encode() for name, lines in job.lines.items()}
 
 
-def generate(base_seed: int, index: int) -> InspectorCase:
-    rng = random.Random(f"moeprof-fuzz-inspector:{base_seed}:{index}")
-    files = seed_files()
+def generate(base_seed: int, index: int, p2p: bool = False) -> InspectorCase:
+    rng = random.Random(f"moeprof-fuzz-inspector{':p2p' if p2p else ''}:{base_seed}:{index}")
+    files = seed_files(p2p)
     target = rng.choice(sorted(files))
     lines = files[target].decode().splitlines()
     steps, expects = [], []
@@ -204,4 +221,5 @@ def generate(base_seed: int, index: int) -> InspectorCase:
         files[target] = ("\n".join(lines) + "\n").encode()
     if not _sniffs(files[target]):
         expects = [ANY]  # no longer an Inspector log: skipped with a note, whatever else changed in it
-    return InspectorCase(f"{base_seed}:{index}", files, target, steps, _combine(expects))
+    key = f"{'p2p:' if p2p else ''}{base_seed}:{index}"
+    return InspectorCase(key, files, target, steps, _combine(expects))
