@@ -324,9 +324,12 @@ def test_p2p_pairs_match_across_ranks_without_their_sequence_numbers(p2p_job):
     send_sn = p2p_rows[(p2p_rows["op"] == "Send") & (p2p_rows["rank"] == 0)]["seq"].iloc[0]
     recv_sn = p2p_rows[(p2p_rows["op"] == "Recv") & (p2p_rows["rank"] == 1)]["seq"].iloc[0]
     assert send_sn != recv_sn  # rank 0's first Send and rank 1's first Recv are one pair
-    section = analyze_paths([folder], jobs=1).inspector
+    analysis = analyze_paths([folder], jobs=1)
+    section = analysis.inspector
     assert section is not None
     got = section["p2p"]
+    said = [w for w in analysis.warnings if "P2P records unmatched" in w]
+    assert len(said) == (1 if want["unmatched_records"] else 0)
     for key in ("records", "matched_records", "unmatched_records", "instances", "incomplete_instances",
                 "tied_instances"):  # fmt: skip
         assert got[key] == want[key], key

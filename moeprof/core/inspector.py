@@ -136,6 +136,7 @@ class _Columns:
         self.process, first = _group_ids(self.host_of_name(), self.pid)
         self.process_keys = [(str(self.host_names[self.host[i]]), int(self.pid[i])) for i in first]
         self.is_p2p = self.has_peer | (self.kind == _code_of(self.kind_names, "send-recv"))
+        self.instances: tuple[np.ndarray, np.ndarray] | None = None  # the collectives', once computed
 
     def host_of_name(self) -> np.ndarray:
         """Host codes renumbered in name order (so process numbering follows (host name, pid))."""
@@ -169,19 +170,25 @@ def _group_ids(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     combined = _one_key(keys)
-    if combined is not None:  # one int64 in the keys' order: one stable sort instead of a lexsort
-        order = np.argsort(combined, kind="stable")
-        ordered = combined[order]
-        new = np.empty(n, bool)
-        new[0] = True
-        new[1:] = ordered[1:] != ordered[:-1]
-    else:
-        order = np.lexsort(keys[::-1])  # stable: within a group, row order
-        new = np.zeros(n, bool)
-        new[0] = True
-        for k in keys:
-            sorted_k = k[order]
-            new[1:] |= sorted_k[1:] != sorted_k[:-1]
+    if combined is not None:  # one int64 in the keys' order: hashed in one pass, only the distinct keys sorted
+        codes, uniques = pd.factorize(combined)
+        codes = codes.astype(np.int64, copy=False)
+        # codes come in order of first appearance: a row is its code's first where the code passes all before it
+        seen = np.maximum.accumulate(codes)
+        is_first = np.empty(n, bool)
+        is_first[0] = True
+        is_first[1:] = seen[1:] > seen[:-1]
+        firsts = np.flatnonzero(is_first)
+        order = np.argsort(uniques, kind="stable")
+        position = np.empty(len(order), np.int64)
+        position[order] = np.arange(len(order))
+        return position[codes], firsts[order]
+    order = np.lexsort(keys[::-1])  # stable: within a group, row order
+    new = np.zeros(n, bool)
+    new[0] = True
+    for k in keys:
+        sorted_k = k[order]
+        new[1:] |= sorted_k[1:] != sorted_k[:-1]
     gid_sorted = np.cumsum(new) - 1
     ids = np.empty(n, np.int64)
     ids[order] = gid_sorted
@@ -237,9 +244,9 @@ def _distinct(values: np.ndarray) -> int:
 
 def _group_min(ids: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Each group's minimum (ids 0..n-1, every id present)."""
-    order = np.argsort(ids, kind="stable")
-    starts = np.searchsorted(ids[order], np.arange(n))
-    return np.minimum.reduceat(values[order], starts)
+    low = np.full(n, np.inf)
+    np.minimum.at(low, ids, values)
+    return low
 
 
 def _sorted_codes(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -257,10 +264,18 @@ def _collective_instances(c: _Columns, coll: np.ndarray) -> dict[str, Any]:
     idx = np.flatnonzero(coll)
     if not len(idx):
         return _last_to_arrive(c, idx, np.zeros(0, np.int64), np.zeros(0, bool), 0)
-    instance, first = _group_ids(c.comm[idx], c.op[idx], c.seq[idx])
+    instance, first = _coll_instances(c, idx)
     members = np.bincount(instance)  # distinct ranks: records are distinct per (comm, op, seq, rank)
     complete = members[instance] == c.n_ranks[idx]
     return _last_to_arrive(c, idx, instance, complete, len(first))
+
+
+def _coll_instances(c: _Columns, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The collective rows' instances by (communicator, op, seq): computed once, for the matching and the
+    bandwidth table both."""
+    if c.instances is None:
+        c.instances = _group_ids(c.comm[idx], c.op[idx], c.seq[idx])
+    return c.instances
 
 
 def _last_to_arrive(
@@ -275,11 +290,14 @@ def _last_to_arrive(
     rows_in = idx[complete]
     if not len(rows_in):
         return {**empty, "incomplete_instances": n_all}
-    inst, firsts = _group_ids(instance[complete])
-    n_complete = len(firsts)
+    if complete.all():  # the usual case: the instances as numbered
+        inst, n_complete = instance, n_all
+    else:
+        inst, firsts = _group_ids(instance[complete])
+        n_complete = len(firsts)
     incomplete = n_all - n_complete
     exec_us = c.exec_us[rows_in]
-    low_row = _group_min(inst, exec_us, len(firsts))[inst]
+    low_row = _group_min(inst, exec_us, n_complete)[inst]
     beyond = exec_us - low_row
     at_low = exec_us == low_row
     n_at_low = np.bincount(inst, weights=at_low)[inst]
@@ -330,7 +348,7 @@ def _bandwidth(c: _Columns, coll: np.ndarray, peaks: Mapping[str, float]) -> lis
     idx = np.flatnonzero(coll)
     if not len(idx):
         return []
-    instance, first = _group_ids(c.comm[idx], c.op[idx], c.seq[idx])
+    instance, first = _coll_instances(c, idx)
     low = _group_min(instance, c.exec_us[idx], len(first))
     link = np.where(c.nnodes[idx] > 1, 0, 1)
     return _bandwidth_rows(c, idx, low[instance], (np.array(["ib", "nvlink"], dtype=object), link), c.seq[idx], peaks)
@@ -348,7 +366,8 @@ def _bandwidth_rows(
     ops, op_code = _sorted_codes(c.op_names, c.op[idx])
     links, link_code = _sorted_codes(link[0], link[1])
     group, first = _group_ids(kind_code, op_code, link_code, bucket)
-    order = np.argsort(group, kind="stable")  # each group's rows in row order, as pandas' groupby gives them
+    # each group's rows in row order, as pandas' groupby gives them (a small int type: numpy's radix sort)
+    order = np.argsort(group.astype(np.int16) if len(first) < 1 << 15 else group, kind="stable")
     bounds = np.searchsorted(group[order], np.arange(len(first) + 1))
     out = []
     for g, f in enumerate(first):

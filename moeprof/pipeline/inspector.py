@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..core.analysis import Analysis, Figures
@@ -51,26 +53,25 @@ def _kind(f: TraceSource) -> str:
         return "bad"
 
 
-def read_rows(path: Path) -> tuple[pd.DataFrame, str, tuple[str, ...]]:
-    """One log's rows, version and warnings (a module-level function: it runs in workers)."""
+def read_rows(path: Path) -> tuple[dict[str, Any], str, tuple[str, ...]]:
+    """One log's row columns, version and warnings (a module-level function: it runs in workers)."""
     log = read_inspector(path)
-    return log.rows, log.version, log.warnings
+    return log.columns, log.version, log.warnings
 
 
 CATEGORY_COLUMNS = ("file", "host", "comm", "comm_name", "op", "kind", "timing_source", "algo", "proto")
 
 
-def concat_rows(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """The files' rows as one table: each text column's categories joined (sorted) by code, not by re-hashing
-    every row's string as concatenating to objects and back would."""
+def concat_rows(files: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The files' row columns as one table, built once: each text column's categories joined (sorted) by code,
+    not by re-hashing every row's string as concatenating to objects and back would."""
     from pandas.api.types import union_categoricals
 
-    if len(frames) == 1:
-        return frames[0].reset_index(drop=True)
-    columns: dict[str, object] = {}
-    for col in frames[0].columns:
+    columns: dict[str, Any] = {}
+    for col in files[0]:
+        values = [f[col] for f in files]
         if col in CATEGORY_COLUMNS:
-            cats = [pd.Categorical(f[col]) for f in frames]
+            cats = [pd.Categorical(v) for v in values]
             said = [c for c in cats if len(c.categories)]
             if said:  # a file without any value of the column: no categories, of the others' dtype
                 none = said[0].categories[:0]
@@ -78,10 +79,12 @@ def concat_rows(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
             try:
                 columns[col] = union_categoricals(cats, sort_categories=True)
             except TypeError:  # categories of different dtypes: through objects
-                joined = pd.concat([f[col].astype(object) for f in frames], ignore_index=True)
-                columns[col] = joined.astype("category")
+                joined = pd.concat([pd.Series(v, dtype=object) for v in values], ignore_index=True)
+                columns[col] = joined.astype("category").array
+        elif isinstance(values[0], np.ndarray):
+            columns[col] = np.concatenate(values)
         else:
-            columns[col] = pd.concat([f[col] for f in frames], ignore_index=True)
+            columns[col] = pd.concat([pd.Series(v) for v in values], ignore_index=True).array
     return pd.DataFrame(columns)
 
 
@@ -93,9 +96,9 @@ def read_logs(
     progress: Callable[[TraceSource], None] | None = None,
 ) -> tuple[pd.DataFrame, list[str], list[dict[str, str]]]:
     """Every log's rows (file order), warnings, and the files skipped with ``skip_bad``."""
-    parts: dict[int, tuple[pd.DataFrame, str, tuple[str, ...]]] = {}
+    parts: dict[int, tuple[dict[str, Any], str, tuple[str, ...]]] = {}
 
-    def take(index: int, value: tuple[pd.DataFrame, str, tuple[str, ...]]) -> None:
+    def take(index: int, value: tuple[dict[str, Any], str, tuple[str, ...]]) -> None:
         parts[index] = value
         if progress:
             progress(files[index])
@@ -131,6 +134,12 @@ def analyze_logs(
         said.append(
             f"{section['incomplete_instances']:,} collective instances lack some member's record (not every"
             " rank's log given, or records the plugin dropped): left out of the last-to-arrive table"
+        )
+    if section["p2p"]["unmatched_records"]:
+        said.append(
+            f"{section['p2p']['unmatched_records']:,} P2P records unmatched (their peer's log not given, or the two"
+            " sides of a sender and receiver hold different counts or sizes): left out of the P2P last-to-arrive"
+            " table"
         )
     return Analysis(
         inputs=tuple(str(f) for f in files),

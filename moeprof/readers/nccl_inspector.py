@@ -22,6 +22,7 @@ import gzip
 import json
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import repeat
 from operator import attrgetter, eq, is_not
 from pathlib import Path
@@ -68,10 +69,15 @@ class InspectorLog:
     """The operations of one Inspector log: one row per collective or P2P call (:data:`COLUMNS`)."""
 
     path: str
-    rows: pd.DataFrame
+    columns: dict[str, Any]  # COLUMNS -> numpy array / pandas Categorical / IntegerArray, in that order
     version: str  # inspector_output_format_version of the first record ("" if none said)
     warnings: tuple[str, ...] = ()
     format: str = FORMAT
+
+    @cached_property
+    def rows(self) -> pd.DataFrame:
+        """The columns as a table (built on first use: the pipeline joins the files' columns without it)."""
+        return pd.DataFrame(self.columns)
 
 
 def _first_line(path: Path) -> bytes | None:
@@ -582,8 +588,7 @@ def _finish(path: Path, parts: list[dict[str, Any]], version: str) -> InspectorL
     if bad.any():
         warnings.append(f"{path}: dropped {int(bad.sum()):,} records with a negative time or size")
         cols = {name: value[~bad] for name, value in cols.items()}
-    rows = pd.DataFrame({name: cols[name] for name in COLUMNS})
-    return InspectorLog(str(path), rows, version, tuple(warnings))
+    return InspectorLog(str(path), {name: cols[name] for name in COLUMNS}, version, tuple(warnings))
 
 
 def _array(values: Any) -> Any:
