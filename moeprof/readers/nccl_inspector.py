@@ -11,8 +11,10 @@ activities (that would fake the §4 figures); it returns :class:`InspectorLog`, 
 per rank, which ``moeprof.insight.inspector`` measures (bus bandwidth per kind and size, the rank the
 others wait for).
 
-Read by Arrow's JSON reader (C++, multi-threaded) into columns; a file Arrow refuses is read again
-line by line only to name the first bad line. Errors found after Arrow's read name the record (the
+Read by msgspec into Structs typed as the plugin writes each field, a chunk of lines at a time, straight
+to columns (the typed route, ``_read_typed``); a file with any line that does not fit is read by Arrow's
+JSON reader instead (``_read_arrow``: the same rows for what it accepts), and a file Arrow refuses is read
+again line by line only to name the first bad line. Errors found after Arrow's read name the record (the
 N-th JSON object; blank lines are not counted).
 """
 
