@@ -14,7 +14,7 @@ rows do give, and this module measures (definitions in docs/metrics.md, "NCCL In
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -78,26 +78,30 @@ def link_of(nnodes: np.ndarray) -> np.ndarray:
     return np.where(nnodes > 1, "ib", "nvlink")
 
 
-def measure(rows: pd.DataFrame, peaks: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """The ``inspector`` section of the analysis from every file's operation rows (concatenated)."""
+def measure(
+    rows: pd.DataFrame | Mapping[str, Any], peaks: Mapping[str, float] | None = None,
+    versions: Sequence[str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The ``inspector`` section of the analysis from every file's operation rows (concatenated): a table, or
+    its columns by name (the pipeline's, not made into a table); ``versions`` else the table's attrs."""
     peaks = peaks or {}
-    versions = rows.attrs.get("versions", ())
+    if versions is None:
+        versions = getattr(rows, "attrs", {}).get("versions", ())
     cols = _Columns(rows)
     keep = cols.first_of(cols.comm, cols.op, cols.seq, cols.rank)  # a record dumped twice counts once
     if not keep.all():
-        rows = rows.loc[keep].reset_index(drop=True)
-        cols = _Columns(rows)
+        cols = _Columns({name: _array(rows[name])[keep] for name in _READ})
     p2p = cols.is_p2p
     coll = ~p2p
     return {
         "format": "nccl-inspector",
         "versions": sorted({str(v) for v in versions}),
-        "records": len(rows),
+        "records": cols.n,
         "collective_records": int(coll.sum()),
         "p2p_records": int(p2p.sum()),
         "processes": len(cols.process_keys),
-        "communicators": _communicators(rows, cols),
-        "exec_us": float(rows["exec_us"].sum()),
+        "communicators": _communicators(cols),
+        "exec_us": float(pd.Series(cols.exec_us).sum()),
         **_collective_instances(cols, coll),
         "bandwidth": _bandwidth(cols, coll, peaks) + _p2p_bandwidth(cols, p2p, peaks),
         "p2p": _p2p(cols, p2p),
@@ -108,24 +112,23 @@ def measure(rows: pd.DataFrame, peaks: Mapping[str, float] | None = None) -> dic
 class _Columns:
     """The rows' columns as integer codes and numpy arrays (grouping by codes, not by pandas groupby)."""
 
-    def __init__(self, rows: pd.DataFrame) -> None:
-        self.n = len(rows)
+    def __init__(self, rows: pd.DataFrame | Mapping[str, Any]) -> None:
+        def ints(name: str) -> np.ndarray:
+            return np.asarray(rows[name], dtype=np.int64)
+
         self.comm, self.comm_names = _codes(rows["comm"])
+        self.n = len(self.comm)
         self.op, self.op_names = _codes(rows["op"])
         self.kind, self.kind_names = _codes(rows["kind"])
         host, self.host_names = _codes(rows["host"])
         self.host = host
-        self.pid = rows["pid"].to_numpy(np.int64)
-        self.seq = rows["seq"].to_numpy(np.int64)
-        self.rank = rows["rank"].to_numpy(np.int64)
-        self.n_ranks = rows["n_ranks"].to_numpy(np.int64)
-        self.nnodes = rows["nnodes"].to_numpy(np.int64)
-        self.bytes = rows["bytes"].to_numpy(np.int64)
-        self.exec_us = rows["exec_us"].to_numpy(np.float64)
-        self.busbw = rows["busbw_gbs"].to_numpy(np.float64)
-        peer = rows["peer"]
-        self.has_peer = peer.notna().to_numpy()
-        self.peer = peer.fillna(-1).to_numpy(np.int64)
+        self.pid, self.seq, self.rank = ints("pid"), ints("seq"), ints("rank")
+        self.n_ranks, self.nnodes, self.bytes = ints("n_ranks"), ints("nnodes"), ints("bytes")
+        self.exec_us = np.asarray(rows["exec_us"], dtype=np.float64)
+        self.busbw = np.asarray(rows["busbw_gbs"], dtype=np.float64)
+        peer = _array(rows["peer"])
+        self.has_peer = ~np.asarray(pd.isna(peer), dtype=bool)
+        self.peer = np.asarray(peer.fillna(-1), dtype=np.int64)
         # a communicator's label: its name, else its id
         name_code, name_values = pd.factorize(rows["comm_name"])
         self.comm_name = name_code.astype(np.int64)  # -1: none
@@ -153,7 +156,17 @@ class _Columns:
         return out
 
 
-def _codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+# the row columns measure reads
+_READ = ("comm", "op", "kind", "host", "pid", "seq", "rank", "n_ranks", "nnodes", "bytes", "exec_us", "busbw_gbs",
+         "peer", "comm_name")  # fmt: skip
+
+
+def _array(values: Any) -> Any:
+    """A column as an array (a table's column is a Series)."""
+    return values.array if isinstance(values, pd.Series) else values
+
+
+def _codes(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """(code per row, the distinct values) of a column; a missing value gets its own code."""
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
@@ -211,7 +224,7 @@ def _one_key(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:
     return combined
 
 
-def _communicators(rows: pd.DataFrame, c: _Columns) -> list[dict[str, Any]]:
+def _communicators(c: _Columns) -> list[dict[str, Any]]:
     out = []
     names = np.asarray([str(x) for x in c.comm_names], dtype=object)
     order = np.argsort(c.comm, kind="stable")

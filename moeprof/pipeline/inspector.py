@@ -62,9 +62,9 @@ def read_rows(path: Path) -> tuple[dict[str, Any], str, tuple[str, ...]]:
 CATEGORY_COLUMNS = ("file", "host", "comm", "comm_name", "op", "kind", "timing_source", "algo", "proto")
 
 
-def concat_rows(files: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The files' row columns as one table, built once: each text column's categories joined (sorted) by code,
-    not by re-hashing every row's string as concatenating to objects and back would."""
+def concat_columns(files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The files' row columns joined: each text column's categories joined (sorted) by code, not by re-hashing
+    every row's string as concatenating to objects and back would."""
     from pandas.api.types import union_categoricals
 
     columns: dict[str, Any] = {}
@@ -85,7 +85,7 @@ def concat_rows(files: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             columns[col] = np.concatenate(values)
         else:
             columns[col] = pd.concat([pd.Series(v) for v in values], ignore_index=True).array
-    return pd.DataFrame(columns)
+    return columns
 
 
 def read_logs(
@@ -95,7 +95,22 @@ def read_logs(
     skip_bad: bool = False,
     progress: Callable[[TraceSource], None] | None = None,
 ) -> tuple[pd.DataFrame, list[str], list[dict[str, str]]]:
-    """Every log's rows (file order), warnings, and the files skipped with ``skip_bad``."""
+    """Every log's rows (file order) as one table, warnings, and the files skipped with ``skip_bad``."""
+    columns, versions, warnings, skipped = read_log_columns(files, jobs, scheduler, skip_bad, progress)
+    rows = pd.DataFrame(columns)
+    rows.attrs["versions"] = versions
+    return rows, warnings, skipped
+
+
+def read_log_columns(
+    files: Sequence[Path],
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
+    progress: Callable[[TraceSource], None] | None = None,
+) -> tuple[dict[str, Any], list[str], list[str], list[dict[str, str]]]:
+    """Every log's row columns joined (file order; no table made: measure reads columns), the format
+    versions, warnings, and the files skipped with ``skip_bad``."""
     parts: dict[int, tuple[dict[str, Any], str, tuple[str, ...]]] = {}
 
     def take(index: int, value: tuple[dict[str, Any], str, tuple[str, ...]]) -> None:
@@ -108,10 +123,10 @@ def read_logs(
         first = skipped[0]
         raise InputError(first.file, f"{first.problem} (and every other input was bad too: nothing to analyze)")
     ordered = [parts[i] for i in sorted(parts)]
-    rows = concat_rows([p[0] for p in ordered])
-    rows.attrs["versions"] = sorted({p[1] for p in ordered if p[1]})
+    columns = concat_columns([p[0] for p in ordered])
+    versions = sorted({p[1] for p in ordered if p[1]})
     warnings = [w for p in ordered for w in p[2]] + [f"skipped {s.file}: {s.problem}" for s in skipped]
-    return rows, warnings, [{"file": s.file, "problem": s.problem} for s in skipped]
+    return columns, versions, warnings, [{"file": s.file, "problem": s.problem} for s in skipped]
 
 
 def analyze_logs(
@@ -124,9 +139,9 @@ def analyze_logs(
     progress: Callable[[TraceSource], None] | None = None,
 ) -> Analysis:
     """The analysis of a job's NCCL Inspector logs (no devices, null §4 total, an ``inspector`` section)."""
-    rows, warnings, skipped = read_logs(files, jobs, scheduler, skip_bad, progress)
+    columns, versions, warnings, skipped = read_log_columns(files, jobs, scheduler, skip_bad, progress)
     hardware = job_hardware({}, link_peaks)
-    section = measure(rows, hardware.peaks)
+    section = measure(columns, hardware.peaks, versions)
     said = list(notes) + warnings + list(hardware.warnings)
     if not hardware.peaks:
         said.append("NCCL Inspector logs name no GPU: pass --gpu (or --link-peak) to compare bus bandwidth with peaks")
