@@ -77,7 +77,18 @@ def _host(rank: int) -> str:
     return HOSTS[rank // GPUS_PER_HOST]
 
 
-def build(steps: int = 20, seed: int = 7, slow_share: float = 0.9, version: str = "v4.0") -> Job:
+# P2P (``p2p=True``): a pipeline communicator over the 8 ranks; per step each rank sends to the next (ring) and
+# receives from the previous, 16 MiB; 3->4 and 7->0 cross hosts (IB), the rest stay in one (NVLink)
+PP_COMM = f"0x{0x9A9E11E000000000:016x}"
+PP_BYTES = 16 << 20
+
+
+def build(
+    steps: int = 20, seed: int = 7, slow_share: float = 0.9, version: str = "v4.0", p2p: bool = False,
+    p2p_drop: bool = False,
+) -> Job:  # fmt: skip
+    """The job; ``p2p`` adds the pipeline communicator's Send/Recv records (NCCL 2.30's ``p2p_perf``),
+    ``p2p_drop`` then leaves rank 0's last Recv from rank 7 out of its log (as a ring overwrite would)."""
     rng = np.random.default_rng(seed)
     world = [(f"0x{0x5EED0000A11C0DE5:016x}", "world", list(range(8)), 2, WORLD_OPS, WORLD_BUS_GBS, WORLD_LATENCY_US)]
     comms = world + [
@@ -135,6 +146,7 @@ def build(steps: int = 20, seed: int = 7, slow_share: float = 0.9, version: str 
                         perf["coll_algo"] = "RING"
                         perf["coll_proto"] = "SIMPLE" if size >= 1 << 20 else "LL128"
                     records[m].append((comm_id, comm_name, members.index(m), n, nnodes, perf))
+    p2p_truth = _p2p_records(rng, steps, slow_share, records, p2p_drop) if p2p else None
     job = Job()
     for rank in range(8):
         name = f"{_host(rank)}-pid{_pid(rank)}.log"
@@ -157,7 +169,116 @@ def build(steps: int = 20, seed: int = 7, slow_share: float = 0.9, version: str 
             for (kind, bucket), acc in sorted(bw.items())
         ],
     }
+    if p2p_truth is not None:
+        job.truth["p2p"] = p2p_truth
     return job
+
+
+def _p2p_records(
+    rng: np.random.Generator, steps: int, slow_share: float, records: dict[int, list[Record]], drop: bool
+) -> dict[str, Any]:
+    """Append each rank's Send/Recv records of the pipeline communicator; return what the analysis must find.
+
+    A Send and its Recv end together, so the one posted last has the shorter call (its transfer) and the
+    other waited for it. p2p_sn is each rank's own counter over its P2P calls (even ranks send first, odd
+    ranks receive first, after unwritten small calls), so a pair's two numbers differ (matching must not
+    rely on them)."""
+    n = 8
+    calls: dict[int, list[tuple[str, int, int]]] = {r: [] for r in range(n)}  # rank -> (op, peer, exec µs)
+    pairs = []  # (src, dst, send µs, recv µs)
+    for _step in range(steps):
+        for src in range(n):
+            dst = (src + 1) % n
+            cross = _host(src) != _host(dst)
+            bus_gbs, latency_us = (WORLD_BUS_GBS, WORLD_LATENCY_US) if cross else (HOST_BUS_GBS, HOST_LATENCY_US)
+            transfer_ns = int(latency_us * 1000 + PP_BYTES / bus_gbs)
+            if SLOW_RANK in (src, dst) and rng.random() < slow_share:
+                last = SLOW_RANK
+            else:
+                last = src if rng.random() < 0.5 else dst
+            wait = int(rng.integers(5_000, 400_000))
+            send_us = (transfer_ns + (0 if last == src else wait)) // 1000
+            recv_us = (transfer_ns + (0 if last == dst else wait)) // 1000
+            pairs.append((src, dst, send_us, recv_us))
+        for src, dst, send_us, _ in pairs[-n:]:
+            calls[src].append(("Send", dst, send_us))
+        for src, dst, _, recv_us in pairs[-n:]:
+            calls[dst].append(("Recv", src, recv_us))
+    dropped = (7, 0) if drop else None  # (src, dst) of the direction whose last Recv is lost
+    if drop:
+        last_recv = max(i for i, c in enumerate(calls[0]) if c[0] == "Recv" and c[1] == 7)
+        del calls[0][last_recv]
+    for rank in range(n):
+        sends = [c for c in calls[rank] if c[0] == "Send"]
+        recvs = [c for c in calls[rank] if c[0] == "Recv"]
+        first, second = (sends, recvs) if rank % 2 == 0 else (recvs, sends)
+        ordered = [c for pair in zip(first, second) for c in pair] + first[len(second) :] + second[len(first) :]
+        # the counter also counts calls under NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES, which are not written: here
+        # 3 x rank small calls before the first written one, so a pair's two numbers differ
+        for sn, (op, peer, t_us) in enumerate(ordered, 1 + 3 * rank):
+            algbw = PP_BYTES / 1e9 / (t_us / 1e6) if t_us > 0 else 0.0
+            perf = {
+                "p2p": op,
+                "p2p_sn": sn,
+                "p2p_peer": peer,
+                "p2p_msg_size_bytes": PP_BYTES,
+                "p2p_exec_time_us": t_us,
+                "p2p_timing_source": "kernel_gpu",
+                "p2p_algobw_gbs": round(algbw, 6),
+                "p2p_busbw_gbs": round(algbw, 6),
+            }
+            records[rank].append((PP_COMM, "pp", rank, n, 2, perf))
+    # the truth, from the pairs made above
+    shortest = {f"{_host(r)}:{_pid(r)}": {"count": 0, "caused_us": 0} for r in range(n)}
+    instances = beyond_total = tied = 0
+    bw: dict[tuple[str, str], list[float]] = {}  # (op, link) -> [bytes, exec µs, shortest member µs]
+    seen: dict[tuple[int, int], int] = {}
+    for src, dst, send_us, recv_us in pairs:
+        k = seen[(src, dst)] = seen.get((src, dst), 0) + 1
+        unmatched = dropped == (src, dst)
+        is_lost = unmatched and k == steps
+        link = "unknown" if unmatched else ("ib" if _host(src) != _host(dst) else "nvlink")
+        low = min(send_us, recv_us)
+        for op, t_us in (("Send", send_us), ("Recv", recv_us)):
+            if op == "Recv" and is_lost:
+                continue
+            acc = bw.setdefault((op, link), [0.0, 0.0, 0.0])
+            acc[0] += PP_BYTES
+            acc[1] += t_us
+            acc[2] += t_us if unmatched else low
+        if unmatched:
+            continue
+        instances += 1
+        beyond_total += abs(send_us - recv_us)
+        if send_us == recv_us:
+            tied += 1
+            continue
+        member = src if send_us < recv_us else dst
+        shortest[f"{_host(member)}:{_pid(member)}"]["count"] += 1
+        shortest[f"{_host(member)}:{_pid(member)}"]["caused_us"] += abs(send_us - recv_us)
+    records_n = 2 * len(pairs) - (1 if drop else 0)
+    unmatched_n = 2 * steps - 1 if drop else 0
+    return {
+        "records": records_n,
+        "matched_records": records_n - unmatched_n,
+        "unmatched_records": unmatched_n,
+        "instances": instances,
+        "incomplete_instances": steps if drop else 0,
+        "tied_instances": tied,
+        "beyond_shortest_us": beyond_total,
+        "shortest": shortest,
+        "slow_process": f"{_host(SLOW_RANK)}:{_pid(SLOW_RANK)}",
+        "bandwidth": [
+            {
+                "op": op,
+                "link": link,
+                "size_bucket": size_bucket(PP_BYTES),
+                "bus_bandwidth_gbps": acc[0] / (acc[1] * 1000),
+                "transfer_bus_bandwidth_gbps": acc[0] / (acc[2] * 1000),
+            }
+            for (op, link), acc in sorted(bw.items())
+        ],
+    }
 
 
 Record = tuple[str, str, int, int, int, dict[str, Any]]  # comm id, comm name, rank in it, n, nnodes, coll_perf
@@ -192,21 +313,30 @@ def _lines(rank: int, recs: list[Record], version: str, clock: int) -> list[str]
             comm_id, comm_name, crank, n, nnodes, _ = chunk[0]
             head = header(comm_id, comm_name, crank, n, nnodes)
             if version == "v4.0":
-                out.extend(_dump({"header": head, "metadata": metadata(ts), "coll_perf": c[5]}) for c in chunk)
+                out.extend(_dump({"header": head, "metadata": metadata(ts), _part(c[5]): c[5]}) for c in chunk)
             else:
-                stats = {"coll_records": len(chunk), "p2p_records": 0, "proxy_records": 0, "dropped_records": 0}
+                n_p2p = sum(1 for c in chunk if "p2p" in c[5])
+                stats = {"coll_records": len(chunk) - n_p2p, "p2p_records": n_p2p, "proxy_records": 0,
+                         "dropped_records": 0}  # fmt: skip
                 out.append(_dump({"header": head, "metadata": metadata(ts), "dump_stats": stats}))
-                out.extend(_dump({"coll_perf": c[5]}) for c in chunk)
+                out.extend(_dump({_part(c[5]): c[5]}) for c in chunk)
     return out
+
+
+def _part(perf: dict[str, Any]) -> str:
+    return "p2p_perf" if "p2p" in perf else "coll_perf"
 
 
 def _dump(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def write(folder: Path, steps: int = 20, seed: int = 7, slow_share: float = 0.9, version: str = "v4.0") -> Job:
+def write(
+    folder: Path, steps: int = 20, seed: int = 7, slow_share: float = 0.9, version: str = "v4.0", p2p: bool = False,
+    p2p_drop: bool = False,
+) -> Job:  # fmt: skip
     """Write the job's logs into ``folder`` (created) and its truth beside it, ``<folder>.truth.json``."""
-    job = build(steps, seed, slow_share, version)
+    job = build(steps, seed, slow_share, version, p2p, p2p_drop)
     folder.mkdir(parents=True, exist_ok=True)
     for name, lines in job.lines.items():
         (folder / name).write_text("".join(line + "\n" for line in lines))

@@ -7,6 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -275,9 +276,9 @@ def test_skip_bad_leaves_a_broken_log_out(tmp_path):
     assert doc["inspector"]["incomplete_instances"] == made.truth["instances"] - 2 * len(gen.HOST_OPS)
 
 
-def test_p2p_records_are_read_and_not_matched(tmp_path):
+def test_p2p_record_without_its_peer_log_stays_unmatched(tmp_path):
     """NCCL 2.30 P2P records (p2p_perf): rows of kind send-recv with their peer; bus bandwidth = size / time
-    (factor 1); not matched across ranks (p2p_sn is the plugin's own counter)."""
+    (factor 1); a Send whose receiver's log is not given is counted, not matched."""
     head = {"id": "0xabc", "comm_name": "pp", "rank": 0, "n_ranks": 2, "nnodes": 2}
     meta = {"inspector_output_format_version": "v4.0", "git_rev": "x", "rec_mechanism": "nccl_profiler_interface",
             "dump_timestamp_us": 1, "hostname": "h0", "pid": 7}  # fmt: skip
@@ -298,6 +299,69 @@ def test_p2p_records_are_read_and_not_matched(tmp_path):
     assert section is not None
     assert section["p2p_records"] == 1 and section["collective_records"] == 1
     assert section["incomplete_instances"] == 1 and section["instances"] == 0  # rank 1's log not given
+    p2p = section["p2p"]
+    assert (p2p["records"], p2p["matched_records"], p2p["instances"], p2p["incomplete_instances"]) == (1, 0, 0, 1)
+    (row,) = [r for r in section["bandwidth"] if r["kind"] == "send-recv"]
+    # an unmatched record of a 2-node communicator: its peer's host unknown, so its link too
+    assert row["link"] == "unknown" and row["bus_bandwidth_gbps"] == pytest.approx((4 << 20) / 200e3)
+
+
+@pytest.fixture(scope="module", params=[("v4.0", False), ("v4.3", False), ("v4.0", True)], ids=str)
+def p2p_job(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, gen.Job]:
+    version, drop = request.param
+    folder = tmp_path_factory.mktemp("p2p") / "nccl-inspector-p2p"
+    return folder, gen.write(folder, steps=12, seed=3, version=version, p2p=True, p2p_drop=drop)
+
+
+def test_p2p_pairs_match_across_ranks_without_their_sequence_numbers(p2p_job):
+    """Send and Recv pair by (communicator, sender, receiver, k-th in p2p_sn order): the generator numbers
+    each rank's calls on its own (unwritten small calls advance it), so a pair's p2p_sn differ;
+    the pairs, the time beyond the shorter member and who it was come out as the generator made them."""
+    folder, made = p2p_job
+    want = made.truth["p2p"]
+    rows = pd.concat([read(p).rows for p in sorted(folder.iterdir())], ignore_index=True)
+    p2p_rows = rows[rows["kind"] == "send-recv"]
+    send_sn = p2p_rows[(p2p_rows["op"] == "Send") & (p2p_rows["rank"] == 0)]["seq"].iloc[0]
+    recv_sn = p2p_rows[(p2p_rows["op"] == "Recv") & (p2p_rows["rank"] == 1)]["seq"].iloc[0]
+    assert send_sn != recv_sn  # rank 0's first Send and rank 1's first Recv are one pair
+    analysis = analyze_paths([folder], jobs=1)
+    section = analysis.inspector
+    assert section is not None
+    got = section["p2p"]
+    said = [w for w in analysis.warnings if "P2P records unmatched" in w]
+    assert len(said) == (1 if want["unmatched_records"] else 0)
+    for key in ("records", "matched_records", "unmatched_records", "instances", "incomplete_instances",
+                "tied_instances"):  # fmt: skip
+        assert got[key] == want[key], key
+    assert got["beyond_shortest_us"] == pytest.approx(want["beyond_shortest_us"])
+    by_process = {r["process"]: r for r in got["last_to_arrive"]}
+    for process, w in want["shortest"].items():
+        assert by_process[process]["shortest"] == w["count"], process
+        assert by_process[process]["caused_us"] == pytest.approx(w["caused_us"]), process
+    assert got["last_to_arrive"][0]["process"] == want["slow_process"]
+    assert [r["process"] for r in got["last_to_arrive"] if r["flagged"]] == [want["slow_process"]]
+    # the collectives read as without P2P
+    assert section["instances"] == made.truth["instances"]
+    assert section["beyond_shortest_us"] == pytest.approx(made.truth["beyond_shortest_us"])
+    if made.truth["p2p"]["unmatched_records"]:
+        assert got["incomplete_instances"] == 12  # the 7 -> 0 direction: counts differ, so none is guessed
+
+
+def test_p2p_bus_bandwidth_per_op_and_link(p2p_job):
+    """Send and Recv rows: bus bytes = size (P2P factor 1) over every record's time, and over each pair's
+    shorter call; a matched pair's link from its two processes' hosts (3->4 and 7->0 cross hosts)."""
+    folder, made = p2p_job
+    peaks = link_peaks("H100", None)
+    section = analyze_paths([folder], jobs=1, link_peaks=peaks).inspector
+    assert section is not None
+    got = {(r["op"], r["link"], r["size_bucket_bytes"]): r for r in section["bandwidth"] if r["kind"] == "send-recv"}
+    want = made.truth["p2p"]["bandwidth"]
+    assert sorted(got) == sorted((w["op"], w["link"], w["size_bucket"]) for w in want)
+    for w in want:
+        row = got[(w["op"], w["link"], w["size_bucket"])]
+        assert row["bus_bandwidth_gbps"] == pytest.approx(w["bus_bandwidth_gbps"], rel=1e-9)
+        assert row["transfer_bus_bandwidth_gbps"] == pytest.approx(w["transfer_bus_bandwidth_gbps"], rel=1e-9)
+        assert row["link_peak_gbps"] == peaks.get(w["link"])
 
 
 def test_gzipped_and_jsonl_logs_read_the_same(tmp_path):

@@ -126,9 +126,9 @@ def _json_kind(path: Path, head: bytes) -> str:
 # lines decoded on 2 threads, 1.41 GiB on 8; at 1M events the ~110 MiB of imports make it 6x), an XPlane
 # the decoder refuses is read by jaxlib instead, at ~10x, not guarded for; Kineto JSON decoded to columns
 # ~2.5x its text, which gzip holds in ~1/10 of it -- a gzip is also capped while it inflates, see
-# chrome.read_bytes; NCCL Inspector logs read by Arrow's JSON reader into the operation rows: 4.8x (+90 MB for an
-# 18.7 MB log of 40k lines), 3.5x (+207 MB for 58.7 MB, 125k lines) (benchmarks/bench_inspector.py), gzip ~10x
-# smaller; rocprofv3 CSV read by Arrow into categories 1.37x at 300k real-shaped rows (199 MB,
+# chrome.read_bytes; NCCL Inspector logs decoded (msgspec) into the operation rows: 2.3x (+136 MB for 58.7 MB,
+# 125k lines; Arrow's route, for files the typed one does not take, 3.3-4.8x) (benchmarks/bench_inspector.py),
+# gzip ~10x smaller; rocprofv3 CSV read by Arrow into categories 1.37x at 300k real-shaped rows (199 MB,
 # benchmarks/bench_rocprof.py), which gzip holds in ~1/20 (the real MI350X trace: 597 KB in 30 KB); rocprofv3
 # JSON decoded to dicts ~6.4x its (indented) text above the imports (19 MB, 16,800 dispatches: 230 MiB peak,
 # 107 MiB of it imports), a gzip of it capped while it inflates as Kineto's)

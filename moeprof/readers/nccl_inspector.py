@@ -11,8 +11,10 @@ activities (that would fake the §4 figures); it returns :class:`InspectorLog`, 
 per rank, which ``moeprof.insight.inspector`` measures (bus bandwidth per kind and size, the rank the
 others wait for).
 
-Read by Arrow's JSON reader (C++, multi-threaded) into columns; a file Arrow refuses is read again
-line by line only to name the first bad line. Errors found after Arrow's read name the record (the
+Read by msgspec into Structs typed as the plugin writes each field, a chunk of lines at a time, straight
+to columns (the typed route, ``_read_typed``); a file with any line that does not fit is read by Arrow's
+JSON reader instead (``_read_arrow``: the same rows for what it accepts), and a file Arrow refuses is read
+again line by line only to name the first bad line. Errors found after Arrow's read name the record (the
 N-th JSON object; blank lines are not counted).
 """
 
@@ -22,9 +24,13 @@ import gzip
 import json
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import repeat
+from operator import attrgetter, eq, is_not
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -65,10 +71,15 @@ class InspectorLog:
     """The operations of one Inspector log: one row per collective or P2P call (:data:`COLUMNS`)."""
 
     path: str
-    rows: pd.DataFrame
+    columns: dict[str, Any]  # COLUMNS -> numpy array / pandas Categorical / IntegerArray, in that order
     version: str  # inspector_output_format_version of the first record ("" if none said)
     warnings: tuple[str, ...] = ()
     format: str = FORMAT
+
+    @cached_property
+    def rows(self) -> pd.DataFrame:
+        """The columns as a table (built on first use: the pipeline joins the files' columns without it)."""
+        return pd.DataFrame(self.columns)
 
 
 def _first_line(path: Path) -> bytes | None:
@@ -108,11 +119,36 @@ def is_inspector_log(path: Path) -> bool:
 
 
 def read(path: Path) -> InspectorLog:
-    """Read one Inspector log into operation rows; an InputError naming the file (and line) if it is not one."""
+    """Read one Inspector log into operation rows; an InputError naming the file (and line) if it is not one.
+
+    Lines as the plugin writes them take the typed route (:func:`_read_typed`); anything it does not take
+    (a wrong type, a missing field, a cut line, no Inspector record at all) is read again by Arrow's JSON
+    reader (:func:`_read_arrow`), which gives the same rows for what it accepts and names what it refuses.
+    """
+    gz = _is_gzip(path)
+    data = _read_bytes(path, gz)
+    typed = _read_typed(path, data)
+    if typed is not None:
+        return typed
+    del data
+    return _read_arrow(path, gz)
+
+
+def _read_bytes(path: Path, gz: bool) -> bytes:
+    try:
+        if gz:
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        return path.read_bytes()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(path, f"cannot read: {exc}") from None
+
+
+def _read_arrow(path: Path, gz: bool) -> InspectorLog:
+    """Arrow's JSON reader into columns: the reference route, and the one that names a bad line."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    gz = _is_gzip(path)
     try:
         stream = pa.input_stream(str(path), compression="gzip" if gz else None)
         table = pj.read_json(
@@ -126,6 +162,273 @@ def read(path: Path) -> InspectorLog:
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(path, f"cannot read: {exc}") from None
     return _rows(path, table)
+
+
+# ---- the typed route: msgspec decodes only the fields read, into Structs, a chunk of lines at a time -----
+#
+# Why not Arrow's JSON reader first: on one core it parses ~3x slower than this route (benchmarks/
+# bench_inspector.py). A record's header and metadata repeat on every line of a dump, so they are kept as raw
+# text and decoded once per distinct text; only the operation is decoded per line. Every type is the one the
+# plugin writes (inspector_json.cc); a line that does not fit sends the whole file to Arrow's route, which
+# accepts what it can with the same rows and names what it refuses.
+
+_TYPED_CHUNK = 1 << 22  # bytes of lines decoded at once: their Structs become columns before the next chunk
+_DTYPES = {"int": np.int64, "float": np.float64}
+
+
+class _Header(msgspec.Struct, frozen=True, gc=False):
+    id: str | None = None
+    comm_name: str | None = None
+    rank: int | None = None
+    n_ranks: int | None = None
+    nnodes: int | None = None
+
+
+class _Metadata(msgspec.Struct, frozen=True, gc=False):
+    inspector_output_format_version: str | None = None
+    git_rev: str | None = None
+    rec_mechanism: str | None = None
+    dump_timestamp_us: int | None = None
+    hostname: str | None = None
+    pid: int | None = None
+
+
+class _CollPerf(msgspec.Struct, frozen=True, gc=False):
+    coll: str
+    coll_sn: int
+    coll_msg_size_bytes: int
+    coll_exec_time_us: float
+    coll_timing_source: str | None = None
+    coll_algobw_gbs: float | None = None
+    coll_busbw_gbs: float | None = None
+    coll_algo: str | None = None
+    coll_proto: str | None = None
+    p2p_peer: int | None = None
+
+
+class _P2pPerf(msgspec.Struct, frozen=True, gc=False):
+    p2p: str
+    p2p_sn: int
+    p2p_msg_size_bytes: int
+    p2p_exec_time_us: float
+    p2p_peer: int | None = None
+    p2p_timing_source: str | None = None
+    p2p_algobw_gbs: float | None = None
+    p2p_busbw_gbs: float | None = None
+    p2p_algo: str | None = None
+    p2p_proto: str | None = None
+
+
+_NO_RAW = msgspec.Raw()
+
+
+class _Line(msgspec.Struct, frozen=True, gc=False):
+    header: msgspec.Raw = _NO_RAW
+    metadata: msgspec.Raw = _NO_RAW
+    coll_perf: _CollPerf | None = None
+    p2p_perf: _P2pPerf | None = None
+    dump_stats: dict[str, Any] | None = None
+
+
+_LINES = msgspec.json.Decoder(_Line)
+_HEADER = msgspec.json.Decoder(_Header | None)
+_METADATA = msgspec.json.Decoder(_Metadata | None)
+
+# part -> (Struct attribute per output column, kind as in _operation_fields)
+_TYPED_FIELDS = {
+    "coll_perf": (
+        ("op", "coll", "str"), ("seq", "coll_sn", "int"), ("peer", "p2p_peer", "opt-int"),
+        ("bytes", "coll_msg_size_bytes", "int"), ("exec_us", "coll_exec_time_us", "float"),
+        ("timing_source", "coll_timing_source", "str"), ("algbw_gbs", "coll_algobw_gbs", "opt-float"),
+        ("busbw_gbs", "coll_busbw_gbs", "opt-float"), ("algo", "coll_algo", "str"), ("proto", "coll_proto", "str"),
+    ),
+    "p2p_perf": (
+        ("op", "p2p", "str"), ("seq", "p2p_sn", "int"), ("peer", "p2p_peer", "opt-int"),
+        ("bytes", "p2p_msg_size_bytes", "int"), ("exec_us", "p2p_exec_time_us", "float"),
+        ("timing_source", "p2p_timing_source", "str"), ("algbw_gbs", "p2p_algobw_gbs", "opt-float"),
+        ("busbw_gbs", "p2p_busbw_gbs", "opt-float"), ("algo", "p2p_algo", "str"), ("proto", "p2p_proto", "str"),
+    ),
+}  # fmt: skip
+
+
+class _NotTyped(Exception):
+    """The typed route does not take this file (Arrow's route reads it, or names what is wrong)."""
+
+
+def _chunks(data: bytes) -> list[memoryview]:
+    view = memoryview(data)
+    out = []
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", min(start + _TYPED_CHUNK, len(data)))
+        end = len(data) if end < 0 else end + 1
+        out.append(view[start:end])
+        start = end
+    return out
+
+
+def _numbers(values: list[Any] | np.ndarray, kind: str) -> Any:
+    """A column of one Struct field: int64 / float64 (NaN for a missing optional one); raises _NotTyped for a
+    number past what the rows hold (a missing required one raises TypeError: Arrow's route names it)."""
+    if kind == "int":
+        ints = np.asarray(values, dtype=np.int64)  # None: TypeError; past int64: OverflowError
+        if len(ints) and (ints.max() >= _LIMIT or ints.min() <= -_LIMIT):
+            raise _NotTyped
+        return ints
+    arr = np.asarray(values, dtype=np.float64)  # None -> NaN
+    valid = ~np.isnan(arr)
+    if (np.abs(arr[valid]) >= _LIMIT).any():
+        raise _NotTyped
+    if kind != "opt-int":
+        return arr
+    return pd.arrays.IntegerArray(np.where(valid, arr, 0).astype(np.int64), ~valid)
+
+
+def _strings(values: Any) -> pd.Categorical:
+    """Strings (None: missing) as a categorical in order of first appearance, as Arrow's dictionary gives."""
+    if isinstance(values, list) and values.count(None) == len(values):
+        return pd.Categorical([None] * len(values))  # a field this version does not write
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    if not len(uniques):
+        return pd.Categorical([None] * len(codes))  # as Arrow's route makes an all-null column
+    return pd.Categorical.from_codes(codes, pd.Index(uniques))
+
+
+def _first_appearance(codes: np.ndarray, uniques: np.ndarray) -> pd.Categorical:
+    """Codes (-1: missing) into values as a categorical whose categories come in order of first appearance."""
+    seen = pd.unique(codes[codes >= 0])
+    if not len(seen):
+        return pd.Categorical([None] * len(codes))
+    remap = np.full(len(uniques), -1, np.int64)
+    remap[seen] = np.arange(len(seen))
+    return pd.Categorical.from_codes(np.where(codes >= 0, remap[codes], -1), pd.Index(uniques[seen]))
+
+
+def _read_typed(path: Path, data: bytes) -> InspectorLog | None:
+    """The rows of a log every line of which is as the plugin writes it; None where any is not."""
+    try:
+        return _typed_rows(path, data)
+    except (_NotTyped, msgspec.DecodeError, OverflowError, ValueError, TypeError):
+        return None
+
+
+_GET_HEADER = attrgetter("header")
+_GET_METADATA = attrgetter("metadata")
+_GET_STATS = attrgetter("dump_stats")
+
+
+def _distinct_texts(raws: list[msgspec.Raw], index: dict[bytes, int]) -> np.ndarray:
+    """Each line's header (or metadata) as the index of its distinct text in ``index`` (-1: none). The lines of
+    a dump repeat one text, so only where it changes from the line before is it copied and looked up."""
+    m = len(raws)
+    starts = np.flatnonzero(np.concatenate([[True], ~np.fromiter(map(eq, raws[1:], raws[:-1]), bool, m - 1)]))
+    codes = np.array(
+        [-1 if (t := bytes(raws[i])) in (b"", b"null") else index.setdefault(t, len(index)) for i in starts],
+        dtype=np.int64,
+    )
+    return np.repeat(codes, np.diff(np.append(starts, m)))
+
+
+def _typed_rows(path: Path, data: bytes) -> InspectorLog:
+    raw_index: tuple[dict[bytes, int], dict[bytes, int]] = ({}, {})  # header / metadata text -> distinct index
+    line_ctx: list[np.ndarray] = []  # per line: (header index, metadata index), -1 where none
+    line_stats: list[np.ndarray] = []
+    values: dict[str, dict[str, list[Any]]] = {part: {} for part in _TYPED_FIELDS}
+    op_lines: dict[str, list[np.ndarray]] = {part: [] for part in _TYPED_FIELDS}
+    n = 0
+    for chunk in _chunks(data):
+        recs = _LINES.decode_lines(chunk)
+        m = len(recs)
+        if not m:  # blank lines only
+            continue
+        head = _distinct_texts(list(map(_GET_HEADER, recs)), raw_index[0])
+        line_ctx.append(np.stack([head, _distinct_texts(list(map(_GET_METADATA, recs)), raw_index[1])]))
+        if (head < 0).any():  # a line without header: whether it is a dump_stats marker (v4.3) matters
+            line_stats.append(np.fromiter(map(is_not, map(_GET_STATS, recs), repeat(None)), bool, m))
+        else:
+            line_stats.append(np.zeros(m, bool))
+        for part, fields in _TYPED_FIELDS.items():
+            perfs = list(map(attrgetter(part), recs))
+            if perfs.count(None) == m:
+                continue
+            present = np.fromiter(map(is_not, perfs, repeat(None)), bool, m)
+            perfs = list(filter(None, perfs))  # a Struct is truthy
+            op_lines[part].append(np.flatnonzero(present) + n)
+            part_values = values[part]
+            for _out, attr, kind in fields:
+                got = map(attrgetter(attr), perfs)
+                if kind in ("int", "float"):  # required: a None is a TypeError (Arrow's route names it)
+                    part_values.setdefault(attr, []).append(np.fromiter(got, _DTYPES[kind], len(perfs)))
+                else:
+                    part_values.setdefault(attr, []).extend(got)
+        n += m
+    if n == 0:
+        raise _NotTyped
+    ctx = np.concatenate(line_ctx, axis=1)
+    stats = np.concatenate(line_stats)
+    headers = [_HEADER.decode(t) for t in raw_index[0]]
+    metas = [_METADATA.decode(t) for t in raw_index[1]]
+    if not headers or not metas:
+        raise _NotTyped
+    head_of = ctx[0]
+    has_id = np.array([h is not None and h.id is not None for h in headers] + [False])  # -1: the last, False
+    has_ctx = has_id[head_of]
+    if not has_ctx[0]:
+        raise _NotTyped
+    context_line = np.arange(n)
+    if not has_ctx.all():
+        last = np.maximum.accumulate(np.where(has_ctx, np.arange(n), 0))
+        if (~has_ctx & ~stats[last]).any():
+            raise _NotTyped
+        context_line = last
+    frames = []
+    version = ""
+    for part, fields in _TYPED_FIELDS.items():
+        if not op_lines[part]:
+            continue
+        idx = np.concatenate(op_lines[part])
+        at = context_line[idx]
+        cols: dict[str, Any] = {}
+        cols.update(_typed_context(headers, metas, ctx[0][at], ctx[1][at]))
+        for out, attr, kind in fields:
+            field = values[part][attr]
+            if kind == "str":
+                cols[out] = _strings(field)
+            else:
+                cols[out] = _numbers(np.concatenate(field) if kind in _DTYPES else field, kind)
+        said = pd.Series(cols["version"]).dropna()
+        version = version or (str(said.iloc[0]) if len(said) else "")
+        frames.append(cols)
+    if not frames:
+        raise _NotTyped
+    return _finish(path, frames, version)
+
+
+def _typed_context(headers: list[Any], metas: list[Any], head_at: np.ndarray, meta_at: np.ndarray) -> dict[str, Any]:
+    """The context columns of the operation rows from their line's distinct header and metadata."""
+    out: dict[str, Any] = {}
+    none_h = _Header()
+    none_m = _Metadata()
+    hs = [h or none_h for h in headers] + [none_h]  # index -1: no header
+    ms = [m or none_m for m in metas] + [none_m]
+    for col, attr, kind, table, at in (
+        ("comm", "id", "str", hs, head_at), ("comm_name", "comm_name", "str", hs, head_at),
+        ("rank", "rank", "int", hs, head_at), ("n_ranks", "n_ranks", "int", hs, head_at),
+        ("nnodes", "nnodes", "opt-int", hs, head_at), ("host", "hostname", "str", ms, meta_at),
+        ("pid", "pid", "opt-int", ms, meta_at), ("dump_timestamp_us", "dump_timestamp_us", "opt-int", ms, meta_at),
+        ("version", "inspector_output_format_version", "str", ms, meta_at),
+    ):  # fmt: skip
+        distinct = [getattr(t, attr) for t in table]  # one per distinct header / metadata text
+        if kind == "str":
+            codes, uniques = pd.factorize(np.asarray(distinct, dtype=object))
+            out[col] = _first_appearance(codes[at], np.asarray(uniques, dtype=object))
+            continue
+        if kind == "int" and any(distinct[i] is None for i in np.unique(at)):
+            raise _NotTyped  # a required number missing: Arrow's route names the record
+        if kind == "int":
+            distinct = [0 if v is None else v for v in distinct]  # texts no operation line takes
+        out[col] = _numbers(distinct, kind)[at]
+    return out
 
 
 def _is_gzip(path: Path) -> bool:
@@ -260,33 +563,66 @@ def _rows(path: Path, table: Any) -> InspectorLog:
             cols[out] = _convert(path, column(src).take(ctx_idx), what, kind, lines)
         for out, (src, what, kind) in _operation_fields(part, op_key, prefix).items():
             cols[out] = _convert(path, column(src).take(own_idx), what, kind, lines)
-        frame = pd.DataFrame(cols)
-        said = cols["version"].dropna()
+        said = pd.Series(cols["version"]).dropna()
         version = version or (str(said.iloc[0]) if len(said) else "")
-        parts.append(frame)
+        parts.append(cols)
     if not parts:
         raise InputError(path, "no collective or P2P records (only dump markers): nothing to measure")
-    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    rows["pid"] = rows["pid"].fillna(-1).astype(np.int64)
-    if rows["host"].isna().any():  # a process is host:pid; a record that names no host still belongs to one
-        rows["host"] = rows["host"].cat.add_categories(["unknown-host"]).fillna("unknown-host")
-    rows["nnodes"] = rows["nnodes"].fillna(0).astype(np.int64)
-    rows.insert(0, "file", pd.Series(pd.Categorical([str(path)]).take(np.zeros(len(rows), np.intp))))
-    rows["kind"] = _kinds(rows["op"])
-    rows = rows[list(COLUMNS)]
+    return _finish(path, parts, version)
+
+
+def _finish(path: Path, parts: list[dict[str, Any]], version: str) -> InspectorLog:
+    """The operation rows from each part's columns (either route): the process, the kind, the column order;
+    the table built once from its final columns."""
+    cols = {name: _joined([_array(p[name]) for p in parts]) for name in parts[0]}
+    n = len(cols["exec_us"])
+    pid = cols["pid"]
+    cols["pid"] = np.where(pid.isna(), -1, pid.to_numpy(dtype=np.int64, na_value=0))
+    nnodes = cols["nnodes"]
+    cols["nnodes"] = np.where(nnodes.isna(), 0, nnodes.to_numpy(dtype=np.int64, na_value=0))
+    host = cols["host"]
+    if host.isna().any():  # a process is host:pid; a record that names no host still belongs to one
+        cols["host"] = host.add_categories(["unknown-host"]).fillna("unknown-host")
+    cols["file"] = pd.Categorical.from_codes(np.zeros(n, np.int8), pd.Index([str(path)]))
+    cols["kind"] = _kinds(cols["op"])
     warnings: list[str] = []
-    bad = (rows["exec_us"].to_numpy() < 0) | (rows["bytes"].to_numpy() < 0)
+    bad = (cols["exec_us"] < 0) | (cols["bytes"] < 0)
     if bad.any():
         warnings.append(f"{path}: dropped {int(bad.sum()):,} records with a negative time or size")
-        rows = rows.loc[~bad].reset_index(drop=True)
-    return InspectorLog(str(path), rows, version, tuple(warnings))
+        cols = {name: value[~bad] for name, value in cols.items()}
+    return InspectorLog(str(path), {name: cols[name] for name in COLUMNS}, version, tuple(warnings))
 
 
-def _kinds(ops: pd.Series) -> pd.Categorical:
+def _array(values: Any) -> Any:
+    """A column as an array (Arrow's route gives a text column as a Series)."""
+    return values.array if isinstance(values, pd.Series) else values
+
+
+def _joined(values: list[Any]) -> Any:
+    """One column from the parts' (collectives', P2P's): categoricals joined by code, in order of appearance."""
+    if len(values) == 1:
+        return values[0]
+    if isinstance(values[0], pd.Categorical):
+        from pandas.api.types import union_categoricals
+
+        said = [v for v in values if len(v.categories)]
+        if not said:
+            return pd.Categorical([None] * sum(len(v) for v in values))
+        none = said[0].categories[:0]
+        values = [v if len(v.categories) else pd.Categorical.from_codes(v.codes, none) for v in values]
+        return union_categoricals(values)
+    if isinstance(values[0], pd.arrays.IntegerArray):
+        return pd.array(np.concatenate([v.to_numpy(dtype=np.float64, na_value=np.nan) for v in values]), "Int64")
+    return np.concatenate(values)
+
+
+def _kinds(ops: pd.Categorical) -> pd.Categorical:
     """The §3 kind of each operation, each distinct name mapped once."""
-    names = ops.astype("category").cat
-    kinds = np.asarray([KINDS.get(str(c).lower().replace("_", ""), "other") for c in names.categories], dtype=object)
-    return pd.Categorical(kinds[names.codes]) if len(kinds) else pd.Categorical([None] * len(ops))
+    kinds = np.asarray([KINDS.get(str(c).lower().replace("_", ""), "other") for c in ops.categories], dtype=object)
+    if not len(kinds):
+        return pd.Categorical([None] * len(ops))
+    names, codes = np.unique(kinds, return_inverse=True)  # sorted, as pd.Categorical of the kinds would be
+    return pd.Categorical.from_codes(np.where(ops.codes >= 0, codes[ops.codes], -1), pd.Index(names))
 
 
 def _first_bad_line(path: Path, gz: bool) -> str:

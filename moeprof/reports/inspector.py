@@ -45,6 +45,18 @@ def headline(section: Mapping[str, Any]) -> list[str]:
         out.append(
             "No process is consistently the last to arrive (none is the shortest member in half its collectives)."
         )
+    p2p = section.get("p2p") or {}
+    if p2p.get("records"):
+        out.append(
+            f"P2P: {p2p['records']:,} Send/Recv records, {p2p['instances']:,} pairs matched across ranks, "
+            f"{p2p['unmatched_records']:,} records unmatched (a side's log or records missing)."
+        )
+    for r in [r for r in p2p.get("last_to_arrive", []) if r["flagged"]]:
+        out.append(
+            f"{r['process']} ({r['ranks']}) is the last to arrive in P2P: its call is the shorter in {r['shortest']:,}"
+            f" of {r['instances']:,} Send/Recv pairs ({_pct(r['shortest_share'])}); its peers spent "
+            f"{_ms(r['caused_us'])} ms beyond it."
+        )
     return out
 
 
@@ -66,12 +78,17 @@ def bandwidth_table(section: Mapping[str, Any]) -> Table:
         "instance's shortest call (the last arrival's, least wait). '-' for All2All: no traffic rule. "
         "link: one-node communicators on the scale-up fabric, others bounded by the scale-out."
     )
+    if any(r["kind"] == "send-recv" for r in section["bandwidth"]):
+        table.caption += (
+            " Send/Recv: bus bytes = size; a matched pair's link from its two hosts, 'unknown' for an unmatched"
+            " record of a communicator spanning nodes."
+        )
     return table
 
 
-def last_table(section: Mapping[str, Any], top: int) -> Table:
-    table = Table(title="Last to arrive (shortest member of each collective)", box=box.SIMPLE_HEAD,
-                  title_justify="left")  # fmt: skip
+def last_table(section: Mapping[str, Any], top: int, p2p: bool = False) -> Table:
+    what = "of each Send/Recv pair" if p2p else "member of each collective"
+    table = Table(title=f"Last to arrive (shortest {what})", box=box.SIMPLE_HEAD, title_justify="left")
     for name in ("process", "ranks (communicator:rank)", "shortest", "of calls", "others' time beyond it ms"):
         table.add_column(name, justify="left" if name.startswith(("process", "ranks")) else "right")
     for r in section["last_to_arrive"][:top]:
@@ -79,8 +96,9 @@ def last_table(section: Mapping[str, Any], top: int) -> Table:
             Text(r["process"], style="bold" if r["flagged"] else ""), r["ranks"], f"{r['shortest']:,}",
             _pct(r["shortest_share"]), _ms(r["caused_us"]),
         )  # fmt: skip
+    matched = "(communicator, sender, receiver, k-th in p2p_sn order)" if p2p else "(communicator, coll_sn)"
     table.caption = (
-        f"matched on (communicator, coll_sn); {section['instances']:,} complete instances, "
+        f"matched on {matched}; {section['instances']:,} complete instances, "
         f"{section.get('tied_instances', 0):,} tied at the minimum (no one named), "
         f"{section['incomplete_instances']:,} incomplete (left out); all members' time beyond the shortest: "
         f"{_ms(section['beyond_shortest_us'])} ms"
@@ -95,6 +113,9 @@ def render(section: Mapping[str, Any], console: Console, top: int = 8, warnings:
     console.print(bandwidth_table(section))
     if section["last_to_arrive"]:
         console.print(last_table(section, top))
+    p2p = section.get("p2p") or {}
+    if p2p.get("last_to_arrive"):
+        console.print(last_table(p2p, top, p2p=True))
     console.print(Text("What a log without timestamps cannot tell:", style="bold"))
     for item in section["cannot_tell"]:
         console.print(Text(f"  - {item}"), soft_wrap=True)
@@ -128,6 +149,15 @@ def html(section: Mapping[str, Any]) -> str:
             for r in section["last_to_arrive"]
         ]
         head = ["process", "ranks (communicator:rank)", "shortest", "of calls", "others' time beyond it ms"]
+        parts.append(table(head, last))
+    p2p = section.get("p2p") or {}
+    if p2p.get("last_to_arrive"):
+        parts.append("<h3>Last to arrive (shorter call of each Send/Recv pair)</h3>")
+        last = [
+            [r["process"], r["ranks"], f"{r['shortest']:,}", _pct(r["shortest_share"]), _ms(r["caused_us"])]
+            for r in p2p["last_to_arrive"]
+        ]
+        head = ["process", "ranks (communicator:rank)", "shorter", "of pairs", "peers' time beyond it ms"]
         parts.append(table(head, last))
     parts.append("<h3>What a log without timestamps cannot tell</h3><ul>")
     parts.extend(f"<li>{escape(item)}</li>" for item in section["cannot_tell"])

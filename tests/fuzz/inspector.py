@@ -48,14 +48,15 @@ def _obj(lines: Lines, i: int) -> dict | None:
     return o if isinstance(o, dict) else None
 
 
-def _line(rng: random.Random, lines: Lines, part: str) -> tuple[int, dict]:
-    """A line whose ``part`` is an object, drawn again while the draw is none (as :func:`_field`)."""
+def _line(rng: random.Random, lines: Lines) -> tuple[int, dict]:
+    """A line whose operation part (coll_perf, or p2p_perf) is an object, drawn again while the draw is none
+    (as :func:`_field`)."""
     for _ in range(1000):
         i = rng.randrange(len(lines))
         o = _obj(lines, i)
-        if o is not None and isinstance(o.get(part), dict):
+        if o is not None and isinstance(o.get(_perf(o)[0]), dict):
             return i, o
-    raise RuntimeError(f"no line of {len(lines)} with {part}")
+    raise RuntimeError(f"no line of {len(lines)} with an operation")
 
 
 def _field(
@@ -69,7 +70,7 @@ def _field(
         o = _obj(lines, i)
         if o is None:
             continue
-        part, key = rng.choice(fields)
+        part, key = _key(o, *rng.choice(fields))
         if isinstance(o.get(part), dict) and (not present or key in o[part]):
             return i, o, part, key
     raise RuntimeError(f"no line of {len(lines)} to change")
@@ -78,6 +79,19 @@ def _field(
 def _set_obj(lines: Lines, i: int, o: dict) -> None:
     """Line ``i`` becomes ``o``, as compact JSON."""
     lines[i] = json.dumps(o, separators=(",", ":"))
+
+
+def _perf(o: dict) -> tuple[str, str]:
+    """(the line's operation part, its key prefix): coll_perf / coll, or p2p_perf / p2p."""
+    return ("p2p_perf", "p2p") if "p2p_perf" in o else ("coll_perf", "coll")
+
+
+def _key(o: dict, part: str, key: str) -> tuple[str, str]:
+    """A (part, key) of REQUIRED / OPTIONAL as this line spells it (a P2P line: p2p_perf.p2p_*)."""
+    perf, prefix = _perf(o)
+    if part != "coll_perf" or perf == "coll_perf":
+        return part, key
+    return perf, "p2p" if key == "coll" else key.replace("coll_", f"{prefix}_", 1)
 
 
 def truncate_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
@@ -102,8 +116,9 @@ def retype(rng: random.Random, lines: Lines) -> tuple[str, str]:
 
 
 def to_bool(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i, o = _line(rng, lines, "coll_perf")
-    o["coll_perf"]["coll_exec_time_us"] = True
+    i, o = _line(rng, lines)
+    part, prefix = _perf(o)
+    o[part][f"{prefix}_exec_time_us"] = True
     _set_obj(lines, i, o)
     return f"line {i + 1}: exec time true", REJECT
 
@@ -145,11 +160,12 @@ def garbage_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
 
 
 def huge_or_negative(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i, o = _line(rng, lines, "coll_perf")
-    key = rng.choice(["coll_exec_time_us", "coll_msg_size_bytes", "coll_sn"])
-    o["coll_perf"][key] = rng.choice([-1, 0, 2**62, 1.5e300, 12.5])
+    i, o = _line(rng, lines)
+    part, prefix = _perf(o)
+    key = rng.choice([f"{prefix}_exec_time_us", f"{prefix}_msg_size_bytes", f"{prefix}_sn"])
+    o[part][key] = rng.choice([-1, 0, 2**62, 1.5e300, 12.5])
     _set_obj(lines, i, o)
-    return f"line {i + 1}: {key} = {o['coll_perf'][key]!r}", ANY
+    return f"line {i + 1}: {key} = {o[part][key]!r}", ANY
 
 
 def duplicate_line(rng: random.Random, lines: Lines) -> tuple[str, str]:
@@ -170,8 +186,9 @@ def reorder(rng: random.Random, lines: Lines) -> tuple[str, str]:
 
 
 def extra_key(rng: random.Random, lines: Lines) -> tuple[str, str]:
-    i, o = _line(rng, lines, "coll_perf")
-    o["coll_perf"]["coll_future_field"] = {"x": 1}
+    i, o = _line(rng, lines)
+    part, prefix = _perf(o)
+    o[part][f"{prefix}_future_field"] = {"x": 1}
     o["proxy_trace"] = None
     _set_obj(lines, i, o)
     return f"line {i + 1}: unknown keys added", SAME
@@ -203,14 +220,15 @@ def _sniffs(data: bytes) -> bool:
     )  # fmt: skip
 
 
-def seed_files() -> dict[str, bytes]:
-    job = gen.build(steps=1, seed=11)
+def seed_files(p2p: bool = False) -> dict[str, bytes]:
+    """The one-step 8-rank job; ``p2p``: with the pipeline communicator's Send/Recv records."""
+    job = gen.build(steps=1, seed=11, p2p=p2p)
     return {f"logs/{name}": ("\n".join(lines) + "\n").encode() for name, lines in job.lines.items()}
 
 
-def generate(base_seed: int, index: int) -> InspectorCase:
-    rng = random.Random(f"moeprof-fuzz-inspector:{base_seed}:{index}")
-    files = seed_files()
+def generate(base_seed: int, index: int, p2p: bool = False) -> InspectorCase:
+    rng = random.Random(f"moeprof-fuzz-inspector{':p2p' if p2p else ''}:{base_seed}:{index}")
+    files = seed_files(p2p)
     target = rng.choice(sorted(files))
     lines = files[target].decode().splitlines()
     steps, expects = [], []
@@ -227,4 +245,5 @@ def generate(base_seed: int, index: int) -> InspectorCase:
         files[target] = ("\n".join(lines) + "\n").encode()
     if not _sniffs(files[target]):
         expects = [ANY]  # no longer an Inspector log: skipped with a note, whatever else changed in it
-    return InspectorCase(f"{base_seed}:{index}", files, target, steps, _combine(expects))
+    key = f"{'p2p:' if p2p else ''}{base_seed}:{index}"
+    return InspectorCase(key, files, target, steps, _combine(expects))
