@@ -204,6 +204,10 @@ def test_empty_file(tmp_path: Path) -> None:
         (["UPDATE `{copy}` SET start = ''"], ("rocpd_memory_copy.start",)),
         # a cell the dispatch columns' text route would misread (a space parses as 0)
         (["UPDATE `{dispatch}` SET start = ' ' WHERE id = 4"], ("rocpd_kernel_dispatch.start", "' '")),
+        # a REAL in an id column: refused, not cast by numpy (fuzz case rocpd:28:80)
+        (["UPDATE `{dispatch}` SET stream_id = 1e300 WHERE id = 5"], ("rocpd_kernel_dispatch.stream_id", "1e+300")),
+        (["UPDATE `{dispatch}` SET kernel_id = 1e300 WHERE id = 5"], ("rocpd_kernel_dispatch.kernel_id", "not an integer")),
+        (["UPDATE `{dispatch}` SET kernel_id = 2.5 WHERE id = 5"], ("rocpd_kernel_dispatch.kernel_id", "'2.5'")),
         (["DELETE FROM `{dispatch}`", "DELETE FROM `{copy}`"], ("no kernel dispatch or memory copy",)),
         (["UPDATE rocpd_info_agent_0193a4c2_7e10_7000_8000_0000003000a0 SET type = 'CPU'"], ("no GPU agent",)),
     ],
@@ -216,6 +220,9 @@ def test_empty_file(tmp_path: Path) -> None:
         "unknown agent",
         "empty copy time",
         "blank time",
+        "huge stream id",
+        "huge kernel id",
+        "fractional kernel id",
         "no records",
         "no gpu agent",
     ],

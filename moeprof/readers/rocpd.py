@@ -294,17 +294,31 @@ def _dispatch_checked(conn: sqlite3.Connection) -> list[np.ndarray]:
     if not len(f):
         return [np.zeros(0, dtype=np.int64)] * 6
 
-    def coerced(column: str, missing: int) -> np.ndarray:
-        return pd.to_numeric(f[column], errors="coerce").fillna(missing).to_numpy(dtype=np.float64).astype(np.int64)
-
     return [
         _int64(f["agent_id"], "rocpd_kernel_dispatch.agent_id"),
         _int64(f["start"], "rocpd_kernel_dispatch.start"),
         _int64(f["end"], "rocpd_kernel_dispatch.end"),
-        coerced("stream_id", -1),
-        coerced("kernel_id", 0),
-        coerced("stack", -1),
+        _id_column(f["stream_id"], "rocpd_kernel_dispatch.stream_id", -1),
+        _id_column(f["kernel_id"], "rocpd_kernel_dispatch.kernel_id", 0),
+        _id_column(f["stack"], "rocpd_kernel_dispatch.event_id", -1),
     ]
+
+
+def _id_column(column: pd.Series, name: str, missing: int) -> np.ndarray:
+    """An id column (stream, kernel symbol, event) as int64: text or NULL is ``missing`` (the row loses its name
+    only), but a number that is no whole int64 (a REAL such as 1e300 or 2.5, an infinity) is refused naming the
+    column, where numpy's cast would make up an id (and warn on stderr)."""
+    if column.dtype.kind in "iu":
+        return column.to_numpy(dtype=np.int64)
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    known = ~np.isnan(values)
+    bad = known & ~((values == np.floor(values)) & (values >= -(2.0**63)) & (values < 2.0**63))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise _Refused(f"{name} of row {row + 1} is {str(column.iloc[row])[:40]!r}: not an integer id")
+    out = np.full(len(values), missing, dtype=np.int64)
+    out[known] = values[known].astype(np.int64)
+    return out
 
 
 def _lookup(conn: sqlite3.Connection, view: str, columns: str, has: set[str]) -> dict[int, tuple]:
@@ -400,7 +414,7 @@ def _regions(conn: sqlite3.Connection, has: set[str]) -> pd.DataFrame:
         return _empty_regions()
     f["start"] = _int64(f["start"], "rocpd_region.start")
     f["end"] = _int64(f["end"], "rocpd_region.end")
-    f["tid"] = pd.to_numeric(f["tid"], errors="coerce").fillna(-1).astype(np.int64)
+    f["tid"] = _id_column(f["tid"], "rocpd_region.tid", -1)
     f["stack_id"] = pd.to_numeric(f["stack_id"], errors="coerce").astype(np.float64)
     f["event_id"] = pd.to_numeric(f["event_id"], errors="coerce").astype(np.float64)
     name = _strings(f["name"], str)
