@@ -168,12 +168,32 @@ GOOD = HEADER + kernel_row(1, 1000, 2000) + kernel_row(2, 1500, 2500)
         ("truncated in a quoted name", GOOD + '"KERNEL_DISPATCH","Agent 2",1,0,77,3,3,"moe_gem', ("malformed CSV",)),
         ("text time", HEADER + kernel_row(1, 1000, 2000).replace(",2000,", ",soon,"), ("End_Timestamp", "row 2")),
         ("fractional time", HEADER + kernel_row(1, 1000, 2000).replace(",2000,", ",2000.5,"), ("End_Timestamp",)),
+        # Arrow's int64 parse reads 0x1F as 31 (fuzz cases rocprof:29:27, rocprof:29:39)
+        ("hex end time", GOOD + kernel_row(3, 3000, 4000).replace(",4000,", ",0x1F,"), ("End_Timestamp", "row 4", "0x1F")),
+        ("hex start time", GOOD + kernel_row(3, 3000, 4000).replace(",3000,", ",0X1f,"), ("Start_Timestamp", "row 4")),
+        ("signed time", GOOD + kernel_row(3, 3000, 4000).replace(",3000,", ",+3000,"), ("Start_Timestamp", "'+3000'")),
         ("header only", HEADER, ("no kernel dispatch",)),
         ("agent label that is no agent", HEADER + kernel_row(1, 1, 2, agent="node seven"), ("Agent_Id",)),
     ],
 )
 def test_bad_kernel_traces_are_refused_in_one_line(tmp_path: Path, case: str, text: str, said: tuple[str, ...]) -> None:
     refused(write(tmp_path, "77_kernel_trace.csv", text), *said)
+
+
+def test_a_hex_time_in_the_memory_copy_trace_is_refused(tmp_path: Path) -> None:
+    """The copy trace beside a kernel trace takes the same check (fuzz case rocprof:29:39)."""
+    host = tmp_path / "mi300x-node0"
+    host.mkdir()
+    for p in (SAMPLES / "synthetic_rocprof_mi300x" / "mi300x-node0").glob("41200_*"):
+        shutil.copy(p, host / p.name)
+    copies = host / "41200_memory_copy_trace.csv"
+    lines = copies.read_text().splitlines(keepends=True)
+    cells = lines[2].split(",")
+    cells[6] = "0x1F"
+    lines[2] = ",".join(cells)
+    copies.write_text("".join(lines))
+    _listing[host] = [p.name for p in host.iterdir()]
+    refused(copies, "Start_Timestamp", "row 3", "0x1F")
 
 
 def test_missing_columns_are_named(tmp_path: Path) -> None:
