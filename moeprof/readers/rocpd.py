@@ -37,13 +37,12 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import categorical
-from ..core.trace import Trace, empty_markers, make_markers, trailing_number
-from ..core.vocabulary import vocabulary
+from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext
-from .nsys import _nccl_launch_info, _step_marker, open_read_only
+from .nsys import _nccl_launch_info, open_read_only
 from .rocpd_schema import REQUIRED_VIEWS, RESULTS_SUFFIX
-from .rocprof import Agents, build_trace, copy_kinds
+from .rocprof import Agents, build_trace, copy_kinds, roctx_steps
 
 FORMAT = "rocpd"
 _OPTIONAL_VIEWS = ("rocpd_info_kernel_symbol", "rocpd_memory_copy", "rocpd_region", "rocpd_info_stream",
@@ -128,7 +127,7 @@ def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:
         parts.append(copies)
     host = _host(conn, has, path)
     trace = build_trace(parts, agents, host, path, context, FORMAT, warnings)
-    markers = _steps(regions, trace, context)
+    markers = roctx_steps(regions, trace, context)
     annotations = tuple(str(n) for n in pd.unique(regions["text"].to_numpy(dtype=object)) if n)
     return replace(trace, markers=markers, annotations=annotations)
 
@@ -526,36 +525,6 @@ def _peers(conn: sqlite3.Connection, has: set[str], rccl: pd.DataFrame) -> np.nd
     )
     by_event = by_event[~by_event.index.duplicated()]
     return by_event.reindex(rccl["event_id"].to_numpy(dtype=np.float64)).to_numpy(dtype=np.float64)
-
-
-def _steps(regions: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.DataFrame:
-    """ROCTx ranges named like steps (or matching ``--step-marker``), on the process's device when it drove one
-    GPU, else on every device of the host."""
-    marks = regions.loc[regions["category"].fillna("").astype(str).str.startswith("MARKER")]
-    if not len(marks):
-        return empty_markers()
-    vocab = vocabulary()
-    user = _step_marker(context.options)
-    codes, uniques = pd.factorize(marks["text"].to_numpy(dtype=object))
-    step = np.array([bool(vocab.step_range.match(u)) or bool(user and user.search(u)) for u in uniques], dtype=bool)
-    s = marks.loc[step[codes]].sort_values("start", kind="stable")
-    if not len(s):
-        return empty_markers()
-    text_codes, texts = pd.factorize(s["text"].to_numpy(dtype=object))
-    numbers = np.array([trailing_number(str(t)) for t in texts.tolist()], dtype=np.int64)
-    number = pd.Series(numbers[text_codes] if len(text_codes) else np.zeros(0, dtype=np.int64), index=s.index)
-    ordinal = s.groupby("text").cumcount()
-    devices = list(trace.devices)
-    host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""
-    return make_markers(
-        host=host,
-        device=devices[0] if len(devices) == 1 else "",
-        kind="step",
-        name=s["text"].to_numpy(dtype=object),
-        start_ns=s["start"].to_numpy(dtype=np.int64),
-        end_ns=s["end"].to_numpy(dtype=np.int64),
-        number=number.where(number >= 0).fillna(ordinal).to_numpy(dtype=np.int64),
-    )
 
 
 _PID_PREFIX = re.compile(r"^\d+$")

@@ -21,7 +21,7 @@ import gzip
 import io
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,15 +30,27 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from ..core.events import categorical, categorical_of, column_codes, lookup, make_table
-from ..core.trace import Trace
+from ..core.trace import Trace, empty_markers, make_markers, trailing_number
+from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
-from .rocprof_names import AGENT_SUFFIX, COPY_SUFFIX, HIP_SUFFIX, RCCL_SUFFIX, capture_prefix, companion, host_name
+from .rocprof_names import (
+    AGENT_SUFFIX,
+    COPY_SUFFIX,
+    HIP_SUFFIX,
+    MARKER_SUFFIX,
+    RCCL_SUFFIX,
+    capture_prefix,
+    companion,
+    host_name,
+)
 
 KERNEL_COLUMNS = ("Agent_Id", "Kernel_Name", "Start_Timestamp", "End_Timestamp")
 KERNEL_OPTIONAL = ("Queue_Id", "Stream_Id", "Correlation_Id")
 # the API traces (generateCSV.cpp; rocprofiler-sdk source/docs/data/rccl_trace.csv shows the header)
 API_COLUMNS = ("Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
+# --marker-trace: the API trace's columns, Function the ROCTx message of a range or mark (generateCSV.cpp)
+MARKER_COLUMNS = ("Domain", "Function", "Start_Timestamp", "End_Timestamp")
 _GROUP = re.compile(r"^(nccl|rccl)Group(Start|End)$")
 _RCCL_NAME = re.compile(r"nccl(Symk)?(Dev)?Kernel")
 COPY_COLUMNS = ("Direction", "Source_Agent_Id", "Destination_Agent_Id", "Start_Timestamp", "End_Timestamp")
@@ -294,7 +306,61 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
         parts.append(part)
     if copies is not None and copies_path is not None:
         parts.append(_copy_columns(copies, agents, copies_path))
-    return build_trace(parts, agents, host_name(path), path, context, "rocprof-csv", warnings)
+    trace = build_trace(parts, agents, host_name(path), path, context, "rocprof-csv", warnings)
+    marker_path = companion(path, MARKER_SUFFIX)
+    if marker_path is None:
+        return trace
+    f = read_csv_table(marker_path, MARKER_COLUMNS, (), "marker API trace", categories=False)
+    marks = pd.DataFrame(
+        {
+            "category": f["Domain"].astype(str).to_numpy(dtype=object),
+            "text": f["Function"].astype(str).to_numpy(dtype=object),
+            "start": f["Start_Timestamp"],
+            "end": f["End_Timestamp"],
+        }
+    )
+    return with_roctx_steps(trace, marks, context)
+
+
+def with_roctx_steps(trace: Trace, marks: pd.DataFrame, context: ReadContext) -> Trace:
+    """The trace with its ROCTx ranges (``marks``: ``category``, ``text``, ``start``, ``end``) as step markers
+    and their texts as annotations: the rule of every rocprofv3 output (CSV, JSON, rocpd)."""
+    texts = marks.loc[marks["category"].astype(str).str.startswith("MARKER"), "text"].to_numpy(dtype=object)
+    annotations = tuple(str(n) for n in pd.unique(texts) if n)
+    return replace(trace, markers=roctx_steps(marks, trace, context), annotations=annotations)
+
+
+def roctx_steps(marks: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.DataFrame:
+    """ROCTx ranges (rows whose ``category`` starts with ``MARKER``) named like steps (or matching
+    ``--step-marker``), on the process's device when it drove one GPU, else on every device of the host.
+    A step's number is the one its text ends with, else its order among the ranges of that text."""
+    from .nsys import _step_marker  # the --step-marker rule of every reader (nsys is not imported up front)
+
+    marks = marks.loc[marks["category"].fillna("").astype(str).str.startswith("MARKER")]
+    if not len(marks):
+        return empty_markers()
+    vocab = vocabulary()
+    user = _step_marker(context.options)
+    codes, uniques = pd.factorize(marks["text"].to_numpy(dtype=object))
+    step = np.array([bool(vocab.step_range.match(u)) or bool(user and user.search(u)) for u in uniques], dtype=bool)
+    s = marks.loc[step[codes]].sort_values("start", kind="stable")
+    if not len(s):
+        return empty_markers()
+    text_codes, texts = pd.factorize(s["text"].to_numpy(dtype=object))
+    numbers = np.array([trailing_number(str(t)) for t in texts.tolist()], dtype=np.int64)
+    number = pd.Series(numbers[text_codes] if len(text_codes) else np.zeros(0, dtype=np.int64), index=s.index)
+    ordinal = s.groupby("text").cumcount()
+    devices = list(trace.devices)
+    host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""
+    return make_markers(
+        host=host,
+        device=devices[0] if len(devices) == 1 else "",
+        kind="step",
+        name=s["text"].to_numpy(dtype=object),
+        start_ns=s["start"].to_numpy(dtype=np.int64),
+        end_ns=s["end"].to_numpy(dtype=np.int64),
+        number=number.where(number >= 0).fillna(ordinal).to_numpy(dtype=np.int64),
+    )
 
 
 def rccl_collectives(kernels: pd.DataFrame, path: Path) -> np.ndarray:
