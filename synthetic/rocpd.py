@@ -264,7 +264,7 @@ def write_process(job: Job, gpu: int, path: Path) -> dict[str, object]:
             db.insert("rocpd_memory_copy", id=a.correlation, nid=nid, pid=pid, tid=tid, start=a.start, end=a.end,
                       name_id=db.string(a.name), dst_agent_id=dst, dst_address=0x7F2C00000000, src_agent_id=src,
                       src_address=0x7F2D00000000, size=size, stream_id=stream, event_id=evt)  # fmt: skip
-    steps = _steps(acts)
+    steps = job_of.step_ranges(acts)
     for i, (s, e) in enumerate(steps):
         rccl_id += 1
         region("roctxRangePushA", "MARKER_CORE_RANGE_API", rccl_id, 0, s, e, json.dumps({"message": f"step {i}"}))
@@ -282,13 +282,6 @@ def _copy_agents(a: Activity, gpu: int) -> tuple[int, int]:
         "MEMORY_COPY_DEVICE_TO_HOST": (me, 0),
         "MEMORY_COPY_DEVICE_TO_DEVICE": (me, N_CPUS + a.peer),
     }[a.name]
-
-
-def _steps(acts: list[Activity]) -> list[tuple[int, int]]:
-    """Each step's ROCTx range: from just before its input copy to just after its loss copy."""
-    starts = sorted(a.start for a in acts if a.name == "MEMORY_COPY_HOST_TO_DEVICE")
-    ends = sorted(a.end for a in acts if a.name == "MEMORY_COPY_DEVICE_TO_HOST")
-    return [(s - 2_000, e + 1_000) for s, e in zip(starts, ends)]
 
 
 def write(job: Job, out: Path) -> tuple[list[Path], dict]:

@@ -12,6 +12,11 @@ PyTorch style: one process per GPU, each writing rocprofv3's CSV output set unde
   Correlation_Id, Start_Timestamp, End_Timestamp`` (no byte count).
 - ``<pid>_rccl_api_trace.csv``, ``<pid>_hip_api_trace.csv`` (``--rccl-trace --hip-trace``): ``Domain,
   Function, Process_Id, Thread_Id, Correlation_Id, Start_Timestamp, End_Timestamp``.
+- ``<pid>_marker_api_trace.csv`` (``--marker-trace``): the same columns, one row per ROCTx range as the tool
+  writes it when the range is popped (rocprofiler-sdk ``source/lib/rocprofiler-sdk-tool/tool.cpp``,
+  ``callback_tracing_callback``: a push/pop pair is one record, start at the push, end at the pop, the push's
+  correlation id), ``Function`` the range's message (``generateCSV.cpp``): a ``step N`` range per step and a
+  ``forward`` range nested in it (no step).
 
 The job: per step, an input copy (HtoD), attention and expert GEMMs, two expert all-to-alls (dispatch,
 combine) as RCCL's generic kernel ``ncclDevKernel_Generic_1`` on a communication stream partly under
@@ -19,7 +24,7 @@ compute, ROCclr blit copies and fills, one GPU-to-GPU peer copy, the gradient al
 the loss. The RCCL API call that launched each generic kernel is kept (``Activity.rccl``) for the formats that carry it.
 
 The truth (:func:`truth`) is computed here from the intervals the generator laid out, with its own interval
-union: no moeprof code.
+union: no moeprof code. Its ``steps`` are the §4 figures of each step's window (the ``step N`` ROCTx range).
 """
 
 from __future__ import annotations
@@ -172,33 +177,51 @@ def _union(intervals: list[tuple[int, int]]) -> int:
     return total + cur_e - cur_s
 
 
+def step_ranges(acts: list[Activity]) -> list[tuple[int, int]]:
+    """Each step's ROCTx range: from just before its input copy to just after its loss copy."""
+    starts = sorted(a.start for a in acts if a.name == "MEMORY_COPY_HOST_TO_DEVICE")
+    ends = sorted(a.end for a in acts if a.name == "MEMORY_COPY_DEVICE_TO_HOST")
+    return [(s - 2_000, e + 1_000) for s, e in zip(starts, ends)]
+
+
+def _figures(acts: list[Activity], span: int) -> dict[str, int]:
+    """§4's figures of some activities over a window of ``span`` ns that holds them whole."""
+    by = {b: [(a.start, a.end) for a in acts if a.bucket == b] for b in ("compute", "comm", "memcpy", "other")}
+    busy = _union([(a.start, a.end) for a in acts])
+    comm_u, compute_u = _union(by["comm"]), _union(by["compute"])
+    both = _union(by["comm"] + by["compute"])
+    comm_ns = sum(e - s for s, e in by["comm"])
+    return {
+        "accumulated_ns": sum(a.end - a.start for a in acts),
+        **{f"{b}_ns": sum(e - s for s, e in v) for b, v in by.items()},
+        "span_ns": span,
+        "busy_ns": busy,
+        "idle_ns": span - busy,
+        "exposed_comm_ns": both - compute_u,
+        "overlapped_comm_ns": comm_u + compute_u - both,
+        # one node, every peer local: all communication on xGMI (spec §3, remote == 0)
+        "comm_nvlink_ns": comm_ns,
+        "comm_ib_ns": 0,
+        "comm_unknown_link_ns": 0,
+    }
+
+
 def truth(job: Job) -> dict:
-    devices = []
+    devices, steps = [], []
     for gpu in range(N_GPUS):
         acts = job.of(gpu)
-        by = {b: [(a.start, a.end) for a in acts if a.bucket == b] for b in ("compute", "comm", "memcpy", "other")}
         span = max(a.end for a in acts) - min(a.start for a in acts)
-        busy = _union([(a.start, a.end) for a in acts])
-        comm_u, compute_u = _union(by["comm"]), _union(by["compute"])
-        both = _union(by["comm"] + by["compute"])
-        comm_ns = sum(e - s for s, e in by["comm"])
-        devices.append(
-            {
-                "device": f"{HOST}/GPU:{gpu}",
-                "accumulated_ns": sum(a.end - a.start for a in acts),
-                **{f"{b}_ns": sum(e - s for s, e in v) for b, v in by.items()},
-                "span_ns": span,
-                "busy_ns": busy,
-                "idle_ns": span - busy,
-                "exposed_comm_ns": both - compute_u,
-                "overlapped_comm_ns": comm_u + compute_u - both,
-                # one node, every peer local: all communication on xGMI (spec §3, remote == 0)
-                "comm_nvlink_ns": comm_ns,
-                "comm_ib_ns": 0,
-                "comm_unknown_link_ns": 0,
-            }
-        )
-    total = {k: sum(int(d[k]) for d in devices) for k in devices[0] if k != "device"}  # type: ignore[call-overload]
+        windows = step_ranges(acts)
+        devices.append({"device": f"{HOST}/GPU:{gpu}", **_figures(acts, span), "steps": [list(w) for w in windows]})
+        for i, (lo, hi) in enumerate(windows):
+            inside = [a for a in acts if lo <= a.start and a.end <= hi]
+            steps.append({"step": i, "device": f"{HOST}/GPU:{gpu}", "start_ns": lo, "end_ns": hi,
+                          **_figures(inside, hi - lo)})  # fmt: skip
+    if sum(len(d["steps"]) for d in devices) and sum(s["accumulated_ns"] for s in steps) != sum(
+        d["accumulated_ns"] for d in devices
+    ):
+        raise AssertionError("an activity lies outside every step window")  # the windows must hold the job
+    total = {k: sum(int(d[k]) for d in devices) for k in devices[0] if k not in ("device", "steps")}  # type: ignore[call-overload]
     kinds: dict[str, int] = {}
     for a in job.activities:
         if a.rccl:
@@ -206,7 +229,8 @@ def truth(job: Job) -> dict:
             kinds[kind] = kinds.get(kind, 0) + a.end - a.start
         elif a.bucket == "comm":
             kinds["send-recv"] = kinds.get("send-recv", 0) + a.end - a.start
-    return {"scenario": "synthetic_rocprof_mi300x", "devices": devices, "total": total, "comm_kind_ns": kinds}
+    return {"scenario": "synthetic_rocprof_mi300x", "devices": devices, "total": total, "comm_kind_ns": kinds,
+            "steps": steps}  # fmt: skip
 
 
 # ---- the CSV writer ------------------------------------------------------------------------------------------------
@@ -276,6 +300,20 @@ def api_rows(job: Job, gpu: int) -> tuple[list[list[object]], list[list[object]]
     return rccl, hip
 
 
+MARKER_KIND = "MARKER_CORE_RANGE_API"  # the buffer kind of ROCTx ranges (fwd.h; MARKER_CORE_API before it)
+
+
+def marker_ranges(job: Job, gpu: int) -> list[tuple[int, str, int, int]]:
+    """The process's ROCTx ranges as the tool records them, in the order they are popped (written):
+    (correlation id of the push, message, start, end). Per step ``step N`` and, nested in it, ``forward``."""
+    out = []
+    corr = 20_000_000 + gpu * 1_000  # ids of the marker calls, apart from the launches'
+    for i, (lo, hi) in enumerate(step_ranges(job.of(gpu))):
+        out.append((corr + 2 * i + 2, "forward", lo + 3_000, (lo + hi) // 2))
+        out.append((corr + 2 * i + 1, f"step {i}", lo, hi))
+    return out
+
+
 def csv_files(job: Job) -> dict[str, str]:
     """``<host>/<pid>_{agent_info,kernel_trace,memory_copy_trace}.csv`` of every process."""
     files: dict[str, str] = {}
@@ -307,6 +345,8 @@ def csv_files(job: Job) -> dict[str, str]:
         base = f"{HOST}/{pid}_"
         files[base + "rccl_api_trace.csv"] = _csv(API_HEADER, rccl_rows)
         files[base + "hip_api_trace.csv"] = _csv(API_HEADER, hip_rows)
+        markers = [[MARKER_KIND, text, pid, pid, c, s, e] for c, text, s, e in marker_ranges(job, gpu)]
+        files[base + "marker_api_trace.csv"] = _csv(API_HEADER, markers)
         files[base + "agent_info.csv"] = agents
         files[base + "kernel_trace.csv"] = _csv(KERNEL_HEADER, k_rows)
         files[base + "memory_copy_trace.csv"] = _csv(COPY_HEADER, c_rows)
@@ -333,6 +373,9 @@ BUFFER_KINDS = {
     11: ("KERNEL_DISPATCH", ["KERNEL_DISPATCH_NONE", "KERNEL_DISPATCH_ENQUEUE", "KERNEL_DISPATCH_COMPLETE"]),
     3: ("HIP_RUNTIME_API", ["hipNone", "hipLaunchKernel", "hipExtLaunchKernel", "hipMemcpyAsync"]),
     14: ("RCCL_API", ["ncclNone", "ncclAllReduce", "ncclAllToAll", "ncclGroupStart", "ncclGroupEnd"]),
+    # rocprofiler_marker_core_api_id_t's operations (marker/api_id.h)
+    32: (MARKER_KIND, ["roctxMarkA", "roctxRangePushA", "roctxRangePop", "roctxRangeStartA", "roctxRangeStop",
+                       "roctxGetThreadId"]),
 }  # fmt: skip
 AGENT_HANDLE = 34674  # an opaque handle as in a real file; agents get consecutive ones
 
@@ -413,6 +456,13 @@ def json_doc(job: Job, gpu: int) -> dict:
                 "src_agent_id": {"handle": handle[src]}, "dst_agent_id": {"handle": handle[dst]},
                 "bytes": (a.end - a.start) * 50, "stream_id": {"handle": 0 if a.stream == 1 else a.stream * 0x7F3A0000},
             })  # fmt: skip
+    # ROCTx: a push/pop pair is one record with the push's operation and id; its message is in
+    # strings.marker_api, a {key: internal correlation id, value: message} list (tool.cpp, generateJSON.cpp)
+    ranges = marker_ranges(job, gpu)
+    markers = [{"size": 48, "kind": _kind(MARKER_KIND), "operation": _op(MARKER_KIND, "roctxRangePushA"),
+                "thread_id": pid, "correlation_id": {"internal": c, "external": 0, "ancestor": 0},
+                "start_timestamp": s, "end_timestamp": e} for c, _, s, e in ranges]  # fmt: skip
+    messages = [{"key": c, "value": text} for c, text, _, _ in sorted(ranges)]
     strings = [{"kind": "NONE", "operations": []}] * (max(BUFFER_KINDS) + 1)
     for k, (n, o) in BUFFER_KINDS.items():
         strings[k] = {"kind": n, "operations": o}
@@ -423,8 +473,9 @@ def json_doc(job: Job, gpu: int) -> dict:
                              "command": ["python", "train_moe.py"], "node": {"hostname": HOST, "machine_id": "f00d"}},
                 "agents": agents,
                 "kernel_symbols": symbols,
-                "strings": {"buffer_records": strings},
-                "buffer_records": {"kernel_dispatch": kernels, "memory_copy": copies, "hip_api": hip, "rccl_api": rccl},
+                "strings": {"buffer_records": strings, "marker_api": messages},
+                "buffer_records": {"kernel_dispatch": kernels, "memory_copy": copies, "hip_api": hip,
+                                   "marker_api": markers, "rccl_api": rccl},
             }
         ]
     }  # fmt: skip

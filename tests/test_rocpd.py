@@ -130,15 +130,24 @@ def test_analyze_events_and_report_on_the_sample(tmp_path: Path) -> None:
     assert res.exit_code == 0 and "mi300x-node0/GPU:7" in html.read_text(), res.output
 
 
-def test_dask_path_check_and_diff(dask_scheduler: str) -> None:
+def test_dask_path_check_and_diff(dask_scheduler: str, tmp_path: Path) -> None:
     local = moeprof.analyze_paths([SYNTH], jobs=1).to_json()
     remote = moeprof.analyze_paths([SYNTH], scheduler=dask_scheduler).to_json()
     assert remote["devices"] == local["devices"] and remote["total"] == local["total"]
     runner = CliRunner()
     assert runner.invoke(app, ["check", str(SYNTH), "--max-comm-share", "0.9"]).exit_code == 0
     assert runner.invoke(app, ["check", str(SYNTH), "--max-comm-share", "0.1"]).exit_code == 1
-    # the same job as rocprofv3 CSV (no step ranges: one step) against rocpd (3 ROCTx steps): per step, a third
+    # the same job as rocprofv3 CSV against rocpd, both with the 3 ROCTx steps: the same compute per step
     res = runner.invoke(app, ["diff", str(SAMPLES / "synthetic_rocprof_mi300x"), str(SYNTH), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r["values"] for r in json.loads(res.output)["rows"] if r["section"] == "buckets"}
+    assert rows["compute"][0] == pytest.approx(rows["compute"][1])
+    # without its marker trace the CSV is one step: per step, three times rocpd's
+    csv_only = tmp_path / "mi300x-node0"
+    shutil.copytree(SAMPLES / "synthetic_rocprof_mi300x" / "mi300x-node0", csv_only)
+    for marks in csv_only.glob("*_marker_api_trace.csv"):
+        marks.unlink()
+    res = runner.invoke(app, ["diff", str(csv_only), str(SYNTH), "--json"])
     assert res.exit_code == 0, res.output
     rows = {r["name"]: r["values"] for r in json.loads(res.output)["rows"] if r["section"] == "buckets"}
     assert rows["compute"][0] == pytest.approx(3 * rows["compute"][1])
@@ -204,6 +213,13 @@ def test_empty_file(tmp_path: Path) -> None:
         (["UPDATE `{copy}` SET start = ''"], ("rocpd_memory_copy.start",)),
         # a cell the dispatch columns' text route would misread (a space parses as 0)
         (["UPDATE `{dispatch}` SET start = ' ' WHERE id = 4"], ("rocpd_kernel_dispatch.start", "' '")),
+        # a REAL in an id column: refused, not cast by numpy (fuzz case rocpd:28:80)
+        (["UPDATE `{dispatch}` SET stream_id = 1e300 WHERE id = 5"], ("rocpd_kernel_dispatch.stream_id", "1e+300")),
+        (
+            ["UPDATE `{dispatch}` SET kernel_id = 1e300 WHERE id = 5"],
+            ("rocpd_kernel_dispatch.kernel_id", "not an integer"),
+        ),
+        (["UPDATE `{dispatch}` SET kernel_id = 2.5 WHERE id = 5"], ("rocpd_kernel_dispatch.kernel_id", "'2.5'")),
         (["DELETE FROM `{dispatch}`", "DELETE FROM `{copy}`"], ("no kernel dispatch or memory copy",)),
         (["UPDATE rocpd_info_agent_0193a4c2_7e10_7000_8000_0000003000a0 SET type = 'CPU'"], ("no GPU agent",)),
     ],
@@ -216,6 +232,9 @@ def test_empty_file(tmp_path: Path) -> None:
         "unknown agent",
         "empty copy time",
         "blank time",
+        "huge stream id",
+        "huge kernel id",
+        "fractional kernel id",
         "no records",
         "no gpu agent",
     ],

@@ -168,12 +168,36 @@ GOOD = HEADER + kernel_row(1, 1000, 2000) + kernel_row(2, 1500, 2500)
         ("truncated in a quoted name", GOOD + '"KERNEL_DISPATCH","Agent 2",1,0,77,3,3,"moe_gem', ("malformed CSV",)),
         ("text time", HEADER + kernel_row(1, 1000, 2000).replace(",2000,", ",soon,"), ("End_Timestamp", "row 2")),
         ("fractional time", HEADER + kernel_row(1, 1000, 2000).replace(",2000,", ",2000.5,"), ("End_Timestamp",)),
+        # Arrow's int64 parse reads 0x1F as 31 (fuzz cases rocprof:29:27, rocprof:29:39)
+        (
+            "hex end time",
+            GOOD + kernel_row(3, 3000, 4000).replace(",4000,", ",0x1F,"),
+            ("End_Timestamp", "row 4", "0x1F"),
+        ),
+        ("hex start time", GOOD + kernel_row(3, 3000, 4000).replace(",3000,", ",0X1f,"), ("Start_Timestamp", "row 4")),
+        ("signed time", GOOD + kernel_row(3, 3000, 4000).replace(",3000,", ",+3000,"), ("Start_Timestamp", "'+3000'")),
         ("header only", HEADER, ("no kernel dispatch",)),
         ("agent label that is no agent", HEADER + kernel_row(1, 1, 2, agent="node seven"), ("Agent_Id",)),
     ],
 )
 def test_bad_kernel_traces_are_refused_in_one_line(tmp_path: Path, case: str, text: str, said: tuple[str, ...]) -> None:
     refused(write(tmp_path, "77_kernel_trace.csv", text), *said)
+
+
+def test_a_hex_time_in_the_memory_copy_trace_is_refused(tmp_path: Path) -> None:
+    """The copy trace beside a kernel trace takes the same check (fuzz case rocprof:29:39)."""
+    host = tmp_path / "mi300x-node0"
+    host.mkdir()
+    for p in (SAMPLES / "synthetic_rocprof_mi300x" / "mi300x-node0").glob("41200_*"):
+        shutil.copy(p, host / p.name)
+    copies = host / "41200_memory_copy_trace.csv"
+    lines = copies.read_text().splitlines(keepends=True)
+    cells = lines[2].split(",")
+    cells[6] = "0x1F"
+    lines[2] = ",".join(cells)
+    copies.write_text("".join(lines))
+    _listing[host] = [p.name for p in host.iterdir()]
+    refused(copies, "Start_Timestamp", "row 3", "0x1F")
 
 
 def test_missing_columns_are_named(tmp_path: Path) -> None:
@@ -240,7 +264,7 @@ def test_committed_sample_is_what_the_generator_writes(tmp_path: Path) -> None:
 def test_synthetic_job_figures_match_the_generators_truth() -> None:
     got = moeprof.analyze_paths([SYNTH]).to_json()
     want = synth_truth()
-    assert_equals_truth(got, want)
+    assert_equals_truth(got, want, skip=("steps",))
     t = want["total"]
     assert got["total"]["comm_share"] == pytest.approx(t["comm_ns"] / t["accumulated_ns"])
     # RCCL's generic kernel says no collective: the RCCL and HIP API traces beside it do (a grouped
@@ -318,7 +342,7 @@ SYNTH_JSON = SAMPLES / "synthetic_rocprof_mi300x_json"
 def test_json_job_figures_match_the_truth_and_rccl_calls_name_the_collectives() -> None:
     got = moeprof.analyze_paths([SYNTH_JSON]).to_json()
     want = synth_truth()
-    assert_equals_truth(got, want, total=False)
+    assert_equals_truth(got, want, skip=("steps",), total=False)
     # the generic RCCL kernel's kind from its launch: ncclAllToAll inside a group (launched at ncclGroupEnd),
     # ncclAllReduce with HIP untraced (the kernel carries the RCCL call's own id)
     assert comm_ns_by_kind(got) == want["comm_kind_ns"]
@@ -370,3 +394,82 @@ def test_a_copy_trace_given_beside_its_kernel_trace_is_read_once() -> None:
     one = moeprof.analyze_paths([host / "41200_kernel_trace.csv"]).to_json()
     assert both["devices"] == one["devices"]
     assert any("read with its kernel trace" in w for w in both["warnings"])
+
+
+# ---- ROCTx ranges (--marker-trace) as steps: CSV, JSON and rocpd of one job -------------------------------------
+
+STEP_FIGURES = ("start_ns", "end_ns", "accumulated_ns", "compute_ns", "comm_ns", "memcpy_ns", "other_ns", "span_ns",
+                "busy_ns", "idle_ns", "exposed_comm_ns", "overlapped_comm_ns", "comm_nvlink_ns", "comm_ib_ns",
+                "comm_unknown_link_ns")  # fmt: skip
+
+
+def step_figures(got: dict) -> dict[tuple[str, int], dict[str, int]]:
+    return {(s["device"], s["step"]): {k: s[k] for k in STEP_FIGURES} for s in got["steps"]}
+
+
+@pytest.mark.parametrize(
+    "sample", ["synthetic_rocprof_mi300x", "synthetic_rocprof_mi300x_json", "synthetic_rocpd_mi300x"]
+)
+def test_roctx_step_ranges_give_the_generators_step_figures(sample: str) -> None:
+    """The ``step N`` ROCTx ranges of the marker trace (CSV), ``buffer_records.marker_api`` with
+    ``strings.marker_api`` (JSON) and rocpd's MARKER regions are the steps, each with the §4 figures the generator
+    computed over its window; the nested ``forward`` ranges are no steps."""
+    got = moeprof.analyze_paths([SAMPLES / sample]).to_json()
+    want = {(s["device"], s["step"]): {k: s[k] for k in STEP_FIGURES} for s in synth_truth()["steps"]}
+    assert len(want) == 24  # 3 steps x 8 GPUs
+    assert step_figures(got) == want  # 24 steps: the forward ranges are none
+
+
+def test_a_process_steps_are_on_its_own_device() -> None:
+    trace = read_file(SYNTH / "mi300x-node0" / "41203_kernel_trace.csv")
+    steps = trace.markers[trace.markers["kind"] == "step"]
+    windows = [list(w) for w in synth_truth()["devices"][3]["steps"]]
+    assert [[int(s), int(e)] for s, e in zip(steps["start_ns"], steps["end_ns"])] == windows
+    assert list(steps["number"]) == [0, 1, 2] and set(steps["device"]) == {"mi300x-node0/GPU:3"}
+    assert {"step 0", "forward"} <= set(trace.annotations)
+
+
+def test_step_marker_picks_other_roctx_ranges(tmp_path: Path) -> None:
+    """``--step-marker`` takes the ranges it matches, as for NVTX and rocpd: the ``forward`` ranges."""
+    res = moeprof_cli("analyze", str(SYNTH / "mi300x-node0" / "41200_kernel_trace.csv"), "--step-marker", "^forward$",
+                      "--json")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    steps = json.loads(res.stdout)["steps"]
+    marks = list(csv.DictReader((SYNTH / "mi300x-node0" / "41200_marker_api_trace.csv").open()))
+    forward = sorted((int(m["Start_Timestamp"]), int(m["End_Timestamp"])) for m in marks if m["Function"] == "forward")
+    assert [(s["start_ns"], s["end_ns"]) for s in steps] == forward and len(forward) == 3
+
+
+def test_without_the_marker_trace_there_are_no_steps(tmp_path: Path) -> None:
+    for p in (SYNTH / "mi300x-node0").glob("41200_*.csv"):
+        if "marker" not in p.name:
+            shutil.copy(p, tmp_path / p.name)
+    assert moeprof.analyze_paths([tmp_path]).to_json()["steps"] == []
+
+
+def test_json_marker_text_comes_from_the_string_table(tmp_path: Path) -> None:
+    """A range's text is ``strings.marker_api``'s value for its correlation id: renamed there, no step."""
+    doc = json.loads((SYNTH_JSON / "mi300x-node0" / "41202_results.json").read_text())
+    proc = doc["rocprofiler-sdk-tool"][0]
+    first = min(proc["buffer_records"]["marker_api"], key=lambda r: r["start_timestamp"])["correlation_id"]["internal"]
+    for entry in proc["strings"]["marker_api"]:
+        if entry["key"] == first:
+            entry["value"] = "optimizer"
+    path = tmp_path / "41202_results.json"
+    path.write_text(json.dumps(doc))
+    steps = read_file(path).markers
+    assert sorted(steps["name"]) == ["step 1", "step 2"]
+
+
+def test_a_bad_marker_trace_is_refused_naming_it(tmp_path: Path) -> None:
+    for p in (SYNTH / "mi300x-node0").glob("41200_*.csv"):
+        shutil.copy(p, tmp_path / p.name)
+    marks = tmp_path / "41200_marker_api_trace.csv"
+    marks.write_text(marks.read_text().replace(",1870000000688044", ",0x1F", 1))
+    before = marks.read_bytes()
+    res = moeprof_cli("analyze", str(tmp_path / "41200_kernel_trace.csv"))
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    for said in (str(marks), "End_Timestamp", "row 3", "0x1F"):
+        assert said in lines[0], lines[0]
+    assert marks.read_bytes() == before

@@ -37,13 +37,12 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import categorical
-from ..core.trace import Trace, empty_markers, make_markers, trailing_number
-from ..core.vocabulary import vocabulary
+from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext
-from .nsys import _nccl_launch_info, _step_marker, open_read_only
+from .nsys import _nccl_launch_info, open_read_only
 from .rocpd_schema import REQUIRED_VIEWS, RESULTS_SUFFIX
-from .rocprof import Agents, build_trace, copy_kinds
+from .rocprof import Agents, build_trace, copy_kinds, roctx_steps
 
 FORMAT = "rocpd"
 _OPTIONAL_VIEWS = ("rocpd_info_kernel_symbol", "rocpd_memory_copy", "rocpd_region", "rocpd_info_stream",
@@ -128,7 +127,7 @@ def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:
         parts.append(copies)
     host = _host(conn, has, path)
     trace = build_trace(parts, agents, host, path, context, FORMAT, warnings)
-    markers = _steps(regions, trace, context)
+    markers = roctx_steps(regions, trace, context)
     annotations = tuple(str(n) for n in pd.unique(regions["text"].to_numpy(dtype=object)) if n)
     return replace(trace, markers=markers, annotations=annotations)
 
@@ -294,17 +293,31 @@ def _dispatch_checked(conn: sqlite3.Connection) -> list[np.ndarray]:
     if not len(f):
         return [np.zeros(0, dtype=np.int64)] * 6
 
-    def coerced(column: str, missing: int) -> np.ndarray:
-        return pd.to_numeric(f[column], errors="coerce").fillna(missing).to_numpy(dtype=np.float64).astype(np.int64)
-
     return [
         _int64(f["agent_id"], "rocpd_kernel_dispatch.agent_id"),
         _int64(f["start"], "rocpd_kernel_dispatch.start"),
         _int64(f["end"], "rocpd_kernel_dispatch.end"),
-        coerced("stream_id", -1),
-        coerced("kernel_id", 0),
-        coerced("stack", -1),
+        _id_column(f["stream_id"], "rocpd_kernel_dispatch.stream_id", -1),
+        _id_column(f["kernel_id"], "rocpd_kernel_dispatch.kernel_id", 0),
+        _id_column(f["stack"], "rocpd_kernel_dispatch.event_id", -1),
     ]
+
+
+def _id_column(column: pd.Series, name: str, missing: int) -> np.ndarray:
+    """An id column (stream, kernel symbol, event) as int64: text or NULL is ``missing`` (the row loses its name
+    only), but a number that is no whole int64 (a REAL such as 1e300 or 2.5, an infinity) is refused naming the
+    column, where numpy's cast would make up an id (and warn on stderr)."""
+    if column.dtype.kind in "iu":
+        return column.to_numpy(dtype=np.int64)
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    known = ~np.isnan(values)
+    bad = known & ~((values == np.floor(values)) & (values >= -(2.0**63)) & (values < 2.0**63))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise _Refused(f"{name} of row {row + 1} is {str(column.iloc[row])[:40]!r}: not an integer id")
+    out = np.full(len(values), missing, dtype=np.int64)
+    out[known] = values[known].astype(np.int64)
+    return out
 
 
 def _lookup(conn: sqlite3.Connection, view: str, columns: str, has: set[str]) -> dict[int, tuple]:
@@ -400,7 +413,7 @@ def _regions(conn: sqlite3.Connection, has: set[str]) -> pd.DataFrame:
         return _empty_regions()
     f["start"] = _int64(f["start"], "rocpd_region.start")
     f["end"] = _int64(f["end"], "rocpd_region.end")
-    f["tid"] = pd.to_numeric(f["tid"], errors="coerce").fillna(-1).astype(np.int64)
+    f["tid"] = _id_column(f["tid"], "rocpd_region.tid", -1)
     f["stack_id"] = pd.to_numeric(f["stack_id"], errors="coerce").astype(np.float64)
     f["event_id"] = pd.to_numeric(f["event_id"], errors="coerce").astype(np.float64)
     name = _strings(f["name"], str)
@@ -512,36 +525,6 @@ def _peers(conn: sqlite3.Connection, has: set[str], rccl: pd.DataFrame) -> np.nd
     )
     by_event = by_event[~by_event.index.duplicated()]
     return by_event.reindex(rccl["event_id"].to_numpy(dtype=np.float64)).to_numpy(dtype=np.float64)
-
-
-def _steps(regions: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.DataFrame:
-    """ROCTx ranges named like steps (or matching ``--step-marker``), on the process's device when it drove one
-    GPU, else on every device of the host."""
-    marks = regions.loc[regions["category"].fillna("").astype(str).str.startswith("MARKER")]
-    if not len(marks):
-        return empty_markers()
-    vocab = vocabulary()
-    user = _step_marker(context.options)
-    codes, uniques = pd.factorize(marks["text"].to_numpy(dtype=object))
-    step = np.array([bool(vocab.step_range.match(u)) or bool(user and user.search(u)) for u in uniques], dtype=bool)
-    s = marks.loc[step[codes]].sort_values("start", kind="stable")
-    if not len(s):
-        return empty_markers()
-    text_codes, texts = pd.factorize(s["text"].to_numpy(dtype=object))
-    numbers = np.array([trailing_number(str(t)) for t in texts.tolist()], dtype=np.int64)
-    number = pd.Series(numbers[text_codes] if len(text_codes) else np.zeros(0, dtype=np.int64), index=s.index)
-    ordinal = s.groupby("text").cumcount()
-    devices = list(trace.devices)
-    host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""
-    return make_markers(
-        host=host,
-        device=devices[0] if len(devices) == 1 else "",
-        kind="step",
-        name=s["text"].to_numpy(dtype=object),
-        start_ns=s["start"].to_numpy(dtype=np.int64),
-        end_ns=s["end"].to_numpy(dtype=np.int64),
-        number=number.where(number >= 0).fillna(ordinal).to_numpy(dtype=np.int64),
-    )
 
 
 _PID_PREFIX = re.compile(r"^\d+$")

@@ -21,7 +21,7 @@ import gzip
 import io
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,15 +30,27 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from ..core.events import categorical, categorical_of, column_codes, lookup, make_table
-from ..core.trace import Trace
+from ..core.trace import Trace, empty_markers, make_markers, trailing_number
+from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
-from .rocprof_names import AGENT_SUFFIX, COPY_SUFFIX, HIP_SUFFIX, RCCL_SUFFIX, capture_prefix, companion, host_name
+from .rocprof_names import (
+    AGENT_SUFFIX,
+    COPY_SUFFIX,
+    HIP_SUFFIX,
+    MARKER_SUFFIX,
+    RCCL_SUFFIX,
+    capture_prefix,
+    companion,
+    host_name,
+)
 
 KERNEL_COLUMNS = ("Agent_Id", "Kernel_Name", "Start_Timestamp", "End_Timestamp")
 KERNEL_OPTIONAL = ("Queue_Id", "Stream_Id", "Correlation_Id")
 # the API traces (generateCSV.cpp; rocprofiler-sdk source/docs/data/rccl_trace.csv shows the header)
 API_COLUMNS = ("Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
+# --marker-trace: the API trace's columns, Function the ROCTx message of a range or mark (generateCSV.cpp)
+MARKER_COLUMNS = ("Domain", "Function", "Start_Timestamp", "End_Timestamp")
 _GROUP = re.compile(r"^(nccl|rccl)Group(Start|End)$")
 _RCCL_NAME = re.compile(r"nccl(Symk)?(Dev)?Kernel")
 COPY_COLUMNS = ("Direction", "Source_Agent_Id", "Destination_Agent_Id", "Start_Timestamp", "End_Timestamp")
@@ -104,7 +116,7 @@ def read_csv_table(
         if fast is not None:
             return fast
     # pandas' parser: where Arrow refused the file, to say which row is wrong and how
-    dtypes: dict[str, Any] = {c: "category" if categories else str for c in wanted if c not in times}
+    dtypes: dict[str, Any] = {c: str if c in times or not categories else "category" for c in wanted}
     try:
         frame = pd.read_csv(
             path,
@@ -137,13 +149,18 @@ def read_csv_table(
 
 def _arrow_table(path: Path, wanted: list[str], times: list[str]) -> pd.DataFrame | None:
     """The columns through Arrow's multi-threaded CSV reader (times int64, strings as categories), or None
-    where anything is off (a cut or malformed row, a time that is no int64, an absent value): the pandas
-    route then reads the file again and names the problem."""
+    where anything is off (a cut or malformed row, a time that is not decimal digits or past int64, an absent
+    value): the pandas route then reads the file again and names the problem.
+
+    Times are parsed as text, checked to be ASCII digits and cast: Arrow's own int64 conversion also takes
+    ``0x1F`` (as 31) and padding blanks, which rocprofv3 never writes (it prints uint64 in decimal). The text
+    columns cost no more than Arrow's integer parse (benchmarks/bench_rocprof.py: the ratio unchanged)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     # strings dictionary-encoded while they are parsed: pandas categories without a pass of their own
-    types = {c: (pa.int64() if c in times else pa.dictionary(pa.int32(), pa.string())) for c in wanted}
+    types = {c: (pa.string() if c in times else pa.dictionary(pa.int32(), pa.string())) for c in wanted}
     convert = pacsv.ConvertOptions(
         include_columns=wanted, column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False
     )
@@ -159,7 +176,12 @@ def _arrow_table(path: Path, wanted: list[str], times: list[str]) -> pd.DataFram
     for c in wanted:
         column = table[c].combine_chunks()
         if c in times:
-            data[c] = column.to_numpy()
+            if not pc.all(pc.ascii_is_decimal(column)).as_py():
+                return None
+            try:
+                data[c] = pc.cast(column, pa.int64()).to_numpy()
+            except pa.ArrowException:  # past int64: the pandas route keeps it at the limit
+                return None
         else:
             categories = pd.Index(column.dictionary.to_pylist(), dtype=object)
             data[c] = pd.Categorical.from_codes(column.indices.to_numpy(), categories=categories)
@@ -172,21 +194,23 @@ def _compression(path: Path) -> Literal["gzip"] | None:
 
 
 def _integers(column: pd.Series, path: Path, name: str) -> np.ndarray:
-    """A timestamp column as int64: rocprofv3 writes uint64 ns; a value that is no integer is refused."""
-    if column.dtype.kind in "iu":
-        values = column.to_numpy()
-        if column.dtype.kind == "u" and len(values) and values.max() > np.iinfo(np.int64).max:
-            # past int64: screen_times drops such rows with a warning; keep them past its limit
-            return np.minimum(values, np.iinfo(np.int64).max).astype(np.int64)
-        return values.astype(np.int64)
-    bad = pd.to_numeric(column, errors="coerce")
-    whole = bad.notna() & (bad == np.floor(bad)) & (bad.abs() < 2**63)
-    if not bool(whole.all()):
-        row = int(np.flatnonzero(~whole.to_numpy())[0])
+    """A timestamp column read as text -> int64: rocprofv3 writes uint64 ns in decimal digits; anything else
+    (empty, a sign, a fraction, an exponent, ``0x1F``, blanks) is refused naming the row. A value past int64
+    is kept at its limit, where screen_times drops it with a warning (docs/metrics.md, "Times moeprof
+    accepts")."""
+    text = column.astype(object).where(column.notna(), "").astype(str)
+    digits = text.str.fullmatch(r"[0-9]+").to_numpy(dtype=bool)
+    if not digits.all():
+        row = int(np.flatnonzero(~digits)[0])
         raise InputError(
-            path, f"{name} of row {row + 2} is {str(column.iloc[row])[:40]!r}: not an integer time in ns (cut short?)"
+            path, f"{name} of row {row + 2} is {text.iloc[row][:40]!r}: not an integer time in ns (cut short?)"
         )
-    return bad.to_numpy(dtype=np.float64).astype(np.int64)
+    long = (text.str.len() > 18).to_numpy(dtype=bool)
+    out = np.empty(len(text), dtype=np.int64)
+    out[~long] = text[~long].astype(np.int64).to_numpy()
+    limit = int(np.iinfo(np.int64).max)
+    out[long] = [min(int(t), limit) for t in text[long].tolist()]
+    return out
 
 
 def read_agents(path: Path | None) -> Agents:
@@ -282,7 +306,61 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
         parts.append(part)
     if copies is not None and copies_path is not None:
         parts.append(_copy_columns(copies, agents, copies_path))
-    return build_trace(parts, agents, host_name(path), path, context, "rocprof-csv", warnings)
+    trace = build_trace(parts, agents, host_name(path), path, context, "rocprof-csv", warnings)
+    marker_path = companion(path, MARKER_SUFFIX)
+    if marker_path is None:
+        return trace
+    f = read_csv_table(marker_path, MARKER_COLUMNS, (), "marker API trace", categories=False)
+    marks = pd.DataFrame(
+        {
+            "category": f["Domain"].astype(str).to_numpy(dtype=object),
+            "text": f["Function"].astype(str).to_numpy(dtype=object),
+            "start": f["Start_Timestamp"],
+            "end": f["End_Timestamp"],
+        }
+    )
+    return with_roctx_steps(trace, marks, context)
+
+
+def with_roctx_steps(trace: Trace, marks: pd.DataFrame, context: ReadContext) -> Trace:
+    """The trace with its ROCTx ranges (``marks``: ``category``, ``text``, ``start``, ``end``) as step markers
+    and their texts as annotations: the rule of every rocprofv3 output (CSV, JSON, rocpd)."""
+    texts = marks.loc[marks["category"].astype(str).str.startswith("MARKER"), "text"].to_numpy(dtype=object)
+    annotations = tuple(str(n) for n in pd.unique(texts) if n)
+    return replace(trace, markers=roctx_steps(marks, trace, context), annotations=annotations)
+
+
+def roctx_steps(marks: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.DataFrame:
+    """ROCTx ranges (rows whose ``category`` starts with ``MARKER``) named like steps (or matching
+    ``--step-marker``), on the process's device when it drove one GPU, else on every device of the host.
+    A step's number is the one its text ends with, else its order among the ranges of that text."""
+    from .nsys import _step_marker  # the --step-marker rule of every reader (nsys is not imported up front)
+
+    marks = marks.loc[marks["category"].fillna("").astype(str).str.startswith("MARKER")]
+    if not len(marks):
+        return empty_markers()
+    vocab = vocabulary()
+    user = _step_marker(context.options)
+    codes, uniques = pd.factorize(marks["text"].to_numpy(dtype=object))
+    step = np.array([bool(vocab.step_range.match(u)) or bool(user and user.search(u)) for u in uniques], dtype=bool)
+    s = marks.loc[step[codes]].sort_values("start", kind="stable")
+    if not len(s):
+        return empty_markers()
+    text_codes, texts = pd.factorize(s["text"].to_numpy(dtype=object))
+    numbers = np.array([trailing_number(str(t)) for t in texts.tolist()], dtype=np.int64)
+    number = pd.Series(numbers[text_codes] if len(text_codes) else np.zeros(0, dtype=np.int64), index=s.index)
+    ordinal = s.groupby("text").cumcount()
+    devices = list(trace.devices)
+    host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""
+    return make_markers(
+        host=host,
+        device=devices[0] if len(devices) == 1 else "",
+        kind="step",
+        name=s["text"].to_numpy(dtype=object),
+        start_ns=s["start"].to_numpy(dtype=np.int64),
+        end_ns=s["end"].to_numpy(dtype=np.int64),
+        number=number.where(number >= 0).fillna(ordinal).to_numpy(dtype=np.int64),
+    )
 
 
 def rccl_collectives(kernels: pd.DataFrame, path: Path) -> np.ndarray:

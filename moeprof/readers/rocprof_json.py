@@ -19,6 +19,11 @@ One document per process (``<pid>_results.json``), written by rocprofiler-sdk
   (the RCCL call's itself when HIP is not traced); a HIP launch inside an RCCL call has that call as
   ``ancestor`` (``fwd.h``, ``rocprofiler_correlation_id_t``). A launch inside ``ncclGroupEnd`` takes
   the last collective call of its thread's group.
+- ``buffer_records.marker_api[]`` (``--marker-trace``): one record per ROCTx range (a push/pop or start/stop
+  pair: ``start_timestamp`` at the push, ``end_timestamp`` at the pop) or mark, its text in
+  ``strings.marker_api[] = {key: correlation_id.internal, value: message}`` (rocprofiler-sdk
+  ``source/lib/rocprofiler-sdk-tool/tool.cpp``, ``callback_tracing_callback``; ``generateJSON.cpp``). Ranges
+  named like steps are step markers, as in the CSV and rocpd outputs.
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..core.events import categorical
 from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext
-from .rocprof import Agents, build_trace, copy_kinds
+from .rocprof import Agents, build_trace, copy_kinds, with_roctx_steps
 from .rocprof_names import host_name
 
 _GROUP = re.compile(r"^(nccl|rccl)Group(Start|End)$")
@@ -228,7 +234,42 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
     node = meta.get("node") if isinstance(meta, dict) else None
     hostname = node.get("hostname") if isinstance(node, dict) else None
     host = str(hostname or host_name(path))
-    return build_trace(parts, agents, host, path, context, "rocprof-json", [])
+    trace = build_trace(parts, agents, host, path, context, "rocprof-json", [])
+    marks = _marker_ranges(proc, ops, path)
+    return with_roctx_steps(trace, marks, context) if len(marks) else trace
+
+
+def _marker_ranges(doc: dict, ops: dict[int, tuple[str, list[str]]], path: Path) -> pd.DataFrame:
+    """The ROCTx records: category (their kind's name), text (the message of their correlation id, else the
+    operation's name, as generateCSV.cpp writes ``Function``), start, end."""
+    records = _records(doc, "marker_api", path)
+    strings = doc.get("strings", {})
+    table = strings.get("marker_api", []) if isinstance(strings, dict) else []
+    if not isinstance(table, list):
+        raise InputError(path, "rocprofv3 JSON: strings.marker_api is not a list")
+    messages: dict[int, str] = {}
+    for entry in table:
+        if isinstance(entry, dict) and isinstance(entry.get("key"), int) and entry.get("value") is not None:
+            messages.setdefault(entry["key"], str(entry["value"]))
+    what = "marker_api record"
+    kinds, texts, starts, ends = [], [], [], []
+    for r in records:
+        kind = r.get("kind")
+        kinds.append(ops[kind][0] if isinstance(kind, int) and kind in ops else "")
+        corr = r.get("correlation_id")
+        internal = corr.get("internal") if isinstance(corr, dict) else None
+        text = messages.get(internal, "") if isinstance(internal, int) else ""
+        texts.append(text or _op_name(ops, r))
+        starts.append(_int(r, "start_timestamp", path=path, what=what))
+        ends.append(_int(r, "end_timestamp", path=path, what=what))
+    return pd.DataFrame(
+        {
+            "category": np.array(kinds, dtype=object),
+            "text": np.array(texts, dtype=object),
+            "start": np.array(starts, dtype=np.int64),
+            "end": np.array(ends, dtype=np.int64),
+        }
+    )
 
 
 def _stream(record: dict) -> str:

@@ -11,6 +11,7 @@ COPY_SUFFIX = "memory_copy_trace.csv"
 AGENT_SUFFIX = "agent_info.csv"
 RCCL_SUFFIX = "rccl_api_trace.csv"  # --rccl-trace
 HIP_SUFFIX = "hip_api_trace.csv"  # --hip-trace
+MARKER_SUFFIX = "marker_api_trace.csv"  # --marker-trace (ROCTx)
 RESULTS_SUFFIX = "results.json"  # the JSON output (--output-format json)
 
 

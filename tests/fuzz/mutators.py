@@ -1001,6 +1001,7 @@ ROCPROF_REQUIRED = {
     "agent_info.csv": ("Node_Id", "Logical_Node_Id", "Agent_Type"),
     "rccl_api_trace.csv": ("Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp"),
     "hip_api_trace.csv": ("Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp"),
+    "marker_api_trace.csv": ("Domain", "Function", "Start_Timestamp", "End_Timestamp"),  # ROCTx: the steps
 }
 
 
