@@ -20,9 +20,9 @@ Figures (2 cores shared with other jobs, best of 3, before = 950298f, each pair 
   after (1.00x: met; 0.90-1.37x over four runs). The reader's own route to the columns, bare, takes 1.09 s:
   against that stricter floor read_file is 2.0x (names, streams and agents mapped, the table built).
 - default, 172k dispatches with their API rows (204 MiB; the sample's shape, 54 RCCL and 51 HIP calls per 42
-  dispatches): floor 1.53-1.59 s; read_file 1.91-2.40x before, 1.44x, 1.45x and 1.86x after in three runs (met in
-  two, not in the third: at the target, not under it with a margin): beyond the floor, the RCCL calls' grouping (nsys.py's
-  ``_nccl_launch_info``), the kernels' stack ids, and the API rows' conversion.
+  dispatches): floor 1.53-1.59 s; read_file 1.91-2.40x before, 1.44x, 1.45x and 1.86x after in three runs (met
+  in two, not in the third: at the target, not under it with a margin): beyond the floor, the RCCL calls'
+  grouping (nsys.py's ``_nccl_launch_info``), the kernels' stack ids, and the API rows' conversion.
 
     python benchmarks/bench_rocpd.py [--dispatches N] [--dispatches-only] [--repeat 3] [--keep DIR]
                                      [--compare DIR]
