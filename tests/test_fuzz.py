@@ -192,3 +192,12 @@ def test_every_known_class_is_in_the_catalog() -> None:
     text = CATALOG.read_text()
     missing = [k.id for k in known.KNOWN if f"`{k.id}`" not in text]
     assert not missing, f"known classes without an entry in {CATALOG.name}: {missing}"
+
+
+def test_oracle_counts_the_error_line_apart_from_warnings() -> None:
+    """check prints every warning, then refuses in one line (the dropped activities it refuses for are named in
+    the warning above it): warnings before the error are no second error line; two error lines still are."""
+    line = f"moeprof: {_case().target}: the reader dropped 1 device activity\n"
+    warning = f"moeprof: warning: {_case().target}: dropped 1 device activity whose times cannot be placed\n"
+    assert "stderr-lines" not in _codes(_case(), Outcome(2, "", warning + line))
+    assert "stderr-lines" in _codes(_case(), Outcome(2, "", line + line))
