@@ -140,7 +140,9 @@ MEMORY_FACTOR = {
     "nsys-rep": 3,
     "rocprof-csv": 2,
     "rocprof-csv.gz": 40,
-    "rocprof-json": 8,
+    # rocprofv3 JSON: analyze's peak 9.5x the file (1,089 MiB for 115 MiB; orjson's objects alone 8.6x, the
+    # floor of any Python reader of it; benchmarks/bench_rocprof_json.py, 2026-12-03)
+    "rocprof-json": 10,
     "rocprof-json.gz": 40,
     # rocpd: analyze's peak 6.6x the file (995 MiB for 151 MiB holding 1.38M dispatch rows and nothing else,
     # the densest shape, 2026-12-03: the reader's columns plus the replay's graph; real files, with an
