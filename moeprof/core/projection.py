@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -360,26 +361,29 @@ class ReplayJob:
         np.maximum.at(hi, code[inside], e[inside])
         return np.where(hi >= lo, hi - lo, 0)
 
+    @cached_property
+    def step_rows(self) -> np.ndarray:
+        """The rows of activities inside a step (every saving end to end is measured over them)."""
+        return np.flatnonzero(self.step != _NO_STEP)
+
     def steps_end_saving(self, s: np.ndarray, e: np.ndarray) -> int:
         """The mean step saving measured end to end: (the latest end of the steps' activities, measured
         minus replayed) / steps. In a loop of back-to-back steps it is the mean of the per-step savings
         (they telescope); unlike a per-step span it never turns negative when work is removed (a step's
         span can grow when its first activity moves earlier more than its last end does)."""
-        inside = self.step != _NO_STEP
-        if not self.step_numbers.size or not inside.any():
+        if not self.step_rows.size:
             return 0
-        return self.steps_end_saving_of(int(e[inside].max()))
+        return self.steps_end_saving_of(int(e[self.step_rows].max()))
 
     def steps_end_saving_of(self, latest_end: int) -> int:
         """:meth:`steps_end_saving` from the replay's latest end of the steps' activities."""
-        inside = self.step != _NO_STEP
-        if not self.step_numbers.size or not inside.any():
+        if not self.step_numbers.size or not self.step_rows.size:
             return 0
-        return round((int(self.graph.end[inside].max()) - latest_end) / self.step_numbers.size)
+        return round((int(self.graph.end[self.step_rows].max()) - latest_end) / self.step_numbers.size)
 
     def latest_end_without(self, rows: Sequence[np.ndarray]) -> np.ndarray:
         """Per set of rows: the steps' latest projected end were those activities to take no time."""
-        return latest_end_zeroed(self.graph, rows, np.flatnonzero(self.step != _NO_STEP))
+        return latest_end_zeroed(self.graph, rows, self.step_rows)
 
     def steps_end_chain(self) -> tuple[np.ndarray, np.ndarray]:
         """The measured chain of tight edges behind the steps' latest end (what ``steps_end_saving``
@@ -389,7 +393,7 @@ class ReplayJob:
         the measured end minus what ``W`` removed from the chain (a bound the savings use to skip
         replays that cannot save anything)."""
         g = self.graph
-        inside = np.flatnonzero(self.step != _NO_STEP)
+        inside = self.step_rows
         if not inside.size:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         start_by, start_how, end_by = tight_predecessor(g, g.start, g.end)

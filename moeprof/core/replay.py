@@ -482,13 +482,12 @@ SHORTEST_FROM = 4_000
 
 def has_compiled() -> bool:
     """A compiled sweep is there: the C one, or numba (found, not imported: its import alone is ~0.7 s)."""
-    from importlib.util import find_spec
-
-    return _native() is not None or find_spec("numba") is not None
+    return routes() != ("numpy",)
 
 
 def routes() -> tuple[str, ...]:
-    """The replay routes this install has (the tests run them against each other)."""
+    """The replay routes this install has (the tests run them against each other); numba is found, not
+    imported."""
     from importlib.util import find_spec
 
     have = {"native": _native() is not None, "numba": find_spec("numba") is not None, "numpy": True}

@@ -387,9 +387,7 @@ def _sqlite_frames(t: _SqliteTables, step_marker: re.Pattern[str] | None = None)
         memsets,
         nvtx,
         domains,
-        **_small_tables(t.frame),
-        sync_calls=calls,
-        sync_devices=_sync_devices(t.frame) if len(calls) else pd.DataFrame(),
+        **_beside_activities(t.frame, calls),
     )
 
 
@@ -428,6 +426,13 @@ def _matching_calls(calls: pd.DataFrame, names: np.ndarray) -> pd.DataFrame:
     keep = np.zeros(len(calls), dtype=bool)
     keep[codes >= 0] = hit[codes[codes >= 0]]
     return calls.loc[keep, ["start", "end", "tid", "corr"]].reset_index(drop=True)
+
+
+def _beside_activities(frame: Callable[[str, list[str]], pd.DataFrame], sync_calls: pd.DataFrame) -> dict[str, Any]:
+    """The :class:`_Frames` fields both export formats read the same way: the small tables, and the host
+    synchronizations with their devices (the SYNCHRONIZATION table read only where there are calls)."""
+    devices = _sync_devices(frame) if len(sync_calls) else pd.DataFrame()
+    return {**_small_tables(frame), "sync_calls": sync_calls, "sync_devices": devices}
 
 
 def _sync_devices(frame: Callable[[str, list[str]], pd.DataFrame]) -> pd.DataFrame:
@@ -671,9 +676,7 @@ def _parquet_frames(t: _ParquetTables) -> _Frames:
         memsets,
         nvtx,
         domains,
-        **_small_tables(t.frame),
-        sync_calls=sync_calls,
-        sync_devices=_sync_devices(t.frame) if len(sync_calls) else pd.DataFrame(),
+        **_beside_activities(t.frame, sync_calls),
     )
 
 

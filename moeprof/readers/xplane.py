@@ -104,16 +104,14 @@ def device_models(
     """Device -> what its plane says the GPU is (:func:`device_description`); {} where the planes do not say.
     ``decoded``: the planes' own stats by ordinal where the decoder already read them (else the file's
     plane headers are walked for them)."""
-    if decoded is not None:
-        planes = {f"/device:GPU:{o}": stats for o, stats in decoded.items()}
-    else:
+    if decoded is None:
         try:
             planes = plane_stats(path, lambda name: bool(_GPU_PLANE.match(name)))
         except (WireError, OSError, ValueError, struct.error):
             return {}  # the events were read: a plane whose stats do not decode only loses its model
+        decoded = {int(_GPU_PLANE.match(name).group(1)): stats for name, stats in planes.items()}  # type: ignore[union-attr]
     out = {}
-    for name, stats in planes.items():
-        ordinal = int(_GPU_PLANE.match(name).group(1))  # type: ignore[union-attr]
+    for ordinal, stats in decoded.items():
         described = device_description(stats)
         if described and ordinal in ordinals:
             out[f"{host}/GPU:{first + ordinal}"] = described

@@ -142,23 +142,26 @@ def html(section: Mapping[str, Any]) -> str:
         for r in section["bandwidth"]
     ]  # fmt: skip
     parts.append(table(head, body))
-    if section["last_to_arrive"]:
-        parts.append("<h3>Last to arrive (shortest member of each collective)</h3>")
-        last = [
-            [r["process"], r["ranks"], f"{r['shortest']:,}", _pct(r["shortest_share"]), _ms(r["caused_us"])]
-            for r in section["last_to_arrive"]
-        ]
-        head = ["process", "ranks (communicator:rank)", "shortest", "of calls", "others' time beyond it ms"]
-        parts.append(table(head, last))
-    p2p = section.get("p2p") or {}
-    if p2p.get("last_to_arrive"):
-        parts.append("<h3>Last to arrive (shorter call of each Send/Recv pair)</h3>")
-        last = [
-            [r["process"], r["ranks"], f"{r['shortest']:,}", _pct(r["shortest_share"]), _ms(r["caused_us"])]
-            for r in p2p["last_to_arrive"]
-        ]
-        head = ["process", "ranks (communicator:rank)", "shorter", "of pairs", "peers' time beyond it ms"]
-        parts.append(table(head, last))
+
+    def last_to_arrive(rows: list[Mapping[str, Any]], title: str, head: list[str]) -> None:
+        if rows:
+            parts.append(f"<h3>Last to arrive ({title})</h3>")
+            body = [
+                [r["process"], r["ranks"], f"{r['shortest']:,}", _pct(r["shortest_share"]), _ms(r["caused_us"])]
+                for r in rows
+            ]
+            parts.append(table(["process", "ranks (communicator:rank)", *head], body))
+
+    last_to_arrive(
+        section["last_to_arrive"],
+        "shortest member of each collective",
+        ["shortest", "of calls", "others' time beyond it ms"],
+    )
+    last_to_arrive(
+        (section.get("p2p") or {}).get("last_to_arrive") or [],
+        "shorter call of each Send/Recv pair",
+        ["shorter", "of pairs", "peers' time beyond it ms"],
+    )
     parts.append("<h3>What a log without timestamps cannot tell</h3><ul>")
     parts.extend(f"<li>{escape(item)}</li>" for item in section["cannot_tell"])
     parts.append("</ul>")
