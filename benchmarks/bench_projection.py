@@ -8,7 +8,7 @@ from the measured trace with its ``--what-if`` terms and compared with the job
 simulated again with the change: the relative error of the mean step time (target:
 within 2%). ``balance`` is compared with the slow rank fixed.
 
-The same for the synthetic 2-slice TPU job of :mod:`synthetic.tpu` (XPlanes of 2 hosts x 4 TPU v5e chips:
+The same for the synthetic 2-slice TPU job of :mod:`synthetic.tpu_multislice` (XPlanes of 2 hosts x 4 TPU v5e chips:
 ICI all-to-alls, all-gather and reduce-scatter within a slice, a DCN all-reduce across slices, one chip
 with 1.6x slower expert GEMMs, the second host's clock ahead): each of its changes (that chip fixed,
 the all-to-all transfers halved, the DCN transfer halved) and ``balance`` against the job simulated
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import moeprof
 import moeprof.pipeline.merge
 from moeprof.insight.whatif import project_job
-from synthetic import tpu
+from synthetic import tpu_multislice as tpu
 from synthetic.counterfactual import CHANGES, simulate, write_job
 
 merge_module = sys.modules["moeprof.pipeline.merge"]

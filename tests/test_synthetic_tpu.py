@@ -3,9 +3,9 @@
 Two hosts, one slice of 4 TPU v5e chips each; ICI collectives within a slice (ragged-all-to-all dispatch, async
 all-to-all combine, all-gather-start/done, async reduce-scatter), the gradient all-reduce across slices over DCN
 (send ... recv-done on the chip, the action graph on the Megascale plane), one slow chip, the second host's clock
-ahead. The truth (``sample_traces/synthetic_tpu_2slice.truth.json``) is computed by ``synthetic.tpu`` from its own
-intervals; the tests here compare moeprof with it and check the files hold what the job ran, decoding them with
-the protobuf schema only.
+ahead. The truth (``sample_traces/synthetic_tpu_2slice.truth.json``) is computed by ``synthetic.tpu_multislice``
+from its own intervals; the tests here compare moeprof with it and check the files hold what the job ran, decoding
+them with the protobuf schema only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 import moeprof
 from moeprof.readers.xspace_proto import messages
-from synthetic import tpu
+from synthetic import tpu_multislice as tpu
 
 from .conftest import SAMPLES
 from .truth import assert_equals_truth
@@ -113,7 +113,7 @@ def test_files_hold_what_the_job_ran() -> None:
             for e in lines["Async XLA Ops"].events:
                 st = {plane.stat_metadata[x.metadata_id].name: _stat_value(x) for x in e.stats}
                 pairs.append((st["hlo_op"], e.offset_ps // 1000, (e.offset_ps + e.duration_ps) // 1000))
-                assert st["device_offset_ps"] == e.offset_ps and st["_a"] == 1 and st["flow"] & 3 == 3
+                assert st["device_offset_ps"] == e.offset_ps - tpu.HOST_SKEW_PS and st["_a"] == 1 and st["flow"] & 3 == 3
             by_op = {(ev.op.name, ev.step): ev for ev in chip.events}
             expected = []
             for ev in chip.events:

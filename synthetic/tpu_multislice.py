@@ -80,6 +80,7 @@ BASE_NS = 40_000_000  # the first module run starts about here (device times are
 DEVICE_TYPE = "TPU v5 Lite"
 PEAK_TFLOPS = 202.7
 PEAK_HBM_GBPS = 819.1576375296
+HOST_SKEW_PS = 78  # an event's offset_ps minus its device_offset_ps (49386228828 - 49386228750 in the demo capture)
 
 # the changes the job can be simulated again with, and the --what-if terms that project them
 CHANGES: dict[str, list[str]] = {
@@ -806,7 +807,9 @@ class _Plane:
         return self.plane.lines.add(id=line_id, display_id=0, name=name, timestamp_ns=timestamp_ns)
 
     def event(self, line, metadata_id: int, start_ns: int, dur_ns: int, stats: dict[str, _Stat]) -> None:
-        ev = line.events.add(metadata_id=metadata_id, offset_ps=start_ns * 1000, duration_ps=dur_ns * 1000)
+        # an event with device times has its own offset on the host-synced clock, a few ps off (the real captures)
+        skew = HOST_SKEW_PS if "device_offset_ps" in stats else 0
+        ev = line.events.add(metadata_id=metadata_id, offset_ps=start_ns * 1000 + skew, duration_ps=dur_ns * 1000)
         for name, value in stats.items():
             self._set(ev.stats.add(), name, value)
 
