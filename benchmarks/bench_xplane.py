@@ -396,13 +396,13 @@ print("work", time.process_time() - t0, n, total)
 
 DECODER = """
 import os, sys, time
-from moeprof.readers.xplane_wire import decoder_route, read_xspace
+from moeprof.readers.xplane_wire import read_xspace
 stats = sys.argv[2].split(",") if sys.argv[2] else ()
 t0 = time.process_time()
 space = read_xspace(sys.argv[1], stats=stats)
 n = sum(len(line.start_ns) for plane in space.planes for line in plane.lines)
 print("work", time.process_time() - t0, n)
-if decoder_route() != os.environ["MOEPROF_XPLANE_DECODER"]:
+if space.route != os.environ["MOEPROF_XPLANE_DECODER"]:
     sys.exit("the " + os.environ["MOEPROF_XPLANE_DECODER"] + " route did not load")
 """
 

@@ -372,8 +372,7 @@ def route(request, monkeypatch) -> str:
     import moeprof.readers.xplane_wire as wire
 
     monkeypatch.setenv(wire.DECODER_ENV, request.param)
-    wire._choose_route(0)
-    assert wire.decoder_route() == request.param, f"the {request.param} route did not load"
+    assert wire._choose_route(0) == request.param, f"the {request.param} route did not load"
     return request.param
 
 
@@ -754,7 +753,7 @@ def columns(route):
     import os
     os.environ[wire.DECODER_ENV] = route
     space = wire.read_xspace(path)
-    assert wire.decoder_route() == route, route + " did not load"
+    assert space.route == route, route + " did not load"
     return [(line.name, line.start_ns.tolist(), line.end_ns.tolist()) for p in space.planes for line in p.lines]
 assert columns("numba") == columns("numpy"), "the compiled route disagrees with numpy"
 import numba.np.arraymath
@@ -795,24 +794,48 @@ def test_the_route_by_size_and_setting(monkeypatch, owned, native):
 
     monkeypatch.delenv(wire.DECODER_ENV, raising=False)
     monkeypatch.setattr(workers, "_OWNED", [owned])
-    monkeypatch.setattr(wire, "_ROUTE", ["numpy"])
     numba_module = object() if _has_numba() else None
     monkeypatch.setattr(wire, "_KERNELS", {"native": object() if native else None, "numba": numba_module})
     threshold = wire.JIT_FROM_BYTES_OWNED if owned else wire.JIT_FROM_BYTES
     assert wire.JIT_FROM_BYTES_OWNED < wire.JIT_FROM_BYTES
     large = "numba" if numba_module is not None else "numpy"
     for size, expected in ((0, "numpy"), (threshold - 1, "numpy"), (threshold, large)):
-        wire._choose_route(size)
-        assert wire.decoder_route() == ("native" if native else expected)
+        assert wire._choose_route(size) == ("native" if native else expected)
     for setting in ("", "auto", "bogus"):
         monkeypatch.setenv(wire.DECODER_ENV, setting)
-        wire._choose_route(threshold)
-        assert wire.decoder_route() == ("native" if native else large)
+        assert wire._choose_route(threshold) == ("native" if native else large)
     for setting in wire.DECODER_ROUTES:
         monkeypatch.setenv(wire.DECODER_ENV, setting.upper())
-        wire._choose_route(0 if setting != "numpy" else threshold * 2)
         loads = setting == "numpy" or wire._KERNELS[setting] is not None
-        assert wire.decoder_route() == (setting if loads else "numpy")
+        assert wire._choose_route(0 if setting != "numpy" else threshold * 2) == (setting if loads else "numpy")
+
+
+@needs_native
+def test_files_read_on_threads_each_keep_their_own_route(monkeypatch):
+    """The route is chosen per file and travels with its planes' buffers (issue 33: it was one module-level
+    setting, which a file read on another thread could change mid-read): a small file on numpy and a large one
+    on the native kernels, read side by side on threads, each come back with their own route and columns."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import moeprof.readers.xplane_wire as wire
+
+    small = SAMPLES / "synthetic_2host_4gpu" / "node0.xplane.pb"
+    large = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"
+    cut = large.stat().st_size
+    assert small.stat().st_size < cut
+    monkeypatch.setattr(wire, "_choose_route", lambda size: "native" if size >= cut else "numpy")
+
+    def read(path: Path) -> tuple[str, list]:
+        space = wire.read_xspace(path, stats=("hlo_op", "correlation_id"))
+        columns = [(ln.name, ln.start_ns.tolist(), ln.end_ns.tolist()) for p in space.planes for ln in p.lines]
+        return space.route, columns
+
+    alone = {small: read(small), large: read(large)}
+    assert (alone[small][0], alone[large][0]) == ("numpy", "native")
+    with ThreadPoolExecutor(4) as pool:
+        paths = [small, large] * 8
+        for path, got in zip(paths, pool.map(read, paths), strict=True):
+            assert got == alone[path]
 
 
 @needs_native
