@@ -222,11 +222,12 @@ def test_rocclr_copies_in_the_mi300_trace_leave_compute():
 
 # pools of evidence values per field; a tuple draws one from each (missing values included)
 _POOL = {
-    "opcode": ["", "all-to-all", "ragged-all-to-all", "all-gather-start", "fusion", "send-done", None],
-    "collective": ["", "all_to_all", "allreduce", "broadcast", "p2p", None],
+    "opcode": ["", "all-to-all", "ragged-all-to-all", "all-gather-start", "fusion", "send-done", "send", None],
+    "category": ["", "all-reduce fusion", "copy-start", "megacore fusion", "all-gather-done", None],
+    "collective": ["", "all_to_all", "allreduce", "broadcast", "p2p", "dcn", None],
     "annotation": ["", "nccl:all_to_all", "dispatch(F)", "combine(B)", "nccl:broadcast", None],
     "activity": ["kernel", "memcpy", "memset", "", None],
-    "copy_kind": ["", "PtoP", "HtoD", None],
+    "copy_kind": ["", "PtoP", "HtoD", "DtoH", None],
     "name": [
         "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)",
         "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",

@@ -24,7 +24,7 @@ import sqlite3
 import zlib
 from pathlib import Path
 
-from ..core.events import COLUMNS
+from ..core.events import EVENTS_V1_COLUMNS
 
 ANNOTATED_SCHEMA = "moeprof.annotated-trace/1"
 EVENTS_SCHEMA = "moeprof.events/1"
@@ -67,7 +67,7 @@ def moeprof_output(path: Path) -> str | None:
     if m:
         return m.group(1).decode()
     header = head.split(b"\n", 1)[0].strip().replace(b'"', b"").split(b",")
-    if {c.encode() for c in COLUMNS} <= set(header):
+    if {c.encode() for c in EVENTS_V1_COLUMNS} <= set(header):
         return EVENTS_SCHEMA
     return None
 
