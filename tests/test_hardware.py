@@ -47,7 +47,10 @@ def test_presets_cover_every_required_gpu_with_its_sources():
         # AMD's scale-up fabric is xGMI (Infinity Fabric), NVIDIA's NVLink
         assert g.scale_up == ("xgmi" if g.vendor == "AMD" else "nvlink"), g.name
     for fabric in table().fabrics.values():
-        assert fabric.hop_latency_us > 0 and "tuning.cc" in fabric.source
+        if fabric.key in ("ici", "dcn"):  # TPU fabrics: outside NCCL's model, no latency claimed, a source named
+            assert fabric.hop_latency_us is None and fabric.source.startswith("Google Cloud TPU")
+            continue
+        assert fabric.hop_latency_us is not None and fabric.hop_latency_us > 0 and "tuning.cc" in fabric.source
     assert table().base_latency_us > 0 and "tuning.cc" in table().base_latency_source
 
 

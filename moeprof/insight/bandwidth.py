@@ -9,12 +9,12 @@ send-recv and broadcast 1.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.analysis import Collective
-from ..core.hardware import GpuPreset, Match, fabric, match, preset_names, table
+from ..core.hardware import TPU_FABRICS, GpuPreset, Match, fabric, is_tpu_job, match, preset_names, table
 from ..errors import InputError
 
 IB_PRESETS = {"ndr": 50.0, "xdr": 100.0, "hdr": 25.0}
@@ -94,12 +94,16 @@ class JobHardware:
     warnings: tuple[str, ...] = ()
 
 
-def job_hardware(models: Mapping[str, str], given: Mapping[str, float] | None = None) -> JobHardware:
+def job_hardware(
+    models: Mapping[str, str], given: Mapping[str, float] | None = None, devices: Iterable[str] = ()
+) -> JobHardware:
     """The job's GPU (from the names its traces carry, or ``--gpu``), its link peaks, and what disagrees.
 
     ``--gpu`` wins over the trace (and a disagreement is a warning); ``--link-peak`` wins over both.
-    A model without a preset gets a note, never a guess.
+    A model without a preset gets a note, never a guess. A job of TPU chips (``devices`` named
+    ``<host>/TPU:N``) names its fabrics ICI and DCN, with or without a preset.
     """
+    tpu = is_tpu_job(list(devices) or list(models))
     per_name: dict[str, int] = {}
     for name in models.values():
         per_name[name] = per_name.get(name, 0) + 1
@@ -127,7 +131,7 @@ def job_hardware(models: Mapping[str, str], given: Mapping[str, float] | None = 
             )
     else:
         preset, origin = trace_preset, "trace"
-    if preset is None and not per_name:
+    if preset is None and not per_name and not tpu:
         return JobHardware(dict(overrides), None, None)
     peaks = {**(preset.link_peaks() if preset else {}), **overrides}
     summary: dict[str, Any] = {"models": dict(sorted(per_name.items()))}
@@ -143,6 +147,9 @@ def job_hardware(models: Mapping[str, str], given: Mapping[str, float] | None = 
             nic_gbps=preset.nic_gbps,
             sources=list(preset.sources),
         )
+    if tpu:
+        up, out = (fabric(k) for k in TPU_FABRICS)
+        summary.update(accelerator="TPU", scale_up=up.name, scale_out=out.name, scale_up_domain=up.domain)
     if peaks:
         summary["link_peaks_gbps"] = dict(sorted(peaks.items()))
     if notes:
@@ -164,6 +171,8 @@ def latency_knee_bytes(kind: str, n: int, link: str, peak_gbps: float, scale_up:
         return None
     t = table()
     hop = t.fabrics["ib" if link in ("ib", "mixed") else scale_up].hop_latency_us
+    if hop is None:  # a fabric outside NCCL's cost model (TPU ICI, DCN): no latency to set a knee by
+        return None
     if kind == "all-reduce":
         steps = 2 * (n - 1)
     elif kind in ("all-gather", "reduce-scatter", "broadcast"):

@@ -42,12 +42,14 @@ from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
 from ..core.replay import has_compiled
 from ..errors import InputError
+from ..core.hardware import TPU_FABRICS, is_tpu_job
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
     PROJECTED_SIGNIFICANT,
     comm_opportunities,
     expert_exchange_opportunity,
     merge_same_time,
+    named_fabrics,
     rank,
     rank_by_projection,
     signal_opportunities,
@@ -651,8 +653,10 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    hardware = job_hardware(job.models, link_peaks)
+    hardware = job_hardware(job.models, link_peaks, [d.device for d in devices])
     scale_up = hardware.preset.scale_up if hardware.preset is not None else "nvlink"
+    if is_tpu_job(d.device for d in devices):
+        scale_up = TPU_FABRICS[0]
     collectives = annotate(collectives_table(comm), mode, hardware.peaks, scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
@@ -676,7 +680,7 @@ def finish_job(
         total=sum_figures(devices),
         collectives=tuple(collectives),
         steps=tuple(steps),
-        opportunities=tuple(
+        opportunities=named_fabrics(
             merge_same_time(
                 rank(
                     hide
@@ -686,7 +690,8 @@ def finish_job(
                 ),
                 comm,
                 matched,
-            )
+            ),
+            hardware.summary,
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
         warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings),

@@ -1019,7 +1019,7 @@ def render(
             raise ValueError(f"{it.label}: the analysis holds no timeline views (measure it with a TimelineOptions)")
     words = {scale_up_word(it.analysis) for it in items}
     # one legend for every input: their fabric's name where they share one
-    with fabric_words(words.pop() if len(words) == 1 else "NVLink"):
+    with fabric_words(words.pop() if len(words) == 1 else ("NVLink", "InfiniBand", "domain")):
         return _render(items, lanes, max_events, bin_budget, title)
 
 

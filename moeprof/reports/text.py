@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..core.analysis import Analysis, Opportunity
+from ..core.hardware import fabric_text
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
 from ..insight.remedies import by_id
 from ..words import plural  # re-exported: renderers count with it
@@ -16,24 +17,30 @@ from ..words import plural  # re-exported: renderers count with it
 NBSP = "\u00a0"  # between a number and its unit: a wrapped line never ends in "88.9" and starts with "ms"
 LINK_WORDS = {"nvlink": "over NVLink", "ib": "over InfiniBand", "unknown": "on links moeprof could not tell"}
 
-# what the scale-up fabric is called while a report is rendered: NVLink, or xGMI for AMD GPUs (the analysis
-# calls every scale-up domain's link "nvlink"; on screen it takes the name of the trace's own fabric)
-SCALE_UP: ContextVar[str] = ContextVar("moeprof_scale_up", default="NVLink")
+# what the fabrics are called while a report is rendered: (scale-up, scale-out, what a scale-up domain is):
+# NVLink and InfiniBand, xGMI on AMD GPUs, ICI and DCN on TPUs (an ICI slice). The analysis calls every
+# scale-up domain's link "nvlink" and the scale-out's "ib"; on screen they take the trace's own names
+FABRICS: ContextVar[tuple[str, str, str]] = ContextVar("moeprof_fabrics", default=("NVLink", "InfiniBand", "domain"))
 
 
-def scale_up_word(analysis: Analysis | None) -> str:
+def scale_up_word(analysis: Analysis | None) -> tuple[str, str, str]:
+    """The fabric names an analysis is rendered with (its ``hardware`` object's ``scale_up``, ``scale_out``)."""
     hardware: Any = (analysis.hardware if analysis is not None else None) or {}
-    return str(hardware.get("scale_up") or "NVLink")
+    return (
+        str(hardware.get("scale_up") or "NVLink"),
+        str(hardware.get("scale_out") or "InfiniBand"),
+        str(hardware.get("scale_up_domain") or "domain"),
+    )
 
 
 @contextmanager
-def fabric_words(word: str) -> Iterator[None]:
-    """Render with ``word`` for the scale-up fabric (see :func:`on_fabric`)."""
-    token = SCALE_UP.set(word)
+def fabric_words(words: tuple[str, str, str]) -> Iterator[None]:
+    """Render with ``words`` for the fabrics (see :func:`on_fabric`)."""
+    token = FABRICS.set(words)
     try:
         yield
     finally:
-        SCALE_UP.reset(token)
+        FABRICS.reset(token)
 
 
 def hardware_line(analysis: Analysis) -> str | None:
@@ -43,15 +50,16 @@ def hardware_line(analysis: Analysis) -> str | None:
     if not hw:
         return None
     models = ", ".join(f"{n} x {name}" for name, n in (hw.get("models") or {}).items())
-    line = f"GPUs: {models}" if models else "GPUs: not named in the trace"
+    devices = f"{hw['accelerator']}s" if hw.get("accelerator") else "GPUs"
+    line = f"{devices}: {models}" if models else f"{devices}: not named in the trace"
     if hw.get("preset"):
         peaks = hw.get("link_peaks_gbps") or {}
         links = [
             f"{hw.get('scale_up', 'NVLink')} {peaks['nvlink']:,.0f} GB/s" if "nvlink" in peaks else "",
-            f"NIC {peaks['ib']:,.0f} GB/s" if "ib" in peaks else "",
+            f"{hw.get('scale_out', 'NIC')} {peaks['ib']:,.0f} GB/s" if "ib" in peaks else "",
         ]
         said = "--gpu " if hw.get("preset_from") == "--gpu" else ""
-        line += f" = {said}{hw['preset']} ({', '.join(x for x in links if x)} per GPU each way; "
+        line += f" = {said}{hw['preset']} ({', '.join(x for x in links if x)} per {devices[:-1]} each way; "
         line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16)"
     if hw.get("note"):
         line += f"; {hw['note']}: no peaks (give --gpu or --link-peak)"
@@ -59,11 +67,10 @@ def hardware_line(analysis: Analysis) -> str | None:
 
 
 def on_fabric(text: str) -> str:
-    """``text`` with "NVLink" (and a link column's "nvlink") named as the fabric being rendered."""
-    word = SCALE_UP.get()
-    if word == "NVLink":
-        return text
-    return text.replace("NVLink", word).replace("nvlink", word.lower())
+    """``text`` with "NVLink" and "InfiniBand" (and a link column's "nvlink", "ib") named as the fabrics being
+    rendered (:func:`moeprof.core.hardware.fabric_text`)."""
+    scale_up, scale_out, domain = FABRICS.get()
+    return fabric_text(text, scale_up, scale_out, domain)
 
 
 def ms(ns: int | float | None) -> str:
