@@ -177,9 +177,11 @@ DomainOption = Annotated[
     int | None,
     typer.Option(
         "--nvlink-domain-size",
+        "--slice-size",
         min=1,
         metavar="N",
-        help="Global ranks per NVLink domain (e.g. 72 for NVL72); default: one host.",
+        help="Global ranks per scale-up domain: NVLink (e.g. 72 for NVL72; default: one host) or, as --slice-size, "
+        "chips per TPU slice (ICI; default: every chip the program spans, one host's in a multi-slice capture).",
     ),
 ]
 RunOption = Annotated[

@@ -28,6 +28,7 @@ from ..core.analysis import (
     sum_figures,
 )
 from ..core.events import concat as concat_tables
+from ..core.hardware import TPU_FABRICS, is_tpu_job
 from ..core.identity import (
     FRAMEWORK_FORMATS,
     DeviceFingerprint,
@@ -42,7 +43,6 @@ from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
 from ..core.replay import has_compiled
 from ..errors import InputError
-from ..core.hardware import TPU_FABRICS, is_tpu_job
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
     PROJECTED_SIGNIFICANT,

@@ -364,7 +364,7 @@ def _read_tpu(
             chip.ops = ops
         else:
             chip.asyncs = ops
-    table = tpu_activity(list(chips.values()), host, chips_here, source="chrome")
+    table = tpu_activity(list(chips.values()), host, source="chrome")
     rows = [(c.device, *m) for c in chips.values() for m in c.markers]
     markers = make_markers(
         host=host,

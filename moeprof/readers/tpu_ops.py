@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import make_table
-from ..core.hlo import COLLECTIVE_OPCODES, HloExpression, HloModule, group_members, parse_expression
+from ..core.hlo import HloExpression, HloModule, group_members, parse_expression
 from ..core.trace import trailing_number
 
 TPU_PLANE = re.compile(r"^/device:TPU:(\d{1,9})$")  # a TensorCore chip; "/device:TPU:0 SparseCore 0" is not one
@@ -72,6 +72,21 @@ OP_STATS = ("hlo_category", "program_id", "flops", "model_flops", "bytes_accesse
 ASYNC_STATS = ("hlo_op",)
 TPU_STATS = (*TIME_STATS, *OP_STATS, *ASYNC_STATS)
 
+# collectives between chips, by opcode; XLA's printer writes an async one as "<op>-start"/"<op>-done"
+_COLLECTIVE_BASE = frozenset(
+    {
+        "all-to-all",
+        "ragged-all-to-all",
+        "all-gather",
+        "all-reduce",
+        "reduce-scatter",
+        "collective-permute",
+        "collective-broadcast",
+        "send",
+        "recv",
+    }
+)
+_ASYNC_SUFFIX = re.compile(r"-(start|update|done)$")
 # async wrappers and copies whose pair is not a collective: DMAs within the chip's own memory (memcpy DtoD)
 _ASYNC_OPCODES = frozenset({"async-start", "async-update", "async-done", "copy-start", "copy-done"})
 # a -done op ends the async interval its first operand (the -start op) began
@@ -202,7 +217,8 @@ def _describe(expression: str, category: str, module: HloModule | None, program_
     opcode = inst.opcode if inst is not None else parsed.opcode
     host = parsed.host_transfer and parsed.opcode in _HOST_COPY
     dcn = host and parsed.dcn
-    collective = ((opcode in COLLECTIVE_OPCODES or bool(_COLLECTIVE_CATEGORIES.match(category))) and not host) or dcn
+    between_chips = _ASYNC_SUFFIX.sub("", opcode) in _COLLECTIVE_BASE or bool(_COLLECTIVE_CATEGORIES.match(category))
+    collective = (between_chips and not host) or dcn
     activity, copy_kind = "kernel", ""
     if (host and not dcn) or parsed.opcode in _HOST_FEEDS:
         activity, copy_kind = "memcpy", _HOST_COPY[parsed.opcode]
@@ -266,11 +282,15 @@ def pair_async(
 def tpu_activity(
     chips: Sequence[ChipLines],
     host: str,
-    chips_per_domain: int,
+    chips_per_domain: int | None = None,
     hlo: Mapping[tuple[str, int], HloModule] | None = None,
     source: str = "xplane",
 ) -> pd.DataFrame:
-    """The event table of a host's TPU chips (see the module docstring for what each line gives)."""
+    """The event table of a host's TPU chips (see the module docstring for what each line gives).
+
+    ``chips_per_domain``: chips per slice (the scale-up domain); None: every chip the file's collectives
+    name (one more than the largest device id in their replica groups and source-target pairs), at least
+    the chips of this file. On one slice that is the slice, whichever hosts its chips sit on."""
     hlo = hlo or {}
     parts = [c.ops for c in chips if c.ops is not None and len(c.ops)]
     if not parts:
@@ -353,6 +373,13 @@ def tpu_activity(
     groups = _groups(descs, out_key, gid[rows])
     n = len(rows)
     is_dcn = described("dcn", bool)
+    if chips_per_domain is None:
+        named = [
+            max((max(g, default=-1) for g in (*(d.replica_groups or ()), *(d.source_target_pairs or ()))), default=-1)
+            for d in descs
+            if d.collective
+        ]
+        chips_per_domain = max([len(chips), *(i + 1 for i in named)])
     table = make_table(
         {
             "host": host,

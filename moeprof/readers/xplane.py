@@ -490,14 +490,12 @@ def _tpu_trace(
 ) -> Trace:
     """The trace of a file with TPU planes: its chips' ops (:mod:`.tpu_ops`), their Steps and XLA Modules.
 
-    A chip's scale-up domain is its slice (ICI). The slice is every chip the programs span (the HLO's
-    ``num_partitions x replica_count``) when the capture shows no traffic between slices; where it does (the
-    Megascale Trace plane holds events) the trace does not say how many chips a slice has, so the default
-    is one host's chips and a warning asks for ``--slice-size``."""
+    A chip's scale-up domain is its slice (ICI). The slice is every chip the collectives name (their replica
+    groups) when the capture shows no traffic between slices; where it does (the Megascale Trace plane holds
+    events) the trace does not say how many chips a slice has, so the default is one host's chips and a
+    warning asks for ``--slice-size``."""
     chips_here = placement.devices_per_host or len(walk.tpu)
-    program_devices = max((m.num_devices for m in header.hlo.values()), default=1)
-    per_domain = chips_here if walk.multislice else max(chips_here, program_devices)
-    events = tpu_activity(walk.tpu, host, per_domain, header.hlo, source="xplane")
+    events = tpu_activity(walk.tpu, host, chips_here if walk.multislice else None, header.hlo, source="xplane")
     rows = [(chip.device, *m) for chip in walk.tpu for m in chip.markers]
     parts = [_marker_part([(d, kind, name, s, e, k) for d, kind, name, s, e, k in rows])]
     device_steps = any(kind == "step" for _, kind, *_ in rows)
