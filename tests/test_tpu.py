@@ -3,6 +3,7 @@ and the real v5e captures against xprof's own figures on the same file."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -377,7 +378,7 @@ def test_the_sample_tpu_capture_by_hand():
         return out
 
     ops = sorted(times("XLA Ops"))
-    assert all(a[1] <= b[0] for a, b in zip(ops, ops[1:], strict=False))  # one op at a time
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ops))  # one op at a time
     out = moeprof.analyze_paths([SAMPLE]).to_json()
     assert out["devices"][0]["busy_ns"] == sum(e - s for s, e in ops)
     assert [s["span_ns"] for s in sorted(out["steps"], key=lambda s: s["step"])] == [e - s for s, e in times("Steps")]

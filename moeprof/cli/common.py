@@ -181,7 +181,7 @@ DomainOption = Annotated[
         min=1,
         metavar="N",
         help="Global ranks per scale-up domain: NVLink (e.g. 72 for NVL72; default: one host) or, as --slice-size, "
-        "chips per TPU slice (ICI; default: every chip the program spans, one host's in a multi-slice capture).",
+        "chips per TPU slice (ICI; default: every chip the collectives name, one host's in a multi-slice capture).",
     ),
 ]
 RunOption = Annotated[
