@@ -312,6 +312,10 @@ def compare(sources: list[Source]) -> dict:
             )
         )
     warnings = [w for w in [topology_warning(runs)] if w]
+    # TPU runs name their fabrics ICI and DCN (the rows keep the NVLink/IB names of the JSON keys)
+    hardware = [a.hardware or {} for a in analyses]
+    named = {(h.get("scale_up"), h.get("scale_out"), h.get("scale_up_domain")) for h in hardware}
+    fabrics = list(named.pop()) if len(named) == 1 and None not in next(iter(named)) else None
     return {
         "schema": DIFF_SCHEMA,
         "normalization": "times in ms per device and step (totals / (devices x steps)); saving bounds per step",
@@ -334,6 +338,7 @@ def compare(sources: list[Source]) -> dict:
         "rows": rows,
         "ablation": ablation(runs, analyses, step_time_row) if all(s.kind == "run" for s in sources) else None,
         "warnings": warnings,
+        **({"fabrics": fabrics} if fabrics else {}),
     }
 
 

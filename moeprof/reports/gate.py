@@ -12,6 +12,7 @@ from ..gate.check import FIGURES, CheckConfig, GateResult, fmt
 from ..gate.history import Run
 from ..words import plural
 from .terminal import human_bytes, make_console, natural_width
+from .text import fabric_words, on_fabric
 
 
 def gate_table(results: list[GateResult], title: str) -> Table:
@@ -165,7 +166,7 @@ def _diff_table(doc: dict, layout: int) -> Table:
             _delta(row["delta_previous"][i], row["change_previous"][i], unit, noise_previous[i], layout)
             for i in range(2, n if previous else 2)
         ]
-        table.add_row(row["name"], *cells)
+        table.add_row(on_fabric(row["name"]), *cells)
     return table
 
 
@@ -248,7 +249,8 @@ def render_diff(doc: dict) -> None:
             markup=False,
             highlight=False,
         )
-    console.print(diff_table(doc, console.width))
+    with fabric_words(tuple(doc["fabrics"]) if doc.get("fabrics") else ("NVLink", "InfiniBand", "domain")):
+        console.print(diff_table(doc, console.width))
     if doc["ablation"]:
         console.print(ablation_table(doc, console.width))
     for e in doc.get("explanations") or ():
