@@ -391,3 +391,22 @@ def test_the_sample_reads_the_same_from_both_xplane_routes(monkeypatch):
     jaxlib = read_file(SAMPLE).events
     assert wire.astype(str).values.tolist() == jaxlib.astype(str).values.tolist()
     assert np.array_equal(wire["start_ns"].to_numpy(), jaxlib["start_ns"].to_numpy())
+
+
+def test_xprof_trace_viewer_json_reads_as_the_xplane(tmp_path):
+    """xprof's trace-viewer JSON of the sample (made here by xprof's own converter) is the XPlane's table."""
+    from xprof.convert import raw_to_tool_data
+
+    copy = tmp_path / "runsc.xplane.pb"
+    shutil.copy(SAMPLE, copy)
+    data = raw_to_tool_data.xspace_to_tool_data([str(copy)], "trace_viewer", {})[0]
+    viewer = tmp_path / "json" / "runsc.trace.json"
+    viewer.parent.mkdir()
+    viewer.write_bytes(data if isinstance(data, bytes) else data.encode())
+    xplane = moeprof.analyze_paths([SAMPLE]).to_json()
+    chrome = moeprof.analyze_paths([viewer]).to_json()
+    assert chrome["devices"] == xplane["devices"]
+    assert chrome["steps"] == xplane["steps"]
+    a, b = read_file(SAMPLE).events, read_file(viewer).events
+    cols = ["name", "start_ns", "end_ns", "opcode", "category", "scope", "model_flops", "bytes_accessed"]
+    assert a[cols].astype(str).values.tolist() == b[cols].astype(str).values.tolist()
