@@ -6,8 +6,8 @@ ranks. For a comm activity whose group is known, ``local`` counts the other
 members in the device's domain and ``remote`` those outside it.
 
 TPUs have the same pair under other names: a chip's scale-up domain is its slice (ICI), the scale-out
-between slices is DCN. The readers set ``gpus_per_domain`` to the slice's chips (every chip the program
-spans, where the capture shows no traffic between slices), ``--slice-size N`` (the same option) overrides
+between slices is DCN. The readers set ``gpus_per_domain`` to the slice's chips (every chip the collectives
+name, where the capture shows no traffic between slices), ``--slice-size N`` (the same option) overrides
 it, and the rules below then give ``nvlink`` (ICI) and ``ib`` (DCN) as they give NVLink and InfiniBand.
 """
 

@@ -4,6 +4,7 @@ layout of a job's files over hosts."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path, PurePath, PurePosixPath
 from typing import TypeVar
 
@@ -40,6 +41,9 @@ TRACE_SUFFIXES = (
 )
 
 
+_TPU_CHIP = re.compile(r"^/device:TPU:\d{1,9}$")  # a TPU chip's plane (its SparseCore planes are not chips)
+
+
 def plan_placements(files: list[TraceSource]) -> list[Placement]:
     """Lay a job's trace files out over hosts before reading them.
 
@@ -60,7 +64,7 @@ def plan_placements(files: list[TraceSource]) -> list[Placement]:
             except (OSError, WireError, IndexError):
                 peeked.append(None)  # the full read reports what is wrong with it
                 continue
-            gpus = sum(1 for p in planes if p.startswith("/device:GPU:"))
+            gpus = sum(1 for p in planes if p.startswith("/device:GPU:") or _TPU_CHIP.match(p))
             peeked.append((hostnames[0] if hostnames else capture_stem(f.name), gpus))
         else:
             peeked.append(None)
