@@ -179,6 +179,12 @@ GOLDEN: dict[str, Rows] = {
         ("launch-bound", "cuda-graphs"),
         ("device-to-host syncs inside the step", "values-stay-on-device"),
     ],
+    # moeprof capture demo on one TPU v5e chip (a real capture, its HLO plane left out): the ragged
+    # all-to-all of a one-chip group is all the communication, none of it hidden; the generic exchange remedy
+    # (TPU-specific advice is issue 31's part 5: this row changes with it)
+    "sample:tpu_v5e_demo": [
+        ("expert dispatch/combine exchange dominates communication", "shrink-exchange"),
+    ],
     # saxpy over MPI (old schema): a large exposed copy and launch gaps
     "shared:nsys/saxpy_mpi_old_schema.sqlite": [
         ("exposed host<->device copies", "async-host-copies"),

@@ -18,6 +18,7 @@ from .common import (
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
+    SliceOption,
     StepMarkerOption,
     StepsOption,
     analyze_options,
@@ -25,6 +26,7 @@ from .common import (
     fail,
     file_progress,
     guarded,
+    scale_up_domain,
 )
 
 if TYPE_CHECKING:
@@ -88,6 +90,7 @@ def analyze_command(
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     run: RunOption = None,
     gpu: GpuOption = None,
     model: Annotated[
@@ -121,6 +124,7 @@ def analyze_command(
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         # imported here: `moeprof --help` and the other commands do not pay for the pipeline
         from ..insight.bandwidth import link_peaks
@@ -133,7 +137,7 @@ def analyze_command(
 
         device_rows = parse_devices(devices)
         options, step_options = analyze_options(
-            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+            steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         peaks = link_peaks(gpu, link_peak)
         files = discover(list(paths), options)

@@ -14,11 +14,13 @@ from .common import (
     RulesOption,
     RunOption,
     SkipFirstOption,
+    SliceOption,
     StepMarkerOption,
     StepsOption,
     analyze_options,
     fail,
     guarded,
+    scale_up_domain,
 )
 
 
@@ -33,6 +35,7 @@ def annotate_command(
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     run: RunOption = None,
     what_if: Annotated[
         list[str] | None,
@@ -47,13 +50,14 @@ def annotate_command(
     """Write a Chrome/Perfetto trace: device activity per stream plus moeprof's buckets, exposed comm and steps."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         from ..pipeline import analyze_job
         from ..reports.annotate import write_annotated
 
         if not output.name.lower().endswith((".json", ".json.gz")):
             raise fail(f"{output}: the annotated trace is trace-event JSON: name it *.trace.json.gz or *.json")
         options, step_options = analyze_options(
-            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+            steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         if what_if:
             from ..insight.whatif import parse_terms

@@ -17,11 +17,13 @@ from .common import (
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
+    SliceOption,
     StepsOption,
     analyze_options,
     exec_options,
     fail,
     guarded,
+    scale_up_domain,
     stderr_console,
 )
 
@@ -140,6 +142,7 @@ def check_command(
     skip_first: SkipFirstOption = 0,
     steps: StepsOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
@@ -148,6 +151,7 @@ def check_command(
     """Gate a run on its communication figures: exit 0 when every gate holds, 1 when one fails, 2 on bad input."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         if path.is_dir():  # a folder of traces (a saved analysis or one file needs no pool)
             warm_fork_server([path], jobs, scheduler)
         from ..gate.check import checkable, evaluate, load_source, resolve_config, verdict, write_junit
@@ -181,10 +185,10 @@ def check_command(
                 "--max-beyond-shortest-fraction/--max-last-to-arrive-fraction) or --baseline, or set them in "
                 "[tool.moeprof.check] of pyproject.toml"
             )
-        load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
+        load_opts, step_opts = analyze_options(steps, skip_first, domain, gpus_per_node)
         execution = exec_options(jobs, scheduler, skip_bad)
         source = load_source(path, load_opts, step_opts, execution)
-        if source.kind == "analysis" and options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
+        if source.kind == "analysis" and options_given(steps, skip_first, domain, gpus_per_node):
             raise fail(
                 f"{path}: a saved analysis cannot be re-measured; --steps/--skip-first/--nvlink-domain-size/"
                 "--gpus-per-node apply to traces and run folders"

@@ -177,13 +177,34 @@ DomainOption = Annotated[
     int | None,
     typer.Option(
         "--nvlink-domain-size",
+        min=1,
+        metavar="N",
+        help="Global ranks per NVLink domain (e.g. 72 for NVL72); default: one host.",
+    ),
+]
+SliceOption = Annotated[
+    int | None,
+    typer.Option(
         "--slice-size",
         min=1,
         metavar="N",
-        help="Global ranks per scale-up domain: NVLink (e.g. 72 for NVL72; default: one host) or, as --slice-size, "
-        "chips per TPU slice (ICI; default: every chip the collectives name, one host's in a multi-slice capture).",
+        help="TPU chips per slice (the ICI domain); default: every chip the collectives name, one host's in a "
+        "multi-slice capture.",
     ),
 ]
+
+
+def scale_up_domain(nvlink_domain_size: int | None, slice_size: int | None) -> int | None:
+    """The scale-up domain's size: ``--nvlink-domain-size`` and ``--slice-size`` name the same setting (an
+    NVLink domain of GPUs, an ICI slice of TPU chips); two different values are refused."""
+    if nvlink_domain_size and slice_size and nvlink_domain_size != slice_size:
+        raise InputError(
+            None,
+            f"--nvlink-domain-size {nvlink_domain_size} and --slice-size {slice_size}: one scale-up domain, give one",
+        )
+    return nvlink_domain_size or slice_size
+
+
 RunOption = Annotated[
     str | None, typer.Option("--run", help="TensorBoard log dir: the plugins/profile/<run> to read (default: newest).")
 ]

@@ -16,11 +16,13 @@ from .common import (
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
+    SliceOption,
     StepsOption,
     analyze_options,
     exec_options,
     fail,
     guarded,
+    scale_up_domain,
     stderr_console,
 )
 
@@ -34,6 +36,7 @@ def diff_command(
     skip_first: SkipFirstOption = 0,
     steps: StepsOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
@@ -50,17 +53,18 @@ def diff_command(
     """Compare runs: buckets, comm share, exposed comm, collectives and opportunities, with deltas."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         from ..gate.diff import compare, explanation, labels, load_with_traces
         from ..reports.gate import render_diff
 
         if len(paths) < 2:
             raise fail("diff needs two or more inputs")
-        load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
+        load_opts, step_opts = analyze_options(steps, skip_first, domain, gpus_per_node)
         # each trace read once, its events kept: the explanation replays the first run (§9)
         execution = exec_options(jobs, scheduler, skip_bad)
         loaded = [load_with_traces(p, load_opts, step_opts, execution, keep_traces=explain) for p in paths]
         sources = [source for source, _ in loaded]
-        if options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
+        if options_given(steps, skip_first, domain, gpus_per_node):
             for s in sources:
                 if s.kind == "analysis":
                     stderr_console().print(

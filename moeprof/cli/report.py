@@ -19,6 +19,7 @@ from .common import (
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
+    SliceOption,
     StepMarkerOption,
     StepsOption,
     analyze_options,
@@ -26,6 +27,7 @@ from .common import (
     fail,
     file_progress,
     guarded,
+    scale_up_domain,
 )
 
 
@@ -49,6 +51,7 @@ def report_command(
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     run: RunOption = None,
     gpu: GpuOption = None,
     link_peak: Annotated[
@@ -80,6 +83,7 @@ def report_command(
     """Write one self-contained HTML report: timeline per device, bucket bars, collectives, opportunities."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         from ..insight.bandwidth import link_peaks
         from ..readers import discover
@@ -96,7 +100,7 @@ def report_command(
 
             parse_terms(what_if)  # a bad term fails before any trace is read
         options, step_options = analyze_options(
-            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+            steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         peaks = link_peaks(gpu, link_peak)
         # one rule with analyze: the PATHs are one job unless --compare says they are runs to compare
