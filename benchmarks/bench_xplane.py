@@ -100,6 +100,13 @@ metadata, names decoded by the C kernels, the stat slots not zeroed. A 1M read w
 against a floor of 0.77-0.92 s; 4.4-6.0x without stats); analyze / floor 1.38x and 1.26x, RSS 0.50;
 annotate / analyze 1.18x, 1.43x; report / analyze 1.12x, 1.25x. 1M compute kernels: analyze 1.28x, the
 decoder 3.34x. 10M: the decoder 12.3x (1.37 s against 16.9 s), analyze 0.35x at 0.28 of the floor's RSS.
+
+2026-12-05, TPU planes read (issue 31; five op columns in the event table, a category field in the taxonomy,
+the decoder route handed down per file): GPU input as fast as before. 1M events, CPU s (min of 3), two runs
+each of main be72e35 and the branch, interleaved on a loaded 2-core machine (load 7): native decoder with
+the reader's stats 0.20/0.21 before, 0.21/0.20 after; numpy 0.88/0.90, 0.91/0.87; analyze 2.55/2.54,
+2.75/2.56; peak RSS 417/420, 415/418 MiB. Six interleaved `analyze --json` runs (user + sys): 2.36-2.74 s
+before (median 2.66), 2.53-2.71 s after (median 2.60); peak RSS 423-428 MiB both.
 """
 
 from __future__ import annotations
