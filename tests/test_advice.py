@@ -17,7 +17,7 @@ from moeprof.cli import app
 from moeprof.insight.remedies import Situation, catalogue, choose
 from moeprof.insight.stack import FLAGS, Stack
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 XLA_WORDS = re.compile(r"--xla_|ragged_all_to_all|ragged_dot|MaxText|jax\.")

@@ -27,7 +27,7 @@ from moeprof.core.events import us_interval_to_ns
 from moeprof.options import LoadOptions
 from moeprof.pipeline import analyze_paths as _analyze_paths
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 ALL = ["synthetic_1host_8gpu", "synthetic_1host_8gpu.trace.json.gz", "synthetic_2host_4gpu", "cpu_moe_8dev"]

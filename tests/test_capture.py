@@ -27,7 +27,7 @@ from moeprof.capture.nsys import build_nsys_export_command, build_nsys_profile_c
 from moeprof.cli import app
 from moeprof.errors import InputError
 
-from .test_nsys import make_export
+from .helpers import make_export
 
 ROOT = Path(__file__).resolve().parents[1]
 XLA_FLAGS = "--xla_force_host_platform_device_count=2"

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from moeprof.cli import app
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 SYNTH = SAMPLES / "synthetic_1host_8gpu"

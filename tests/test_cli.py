@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from moeprof.cli import app
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 SAMPLE_INPUTS = [

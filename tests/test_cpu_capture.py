@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import moeprof
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 RUN = SAMPLES / "cpu_moe_8dev"
 

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from moeprof.cli import app
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 DROPLESS = SAMPLES / "cpu_moe_8dev"

@@ -39,7 +39,7 @@ from tests.fuzz.oracle import check, sanity
 from tests.fuzz.rocpd_cases import generate_rocpd
 from tests.fuzz.runner import Outcome
 
-from .conftest import judge_fuzz_result
+from .helpers import judge_fuzz_result
 
 RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "150"))
 ROCPROF_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPROF_RUNS", "40"))

@@ -21,7 +21,7 @@ from moeprof.pipeline import analyze_paths, load_trace
 from moeprof.readers.xplane import device_description
 from moeprof.reports import terminal
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 REQUIRED = ("V100", "A100", "H100", "H200", "B200", "GB200", "GB300", "MI300X", "MI325X", "MI355X")

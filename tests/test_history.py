@@ -17,7 +17,7 @@ from moeprof.core.analysis import Analysis
 from moeprof.gate.check import GateResult
 from moeprof.gate.history import record_run, sparkline
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 SAVED = SAMPLES / "cpu_moe_8dev" / "analysis.json"

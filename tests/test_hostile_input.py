@@ -33,8 +33,7 @@ from moeprof.errors import InputError
 from moeprof.readers import ReadContext, read_file
 from tests.fuzz import protowire as pw
 
-from .conftest import SAMPLES
-from .test_nsys import to_parquetdir
+from .helpers import SAMPLES, to_parquetdir
 
 SQLITE = SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"
 XPLANE = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"

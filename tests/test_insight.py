@@ -16,7 +16,7 @@ from moeprof.insight.bandwidth import bus_factor, link_peaks
 from moeprof.insight.dependency import independent_ops
 from synthetic import gpu as synthetic
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 
 def test_exposed_split_by_link_matches_brute_force():

@@ -22,8 +22,7 @@ from moeprof.pipeline import analyze_paths, load, measure_file
 from moeprof.pipeline.merge import JobResults, finish_job
 from moeprof.readers.marks import moeprof_output
 
-from .conftest import SAMPLES, shared_trace
-from .test_nsys import to_parquetdir
+from .helpers import SAMPLES, shared_trace, to_parquetdir
 
 runner = CliRunner()
 XPLANE = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"

@@ -24,14 +24,16 @@ from moeprof.options import LoadOptions
 from moeprof.readers.base import ReadContext
 from moeprof.readers.kineto import _comm_fields, _innermost, _rank, is_kineto, read_kineto, us_pair_to_ns
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "kineto"
+from .helpers import SHARED_TRACES
+
+TRACES = SHARED_TRACES / "kineto"
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def load(rel: str) -> dict:
     path = TRACES / rel
     if not path.exists():
-        pytest.skip(f"real trace {path} not present (../shared/traces is optional)")
+        pytest.skip(f"real trace {path} not present (set MOEPROF_SHARED_TRACES to the shared real traces)")
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as fh:
         return orjson.loads(fh.read())

@@ -23,7 +23,7 @@ from moeprof.readers import chrome, kineto_columns
 from moeprof.readers.base import ReadContext
 from moeprof.readers.kineto_columns import KinetoColumns, columns_of_document, decode_columns
 
-from .conftest import shared_trace
+from .helpers import shared_trace
 
 GROUPS = {
     "device": (("kernel", "gpu_memcpy", "gpu_memset"), "X"),

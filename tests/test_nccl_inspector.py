@@ -18,7 +18,7 @@ from moeprof.readers import sniff
 from moeprof.readers.nccl_inspector import read
 from synthetic import nccl_inspector as gen
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 SAMPLE = SAMPLES / "nccl_inspector_8rank"

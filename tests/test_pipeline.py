@@ -15,7 +15,7 @@ from moeprof.core.classify import classify
 from moeprof.core.topology import attribute_links
 from moeprof.readers import read_file
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 SAMPLE_INPUTS = [
     "cpu_moe_8dev",

@@ -17,9 +17,7 @@ from moeprof.core.projection import ReplayJob
 from moeprof.core.replay import NEG, _sweep_numpy, _sweep_shortest, build_graph, has_compiled, replay
 from moeprof.readers import nsys, read_file
 
-from .conftest import shared_trace
-from .test_nsys import to_parquetdir
-from .test_projection import timelines
+from .helpers import shared_trace, timelines, to_parquetdir
 
 ROUTES = [True, False] if has_compiled() else [False]
 

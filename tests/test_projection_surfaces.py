@@ -32,8 +32,7 @@ from moeprof.pipeline import analyze_job, analyze_paths, load
 from moeprof.reports import terminal
 from moeprof.reports.text import duration, ms, pct, verdict_lines
 
-from .conftest import SAMPLES
-from .test_report import chromium, needs_chromium
+from .helpers import SAMPLES, chromium, needs_chromium
 
 runner = CliRunner()
 CPU = SAMPLES / "cpu_moe_8dev"  # 8 devices, a run folder: the ledger matches, balance is projected

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, SAMPLES
+from .helpers import ROOT, SAMPLES
 
 README = ROOT / "README.md"
 

@@ -12,7 +12,7 @@ import pytest
 
 import moeprof
 
-from .conftest import shared_trace
+from .helpers import shared_trace
 from .truth import union_length
 
 COMM = re.compile(r"nccl|dpsk::ep::internode::|multimem_all_reduce")

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from moeprof.cli import app
 from moeprof.readers.xspace_proto import messages
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 

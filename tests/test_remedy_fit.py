@@ -25,7 +25,7 @@ from moeprof.insight.opportunities import merge_same_time, rank
 from moeprof.insight.remedies import Situation, by_id, choose
 from moeprof.insight.stack import Stack
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 CPU_DEMO = SAMPLES / "cpu_moe_8dev"

@@ -17,7 +17,7 @@ import pytest
 
 import moeprof
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, SHARED_TRACES, shared_trace
 
 Rows = list[tuple[str, str]]
 
@@ -235,7 +235,7 @@ def test_every_sample_and_shared_trace_has_a_row() -> None:
     """The table covers every sample (a folder or a file of a trace) and every shared trace moeprof reads."""
     samples = {f"sample:{p.name}" for p in SAMPLES.iterdir() if p.is_dir() or p.name.endswith((".sqlite", ".json.gz"))}
     assert samples <= set(GOLDEN)
-    shared = SAMPLES.parent.parent / "shared" / "traces"
+    shared = SHARED_TRACES
     if not shared.exists():
         pytest.skip(f"{shared} not present")
     found = {

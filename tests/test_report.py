@@ -11,9 +11,7 @@ import base64
 import html
 import json
 import re
-import shutil
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -33,20 +31,12 @@ from moeprof.options import StepOptions
 from moeprof.pipeline import analyze_paths, load
 from moeprof.reports import html as html_report
 
-from .conftest import ROOT, SAMPLES, shared_trace
+from .helpers import ROOT, SAMPLES, chromium, needs_chromium, shared_trace
 from .ledger_brute import comm_instances, instances, stragglers
 
 runner = CliRunner()
 TWO_HOST = SAMPLES / "synthetic_2host_4gpu"
 CPU = SAMPLES / "cpu_moe_8dev"
-CHROMIUM = next(
-    (
-        p
-        for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
-        if p and Path(p).exists()
-    ),
-    None,
-)
 # category codes of the page, from the event table's own columns (not the library's mapping)
 BUCKET_CODES = {"compute": 0, "memcpy": 4, "other": 5}
 
@@ -474,27 +464,6 @@ def read_png(data: bytes) -> tuple[int, int, np.ndarray]:
     return width, height, out.reshape(height, width, bpp)[:, :, :3]
 
 
-def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-extensions",
-        f"--user-data-dir={tmp / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install chromium)")
 
 
 @needs_chromium

@@ -26,7 +26,7 @@ from tests.fuzz.engine import Harness
 from tests.fuzz.rocpd_cases import SEED_WEIGHTS as FUZZ_SEEDS
 from tests.fuzz.rocpd_cases import generate_rocpd, seed_case
 
-from .conftest import SAMPLES, assert_refused, judge_fuzz_result
+from .helpers import SAMPLES, assert_refused, judge_fuzz_result
 from .truth import assert_equals_truth, comm_ns_by_kind
 
 SYNTH = SAMPLES / "synthetic_rocpd_mi300x"

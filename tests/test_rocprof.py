@@ -23,7 +23,7 @@ from moeprof.cli import app
 from moeprof.readers import read_file
 from synthetic import rocprof as rocprof_synth
 
-from .conftest import SAMPLES, assert_refused, shared_trace
+from .helpers import SAMPLES, assert_refused, shared_trace
 from .truth import assert_equals_truth, comm_ns_by_kind, union_length
 
 REAL = "rocprof/flydsl_moe_gemm_mi350x_kernel_trace.csv.gz"

@@ -19,7 +19,7 @@ from moeprof.options import StepOptions
 from moeprof.pipeline import load, measure
 from synthetic import gpu as synthetic
 
-from .conftest import shared_trace
+from .helpers import shared_trace
 
 MI300 = "xplane/jax_conv_8xmi300.xplane.pb"
 MI300_MODULE = "jit_forward_3d_conv"

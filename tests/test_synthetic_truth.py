@@ -12,7 +12,7 @@ from moeprof.core.analysis import JSON_RATIOS, NS_KEYS
 from moeprof.options import StepOptions
 from synthetic import gpu as synthetic
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 from .truth import assert_equals_truth
 
 SCENARIOS = ["synthetic_1host_8gpu", "synthetic_2host_4gpu"]

@@ -31,7 +31,7 @@ from moeprof.reports.gate import render_diff
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 from .ledger_brute import comm_instances, stragglers
 
 runner = CliRunner()

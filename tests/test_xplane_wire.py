@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import os
 import random
 import sys
 from functools import cache
@@ -40,7 +39,7 @@ from moeprof.readers.xplane_wire import (
     read_xspace,
 )
 
-from .conftest import ROOT, SAMPLES, SHARED_TRACES, shared_trace
+from .helpers import NATIVE_REQUIRED, ROOT, SAMPLES, SHARED_TRACES, shared_trace
 
 STATS = ("hlo_op", "hlo_module", "program_id", "step_num", "device_ordinal", "run_id", "correlation_id", "flops")
 T_EPOCH = 1_733_011_200_000_000_123  # an epoch timestamp in ns: ps since then overflow int64, doubles lose ns
@@ -338,10 +337,6 @@ def _edge_case_bytes() -> bytes:
 
 
 # ------------------------------------------------------------------------------------------ tests
-
-
-# CI builds the native kernels (a C compiler is there) and sets this, so that a failed build fails the tests
-NATIVE_REQUIRED = os.environ.get("MOEPROF_REQUIRE_NATIVE") == "1"
 
 
 def _routes() -> list[str]:
