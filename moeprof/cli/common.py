@@ -20,6 +20,7 @@ import typer
 from ..errors import InputError
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..words import plural
+from . import interrupted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -110,8 +111,10 @@ class MoeprofGroup(typer.core.TyperGroup):
             command = getattr(getattr(exc, "ctx", None), "command_path", "") or "moeprof"
             message = " ".join(exc.format_message().split())
             raise SystemExit(_usage_refusal(f"{message} (see {command} --help)", exc.exit_code)) from None
-        except typer.Abort:
-            raise SystemExit(_usage_refusal("interrupted", 130)) from None
+        except typer.Abort:  # click's answer to a Ctrl-C outside a command's body
+            raise SystemExit(interrupted()) from None
+        if done == 130:  # typer's answer to a Ctrl-C outside the command's body: Exit(130), nothing said
+            raise SystemExit(interrupted())
         sys.exit(done if isinstance(done, int) else 0)
 
 
@@ -319,7 +322,7 @@ def guarded(fn: Callable[[], T]) -> T:
         raise fail(str(exc)) from None
     except KeyboardInterrupt as exc:
         # a long wait on another program (nsys export) says what it was doing and what it stopped
-        raise fail(f"interrupted {exc}" if str(exc) else "interrupted", 130) from None
+        raise typer.Exit(interrupted(str(exc))) from None
     except (typer.Exit, typer.Abort):
         raise
     except MemoryError:
