@@ -235,7 +235,7 @@ GpuOption = Annotated[
     typer.Option(
         "--gpu",
         help="Peaks (links, MFU) of this GPU instead of the one the trace names: V100, A100, H100, H200, H800, "
-        "B200, GB200, GB300, MI300X, MI325X, MI355X.",
+        "B200, GB200, GB300, MI300X, MI325X, MI350X, MI355X.",
     ),
 ]
 

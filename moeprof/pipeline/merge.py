@@ -651,14 +651,13 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    hardware = job_hardware(job.models, link_peaks)
-    scale_up = hardware.preset.scale_up if hardware.preset is not None else "nvlink"
-    collectives = annotate(collectives_table(comm), mode, hardware.peaks, scale_up)
+    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
+    hardware = job_hardware(job.models, link_peaks, stack.vendor)
+    collectives = annotate(collectives_table(comm), mode, hardware.peaks, hardware.scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
     independent = job.table("independent", ("device", "key", "independent_ns"))
     steps = sorted(job.steps, key=lambda s: (s.step, s.device))
-    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
     matched = records.join(ledger.records) if ledger is not None and records is not None else None
     hide = comm_opportunities(
         comm, collectives, independent, stack, op_stragglers(matched) if matched is not None else None
