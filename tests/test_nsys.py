@@ -23,6 +23,8 @@ from moeprof.core.vocabulary import vocabulary
 from moeprof.errors import InputError
 from moeprof.options import LoadOptions
 from moeprof.readers import Placement, ReadContext, nsys, read_file
+from moeprof.readers.nsys import export as nsys_export
+from moeprof.readers.nsys import nvtx
 
 from .helpers import P1, SHARED_TRACES, STRINGS, make_export, to_parquetdir
 
@@ -235,7 +237,7 @@ def test_read_only_nothing_written_beside(tmp_path: Path) -> None:
 
 def test_nsys_rep_without_nsys(monkeypatch: pytest.MonkeyPatch) -> None:
     path = real("alpa_rtx3090.nsys-rep")
-    monkeypatch.setattr(nsys.shutil, "which", lambda name: None)
+    monkeypatch.setattr(nsys_export.shutil, "which", lambda name: None)
     with pytest.raises(InputError) as err:
         parse_file(path)
     message = str(err.value)
@@ -652,7 +654,7 @@ def test_innermost_matches_brute_force() -> None:
     end = start + rng.integers(0, 3_000, n)
     q_tid = rng.integers(0, 5, m)
     q_t = rng.integers(0, 13_000, m)
-    got = nsys._innermost(tid, start, end, q_tid, q_t)
+    got = nvtx.innermost(tid, start, end, q_tid, q_t)
     for i in range(m):
         inside = np.flatnonzero((tid == q_tid[i]) & (start <= q_t[i]) & (end > q_t[i]))
         if not len(inside):
@@ -709,22 +711,22 @@ FAMILY_TEXTS = [
 @pytest.mark.parametrize("text", FAMILY_TEXTS)
 def test_prefilters_keep_every_family(text: str) -> None:
     """The SQL LIKE pre-filter and its regex twin are supersets of the exact family patterns."""
-    clean = nsys._TORCH_SUFFIX.sub("", text)
+    clean = nvtx.TORCH_SUFFIX.sub("", text)
     assert (
-        nsys.NCCL_CALL.match(clean)
+        nvtx.NCCL_CALL.match(clean)
         or vocabulary().comm_range.search(clean)
-        or nsys._THUNK.search(clean)
-        or nsys._XLA_MODULE.search(clean)
+        or nvtx.THUNK.search(clean)
+        or nvtx.XLA_MODULE.search(clean)
         or STEP_RANGE.match(clean)
     )
     conn = sqlite3.connect(":memory:")
-    like = " OR ".join("? LIKE ?" for _ in nsys._NVTX_LIKE)
-    args = [v for p in nsys._NVTX_LIKE for v in (text, p)]
+    like = " OR ".join("? LIKE ?" for _ in nvtx.NVTX_LIKE)
+    args = [v for p in nvtx.NVTX_LIKE for v in (text, p)]
     assert conn.execute(f"SELECT {like}", args).fetchone()[0] == 1
     conn.close()
     import pyarrow.compute as pc
 
-    assert pc.match_substring_regex(pa.array([text]), nsys._LIKE_REGEX, ignore_case=True).to_pylist() == [True]
+    assert pc.match_substring_regex(pa.array([text]), nvtx.LIKE_REGEX, ignore_case=True).to_pylist() == [True]
 
 
 def test_parquet_dir_through_the_pipeline(tmp_path: Path) -> None:
