@@ -721,3 +721,93 @@ def test_an_activity_table_without_its_time_columns_is_refused(tmp_path: Path, r
         name="empty.sqlite",
     )
     accepted(empty)  # an empty table without its columns leaves no activity out
+
+
+# ---- the three errors the fuzz campaign on main left behind "cannot process the input" -------------------------
+
+
+def _history_with_a_flipped_name(tmp_path: Path) -> Path:
+    """A moeprof history database whose application id and one table name were byte-flipped: SQLite's own message
+    then quotes the name ("malformed database schema (f\\xffgures)"), which Python cannot decode."""
+    db = tmp_path / "runs.db"
+    code, _, err = run("analyze", XPROF_JSON, "--history", db, "--json")
+    assert code == 0, err
+    data = bytearray(db.read_bytes())
+    data[68:72] = b"\0\0\0\0"  # the application id: no longer marked as moeprof's
+    at = data.find(b"figures")
+    assert at > 0
+    data[at + 1] = 0xFF
+    db.write_bytes(bytes(data))
+    return db
+
+
+def test_a_byte_flipped_history_database_is_refused_naming_it(tmp_path: Path) -> None:
+    db = _history_with_a_flipped_name(tmp_path)
+    before = db.read_bytes()
+    line = refused(db)
+    assert "malformed database schema" in line and "UnicodeDecodeError" not in line, line
+    for args, said in (
+        (("history", db), "a damaged moeprof history database"),
+        (("analyze", XPROF_JSON, "--history", db), "not a usable history database"),
+    ):
+        code, _, err = run(*args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"moeprof: {db}: {said}"), err
+        assert "malformed database schema" in lines[0]
+    assert db.read_bytes() == before
+
+
+def test_steps_whose_activities_all_last_no_time_measure_zero(tmp_path: Path) -> None:
+    """Kineto, each kernel on its own device and of zero duration, --steps 0:1: the projection's window of each
+    device has no length (it was an IndexError). Step 0 is ProfilerStep#0, 0-1000 µs, on every device of the
+    host: span 1 ms each, nothing accumulated."""
+    events_ = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": 1000 * i,
+         "dur": 1000}
+        for i in range(2)
+    ] + [
+        {"ph": "X", "cat": "kernel", "name": f"k{d}", "pid": d, "tid": 7, "ts": 100 + 300 * d, "dur": 0,
+         "args": {"device": d, "stream": 7}}
+        for d in range(6)
+    ]  # fmt: skip
+    trace = tmp_path / "own_devices.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events_}))
+    code, out, err = run("analyze", trace, "--steps", "0:1", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [(d["span_ns"], d["accumulated_ns"]) for d in doc["devices"]] == [(1_000_000, 0)] * 6
+
+
+def test_an_empty_window_measures_nothing() -> None:
+    from moeprof.core.metrics import DeviceTimeline
+
+    frame = pd.DataFrame(
+        {"start_ns": [5, 9], "end_ns": [5, 12], "bucket": ["compute", "comm"], "ib_fraction": [np.nan, np.nan]}
+    )
+    empty = np.zeros(0, dtype=np.int64)
+    measured = DeviceTimeline(frame).measure(empty, empty)
+    assert measured.figures.span_ns == 0 and measured.figures.accumulated_ns == 0
+    assert measured.clipped.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "synthetic_1host_8gpu.trace.json.gz",  # xprof JSON: its reader never compiled the marker (core.steps did)
+        "synthetic_1host_8gpu.nsys.sqlite",
+        "synthetic_2host_4gpu_kineto",
+        "synthetic_rocpd_mi300x",
+        "synthetic_rocprof_mi300x",
+    ],
+)
+@pytest.mark.parametrize("marker", ["(", "a{99999999999999999999}"])
+def test_a_step_marker_that_does_not_compile_is_refused_naming_the_option(sample: str, marker: str) -> None:
+    code, out, err = run("analyze", SAMPLES / sample, "--step-marker", marker)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith(f"moeprof: --step-marker {marker!r}: not a regular expression ("), lines[0]
+    # the library refuses it too, wherever it is first met (a reader, or the step finder)
+    with pytest.raises(InputError, match="--step-marker"):
+        moeprof.analyze_paths(
+            [SAMPLES / sample], moeprof.LoadOptions(step_marker=marker), moeprof.StepOptions(marker=marker), jobs=1
+        )

@@ -257,11 +257,15 @@ def analyze_options(
     run: str | None = None,
 ) -> tuple[LoadOptions, StepOptions]:
     """The reading and step options every analyzing command takes, with ``--steps`` validated."""
-    from ..core.steps import parse_selection
+    from ..core.steps import parse_selection, step_marker_pattern
 
     try:
         selection = parse_selection(steps)
     except ValueError as exc:
+        raise fail(str(exc)) from None
+    try:
+        step_marker_pattern(step_marker)  # refused before any file is read
+    except InputError as exc:
         raise fail(str(exc)) from None
     load = LoadOptions(
         rules=rules,

@@ -140,6 +140,8 @@ class DeviceTimeline:
         if win_s is None or win_e is None:
             lo, hi = self.bounds
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
+        if win_s.size == 0:  # a window of no length (activities of zero duration alone span none): nothing in it
+            return _empty_measure(n)
         # only rows that can touch the window: starts are sorted, durations bounded
         first = int(np.searchsorted(self.start, win_s[0] - self.max_duration, side="left"))
         last = int(np.searchsorted(self.start, win_e[-1], side="left"))
