@@ -20,7 +20,7 @@ from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
 from ..core.identity import DeviceFingerprint, JobIdentity, canonical, device_fingerprint
 from ..core.ledger_records import clock_domain, comm_records, empty_records
-from ..core.metrics import COMM, COMPUTE, DeviceTimeline, EventColumns
+from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
 from ..core.projection import empty_replay_table, empty_syncs, replay_table
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
@@ -32,27 +32,9 @@ from ..insight.stack import stack_facts
 from ..options import StepOptions
 from ..words import plural
 
-# per (op, kind, device): sums the merge adds up across files (collectives, opportunities, bandwidth)
-COMM_AGG_COLUMNS = [
-    "key",
-    "kind",
-    "device",
-    "count",
-    "total_ns",
-    "exposed_ns",
-    "bytes_sum",
-    "bytes_known",
-    "ib_ns",
-    "unknown_ns",
-    "exposed_ib_ns",
-    "exposed_unknown_ns",
-    "ib_sum",
-    "ib_known",
-    "ib_zero",
-    "ib_one",
-    "ib_max",
-    "xla",
-]
+# per (op, kind, device): the sums the merge adds up across files (collectives, opportunities, bandwidth), the
+# largest IB fraction, and whether any activity is XLA's
+COMM_AGG_COLUMNS = ["key", "kind", "device", *COMM_SUMS, "ib_max", "xla"]
 
 
 @dataclass
@@ -90,13 +72,6 @@ class FileResult:
     # (0-based among the file's steps after --skip-first), for the measured steps
     step_positions: dict[int, int] = field(default_factory=dict)
     dropped_activities: int = 0  # device activities the reader dropped as unplaceable
-
-
-def _group_sizes(groups: np.ndarray) -> np.ndarray:
-    """Members in each comma-separated group string (0 unknown), counted once per distinct string."""
-    codes, uniques = pd.factorize(groups)
-    sizes = np.array([len(str(g).split(",")) if g else 0 for g in uniques], dtype=np.int64)
-    return sizes[codes] if len(uniques) else np.zeros(len(groups), dtype=np.int64)
 
 
 def _independent_compute(
@@ -206,21 +181,7 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
         }
     )
     agg = frame.groupby("group", sort=True).agg(
-        count=("count", "sum"),
-        total_ns=("total_ns", "sum"),
-        exposed_ns=("exposed_ns", "sum"),
-        bytes_sum=("bytes_sum", "sum"),
-        bytes_known=("bytes_known", "sum"),
-        ib_ns=("ib_ns", "sum"),
-        unknown_ns=("unknown_ns", "sum"),
-        exposed_ib_ns=("exposed_ib_ns", "sum"),
-        exposed_unknown_ns=("exposed_unknown_ns", "sum"),
-        ib_sum=("ib_sum", "sum"),
-        ib_known=("ib_known", "sum"),
-        ib_zero=("ib_zero", "sum"),
-        ib_one=("ib_one", "sum"),
-        ib_max=("ib_max", "max"),
-        xla=("xla", "any"),
+        **{c: (c, "sum") for c in COMM_SUMS}, ib_max=("ib_max", "max"), xla=("xla", "any")
     )
     first = first_rows(group_id)  # group ids count from 0 in order of appearance
     devices = np.array([p.device for p in parts], dtype=object)
