@@ -18,8 +18,8 @@ from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
-from ..core.identity import DeviceFingerprint, JobIdentity, canonical, device_fingerprint
-from ..core.ledger_records import clock_domain, comm_records, empty_records
+from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device_fingerprint, identify
+from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
 from ..core.projection import empty_replay_table, empty_syncs, replay_table
 from ..core.steps import fallback_note, find_steps, select_steps
@@ -60,9 +60,9 @@ class FileResult:
     job: dict = field(default_factory=dict)  # world_size, rank: what the ledger's whole-job rule needs
     timeline: list[TimelineView] = field(default_factory=list)
     step_count: int = 0  # steps found in the file (selected or not)
-    # the file's activities as any format of its capture shows them (the merge reads a capture once)
-    fingerprint: tuple[DeviceFingerprint, ...] = ()
-    identity: JobIdentity = field(default_factory=JobIdentity)  # what the file says of its job
+    # what decides whether the file joins the job (core.identity), made beside its figures: what it says of its
+    # job, its activities as any format of its capture shows them, the devices it claims; the merge compares
+    who: FileIdentity = field(default_factory=lambda: FileIdentity("", "", JobIdentity(), (), ()))
     # §9: per device activity, the replay's columns (core.projection.REPLAY_COLUMNS), comm rows in the
     # order of ``records``; and the host synchronizations that launches move with
     replay: pd.DataFrame = field(default_factory=empty_replay_table)
@@ -345,7 +345,7 @@ def measure_file(
         dropped_activities=trace.dropped_activities,
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
-        clocks=_clocks(trace),
+        clocks=clock_domains(trace),
         records=pd.concat(record_parts, ignore_index=True) if record_parts else empty_records(),
         windows=_segments_frame(windows),
         exposed=_segments_frame(exposed_parts),
@@ -356,27 +356,7 @@ def measure_file(
         syncs=trace.host_syncs if len(trace.host_syncs) else empty_syncs(),
         models=dict(trace.device_models),
         step_positions=step_positions(all_steps, selected, step_options.skip_first),
-        fingerprint=canonical(prints),
-        identity=job_identity(trace),
-    )
-
-
-def job_identity(trace: Trace) -> JobIdentity:
-    """What the trace says of its job (core.identity): the merge refuses files that cannot be one job."""
-    events = trace.events
-    has = bool(len(events))
-    return JobIdentity(
-        format=trace.format,
-        world_size=trace.job.world_size,
-        rank=trace.job.rank,
-        devices=len(trace.device_names) if has or trace.devices else 0,
-        device_models=tuple(sorted({str(m) for m in trace.device_models.values() if m})),
-        framework=trace.framework,
-        hlo_modules=tuple(sorted({str(module) for module, _ in trace.hlo})),
-        hosts=tuple(trace.job.hosts),
-        start_ns=int(events["start_ns"].min()) if has else None,
-        end_ns=int(events["end_ns"].max()) if has else None,
-        process_groups=tuple(sorted((str(k), tuple(v)) for k, v in trace.process_groups.items())),
+        who=identify(trace, prints),
     )
 
 
@@ -428,8 +408,3 @@ def _device_ids(activity: pd.DataFrame) -> dict[str, int]:
         return {}
     pairs = activity[["device", "global_id"]].drop_duplicates("device")
     return dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
-
-
-def _clocks(trace: Trace) -> dict[str, str]:
-    """Device -> clock domain (spec §8)."""
-    return {device: clock_domain(trace, device) for device in trace.device_names}

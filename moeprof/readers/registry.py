@@ -7,14 +7,14 @@ import gc
 import importlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext, check_fits_in_memory, screen_times, sniff
-from .discovery import NOT_FILE_OR_DIR, is_nsys_parquet_dir
+from .discovery import NOT_FILE_OR_DIR, OTHER, UNREADABLE, is_nsys_parquet_dir
 from .sources import TraceSource, is_url
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ class Format:
     def read(self, path: Path, context: ReadContext) -> Trace:
         targets = set(self.modules.values())
         # one module for every kind (Nsight's SQLite, report and parquet folder alike), else the content decides
-        module = targets.pop() if len(targets) == 1 else self.modules.get(sniff(path))
+        kind = context.kind if context.kind in self.modules else None
+        module = targets.pop() if len(targets) == 1 else self.modules.get(kind or sniff(path))
         if module is None:
             # NCCL Inspector logs: per-collective rows without a timeline (:func:`read_inspector`), never a Trace of
             # device activities (that would make up the §4 figures)
@@ -79,11 +80,14 @@ READERS: tuple[Format, ...] = (
 )
 
 
-def reader_for(path: Path) -> tuple[Format, str]:
-    """The reader of a file (and the sniffed kind), or an InputError naming the file."""
+def reader_for(path: Path, kind: str | None = None) -> tuple[Format, str]:
+    """The reader of a file (and the sniffed kind), or an InputError naming the file. ``kind``: what the job's
+    plan already sniffed (``discovery.file_kind``); a kind that is no format is found again here, where its
+    refusal names the file."""
     if path.exists() and not path.is_file() and not path.is_dir():
         raise InputError(path, NOT_FILE_OR_DIR)  # opening a FIFO would wait for a writer
-    kind = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
+    if kind is None or kind in (OTHER, UNREADABLE):
+        kind = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
     for reader in READERS:
         if reader.sniff(path, kind):
             return reader, kind
@@ -94,8 +98,9 @@ def reader_for(path: Path) -> tuple[Format, str]:
     )
 
 
-def read_file(path: TraceSource, context: ReadContext | None = None) -> Trace:
-    """Read one trace file into a :class:`Trace` (raw columns; not yet classified).
+def read_file(path: TraceSource, context: ReadContext | None = None, kind: str | None = None) -> Trace:
+    """Read one trace file into a :class:`Trace` (raw columns; not yet classified); ``kind``: its sniffed kind
+    where the job's plan holds it (not sniffed again).
 
     A URL is read through a local copy (``moeprof.readers.sources``).
     """
@@ -105,13 +110,13 @@ def read_file(path: TraceSource, context: ReadContext | None = None) -> Trace:
 
         return read_url(str(path), context)
     path = Path(path)
-    reader, kind = reader_for(path)
+    reader, kind = reader_for(path, kind)
     check_fits_in_memory(path, kind)
     # readers build many small objects and no cycles: the cyclic GC would only rescan them
     enabled = gc.isenabled()
     gc.disable()
     try:
-        trace = reader.read(path, context)
+        trace = reader.read(path, replace(context, kind=kind))
     except (InputError, KeyboardInterrupt):
         raise
     except MemoryError:

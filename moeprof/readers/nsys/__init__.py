@@ -61,7 +61,7 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
     path = Path(path)
     if path.is_dir():
         return read_parquet_dir(path, context)
-    fmt = sniff(path)
+    fmt = context.kind or sniff(path)
     if fmt == "sqlite":
         return parse_sqlite(path, path, report_stem(path), host_index, marker)
     if fmt == "nsys-rep":
