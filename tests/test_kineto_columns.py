@@ -1,7 +1,7 @@
 """The Kineto columnar decoder against a plain ``json`` reading of the same documents.
 
 The expected rows are computed here, event by event from ``json.loads``, with the
-rules of the dict reader that parse_kineto used before (category and phase
+rules the format defines (category and phase
 filters, ``str(name)``, ``np.asarray(ts, float)``, ``args.get("device", pid)``,
 ints else -1...), sharing no code with the decoder.
 """

@@ -63,7 +63,7 @@ def main() -> None:
         raise SystemExit(interrupted()) from None
     finally:
         # the work is done (or abandoned): the exit need not search everything imported (pandas,
-        # pyarrow...) for reference cycles, ~0.1 s of a command; atexit handlers still run. A Ctrl-C from
+        # pyarrow...) for reference cycles (docs/performance.md); atexit handlers still run. A Ctrl-C from
         # here on finds nothing left to stop
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)

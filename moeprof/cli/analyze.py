@@ -113,7 +113,8 @@ def analyze_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Project a change (spec §9): 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE, "
+            help="Project a change (the measured activities replayed in their order): 'scale(FILTERS)=F' "
+            "(bucket=, kind=, link=, device=, host=, name~RE, "
             "opportunity=N), 'scale()=F', 'balance', 'balance(FILTERS)'. Repeatable: the terms combine.",
         ),
     ] = None,

@@ -69,8 +69,8 @@ def report_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine;"
-            " spec §9). Default: 'balance' for a job of several devices and up to 100,000 activities.",
+            help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine)."
+            " Default: 'balance' for a job of several devices and up to 100,000 activities.",
         ),
     ] = None,
     no_projection: Annotated[

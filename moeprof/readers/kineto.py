@@ -459,7 +459,7 @@ def _nccl_tests_bytes(args: dict) -> float:
 
 
 def _check_times(ts: np.ndarray, dur: np.ndarray | None, bad: np.ndarray, path: Path, what: str) -> None:
-    """The dict reader's checks, in its order: every ts a finite number, then every dur."""
+    """The time checks, in their order: every ts a finite number, then every dur (the first failing one is named)."""
     for values, bit in ((ts, 1), (dur, 2)):
         if values is None:
             continue

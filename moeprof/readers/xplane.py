@@ -476,7 +476,7 @@ def _walk_jaxlib(
     user_step: re.Pattern | None,
 ) -> _Walk:
     """Walk every event through jaxlib's ProfileData (a Python step per event)."""
-    # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax (~0.5 s)
+    # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax
     try:
         from jaxlib._profile_data import ProfileData
     except ImportError:  # pragma: no cover - a jaxlib that moved it

@@ -1144,8 +1144,8 @@ def report_paths(
 def projected_by_default(analysis: Analysis) -> bool:
     """Whether the page draws the balance projection unasked: a job of several devices and at most
     ``DEFAULT_PROJECTION_ACTIVITIES`` activities. Measuring the projected timeline costs about what
-    measuring the job did, so a larger job gets it with ``--what-if balance`` (the report stays within
-    1.3x analyze's time, benchmarks/bench_xplane.py)."""
+    measuring the job did, so a larger job gets it with ``--what-if balance`` (the report's time against
+    analyze's: benchmarks/bench_xplane.py, docs/performance.md)."""
     return (
         len(analysis.devices) > 1
         and can_project(analysis)
