@@ -386,3 +386,17 @@ def test_closed_stdout_pipe_ends_as_a_unix_tool(mode: list[str]) -> None:
     os.close(write_end)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGPIPE and err == b"", (proc.returncode, err[-2000:])
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_every_help_is_boxed_and_shows_every_option_name_whole(width: int) -> None:
+    """At 80 columns typer's six-column panels cut check's longest names (--max-exposed-transfer-fraction is 31
+    characters): its help was click's plain text while every other command's was boxed. Every command's help is
+    boxed, and every option name reads whole."""
+    import re
+
+    for command in _every_command()[1:]:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", runner.invoke(app, [*command, "--help"], terminal_width=width).output)
+        assert "╭─ Options" in text, (command, text[:400])
+        cut = re.findall(r"--[a-z][\w-]*…", text)  # rich ends a name it cuts with an ellipsis
+        assert not cut, (command, cut)
