@@ -40,3 +40,14 @@ def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield cluster.address
     finally:
         cluster.stop()
+
+
+# fixtures that cost tens of seconds (a demo run in a child JAX process, a Dask cluster): a test that takes one
+# is slow whatever its own time, and leaves the edit loop (python -m pytest -m "not slow")
+SLOW_FIXTURES = frozenset({"child", "child_dir", "capacity_run", "dask_scheduler"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

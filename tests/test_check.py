@@ -238,6 +238,7 @@ def test_bad_config_exits_2(tmp_path, text, needle):
     assert needle in line and str(cfg) in line
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2(tmp_path):
     assert "no gates" in one_line_error(invoke("check", SYNTH))
     assert "no such file" in one_line_error(invoke("check", tmp_path / "missing", "--max-comm-share", "0.5"))
@@ -275,6 +276,7 @@ def _with_exposed_scaled(analysis: dict, factor: float) -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_baseline_tolerance_both_ways(synth_analysis, tmp_path):
     base = tmp_path / "base.json"
     res = invoke("baseline", "save", SYNTH, "-o", base)
@@ -352,6 +354,7 @@ def _check_against(tmp_path: Path, base: dict, current: dict, *args: str) -> tup
     return res.exit_code, {g["figure"]: g for g in doc["gates"]}
 
 
+@pytest.mark.slow
 def test_a_worst_step_within_the_noise_of_the_steps_holds(synth_analysis, tmp_path):
     """The issue's case: an unchanged run whose worst step is 9% above the baseline's failed at
     --tolerance 0.05. One step up 9%, another down 9%: the step means agree, the gate holds."""
@@ -514,6 +517,7 @@ def dropped_trace(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_dropped_activities_fail_check_unless_allowed(dropped_trace, tmp_path):
     res = invoke("check", dropped_trace, "--max-comm-share", "0.9")
     assert res.exit_code == 2, res.stdout

@@ -175,6 +175,7 @@ def test_model_read_from_shared_traces(relative, model, preset):
     assert match(model).preset.name == preset
 
 
+@pytest.mark.slow
 def test_model_read_from_samples_and_used_without_gpu():
     trace = load_trace(SAMPLES / "synthetic_2host_4gpu_kineto" / "rank5.pt.trace.json.gz")
     assert trace.device_models == {"rank5/GPU:1": "NVIDIA H100 80GB HBM3"}  # local GPU 1 of the second host
@@ -269,6 +270,7 @@ def test_large_all_reduce_under_peak_is_not_latency_bound():
 # ---------------------------------------------------------------- model TFLOPS above the trace's own peak
 
 
+@pytest.mark.slow
 def test_model_tflops_above_the_traces_own_peak_is_flagged_and_refused(tmp_path):
     folder = shared_trace("kineto/dlrm_8rank_v100")
     args = ["analyze", str(folder), "--model", "deepseek-v3", "--tokens-per-step", "1048576", "--job-devices", "256"]
@@ -294,6 +296,7 @@ def test_model_tflops_above_the_traces_own_peak_is_flagged_and_refused(tmp_path)
 # ---------------------------------------------------------------- the NVLink domain fits the hosts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [3, 5, 6, 12])
 def test_domain_size_that_cuts_a_host_is_refused(size):
     res = runner.invoke(app, ["analyze", str(SAMPLES / "synthetic_1host_8gpu"), "--nvlink-domain-size", str(size)])
@@ -305,6 +308,7 @@ def test_domain_size_that_cuts_a_host_is_refused(size):
         analyze_paths([SAMPLES / "synthetic_1host_8gpu"], LoadOptions(nvlink_domain_size=size))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [1, 2, 4, 8, 16, 72])
 def test_domain_size_of_whole_hosts_or_even_parts_is_taken(size):
     a = analyze_paths([SAMPLES / "synthetic_1host_8gpu"], LoadOptions(nvlink_domain_size=size))
@@ -338,6 +342,7 @@ def test_mi300_xplane_says_xgmi():
     assert "MI300X" in text
 
 
+@pytest.mark.slow
 def test_html_names_xgmi(tmp_path: Path):
     path = shared_trace("xplane/jax_conv_8xmi300.xplane.pb")
     out = tmp_path / "r.html"
@@ -348,6 +353,7 @@ def test_html_names_xgmi(tmp_path: Path):
     assert "= MI300X (xGMI 448 GB/s" in html
 
 
+@pytest.mark.slow
 def test_an_amd_gpu_without_a_preset_reads_xgmi_and_gets_hip_graphs(tmp_path):
     """The MI300X sample with its agents renamed to a GPU the table lacks (MI250X): no peaks, but the fabric is
     still xGMI on screen and in the JSON, and launch gaps get HIP graphs, not CUDA graphs."""

@@ -186,6 +186,7 @@ def xplane_with_line_time(tmp_path: Path, timestamp_ns: int) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("timestamp_ns", [INT64_MAX, -(2**63)])
 def test_xplane_line_time_near_int64_limits(tmp_path: Path, timestamp_ns: int) -> None:
     """xplane-extreme-times-overflow and value-past-int64-at-output: the line's events wrapped around int64
@@ -202,6 +203,7 @@ def test_xplane_line_time_near_int64_limits(tmp_path: Path, timestamp_ns: int) -
         assert 0 <= dev["busy_ns"] <= min(dev["span_ns"], dev["accumulated_ns"])
 
 
+@pytest.mark.slow
 def test_times_before_the_clock_zero_are_dropped(tmp_path: Path) -> None:
     """Fuzz case 7:685: an XEvent.offset_ps of -2^63 put a step at -9.2e15 ns, and negative step start_ns/end_ns
     reached the output. The window starts at the clock's zero: an activity or marker before it is dropped."""
@@ -291,6 +293,7 @@ def _device_row(doc: dict, device: str) -> dict:
     return next(d for d in doc["devices"] if d["device"] == device)
 
 
+@pytest.mark.slow
 def test_xplane_event_106_days_away_is_an_outlier(tmp_path: Path) -> None:
     """Fuzz: offset_ps = 2^63 - 1 (106 days, under 2^62 ns) on 2 events stretched GPU:0's span and idle time to
     106 days with exit 0. They are dropped with a warning; the device's figures are those of the sample
@@ -350,6 +353,7 @@ def _nsys_moved(tmp_path: Path, name: str = "x.sqlite") -> tuple[Path, int, int]
     return db, device, max(e for _, e in rows) - min(s for s, _ in rows)
 
 
+@pytest.mark.slow
 def test_nsys_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
     db, device, span = _nsys_moved(tmp_path)
     doc = accepted(db)
@@ -358,6 +362,7 @@ def test_nsys_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
     assert any("x.sqlite: dropped 1 device activity as outliers" in w for w in doc["warnings"])
 
 
+@pytest.mark.slow
 def test_nsys_parquet_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
     db, device, span = _nsys_moved(tmp_path)
     folder = to_parquetdir(db, tmp_path / "x_parquet")
@@ -468,6 +473,7 @@ def xplane_with_bad_utf8(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_native_log_lines_are_folded_into_the_one_error_line(tmp_path: Path) -> None:
     """native-log-lines-on-stderr: jaxlib's absl lines reached the terminal before moeprof's line."""
     path = xplane_with_bad_utf8(tmp_path)
@@ -570,6 +576,7 @@ def test_corrupt_deflate_stream_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "corrupt gzip data" in refused(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inflater", ["isal", "zlib"])
 def test_gzip_reads_the_same_and_fails_the_same_with_either_inflater(tmp_path: Path, monkeypatch, inflater) -> None:
     """A .json.gz is inflated by ISA-L where python-isal imports, by zlib where it does not: the same
@@ -607,6 +614,7 @@ def zlib_or_gzip_error() -> tuple[type[BaseException], ...]:
     return (zlib.error, OSError, EOFError)
 
 
+@pytest.mark.slow
 def test_corrupt_xplane_metadata_plane_is_refused_in_one_line(tmp_path: Path) -> None:
     """xplane-metadata-decode-error: DecodeError escaped from the HLO plane."""
     space = pw.decode(XPLANE.read_bytes())
@@ -618,6 +626,7 @@ def test_corrupt_xplane_metadata_plane_is_refused_in_one_line(tmp_path: Path) ->
     assert "the /host:metadata plane (HLO) is corrupt: Error parsing message" in refused(path)
 
 
+@pytest.mark.slow
 def test_nsys_null_and_odd_enum_ids_are_skipped(tmp_path: Path) -> None:
     """nsys-null-id and nsys-name-not-text: astype(int) of a NULL id, .upper() of a float name."""
     db = edited_sqlite(
@@ -634,6 +643,7 @@ def test_nsys_null_and_odd_enum_ids_are_skipped(tmp_path: Path) -> None:
     assert doc["total"]["accumulated_ns"] == accepted(SQLITE)["total"]["accumulated_ns"]
 
 
+@pytest.mark.slow
 def test_nsys_parquet_binary_nvtx_text_is_decoded_leniently(tmp_path: Path) -> None:
     """nsys-parquet-binary-text: UnicodeDecodeError on NVTX text that is not UTF-8."""
     folder = to_parquetdir(SQLITE, tmp_path / "pq")
@@ -684,6 +694,7 @@ def test_library_load_applies_the_same_window(tmp_path: Path) -> None:
     assert len(trace.events) == 1 and any("cannot be placed" in w for w in trace.warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [1e300, float("nan")])
 def test_xplane_double_where_an_integer_stat_is_expected(tmp_path: Path, monkeypatch, value: float) -> None:
     """xplane-stat-value-to-int: jaxlib hands a double stat over as a float; a program id of 1e300 or NaN
@@ -706,6 +717,7 @@ def test_xplane_double_where_an_integer_stat_is_expected(tmp_path: Path, monkeyp
     assert set(trace.events["program_id"].tolist()) == {-1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ["sqlite", "parquet"])
 def test_an_activity_table_without_its_time_columns_is_refused(tmp_path: Path, route: str) -> None:
     """Fuzz case 300:2206: CUPTI_ACTIVITY_KIND_KERNEL without an `end` column was skipped without a word,

@@ -151,6 +151,7 @@ def test_old_schema_parses() -> None:
 SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)"
 
 
+@pytest.mark.slow
 def test_torch_all_to_all_sendrecv_kernels() -> None:
     path = real("torch_a2a_2gpu.sqlite")
     table = classify(parse(path))
@@ -290,6 +291,7 @@ def process_gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+@pytest.mark.slow
 def test_nsys_export_that_never_returns_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hung export is killed after the timeout, with the process it started, and named in one line."""
     report = tmp_path / "hangs.nsys-rep"
@@ -314,6 +316,7 @@ def test_nsys_export_that_never_returns_is_stopped(tmp_path: Path, monkeypatch: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "child.pid", "hangs.nsys-rep"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_nsys_export_says_interrupted(tmp_path: Path) -> None:
     """Ctrl-C while the export runs: "interrupted during nsys export of <report>", exit 130, the export stopped.
 
@@ -348,6 +351,7 @@ def test_ctrl_c_during_nsys_export_says_interrupted(tmp_path: Path) -> None:
     assert process_gone(child), "the export's own child outlived the interrupt"
 
 
+@pytest.mark.slow
 def test_nsys_export_stopped_by_a_signal_says_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An export that a signal stops (its own Ctrl-C, a kill) was interrupted: not "failed: exit code -2"."""
     report = tmp_path / "cut.nsys-rep"
@@ -492,6 +496,7 @@ def same_events(ta: Trace, tb: Trace) -> None:
             assert left.astype(str).tolist() == right.astype(str).tolist(), col
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["torch_a2a_2gpu.sqlite", "saxpy_mpi_old_schema.sqlite"])
 def test_parquet_dir_reads_like_sqlite(name: str, tmp_path: Path) -> None:
     path = real(name)

@@ -66,11 +66,13 @@ def _assert_identity(path: Path) -> None:
     assert np.array_equal(g.start + job.delta, job.table["start_ns"].to_numpy(np.int64))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE_INPUTS)
 def test_identity_on_samples(name: str) -> None:
     _assert_identity(SAMPLES / name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", SHARED_INPUTS)
 def test_identity_on_shared_traces(relative: str) -> None:
     _assert_identity(shared_trace(relative))
@@ -79,6 +81,7 @@ def test_identity_on_shared_traces(relative: str) -> None:
 # ---------------------------------------------------------------- random graphs
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(timelines(), st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.1, 2.0, 3.0]))
 def test_replay_is_monotonic(job: dict, factor: float) -> None:
@@ -218,6 +221,7 @@ def _saving_by_replay(job: moeprof.core.projection.ReplayJob, mask: np.ndarray) 
     return job.steps_end_saving(s, e)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", ["counterfactual", "cpu_moe_8dev", "synthetic_2host_4gpu_kineto"])
 def test_opportunity_savings_agree_with_one_replay_each(sample: str, counterfactual: moeprof.Analysis) -> None:
     """Every exact saving equals a replay of its own; every bound holds; an opportunity with no work on
@@ -297,6 +301,7 @@ def test_bad_terms_are_one_line_errors(term: str) -> None:
     assert term in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_cli_what_if(tmp_path: Path) -> None:
     sample = str(SAMPLES / "synthetic_2host_4gpu_kineto")
     bad = subprocess.run(
@@ -322,6 +327,7 @@ def test_cli_what_if(tmp_path: Path) -> None:
     assert projections[1]["saving_ns"] > 0
 
 
+@pytest.mark.slow
 def test_large_jobs_without_numba_are_not_projected(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the compiled replay a big job gets a warning instead of an hours-long relaxation."""
     merge = sys.modules["moeprof.pipeline.merge"]

@@ -49,6 +49,7 @@ def kineto_rows(path) -> list[tuple[str, str, int, int]]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rel",
     [
@@ -88,6 +89,7 @@ def sqlite_rows(path, device: int) -> list[tuple[str, str, int, int]]:
     return rows
 
 
+@pytest.mark.slow
 def test_nsight_all_to_all_by_sql():
     path = shared_trace("nsys/torch_a2a_2gpu.sqlite")
     result = moeprof.analyze_paths([path]).to_json()

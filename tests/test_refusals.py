@@ -21,6 +21,8 @@ from moeprof.readers.xspace_proto import messages
 
 from .helpers import SAMPLES, shared_trace
 
+pytestmark = pytest.mark.slow  # every test here runs for seconds (the edit loop: -m "not slow")
+
 runner = CliRunner()
 
 

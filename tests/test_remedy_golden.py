@@ -229,6 +229,7 @@ def matched(found: tuple[tuple[str, str], ...], rows: Rows) -> tuple[Counter, Co
     return got, Counter(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(GOLDEN), ids=lambda k: k.split(":", 1)[1])
 def test_golden_remedy_families(key: str) -> None:
     got, want = matched(opportunities(trace_path(key)), GOLDEN[key])

@@ -83,6 +83,7 @@ def _mi300_by_hand(path: Path) -> dict[tuple[int, int], tuple[int, int]]:
     return windows
 
 
+@pytest.mark.slow
 def test_mi300_steps_are_the_module_executions(route):
     path = shared_trace(MI300)
     analysis = moeprof.analyze_paths([path])
@@ -111,6 +112,7 @@ def test_mi300_device_figures_do_not_depend_on_steps(route):
     assert with_steps["total"] == without["total"]
 
 
+@pytest.mark.slow
 def test_mi300_step_selection_on_fallback_steps():
     path = shared_trace(MI300)
     expected = _mi300_by_hand(path)
