@@ -16,6 +16,7 @@ from .helpers import SAMPLES
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
 
+
 @pytest.fixture
 def samples() -> Path:
     return SAMPLES

@@ -477,8 +477,6 @@ def read_png(data: bytes) -> tuple[int, int, np.ndarray]:
     return width, height, out.reshape(height, width, bpp)[:, :, :3]
 
 
-
-
 @needs_chromium
 @pytest.mark.parametrize(
     "name, timelines, lanes",

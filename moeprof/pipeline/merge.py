@@ -116,9 +116,6 @@ def spread(
     return Spread(device_spread, straggler, tuple(summaries), slowest)
 
 
-
-
-
 @dataclass
 class _FileTake:
     """What the coordinator keeps of one file until the job is decided (all small)."""
