@@ -10,22 +10,7 @@ import sys
 import threading
 from typing import Any
 
-_SAID = [False]  # whether this process said it was interrupted
-
-
-def interrupted(detail: str = "") -> int:
-    """Answer Ctrl-C: one line on stderr, once, and the exit code 130 (128 + SIGINT).
-
-    A second Ctrl-C while the command winds down (workers stopped, files closed) is ignored from
-    here on: it would print a traceback from wherever it landed, or, once the interpreter is
-    exiting, end the process silently."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if not _SAID[0]:
-        _SAID[0] = True
-        sys.stderr.write(f"moeprof: interrupted{f' {detail}' if detail else ''}\n")
-        sys.stderr.flush()
-    return 130
+from .interrupt import interrupted, said_interrupted
 
 
 def _exit_interrupted() -> None:
@@ -36,7 +21,7 @@ def _exit_interrupted() -> None:
     compiled extensions run their module setup), even when moeprof caught it afterwards: the same Ctrl-C
     then ended with 130 or with SIGINT by chance. Registered first, this runs after every other exit
     handler (multiprocessing's stops the workers), then exits with the code said."""
-    if _SAID[0]:
+    if said_interrupted():
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

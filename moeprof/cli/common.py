@@ -20,7 +20,7 @@ import typer
 from ..errors import InputError
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..words import plural
-from . import interrupted
+from .interrupt import interrupted
 
 if TYPE_CHECKING:
     from rich.console import Console

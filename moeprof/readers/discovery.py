@@ -17,7 +17,7 @@ from .rocpd_schema import RESULTS_SUFFIX
 from .rocpd_schema import hostname as rocpd_host
 from .rocprof_names import capture_prefix
 from .rocprof_names import host_name as rocprof_host
-from .sources import TraceSource, is_url
+from .sources import TraceSource, file_url_path, filesystem, is_url, url_info
 
 P = TypeVar("P", bound=PurePath)
 
@@ -238,8 +238,6 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
     notes: list[str] = []
     for raw in inputs:
         if is_url(raw):
-            from .sources import discover_url
-
             found.extend(discover_url(str(raw), options, notes))
             continue
         path = Path(raw)
@@ -436,3 +434,54 @@ def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> 
         }
         keep.extend(p for p in group if p is not best and p.name.lower() not in expected)
     return sorted(keep)
+
+
+def discover_url(url: str, options: LoadOptions | None = None, notes: list[str] | None = None) -> list[TraceSource]:
+    """Trace files a URL names, in name order, as URLs (``file://``: as local paths).
+
+    What discovery leaves out (one capture in several formats) is appended to ``notes``.
+    """
+    notes = [] if notes is None else notes
+    local = file_url_path(url)
+    if local is not None:
+        local_files, local_notes = discover_job([local], options)
+        notes.extend(local_notes)
+        return local_files
+    fs, root = filesystem(url)
+    found = url_info(fs, root, url)
+    if found.get("type") != "directory" or fs.isfile(f"{root.rstrip('/')}/CUPTI_ACTIVITY_KIND_KERNEL.parquet"):
+        return [url]  # a file, or an nsys parquet export (read as one)
+
+    def listing(folder: str) -> tuple[list[str], list[str]]:
+        try:
+            entries = fs.ls(folder, detail=True)
+        except Exception as exc:
+            raise InputError(fs.unstrip_protocol(folder), f"cannot list: {exc}") from None
+        files = sorted(e["name"] for e in entries if e.get("type") != "directory")
+        dirs = sorted(e["name"] for e in entries if e.get("type") == "directory")
+        return files, dirs
+
+    def traces_in(folder: str) -> list[str]:
+        files, _ = listing(folder)
+        chosen = select_trace_files([PurePosixPath(f) for f in files], fs.unstrip_protocol(folder), notes)
+        return [str(p) for p in chosen]
+
+    def runs_of(folder: str) -> list[str]:
+        base: str | None = f"{folder.rstrip('/')}/plugins/profile"
+        if not fs.isdir(base):
+            parts = PurePosixPath(folder).parts
+            base = folder if parts[-2:] == ("plugins", "profile") else None
+        return listing(base)[1] if base else []
+
+    runs = runs_of(root)
+    if runs:
+        run = choose_run(url, [PurePosixPath(r) for r in runs], options or LoadOptions())
+        files = traces_in(str(run))
+    else:
+        files = traces_in(root)
+        if not files:  # a moeprof run folder keeps its traces one level down
+            for sub in listing(root)[1]:
+                files.extend(traces_in(sub) or [f for r in runs_of(sub)[-1:] for f in traces_in(r)])
+    if not files:
+        raise InputError(url, "directory holds no trace files")
+    return [str(fs.unstrip_protocol(f)) for f in files]
