@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -150,7 +151,7 @@ def route(paths: Iterable[str]) -> list[Stop]:
 
 def climbs(stops: list[Stop]) -> int:
     layered = [s.layer for s in stops if s.layer is not None]
-    return sum(1 for a, b in zip(layered, layered[1:]) if b > a)
+    return sum(1 for a, b in itertools.pairwise(layered) if b > a)
 
 
 def main() -> None:
