@@ -112,7 +112,7 @@ def test_user_rules_come_first(tmp_path):
 def test_every_kernel_name_in_the_real_xplanes_is_classified():
     from moeprof.pipeline import load
 
-    from .conftest import shared_trace
+    from .helpers import shared_trace
 
     for rel in ("xplane/tf_bert_8xv100_worker.xplane.pb", "xplane/jax_conv_8xmi300.xplane.pb"):
         activity = concat([trace.events for trace in load(shared_trace(rel))])
@@ -142,7 +142,7 @@ def test_every_distinct_name_in_the_shared_traces_is_classified(rel):
     """No activity left unclassified silently; every communication kernel name lands in comm with a kind."""
     from moeprof.pipeline import load
 
-    from .conftest import shared_trace
+    from .helpers import shared_trace
 
     activity = concat([trace.events for trace in load(shared_trace(rel))])
     names = activity.drop_duplicates(["name", "bucket", "kind", "rule"])
@@ -206,7 +206,7 @@ def test_rocclr_copies_in_the_mi300_trace_leave_compute():
     """The 8xMI300 JAX trace: its __amd_rocclr_copyBuffer kernels are memcpy; every other kernel is compute."""
     from moeprof.pipeline import analyze_paths, load
 
-    from .conftest import shared_trace
+    from .helpers import shared_trace
 
     path = shared_trace("xplane/jax_conv_8xmi300.xplane.pb")
     total = analyze_paths([path]).to_json()["total"]

@@ -42,7 +42,7 @@ from tests.fuzz.oracle import check, sanity
 from tests.fuzz.rocpd_cases import generate_rocpd
 from tests.fuzz.runner import Outcome
 
-from .conftest import judge_fuzz_result
+from .helpers import judge_fuzz_result
 
 RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "150"))
 ROCPROF_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPROF_RUNS", "40"))
@@ -73,6 +73,7 @@ def specials() -> dict[str, Case]:
 # ---- moeprof under fuzz ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SEED_WEIGHTS | ROCPROF_SEED_WEIGHTS | TPU_SEED_WEIGHTS))
 def test_seed_is_accepted(harness: Harness, deadline: float, name: str) -> None:
     """Every seed, unmutated, is a valid trace: the mutations start from something moeprof reads."""
@@ -81,12 +82,14 @@ def test_seed_is_accepted(harness: Harness, deadline: float, name: str) -> None:
     judge_fuzz_result(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPECIALS)
 def test_fuzz_special(harness: Harness, specials: dict[str, Case], name: str) -> None:
     """FIFOs, /dev/null, newlines in names, WAL in a read-only folder, sparse giants, a gzip bomb, nsys stand-ins."""
     judge_fuzz_result(harness.run(specials[name]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(RUNS))
 def test_fuzz(harness: Harness, deadline: float, index: int) -> None:
     if time.monotonic() > deadline:
@@ -94,6 +97,7 @@ def test_fuzz(harness: Harness, deadline: float, index: int) -> None:
     judge_fuzz_result(harness.run(generate(SEED, index)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(TPU_RUNS))
 def test_fuzz_tpu(harness: Harness, deadline: float, index: int) -> None:
     """The XPlane mutations on a real TPU v5e capture: TPU planes, their metadata stats, async lines."""
@@ -102,6 +106,7 @@ def test_fuzz_tpu(harness: Harness, deadline: float, index: int) -> None:
     judge_fuzz_result(harness.run(generate_tpu(SEED, index)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(ROCPROF_RUNS))
 def test_fuzz_rocprof(harness: Harness, deadline: float, index: int) -> None:
     """rocprofv3 CSV output sets: hostile cells, times as text, dropped columns and companions, cut bytes."""
@@ -113,6 +118,7 @@ def test_fuzz_rocprof(harness: Harness, deadline: float, index: int) -> None:
 # ---- the harness itself ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cases_are_reproducible() -> None:
     for index in range(40):
         a, b = generate(SEED, index), generate(SEED, index)

@@ -17,9 +17,7 @@ from moeprof.core.projection import ReplayJob
 from moeprof.core.replay import NEG, _sweep_numpy, _sweep_shortest, build_graph, has_compiled, replay
 from moeprof.readers import nsys, read_file
 
-from .conftest import shared_trace
-from .test_nsys import to_parquetdir
-from .test_projection import timelines
+from .helpers import shared_trace, timelines, to_parquetdir
 
 ROUTES = [True, False] if has_compiled() else [False]
 
@@ -129,6 +127,7 @@ def _brute_launch_pred(rj: ReplayJob, syncs: pd.DataFrame) -> np.ndarray:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", ["nsys/cloverleaf_a100.sqlite", "nsys/saxpy_mpi_old_schema.sqlite"])
 def test_nsys_launch_bounds_follow_the_rule(relative: str) -> None:
     """On one-device exports: the graph's launch edges are the brute force's, and the replay is the identity."""
@@ -332,6 +331,7 @@ def _graph(job: dict):
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(launched_timelines(), st.booleans())
 def test_shortest_path_replay_is_the_relaxations_fixed_point(job: dict, uniform: bool) -> None:
@@ -377,6 +377,7 @@ def test_shortest_path_replay_needs_no_relaxation(job: dict) -> None:
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
+@pytest.mark.slow
 def test_shortest_path_replay_on_a_real_job() -> None:
     """The real 8-rank DLRM (2,244 activities, all-to-all and all-reduce instances, launch bounds after
     synchronizations): the shortest-path search, unchanged and with each kind's transfer halved, is the

@@ -32,8 +32,7 @@ from moeprof.pipeline import analyze_job, analyze_paths, load
 from moeprof.reports import terminal
 from moeprof.reports.text import duration, ms, pct, verdict_lines
 
-from .conftest import SAMPLES
-from .test_report import chromium, needs_chromium
+from .helpers import SAMPLES, chromium, needs_chromium
 
 runner = CliRunner()
 CPU = SAMPLES / "cpu_moe_8dev"  # 8 devices, a run folder: the ledger matches, balance is projected
@@ -65,6 +64,7 @@ def same(a, b) -> bool:
 # ---------------------------------------------------------------- terminal
 
 
+@pytest.mark.slow
 def test_payoff_rows_are_the_projections_of_their_terms(result, job):
     analysis, traces = job
     bought = payoffs(result)
@@ -160,6 +160,7 @@ def saved(tmp_path_factory) -> tuple[Path, float]:
     return out, balance["saving_ns"] / balance["step_ns"]["measured"]
 
 
+@pytest.mark.slow
 def test_check_gates_the_balance_saving(saved):
     path, fraction = saved
     assert 0.05 < fraction < 0.5
@@ -224,6 +225,7 @@ def test_change_ratios_are_b_over_a_per_device_and_step():
     assert kind.what == "all-to-all duration" and kind.ratio == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_diff_of_a_run_with_itself_explains_nothing_and_leaves_no_residual():
     res = invoke("diff", CPU, CPU, "--json")
     assert res.exit_code == 0, res.output
@@ -235,6 +237,7 @@ def test_diff_of_a_run_with_itself_explains_nothing_and_leaves_no_residual():
     assert e["explained_ms"] == pytest.approx(0) and e["residual_ms"] == pytest.approx(0)
 
 
+@pytest.mark.slow
 def test_diff_explains_a_projected_ablation(tmp_path, job):
     """B is A's projection written as a trace (annotate --what-if): its step is the projection's step, so the
     diff's projection of A with B's compute and all-to-all ratios lands near B's measured step."""
@@ -257,6 +260,7 @@ def test_diff_explains_a_projected_ablation(tmp_path, job):
 # ---------------------------------------------------------------- annotate --what-if
 
 
+@pytest.mark.slow
 def test_annotate_what_if_writes_the_projected_activities(tmp_path, job):
     analysis, traces = job
     out = tmp_path / "p.trace.json.gz"
@@ -311,6 +315,7 @@ def embedded(text: str) -> dict:
     return json.loads(m.group(1))
 
 
+@pytest.mark.slow
 def test_report_draws_the_projection_beside_the_measured_timeline(tmp_path, job):
     analysis, traces = job
     out = tmp_path / "r.html"
@@ -344,6 +349,7 @@ def test_report_draws_the_projection_beside_the_measured_timeline(tmp_path, job)
     assert "<title>moeprof report · cpu_moe_8dev" in text
 
 
+@pytest.mark.slow
 def test_report_what_if_and_no_projection(tmp_path):
     out = tmp_path / "r.html"
     res = invoke("report", CPU, "-o", out, "--what-if", "scale(kind=all-to-all)=0.5")
@@ -368,6 +374,7 @@ def ablation_pair(tmp_path_factory) -> tuple[Path, Path, dict]:
     return base / "a", base / "b", {"step_ns": rerun.step_times()}
 
 
+@pytest.mark.slow
 def test_diff_explains_a_halved_all_to_all(ablation_pair):
     a, b, truth = ablation_pair
     res = invoke("diff", a, b, "--json")

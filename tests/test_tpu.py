@@ -17,7 +17,7 @@ from moeprof.cli.main import app
 from moeprof.readers.registry import read_file
 from synthetic.tpu import AsyncOp, Chip, Op, write_trace_json, write_xplane
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 

@@ -116,7 +116,8 @@ def analyze_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Project a change (spec §9): 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE, "
+            help="Project a change (the measured activities replayed in their order): 'scale(FILTERS)=F' "
+            "(bucket=, kind=, link=, device=, host=, name~RE, "
             "opportunity=N), 'scale()=F', 'balance', 'balance(FILTERS)'. Repeatable: the terms combine.",
         ),
     ] = None,
@@ -130,7 +131,7 @@ def analyze_command(
         from ..insight.bandwidth import link_peaks
         from ..insight.whatif import parse_terms
         from ..pipeline import analyze_paths, with_throughput
-        from ..readers import discover
+        from ..readers.discovery import plan_job
 
         terms = list(what_if or [])
         parse_terms(terms)  # a bad term fails before any trace is read
@@ -140,10 +141,10 @@ def analyze_command(
             steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         peaks = link_peaks(gpu, link_peak)
-        files = discover(list(paths), options)
-        with file_progress(len(files), enabled=not json) as advance:
+        plan = plan_job(list(paths), options)  # the files, decided once
+        with file_progress(len(plan.files), enabled=not json) as advance:
             result = analyze_paths(
-                list(paths), options, step_options, progress=advance, link_peaks=peaks,
+                plan, options, step_options, progress=advance, link_peaks=peaks,
                 execution=exec_options(jobs, scheduler, skip_bad), what_if=terms,
             )  # fmt: skip
         if model or tokens_per_step:

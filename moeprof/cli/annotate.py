@@ -42,7 +42,7 @@ def annotate_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Write the job replayed with this change instead (repeatable, the terms combine; spec §9), with its"
+            help="Write the job replayed with this change instead (repeatable, the terms combine), with its"
             " critical path as a track: e.g. balance, 'scale(kind=all-to-all)=0.5'.",
         ),
     ] = None,

@@ -45,7 +45,7 @@ def diff_command(
         bool,
         typer.Option(
             "--explain/--no-explain",
-            help="Project the first run with the changes each other run shows (spec §9) and print what they "
+            help="Replay the first run with the changes each other run shows and print what they "
             "explain of its step. --no-explain reads the inputs in worker processes (--jobs, --scheduler) instead.",
         ),
     ] = True,
@@ -84,7 +84,7 @@ def diff_command(
         if explain and (first_traces is None or any(t is None for _, t in loaded[1:])):
             doc["warnings"].append(
                 "no projection explains the differences of a saved analysis: diff the traces or run folders"
-                " to see what the changes explain (spec §9)"
+                " to see what the changes explain"
             )
         for w in doc["warnings"]:
             stderr_console().print(f"moeprof: warning: {w}", markup=False, highlight=False, soft_wrap=True)

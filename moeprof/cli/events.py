@@ -48,17 +48,19 @@ def events_command(
             output_format(output)  # before anything is read: a wrong name fails at once
         except ValueError as exc:
             raise fail(str(exc)) from None
-        options = replace(load_options(rules, gpus_per_node, domain, run), all_kernel_stats=all_kernel_stats)
-        from ..pipeline.inspector import inspector_files, read_logs
-        from ..readers import discover
+        options = replace(
+            load_options(rules, gpus_per_node, domain, run), all_kernel_stats=all_kernel_stats
+        )
+        from ..pipeline.inspector import read_logs
+        from ..readers.discovery import plan_job
 
-        files = discover(list(paths), options)
-        if inspector_files(files):  # no timeline: the table is one row per collective per rank
-            events, notes, _ = read_logs([Path(f) for f in files])
+        plan = plan_job(list(paths), options)
+        if plan.inspector:  # no timeline: the table is one row per collective per rank
+            events, notes, _ = read_logs([Path(f) for f in plan.files])
             for note in notes:
                 typer.echo(f"moeprof: warning: {note}", err=True)
         else:
-            events = concat([trace.events for trace in load(list(paths), options)])
+            events = concat([trace.events for trace in load(plan, options)])
         try:
             write_events(events, output)
         except OSError as exc:

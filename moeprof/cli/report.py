@@ -72,8 +72,8 @@ def report_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine;"
-            " spec §9). Default: 'balance' for a job of several devices and up to 100,000 activities.",
+            help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine)."
+            " Default: 'balance' for a job of several devices and up to 100,000 activities.",
         ),
     ] = None,
     no_projection: Annotated[
@@ -86,7 +86,7 @@ def report_command(
         domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         from ..insight.bandwidth import link_peaks
-        from ..readers import discover
+        from ..readers.discovery import plan_job
         from ..reports.html import report_paths
 
         if lanes not in ("device", "stream"):
@@ -105,12 +105,12 @@ def report_command(
         peaks = link_peaks(gpu, link_peak)
         # one rule with analyze: the PATHs are one job unless --compare says they are runs to compare
         groups = [[p] for p in paths] if compare and len(paths) > 1 else [list(paths)]
-        files = len(discover(list(paths), options))
-        with file_progress(files) as advance:
+        plans = [plan_job(g, options) for g in groups]  # each input's files, decided once
+        with file_progress(sum(len(p.files) for p in plans)) as advance:
             size = report_paths(
                 groups, output, options, step_options, peaks, lanes, max_events,
                 execution=exec_options(jobs, scheduler, skip_bad), progress=advance,
-                what_if=[] if no_projection else what_if,
+                what_if=[] if no_projection else what_if, plans=plans,
             )  # fmt: skip
         typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from ..errors import InputError
+from .ledger import DEVICE_KEYS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,17 +43,9 @@ NS_KEYS: tuple[str, ...] = (
     "exposed_comm_ib_ns",
     "exposed_comm_unknown_link_ns",
 )
-# §8: present where the ledger ran (several members of a group in the inputs)
-LEDGER_KEYS: tuple[str, ...] = (
-    "comm_wait_ns",
-    "comm_transfer_ns",
-    "comm_unmatched_ns",
-    "exposed_wait_ns",
-    "exposed_transfer_ns",
-    "exposed_unmatched_ns",
-    "straggler_count",
-    "caused_wait_ns",
-)
+# §8: present where the ledger ran (several members of a group in the inputs): the ledger's own per-device
+# figures (core.ledger.DEVICE_KEYS), named once there
+LEDGER_KEYS: tuple[str, ...] = DEVICE_KEYS
 # ratio -> (numerator, denominator); the only definition of each ratio
 RATIOS: dict[str, tuple[str, str]] = {
     "comm_share": ("comm_ns", "accumulated_ns"),

@@ -54,12 +54,22 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Vendor:
+    """A GPU vendor, told from a name a trace carries even where no preset matches, and its scale-up fabric."""
+
+    name: str  # as presets spell it: AMD, NVIDIA
+    scale_up: str  # fabric key: xgmi | nvlink
+    patterns: tuple[re.Pattern[str], ...]
+
+
+@dataclass(frozen=True)
 class HardwareTable:
     gpus: tuple[GpuPreset, ...]
     variants: tuple[Variant, ...]
     fabrics: dict[str, Fabric]
     base_latency_us: float
     base_latency_source: str
+    vendors: tuple[Vendor, ...] = ()
 
 
 def _patterns(values: list[str]) -> tuple[re.Pattern[str], ...]:
@@ -96,8 +106,9 @@ def table() -> HardwareTable:
         for g in doc["gpu"]
     )
     variants = tuple(Variant(_patterns(v["match"]), v["reason"]) for v in doc.get("variant", []))
+    vendors = tuple(Vendor(name, v["scale_up"], _patterns(v["match"])) for name, v in doc.get("vendor", {}).items())
     model = doc["model"]
-    return HardwareTable(gpus, variants, fabrics, float(model["base_latency_us"]), model["source"])
+    return HardwareTable(gpus, variants, fabrics, float(model["base_latency_us"]), model["source"], vendors)
 
 
 def _normal(name: str) -> str:
@@ -168,3 +179,13 @@ def fabric_text(text: str, scale_up: str = "NVLink", scale_out: str = "InfiniBan
         text = re.sub(r"\bIB\b", scale_out, text)
         text = re.sub(r"\bib\b", scale_out.lower(), text)
     return text
+@cache
+def vendor_of(name: str) -> Vendor | None:
+    """The vendor a GPU name says (first of the table's vendors that matches), or None."""
+    text = _normal(name)
+    return next((v for v in table().vendors if any(p.search(text) for p in v.patterns)), None)
+
+
+def vendor_named(name: str) -> Vendor | None:
+    """The table's vendor of that name (a preset's ``vendor``), or None."""
+    return next((v for v in table().vendors if v.name == name), None)

@@ -460,7 +460,8 @@ def _sweep_kernel():  # pragma: no cover - compiled
 _KERNEL = None
 
 
-# below this many activities the numpy route replays faster than numba imports (0.7 s) and loads its cache
+# below this many activities the numpy route replays faster than numba imports and loads its cache
+# (docs/performance.md)
 COMPILED_FROM = 20_000
 MAX_PASSES = 64
 ROUTES = ("native", "numba", "numpy")
@@ -476,12 +477,13 @@ def _native() -> Any:
 
 
 # without a compiled sweep: below this many activities the relaxation's passes cost less than importing
-# scipy's graph search (~0.4 s; a 2,000-activity stream relaxes in 0.2 s, 8,000 in 1.6 s, searched in 0.02 s)
+# scipy's graph search (docs/performance.md)
 SHORTEST_FROM = 4_000
 
 
 def has_compiled() -> bool:
-    """A compiled sweep is there: the C one, or numba (found, not imported: its import alone is ~0.7 s)."""
+    """A compiled sweep is there: the C one, or numba (found, not imported: its import alone outlasts a small
+    replay)."""
     return routes() != ("numpy",)
 
 

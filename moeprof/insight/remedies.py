@@ -67,6 +67,7 @@ class Remedy:
     text: str
     roles: tuple[str, ...] = ()
     framework: str | None = None
+    vendor: str | None = None  # AMD | NVIDIA: the GPUs' vendor (HIP graphs, not CUDA graphs, on AMD)
     workload: str | None = None
     links: tuple[str, ...] = ()
     devices: str | None = None
@@ -83,6 +84,7 @@ class Remedy:
             s.kind in self.kinds
             and (not self.roles or s.role in self.roles)
             and (self.framework is None or self.framework == stack.framework)
+            and (self.vendor is None or self.vendor == stack.vendor)
             and (self.workload is None or self.workload == stack.workload)
             and (not self.links or s.link in self.links)
             and (self.devices is None or self.devices == s.devices)
@@ -109,6 +111,7 @@ def catalogue() -> tuple[tuple[Remedy, ...], dict[str, str]]:
             text=r["text"],
             roles=_tuple(r.get("roles", ())),
             framework=r.get("framework"),
+            vendor=r.get("vendor"),
             workload=r.get("workload"),
             links=_tuple(r.get("links", ())),
             devices=r.get("devices"),

@@ -6,7 +6,7 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TypeVar
 
@@ -28,16 +28,7 @@ from ..core.analysis import (
     sum_figures,
 )
 from ..core.events import concat as concat_tables
-from ..core.hardware import TPU_FABRICS, is_tpu_job
-from ..core.identity import (
-    FRAMEWORK_FORMATS,
-    DeviceFingerprint,
-    JobIdentity,
-    covers,
-    disagreement,
-    index_keys,
-    own_key,
-)
+from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
@@ -126,25 +117,11 @@ def spread(
     return Spread(device_spread, straggler, tuple(summaries), slowest)
 
 
-FORMAT_RICHNESS = ("xplane", "nsys", "nsys-parquet", "kineto", "chrome")  # of one capture's formats, read the first
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """What decides whether a file joins the job: its identity, its fingerprint, the devices it claims."""
-
-    source: str
-    part_format: str
-    identity: JobIdentity
-    fingerprint: tuple[DeviceFingerprint, ...]
-    claimed: list[str]
-
-
 @dataclass
 class _FileTake:
     """What the coordinator keeps of one file until the job is decided (all small)."""
 
-    who: Candidate
+    who: FileIdentity
     inputs: list[str]
     warnings: list[str]
     devices: list[DeviceFigures]
@@ -203,16 +180,8 @@ class JobResults:
 
     def add(self, index: int, part: FileResult) -> None:
         """Take in one file's result (then the caller can drop it)."""
-        source = part.inputs[0] if part.inputs else f"input {index}"
-        who = Candidate(
-            source=source,
-            part_format=part.format,
-            identity=part.identity,
-            fingerprint=part.fingerprint,
-            claimed=list(part.device_ids or {d.device: -1 for d in part.devices}),
-        )
         self.files[index] = _FileTake(
-            who=who,
+            who=part.who,
             inputs=list(part.inputs),
             warnings=list(part.warnings),
             devices=list(part.devices),
@@ -315,7 +284,7 @@ class JobResults:
 
     @property
     def formats(self) -> set[str]:
-        return {f.who.part_format for f in self._kept()}
+        return {f.who.format for f in self._kept()}
 
     @property
     def ranks(self) -> set[int | None]:
@@ -367,133 +336,6 @@ class JobResults:
         windows = self.table("windows", ("device", "start_ns", "end_ns"))
         exposed = self.table("exposed", ("device", "start_ns", "end_ns"))
         return records, build_ledger(records, windows, exposed, self.whole_job(), device_ids)
-
-
-def decide_files(files: Mapping[int, Candidate]) -> tuple[set[int], list[str]]:
-    """Which files of a job are set aside as another format of a capture read once, and the notes that
-    say so; refuses (InputError) files that cannot be one job, or two files that claim one device.
-
-    Input order decides every tie, so the answer never depends on the order results arrived in."""
-    order = sorted(files)
-    dropped: set[int] = set()
-    twins: dict[int, list[int]] = {}  # kept file -> the files of its capture set aside
-    buckets: dict[tuple[int, ...], set[int]] = {}
-    for i in order:
-        for printed in files[i].fingerprint:
-            buckets.setdefault(own_key(printed), set()).add(i)
-    for i in order:
-        if i in dropped:
-            continue
-        a = files[i]
-        near = {j for printed in a.fingerprint for key in index_keys(printed) for j in buckets.get(key, ())}
-        for j in sorted(near):
-            b = files[j]
-            if j <= i or j in dropped or not _maybe_same_capture(a, b):
-                continue
-            a_holds_b = covers(a.fingerprint, b.fingerprint)
-            b_holds_a = (not a_holds_b or len(a.fingerprint) == len(b.fingerprint)) and covers(
-                b.fingerprint, a.fingerprint
-            )
-            if not (a_holds_b or b_holds_a):
-                continue
-            # the file holding more devices, else the richer format, else the earlier input
-            keep, drop = (i, j) if a_holds_b and (not b_holds_a or _richness(a) <= _richness(b)) else (j, i)
-            dropped.add(drop)
-            twins.setdefault(keep, []).append(drop)
-            if drop == i:
-                break
-    kept = [i for i in order if i not in dropped]
-    notes = [
-        f"{', '.join(files[d].source for d in sorted(twins[k]))} "
-        f"{'holds' if len(twins[k]) == 1 else 'hold'} the same activities as {files[k].source}: one "
-        f"capture in two formats (or one file twice); read {files[k].source} only"
-        for k in kept
-        if k in twins
-    ]
-    _refuse_different_jobs([files[i] for i in kept])
-    owner: dict[str, str] = {}
-    for i in kept:
-        f = files[i]
-        for device in f.claimed:
-            first = owner.setdefault(device, f.source)
-            if first != f.source:
-                # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
-                raise InputError(
-                    f.source,
-                    f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
-                    "twice? Analyze them separately (moeprof report --compare shows them side by side)",
-                )
-    return dropped, notes
-
-
-def _richness(f: Candidate) -> int:
-    return FORMAT_RICHNESS.index(f.part_format) if f.part_format in FORMAT_RICHNESS else len(FORMAT_RICHNESS)
-
-
-def _maybe_same_capture(a: Candidate, b: Candidate) -> bool:
-    """What the files say before their activities are compared: two ranks, or two hosts named by one
-    format, are two captures however alike their activities."""
-    if a.identity.rank is not None and b.identity.rank is not None and a.identity.rank != b.identity.rank:
-        return False
-    named = ("xplane", "nsys", "nsys-parquet")  # host names from the file's content (Chrome's is its file name)
-    if a.part_format == b.part_format in named and a.identity.hosts and b.identity.hosts:
-        return a.identity.hosts == b.identity.hosts
-    return True
-
-
-_STATES: tuple[Callable[[JobIdentity], bool], ...] = (
-    lambda i: i.world_size is not None,
-    lambda i: bool(i.device_models),
-    lambda i: i.framework in ("jax", "tensorflow", "pytorch") and i.format in FRAMEWORK_FORMATS,
-    lambda i: bool(i.hlo_modules),
-    lambda i: bool(i.process_groups),
-    lambda i: i.wall_clock,
-)
-
-
-def _refuse_different_jobs(files: Sequence[Candidate]) -> None:
-    """Refuse files that cannot be one job, naming both and the field that disagrees (core.identity).
-
-    Each file is compared, in input order (the message never depends on which result arrived first),
-    with the first earlier file that states each field (a few files, so 1,000 files cost 1,000
-    comparisons, not half a million), and the ranks and devices of the files must fit the world they
-    state."""
-    references: list[Candidate] = []  # the first file that states each field
-    for b in files:
-        for a in references:
-            why = disagreement(a.identity, b.identity)
-            if why:
-                raise InputError(
-                    b.source,
-                    f"cannot be one job with {a.source}: {why}. Analyze them separately "
-                    "(moeprof report --compare shows them side by side)",
-                )
-        for states in _STATES:
-            if states(b.identity) and not any(states(a.identity) for a in references):
-                references.append(b)
-                break
-    stated = next((f for f in files if f.identity.world_size is not None), None)
-    if stated is None or stated.identity.world_size is None:
-        return
-    world = stated.identity.world_size
-    ranks: set[int] = set()
-    devices = 0
-    counted: list[Candidate] = []
-    for f in files:
-        if f.identity.rank is not None:
-            ranks.add(f.identity.rank)
-        else:
-            devices += f.identity.devices
-        counted.append(f)
-        if len(counted) > 1 and len(ranks) + devices > world:
-            # name the file that stated the world and another: the one that went over, or the one before it
-            other = f if f is not stated else counted[-2]
-            raise InputError(
-                other.source,
-                f"cannot be one job with {stated.source}: world size {world}, but the files hold "
-                f"{len(ranks) + devices} ranks or devices. Analyze them separately "
-                "(moeprof report --compare shows them side by side)",
-            )
 
 
 def ledger_summary(ledger: Ledger) -> dict:
@@ -653,16 +495,13 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    hardware = job_hardware(job.models, link_peaks, [d.device for d in devices])
-    scale_up = hardware.preset.scale_up if hardware.preset is not None else "nvlink"
-    if is_tpu_job(d.device for d in devices):
-        scale_up = TPU_FABRICS[0]
-    collectives = annotate(collectives_table(comm), mode, hardware.peaks, scale_up)
+    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
+    hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.device for d in devices])
+    collectives = annotate(collectives_table(comm), mode, hardware.peaks, hardware.scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
     independent = job.table("independent", ("device", "key", "independent_ns"))
     steps = sorted(job.steps, key=lambda s: (s.step, s.device))
-    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
     matched = records.join(ledger.records) if ledger is not None and records is not None else None
     hide = comm_opportunities(
         comm, collectives, independent, stack, op_stragglers(matched) if matched is not None else None

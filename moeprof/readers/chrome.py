@@ -82,8 +82,8 @@ def _inflate_limit() -> tuple[int | None, int | None]:
 
 
 def _deflate_module() -> tuple[Any, type[Exception]]:
-    """(the zlib-like module that inflates, its error): ISA-L's (python-isal, ~1.8x zlib's speed on
-    trace JSON: 125 MB in 0.15 s against 0.27 s) where it imports, else zlib. Same interface."""
+    """(the zlib-like module that inflates, its error): ISA-L's (python-isal, faster than zlib on trace JSON:
+    docs/performance.md) where it imports, else zlib. Same interface."""
     try:
         from isal import isal_zlib
     except ImportError:

@@ -7,10 +7,10 @@ step/module markers, never as activity; without an ``XLA Modules`` line (raw GPU
 captures), module executions come from launch evidence (:mod:`.xplane_launches`).
 Traces without GPU planes (CPU captures) use each XLA CPU device's thunk executions instead.
 
-jaxlib's ``ProfileData`` walks events natively and resolves stats (event and
-metadata stats merged, references resolved); the HLO of each program and the
-host name, which ``ProfileData`` does not expose, are read from the file's
-``/host:metadata`` plane and ``XSpace.hostnames`` with a tiny wire-format walk.
+The events are decoded by moeprof's own wire decoder (:mod:`.xplane_wire`: C kernels where they were built,
+else numba or numpy), which reads only the lines and stats the analysis uses; jaxlib's ``ProfileData`` (events
+walked natively, stats resolved) is the fallback for a file the decoder refuses. The HLO of each program and
+the host name are read from the file's ``/host:metadata`` plane and ``XSpace.hostnames``.
 """
 
 from __future__ import annotations
@@ -551,7 +551,7 @@ def _walk_jaxlib(
     user_step: re.Pattern | None,
 ) -> _Walk:
     """Walk every event through jaxlib's ProfileData (a Python step per event)."""
-    # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax (~0.5 s)
+    # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax
     try:
         from jaxlib._profile_data import ProfileData
     except ImportError:  # pragma: no cover - a jaxlib that moved it

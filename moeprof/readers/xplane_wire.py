@@ -1003,8 +1003,7 @@ def _stat_column(
 # --------------------------------------------------------------------------------------------- planes and lines
 
 # a plane whose lines are decoded on threads: below, thread hand-offs and the GIL on small arrays cost
-# more than they save (10M generated events on 2 cores: decoding 8.3 s -> 4.8 s with numpy, 8.0 -> 4.3 s
-# with numba; 1M: 0.66 -> 0.56 s)
+# more than they save (docs/performance.md)
 THREADED_FROM_BYTES = 4 << 20
 
 
@@ -1020,7 +1019,7 @@ class _LinePool:
         if self.threads == 1 or len(spans) < 2 or not threaded:
             return [fn(span) for span in spans]
         if self._executor is None:
-            from concurrent.futures import ThreadPoolExecutor  # (~6 ms of imports a small trace never needs)
+            from concurrent.futures import ThreadPoolExecutor  # (imports a small trace never needs)
 
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="moeprof-xplane")
         # results in line order; the first line (in order) that fails raises, as one thread would
@@ -1348,7 +1347,7 @@ def _slots_numpy(
 
 # Three routes decode the same bytes to the same columns (the tests run each against the others and
 # against jaxlib): "native", the C kernels of _xplane_native.c (built by setup.py where a C compiler is
-# there; ~1 ms to load, so used at any size); "numba", the same loops in _xplane_jit.py (the `fast`
+# there; they load at once, so they serve any size); "numba", the same loops in _xplane_jit.py (the `fast`
 # extra); "numpy", lockstep array passes (always there).
 DECODER_ROUTES = ("native", "numba", "numpy")
 # what the compiled kernels return instead of raising (the C module defines the same numbers: a test checks)
@@ -1363,16 +1362,12 @@ KERNEL_ERRORS = {
 }
 DECODER_ENV = "MOEPROF_XPLANE_DECODER"  # native | numba | numpy; unset (or auto): the fastest there
 _KERNELS: dict[str, ModuleType | None] = {}  # route -> its kernels, None where they do not load
-# numba costs ~0.6 s of CPU per process: its import (~0.17 s), and a first dispatch that, even from its
-# cache, loads numba's typing registries, whose BLAS check imports scipy.linalg where jax installed scipy
-# (0.15-0.4 s). It then decodes ~2.8x faster than numpy (10M generated events, 440 MiB: 3.2 s against 8.9 s
-# of CPU with the reader's stats, one thread each). At 1M events of the benchmark's XLA shape (48 MiB) it
-# loses (0.93 s against 0.80 s); at 1M compute kernels with their stats (59 MiB) it wins (1.07 s against
-# 1.39 s): from about this size on (where the native kernels are not built)
+# numba costs CPU in every process: its import, and a first dispatch that, even from its cache, loads
+# numba's typing registries, whose BLAS check imports scipy.linalg where jax installed scipy. It then decodes
+# faster than numpy: from about this size on, where the native kernels are not built (docs/performance.md)
 JIT_FROM_BYTES = 56 << 20
 # In moeprof's own processes the BLAS check is skipped (_numba_without_blas_check), which moves the
-# crossover down: `moeprof analyze --json`, medians of 3, numpy against numba: 37 MiB (750k XLA-shaped
-# events) 1.27 s against 1.30 s, 48 MiB (1M) 1.49 s against 1.42 s (numba, BLAS check kept: 1.67 s)
+# crossover down (docs/performance.md)
 JIT_FROM_BYTES_OWNED = 40 << 20
 
 
@@ -1409,7 +1404,7 @@ def _numba_without_blas_check() -> Iterator[None]:
     """In moeprof's own processes, let numba's typing registries load without importing scipy.linalg.
 
     numba sets ``numba.np.arraymath._HAVE_BLAS`` once, on its first dispatch, by importing
-    scipy.linalg (0.15-0.4 s here, more than the decoding it serves below ~40 MiB). With the probe
+    scipy.linalg (more than the decoding it serves below ~40 MiB: docs/performance.md). With the probe
     blocked it reads False, which only makes numba's own np.correlate/convolve use a plain loop in
     this process; np.dot still finds BLAS when compiled. A library call in someone else's process
     keeps numba's default: the setting outlives this call.

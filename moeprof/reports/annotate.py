@@ -225,9 +225,9 @@ def _tail(name: str, args: dict) -> bytes:
     return b',"name":' + orjson.dumps(name) + b',"args":' + orjson.dumps(args) + b"}"
 
 
-# ISA-L's deflate (python-isal) at level 1: on annotate's 1M compute kernels (259 MB of JSON) 27.4 MB in
-# 0.20 s, where zlib at level 3 gave 28.2 MB in 0.95 s (level 9 is ~20% smaller and ~10x slower still).
-# zlib writing on its thread was what annotate waited for; zlib remains where isal does not import.
+# ISA-L's deflate (python-isal) at level 1: about zlib level 3's size in a fraction of its time
+# (docs/performance.md). zlib writing on its thread was what annotate waited for; zlib remains where isal
+# does not import.
 ISAL_LEVEL = 1
 GZIP_LEVEL = 3
 

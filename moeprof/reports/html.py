@@ -75,7 +75,8 @@ from ..core.timeline import (
 from ..errors import InputError
 from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_paths
-from ..readers import TraceSource, discover
+from ..readers import TraceSource
+from ..readers.discovery import JobPlan, plan_job
 from .annotate import natural_key
 from .projected import ProjectedJob, can_project, project_timeline
 from .terminal import human_bytes
@@ -1082,7 +1083,7 @@ def distinct_labels(labels: Iterable[str]) -> list[str]:
 
 
 def analyze_input(
-    paths: Sequence[Path],
+    paths: Sequence[Path] | JobPlan,
     options: LoadOptions | None = None,
     step_options: StepOptions | None = None,
     link_peaks: dict[str, float] | None = None,
@@ -1093,11 +1094,12 @@ def analyze_input(
     progress: Callable[[TraceSource], None] | None = None,
 ) -> Analysis:
     """One input of a page of ``inputs`` inputs: its files read once (in worker processes, or on a Dask
-    cluster, when there are several), measured with the timeline views the page draws."""
-    files = len(discover(list(paths), options))
-    timeline = timeline_options(lanes, max_events, inputs, files)
+    cluster, when there are several), measured with the timeline views the page draws. ``paths``: the input's
+    paths, or their plan where the caller made it."""
+    plan = paths if isinstance(paths, JobPlan) else plan_job(list(paths), options)
+    timeline = timeline_options(lanes, max_events, inputs, len(plan.files))
     return analyze_paths(
-        list(paths), options, step_options, link_peaks=link_peaks, timeline=timeline, execution=execution,
+        plan, options, step_options, link_peaks=link_peaks, timeline=timeline, execution=execution,
         progress=progress,
     )  # fmt: skip
 
@@ -1113,25 +1115,27 @@ def report_paths(
     execution: ExecOptions | None = None,
     progress: Callable[[TraceSource], None] | None = None,
     what_if: Sequence[str] | None = None,
+    plans: Sequence[JobPlan] | None = None,
 ) -> int:
-    """``moeprof report``: each group of paths is one input (one job); several are compared.
+    """``moeprof report``: each group of paths is one input (one job); several are compared. ``plans``: the
+    groups' plans (``plan_job``) where the caller made them, one a group.
 
     One job is drawn beside its projection (§9): ``what_if``'s terms when given (an empty list: no
     projection), else ``balance`` where :func:`projected_by_default`. Returns the size written, in bytes.
     """
     labels = distinct_labels(input_label(list(g)) for g in groups)
+    plans = list(plans) if plans is not None else [plan_job(list(g), options) for g in groups]
     project_one = len(groups) == 1 and what_if != []
     inputs = 2 if project_one else len(groups)
     items = [
         ReportInput(
             label,
-            analyze_input(g, options, step_options, link_peaks, lanes, max_events, inputs, execution, progress),
+            analyze_input(plan, options, step_options, link_peaks, lanes, max_events, inputs, execution, progress),
         )
-        for label, g in zip(labels, groups)
+        for label, plan in zip(labels, plans, strict=True)
     ]
     if project_one and (what_if or projected_by_default(items[0].analysis)):
-        files = len(discover(list(groups[0]), options))
-        timeline = timeline_options(lanes, max_events, inputs, files)
+        timeline = timeline_options(lanes, max_events, inputs, len(plans[0].files))
         projected = project_timeline([], items[0].analysis, list(what_if or ["balance"]), timeline)
         items.append(projected_input(items[0].label, projected))
     return write_report(items, out, lanes=lanes, max_events=max_events)
@@ -1140,8 +1144,8 @@ def report_paths(
 def projected_by_default(analysis: Analysis) -> bool:
     """Whether the page draws the balance projection unasked: a job of several devices and at most
     ``DEFAULT_PROJECTION_ACTIVITIES`` activities. Measuring the projected timeline costs about what
-    measuring the job did, so a larger job gets it with ``--what-if balance`` (the report stays within
-    1.3x analyze's time, benchmarks/bench_xplane.py)."""
+    measuring the job did, so a larger job gets it with ``--what-if balance`` (the report's time against
+    analyze's: benchmarks/bench_xplane.py, docs/performance.md)."""
     return (
         len(analysis.devices) > 1
         and can_project(analysis)
