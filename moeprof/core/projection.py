@@ -35,7 +35,7 @@ from .analysis import NS_KEYS, DeviceFigures, ratio
 from .events import BUCKETS, bucket_codes, categorical, categorical_of, column_codes, combine_codes, lookup
 from .ledger_records import clock_domain
 from .metrics import EventColumns
-from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, tight_predecessor
+from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, walk_back
 from .trace import Trace
 
 CAUSES = ("compute", "transfer", "wait", "launch", "copy", "other")
@@ -284,14 +284,15 @@ class ReplayJob:
         delta = delta_of[clock_c]
         start = table["start_ns"].to_numpy(np.int64)
         end = np.maximum(table["end_ns"].to_numpy(np.int64), start)
-        stream = combine_codes(dev_c, _codes_of(table["stream"])[0])
+        stream = _codes_of(table["stream"])[0] + 1  # the graph takes a stream as a (device, stream) pair
         launch_ns = table["launch_ns"].to_numpy(np.int64)
         th_c, th_v = _codes_of(table["launch_thread"])
         known_thread = np.array([bool(v) for v in th_v.tolist()] + [False], dtype=bool)[th_c]
         # thread ids are a file's own: a thread is (device, thread)
         pair = dev_c * (len(th_v) + 1) + (th_c + 1)
-        pairs, thread = np.unique(np.where(known_thread, pair, -1), return_inverse=True)
-        thread = np.where(known_thread, thread, -1)
+        thread = np.where(known_thread, pair, -1)
+        launching = np.zeros(len(names) * (len(th_v) + 1) + 1, dtype=bool)  # the pairs that launched something
+        launching[pair[known_thread]] = True
         sync_arrays = None
         if syncs is not None and len(syncs):
             th_lut = {str(v): i for i, v in enumerate(th_v.tolist())}
@@ -299,8 +300,7 @@ class ReplayJob:
             s_dev = np.array([dev_lut.get(str(d), -1) for d in syncs["device"].tolist()], dtype=np.int64)
             s_th_c = np.array([th_lut.get(str(x), -1) for x in syncs["thread"].tolist()], dtype=np.int64)
             s_pair = s_dev * (len(th_v) + 1) + (s_th_c + 1)
-            at = np.minimum(np.searchsorted(pairs, s_pair), max(pairs.size - 1, 0))
-            s_th = np.where((pairs.size > 0) & (s_dev >= 0) & (s_th_c >= 0) & (pairs[at] == s_pair), at, -1)
+            s_th = np.where((s_dev >= 0) & (s_th_c >= 0) & launching[np.clip(s_pair, 0, launching.size - 1)], s_pair, -1)
             first_row = np.full(len(names) + 1, 0, dtype=np.int64)
             first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
             s_delta = np.where(s_dev >= 0, delta[first_row[s_dev]], 0)
@@ -396,17 +396,9 @@ class ReplayJob:
         inside = self.step_rows
         if not inside.size:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        start_by, start_how, end_by = tight_predecessor(g, g.start, g.end)
-        x = int(inside[np.argmax(g.end[inside])])
-        rows: list[int] = []
-        while x >= 0 and len(rows) <= g.size:
-            rows.append(x)
-            arrived = int(end_by[x])
-            if int(start_how[arrived]) == 0:
-                break
-            x = int(start_by[arrived])
-        chain = np.array(rows, dtype=np.int64)
-        weight = np.where(g.is_member[chain], g.transfer[chain], g.duration[chain])
+        chain, _, _ = walk_back(g, g.start, g.end, int(inside[np.argmax(g.end[inside])]))
+        node = g.node_of[chain]
+        weight = np.where(g.nodes.member_lo[node] >= 0, g.nodes.transfer[node], g.duration[chain])
         return chain, weight
 
     def projection(
@@ -462,47 +454,39 @@ class ReplayJob:
     def _critical(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[tuple[PathSegment, ...], np.ndarray]:
         g = self.graph
         rows = np.flatnonzero(self.step == step)
-        on_path: list[int] = []
         if not rows.size:
             return (), np.zeros(0, dtype=np.int64)
         step_start = int(s[rows].min())
-        start_by, start_how, end_by = tight_predecessor(g, s, e)
+        x = int(rows[np.argmax(e[rows])])
+        visited, arrived, pred = walk_back(g, s, e, x, after=step_start)
+        # per step of the walk: the activity's time from its arrival to its end, then the launch/host gap
+        # before that arrival (from the predecessor's end), both clipped at the step's start
+        arrival = s[arrived]
+        work_lo = np.maximum(arrival, step_start)
+        work_hi = e[visited]
+        before = e[np.maximum(pred, 0)]
+        gap_ok = (pred >= 0) & (arrival > step_start) & (before < arrival)
+        gap_lo = np.maximum(before, step_start)
         names_c, names_v = _codes_of(self.table["name"])
         kind_c, kind_v = _codes_of(self.table["kind"])
-        dev = g.device
+        device = self.device_names[g.device]
         out: list[PathSegment] = []
-
-        def add(x: int, bucket: str, kind: str, cause: str, name: str, lo: int, hi: int) -> None:
-            lo = max(lo, step_start)
+        steps = zip(
+            visited.tolist(), arrived.tolist(), work_lo.tolist(), work_hi.tolist(), gap_ok.tolist(),
+            gap_lo.tolist(), arrival.tolist(),
+        )  # fmt: skip
+        for x, cur, lo, hi, has_gap, g_lo, g_hi in steps:
             if hi > lo:
-                out.append(PathSegment(str(self.device_names[dev[x]]), bucket, kind, cause, name, lo, hi))
-
-        x = int(rows[np.argmax(e[rows])])
-        seen = 0
-        while x >= 0 and seen <= g.size:
-            seen += 1
-            b = int(self.bucket[x])
-            bucket = BUCKETS[b] if b >= 0 else "other"
-            kind = str(kind_v[kind_c[x]]) if kind_c[x] >= 0 else ""
-            name = str(names_v[names_c[x]]) if names_c[x] >= 0 else ""
-            arrived = int(end_by[x])
-            on_path.append(x)
-            cause = _BUCKET_CAUSE.get(bucket, "other")
-            add(x, bucket, kind, cause, name, int(s[arrived]), int(e[x]))
-            cur = arrived
-            if s[cur] <= step_start:
-                break
-            how, pred = int(start_how[cur]), int(start_by[cur])
-            if how == 0 or pred < 0:
-                break
-            if e[pred] < s[cur]:
-                add(cur, "", "", "launch", "launch/host gap", int(e[pred]), int(s[cur]))
-            if e[pred] <= step_start:
-                break
-            x = pred
+                b = int(self.bucket[x])
+                bucket = BUCKETS[b] if b >= 0 else "other"
+                kind = str(kind_v[kind_c[x]]) if kind_c[x] >= 0 else ""
+                name = str(names_v[names_c[x]]) if names_c[x] >= 0 else ""
+                cause = _BUCKET_CAUSE.get(bucket, "other")
+                out.append(PathSegment(str(device[x]), bucket, kind, cause, name, lo, hi))
+            if has_gap and g_hi > g_lo:
+                out.append(PathSegment(str(device[cur]), "", "", "launch", "launch/host gap", g_lo, g_hi))
         out.reverse()
-        on_path.reverse()
-        return tuple(out), np.array(on_path, dtype=np.int64)
+        return tuple(out), visited[::-1].copy()
 
     # ------------------------------------------------------------ §4/§8 figures of the projected timeline
 
@@ -642,31 +626,60 @@ def counterpart_durations(job: ReplayJob, selected: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(compute & (job.step != _NO_STEP))
     if not rows.size:
         return duration
-    name_c = _codes_of(job.table["name"])[0][rows]
+    name_c = job.codes("name")[0][rows]
     dev = g.device[rows]
     stp = job.step[rows]
-    order = np.lexsort((rows, g.start[rows], name_c, stp, dev))
-    key = combine_codes(dev[order], stp[order], name_c[order])
+    start = g.start[rows]
+    cell = combine_codes(dev, stp, name_c)
+    if rows.size < 2 or bool(np.all((dev[1:] > dev[:-1]) | ((dev[1:] == dev[:-1]) & (start[1:] >= start[:-1])))):
+        # the rows come by (device, start, row) already (a merged job's do): a stable sort by cell keeps that
+        order = _stable_order(cell)
+    else:
+        order = np.lexsort((rows, start, name_c, stp, dev))
+    key = cell[order]
     first = np.r_[True, key[1:] != key[:-1]]
     run_start = np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
     occurrence = np.empty(rows.size, dtype=np.int64)
     occurrence[order] = np.arange(key.size) - run_start
     group = combine_codes(stp, name_c, occurrence)
-    d = duration[rows]
-    by = np.lexsort((d, group))
-    gs, ds = group[by], d[by]
-    lo = np.searchsorted(gs, gs, "left")
-    hi = np.searchsorted(gs, gs, "right")
-    count = hi - lo
-    mid_lo = ds[lo + (count - 1) // 2]
-    mid_hi = ds[lo + count // 2]
-    total = mid_lo + mid_hi  # exact in int64; the mean rounded half to even
-    med = total // 2 + ((total % 2 == 1) & ((total // 2) % 2 == 1))
-    median = np.empty(rows.size, dtype=np.int64)
-    median[by] = med
+    median = _group_medians(group, dev, duration[rows])
     chosen = selected[rows]
     duration[rows[chosen]] = median[chosen]
     return duration
+
+
+def _stable_order(codes: np.ndarray) -> np.ndarray:
+    """``np.argsort(codes, kind="stable")`` for codes >= 0, by 16-bit radix passes where they fit."""
+    top = int(codes.max()) if codes.size else 0
+    if top < 1 << 16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    if top < 1 << 32:
+        low = np.argsort((codes & 0xFFFF).astype(np.uint16), kind="stable")
+        return low[np.argsort((codes[low] >> 16).astype(np.uint16), kind="stable")]
+    return np.argsort(codes, kind="stable")
+
+
+def _group_medians(group: np.ndarray, device: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Per row, the median ``d`` of its group (codes 0..G-1, at most one row per (group, device)): the mean of
+    the two middle values for even counts, half to even."""
+    n_groups = int(group.max()) + 1
+    n_dev = int(device.max()) + 1
+    count = np.bincount(group, minlength=n_groups)
+    if n_groups * n_dev <= 4 * group.size + 1024:
+        # a row of the devices' values per group, sorted: no sort of the rows themselves
+        table = np.full((n_groups, n_dev), np.iinfo(np.int64).max, dtype=np.int64)
+        table[group, device] = d
+        table.sort(axis=1)
+        at = np.arange(n_groups)
+        mid_lo, mid_hi = table[at, (count - 1) // 2], table[at, count // 2]
+    else:
+        by = np.lexsort((d, group))
+        lo = np.r_[0, np.cumsum(count)[:-1]]
+        ds = d[by]
+        mid_lo, mid_hi = ds[lo + (count - 1) // 2], ds[lo + count // 2]
+    total = mid_lo + mid_hi  # exact in int64; the mean rounded half to even
+    med = total // 2 + ((total % 2 == 1) & ((total // 2) % 2 == 1))
+    return med[group]
 
 
 __all__ = [
