@@ -9,7 +9,9 @@ def edges(
     stream_pred: np.ndarray,
     trigger: np.ndarray,
 ) -> None: ...
-def runs(order: np.ndarray, join: np.ndarray, node_of: np.ndarray, run_order: np.ndarray, node_lo: np.ndarray) -> int: ...
+def runs(
+    order: np.ndarray, join: np.ndarray, node_of: np.ndarray, run_order: np.ndarray, node_lo: np.ndarray
+) -> int: ...
 def sweep(
     order: np.ndarray,
     floor: np.ndarray,

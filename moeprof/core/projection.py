@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -192,10 +192,22 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
 
     def strings(column: str) -> pd.Categorical:
         codes, values = columns.strings(column)
-        return categorical_of(codes[rows], values)
+        return _categorical(codes[rows], values)
 
     start = columns.numbers("start_ns")[rows]
     dev_c, dev_v = columns.strings("device")
+    # each of positions is one device's rows: its code repeated (no hash of every row's code)
+    lengths = np.array([len(p) for p in positions], dtype=np.int64)
+    dev_rows = dev_c[rows]
+    dev_first = dev_c[np.asarray([p[0] if len(p) else 0 for p in positions], dtype=np.int64)]
+    one_device_each = bool(np.array_equal(dev_rows, np.repeat(dev_first, lengths)))
+
+    def per_device(values: np.ndarray) -> pd.Categorical:
+        if not one_device_each:
+            return categorical_of(dev_rows, values)
+        part = categorical_of(dev_first[lengths > 0], values)
+        return pd.Categorical.from_codes(np.repeat(part.codes, lengths[lengths > 0]), dtype=part.dtype)
+
     clocks = np.array([clock_domain(trace, str(d)) for d in dev_v.tolist()], dtype=object)
     op_c, op_v = columns.strings("hlo_op")
     name_c, name_v = columns.strings("name")
@@ -203,16 +215,16 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     op_code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))[rows]
     launch = table["launch_ns"].to_numpy(np.int64)[rows] if "launch_ns" in table.columns else np.full(rows.size, -1)
     if "launch_thread" in table.columns:
-        thread = categorical(table["launch_thread"].to_numpy(dtype=object)[rows], rows.size)
+        thread = strings("launch_thread")
     else:
         thread = categorical("", rows.size)
     return pd.DataFrame(
         {
-            "device": categorical_of(dev_c[rows], dev_v),
-            "clock": categorical_of(dev_c[rows], clocks),
+            "device": per_device(dev_v),
+            "clock": per_device(clocks),
             "stream": strings("stream"),
             "name": strings("name"),
-            "op": categorical_of(op_code, np.concatenate([op_v, name_v])),
+            "op": _categorical(op_code, np.concatenate([op_v, name_v])),
             "bucket": strings("bucket"),
             "kind": strings("kind"),
             "copy_kind": strings("copy_kind"),
@@ -223,6 +235,21 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "launch_thread": thread,
         }
     )
+
+
+def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """The strings ``values[codes]`` (-1: missing) as a categorical of the distinct strings they hold, in the
+    order of ``values``: a count over the codes, not a hash of every row (``categorical_of`` numbers them by
+    first appearance instead; a few columns of a million rows cost more that way than the replay)."""
+    values = np.asarray(values, dtype=object)
+    slot = np.asarray(codes, dtype=np.int64) + 1
+    used = np.flatnonzero(np.bincount(slot, minlength=len(values) + 1)[1:])
+    merged, distinct = pd.factorize(values[used])  # distinct codes may spell one string
+    renumber = np.full(len(values) + 1, -1, dtype=np.int64)
+    renumber[used + 1] = merged
+    width = np.int8 if len(distinct) < 127 else np.int16 if len(distinct) < 32_767 else np.int32  # pandas' own
+    codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[slot].astype(width))
+    return pd.Categorical.from_codes(codes_out, categories=pd.Index(distinct, dtype=object), validate=False)
 
 
 def _codes_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -300,7 +327,8 @@ class ReplayJob:
             s_dev = np.array([dev_lut.get(str(d), -1) for d in syncs["device"].tolist()], dtype=np.int64)
             s_th_c = np.array([th_lut.get(str(x), -1) for x in syncs["thread"].tolist()], dtype=np.int64)
             s_pair = s_dev * (len(th_v) + 1) + (s_th_c + 1)
-            s_th = np.where((s_dev >= 0) & (s_th_c >= 0) & launching[np.clip(s_pair, 0, launching.size - 1)], s_pair, -1)
+            launched = launching[np.clip(s_pair, 0, launching.size - 1)]
+            s_th = np.where((s_dev >= 0) & (s_th_c >= 0) & launched, s_pair, -1)
             first_row = np.full(len(names) + 1, 0, dtype=np.int64)
             first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
             s_delta = np.where(s_dev >= 0, delta[first_row[s_dev]], 0)
@@ -467,24 +495,29 @@ class ReplayJob:
         before = e[np.maximum(pred, 0)]
         gap_ok = (pred >= 0) & (arrival > step_start) & (before < arrival)
         gap_lo = np.maximum(before, step_start)
-        names_c, names_v = _codes_of(self.table["name"])
-        kind_c, kind_v = _codes_of(self.table["kind"])
-        device = self.device_names[g.device]
+        names_c, names_v = self.codes("name")
+        kind_c, kind_v = self.codes("kind")
+        b = self.bucket[visited].astype(np.int64)
+        bucket_of = np.where(b >= 0, b, len(BUCKETS))  # "other" where the bucket is none of them
+        bucket_names = [*BUCKETS, "other"]
+        bucket = np.array(bucket_names, dtype=object)[bucket_of]
+        cause = np.array([_BUCKET_CAUSE.get(x, "other") for x in bucket_names], dtype=object)[bucket_of]
+
+        def text(codes: np.ndarray, values: np.ndarray) -> list[str]:
+            return [str(v) for v in lookup(codes, np.asarray(values, dtype=object), "").tolist()]
+
+        device = self.device_names[g.device[visited]].tolist()
+        device_arrived = self.device_names[g.device[arrived]].tolist()
         out: list[PathSegment] = []
         steps = zip(
-            visited.tolist(), arrived.tolist(), work_lo.tolist(), work_hi.tolist(), gap_ok.tolist(),
-            gap_lo.tolist(), arrival.tolist(),
+            device, bucket.tolist(), text(kind_c[visited], kind_v), cause.tolist(), text(names_c[visited], names_v),
+            work_lo.tolist(), work_hi.tolist(), gap_ok.tolist(), device_arrived, gap_lo.tolist(), arrival.tolist(),
         )  # fmt: skip
-        for x, cur, lo, hi, has_gap, g_lo, g_hi in steps:
+        for dev, bkt, kind, why, name, lo, hi, has_gap, dev_gap, g_lo, g_hi in steps:
             if hi > lo:
-                b = int(self.bucket[x])
-                bucket = BUCKETS[b] if b >= 0 else "other"
-                kind = str(kind_v[kind_c[x]]) if kind_c[x] >= 0 else ""
-                name = str(names_v[names_c[x]]) if names_c[x] >= 0 else ""
-                cause = _BUCKET_CAUSE.get(bucket, "other")
-                out.append(PathSegment(str(device[x]), bucket, kind, cause, name, lo, hi))
+                out.append(PathSegment(str(dev), bkt, kind, why, name, lo, hi))
             if has_gap and g_hi > g_lo:
-                out.append(PathSegment(str(device[cur]), "", "", "launch", "launch/host gap", g_lo, g_hi))
+                out.append(PathSegment(str(dev_gap), "", "", "launch", "launch/host gap", g_lo, g_hi))
         out.reverse()
         return tuple(out), visited[::-1].copy()
 

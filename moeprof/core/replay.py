@@ -488,10 +488,10 @@ def build_graph(
             cand = cand[~member[p] & (consumers[p] == 1)]
             del consumers
             join[cand] = sp[cand]
-    node_of, node_lo, run_order = _runs(order, join, device, stream, s_order, native)
+    node_of, node_lo, laid_out = _runs(order, join, device, stream, s_order, native)
     del join
-    if run_order is not None and bool(np.all(run_order[1:] > run_order[:-1])):
-        run_order = None  # the rows' own order
+    # None: the rows' own order
+    run_order = None if bool(np.all(laid_out[1:] > laid_out[:-1])) else laid_out
     rows_of = np.arange(n, dtype=np.int64) if run_order is None else run_order
     first = rows_of[node_lo[:-1]]
     last_of = rows_of[node_lo[1:] - 1]
@@ -736,7 +736,7 @@ def _sweep_shortest_nodes(
 def _per_activity(
     sweep: Any, g: Graph, duration: np.ndarray, transfer: np.ndarray, s: np.ndarray, e: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    node_d, node_t, node_gap, delta = g.compact(duration, transfer)
+    node_d, node_t, _, delta = g.compact(duration, transfer)
     m = g.nodes.size
     node_s, node_e = sweep(g.nodes, node_d, node_t, np.full(m, NEG, np.int64), np.full(m, NEG, np.int64))
     return g.expand(node_s, node_e, duration, delta)
