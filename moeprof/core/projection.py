@@ -525,7 +525,7 @@ class ReplayJob:
 
     def device_figures(self, s: np.ndarray, e: np.ndarray) -> tuple[DeviceFigures, ...]:
         from .ledger import build_ledger
-        from .metrics import DeviceTimeline
+        from .metrics import DeviceTimeline, EventColumns
 
         own_s, own_e = s + self.delta, e + self.delta
         dev = self.graph.device
@@ -535,6 +535,10 @@ class ReplayJob:
         w_s = self.windows["start_ns"].to_numpy(np.int64)
         w_e = self.windows["end_ns"].to_numpy(np.int64)
         m_start = self.table["start_ns"].to_numpy(np.int64)
+        # one table of the projected timeline, its columns shared by every device's timeline
+        frame = pd.DataFrame({"start_ns": own_s, "end_ns": own_e, "ib_fraction": self.table["ib_fraction"]})
+        columns = EventColumns(frame)
+        columns.derived("bucket", lambda: self.bucket)  # codes, not strings: a string per row costs more
         out: list[DeviceFigures] = []
         proj_windows: list[tuple[str, np.ndarray, np.ndarray]] = []
         exposed: list[tuple[str, np.ndarray, np.ndarray]] = []
@@ -553,18 +557,7 @@ class ReplayJob:
             if not seg_lo:
                 continue
             win_s, win_e = iv.union(np.array(seg_lo, np.int64), np.array(seg_hi, np.int64))
-            frame = pd.DataFrame(
-                {
-                    "start_ns": own_s[rows],
-                    "end_ns": own_e[rows],
-                    # codes, not strings: a string column of every row costs more than the figures
-                    "bucket": pd.Categorical.from_codes(  # type: ignore[call-overload]
-                        self.bucket[rows].astype(np.int64), list(BUCKETS)
-                    ),
-                    "ib_fraction": self.table["ib_fraction"].to_numpy(np.float64)[rows],
-                }
-            )
-            measured = DeviceTimeline(frame).measure(win_s, win_e)
+            measured = DeviceTimeline(frame, rows, columns).measure(win_s, win_e)
             figs = measured.figures
             proj_windows.append((name, win_s, win_e))
             exposed.append((name, *measured.exposed_segments))
@@ -663,10 +656,20 @@ def counterpart_durations(job: ReplayJob, selected: np.ndarray) -> np.ndarray:
     dev = g.device[rows]
     stp = job.step[rows]
     start = g.start[rows]
-    cell = combine_codes(dev, stp, name_c)
+    n_dev = int(dev.max()) + 1
+    # (step, name) as one code: packed where the range is small (no hash), else numbered densely
+    names = int(name_c.max()) + 2
+    kernels = (int(stp.max()) - int(stp.min()) + 1) * names
+    if kernels * n_dev <= 4 * rows.size + 1024:
+        kernel = (stp - stp.min()) * names + (name_c + 1)
+    else:
+        kernel = combine_codes(stp, name_c)
+        kernels = int(kernel.max()) + 1
+    cell = kernel * n_dev + dev  # (step, name, device)
     if rows.size < 2 or bool(np.all((dev[1:] > dev[:-1]) | ((dev[1:] == dev[:-1]) & (start[1:] >= start[:-1])))):
-        # the rows come by (device, start, row) already (a merged job's do): a stable sort by cell keeps that
-        order = _stable_order(cell)
+        # the rows come by (device, start, row) already (a merged job's do): a stable sort by kernel keeps that,
+        # each (kernel, device) together
+        order = _stable_order(kernel)
     else:
         order = np.lexsort((rows, start, name_c, stp, dev))
     key = cell[order]
@@ -674,7 +677,10 @@ def counterpart_durations(job: ReplayJob, selected: np.ndarray) -> np.ndarray:
     run_start = np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
     occurrence = np.empty(rows.size, dtype=np.int64)
     occurrence[order] = np.arange(key.size) - run_start
-    group = combine_codes(stp, name_c, occurrence)
+    # (step, name, occurrence) numbered densely: each kernel's occurrences follow the kernels before it, as
+    # many as its device with the most of them has
+    width = np.bincount(cell, minlength=kernels * n_dev).reshape(kernels, n_dev).max(axis=1)
+    group = (np.cumsum(width) - width)[kernel] + occurrence
     median = _group_medians(group, dev, duration[rows])
     chosen = selected[rows]
     duration[rows[chosen]] = median[chosen]
@@ -701,15 +707,19 @@ def _group_medians(group: np.ndarray, device: np.ndarray, d: np.ndarray) -> np.n
     if n_groups * n_dev <= 4 * group.size + 1024:
         # a row of the devices' values per group, sorted: no sort of the rows themselves
         table = np.full((n_groups, n_dev), np.iinfo(np.int64).max, dtype=np.int64)
-        table[group, device] = d
+        table.reshape(-1)[group * n_dev + device] = d
         table.sort(axis=1)
         at = np.arange(n_groups)
-        mid_lo, mid_hi = table[at, (count - 1) // 2], table[at, count // 2]
+        held = count > 0  # a code no row has (numbers may skip): 0, never read
+        mid_lo = np.where(held, table[at, np.maximum((count - 1) // 2, 0)], 0)
+        mid_hi = np.where(held, table[at, np.minimum(count // 2, n_dev - 1)], 0)
     else:
         by = np.lexsort((d, group))
         lo = np.r_[0, np.cumsum(count)[:-1]]
         ds = d[by]
-        mid_lo, mid_hi = ds[lo + (count - 1) // 2], ds[lo + count // 2]
+        last = max(ds.size - 1, 0)
+        mid_lo = ds[np.clip(lo + (count - 1) // 2, 0, last)]
+        mid_hi = ds[np.clip(lo + count // 2, 0, last)]
     total = mid_lo + mid_hi  # exact in int64; the mean rounded half to even
     med = total // 2 + ((total % 2 == 1) & ((total // 2) % 2 == 1))
     return med[group]
