@@ -614,12 +614,15 @@ def _steps_of(
     ss = steps["start_ns"].to_numpy(np.int64)
     se = steps["end_ns"].to_numpy(np.int64)
     sn = steps["step"].to_numpy(np.int64)
+    # each device's rows: a slice where they come by device (a merged job's do), else a stable sort
+    by_device = np.arange(n) if n < 2 or bool(np.all(dev_c[1:] >= dev_c[:-1])) else np.argsort(dev_c, kind="stable")
+    bounds = np.searchsorted(dev_c[by_device], np.arange(len(names) + 1))
     for d, name in enumerate(names.tolist()):
         mine = np.flatnonzero(sd == name)
         if not mine.size:
             continue
         mine = mine[np.argsort(ss[mine], kind="stable")]
-        rows = np.flatnonzero(dev_c == d)
+        rows = by_device[bounds[d] : bounds[d + 1]]
         k = np.searchsorted(ss[mine], start[rows], side="right") - 1
         ok = k >= 0
         ok[ok] = start[rows[ok]] < se[mine[k[ok]]]
