@@ -373,10 +373,11 @@ class ReplayJob:
     # ------------------------------------------------------------ running
 
     def run(
-        self, duration: np.ndarray | None = None, transfer: np.ndarray | None = None
+        self, duration: np.ndarray | None = None, transfer: np.ndarray | None = None, gap: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Projected (start, end) of every row, aligned (ŝ clock)."""
-        return replay(self.graph, duration, transfer)
+        """Projected (start, end) of every row, aligned (ŝ clock); ``gap``: every row's trigger gap ``g_x``
+        (default the measured ones; the graph holds them per run, so a change goes through :func:`replay`)."""
+        return replay(self.graph, duration, transfer, gap=gap)
 
     def step_spans(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Per step (``step_numbers`` order): latest end − earliest start of its activities."""
