@@ -563,10 +563,13 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
         codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
     rank_of = np.argsort(np.argsort(np.asarray([str(v) for v in names], dtype=object)))
     order = np.argsort(rank_of[codes], kind="stable")
-    table = table.iloc[order].reset_index(drop=True)
-    instance = instance[order]
-    if records is not None:
-        records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
+    if not bool(np.all(order[1:] > order[:-1])):  # already in that order (one file's devices): no copy
+        table = table.iloc[order].reset_index(drop=True)
+        instance = instance[order]
+        if records is not None:
+            records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
+    elif records is not None:
+        records = records.reset_index(drop=True)
     steps = pd.DataFrame(
         {
             "step": [s.step for s in job.steps],
