@@ -173,8 +173,8 @@ static PyObject *runs(PyObject *self, PyObject *args) {
     unsigned writable = (1u << R_NODE_OF) | (1u << R_RUN_ORDER) | (1u << R_NODE_LO);
     if (get_buffers(obj, v, got, R_N, R_NAMES, writable, NULL, 0) < 0) goto done;
     const Py_ssize_t n = v[R_ORDER].shape[0];
-    if (v[R_JOIN].shape[0] != n || v[R_NODE_OF].shape[0] != n || v[R_RUN_ORDER].shape[0] != n ||
-        v[R_NODE_LO].shape[0] != n + 1) {
+    const Py_ssize_t lo_size = v[R_NODE_LO].shape[0]; /* nodes + 1, at most: the activities that join none */
+    if (v[R_JOIN].shape[0] != n || v[R_NODE_OF].shape[0] != n || v[R_RUN_ORDER].shape[0] != n || lo_size < 1) {
         PyErr_SetString(PyExc_ValueError, "runs: arrays of inconsistent lengths");
         goto done;
     }
@@ -186,7 +186,7 @@ static PyObject *runs(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    fill = PyMem_Malloc((size_t)(n + 1) * sizeof(int64_t));
+    fill = PyMem_Malloc((size_t)lo_size * sizeof(int64_t));
     if (!fill) {
         PyErr_NoMemory();
         goto done;
@@ -195,12 +195,16 @@ static PyObject *runs(PyObject *self, PyObject *args) {
     int64_t m = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) node_of[i] = -1;
-    for (Py_ssize_t i = 0; i <= n; i++) node_lo[i] = 0;
+    for (Py_ssize_t i = 0; i < lo_size; i++) node_lo[i] = 0;
     /* a node per activity that joins none, numbered in the device order; the others take their
      * predecessor's (which comes before them in that order) */
     for (Py_ssize_t i = 0; i < n && !bad; i++) {
         const int64_t x = order[i], p = join[x];
         if (p < 0) {
+            if (m + 1 >= (int64_t)lo_size) {
+                bad = 2;
+                break;
+            }
             node_of[x] = m++;
         } else if (node_of[p] < 0) {
             bad = 1;
@@ -221,7 +225,8 @@ static PyObject *runs(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "runs: an activity joins one that comes after it in the device order");
+        PyErr_SetString(PyExc_ValueError, bad == 2 ? "runs: more nodes than node_lo holds"
+                                                   : "runs: an activity joins one that comes after it in the device order");
         goto done;
     }
     result = PyLong_FromLongLong(m);
@@ -365,7 +370,7 @@ static PyMethodDef methods[] = {
     {"runs", runs, METH_VARARGS,
      "runs(order, join, node_of, run_order, node_lo) -> nodes: an activity with join[x] >= 0 is in the node of "
      "join[x] (which comes before it in `order`); writes each activity's node, the activities with every node's "
-     "run contiguous, and where each node's run begins (node_lo[:nodes + 1])."},
+     "run contiguous, and where each node's run begins (node_lo: nodes + 1 long, the activities joining none)."},
     {"sweep", sweep, METH_VARARGS,
      "sweep(order, floor, stream_pred, trigger, gap, launch_pred, launch_gap, member_lo, member_k, member_order, "
      "duration, transfer, cut_of, cut, s, e, max_passes) -> passes: the replay's sweep over (n, K) lanes of s and "

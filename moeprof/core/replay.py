@@ -544,12 +544,21 @@ def _runs(
     """Each activity's node (``join[x] >= 0``: the node of ``join[x]``, its stream predecessor), where each
     node's run begins, and the activities with every run contiguous."""
     n = int(order.size)
+    head = join[order] < 0
+    before = np.empty(n, dtype=np.int64)
+    before[:1] = -1
+    before[1:] = order[:-1]
+    if bool(np.all(head | (join[order] == before))):
+        # every run is contiguous in the device order already (a stream per device does that): no layout
+        node_of = np.empty(n, dtype=np.int64)
+        node_of[order] = np.cumsum(head) - 1
+        return node_of, np.append(np.flatnonzero(head), n).astype(np.int64), order
     if native is not None:
         node_of = np.empty(n, dtype=np.int64)
         run_order = np.empty(n, dtype=np.int64)
-        node_lo = np.empty(n + 1, dtype=np.int64)
-        m = native.runs(order, join, node_of, run_order, node_lo)
-        return node_of, node_lo[: m + 1].copy(), run_order
+        node_lo = np.empty(int(head.sum()) + 1, dtype=np.int64)
+        native.runs(order, join, node_of, run_order, node_lo)
+        return node_of, node_lo, run_order
     if s_order is None:
         rank = np.empty(n, dtype=np.int64)
         rank[order] = np.arange(n, dtype=np.int64)
