@@ -100,6 +100,23 @@ metadata, names decoded by the C kernels, the stat slots not zeroed. A 1M read w
 against a floor of 0.77-0.92 s; 4.4-6.0x without stats); analyze / floor 1.38x and 1.26x, RSS 0.50;
 annotate / analyze 1.18x, 1.43x; report / analyze 1.12x, 1.25x. 1M compute kernels: analyze 1.28x, the
 decoder 3.34x. 10M: the decoder 12.3x (1.37 s against 16.9 s), analyze 0.35x at 0.28 of the floor's RSS.
+
+Issue 32, the projection always on (2026-12-05; shared 2-core machine, uptime load 1.2-2.1, best of 3,
+round-robin in one run; before = main be72e35, after = runs compacted, C edges, cheaper columns; "no
+projection" = the same code with the replay columns and graph patched out):
+
+    shape (--events 1000000)      floor    before             after              no projection
+    kernel-only, wall / CPU       1.05 s   3.55 s (3.38x)     2.15 s (2.05x)     1.31 s (1.25x)
+                                           3.65 s CPU          2.26 s CPU          1.41 s CPU
+    kernel-only, peak RSS         654 MiB  704 MiB (1.08)     564 MiB (0.86)     458 MiB
+    xla, wall / CPU               0.90 s   1.90 s (2.11x)     1.49 s (1.66x)     1.07 s (1.19x)
+    xla, peak RSS                 540 MiB  418 MiB            317 MiB (0.59)     277 MiB
+
+With --analyze-only the same day: kernel-only 1.99x wall, 2.09x CPU, RSS 0.86; xla 1.60x, 1.74x, 0.59.
+What is left at 1M kernels (CPU in the process, quiet machine): the replay columns 0.10 s, the job's
+graph 0.13 s (8 nodes: one run per device), the balance projection 0.27 s (its counterpart medians
+0.10 s, the projected device figures 0.085 s, the critical path's 26,163 segments 0.035 s), the
+critical path in the JSON 0.09 s.
 """
 
 from __future__ import annotations
