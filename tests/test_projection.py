@@ -347,17 +347,23 @@ def test_c_sweep_refuses_a_graph_whose_indices_leave_their_arrays() -> None:
 
     from moeprof.core import _replay_native  # type: ignore[attr-defined]
 
-    g = build_graph(np.array([0, 0]), np.array([0, 0]), np.array([0, 10]), np.array([5, 20]))
+    g = build_graph(np.array([0, 0]), np.array([0, 0]), np.array([0, 10]), np.array([5, 20]), compact=False)
     assert replay(g, route="native")[1].tolist() == [5, 20]
+    nodes = g.nodes
     for broken in (
-        with_field(g, trigger=np.array([-1, 7])),
-        with_field(g, order=np.array([0, 1, 2, 9])),
-        with_field(g, member_lo=np.array([0, -1]), member_k=np.array([3, 0])),
+        with_field(nodes, trigger=np.array([-1, 7])),
+        with_field(nodes, order=np.array([0, 1, 2, 9])),
+        with_field(nodes, member_lo=np.array([0, -1]), member_k=np.array([3, 0])),
     ):
         with pytest.raises(ValueError, match="outside its array"):
-            replay(broken, route="native")
+            replay(with_field(g, nodes=broken), route="native")
+    with pytest.raises(ValueError, match="outside its array"):  # a lane's cut names a row the cuts lack
+        _replay_native.sweep(*(getattr(nodes, f) for f in ("order", "floor", "stream_pred", "trigger", "gap")),
+                             nodes.launch_pred, nodes.launch_gap, nodes.member_lo, nodes.member_k, nodes.member_order,
+                             nodes.duration, nodes.transfer, np.array([0, 1]), np.zeros((1, 1), dtype=np.int64),
+                             np.zeros((2, 1), dtype=np.int64), np.zeros((2, 1), dtype=np.int64), 4)  # fmt: skip
     s = np.zeros((2, 65), dtype=np.int64)
     with pytest.raises(ValueError, match="64 lanes"):
-        _replay_native.sweep(*(getattr(g, f) for f in ("order", "floor", "stream_pred", "trigger", "gap")),
-                             g.launch_pred, g.launch_gap, g.member_lo, g.member_k, g.member_order, g.duration,
-                             g.transfer, None, s, s.copy(), 4)  # fmt: skip
+        _replay_native.sweep(*(getattr(nodes, f) for f in ("order", "floor", "stream_pred", "trigger", "gap")),
+                             nodes.launch_pred, nodes.launch_gap, nodes.member_lo, nodes.member_k, nodes.member_order,
+                             nodes.duration, nodes.transfer, None, None, s, s.copy(), 4)  # fmt: skip

@@ -115,6 +115,9 @@ def column_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray
         return column.cat.codes.to_numpy(dtype=np.int64), np.asarray(column.cat.categories, dtype=object)
     if isinstance(column, pd.Categorical):
         return np.asarray(column.codes, dtype=np.int64), np.asarray(column.categories, dtype=object)
+    if isinstance(column, pd.Series) and isinstance(column.dtype, pd.StringDtype):
+        string_codes, string_uniques = pd.factorize(column)  # Arrow's own hash: no Python string per row
+        return string_codes.astype(np.int64), np.asarray(string_uniques, dtype=object)
     values = column.to_numpy(dtype=object) if isinstance(column, pd.Series) else np.asarray(column, dtype=object)
     codes, uniques = pd.factorize(values)
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)

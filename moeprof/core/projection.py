@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,7 @@ from .analysis import NS_KEYS, DeviceFigures, ratio
 from .events import BUCKETS, bucket_codes, categorical, categorical_of, column_codes, combine_codes, lookup
 from .ledger_records import clock_domain
 from .metrics import EventColumns
-from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, tight_predecessor
+from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, walk_back
 from .trace import Trace
 
 CAUSES = ("compute", "transfer", "wait", "launch", "copy", "other")
@@ -192,10 +192,22 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
 
     def strings(column: str) -> pd.Categorical:
         codes, values = columns.strings(column)
-        return categorical_of(codes[rows], values)
+        return _categorical(codes[rows], values)
 
     start = columns.numbers("start_ns")[rows]
     dev_c, dev_v = columns.strings("device")
+    # each of positions is one device's rows: its code repeated (no hash of every row's code)
+    lengths = np.array([len(p) for p in positions], dtype=np.int64)
+    dev_rows = dev_c[rows]
+    dev_first = dev_c[np.asarray([p[0] if len(p) else 0 for p in positions], dtype=np.int64)]
+    one_device_each = bool(np.array_equal(dev_rows, np.repeat(dev_first, lengths)))
+
+    def per_device(values: np.ndarray) -> pd.Categorical:
+        if not one_device_each:
+            return categorical_of(dev_rows, values)
+        part = categorical_of(dev_first[lengths > 0], values)
+        return pd.Categorical.from_codes(np.repeat(part.codes, lengths[lengths > 0]), dtype=part.dtype)
+
     clocks = np.array([clock_domain(trace, str(d)) for d in dev_v.tolist()], dtype=object)
     op_c, op_v = columns.strings("hlo_op")
     name_c, name_v = columns.strings("name")
@@ -203,16 +215,16 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     op_code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))[rows]
     launch = table["launch_ns"].to_numpy(np.int64)[rows] if "launch_ns" in table.columns else np.full(rows.size, -1)
     if "launch_thread" in table.columns:
-        thread = categorical(table["launch_thread"].to_numpy(dtype=object)[rows], rows.size)
+        thread = strings("launch_thread")
     else:
         thread = categorical("", rows.size)
     return pd.DataFrame(
         {
-            "device": categorical_of(dev_c[rows], dev_v),
-            "clock": categorical_of(dev_c[rows], clocks),
+            "device": per_device(dev_v),
+            "clock": per_device(clocks),
             "stream": strings("stream"),
             "name": strings("name"),
-            "op": categorical_of(op_code, np.concatenate([op_v, name_v])),
+            "op": _categorical(op_code, np.concatenate([op_v, name_v])),
             "bucket": strings("bucket"),
             "kind": strings("kind"),
             "copy_kind": strings("copy_kind"),
@@ -221,8 +233,24 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "end_ns": np.maximum(columns.numbers("end_ns")[rows], start),
             "launch_ns": launch,
             "launch_thread": thread,
-        }
+        },
+        copy=False,  # fresh arrays each: not stacked into blocks (a copy of the four int64 columns)
     )
+
+
+def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """The strings ``values[codes]`` (-1: missing) as a categorical of the distinct strings they hold, in the
+    order of ``values``: a count over the codes, not a hash of every row (``categorical_of`` numbers them by
+    first appearance instead; a few columns of a million rows cost more that way than the replay)."""
+    values = np.asarray(values, dtype=object)
+    slot = np.asarray(codes, dtype=np.int64) + 1
+    used = np.flatnonzero(np.bincount(slot, minlength=len(values) + 1)[1:])
+    merged, distinct = pd.factorize(values[used])  # distinct codes may spell one string
+    renumber = np.full(len(values) + 1, -1, dtype=np.int64)
+    renumber[used + 1] = merged
+    width = np.int8 if len(distinct) < 127 else np.int16 if len(distinct) < 32_767 else np.int32  # pandas' own
+    codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[slot].astype(width))
+    return pd.Categorical.from_codes(codes_out, categories=pd.Index(distinct, dtype=object), validate=False)
 
 
 def _codes_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -284,14 +312,15 @@ class ReplayJob:
         delta = delta_of[clock_c]
         start = table["start_ns"].to_numpy(np.int64)
         end = np.maximum(table["end_ns"].to_numpy(np.int64), start)
-        stream = combine_codes(dev_c, _codes_of(table["stream"])[0])
+        stream = _codes_of(table["stream"])[0] + 1  # the graph takes a stream as a (device, stream) pair
         launch_ns = table["launch_ns"].to_numpy(np.int64)
         th_c, th_v = _codes_of(table["launch_thread"])
         known_thread = np.array([bool(v) for v in th_v.tolist()] + [False], dtype=bool)[th_c]
         # thread ids are a file's own: a thread is (device, thread)
         pair = dev_c * (len(th_v) + 1) + (th_c + 1)
-        pairs, thread = np.unique(np.where(known_thread, pair, -1), return_inverse=True)
-        thread = np.where(known_thread, thread, -1)
+        thread = np.where(known_thread, pair, -1)
+        launching = np.zeros(len(names) * (len(th_v) + 1) + 1, dtype=bool)  # the pairs that launched something
+        launching[pair[known_thread]] = True
         sync_arrays = None
         if syncs is not None and len(syncs):
             th_lut = {str(v): i for i, v in enumerate(th_v.tolist())}
@@ -299,8 +328,8 @@ class ReplayJob:
             s_dev = np.array([dev_lut.get(str(d), -1) for d in syncs["device"].tolist()], dtype=np.int64)
             s_th_c = np.array([th_lut.get(str(x), -1) for x in syncs["thread"].tolist()], dtype=np.int64)
             s_pair = s_dev * (len(th_v) + 1) + (s_th_c + 1)
-            at = np.minimum(np.searchsorted(pairs, s_pair), max(pairs.size - 1, 0))
-            s_th = np.where((pairs.size > 0) & (s_dev >= 0) & (s_th_c >= 0) & (pairs[at] == s_pair), at, -1)
+            launched = launching[np.clip(s_pair, 0, launching.size - 1)]
+            s_th = np.where((s_dev >= 0) & (s_th_c >= 0) & launched, s_pair, -1)
             first_row = np.full(len(names) + 1, 0, dtype=np.int64)
             first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
             s_delta = np.where(s_dev >= 0, delta[first_row[s_dev]], 0)
@@ -345,10 +374,11 @@ class ReplayJob:
     # ------------------------------------------------------------ running
 
     def run(
-        self, duration: np.ndarray | None = None, transfer: np.ndarray | None = None
+        self, duration: np.ndarray | None = None, transfer: np.ndarray | None = None, gap: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Projected (start, end) of every row, aligned (ŝ clock)."""
-        return replay(self.graph, duration, transfer)
+        """Projected (start, end) of every row, aligned (ŝ clock); ``gap``: every row's trigger gap ``g_x``
+        (default the measured ones; the graph holds them per run, so a change goes through :func:`replay`)."""
+        return replay(self.graph, duration, transfer, gap=gap)
 
     def step_spans(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Per step (``step_numbers`` order): latest end − earliest start of its activities."""
@@ -396,17 +426,9 @@ class ReplayJob:
         inside = self.step_rows
         if not inside.size:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        start_by, start_how, end_by = tight_predecessor(g, g.start, g.end)
-        x = int(inside[np.argmax(g.end[inside])])
-        rows: list[int] = []
-        while x >= 0 and len(rows) <= g.size:
-            rows.append(x)
-            arrived = int(end_by[x])
-            if int(start_how[arrived]) == 0:
-                break
-            x = int(start_by[arrived])
-        chain = np.array(rows, dtype=np.int64)
-        weight = np.where(g.is_member[chain], g.transfer[chain], g.duration[chain])
+        chain, _, _ = walk_back(g, g.start, g.end, int(inside[np.argmax(g.end[inside])]))
+        node = g.node_of[chain]
+        weight = np.where(g.nodes.member_lo[node] >= 0, g.nodes.transfer[node], g.duration[chain])
         return chain, weight
 
     def projection(
@@ -462,53 +484,50 @@ class ReplayJob:
     def _critical(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[tuple[PathSegment, ...], np.ndarray]:
         g = self.graph
         rows = np.flatnonzero(self.step == step)
-        on_path: list[int] = []
         if not rows.size:
             return (), np.zeros(0, dtype=np.int64)
         step_start = int(s[rows].min())
-        start_by, start_how, end_by = tight_predecessor(g, s, e)
-        names_c, names_v = _codes_of(self.table["name"])
-        kind_c, kind_v = _codes_of(self.table["kind"])
-        dev = g.device
-        out: list[PathSegment] = []
-
-        def add(x: int, bucket: str, kind: str, cause: str, name: str, lo: int, hi: int) -> None:
-            lo = max(lo, step_start)
-            if hi > lo:
-                out.append(PathSegment(str(self.device_names[dev[x]]), bucket, kind, cause, name, lo, hi))
-
         x = int(rows[np.argmax(e[rows])])
-        seen = 0
-        while x >= 0 and seen <= g.size:
-            seen += 1
-            b = int(self.bucket[x])
-            bucket = BUCKETS[b] if b >= 0 else "other"
-            kind = str(kind_v[kind_c[x]]) if kind_c[x] >= 0 else ""
-            name = str(names_v[names_c[x]]) if names_c[x] >= 0 else ""
-            arrived = int(end_by[x])
-            on_path.append(x)
-            cause = _BUCKET_CAUSE.get(bucket, "other")
-            add(x, bucket, kind, cause, name, int(s[arrived]), int(e[x]))
-            cur = arrived
-            if s[cur] <= step_start:
-                break
-            how, pred = int(start_how[cur]), int(start_by[cur])
-            if how == 0 or pred < 0:
-                break
-            if e[pred] < s[cur]:
-                add(cur, "", "", "launch", "launch/host gap", int(e[pred]), int(s[cur]))
-            if e[pred] <= step_start:
-                break
-            x = pred
+        visited, arrived, pred = walk_back(g, s, e, x, after=step_start)
+        # per step of the walk: the activity's time from its arrival to its end, then the launch/host gap
+        # before that arrival (from the predecessor's end), both clipped at the step's start
+        arrival = s[arrived]
+        work_lo = np.maximum(arrival, step_start)
+        work_hi = e[visited]
+        before = e[np.maximum(pred, 0)]
+        gap_ok = (pred >= 0) & (arrival > step_start) & (before < arrival)
+        gap_lo = np.maximum(before, step_start)
+        names_c, names_v = self.codes("name")
+        kind_c, kind_v = self.codes("kind")
+        b = self.bucket[visited].astype(np.int64)
+        bucket_of = np.where(b >= 0, b, len(BUCKETS))  # "other" where the bucket is none of them
+        bucket_names = [*BUCKETS, "other"]
+        bucket = np.array(bucket_names, dtype=object)[bucket_of]
+        cause = np.array([_BUCKET_CAUSE.get(x, "other") for x in bucket_names], dtype=object)[bucket_of]
+
+        def text(codes: np.ndarray, values: np.ndarray) -> list[str]:
+            return [str(v) for v in lookup(codes, np.asarray(values, dtype=object), "").tolist()]
+
+        device = self.device_names[g.device[visited]].tolist()
+        device_arrived = self.device_names[g.device[arrived]].tolist()
+        out: list[PathSegment] = []
+        steps = zip(
+            device, bucket.tolist(), text(kind_c[visited], kind_v), cause.tolist(), text(names_c[visited], names_v),
+            work_lo.tolist(), work_hi.tolist(), gap_ok.tolist(), device_arrived, gap_lo.tolist(), arrival.tolist(),
+        )  # fmt: skip
+        for dev, bkt, kind, why, name, lo, hi, has_gap, dev_gap, g_lo, g_hi in steps:
+            if hi > lo:
+                out.append(PathSegment(str(dev), bkt, kind, why, name, lo, hi))
+            if has_gap and g_hi > g_lo:
+                out.append(PathSegment(str(dev_gap), "", "", "launch", "launch/host gap", g_lo, g_hi))
         out.reverse()
-        on_path.reverse()
-        return tuple(out), np.array(on_path, dtype=np.int64)
+        return tuple(out), visited[::-1].copy()
 
     # ------------------------------------------------------------ §4/§8 figures of the projected timeline
 
     def device_figures(self, s: np.ndarray, e: np.ndarray) -> tuple[DeviceFigures, ...]:
         from .ledger import build_ledger
-        from .metrics import DeviceTimeline
+        from .metrics import DeviceTimeline, EventColumns
 
         own_s, own_e = s + self.delta, e + self.delta
         dev = self.graph.device
@@ -518,6 +537,10 @@ class ReplayJob:
         w_s = self.windows["start_ns"].to_numpy(np.int64)
         w_e = self.windows["end_ns"].to_numpy(np.int64)
         m_start = self.table["start_ns"].to_numpy(np.int64)
+        # one table of the projected timeline, its columns shared by every device's timeline
+        frame = pd.DataFrame({"start_ns": own_s, "end_ns": own_e, "ib_fraction": self.table["ib_fraction"]})
+        columns = EventColumns(frame)
+        columns.derived("bucket", lambda: self.bucket)  # codes, not strings: a string per row costs more
         out: list[DeviceFigures] = []
         proj_windows: list[tuple[str, np.ndarray, np.ndarray]] = []
         exposed: list[tuple[str, np.ndarray, np.ndarray]] = []
@@ -536,18 +559,7 @@ class ReplayJob:
             if not seg_lo:
                 continue
             win_s, win_e = iv.union(np.array(seg_lo, np.int64), np.array(seg_hi, np.int64))
-            frame = pd.DataFrame(
-                {
-                    "start_ns": own_s[rows],
-                    "end_ns": own_e[rows],
-                    # codes, not strings: a string column of every row costs more than the figures
-                    "bucket": pd.Categorical.from_codes(  # type: ignore[call-overload]
-                        self.bucket[rows].astype(np.int64), list(BUCKETS)
-                    ),
-                    "ib_fraction": self.table["ib_fraction"].to_numpy(np.float64)[rows],
-                }
-            )
-            measured = DeviceTimeline(frame).measure(win_s, win_e)
+            measured = DeviceTimeline(frame, rows, columns).measure(win_s, win_e)
             figs = measured.figures
             proj_windows.append((name, win_s, win_e))
             exposed.append((name, *measured.exposed_segments))
@@ -604,12 +616,15 @@ def _steps_of(
     ss = steps["start_ns"].to_numpy(np.int64)
     se = steps["end_ns"].to_numpy(np.int64)
     sn = steps["step"].to_numpy(np.int64)
+    # each device's rows: a slice where they come by device (a merged job's do), else a stable sort
+    by_device = np.arange(n) if n < 2 or bool(np.all(dev_c[1:] >= dev_c[:-1])) else np.argsort(dev_c, kind="stable")
+    bounds = np.searchsorted(dev_c[by_device], np.arange(len(names) + 1))
     for d, name in enumerate(names.tolist()):
         mine = np.flatnonzero(sd == name)
         if not mine.size:
             continue
         mine = mine[np.argsort(ss[mine], kind="stable")]
-        rows = np.flatnonzero(dev_c == d)
+        rows = by_device[bounds[d] : bounds[d + 1]]
         k = np.searchsorted(ss[mine], start[rows], side="right") - 1
         ok = k >= 0
         ok[ok] = start[rows[ok]] < se[mine[k[ok]]]
@@ -642,31 +657,77 @@ def counterpart_durations(job: ReplayJob, selected: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(compute & (job.step != _NO_STEP))
     if not rows.size:
         return duration
-    name_c = _codes_of(job.table["name"])[0][rows]
+    name_c = job.codes("name")[0][rows]
     dev = g.device[rows]
     stp = job.step[rows]
-    order = np.lexsort((rows, g.start[rows], name_c, stp, dev))
-    key = combine_codes(dev[order], stp[order], name_c[order])
+    start = g.start[rows]
+    n_dev = int(dev.max()) + 1
+    # (step, name) as one code: packed where the range is small (no hash), else numbered densely
+    names = int(name_c.max()) + 2
+    kernels = (int(stp.max()) - int(stp.min()) + 1) * names
+    if kernels * n_dev <= 4 * rows.size + 1024:
+        kernel = (stp - stp.min()) * names + (name_c + 1)
+    else:
+        kernel = combine_codes(stp, name_c)
+        kernels = int(kernel.max()) + 1
+    cell = kernel * n_dev + dev  # (step, name, device)
+    if rows.size < 2 or bool(np.all((dev[1:] > dev[:-1]) | ((dev[1:] == dev[:-1]) & (start[1:] >= start[:-1])))):
+        # the rows come by (device, start, row) already (a merged job's do): a stable sort by kernel keeps that,
+        # each (kernel, device) together
+        order = _stable_order(kernel)
+    else:
+        order = np.lexsort((rows, start, name_c, stp, dev))
+    key = cell[order]
     first = np.r_[True, key[1:] != key[:-1]]
     run_start = np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
     occurrence = np.empty(rows.size, dtype=np.int64)
     occurrence[order] = np.arange(key.size) - run_start
-    group = combine_codes(stp, name_c, occurrence)
-    d = duration[rows]
-    by = np.lexsort((d, group))
-    gs, ds = group[by], d[by]
-    lo = np.searchsorted(gs, gs, "left")
-    hi = np.searchsorted(gs, gs, "right")
-    count = hi - lo
-    mid_lo = ds[lo + (count - 1) // 2]
-    mid_hi = ds[lo + count // 2]
-    total = mid_lo + mid_hi  # exact in int64; the mean rounded half to even
-    med = total // 2 + ((total % 2 == 1) & ((total // 2) % 2 == 1))
-    median = np.empty(rows.size, dtype=np.int64)
-    median[by] = med
+    # (step, name, occurrence) numbered densely: each kernel's occurrences follow the kernels before it, as
+    # many as its device with the most of them has
+    width = np.bincount(cell, minlength=kernels * n_dev).reshape(kernels, n_dev).max(axis=1)
+    group = (np.cumsum(width) - width)[kernel] + occurrence
+    median = _group_medians(group, dev, duration[rows])
     chosen = selected[rows]
     duration[rows[chosen]] = median[chosen]
     return duration
+
+
+def _stable_order(codes: np.ndarray) -> np.ndarray:
+    """``np.argsort(codes, kind="stable")`` for codes >= 0, by 16-bit radix passes where they fit."""
+    top = int(codes.max()) if codes.size else 0
+    if top < 1 << 16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    if top < 1 << 32:
+        low = np.argsort((codes & 0xFFFF).astype(np.uint16), kind="stable")
+        return low[np.argsort((codes[low] >> 16).astype(np.uint16), kind="stable")]
+    return np.argsort(codes, kind="stable")
+
+
+def _group_medians(group: np.ndarray, device: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Per row, the median ``d`` of its group (codes 0..G-1, at most one row per (group, device)): the mean of
+    the two middle values for even counts, half to even."""
+    n_groups = int(group.max()) + 1
+    n_dev = int(device.max()) + 1
+    count = np.bincount(group, minlength=n_groups)
+    if n_groups * n_dev <= 4 * group.size + 1024:
+        # a row of the devices' values per group, sorted: no sort of the rows themselves
+        table = np.full((n_groups, n_dev), np.iinfo(np.int64).max, dtype=np.int64)
+        table.reshape(-1)[group * n_dev + device] = d
+        table.sort(axis=1)
+        at = np.arange(n_groups)
+        held = count > 0  # a code no row has (numbers may skip): 0, never read
+        mid_lo = np.where(held, table[at, np.maximum((count - 1) // 2, 0)], 0)
+        mid_hi = np.where(held, table[at, np.minimum(count // 2, n_dev - 1)], 0)
+    else:
+        by = np.lexsort((d, group))
+        lo = np.r_[0, np.cumsum(count)[:-1]]
+        ds = d[by]
+        last = max(ds.size - 1, 0)
+        mid_lo = ds[np.clip(lo + (count - 1) // 2, 0, last)]
+        mid_hi = ds[np.clip(lo + count // 2, 0, last)]
+    total = mid_lo + mid_hi  # exact in int64; the mean rounded half to even
+    med = total // 2 + ((total % 2 == 1) & ((total // 2) % 2 == 1))
+    return med[group]
 
 
 __all__ = [

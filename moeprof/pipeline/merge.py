@@ -27,6 +27,7 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
+from ..core.events import BUCKETS, bucket_codes, column_codes
 from ..core.events import concat as concat_tables
 from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
@@ -390,7 +391,7 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
     table = job.table("replay", tuple(REPLAY_COLUMNS))
     if table.empty:
         return None
-    comm = (table["bucket"].astype(str) == "comm").to_numpy()
+    comm = bucket_codes(table["bucket"]) == BUCKETS.index("comm")
     instance = np.full(len(table), -1, dtype=np.int64)
     offsets: dict[str, int] = {}
     record_of = np.cumsum(comm) - 1  # the i-th comm row is the i-th record
@@ -401,13 +402,18 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
         offsets = dict(ledger.clock_offsets_ns)
     # one row order whatever order the files' results arrived in: devices by name (each device's rows
     # come from one file, in start order), so that ties in the replay break the same way
-    codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
-    rank_of = np.argsort(np.argsort(np.asarray(names, dtype=object)))
+    codes, names = column_codes(table["device"])  # codes of the categorical: no string per row
+    if (codes < 0).any():
+        codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
+    rank_of = np.argsort(np.argsort(np.asarray([str(v) for v in names], dtype=object)))
     order = np.argsort(rank_of[codes], kind="stable")
-    table = table.iloc[order].reset_index(drop=True)
-    instance = instance[order]
-    if records is not None:
-        records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
+    if not bool(np.all(order[1:] > order[:-1])):  # already in that order (one file's devices): no copy
+        table = table.iloc[order].reset_index(drop=True)
+        instance = instance[order]
+        if records is not None:
+            records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
+    elif records is not None:
+        records = records.reset_index(drop=True)
     steps = pd.DataFrame(
         {
             "step": [s.step for s in job.steps],
