@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import subprocess
@@ -16,9 +17,11 @@ from hypothesis import strategies as st
 import moeprof
 import moeprof.core.projection
 import moeprof.pipeline.merge
+from moeprof.core.projection import ReplayJob
 from moeprof.core.replay import LANES, build_graph, latest_end_zeroed, replay, routes
 from moeprof.errors import InputError
 from moeprof.insight.whatif import apply_terms, opportunity_mask, opportunity_savings, parse_terms, project_job
+from moeprof.pipeline import JobState, analyze_state, load
 from synthetic.counterfactual import CHANGES, simulate, write_job
 
 from .conftest import shared_trace
@@ -50,9 +53,7 @@ ROUTES = routes()  # native (C), numba, numpy: those this install has
 
 
 def _assert_identity(path: Path) -> None:
-    analysis = moeprof.analyze(moeprof.load(path))
-    job = analysis.replay
-    assert job is not None
+    job = replay_job_of(moeprof.load(path))
     g = job.graph
     for route in ROUTES:
         if route == "numpy" and g.size > 5_000:
@@ -165,19 +166,32 @@ def test_member_ends_at_last_arrival_plus_transfer() -> None:
 
 
 @pytest.fixture(scope="module")
-def counterfactual(tmp_path_factory: pytest.TempPathFactory) -> moeprof.Analysis:
+def counterfactual_state(tmp_path_factory: pytest.TempPathFactory) -> tuple[moeprof.Analysis, JobState]:
     out = tmp_path_factory.mktemp("counterfactual")
     write_job(out, ranks=8, steps=3, layers=3, seed=4)
-    return moeprof.analyze(moeprof.load(out))
+    return analyze_state(moeprof.load(out))
+
+
+@pytest.fixture(scope="module")
+def counterfactual(counterfactual_state: tuple[moeprof.Analysis, JobState]) -> moeprof.Analysis:
+    return counterfactual_state[0]
+
+
+@pytest.fixture(scope="module")
+def counterfactual_job(counterfactual_state: tuple[moeprof.Analysis, JobState]) -> ReplayJob:
+    projector = counterfactual_state[1].projector
+    assert projector is not None
+    return projector.job
 
 
 @pytest.mark.parametrize("change", [c for c in CHANGES if c != "none"])
-def test_projection_matches_the_rerun_job(counterfactual: moeprof.Analysis, change: str) -> None:
+def test_projection_matches_the_rerun_job(
+    counterfactual: moeprof.Analysis, counterfactual_job: ReplayJob, change: str
+) -> None:
     """Each change projected from the measured job is within 5% of the job simulated again with it."""
     truth = simulate(ranks=8, steps=3, layers=3, seed=4, change=change).step_times()
     base = simulate(ranks=8, steps=3, layers=3, seed=4).step_times()
-    job = counterfactual.replay
-    assert job is not None
+    job = counterfactual_job
     projection = project_job(job, CHANGES[change], counterfactual.opportunities)
     assert [s.measured_ns for s in projection.steps] == base
     for step, expected in zip(projection.steps, truth, strict=True):
@@ -195,11 +209,10 @@ def test_balance_is_the_slow_rank_fixed(counterfactual: moeprof.Analysis) -> Non
     assert balance.saving_ns > 0.1 * balance.measured_step_ns
 
 
-def test_balance_takes_the_median_of_counterparts(counterfactual: moeprof.Analysis) -> None:
+def test_balance_takes_the_median_of_counterparts(counterfactual_job: ReplayJob) -> None:
     """By brute force: each compute activity's new duration is the median over ranks of the same
     (step, name, occurrence) durations (even counts: mean of the two middle, half to even)."""
-    job = counterfactual.replay
-    assert job is not None
+    job = counterfactual_job
     duration, _ = apply_terms(job, parse_terms(["balance"]))
     names = job.table["name"].astype(str).to_numpy()
     devices = job.table["device"].astype(str).to_numpy()
@@ -245,7 +258,7 @@ def test_opportunities_carry_projected_savings(counterfactual: moeprof.Analysis)
     assert ranked == sorted(ranked, reverse=True)
 
 
-def _saving_by_replay(job: moeprof.core.projection.ReplayJob, mask: np.ndarray) -> int:
+def _saving_by_replay(job: ReplayJob, mask: np.ndarray) -> int:
     """One opportunity's saving the plain way: its activities at 0, one numpy replay, end to end."""
     g = job.graph
     s, e = replay(g, np.where(mask & ~g.is_member, 0, g.duration), np.where(mask & g.is_member, 0, g.transfer))
@@ -253,12 +266,14 @@ def _saving_by_replay(job: moeprof.core.projection.ReplayJob, mask: np.ndarray) 
 
 
 @pytest.mark.parametrize("sample", ["counterfactual", "cpu_moe_8dev", "synthetic_2host_4gpu_kineto"])
-def test_opportunity_savings_agree_with_one_replay_each(sample: str, counterfactual: moeprof.Analysis) -> None:
+def test_opportunity_savings_agree_with_one_replay_each(
+    sample: str, counterfactual_state: tuple[moeprof.Analysis, JobState]
+) -> None:
     """Every exact saving equals a replay of its own; every bound holds; an opportunity with no work on
     the measured chain saves exactly 0; past the significant ones and the spare replays, only the bound."""
-    analysis = counterfactual if sample == "counterfactual" else moeprof.analyze(moeprof.load(SAMPLES / sample))
-    job = analysis.replay
-    assert job is not None
+    analysis, state = counterfactual_state if sample == "counterfactual" else analyze_state(load(SAMPLES / sample))
+    assert state.projector is not None
+    job = state.projector.job
     opps = analysis.opportunities
     truth = [
         None if (m := opportunity_mask(job, o)) is None else _saving_by_replay(job, m) for o in opps
@@ -275,8 +290,24 @@ def test_opportunity_savings_agree_with_one_replay_each(sample: str, counterfact
         assert s.ns == (0 if full.max_ns == 0 else None)
     # the analysis itself: exact where replayed, else the bound; ranked by the significant ones
     for o, t in zip(opps, truth, strict=True):
+        if o.kind == "launch-gaps":  # not activities: the gaps closed, one replay of its own
+            assert o.projected_saving_ns == _gaps_closed_by_replay(job)
+            continue
         assert o.projected_saving_ns in (t, None)
         assert o.projected_saving_ns is not None or o.projected_saving_max_ns is None or t <= o.projected_saving_max_ns
+
+
+def _gaps_closed_by_replay(job: ReplayJob) -> int:
+    """The launch-gaps opportunity the plain way: every gap under 20 µs before an activity of a GPU device
+    (after the activity that triggered it) closed, one replay, the steps' latest end compared."""
+    g = job.graph
+    devices = job.table["device"].astype(str).to_numpy()
+    gap = g.gap.copy()
+    for x in range(g.size):
+        if g.trigger[x] >= 0 and "GPU" in devices[x] and 0 < gap[x] < 20_000:
+            gap[x] = 0
+    _, e = replay(dataclasses.replace(g, gap=gap))
+    return job.steps_end_saving(g.start, e)
 
 
 def test_projection_json(counterfactual: moeprof.Analysis) -> None:
@@ -349,18 +380,20 @@ def test_cli_what_if(tmp_path: Path) -> None:
     )  # fmt: skip
     assert good.returncode == 0, good.stderr
     projections = json.loads(good.stdout)["projections"]
-    assert [p["what_if"] for p in projections] == [
+    # spec §9: the balance projection first, then the one asked for; then the rest of "what would it buy"
+    assert [p["what_if"] for p in projections][:2] == [
         ["balance"],
         ["scale(kind=all-gather)=0.5", "scale(bucket=compute)=0.5"],
     ]
+    assert [p["role"] for p in projections][:2] == ["straggler", "asked"]
     assert projections[1]["saving_ns"] > 0
 
 
 def test_large_jobs_without_numba_are_not_projected(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the compiled replay a big job gets a warning instead of an hours-long relaxation."""
-    merge = sys.modules["moeprof.pipeline.merge"]
-    monkeypatch.setattr(merge, "has_compiled", lambda: False)
-    monkeypatch.setattr(merge, "NUMPY_REPLAY_LIMIT", 10)
+    projector = sys.modules["moeprof.insight.projector"]
+    monkeypatch.setattr(projector, "has_compiled", lambda: False)
+    monkeypatch.setattr(projector, "NUMPY_REPLAY_LIMIT", 10)
     traces = moeprof.load(SAMPLES / "synthetic_2host_4gpu_kineto")
     analysis = moeprof.analyze(traces)
     assert analysis.projections == () and "pip install 'moeprof[fast]'" in analysis.warnings[-1]
@@ -389,3 +422,10 @@ def test_c_sweep_refuses_a_graph_whose_indices_leave_their_arrays() -> None:
         _replay_native.sweep(*(getattr(g, f) for f in ("order", "floor", "stream_pred", "trigger", "gap")),
                              g.launch_pred, g.launch_gap, g.member_lo, g.member_k, g.member_order, g.duration,
                              g.transfer, None, s, s.copy(), 4)  # fmt: skip
+
+
+def replay_job_of(traces: list) -> ReplayJob:
+    """The replay columns and graph the analysis of ``traces`` built (its projector's)."""
+    _, state = analyze_state(traces)
+    assert state.projector is not None
+    return state.projector.job
