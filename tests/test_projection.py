@@ -20,9 +20,17 @@ import moeprof.pipeline.merge
 from moeprof.core.projection import ReplayJob
 from moeprof.core.replay import LANES, build_graph, latest_end_zeroed, replay, routes
 from moeprof.errors import InputError
-from moeprof.insight.whatif import apply_terms, opportunity_mask, opportunity_savings, parse_terms, project_job
+from moeprof.insight.whatif import (
+    apply_terms,
+    change_of,
+    opportunity_mask,
+    opportunity_savings,
+    parse_terms,
+    project_job,
+)
 from moeprof.pipeline import JobState, analyze_state, load
-from synthetic.counterfactual import CHANGES, simulate, write_job
+from synthetic.counterfactual import A2A_RAGGED, CHANGES, ROUTER_CHANGE, simulate, write_job
+from synthetic.counterfactual import EXPERT as EXPERT_KERNEL
 
 from .conftest import shared_trace
 
@@ -429,3 +437,111 @@ def replay_job_of(traces: list) -> ReplayJob:
     _, state = analyze_state(traces)
     assert state.projector is not None
     return state.projector.job
+
+
+# ---------------------------------------------------------------- balance-router: what a balanced router does
+
+
+def _router_job(tmp: Path, ragged: bool, change: str = "none") -> tuple[list[int], Path]:
+    """The counterfactual job with a skewed router (rank 0 hottest), no slow rank: its steps and folder."""
+    _, job = write_job(tmp, ranks=8, steps=3, layers=3, seed=4, change=change, router_skew=1.0, ragged=ragged,
+                       slow_factor=1.0)  # fmt: skip
+    return job.step_times(), tmp
+
+
+@pytest.mark.parametrize("ragged", [False, True], ids=["fixed-shape", "ragged"])
+def test_balance_router_is_the_job_run_again_with_the_router_balanced(tmp_path: Path, ragged: bool) -> None:
+    """The skewed job projected with balance-router is within 2% of the same generator run again with every
+    rank's load 1 (work conserved); the straggler fix (balance: every rank as fast as the median rank)
+    answers another question and misses it by more."""
+    measured, folder = _router_job(tmp_path / "skewed", ragged)
+    rerun, _ = _router_job(tmp_path / "balanced", ragged, ROUTER_CHANGE)
+    truth = float(np.mean(rerun))
+    analysis = moeprof.analyze(moeprof.load(folder))
+    router = analysis.projection("router")
+    assert router is not None and router.what_if == ("balance-router",) and router.selected
+    assert [s.measured_ns for s in router.steps] == measured
+    assert abs(router.projected_step_ns - truth) <= 0.02 * truth
+    assert np.mean(measured) - truth > 0.2 * truth  # the skew matters
+    straggler = analysis.projection("straggler")
+    assert straggler is not None and abs(straggler.projected_step_ns - truth) > 0.05 * truth
+
+
+def test_balance_router_spreads_each_layers_expert_work_evenly(tmp_path: Path) -> None:
+    """By hand: per (step, layer) every rank's expert GEMM takes the mean of the ranks' measured GEMMs (the
+    work conserved), and a fixed-shape all-to-all keeps its transfer."""
+    _, folder = _router_job(tmp_path, ragged=False)
+    job = replay_job_of(moeprof.load(folder))
+    change = change_of(job, parse_terms(["balance-router"]))
+    names = job.table["name"].astype(str).to_numpy()
+    devices = job.table["device"].astype(str).to_numpy()
+    cells: dict[tuple[int, int], list[int]] = {}
+    seen: dict[tuple[int, str], int] = {}
+    for x in np.lexsort((job.graph.start, job.step)):  # each rank's GEMMs in start order: layer by layer
+        if names[x] != EXPERT_KERNEL:
+            continue
+        layer = seen.get((int(job.step[x]), devices[x]), 0)
+        seen[(int(job.step[x]), devices[x])] = layer + 1
+        cells.setdefault((int(job.step[x]), layer), []).append(int(x))
+    assert len(cells) == 9 and all(len(rows) == 8 for rows in cells.values())
+    for rows in cells.values():
+        mean = sum(int(job.graph.duration[x]) for x in rows) / len(rows)
+        for x in rows:
+            assert abs(int(change.duration[x]) - mean) <= 1  # rounded half to even
+    member = job.graph.is_member
+    assert np.array_equal(change.transfer[member], job.graph.transfer[member])
+
+
+def test_balance_router_moves_a_ragged_exchange_with_its_busiest_member(tmp_path: Path) -> None:
+    """By hand: each ragged all-to-all's members take the transfer the balanced bytes need, 2 / (1 + W_max / W̄)
+    of the measured one (W the expert work of the layer it feeds or drains, W_max its busiest rank)."""
+    _, folder = _router_job(tmp_path, ragged=True)
+    job = replay_job_of(moeprof.load(folder))
+    change = change_of(job, parse_terms(["balance-router"]))
+    names = job.table["name"].astype(str).to_numpy()
+    g = job.graph
+    checked = 0
+    for step in job.step_numbers.tolist():
+        rows = np.flatnonzero(job.step == step)
+        experts = rows[names[rows] == EXPERT_KERNEL]
+        experts = experts[np.argsort(g.start[experts], kind="stable")]
+        exchanges = rows[names[rows] == A2A_RAGGED]
+        # the step's all-to-all instances in the order they begin: dispatch, combine of layer 0, then layer 1...
+        instances = sorted(set(g.instance[exchanges].tolist()), key=lambda i: g.start[g.instance == i].min())
+        assert len(instances) == 6
+        for layer in range(3):
+            work = np.array([g.duration[x] for x in experts[layer * 8 : layer * 8 + 8]], dtype=np.float64)
+            factor = 2 / (1 + work.max() / work.mean())
+            for instance in instances[2 * layer : 2 * layer + 2]:
+                for x in np.flatnonzero(g.instance == instance):
+                    assert abs(int(change.transfer[x]) - g.transfer[x] * factor) <= 1
+                    checked += 1
+    assert checked == 3 * 3 * 16
+
+
+def test_balance_router_without_expert_work_says_so() -> None:
+    """A job whose kernels name no routed expert (no experts scope, grouped GEMM, megablox or fused-MoE kernel):
+    the router term selects nothing, has no row, and asked for says why."""
+    traces = moeprof.load(SAMPLES / "synthetic_2host_4gpu")
+    plain = moeprof.analyze(traces)
+    assert plain.projection("router") is None
+    asked = moeprof.analyze(traces, what_if=["balance-router"]).projection("asked")
+    assert asked is not None and asked.selected == 0 and asked.saving_ns == 0
+    assert "no routed-expert work found" in asked.note
+
+
+def test_expert_work_is_found_by_scope_and_by_kernel_name() -> None:
+    """The demo's XLA:CPU capture names its experts in the HLO op_name scope (moe_experts, forward and
+    backward); the counterfactual's Kineto kernel is a grouped GEMM by name. Each found row is one of those."""
+    job = replay_job_of(moeprof.load(SAMPLES / "cpu_moe_8dev"))
+    roles = job.table["moe_role"].astype(str).to_numpy()
+    assert (roles == "expert").sum() > 0
+    assert set(job.table["bucket"].astype(str).to_numpy()[roles == "expert"]) == {"compute"}
+    exchange = roles == "exchange"
+    assert exchange.any() and set(job.table["kind"].astype(str).to_numpy()[exchange]) == {"all-to-all"}
+
+
+def test_the_balance_router_term_takes_no_filters_or_factor() -> None:
+    for bad in ("balance-router(device=x)", "balance-router=2"):
+        with pytest.raises(InputError, match="balance-router"):
+            parse_terms([bad])

@@ -669,10 +669,12 @@ def router_balanced(
     runs, and launches, more iterations with more tokens); each is scaled by (the mean / the device's work).
     A device with no expert activity in a cell where the mean is not 0 gets its share on its last compute
     activity of that cell (else it is left out: ``unplaced_ns``). Exchanges whose bytes follow the routing
-    (``exchange-ragged``) move each device's transfer with its tokens: sends are conserved, receives follow
-    the expert work of the region the exchange feeds (after it) or drains (before it), whichever holds more,
-    so the transfer ``τ`` (a non-member's duration) scales by ``2 / (1 + W_d / W̄)``. Fixed-shape exchanges
-    (padded, capacity) keep theirs. Durations are rounded half to even."""
+    (``exchange-ragged``) move bytes with the tokens: a device's sends are conserved (its tokens, top-k copies
+    each) and its receives follow its expert work in the region the exchange feeds (after it) or drains
+    (before it), whichever holds more; the busiest member (the most expert work, ``W_max``) sets when the
+    exchange ends, so every member's transfer ``τ`` (a non-member's duration) scales by
+    ``(W̄ + W̄) / (W̄ + W_max) = 2 / (1 + W_max / W̄)``. Fixed-shape exchanges (padded, capacity) keep theirs.
+    Durations are rounded half to even."""
     g = job.graph
     duration, transfer, gap = duration.copy(), transfer.copy(), gap.copy()
     n = job.size
@@ -768,10 +770,9 @@ def router_balanced(
         w_drain = np.where(drain >= 0, total[np.maximum(drain, 0)], -1.0)
         chosen = np.where(w_feed >= w_drain, feed, drain)
         ok = chosen >= 0
-        d_of = dev[ragged_rows]
-        ratio = np.ones(ragged_rows.size, dtype=np.float64)
-        ratio[ok] = per[chosen[ok], d_of[ok]] / np.where(mean[chosen[ok]] > 0, mean[chosen[ok]], 1.0)
-        scale = np.where(ok, 2.0 / (1.0 + ratio), 1.0)
+        # the busiest member's bytes set the exchange's end: max over the group's devices of the cell
+        busiest = per.max(axis=1) / np.where(mean > 0, mean, 1.0)
+        scale = np.where(ok, 2.0 / (1.0 + busiest[np.maximum(chosen, 0)]), 1.0)
         is_m = member[ragged_rows]
         transfer[ragged_rows[is_m]] = np.rint(transfer[ragged_rows[is_m]] * scale[is_m]).astype(np.int64)
         duration[ragged_rows[~is_m]] = np.rint(duration[ragged_rows[~is_m]] * scale[~is_m]).astype(np.int64)
