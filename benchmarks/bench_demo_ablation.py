@@ -147,7 +147,9 @@ def main() -> None:
             f"min {min(balanced) / 1e6:.2f}, max {max(balanced) / 1e6:.2f} "
             f"(the reruns' own spread: {(max(balanced) - min(balanced)) / reference:.1%} of the mean)"
         )
-        print("skewed capture      measured step  balance-router projected  vs balanced   balance projected  vs balanced")
+        print(
+            "skewed capture      measured step  balance-router projected  vs balanced   balance projected  vs balanced"
+        )
         errors: dict[str, list[float]] = {role: [] for role in TERMS}
         for folder in runs[SKEWED]:
             measured, projected = step_times(folder, median)
