@@ -206,11 +206,12 @@ def verdict_lines(v: Verdict | None) -> list[str]:
     if v.projected:
         first = first_try_line(v)
     elif v.first is not None:
+        # not projected (a saved analysis from before §9, a job too large for this install): §6's bound only
         if v.first_saving_per_step_ns is not None:
-            saving = f"save up to {duration(v.first_saving_per_step_ns)} per step on the worst device"
+            saving = f"hidden: at most {duration(v.first_saving_per_step_ns)} per step on the worst device"
         else:
-            saving = f"save up to {duration(v.first.saving_bound_ns)} on the worst device over the capture"
-        first = f"First try: {v.first.title} ({saving} if hidden) — see opportunity 1."
+            saving = f"hidden: at most {duration(v.first.saving_bound_ns)} on the worst device over the capture"
+        first = f"First try: {v.first.title} ({saving}) — see opportunity 1."
     elif v.has_exposed:
         first = "moeprof ranked no opportunity for it: the collectives below show where it is."
     else:
