@@ -95,8 +95,9 @@ def analyze_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Project a change (spec §9): 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE, "
-            "opportunity=N), 'scale()=F', 'balance', 'balance(FILTERS)'. Repeatable: the terms combine.",
+            help="Project a change, answered first: 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE, "
+            "opportunity=N), 'scale()=F', 'balance' (every rank as fast as the median rank), 'balance(FILTERS)', "
+            "'balance-router' (the experts' work spread evenly, work conserved). Repeatable: the terms combine.",
         ),
     ] = None,
 ) -> None:
