@@ -129,7 +129,7 @@ def test_when_nothing_shortens_the_step_the_first_line_says_what_bounds_it(relat
         assert "launch/host gaps: the hosts of " in line and b.devices[0] in line
 
 
-def test_balance_that_would_lengthen_the_step_is_said_so_not_a_negative_saving():
+def test_balance_that_would_lengthen_the_step_is_said_so_not_a_negative_saving(tmp_path):
     """DLRM: balance replays a step 6 µs longer (19.685 → 19.691 ms). The row says none saved, the note says
     balancing would not shorten this step and that the hosts set its end: launch/host gaps on its critical path."""
     result = analyze_paths([shared_trace("kineto/dlrm_8rank_v100")])
@@ -143,6 +143,13 @@ def test_balance_that_would_lengthen_the_step_is_said_so_not_a_negative_saving()
     assert re.search(r"balance \d+\.\d+ - none", table)
     assert "-0.0" not in table and f"{balance.saving_ns / 1e6:.3f}" not in table
     assert f"balance: would not shorten this step: its critical path is {pct(share)} launch/host gaps" in table
+    # the HTML page draws that projection unasked and says the same, not "saving -0.006 ms"
+    out = tmp_path / "r.html"
+    res = invoke("report", shared_trace("kineto/dlrm_8rank_v100"), "-o", out)
+    assert res.exit_code == 0, res.output
+    page = " ".join(out.read_text().split())
+    assert f"{balance.projected_step_ns / 1e6:,.3f} ms projected; it would not shorten the step: its critical" in page
+    assert "saving -" not in page
 
 
 # ---------------------------------------------------------------- one step time

@@ -81,6 +81,7 @@ from .annotate import natural_key
 from .terminal import human_bytes
 from .text import (
     asked_line,
+    bound_text,
     duration,
     evidence_text,
     fabric_words,
@@ -914,7 +915,9 @@ def projection_view(p: Projection) -> ProjectionView:
         what_if=" ".join(p.what_if) or "(no change)",
         measured_ms=fmt_ms(p.measured_step_ns),
         projected_ms=fmt_ms(p.projected_step_ns),
-        saving=f"{fmt_ms(p.saving_ns)} ms ({fmt_pct(p.saving_fraction)} of the step)",
+        saving=f"saving {fmt_ms(p.saving_ns)} ms ({fmt_pct(p.saving_fraction)} of the step)"
+        if p.shortens
+        else "it would not shorten the step" + (f": {bound_text(p.bound)}" if p.bound is not None else ""),
         critical_step=p.critical_step,
         path=Table(["cause", "ms", "of the path"], rows, numeric_from=1, cls="path"),
         devices=", ".join(crossed[:8]) + (f" and {len(crossed) - 8} more" if len(crossed) > 8 else ""),
