@@ -110,7 +110,6 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="use the captures already in --keep")
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="moeprof-ablation-"))
-    base.mkdir(parents=True, exist_ok=True)
     runs: dict[float, list[Path]] = {SKEWED: [], BALANCED: []}
     fresh = [
         base / f"skew{skew:g}-{i}"
@@ -126,6 +125,7 @@ def main() -> None:
             "each other down, so a balanced rerun is not the skewed job with its work moved. Capture on a machine "
             "with the cores and measure the captures with --keep DIR --reuse."
         )
+    base.mkdir(parents=True, exist_ok=True)
     for i in range(args.repeat):
         for skew in (SKEWED, BALANCED):  # interleaved: a slow spell of the machine hits both settings
             out = base / f"skew{skew:g}-{i}"
