@@ -214,7 +214,7 @@ def test_what_if_is_answered_first():
     p = result.projection("asked")
     assert p is not None and p.what_if == ("balance",)
     first = " ".join(asked.stdout.splitlines()[0:2])
-    step = f"the step {duration(p.measured_step_ns)} → {duration(p.projected_step_ns)} (projected)"
+    step = f"the step {p.measured_step_ns / 1e6:,.3f} ms → {p.projected_step_ns / 1e6:,.3f} ms (projected)"
     assert first.startswith(f"Asked: --what-if balance: {step}, {duration(p.saving_ns)}".replace("\u00a0", " "))
 
 

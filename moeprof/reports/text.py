@@ -431,8 +431,9 @@ def asked_line(p: Projection) -> str:
     head = f"Asked: --what-if {' '.join(p.what_if)}: "
     note = f" ({p.note})" if p.note else ""
     if p.selected == 0:
-        return head + f"the terms select no activity: the step stays {duration(p.measured_step_ns)}{note}."
-    step = f"the step {duration(p.measured_step_ns)} → {duration(p.projected_step_ns)} (projected)"
+        return head + f"the terms select no activity: the step stays {ms(p.measured_step_ns)} ms{note}."
+    # to the µs: the change asked for may move the step by less than three significant digits show
+    step = f"the step {ms(p.measured_step_ns)} ms → {ms(p.projected_step_ns)} ms (projected)"
     if p.shortens:
         return head + f"{step}, {duration(p.saving_ns)} ({pct(p.saving_fraction)}) shorter{note}."
     why = f": {bound_text(p.bound)}" if p.bound is not None else ""
