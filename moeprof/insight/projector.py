@@ -220,7 +220,10 @@ def with_savings(projector: Projector, opportunities: Sequence[Opportunity], ste
     for i, o in enumerate(out):
         if o.kind in GAP_OPPORTUNITIES or o.kind == "straggler":
             _, _, e = projector._replay([opportunity_term(i + 1, o)])
-            out[i] = replace(o, projected_saving_ns=_end_saving(projector, e), projected_saving_max_ns=None)
+            # a straggler's work balanced to the median of its counterparts can end the steps later (the
+            # median is not the mean): that buys nothing, a saving of 0, never a negative one
+            saving = max(_end_saving(projector, e), 0)
+            out[i] = replace(o, projected_saving_ns=saving, projected_saving_max_ns=None)
     return rank_by_projection(out, step_ns)
 
 
