@@ -183,7 +183,7 @@ def test_the_merge_decides_whatever_the_order_results_arrive_in():
         job = JobResults()
         for i in perm:
             job.add(i, parts[i])
-        analysis, _ = finish_job(job)
+        analysis, _, _ = finish_job(job)
         doc = analysis.to_json()
         seen.add(json.dumps({k: doc[k] for k in ("inputs", "total", "warnings", "devices")}, sort_keys=True))
     assert len(seen) == 1

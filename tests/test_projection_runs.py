@@ -28,8 +28,9 @@ from moeprof.core.replay import (
     tight_predecessor,
     walk_back,
 )
+from moeprof.pipeline import analyze_state
 
-from .conftest import shared_trace
+from .helpers import shared_trace
 
 ROUTES = routes()
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -229,9 +230,9 @@ def test_real_jobs_replay_over_runs_as_over_activities(path: str) -> None:
     launch bounds after synchronizations) and the same edges with one node per activity: halving compute,
     or removing every transfer, moves every activity alike."""
     source = SAMPLES / path.split(":")[1] if path.startswith("sample:") else shared_trace(path)
-    analysis = moeprof.analyze(moeprof.load(source))
-    job = analysis.replay
-    assert job is not None
+    _, state = analyze_state(moeprof.load(source))
+    assert state.projector is not None
+    job = state.projector.job
     g = job.graph
     full = _one_node_each(g)
     assert g.nodes.size < g.size and g.is_member.any()

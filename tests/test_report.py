@@ -28,7 +28,7 @@ from moeprof.core.events import concat
 from moeprof.core.summary import ArrivalSkew, ledger_summary
 from moeprof.core.timeline import Grid, TimelineOptions, coverage_bins
 from moeprof.options import StepOptions
-from moeprof.pipeline import analyze_paths, load
+from moeprof.pipeline import analyze_paths, analyze_paths_state, load
 from moeprof.reports import html as html_report
 
 from .helpers import ROOT, SAMPLES, chromium, needs_chromium, shared_trace
@@ -42,8 +42,15 @@ BUCKET_CODES = {"compute": 0, "memcpy": 4, "other": 5}
 
 
 def measured(paths: list[Path], lanes: str = "device", max_events: int = html_report.RAW_EVENTS_CAP) -> Analysis:
-    """The analysis with the views a one-input page of these options holds (as ``moeprof report`` measures it)."""
-    return html_report.analyze_input(paths, lanes=lanes, max_events=max_events)
+    """The analysis a one-input page of these options shows (as ``moeprof report`` measures it)."""
+    return measured_item(paths, lanes, max_events).analysis
+
+
+def measured_item(
+    paths: list[Path], lanes: str = "device", max_events: int = html_report.RAW_EVENTS_CAP
+) -> html_report.ReportInput:
+    """The page's input: the analysis with the views a one-input page of these options holds beside it."""
+    return html_report.ReportInput("x", *html_report.analyze_input(paths, lanes=lanes, max_events=max_events))
 
 
 def device_activity(paths: list[Path]) -> pd.DataFrame:
@@ -186,8 +193,9 @@ def test_run_folder_shows_its_manifest(reports):
 def test_binned_past_the_cap(reports):
     _, text = reports["binned"]
     (tl,) = embedded(text)["inputs"]
-    result = measured([CPU], max_events=1000)
-    views = {v.device: v for v in result.timeline}
+    item = measured_item([CPU], max_events=1000)
+    result = item.analysis
+    views = {v.device: v for v in item.state.timeline}
     events = device_activity([CPU])
     bins = tl["bins"]
     assert 0 <= bins["w0"] < bins["w1"] <= tl["span"]
@@ -230,12 +238,12 @@ def assert_detail_is_exact(tl: dict, events: pd.DataFrame) -> None:
 
 @pytest.mark.slow
 def test_views_capped_to_their_first_steps_share_one_detail_window():
-    analysis = analyze_paths([CPU], timeline=TimelineOptions(raw_cap=150))
-    assert not any(v.complete for v in analysis.timeline)  # each view holds only its first ~150 activities
-    tl = html_report.timeline_data(html_report.ReportInput("x", analysis), "device", 1_000_000, 3_000_000)
+    analysis, state = analyze_paths_state([CPU], timeline=TimelineOptions(raw_cap=150))
+    assert not any(v.complete for v in state.timeline)  # each view holds only its first ~150 activities
+    tl = html_report.timeline_data(html_report.ReportInput("x", analysis, state), "device", 1_000_000, 3_000_000)
     assert tl["events"] == len(device_activity([CPU])) < 1_000_000  # under the page's cap, yet binned:
     w0, w1 = tl["t0"] + tl["bins"]["w0"], tl["t0"] + tl["bins"]["w1"]
-    assert all(v.detail[0] <= w0 < w1 <= v.detail[1] for v in analysis.timeline)  # inside every view's window
+    assert all(v.detail[0] <= w0 < w1 <= v.detail[1] for v in state.timeline)  # inside every view's window
     assert_detail_is_exact(tl, device_activity([CPU]))
 
 
@@ -302,8 +310,9 @@ def test_merge_makes_one_job_of_several_files(tmp_path):
 @pytest.mark.slow
 def test_many_devices_keep_the_most_exposed(monkeypatch):
     monkeypatch.setattr(html_report, "MAX_LANES", 3)
-    analysis = measured([TWO_HOST])
-    tl = html_report.timeline_data(html_report.ReportInput("x", analysis), "device", 1_000_000, 100_000)
+    item = measured_item([TWO_HOST])
+    analysis = item.analysis
+    tl = html_report.timeline_data(item, "device", 1_000_000, 100_000)
     worst = sorted(analysis.devices, key=lambda d: -d.exposed_comm_ns)[:3]
     assert {lane["label"] for lane in tl["lanes"]} == {d.device for d in worst}
     assert (tl["devices"], tl["devices_total"]) == (3, 8)
@@ -311,15 +320,14 @@ def test_many_devices_keep_the_most_exposed(monkeypatch):
 
 @pytest.mark.slow
 def test_bin_budget_coarsens_the_common_grid():
-    analysis = measured([CPU], max_events=1000)
-    item = html_report.ReportInput("x", analysis)
+    item = measured_item([CPU], max_events=1000)
     fine = html_report.timeline_data(item, "device", 1000, html_report.BIN_BUDGET_BYTES)
     small = html_report.timeline_data(item, "device", 1000, 20_000)
     channels = sum(len(t["b"]) for lane in small["lanes"] for t in [*lane["tracks"], lane["exposed"]])
     assert small["bins"]["n"] * channels <= 20_000 or small["bins"]["n"] <= html_report.MIN_BINS
     assert small["bins"]["w"] > fine["bins"]["w"] and small["bins"]["n"] < fine["bins"]["n"]
     # coarser, still the same exposed time in all (within a level per bin)
-    for a, b, dev in zip(fine["lanes"], small["lanes"], analysis.devices):
+    for a, b, dev in zip(fine["lanes"], small["lanes"], item.analysis.devices):
         for tl, lane in ((fine, a), (small, b)):
             width = tl["bins"]["w"] * tl["unit"]
             got = decode(lane["exposed"]["b"]["6"], "u1").sum() / 255 * width
@@ -645,19 +653,21 @@ def test_binned_wait_coverage(reports):
 def test_arrival_skew_rows_are_the_instances_recomputed_from_the_comm_activities(reports):
     _, text = reports["cpu"]
     (tl,) = embedded(text)["inputs"]
-    result = measured([CPU])
+    item = measured_item([CPU])
+    result = item.analysis
     brute = instances(brute_records([CPU], "hlo_op"))
     assert set(brute["members"]) == {len(result.devices)}
     rows = skew_rows(tl)
     # the costliest collectives first (the collectives' order), as many as the page draws
     ranked = [c.name for c in result.collectives if c.name in set(brute["op"])]
     assert [r["name"] for r in rows] == ranked[: html_report.SKEW_ROWS]
-    table = result.instances
+    table = item.state.instances
+    assert table is not None
     for row in rows:
         mine = brute[brute["op"] == row["name"]]
         assert row["first"] == mine["first_ns"].tolist() and row["last"] == mine["last_ns"].tolist()
         assert row["who"] == mine["straggler"].tolist() and {row["kind"]} == set(mine["kind"])
-        held = table[table["op"] == row["name"]].sort_values("first_ns")  # what Analysis.instances holds
+        held = table[table["op"] == row["name"]].sort_values("first_ns")  # the instances kept beside the analysis
         assert held["first_ns"].tolist() == row["first"] and held["last_ns"].tolist() == row["last"]
         assert held["straggler"].tolist() == row["who"]
     # the page's skew table: spreads and who is most often last, from the same instances
@@ -794,12 +804,14 @@ def test_browser_decodes_and_draws_the_ledger(reports, tmp_path, name):
     (tl,) = embedded(text)["inputs"]
     assert got["paled"] > 0, "no comm drawn in the pale (waiting) shade"
     if name == "stream":
-        result = measured([TWO_HOST], lanes="stream")
+        item = measured_item([TWO_HOST], lanes="stream")
+        result = item.analysis
         figures = {d.device: d for d in result.devices}
-        for view in result.timeline:  # comm streams overlap here: the union of the wait parts
+        for view in item.state.timeline:  # comm streams overlap here: the union of the wait parts
             waited = got["wait"][f"{view.device} exposed comm"]
             assert 0 < waited["raw"] == iv.length(*view.wait) <= figures[view.device].ledger["comm_wait_ns"]
-        table = result.instances.sort_values(["first_ns", "instance"])
+        assert item.state.instances is not None
+        table = item.state.instances.sort_values(["first_ns", "instance"])
         spans = {op: (g["last_ns"] - g["first_ns"]).to_numpy() for op, g in table.groupby("op", sort=False)}
         last = {op: g["straggler"].tolist() for op, g in table.groupby("op", sort=False)}
     else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -29,10 +29,6 @@ from .common import (
     scale_up_domain,
 )
 
-if TYPE_CHECKING:
-    from ..core.analysis import Analysis
-    from ..insight.payoff import BalanceVerdict, Payoff
-
 
 def parse_devices(value: str) -> int | str | None:
     """--devices: "all", a positive number, or "auto" (None)."""
@@ -44,20 +40,6 @@ def parse_devices(value: str) -> int | str | None:
     if text.isdigit() and int(text) > 0:
         return int(text)
     raise fail(f"--devices must be 'all' or a number of devices (>= 1), not {value!r}")
-
-
-def what_would_it_buy(result: Analysis) -> tuple[list[Payoff], BalanceVerdict | None]:
-    """The terminal's projections (§9): balance, the top opportunities at 0, each comm kind at half its
-    transfer; none where the analysis kept no replay columns (no device activity) or where projecting
-    would take the numpy replay hours (a large job without numba: analyze skipped its projections too)."""
-    from ..reports.projected import can_project
-
-    if not can_project(result):
-        return [], None
-    from ..insight.payoff import balance_verdict, payoffs
-
-    bought = payoffs(result)
-    return bought, balance_verdict(result, bought)
 
 
 def analyze_command(
@@ -116,9 +98,10 @@ def analyze_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Project a change (the measured activities replayed in their order): 'scale(FILTERS)=F' "
-            "(bucket=, kind=, link=, device=, host=, name~RE, "
-            "opportunity=N), 'scale()=F', 'balance', 'balance(FILTERS)'. Repeatable: the terms combine.",
+            help="Project a change, answered first: 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE,"
+            " scope~RE, opportunity=N), 'scale()=F', 'balance' (every rank as fast as the median rank), "
+            "'balance(FILTERS)', "
+            "'balance-router' (the experts' work spread evenly, work conserved). Repeatable: the terms combine.",
         ),
     ] = None,
 ) -> None:
@@ -162,7 +145,6 @@ def analyze_command(
         else:
             from ..reports import terminal
 
-            bought, balance = what_would_it_buy(result)
-            terminal.render(result, top=top, devices=device_rows, bought=bought, balance=balance)
+            terminal.render(result, top=top, devices=device_rows)
 
     guarded(body)

@@ -63,20 +63,22 @@ def annotate_command(
             from ..insight.whatif import parse_terms
 
             parse_terms(what_if)  # a bad term fails before any trace is read
-        result, traces = analyze_job(list(paths), options, step_options)
+        result, traces, state = analyze_job(list(paths), options, step_options)
         if result.timeline_free:
             raise fail(f"{paths[0]}: NCCL Inspector logs have no timeline to annotate (analyze or report them)")
         projected = None
         if what_if:
-            from ..reports.projected import project_timeline
+            from ..pipeline.projected import project_timeline
 
-            projected = project_timeline(traces, result, what_if)
+            projected = project_timeline(result, state, what_if)
         try:
             if projected is None:
-                counts = write_annotated(traces, result, output)
+                counts = write_annotated(traces, result, state.timeline, output)
             else:
                 change = " ".join(projected.projection.what_if)
-                counts = write_annotated([projected.trace], projected.analysis, output, projected.critical, change)
+                counts = write_annotated(
+                    [projected.trace], projected.analysis, projected.timeline, output, projected.critical, change
+                )
         except OSError as exc:
             raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
         if projected is not None:

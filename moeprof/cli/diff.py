@@ -75,13 +75,13 @@ def diff_command(
                     )
         doc = compare(sources)
         names = labels(len(sources))
-        first, first_traces = loaded[0]
+        first, first_projector = loaded[0]
         doc["explanations"] = [
-            explanation(first.analysis, first_traces, s.analysis, traces, (names[0], names[i]))
-            for i, (s, traces) in enumerate(loaded[1:], 1)
-            if first_traces is not None and traces is not None
+            explanation(first.analysis, first_projector, s.analysis, (names[0], names[i]))
+            for i, (s, projector) in enumerate(loaded[1:], 1)
+            if first_projector is not None and projector is not None
         ]
-        if explain and (first_traces is None or any(t is None for _, t in loaded[1:])):
+        if explain and (first_projector is None or any(p is None for _, p in loaded[1:])):
             doc["warnings"].append(
                 "no projection explains the differences of a saved analysis: diff the traces or run folders"
                 " to see what the changes explain"

@@ -73,7 +73,8 @@ def report_command(
             "--what-if",
             metavar="TERM",
             help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine)."
-            " Default: 'balance' for a job of several devices and up to 100,000 activities.",
+            " Default, for a job of several devices and up to 100,000 activities: the first try where it is"
+            " 'balance-router' or 'balance', else 'balance'.",
         ),
     ] = None,
     no_projection: Annotated[

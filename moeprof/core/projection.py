@@ -23,7 +23,7 @@ Readings of §9 (docs/metrics.md, "Projection", holds them all):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, cast
 
@@ -31,14 +31,14 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .analysis import NS_KEYS, DeviceFigures, ratio
+from .analysis import CAUSES, NS_KEYS, DeviceFigures, PathSegment, Projection, StepProjection
 from .events import BUCKETS, bucket_codes, categorical, categorical_of, column_codes, combine_codes, lookup
 from .ledger_records import clock_domain
 from .metrics import EventColumns
 from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, walk_back
 from .trace import Trace
+from .vocabulary import vocabulary
 
-CAUSES = ("compute", "transfer", "wait", "launch", "copy", "other")
 _BUCKET_CAUSE = {"compute": "compute", "comm": "transfer", "memcpy": "copy", "other": "other"}
 
 # per device activity: what the replay needs (strings categorical); comm rows are in the order of the
@@ -57,109 +57,12 @@ REPLAY_COLUMNS: dict[str, str] = {
     "end_ns": "int64",
     "launch_ns": "int64",  # the launching call's time on the host clock (-1 unknown)
     "launch_thread": "str",  # "" unknown
+    "moe_role": "str",  # MOE_ROLES: the routed experts' compute, the dispatch/combine exchange, or ""
 }
+# what a row is to the router (the balance-router term): the routed experts' compute, a dispatch/combine exchange
+# whose bytes are fixed by shape (padded, capacity), one whose bytes follow the routing (ragged, EP kernels)
+MOE_ROLES = ("expert", "exchange", "exchange-ragged")
 SYNC_COLUMNS = ("device", "thread", "start_ns", "end_ns")  # host synchronizations (waited for the device)
-
-
-@dataclass(frozen=True, slots=True)
-class StepProjection:
-    step: int
-    measured_ns: int
-    projected_ns: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "measured_ns": self.measured_ns, "projected_ns": self.projected_ns}
-
-
-@dataclass(frozen=True, slots=True)
-class PathSegment:
-    """One piece of a critical path: an activity's time, or the launch/host gap before one."""
-
-    device: str
-    bucket: str  # the activity's bucket ("" for a gap)
-    kind: str  # §3 kind for comm, "" otherwise
-    cause: str  # compute | transfer | wait | launch | copy | other
-    name: str
-    start_ns: int  # projected, on the reference clock
-    end_ns: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "bucket": self.bucket,
-            "kind": self.kind,
-            "cause": self.cause,
-            "name": self.name,
-            "start_ns": self.start_ns,
-            "end_ns": self.end_ns,
-            "ns": self.end_ns - self.start_ns,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Projection:
-    """Spec §9: one projection of the job (the measured job replayed with some changes)."""
-
-    what_if: tuple[str, ...]
-    measured_step_ns: int
-    projected_step_ns: int
-    saving_ns: int
-    steps: tuple[StepProjection, ...] = ()
-    critical_path: tuple[PathSegment, ...] = ()  # of the step with the longest projected time
-    critical_step: int | None = None
-    path_by_cause: Mapping[str, int] = field(default_factory=dict)
-    devices: tuple[DeviceFigures, ...] = ()
-    throughput: Mapping[str, Any] | None = None  # projected tokens/s, TFLOPS per device, MFU
-
-    @property
-    def saving_fraction(self) -> float:
-        return ratio(self.saving_ns, self.measured_step_ns)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "what_if": list(self.what_if),
-            "step_ns": {"measured": self.measured_step_ns, "projected": self.projected_step_ns},
-            "saving_ns": self.saving_ns,
-            "saving_fraction": self.saving_fraction,
-            "steps": [s.to_json() for s in self.steps],
-            "critical_step": self.critical_step,
-            "critical_path": [p.to_json() for p in self.critical_path],
-            "path_by_cause": dict(self.path_by_cause),
-            "devices": [d.to_json() for d in self.devices],
-        }
-        if self.throughput:
-            out["throughput"] = dict(self.throughput)
-        return out
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Projection:
-        step_ns = doc.get("step_ns") or {}
-        return cls(
-            what_if=tuple(str(t) for t in doc.get("what_if") or ()),
-            measured_step_ns=int(step_ns.get("measured") or 0),
-            projected_step_ns=int(step_ns.get("projected") or 0),
-            saving_ns=int(doc.get("saving_ns") or 0),
-            steps=tuple(
-                StepProjection(int(s["step"]), int(s["measured_ns"]), int(s["projected_ns"]))
-                for s in doc.get("steps") or ()
-            ),
-            critical_path=tuple(
-                PathSegment(
-                    str(p.get("device", "")),
-                    str(p.get("bucket", "")),
-                    str(p.get("kind", "")),
-                    str(p.get("cause", "")),
-                    str(p.get("name", "")),
-                    int(p.get("start_ns", 0)),
-                    int(p.get("end_ns", 0)),
-                )
-                for p in doc.get("critical_path") or ()
-            ),
-            critical_step=doc.get("critical_step"),
-            path_by_cause={str(k): int(v) for k, v in (doc.get("path_by_cause") or {}).items()},
-            devices=tuple(DeviceFigures.from_json(d) for d in doc.get("devices") or ()),
-            throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
-        )
 
 
 def empty_replay_table() -> pd.DataFrame:
@@ -218,6 +121,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
         thread = strings("launch_thread")
     else:
         thread = categorical("", rows.size)
+    role_codes, roles = moe_roles(trace, columns)
     return pd.DataFrame(
         {
             "device": per_device(dev_v),
@@ -233,6 +137,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "end_ns": np.maximum(columns.numbers("end_ns")[rows], start),
             "launch_ns": launch,
             "launch_thread": thread,
+            "moe_role": _categorical(role_codes[rows], roles),
         },
         copy=False,  # fresh arrays each: not stacked into blocks (a copy of the four int64 columns)
     )
@@ -251,6 +156,55 @@ def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     width = np.int8 if len(distinct) < 127 else np.int16 if len(distinct) < 32_767 else np.int32  # pandas' own
     codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[slot].astype(width))
     return pd.Categorical.from_codes(codes_out, categories=pd.Index(distinct, dtype=object), validate=False)
+
+
+def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's role to the router (codes into ``("", *MOE_ROLES)``), decided once per distinct
+    (bucket, kind, name, HLO module, HLO op, opcode).
+
+    * ``expert``: compute whose HLO op_name scope (XLA traces carry it in the HLO) names the routed experts
+      (vocabulary ``expert_scope``), or whose kernel name does (megablox gmm, fused_moe, GroupedMLP), or a
+      grouped GEMM kernel (``gemm`` and ``grouped_gemm``), or an HLO ``ragged-dot``;
+    * ``exchange-ragged``: EP dispatch/combine kernels (DeepEP, NCCL EP) and the ragged all-to-all, whose bytes
+      follow the routing;
+    * ``exchange``: any other all-to-all, unless its HLO op_name is known and names no MoE scope (an
+      embedding exchange): its bytes are fixed by its shape (padded, capacity-bound)."""
+    n = len(columns)
+    vocab = vocabulary()
+    parts = ("bucket", "kind", "name", "hlo_module", "hlo_op", "opcode")
+    codes = [columns.strings(c) for c in parts]
+    key = combine_codes(*(c for c, _ in codes)) if n else np.zeros(0, dtype=np.int64)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.array(("", *MOE_ROLES), dtype=object)
+    first = np.unique(key, return_index=True)[1]
+    op_names: dict[tuple[str, str], str] = {}
+    for (module, _), hlo in trace.hlo.items():
+        for op, inst in hlo.instructions.items():
+            op_names.setdefault((module, op), inst.op_name)
+    role_of_key = np.zeros(int(key.max()) + 1, dtype=np.int64)  # 0: "" (no role)
+    for row in first.tolist():
+        bucket, kind, name, module, op, opcode = (
+            str(values[c[row]]) if c[row] >= 0 else "" for c, values in codes
+        )
+        scope = op_names.get((module, op), "")
+        role = ""
+        if bucket == "compute":
+            if (
+                vocab.expert_scope.search(scope)
+                or vocab.expert_scope.search(name)
+                or (vocab.gemm.search(name) and vocab.grouped_gemm.search(name))
+                or opcode == "ragged-dot"
+            ):
+                role = "expert"
+        elif bucket == "comm":
+            ragged = opcode.startswith("ragged-all-to-all") or "RaggedAllToAll" in name
+            if kind in ("ep-dispatch", "ep-combine") or ragged:
+                role = "exchange-ragged"
+            elif kind == "all-to-all" and (not scope or vocab.moe_scope.search(scope)):
+                role = "exchange"
+        if role:
+            role_of_key[key[row]] = 1 + MOE_ROLES.index(role)
+    return role_of_key[key], np.array(("", *MOE_ROLES), dtype=object)
 
 
 def _codes_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -376,8 +330,9 @@ class ReplayJob:
     def run(
         self, duration: np.ndarray | None = None, transfer: np.ndarray | None = None, gap: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Projected (start, end) of every row, aligned (ŝ clock); ``gap``: every row's trigger gap ``g_x``
-        (default the measured ones; the graph holds them per run, so a change goes through :func:`replay`)."""
+        """Projected (start, end) of every row, aligned (ŝ clock); ``gap``: changed trigger gaps ``g_x`` (the
+        balance-router term scales the host time inside a token-driven loop), default the measured ones (the
+        graph holds them per run, so a change goes through :func:`replay`)."""
         return replay(self.graph, duration, transfer, gap=gap)
 
     def step_spans(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -576,8 +531,6 @@ class ReplayJob:
                 recs, _segments(proj_windows), _segments(exposed), self.whole_job, dict(self.device_ids)
             )
             per = {d.device: d.figures() for d in ledger.devices}
-            from dataclasses import replace
-
             out = [replace(d, ledger=per.get(d.device)) if d.device in per else d for d in out]
         return tuple(sorted(out, key=lambda d: d.device))
 
@@ -742,3 +695,152 @@ __all__ = [
     "empty_replay_table",
     "empty_syncs",
 ]
+
+
+@dataclass(frozen=True)
+class RouterBalance:
+    """What the balance-router change found and did (the projection's line says it)."""
+
+    expert_rows: int  # the routed experts' activities found
+    exchange_rows: int  # the dispatch/combine activities found
+    ragged_rows: int  # of those, the ones whose bytes follow the routing (their transfer changed)
+    regions: int  # (step, region between exchanges, EP group) cells whose expert work was spread evenly
+    moved_ns: int  # expert work taken from the devices above their group's mean, summed over cells
+    unplaced_ns: int  # work due to a device with no activity to carry it in its region (left out)
+
+
+def _role_mask(job: ReplayJob, role: str) -> np.ndarray:
+    """The rows of one MOE_ROLES role (none where the table has no role column)."""
+    if "moe_role" not in job.table.columns:
+        return np.zeros(job.size, dtype=bool)
+    codes, values = job.codes("moe_role")
+    return lookup(codes, np.array([str(v) == role for v in values.tolist()], dtype=bool), False)
+
+
+def router_balanced(
+    job: ReplayJob, duration: np.ndarray, transfer: np.ndarray, gap: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, RouterBalance]:
+    """The ``balance-router`` change: what a balanced router does to the job, work conserved.
+
+    A router moves tokens, so it moves expert work: in each *cell* (a §5 step, the region between two of a
+    device's dispatch/combine exchanges counted in start order, and the devices of one EP group: the members
+    of its exchange instances), every device of the group gets the group's mean expert work. A device's expert
+    work in a cell is its expert activities' durations plus the gaps between two of them (a token-driven loop
+    runs, and launches, more iterations with more tokens); each is scaled by (the mean / the device's work).
+    A device with no expert activity in a cell where the mean is not 0 gets its share on its last compute
+    activity of that cell (else it is left out: ``unplaced_ns``). Exchanges whose bytes follow the routing
+    (``exchange-ragged``) move bytes with the tokens: a device's sends are conserved (its tokens, top-k copies
+    each) and its receives follow its expert work in the region the exchange feeds (after it) or drains
+    (before it), whichever holds more; the busiest member (the most expert work, ``W_max``) sets when the
+    exchange ends, so every member's transfer ``τ`` (a non-member's duration) scales by
+    ``(W̄ + W̄) / (W̄ + W_max) = 2 / (1 + W_max / W̄)``. Fixed-shape exchanges (padded, capacity) keep theirs.
+    Durations are rounded half to even."""
+    g = job.graph
+    duration, transfer, gap = duration.copy(), transfer.copy(), gap.copy()
+    n = job.size
+    inside = job.step != _NO_STEP
+    compute = job.bucket == BUCKETS.index("compute")
+    member = g.is_member
+    expert = _role_mask(job, "expert") & compute & inside & ~member
+    ragged = _role_mask(job, "exchange-ragged")
+    exchange = (_role_mask(job, "exchange") | ragged) & (job.bucket == BUCKETS.index("comm")) & inside
+    if not expert.any():
+        return duration, transfer, gap, RouterBalance(0, int(exchange.sum()), int((ragged & exchange).sum()), 0, 0, 0)
+    dev = g.device
+    # the region of each row: the exchanges of its (device, step) that start at or before it (an exchange opens
+    # the region after it), in the device's (start, end, row) order
+    order = np.lexsort((np.arange(n), g.end, g.start, job.step, dev))
+    ex_sorted = exchange[order].astype(np.int64)
+    cell = combine_codes(dev[order], job.step[order])
+    first = np.r_[True, cell[1:] != cell[:-1]] if n else np.zeros(0, dtype=bool)
+    run = np.cumsum(ex_sorted)
+    base = np.maximum.accumulate(np.where(first, run - ex_sorted, 0))
+    region = np.empty(n, dtype=np.int64)
+    region[order] = run - base
+    # EP groups: a device belongs to the group of the first device among the members of its exchange instances
+    n_dev = int(job.device_names.size)
+    group_of = np.full(n_dev, -1, dtype=np.int64)
+    ex_members = np.flatnonzero(exchange & member)
+    if ex_members.size:
+        inst = g.instance[ex_members]
+        inst_u, inst_i = np.unique(inst, return_inverse=True)
+        lowest = np.full(inst_u.size, n_dev, dtype=np.int64)
+        np.minimum.at(lowest, inst_i, dev[ex_members])
+        lead = np.full(n_dev, n_dev, dtype=np.int64)
+        np.minimum.at(lead, dev[ex_members], lowest[inst_i])
+        group_of = np.where(lead < n_dev, lead, -1)
+    groups, group_size = np.unique(group_of, return_counts=True)
+    size_of = dict(zip(groups.tolist(), group_size.tolist()))
+    group = group_of[dev]
+    # expert work per (cell, device): durations, plus the gaps between two expert activities of one region
+    rows = np.flatnonzero(expert)
+    trig = g.trigger[rows]
+    internal = trig >= 0
+    internal[internal] = expert[trig[internal]] & (region[trig[internal]] == region[rows[internal]])
+    work = duration[rows] + np.where(internal, gap[rows], 0)
+    key = combine_codes(job.step[rows], region[rows], group[rows])
+    cells, cell_of = np.unique(key, return_inverse=True)
+    k = cells.size
+    total = np.bincount(cell_of, weights=work.astype(np.float64), minlength=k)
+    per = np.zeros((k, n_dev), dtype=np.float64)
+    np.add.at(per, (cell_of, dev[rows]), work.astype(np.float64))
+    members_of = np.zeros(k, dtype=np.int64)
+    members_of[cell_of] = group[rows]
+    members = np.array([size_of[int(c)] for c in members_of.tolist()], dtype=np.float64)
+    mean = total / members
+    factor = np.where(per > 0, mean[:, None] / np.where(per > 0, per, 1.0), 1.0)
+    f = factor[cell_of, dev[rows]]
+    duration[rows] = np.rint(duration[rows] * f).astype(np.int64)
+    scaled_gap = rows[internal]
+    gap[scaled_gap] = np.rint(gap[scaled_gap] * f[internal]).astype(np.int64)
+    moved = float(np.clip(per - mean[:, None], 0, None).sum())
+
+    def cell_index(step: np.ndarray, reg: np.ndarray, grp: np.ndarray) -> np.ndarray:
+        """The cell of each (step, region, group), -1 where no expert activity made one (one numbering)."""
+        keys = combine_codes(np.r_[job.step[rows], step], np.r_[region[rows], reg], np.r_[group[rows], grp])
+        lut = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
+        lut[keys[: rows.size]] = cell_of
+        return lut[keys[rows.size :]]
+
+    # devices of a cell's group with no expert activity in it: their share on their last compute of the region
+    unplaced = 0.0
+    cell_group = np.zeros(k, dtype=np.int64)
+    cell_group[cell_of] = group[rows]
+    empty_c, empty_d = np.nonzero((group_of[None, :] == cell_group[:, None]) & (per == 0) & (mean[:, None] > 0))
+    if empty_c.size:
+        carriers = np.flatnonzero(compute & inside & ~member)
+        carriers = carriers[cell_index(job.step[carriers], region[carriers], group[carriers]) >= 0]
+        c_cell = cell_index(job.step[carriers], region[carriers], group[carriers])
+        slot = c_cell * n_dev + dev[carriers]
+        by = np.lexsort((g.start[carriers], slot))  # per (cell, device), the latest start last
+        last_of = np.full(k * n_dev, -1, dtype=np.int64)
+        is_last = np.r_[slot[by][1:] != slot[by][:-1], True] if by.size else np.zeros(0, dtype=bool)
+        last_of[slot[by][is_last]] = carriers[by][is_last]
+        carrier = last_of[empty_c * n_dev + empty_d]
+        placed = carrier >= 0
+        np.add.at(duration, carrier[placed], np.rint(mean[empty_c[placed]]).astype(np.int64))
+        unplaced = float(mean[empty_c[~placed]].sum())
+    # exchanges whose bytes follow the routing: each device's transfer follows its tokens
+    ragged_rows = np.flatnonzero(ragged & exchange)
+    if ragged_rows.size:
+        at = (job.step[ragged_rows], group[ragged_rows])
+        feed = cell_index(at[0], region[ragged_rows], at[1])  # the region after it: the tokens it dispatches
+        drain = cell_index(at[0], region[ragged_rows] - 1, at[1])  # the one before it: the results it combines
+        w_feed = np.where(feed >= 0, total[np.maximum(feed, 0)], -1.0)
+        w_drain = np.where(drain >= 0, total[np.maximum(drain, 0)], -1.0)
+        chosen = np.where(w_feed >= w_drain, feed, drain)
+        ok = chosen >= 0
+        # the busiest member's bytes set the exchange's end: max over the group's devices of the cell
+        busiest = per.max(axis=1) / np.where(mean > 0, mean, 1.0)
+        scale = np.where(ok, 2.0 / (1.0 + busiest[np.maximum(chosen, 0)]), 1.0)
+        is_m = member[ragged_rows]
+        transfer[ragged_rows[is_m]] = np.rint(transfer[ragged_rows[is_m]] * scale[is_m]).astype(np.int64)
+        duration[ragged_rows[~is_m]] = np.rint(duration[ragged_rows[~is_m]] * scale[~is_m]).astype(np.int64)
+    return (
+        duration,
+        transfer,
+        gap,
+        RouterBalance(
+            int(rows.size), int(exchange.sum()), int(ragged_rows.size), int(k), int(round(moved)), int(round(unplaced))
+        ),
+    )

@@ -30,7 +30,7 @@ from ..readers.runfolder import ANALYSIS, read_manifest
 from .noise import DEFAULT_ALPHA, NoiseTest, welch_test
 
 if TYPE_CHECKING:
-    from ..core.projection import Projection
+    from ..core.analysis import Projection
 
 CHECK_SCHEMA = "moeprof.check/1"
 
@@ -190,7 +190,7 @@ PROJECTION_FIGURES = ("balance_saving",)  # from the analysis' balance projectio
 
 def balance_projection(analysis: Analysis) -> Projection | None:
     """The ``balance`` projection the analysis carries (multi-rank jobs), else None."""
-    return next((p for p in analysis.projections if list(p.what_if) == ["balance"]), None)
+    return analysis.projection("straggler")
 
 
 def balance_saving(analysis: Analysis) -> float:
@@ -337,7 +337,11 @@ def inspector_value(analysis: Analysis, figure: str) -> Measure:
 
 
 def step_time_ns(analysis: Analysis) -> float:
-    """Median over steps of the slowest device's step span; without steps the longest device window."""
+    """The job's step time, the one every screen shows: §9's ``step_ns`` (the mean over steps of the latest end
+    minus the earliest start over the job's devices, aligned). A saved analysis from before it was written: the
+    median over steps of the slowest device's step span; without steps the longest device window."""
+    if analysis.step_ns is not None:
+        return float(analysis.step_ns)
     per_step: dict[int, float] = {}
     for s in analysis.steps:
         per_step[s.step] = max(per_step.get(s.step, 0.0), float(s.span_ns))

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
-from ..core.analysis import Collective, Opportunity
+from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
 from ..core.hardware import fabric_text
 from ..core.metrics import DeviceTimeline, WindowMeasure
@@ -386,7 +386,7 @@ def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
     return sorted(opportunities, key=lambda o: (-o.saving_bound_ns, _BREADTH.get(o.kind, 2), o.title))
 
 
-PROJECTED_SIGNIFICANT = 0.01  # of the mean step: a projected saving below it ranks as none (replay noise, µs)
+PROJECTED_SIGNIFICANT = SIGNIFICANT_SAVING  # of the mean step: a projected saving below it ranks as none (replay noise)
 
 
 def rank_by_projection(opportunities: list[Opportunity], step_ns: float = 0.0) -> list[Opportunity]:

@@ -10,7 +10,7 @@ in one process. The library and the CLI take the same route.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,7 @@ from ..core.timeline import TimelineOptions, TimelineView
 from ..core.topology import attribute_links
 from ..core.trace import Trace
 from ..errors import InputError
+from ..insight.projector import Projector
 from ..insight.throughput import manifest_throughput, with_throughput
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, TraceSource, read_file
@@ -30,25 +31,40 @@ from ..readers.discovery import JobPlan, plan_job
 from ..workers import default_decode_threads
 from .executors import concurrent_files, map_files, resolve_scheduler
 from .inspector import analyze_logs
-from .merge import JobResults, finish_job, instance_table, merge
+from .merge import JobResults, Merged, finish_job, instance_table, merge
 from .per_file import FileResult, measure_file
 
 __all__ = [
     "Analysis",
     "ExecOptions",
     "FileResult",
+    "JobState",
     "LoadOptions",
     "StepOptions",
     "TraceSet",
     "analyze",
     "analyze_job",
     "analyze_paths",
+    "analyze_paths_state",
+    "analyze_state",
     "load",
     "load_trace",
     "measure",
     "merge",
     "with_throughput",
 ]
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What measuring a job leaves beside its :class:`Analysis` (which stays plain data, as its JSON):
+    each device's timeline view (when measured with a :class:`TimelineOptions`), the §8 instances (op, kind,
+    first and last aligned arrival, straggler; with the timeline only) and the §9 :class:`Projector` (the
+    replay columns and graph, for further projections: the HTML timeline, ``annotate``, ``diff``)."""
+
+    timeline: tuple[TimelineView, ...] = ()
+    instances: pd.DataFrame | None = None
+    projector: Projector | None = None
 
 
 def load_trace(
@@ -129,11 +145,23 @@ def analyze(
 ) -> Analysis:
     """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints); ``what_if``:
     §9 terms projected together (``Analysis.projections``, after the balance projection)."""
+    return analyze_state(traces, step_options, link_peaks, timeline, what_if)[0]
+
+
+def analyze_state(
+    traces: Trace | Sequence[Trace],
+    step_options: StepOptions | None = None,
+    link_peaks: dict[str, float] | None = None,
+    timeline: TimelineOptions | None = None,
+    what_if: Sequence[str] = (),
+) -> tuple[Analysis, JobState]:
+    """:func:`analyze`, and what it leaves beside the analysis (:class:`JobState`)."""
     manifest = getattr(traces, "manifest", None)
     notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     job = _job_of([measure_file(t, step_options, timeline) for t in traces])
-    return _with_manifest(finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline), manifest)
+    analysis, state = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
+    return _with_manifest(analysis, manifest), state
 
 
 def _job_of(parts: Sequence[FileResult]) -> JobResults:
@@ -149,24 +177,23 @@ def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
 
 
 def finish(
-    merged: tuple[Analysis, pd.DataFrame | None],
-    timeline: TimelineOptions | None,
-    views: Sequence[TimelineView] = (),
-) -> Analysis:
-    """The merged analysis, with the devices' timeline views (and their ledger wait parts) when asked."""
-    analysis, matched = merged
+    merged: Merged, timeline: TimelineOptions | None, views: Sequence[TimelineView] = ()
+) -> tuple[Analysis, JobState]:
+    """The merged analysis, and beside it the devices' timeline views (with their ledger wait parts) when
+    asked, the §8 instances, the projector."""
+    analysis, matched, projector = merged
     if timeline is None or not views:
-        return analysis
+        return analysis, JobState(projector=projector)
     views = sorted(views, key=lambda v: v.device)
     if matched is None:
-        return analysis.with_(timeline=tuple(views))
+        return analysis, JobState(tuple(views), projector=projector)
     complete = matched[matched["instance"] >= 0]
     waits = {
         str(d): (g["start_ns"].to_numpy(np.int64), (g["start_ns"] + g["wait_ns"]).to_numpy(np.int64))
         for d, g in complete[complete["wait_ns"] > 0].groupby("device", observed=True)
     }
     views = [v.with_wait(*waits[v.device]) if v.device in waits else v for v in views]
-    return analysis.with_(timeline=tuple(views), instances=instance_table(matched))
+    return analysis, JobState(tuple(views), instance_table(matched), projector)
 
 
 def _share_cores(options: LoadOptions, at_once: int | None, jobs: int | None) -> LoadOptions:
@@ -217,8 +244,29 @@ def analyze_paths(
     execution: ExecOptions | None = None,
     what_if: Sequence[str] = (),
 ) -> Analysis:
-    """Discover, read and measure every trace file, then merge (``moeprof analyze``). ``inputs``: what the
-    user typed, or its :class:`~moeprof.readers.discovery.JobPlan` (``plan_job``) where the caller made one.
+    """Discover, read and measure every trace file, then merge (``moeprof analyze``): :func:`analyze_paths_state`'s
+    analysis."""
+    return analyze_paths_state(
+        inputs, options, step_options, jobs, progress, link_peaks, timeline, scheduler, skip_bad, execution, what_if
+    )[0]
+
+
+def analyze_paths_state(
+    inputs: Sequence[str | Path] | JobPlan,
+    options: LoadOptions | None = None,
+    step_options: StepOptions | None = None,
+    jobs: int | None = None,
+    progress: Callable[[TraceSource], None] | None = None,
+    link_peaks: dict[str, float] | None = None,
+    timeline: TimelineOptions | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
+    execution: ExecOptions | None = None,
+    what_if: Sequence[str] = (),
+) -> tuple[Analysis, JobState]:
+    """Discover, read and measure every trace file, then merge; the analysis and its :class:`JobState`.
+    ``inputs``: what the user typed, or its :class:`~moeprof.readers.discovery.JobPlan` (``plan_job``) where
+    the caller made one.
 
     The per-file map runs in this process (one file, or ``jobs=1``), in a local process pool
     (the default), or on a Dask cluster (``scheduler``); each result is merged as it arrives and
@@ -234,7 +282,7 @@ def analyze_paths(
     files, notes = plan.files, list(plan.notes)
     if plan.inspector:
         analysis = analyze_logs([Path(f) for f in files], link_peaks, notes, jobs, scheduler, skip_bad, progress)
-        return _with_manifest(analysis, plan.manifest)
+        return _with_manifest(analysis, plan.manifest), JobState()
     options = _share_cores(options, concurrent_files(len(files), jobs, scheduler), jobs)
     tasks = _tasks(plan, options, step_options, timeline)
     job = JobResults()
@@ -272,10 +320,10 @@ def analyze_paths(
             jobs=jobs,
         )
         job, notes = again, [*notes, *decided]
-    analysis = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
+    analysis, state = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
     if skipped:
         analysis = analysis.with_(skipped=tuple({"file": s.file, "problem": s.problem} for s in skipped))
-    return _with_manifest(analysis, plan.manifest)
+    return _with_manifest(analysis, plan.manifest), state
 
 
 def analyze_job(
@@ -285,8 +333,9 @@ def analyze_job(
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
     what_if: Sequence[str] = (),
-) -> tuple[Analysis, list[Trace]]:
-    """The analysis and the classified traces it measured, each file read once (``report``, ``annotate``).
+) -> tuple[Analysis, list[Trace], JobState]:
+    """The analysis, the classified traces it measured (each file read once) and its :class:`JobState`
+    (``report``, ``annotate``, ``diff``).
 
     As :func:`analyze_paths`: every file is measured, and its identity made beside its figures; the job is
     decided from those (a capture's second format set aside, files that cannot be one job refused)."""
@@ -294,7 +343,8 @@ def analyze_job(
     plan = _plan(inputs, options)
     notes = list(plan.notes)
     if plan.inspector:
-        return _with_manifest(analyze_logs([Path(f) for f in plan.files], link_peaks, notes), plan.manifest), []
+        analysis = analyze_logs([Path(f) for f in plan.files], link_peaks, notes)
+        return _with_manifest(analysis, plan.manifest), [], JobState()
     timeline = timeline or TimelineOptions()
     traces = _load_all(plan, options)
     job = _job_of([measure_file(t, step_options, timeline) for t in traces])
@@ -306,5 +356,5 @@ def analyze_job(
         job, notes = _job_of([measure_file(t, step_options, timeline) for t in traces]), [*notes, *decided]
     else:
         traces = [traces[i] for i in kept]  # finish_job says what was set aside
-    analysis = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
-    return _with_manifest(analysis, plan.manifest), traces
+    analysis, state = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
+    return _with_manifest(analysis, plan.manifest), traces, state

@@ -33,22 +33,18 @@ from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
-from ..core.replay import has_compiled
-from ..errors import InputError
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
-    PROJECTED_SIGNIFICANT,
     comm_opportunities,
     expert_exchange_opportunity,
     merge_same_time,
     named_fabrics,
     rank,
-    rank_by_projection,
     signal_opportunities,
 )
+from ..insight.projector import Projector, project_analysis
 from ..insight.stack import Stack
 from ..insight.waiting import op_stragglers, straggler_opportunity
-from ..insight.whatif import BALANCE, opportunity_savings, parse_terms, project_job
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
 K = TypeVar("K")
@@ -378,8 +374,8 @@ def merge_job(
     link_peaks: dict[str, float] | None = None,
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
-) -> tuple[Analysis, pd.DataFrame | None]:
-    """:func:`merge`, and the comm records with their ledger view (instance, wait, straggler) for timelines."""
+) -> Merged:
+    """:func:`merge`, the comm records with their ledger view (instance, wait, straggler), the projector."""
     job = JobResults()
     for i, part in enumerate(parts):
         job.add(i, part)
@@ -436,43 +432,15 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
     )
 
 
-NUMPY_REPLAY_LIMIT = 50_000  # activities the numpy replay projects in seconds
+def with_projections(
+    analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()
+) -> tuple[Analysis, Projector | None]:
+    """§9 (:func:`moeprof.insight.projector.project_analysis`): the analysis with its projections and the
+    opportunities' projected savings, and the projector beside it."""
+    return project_analysis(analysis, replay, what_if)
 
 
-def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()) -> Analysis:
-    """§9: the balance projection (jobs of several devices), the one ``what_if`` asks for, and each
-    opportunity's projected saving (opportunities ranked by it)."""
-    if replay is None:
-        if what_if:
-            raise InputError(None, f"--what-if {what_if[0]!r}: the analysis has no device activity to project")
-        return analysis
-    throughput = dict(analysis.throughput) if analysis.throughput else None
-    parsed = parse_terms(what_if)  # a bad term fails before any work
-    if replay.size > NUMPY_REPLAY_LIMIT and not has_compiled():
-        # the numpy relaxation takes one pass per edge of the longest chain: hours at a million activities
-        note = (
-            f"projections skipped: {replay.size:,} activities need the compiled replay (pip install 'moeprof[fast]' "
-            f"installs numba); without it only jobs up to {NUMPY_REPLAY_LIMIT:,} activities are projected"
-        )
-        if parsed:
-            raise InputError(None, f"--what-if {what_if[0]!r}: {note}")
-        return analysis.with_(replay=replay).with_warnings(note)
-    projections = []
-    if len(replay.device_names) > 1:
-        projections.append(project_job(replay, [BALANCE], analysis.opportunities, throughput))
-    if parsed:
-        projections.append(project_job(replay, list(what_if), analysis.opportunities, throughput))
-    measured = replay.step_spans(replay.graph.start, replay.graph.end)
-    step_ns = float(measured.mean()) if measured.size else 0.0
-    savings = opportunity_savings(replay, analysis.opportunities, PROJECTED_SIGNIFICANT * step_ns)
-    opportunities = rank_by_projection(
-        [
-            replace(o, projected_saving_ns=s.ns, projected_saving_max_ns=s.max_ns)
-            for o, s in zip(analysis.opportunities, savings, strict=True)
-        ],
-        step_ns,
-    )
-    return analysis.with_(projections=tuple(projections), replay=replay, opportunities=tuple(opportunities))
+Merged = tuple[Analysis, pd.DataFrame | None, Projector | None]
 
 
 def finish_job(
@@ -480,8 +448,9 @@ def finish_job(
     link_peaks: dict[str, float] | None = None,
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
-) -> tuple[Analysis, pd.DataFrame | None]:
-    """The analysis of everything ``job`` took in."""
+) -> Merged:
+    """The analysis of everything ``job`` took in, the comm records with their ledger view (instance, wait,
+    straggler), and the projector of its §9 projections."""
     notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
@@ -545,7 +514,8 @@ def finish_job(
         ledger=ledger_summary(ledger) if ledger is not None else None,
         hardware=hardware.summary,
     )
-    return with_projections(analysis, replay_job(job, records, ledger), what_if), matched
+    projected, projector = with_projections(analysis, replay_job(job, records, ledger), what_if)
+    return projected, matched, projector
 
 
 def instance_table(matched: pd.DataFrame) -> pd.DataFrame:

@@ -284,12 +284,17 @@ def explanation_lines(e: dict) -> list[str]:
     ref, run = e["reference"], e["run"]
     residual = e["residual_ms"]
     share = "" if e["residual_fraction"] is None else f" ({e['residual_fraction']:+.1%} of {run}'s step)"
+
+    def change(ms: float) -> str:  # a step difference in words: "12.500 ms shorter", "no change"
+        return f"{abs(ms):,.3f} ms {'shorter' if ms > 0 else 'longer'}" if round(ms, 3) else "the same"
+
+    measured, explained = e["measured_change_ms"], e["explained_ms"]
     return [
         f"{ref} step {e['reference_step_ms']:,.3f} ms; {ref} with {run}'s changes, projected: "
         f"{e['projected_step_ms']:,.3f} ms; {run} measured: {e['measured_step_ms']:,.3f} ms.",
-        f"The changes explain {e['explained_ms']:+,.3f} ms of the {e['measured_change_ms']:+,.3f} ms {run} saves;"
-        f" residual {residual:+,.3f} ms{share}: what the ratios do not carry (contention, a new kernel,"
-        " a different schedule).",
+        f"{run}'s step is {change(measured)} than {ref}'s; {run}'s changes, applied to {ref}, make it"
+        f" {change(explained)} (projected); residual {residual:+,.3f} ms{share}: what the ratios do not carry"
+        " (contention, a new kernel, a different schedule).",
     ]
 
 
