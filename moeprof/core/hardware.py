@@ -17,13 +17,14 @@ from importlib import resources
 
 @dataclass(frozen=True)
 class Fabric:
-    """A link between GPUs as the cost model sees it: its name on screen and one hop's latency."""
+    """A link between devices as the cost model sees it: its name on screen and one hop's latency."""
 
-    key: str  # nvlink | xgmi | ib
-    name: str  # on screen: NVLink, xGMI, InfiniBand
+    key: str  # nvlink | xgmi | ib | ici | dcn
+    name: str  # on screen: NVLink, xGMI, InfiniBand, ICI, DCN
     long_name: str
-    hop_latency_us: float
+    hop_latency_us: float | None  # None: not known (TPU fabrics): no latency knee
     source: str
+    domain: str = "domain"  # what one scale-up domain of this fabric is called: an NVLink domain, an ICI slice
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,22 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Vendor:
+    """A GPU vendor, told from a name a trace carries even where no preset matches, and its scale-up fabric."""
+
+    name: str  # as presets spell it: AMD, NVIDIA
+    scale_up: str  # fabric key: xgmi | nvlink
+    patterns: tuple[re.Pattern[str], ...]
+
+
+@dataclass(frozen=True)
 class HardwareTable:
     gpus: tuple[GpuPreset, ...]
     variants: tuple[Variant, ...]
     fabrics: dict[str, Fabric]
     base_latency_us: float
     base_latency_source: str
+    vendors: tuple[Vendor, ...] = ()
 
 
 def _patterns(values: list[str]) -> tuple[re.Pattern[str], ...]:
@@ -70,7 +81,14 @@ def table() -> HardwareTable:
     """The presets of ``moeprof/core/hardware.toml``, read once."""
     doc = tomllib.loads(resources.files("moeprof.core").joinpath("hardware.toml").read_text(encoding="utf-8"))
     fabrics = {
-        key: Fabric(key, f["name"], f.get("long_name", f["name"]), float(f["hop_latency_us"]), f["source"])
+        key: Fabric(
+            key,
+            f["name"],
+            f.get("long_name", f["name"]),
+            float(f["hop_latency_us"]) if "hop_latency_us" in f else None,
+            f["source"],
+            f.get("domain", "domain"),
+        )
         for key, f in doc["fabric"].items()
     }
     gpus = tuple(
@@ -88,8 +106,9 @@ def table() -> HardwareTable:
         for g in doc["gpu"]
     )
     variants = tuple(Variant(_patterns(v["match"]), v["reason"]) for v in doc.get("variant", []))
+    vendors = tuple(Vendor(name, v["scale_up"], _patterns(v["match"])) for name, v in doc.get("vendor", {}).items())
     model = doc["model"]
-    return HardwareTable(gpus, variants, fabrics, float(model["base_latency_us"]), model["source"])
+    return HardwareTable(gpus, variants, fabrics, float(model["base_latency_us"]), model["source"], vendors)
 
 
 def _normal(name: str) -> str:
@@ -117,7 +136,8 @@ def match(name: str) -> Match:
     for gpu in t.gpus:
         if any(p.search(text) for p in gpu.patterns):
             return Match(name, gpu)
-    return Match(name, None, f"{name}: no preset for this GPU (presets: {', '.join(preset_names())})")
+    device = "chip" if re.search(r"\btpu\b", text) else "GPU"
+    return Match(name, None, f"{name}: no preset for this {device} (presets: {', '.join(preset_names())})")
 
 
 def preset_names() -> list[str]:
@@ -131,3 +151,41 @@ def fabric(key: str) -> Fabric:
 def scale_up_name(preset: GpuPreset | None) -> str:
     """What the scale-up fabric is called on screen: NVLink, or xGMI on AMD."""
     return fabric(preset.scale_up).name if preset is not None else "NVLink"
+
+
+_TPU_DEVICE = re.compile(r"/TPU:\d+$")
+
+
+def is_tpu_job(devices: object) -> bool:
+    """Whether a job's devices (names ``<host>/TPU:N``) are TPU chips: every one of them."""
+    names = [str(d) for d in devices]  # type: ignore[attr-defined]
+    return bool(names) and all(_TPU_DEVICE.search(n) for n in names)
+
+
+# the fabric pair of a TPU job: scale-up within a slice, scale-out between slices (the analysis keeps the keys
+# "nvlink" and "ib" for them, as for every job: spec §7's comm_nvlink_ns is the scale-up fabric's time)
+TPU_FABRICS = ("ici", "dcn")
+
+
+def fabric_text(text: str, scale_up: str = "NVLink", scale_out: str = "InfiniBand", domain: str = "domain") -> str:
+    """``text`` written for NVLink and InfiniBand, said with the job's own fabric names: "NVLink domain",
+    "NVLink" and a link value "nvlink" take the scale-up fabric's name (xGMI, ICI; a TPU's domain is an ICI
+    slice), "InfiniBand", "IB" and "ib" the scale-out one's (DCN). Unchanged for NVLink and InfiniBand."""
+    if scale_up != "NVLink":
+        text = text.replace("NVLink domain", f"{scale_up} {domain}").replace("NVLink", scale_up)
+        text = text.replace("nvlink", scale_up.lower())
+    if scale_out != "InfiniBand":
+        text = text.replace("InfiniBand", scale_out)
+        text = re.sub(r"\bIB\b", scale_out, text)
+        text = re.sub(r"\bib\b", scale_out.lower(), text)
+    return text
+@cache
+def vendor_of(name: str) -> Vendor | None:
+    """The vendor a GPU name says (first of the table's vendors that matches), or None."""
+    text = _normal(name)
+    return next((v for v in table().vendors if any(p.search(text) for p in v.patterns)), None)
+
+
+def vendor_named(name: str) -> Vendor | None:
+    """The table's vendor of that name (a preset's ``vendor``), or None."""
+    return next((v for v in table().vendors if v.name == name), None)

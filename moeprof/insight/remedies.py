@@ -24,6 +24,7 @@ from .stack import Stack
 _LAYOUT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine", "all-gather", "reduce-scatter")
 EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
 _CPU_DEVICE = re.compile(r"\bCPU:\d+$")
+_TPU_DEVICE = re.compile(r"/TPU:\d+$")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Situation:
     kind: str  # a collective kind, expert-exchange, straggler, or a device signal
     role: str = "none"  # expert | exchange | data-parallel | tensor-parallel | point-to-point | broadcast | other
     link: str = "none"  # nvlink | ib | mixed | unknown | none (CPU devices, signals)
-    devices: str = "gpu"  # gpu | cpu
+    devices: str = "gpu"  # gpu | cpu | tpu
     bound: str = "unknown"  # wait | transfer | unknown (spec §8 ledger)
     hidden_share: float | None = None  # of its comm time, the share already overlapped by compute
 
@@ -50,8 +51,11 @@ def role_of(kind: str, stack: Stack) -> str:
 
 
 def devices_kind(devices: Iterable[str]) -> str:
-    """cpu when every device named is a CPU device (``host/CPU:3``), else gpu."""
+    """cpu when every device named is a CPU device (``host/CPU:3``), tpu when every one is a TPU chip
+    (``host/TPU:0``), else gpu."""
     names = [str(d) for d in devices]
+    if names and all(_TPU_DEVICE.search(n) for n in names):
+        return "tpu"
     return "cpu" if names and all(_CPU_DEVICE.search(n) and "GPU" not in n for n in names) else "gpu"
 
 
@@ -63,6 +67,7 @@ class Remedy:
     text: str
     roles: tuple[str, ...] = ()
     framework: str | None = None
+    vendor: str | None = None  # AMD | NVIDIA: the GPUs' vendor (HIP graphs, not CUDA graphs, on AMD)
     workload: str | None = None
     links: tuple[str, ...] = ()
     devices: str | None = None
@@ -79,6 +84,7 @@ class Remedy:
             s.kind in self.kinds
             and (not self.roles or s.role in self.roles)
             and (self.framework is None or self.framework == stack.framework)
+            and (self.vendor is None or self.vendor == stack.vendor)
             and (self.workload is None or self.workload == stack.workload)
             and (not self.links or s.link in self.links)
             and (self.devices is None or self.devices == s.devices)
@@ -105,6 +111,7 @@ def catalogue() -> tuple[tuple[Remedy, ...], dict[str, str]]:
             text=r["text"],
             roles=_tuple(r.get("roles", ())),
             framework=r.get("framework"),
+            vendor=r.get("vendor"),
             workload=r.get("workload"),
             links=_tuple(r.get("links", ())),
             devices=r.get("devices"),

@@ -18,9 +18,9 @@ from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
-from ..core.identity import DeviceFingerprint, JobIdentity, canonical, device_fingerprint
-from ..core.ledger_records import clock_domain, comm_records, empty_records
-from ..core.metrics import COMM, COMPUTE, DeviceTimeline, EventColumns
+from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device_fingerprint, identify
+from ..core.ledger_records import clock_domains, comm_records, empty_records
+from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
 from ..core.projection import empty_replay_table, empty_syncs, replay_table
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
@@ -32,27 +32,9 @@ from ..insight.stack import stack_facts
 from ..options import StepOptions
 from ..words import plural
 
-# per (op, kind, device): sums the merge adds up across files (collectives, opportunities, bandwidth)
-COMM_AGG_COLUMNS = [
-    "key",
-    "kind",
-    "device",
-    "count",
-    "total_ns",
-    "exposed_ns",
-    "bytes_sum",
-    "bytes_known",
-    "ib_ns",
-    "unknown_ns",
-    "exposed_ib_ns",
-    "exposed_unknown_ns",
-    "ib_sum",
-    "ib_known",
-    "ib_zero",
-    "ib_one",
-    "ib_max",
-    "xla",
-]
+# per (op, kind, device): the sums the merge adds up across files (collectives, opportunities, bandwidth), the
+# largest IB fraction, and whether any activity is XLA's
+COMM_AGG_COLUMNS = ["key", "kind", "device", *COMM_SUMS, "ib_max", "xla"]
 
 
 @dataclass
@@ -78,9 +60,9 @@ class FileResult:
     job: dict = field(default_factory=dict)  # world_size, rank: what the ledger's whole-job rule needs
     timeline: list[TimelineView] = field(default_factory=list)
     step_count: int = 0  # steps found in the file (selected or not)
-    # the file's activities as any format of its capture shows them (the merge reads a capture once)
-    fingerprint: tuple[DeviceFingerprint, ...] = ()
-    identity: JobIdentity = field(default_factory=JobIdentity)  # what the file says of its job
+    # what decides whether the file joins the job (core.identity), made beside its figures: what it says of its
+    # job, its activities as any format of its capture shows them, the devices it claims; the merge compares
+    who: FileIdentity = field(default_factory=lambda: FileIdentity("", "", JobIdentity(), (), ()))
     # §9: per device activity, the replay's columns (core.projection.REPLAY_COLUMNS), comm rows in the
     # order of ``records``; and the host synchronizations that launches move with
     replay: pd.DataFrame = field(default_factory=empty_replay_table)
@@ -90,13 +72,6 @@ class FileResult:
     # (0-based among the file's steps after --skip-first), for the measured steps
     step_positions: dict[int, int] = field(default_factory=dict)
     dropped_activities: int = 0  # device activities the reader dropped as unplaceable
-
-
-def _group_sizes(groups: np.ndarray) -> np.ndarray:
-    """Members in each comma-separated group string (0 unknown), counted once per distinct string."""
-    codes, uniques = pd.factorize(groups)
-    sizes = np.array([len(str(g).split(",")) if g else 0 for g in uniques], dtype=np.int64)
-    return sizes[codes] if len(uniques) else np.zeros(len(groups), dtype=np.int64)
 
 
 def _independent_compute(
@@ -206,21 +181,7 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
         }
     )
     agg = frame.groupby("group", sort=True).agg(
-        count=("count", "sum"),
-        total_ns=("total_ns", "sum"),
-        exposed_ns=("exposed_ns", "sum"),
-        bytes_sum=("bytes_sum", "sum"),
-        bytes_known=("bytes_known", "sum"),
-        ib_ns=("ib_ns", "sum"),
-        unknown_ns=("unknown_ns", "sum"),
-        exposed_ib_ns=("exposed_ib_ns", "sum"),
-        exposed_unknown_ns=("exposed_unknown_ns", "sum"),
-        ib_sum=("ib_sum", "sum"),
-        ib_known=("ib_known", "sum"),
-        ib_zero=("ib_zero", "sum"),
-        ib_one=("ib_one", "sum"),
-        ib_max=("ib_max", "max"),
-        xla=("xla", "any"),
+        **{c: (c, "sum") for c in COMM_SUMS}, ib_max=("ib_max", "max"), xla=("xla", "any")
     )
     first = first_rows(group_id)  # group ids count from 0 in order of appearance
     devices = np.array([p.device for p in parts], dtype=object)
@@ -384,7 +345,7 @@ def measure_file(
         dropped_activities=trace.dropped_activities,
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
-        clocks=_clocks(trace),
+        clocks=clock_domains(trace),
         records=pd.concat(record_parts, ignore_index=True) if record_parts else empty_records(),
         windows=_segments_frame(windows),
         exposed=_segments_frame(exposed_parts),
@@ -395,27 +356,7 @@ def measure_file(
         syncs=trace.host_syncs if len(trace.host_syncs) else empty_syncs(),
         models=dict(trace.device_models),
         step_positions=step_positions(all_steps, selected, step_options.skip_first),
-        fingerprint=canonical(prints),
-        identity=job_identity(trace),
-    )
-
-
-def job_identity(trace: Trace) -> JobIdentity:
-    """What the trace says of its job (core.identity): the merge refuses files that cannot be one job."""
-    events = trace.events
-    has = bool(len(events))
-    return JobIdentity(
-        format=trace.format,
-        world_size=trace.job.world_size,
-        rank=trace.job.rank,
-        devices=len(trace.device_names) if has or trace.devices else 0,
-        device_models=tuple(sorted({str(m) for m in trace.device_models.values() if m})),
-        framework=trace.framework,
-        hlo_modules=tuple(sorted({str(module) for module, _ in trace.hlo})),
-        hosts=tuple(trace.job.hosts),
-        start_ns=int(events["start_ns"].min()) if has else None,
-        end_ns=int(events["end_ns"].max()) if has else None,
-        process_groups=tuple(sorted((str(k), tuple(v)) for k, v in trace.process_groups.items())),
+        who=identify(trace, prints),
     )
 
 
@@ -467,8 +408,3 @@ def _device_ids(activity: pd.DataFrame) -> dict[str, int]:
         return {}
     pairs = activity[["device", "global_id"]].drop_duplicates("device")
     return dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
-
-
-def _clocks(trace: Trace) -> dict[str, str]:
-    """Device -> clock domain (spec §8)."""
-    return {device: clock_domain(trace, device) for device in trace.device_names}
