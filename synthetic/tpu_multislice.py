@@ -43,11 +43,13 @@ What the files hold, and where each fact comes from (see docs/synthetic-tpu.md f
   ``input_size``), and ``DeviceToHost``/``NetworkSend``/``NetworkReceive``/``HostToDevice`` ``START``
   (``action_index``) and ``END`` events (``action_duration_ns``, ``buffer_sizes`` ``$c0=<bytes>``, on
   sends ``s<src>->d<dst>``, ``network_transport_latency_us`` on receives; ``trace_processor.cc``).
-* Assumed (no public source found): the megascale device id formula, the Megascale plane's line
-  names and the string formats of ``transfer_source``/``transfer_destinations``; the ``display_name`` of
-  an async collective on ``Async XLA Ops`` (the wrapped opcode, as ``slice`` for ``slice-start``); DCN ops'
-  ``hlo_category`` ``send``/``recv``/``send-done``/``recv-done`` (not ``host send``); that DCN sends and
-  receives do not appear on ``Async XLA Ops``.
+* From Orbax's multihost utils: a megascale device id is ``(slice + 1) * 100000`` plus the chip's id in
+  its slice.
+* Assumed (no public source found): the Megascale plane's line names and the string formats of
+  ``transfer_source``/``transfer_destinations``; the ``display_name`` of an async collective on ``Async XLA
+  Ops`` (the wrapped opcode, as ``slice`` for ``slice-start``); DCN ops' ``hlo_category``
+  ``send``/``recv``/``send-done``/``recv-done`` (not ``host send``); that DCN sends and receives do not appear
+  on ``Async XLA Ops``; that a chip's DCN peer is the chip at its position in the other slice.
 
 ``python -m synthetic sample_traces`` writes ``synthetic_tpu_2slice/`` and its truth file.
 """
@@ -90,6 +92,13 @@ CHANGES: dict[str, list[str]] = {
     ],
     "half-all-to-all": ["scale(kind=all-to-all)=0.5"],
     "half-dcn": ["scale(kind=all-reduce)=0.5"],
+    "no-dcn": ["scale(kind=all-reduce)=0"],
+}
+# the changes of a collective's transfer: which collectives (a kind, or "dcn": the all-reduce across slices), times what
+TRANSFER_CHANGES: dict[str, tuple[str, float]] = {
+    "half-all-to-all": ("all-to-all", 0.5),
+    "half-dcn": ("dcn", 0.5),
+    "no-dcn": ("dcn", 0.0),
 }
 
 ICI_GROUPS = tuple(tuple(s * CHIPS + c for c in range(CHIPS)) for s in range(SLICES))
@@ -101,8 +110,9 @@ def device_name(g: int) -> str:
 
 
 def megascale_id(g: int) -> int:
-    """The chip's megascale device id (assumed formula: xprof only needs their order)."""
-    return 200_000 + 1_000 * (g // CHIPS) + g % CHIPS
+    """The chip's megascale device id: ``(slice + 1) * 100000 + its id within the slice`` (Orbax's multihost
+    utils read the slice back as ``device_id // 100000 - 1``, "based on how Megascale device ids are assigned")."""
+    return 100_000 * (g // CHIPS + 1) + g % CHIPS
 
 
 # ----------------------------------------------------------------------------- the program
@@ -396,7 +406,8 @@ def simulate(change: str = "none", seed: int = 31, steps: int = STEPS) -> Job:
     chip; a synchronous collective ends on every member at the last arrival plus its transfer; an async one
     completes at the last member's ``-start`` end plus its transfer, and its ``-done`` blocks until then; the DCN
     all-reduce completes at the later ``send`` end of the two members plus its transfer, and ``recv-done``
-    blocks until then."""
+    blocks until then. A chip starts its next step a gap after its own last op (JAX dispatches the next step
+    ahead, so no chip waits for the others of its host between steps); the first step starts per slice."""
     if change not in CHANGES:
         raise ValueError(f"unknown change {change!r}")
     rng = np.random.default_rng(seed)
@@ -419,19 +430,20 @@ def simulate(change: str = "none", seed: int = 31, steps: int = STEPS) -> Job:
     if change != "fix-slow-chip":
         slow[SLOW_CHIP] = SLOW_FACTOR
     scale = {op.name: 1.0 for op in RUN}
-    for op in RUN:
-        if (change == "half-all-to-all" and op.kind == "all-to-all") or (change == "half-dcn" and op.role == "send"):
-            scale[op.name] = 0.5
+    if change in TRANSFER_CHANGES:
+        which, factor = TRANSFER_CHANGES[change]
+        for op in RUN:
+            if op.kind == which or (which == "dcn" and op.role == "send"):
+                scale[op.name] = factor
 
     chips = [Chip() for _ in range(n_chips)]
     run_end = np.zeros(n_chips, dtype=np.int64)
     for k in range(steps):
         t = np.zeros(n_chips, dtype=np.int64)
-        for s in range(SLICES):
-            members = range(s * CHIPS, (s + 1) * CHIPS)
-            begin = BASE_NS + int(first[s]) if k == 0 else int(max(run_end[g] for g in members)) + int(host_gap[s, k])
-            for g in members:
-                t[g] = begin + int(launch[g, k])
+        for g in range(n_chips):
+            # JAX dispatches ahead: a chip starts its next step its gap (the next batch's infeed) after its own end
+            begin = BASE_NS + int(first[g // CHIPS]) if k == 0 else int(run_end[g]) + int(host_gap[g // CHIPS, k])
+            t[g] = begin + int(launch[g, k])
         starts = t.copy()
         completion: dict[tuple[str, int], int] = {}  # (pair, group index) -> when the collective completes
         send_end = np.zeros(n_chips, dtype=np.int64)
@@ -467,7 +479,7 @@ def simulate(change: str = "none", seed: int = 31, steps: int = STEPS) -> Job:
             j = next(j for j, group in enumerate(DCN_GROUPS) if g in group)
             arrived = completion[("recv-done.48", j)]
             d2h_end = int(send_end[g]) + int(dma[g, k, 0])
-            h2d_start = arrived - int(dma[g, k, 1])
+            h2d_start = max(arrived - int(dma[g, k, 1]), d2h_end)
             send_ev = next(e for e in chips[g].events if e.step == k and e.op.name == "send.47")
             chips[g].dcn.append((send_ev.start, d2h_end, d2h_end + (h2d_start - d2h_end) // 3, h2d_start, arrived))
     return Job(change, seed, steps, chips)
@@ -665,6 +677,10 @@ def truth(job: Job) -> dict:
         row["count"] += 1
         row["total_ns"] += a.end - a.start
         row["exposed_ns"] += int((~covered).sum())
+    for split in led["rows"]:  # the ledger's split of each collective's time (its activities lie in their windows)
+        row = collectives[split["name"]]
+        row["wait_ns"] = row.get("wait_ns", 0) + split["wait_ns"]
+        row["transfer_ns"] = row.get("transfer_ns", 0) + split["transfer_ns"]
     scopes: dict[str, int] = {}
     for ev_chip in job.chips:
         for ev in ev_chip.events:
