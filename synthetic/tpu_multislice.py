@@ -65,7 +65,8 @@ import numpy as np
 
 from moeprof.readers.xspace_proto import iter_fields, messages
 
-from .gpu import _varint
+from .gpu import _PlaneBuilder, _varint
+from .tpu import PLANE_STATS
 from .xplane_encode import varint_bytes
 
 SLICES = 2
@@ -79,9 +80,9 @@ SLOW_CHIP = 6  # global id: slice 1, chip 2
 SLOW_FACTOR = 1.6
 CLOCK_OFFSET_NS = (0, 2_371_913)  # per host: its clock minus true time
 BASE_NS = 40_000_000  # the first module run starts about here (device times are relative to the capture)
-DEVICE_TYPE = "TPU v5 Lite"
-PEAK_TFLOPS = 202.7
-PEAK_HBM_GBPS = 819.1576375296
+DEVICE_TYPE = str(PLANE_STATS["device_type_string"])  # the chip's plane stats, as synthetic.tpu writes them
+PEAK_TFLOPS = float(PLANE_STATS["peak_teraflops_per_second"])
+PEAK_HBM_GBPS = float(PLANE_STATS["peak_hbm_bw_gigabytes_per_second"])
 HOST_SKEW_PS = 78  # an event's offset_ps minus its device_offset_ps (49386228828 - 49386228750 in the demo capture)
 
 # the changes the job can be simulated again with, and the --what-if terms that project them
@@ -781,22 +782,15 @@ def b(v: bytes) -> _Stat:
     return _Stat("bytes_value", v)
 
 
-class _Plane:
+class _Plane(_PlaneBuilder):
+    """A plane whose stat metadata are registered up front (in the real captures' order), whose stats carry
+    their real types, and whose event metadata carry a display name and stats."""
+
     def __init__(self, plane, name: str, plane_id: int, stat_names: list[str]) -> None:
-        self.plane = plane
-        plane.name, plane.id = name, plane_id
-        self.stat_ids: dict[str, int] = {}
+        super().__init__(plane, name, plane_id)
         for n in stat_names:
             self.stat_id(n)
-        self.event_ids: dict[tuple[str, str], int] = {}
-
-    def stat_id(self, name: str) -> int:
-        if name not in self.stat_ids:
-            i = len(self.stat_ids) + 1
-            self.stat_ids[name] = i
-            self.plane.stat_metadata[i].id = i
-            self.plane.stat_metadata[i].name = name
-        return self.stat_ids[name]
+        self.metadata_ids: dict[tuple[str, str], int] = {}
 
     def _set(self, stat, name: str, value: _Stat) -> None:
         stat.metadata_id = self.stat_id(name)
@@ -808,16 +802,16 @@ class _Plane:
 
     def event_id(self, name: str, display: str = "", stats: dict[str, _Stat] | None = None, key: str = "") -> int:
         """The event metadata of ``name`` (``key`` tells apart entries of one name, as XLA Ops and Async XLA Ops)."""
-        if (name, key) not in self.event_ids:
-            i = len(self.event_ids) + 1
-            self.event_ids[(name, key)] = i
+        if (name, key) not in self.metadata_ids:
+            i = len(self.metadata_ids) + 1
+            self.metadata_ids[(name, key)] = i
             em = self.plane.event_metadata[i]
             em.id, em.name = i, name
             if display:
                 em.display_name = display
             for stat_name, value in (stats or {}).items():
                 self._set(em.stats.add(), stat_name, value)
-        return self.event_ids[(name, key)]
+        return self.metadata_ids[(name, key)]
 
     def line(self, line_id: int, name: str, timestamp_ns: int = 0):
         return self.plane.lines.add(id=line_id, display_id=0, name=name, timestamp_ns=timestamp_ns)
