@@ -363,7 +363,7 @@ def test_help_names_option_values_not_python_types() -> None:
     for shown in (
         "--top                         N ",
         "--rules                       PATH ",
-        "--gpu                         GPU ",
+        "--chip,--gpu                  CHIP ",
     ):
         assert shown in text, text
     assert re.search(r"--json +Print", text) and "{PATHS}..." in text

@@ -230,9 +230,12 @@ StepMarkerOption = Annotated[str | None, typer.Option("--step-marker", help="Reg
 GpuOption = Annotated[
     str | None,
     typer.Option(
+        "--chip",
         "--gpu",
-        help="Peaks (links, MFU) of this GPU instead of the one the trace names: V100, A100, H100, H200, H800, "
-        "B200, GB200, GB300, MI300X, MI325X, MI355X.",
+        metavar="CHIP",
+        help="Peaks (links, MFU) of this chip instead of the one the trace names: V100, A100, H100, H200, H800, "
+        "B200, GB200, GB300, MI300X, MI325X, MI355X, 'TPU v4', 'TPU v5e', 'TPU v5p', 'TPU v6e' (Trillium), TPU7x "
+        "(Ironwood). --gpu is the same option.",
     ),
 ]
 

@@ -150,7 +150,7 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
-        fix = choose(Situation(str(kind)), stack)
+        fix = choose(Situation(str(kind), devices=devices_kind(g["device"].unique())), stack)
         out.append(
             Opportunity(
                 title=signal_title(str(kind), stack),

@@ -24,6 +24,8 @@ from .stack import Stack
 _LAYOUT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine", "all-gather", "reduce-scatter")
 EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
 _CPU_DEVICE = re.compile(r"\bCPU:\d+$")
+_TPU_DEVICE = re.compile(r"\bTPU:\d+$")
+UNNAMED_DEVICES = ("gpu", "cpu")  # what a row that names no devices fits: the rows written before TPUs
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class Situation:
     kind: str  # a collective kind, expert-exchange, straggler, or a device signal
     role: str = "none"  # expert | exchange | data-parallel | tensor-parallel | point-to-point | broadcast | other
     link: str = "none"  # nvlink | ib | mixed | unknown | none (CPU devices, signals)
-    devices: str = "gpu"  # gpu | cpu
+    devices: str = "gpu"  # gpu | cpu | tpu
     bound: str = "unknown"  # wait | transfer | unknown (spec §8 ledger)
     hidden_share: float | None = None  # of its comm time, the share already overlapped by compute
 
@@ -50,9 +52,14 @@ def role_of(kind: str, stack: Stack) -> str:
 
 
 def devices_kind(devices: Iterable[str]) -> str:
-    """cpu when every device named is a CPU device (``host/CPU:3``), else gpu."""
+    """cpu when every device named is a CPU device (``host/CPU:3``), tpu when every one is a TPU chip
+    (``host/TPU:0``), else gpu."""
     names = [str(d) for d in devices]
-    return "cpu" if names and all(_CPU_DEVICE.search(n) and "GPU" not in n for n in names) else "gpu"
+    if names and all(_CPU_DEVICE.search(n) and "GPU" not in n for n in names):
+        return "cpu"
+    if names and all(_TPU_DEVICE.search(n) for n in names):
+        return "tpu"
+    return "gpu"
 
 
 @dataclass(frozen=True)
@@ -65,12 +72,13 @@ class Remedy:
     framework: str | None = None
     workload: str | None = None
     links: tuple[str, ...] = ()
-    devices: str | None = None
+    devices: tuple[str, ...] = ()  # empty: GPUs and CPUs (UNNAMED_DEVICES)
     bound: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
     hidden_at_least: float | None = None
     hidden_below: float | None = None
+    sources: tuple[str, ...] = ()  # where the flags and options it names come from
 
     def fits(self, situation: Situation, stack: Stack) -> bool:
         s = situation
@@ -81,7 +89,7 @@ class Remedy:
             and (self.framework is None or self.framework == stack.framework)
             and (self.workload is None or self.workload == stack.workload)
             and (not self.links or s.link in self.links)
-            and (self.devices is None or self.devices == s.devices)
+            and s.devices in (self.devices or UNNAMED_DEVICES)
             and (not self.bound or s.bound in self.bound)
             and all(stack.uses(flag) for flag in self.requires)
             and not any(stack.uses(flag) for flag in self.excludes)
@@ -95,7 +103,8 @@ def _tuple(value: object) -> tuple[str, ...]:
 
 
 @cache
-def catalogue() -> tuple[tuple[Remedy, ...], dict[str, str]]:
+def catalogue() -> tuple[tuple[Remedy, ...], dict[str, dict[str, str]]]:
+    """The remedy rows, and the sentences added to a collective's remedy: by device kind ("gpu", "tpu")."""
     raw = tomllib.loads(resources.files("moeprof.insight").joinpath("remedies.toml").read_text(encoding="utf-8"))
     rules = tuple(
         Remedy(
@@ -107,16 +116,17 @@ def catalogue() -> tuple[tuple[Remedy, ...], dict[str, str]]:
             framework=r.get("framework"),
             workload=r.get("workload"),
             links=_tuple(r.get("links", ())),
-            devices=r.get("devices"),
+            devices=_tuple(r.get("devices", ())),
             bound=_tuple(r.get("bound", ())),
             requires=_tuple(r.get("requires", ())),
             excludes=_tuple(r.get("excludes", ())),
             hidden_at_least=r.get("hidden_at_least"),
             hidden_below=r.get("hidden_below"),
+            sources=_tuple(r.get("sources", ())),
         )
         for r in raw["remedy"]
     )
-    return rules, dict(raw["addendum"])
+    return rules, {"gpu": dict(raw["addendum"]), "tpu": dict(raw["addendum_tpu"])}
 
 
 def by_id(remedy_id: str) -> Remedy | None:
@@ -137,7 +147,7 @@ def for_collective(situation: Situation, stack: Stack, bandwidth_verdict: str | 
     collective's bandwidth and link add to it (not on CPU devices, which have no fabric, and not where it
     is mostly waiting, since its bus bandwidth then measures the wait)."""
     base = choose(situation, stack)
-    _, addenda = catalogue()
+    addenda = catalogue()[1]["tpu" if situation.devices == "tpu" else "gpu"]
     text = base.text
     if situation.devices == "cpu" or situation.bound == "wait":
         return base, text

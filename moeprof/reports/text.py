@@ -43,18 +43,22 @@ def hardware_line(analysis: Analysis) -> str | None:
     if not hw:
         return None
     models = ", ".join(f"{n} x {name}" for name, n in (hw.get("models") or {}).items())
-    line = f"GPUs: {models}" if models else "GPUs: not named in the trace"
+    tpu = hw.get("scale_out") == "DCN"  # a TPU preset (GPU summaries carry no scale_out)
+    unit, label = ("chip", "Chips") if tpu else ("GPU", "GPUs")
+    line = f"{label}: {models}" if models else f"{label}: not named in the trace"
     if hw.get("preset"):
         peaks = hw.get("link_peaks_gbps") or {}
         links = [
             f"{hw.get('scale_up', 'NVLink')} {peaks['nvlink']:,.0f} GB/s" if "nvlink" in peaks else "",
-            f"NIC {peaks['ib']:,.0f} GB/s" if "ib" in peaks else "",
+            f"{'DCN' if tpu else 'NIC'} {peaks['ib']:,.{1 if tpu else 0}f} GB/s" if "ib" in peaks else "",
         ]
-        said = "--gpu " if hw.get("preset_from") == "--gpu" else ""
-        line += f" = {said}{hw['preset']} ({', '.join(x for x in links if x)} per GPU each way; "
-        line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16)"
+        said = "--chip " if hw.get("preset_from") in ("--chip", "--gpu") else ""
+        shown = ", ".join(x for x in links if x)
+        line += f" = {said}{hw['preset']} ({shown + f' per {unit} each way; ' if shown else ''}"
+        line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16"
+        line += f", HBM {hw['hbm_gbps']:,.0f} GB/s)" if hw.get("hbm_gbps") else ")"
     if hw.get("note"):
-        line += f"; {hw['note']}: no peaks (give --gpu or --link-peak)"
+        line += f"; {hw['note']}: no peaks (give --chip or --link-peak)"
     return line
 
 
