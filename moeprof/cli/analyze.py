@@ -114,7 +114,8 @@ def analyze_command(
             "--what-if",
             metavar="TERM",
             help="Project a change (spec §9): 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE, "
-            "opportunity=N), 'scale()=F', 'balance', 'balance(FILTERS)'. Repeatable: the terms combine.",
+            "scope~RE (the JAX name scope), opportunity=N), 'scale()=F', 'balance', 'balance(FILTERS)'. "
+            "Repeatable: the terms combine.",
         ),
     ] = None,
 ) -> None:

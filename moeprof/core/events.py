@@ -34,6 +34,7 @@ RAW_COLUMNS: dict[str, str] = {
     "hlo_op": "str",
     "program_id": "int64",  # XLA program id, -1 unknown
     "opcode": "str",  # HLO opcode of hlo_op (async wrappers resolved), "" unknown
+    "scope": "str",  # JAX name scope path (tf_op stat, or the HLO op_name of hlo_op; core.scopes), "" unknown
     "collective": "str",  # collective named by kernel args / NCCL NVTX ("allreduce", "all_to_all", ...)
     "annotation": "str",  # enclosing CPU-side op or NVTX range ("nccl:all_to_all", ...)
     "bytes": "float64",  # bytes moved by one execution (NaN unknown)

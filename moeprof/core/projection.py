@@ -57,6 +57,7 @@ REPLAY_COLUMNS: dict[str, str] = {
     "end_ns": "int64",
     "launch_ns": "int64",  # the launching call's time on the host clock (-1 unknown)
     "launch_thread": "str",  # "" unknown
+    "scope": "str",  # the JAX name scope path (what --what-if scope~REGEX searches), "" unknown
 }
 SYNC_COLUMNS = ("device", "thread", "start_ns", "end_ns")  # host synchronizations (waited for the device)
 
@@ -221,6 +222,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "end_ns": np.maximum(columns.numbers("end_ns")[rows], start),
             "launch_ns": launch,
             "launch_thread": thread,
+            "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
         }
     )
 

@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from ..core.analysis import Analysis, Opportunity
+from ..core.analysis import Analysis, Opportunity, ScopeRow
+from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
 from ..insight.remedies import by_id
 from ..words import plural  # re-exported: renderers count with it
@@ -59,6 +60,32 @@ def hardware_line(analysis: Analysis) -> str | None:
         line += f", HBM {hw['hbm_gbps']:,.0f} GB/s)" if hw.get("hbm_gbps") else ")"
     if hw.get("note"):
         line += f"; {hw['note']}: no peaks (give --chip or --link-peak)"
+    return line
+
+
+def scopes_shown(result: Analysis) -> list[ScopeRow]:
+    """The scope rows, where at least one is a scope a user named (not only top-level ops or none)."""
+    named = [r for r in result.scopes if r.scope not in (NO_SCOPE, TOP_LEVEL)]
+    return list(result.scopes) if named else []
+
+
+def utilization_line(result: Analysis) -> str | None:
+    """``FLOPs the ops state (XLA model_flops): 3.72 T per step, 50.1 TFLOP/s per chip: MFU 24.7% of
+    202.7 TFLOP/s (the device plane)``; None where the trace states no FLOPs."""
+    u = result.utilization
+    if not u:
+        return None
+    line = f"FLOPs the ops state (XLA {u['flops_source']})"
+    if u.get("flops_per_step") is not None:
+        line += f": {u['flops_per_step'] / 1e12:,.3g} TFLOP per step"
+    if u.get("tflops_per_s_per_device") is not None:
+        line += f", {u['tflops_per_s_per_device']:,.1f} TFLOP/s per device"
+    if u.get("mfu") is not None:
+        line += f": MFU {pct(u['mfu'])} of {u['peak_tflops']:,.1f} TFLOP/s ({u.get('peak_from', '')})"
+        if u.get("ops_above_peak_count"):
+            line += f"; overstated: {u['ops_above_peak_count']} ops state more FLOPs than the peak allows"
+    elif u.get("note"):
+        line += f"; {u['note']}"
     return line
 
 
