@@ -20,7 +20,7 @@ from moeprof.core.topology import attribute_links
 from moeprof.core.trace import Trace, make_markers
 from moeprof.insight.remedies import Situation, catalogue, choose, for_collective
 from moeprof.insight.stack import Stack
-from moeprof.pipeline import analyze_paths, load_trace
+from moeprof.pipeline import analyze_paths
 
 from .conftest import SAMPLES
 
