@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -334,3 +336,53 @@ def test_tpu_device_gets_no_launch_or_cuda_advice():
     assert not [o for o in a.opportunities if o.kind in ("launch-gaps", "small-gemms")]
     for o in a.opportunities:
         assert not GPU_WORDS.search(o.remedy), o.remedy
+
+
+# ---------------------------------------------------------------- capture on a TPU
+
+NO_TCP = """
+import errno, socket, sys, runpy
+class Refused(socket.socket):  # the OS refusing TCP sockets, as the TPU machine's sandbox does (errno 97)
+    def __init__(self, *args, **kwargs):
+        raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+socket.socket = Refused
+sys.argv = ["moeprof", "capture", *sys.argv[1:]]
+runpy.run_module("moeprof", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (["run", "--", sys.executable, "-c", "pass"], "talks to the job's profiler over loopback"),
+        (["live", "127.0.0.1:9999"], "reaches the job's profiler servers over TCP"),
+    ],
+    ids=["run", "live"],
+)
+def test_capture_without_tcp_says_so_and_names_the_library_route(tmp_path, args, why):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-c", NO_TCP, args[0], "--out", str(out), *args[1:]]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    (line,) = lines
+    assert "cannot open a TCP socket on this machine (OSError [Errno 97]" in line and why in line
+    assert "moeprof.profile_steps" in line and "jax.profiler.trace" in line
+    assert not out.exists()  # refused before anything ran or was written
+
+
+def test_demo_is_sized_for_an_accelerator_and_keeps_its_cpu_sizes():
+    from moeprof.capture.demo import demo_topology
+    from moeprof.demo.model import DemoConfig, sized_for
+
+    given = {"expert_ffn": 1024, "router_skew": 4.0}
+    assert sized_for("cpu", given) == given  # DemoConfig's small CPU sizes: the tests and the quick demo
+    on_tpu = DemoConfig(**sized_for("tpu", given))
+    assert (on_tpu.dtype, on_tpu.hidden, on_tpu.tokens_per_device, on_tpu.layers) == ("bfloat16", 2048, 16384, 3)
+    assert on_tpu.router_skew == 4.0 and on_tpu.expert_ffn == 1024
+    assert DemoConfig(**sized_for("gpu", {"hidden": 512, "dtype": "float32"})).hidden == 512  # what was given wins
+    cpu = DemoConfig(**sized_for("cpu", {}))
+    assert (cpu.dtype, cpu.hidden, cpu.tokens_per_device) == ("float32", 64, 256)
+    assert demo_topology("tpu", 4) == {"hosts": 1, "devices_per_host": 4, "ici_domain": "one slice"}
+    assert demo_topology("cpu", 4) == {"hosts": 1, "devices_per_host": 4, "nvlink_domain": "one host"}

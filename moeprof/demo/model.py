@@ -113,6 +113,24 @@ class DemoConfig:
     seed: int = 0
 
 
+# On an accelerator the sizes the user left unset take these: bf16 and a model wide and long enough that
+# one step keeps the chip busy (DemoConfig's CPU sizes leave a TPU v5e mostly idle; docs/capture.md has the
+# measurements). XLA:CPU keeps DemoConfig's small defaults: the tests and the README's quick demo use them.
+ACCELERATOR_DEFAULTS: dict[str, Any] = {
+    "dtype": "bfloat16",
+    "hidden": 2048,
+    "tokens_per_device": 16384,
+    "expert_ffn": 1024,
+    "layers": 3,
+}
+
+
+def sized_for(platform: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The config fields to run with on ``platform``: what was given, and on an accelerator (not cpu) the
+    accelerator sizes for the fields it leaves out."""
+    return dict(given) if platform.lower() == "cpu" else {**ACCELERATOR_DEFAULTS, **given}
+
+
 @dataclass(frozen=True)
 class _Dims:
     """Sizes derived from a validated config and the device count."""
