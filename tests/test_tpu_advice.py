@@ -272,9 +272,11 @@ def _tpu_trace(model_b: float) -> Trace:
             "model_flops": model,
         }
     )
+    # the Steps line, and the XLA Modules line: one program execution per step, 700 µs of its 1 ms
     markers = make_markers(
-        host="vm", device="vm/TPU:0", kind="step", name="step", start_ns=[0, 1_000_000],
-        end_ns=[1_000_000, 2_000_000], number=[0, 1],
+        host="vm", device="vm/TPU:0", kind=["step", "step", "module", "module"], name="jit_step",
+        start_ns=[0, 1_000_000, 0, 1_000_000], end_ns=[1_000_000, 2_000_000, 700_000, 1_700_000],
+        number=[0, 1, -1, -1],
     )  # fmt: skip
     trace = Trace(
         events=events,
@@ -331,9 +333,14 @@ def moeprof_link_peaks(chip: str):
     return link_peaks(chip, None)
 
 
-def test_tpu_device_gets_no_launch_or_cuda_advice():
+def test_tpu_device_gets_host_gaps_not_launch_or_cuda_advice():
+    """One program per step: the 300 µs between the two executions (700 µs to 1 ms) is the host's; the
+    window ends at the last op (1.7 ms), so the idle after it is not counted."""
     a = moeprof.analyze(_tpu_trace(2e10))
     assert not [o for o in a.opportunities if o.kind in ("launch-gaps", "small-gemms")]
+    (gaps,) = [o for o in a.opportunities if o.kind == "host-gaps"]
+    assert gaps.saving_bound_ns == 300_000 and gaps.evidence["count"] == 1
+    assert gaps.remedy_id == "tpu-host-gaps" and "one program per step" in gaps.remedy
     for o in a.opportunities:
         assert not GPU_WORDS.search(o.remedy), o.remedy
 

@@ -35,7 +35,7 @@ from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import Trace
 from ..errors import InputError
 from ..insight.dependency import independent_ops
-from ..insight.opportunities import device_signals
+from ..insight.opportunities import device_signals, host_gap_signal
 from ..insight.stack import stack_facts
 from ..options import StepOptions
 from ..words import plural
@@ -345,6 +345,11 @@ def measure_file(
     steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
     all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
     prints: list[DeviceFingerprint] = []
+    modules = trace.markers[trace.markers["kind"] == "module"]
+    modules_by_device = {
+        str(d): (g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
+        for d, g in modules.groupby("device", sort=False, observed=True)
+    }
     for host, device, positions in _device_groups(activity) if len(activity) else []:
         timeline_rows = DeviceTimeline(activity, positions, columns)
         prints.append(device_fingerprint(timeline_rows.start, timeline_rows.end, by_start=True))
@@ -375,6 +380,11 @@ def measure_file(
         op_flop_parts.append(device_op_flops(device, timeline_rows, whole.clipped))
         n_steps = len(device_steps) if (selecting and device_steps is not None) else int(all_by_device.get(device, 0))
         signals.extend(device_signals(timeline_rows, whole, max(n_steps, 1), device))
+        if "/TPU:" in device:  # one program per step: its idle time between programs is the host's
+            runs = modules_by_device.get(device)
+            if runs is not None:
+                starts_m, ends_m = runs
+                signals.extend(host_gap_signal(device, starts_m, ends_m, win_s, win_e, max(n_steps, 1)))
         if trace.hlo:
             independent.extend(_independent_compute(device, timeline_rows, whole.clipped, dict(trace.hlo)))
         comm = timeline_rows.is_comm & (whole.clipped > 0)
