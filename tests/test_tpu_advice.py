@@ -164,6 +164,12 @@ def test_tpu_addenda_name_ici_and_dcn():
         ("jit(step)/jvp(layer0)/router/jit(_one_hot)/broadcast_in_dim:", "layer0/router", False),
         ("jit(step)/transpose(jvp())/shard_map/moe/scatter-add", "moe", True),  # a primitive with a hyphen
         ("jit(step)/adam/mul", "adam", False),
+        # a while loop's body is structure; a scope entered twice in a row is one
+        (
+            "jit(step)/transpose(jvp(layer1))/moe/moe_experts/moe_experts/while/body/dot_general",
+            "layer1/moe/moe_experts",
+            True,
+        ),
         ("jit(step)/add", TOP_LEVEL, False),
         ("", NO_SCOPE, False),
     ],
@@ -173,10 +179,11 @@ def test_scope_key(path, key, backward):
 
 
 def test_fold_layers():
-    keys = ["layer0/experts", "layer1/experts", "layer2/router", "mlp/fc1", "mlp/fc2", "block3/attn", "adam"]
+    keys = ["layer0/experts", "layer1/experts", "layer2/router", "layer1", "mlp/fc1", "mlp/fc2", "block3/attn", "adam"]
     folded = fold_layers(keys)
     assert folded["layer0/experts"] == folded["layer1/experts"] == "layer*/experts"
     assert folded["layer2/router"] == "layer*/router"  # one name, several numbers at that depth
+    assert folded["layer1"] == "layer*"  # the layer's own ops (its FSDP gathers): a layer, with scopes inside
     assert folded["mlp/fc1"] == "mlp/fc1" and folded["mlp/fc2"] == "mlp/fc2"  # the last part: kept
     assert folded["block3/attn"] == "block3/attn" and folded["adam"] == "adam"  # one number only
 

@@ -37,10 +37,11 @@ _WRAPPER = re.compile(
     r"|custom_vjp_call_jaxpr|named_call|shard_map|xmap|pjit|jit|core_call|closed_call|cond|while|scan)\((.*)\)$"
 )
 _CALLS = ("jit", "pjit", "core_call", "closed_call")  # a call of a jitted function, not a name scope
-# transformations that also appear as a bare component of the stack (jax.shard_map writes "shard_map")
+# transformations and control flow that also appear as bare components of the stack (jax.shard_map writes
+# "shard_map", a while loop's body "while/body"): structure, not a scope a user named
 _BARE_TRANSFORMS = frozenset(
     {"shard_map", "vmap", "pmap", "xmap", "remat", "checkpoint", "rematted_computation", "custom_jvp_call",
-     "custom_vjp_call"}
+     "custom_vjp_call", "while", "body", "cond", "scan"}
 )  # fmt: skip
 TOP_LEVEL = "(top level)"  # ops of the program outside any name scope (the optimizer update, often)
 _NUMBERED = re.compile(r"^(.*?[A-Za-z_])(\d+)$")
@@ -86,6 +87,8 @@ def scope_key(path: str) -> tuple[str, bool]:
             part = m.group(2)
         if call or not part or part in _BARE_TRANSFORMS:
             continue  # the program itself (the first jit), a nested jitted function (a call), a transformation
+        if scopes and scopes[-1] == part:
+            continue  # a scope entered twice in a row (a scoped function that scopes its body again)
         scopes.append(part)
     if len(scopes) > 1 and _appended(scopes[-2], scopes[-1]):
         scopes.pop()  # an HLO name XLA appended after the primitive it expands
@@ -102,24 +105,30 @@ def _appended(primitive: str, last: str) -> bool:
 
 
 def fold_layers(keys: Iterable[str]) -> dict[str, str]:
-    """Each key with its numbered repeats written once: a component ``<name><N>`` (not a key's last) that
-    occurs with two or more numbers at the same depth under the same parent becomes ``<name>*``."""
+    """Each key with its numbered repeats written once: a component ``<name><N>`` that occurs with two or
+    more numbers at the same depth under the same parent, and has scopes inside it in some key (a layer,
+    not a leaf such as ``fc1``/``fc2``), becomes ``<name>*``."""
     keys = list(dict.fromkeys(keys))
     numbers: dict[tuple[str, int, str], set[str]] = {}
-    split = {k: k.split("/") if k != NO_SCOPE else [k] for k in keys}
+    nests: set[tuple[str, int, str]] = set()  # the numbered names that hold scopes of their own
+    split = {k: k.split("/") if k not in (NO_SCOPE, TOP_LEVEL) else [k] for k in keys}
     for parts in split.values():
-        for depth, part in enumerate(parts[:-1]):
+        for depth, part in enumerate(parts):
             m = _NUMBERED.match(part)
             if m:
-                numbers.setdefault(("/".join(parts[:depth]), depth, m.group(1)), set()).add(m.group(2))
+                where = ("/".join(parts[:depth]), depth, m.group(1))
+                numbers.setdefault(where, set()).add(m.group(2))
+                if depth < len(parts) - 1:
+                    nests.add(where)
     out = {}
     for key, parts in split.items():
         folded = list(parts)
-        for depth, part in enumerate(parts[:-1]):
+        for depth, part in enumerate(parts):
             m = _NUMBERED.match(part)
             # the parent as written before folding: layers nest under one parent
-            if m and len(numbers.get(("/".join(parts[:depth]), depth, m.group(1)), ())) > 1:
-                folded[depth] = f"{m.group(1)}*"
+            where = ("/".join(parts[:depth]), depth, m.group(1)) if m else None
+            if where is not None and where in nests and len(numbers[where]) > 1:
+                folded[depth] = f"{where[2]}*"
         out[key] = "/".join(folded)
     return out
 
