@@ -189,7 +189,8 @@ def test_fold_layers():
 
 
 def test_scope_from_the_hlo_and_the_kernels_first_event():
-    """A GPU XPlane carries hlo_op on a compute kernel's first event only: its other events take its scope."""
+    """A GPU XPlane carries hlo_op on the first event of a kernel's name in the file only: its other events,
+    on any device, take that event's scope."""
     events = make_table(
         {
             "host": "h",
@@ -212,8 +213,8 @@ def test_scope_from_the_hlo_and_the_kernels_first_event():
     )
     trace = attach_scopes(Trace(events=events, path="x", format="xplane", hlo={("jit_step", 3): hlo}))
     scope = trace.events["scope"].astype(str).tolist()
-    # GPU:1's fusion_1 has no event with stats on its device: nothing to take
-    assert scope == ["jit(step)/jvp(moe)/experts/dot_general"] * 2 + ["", ""]
+    # fusion_2's op is not in the HLO: no scope; GPU:1's fusion_1 takes the name's scope from GPU:0
+    assert scope == ["jit(step)/jvp(moe)/experts/dot_general"] * 2 + ["", "jit(step)/jvp(moe)/experts/dot_general"]
 
 
 def test_cpu_demo_scope_table_adds_up_and_names_the_moe_scopes():

@@ -4,9 +4,9 @@ The scope is what JAX records for each op: its name stack (``jax.named_scope``, 
 transformations), as XLA keeps it in the HLO metadata ``op_name`` and as profilers show it in the
 ``tf_op`` stat (``jit(step)/transpose(jvp(layer0))/experts/dot_general``). A reader that reads the
 ``tf_op`` stat fills the ``scope`` column itself; elsewhere :func:`attach_scopes` fills it from the
-HLO of the trace's programs, by (module, program, op). GPU XPlanes carry ``hlo_op`` on a compute
-kernel's first event only (readers/xplane.py): its other events take the scope of their name on
-that device.
+HLO of the trace's programs, by (module, program, op). GPU XPlanes carry ``hlo_op`` on the first
+event of a compute kernel's name in the file only (readers/xplane.py): its other events take the
+scope of their name on their device, else in the file.
 
 :func:`scope_key` turns a path into what a table row is (docs/metrics.md, "Scopes"): the outermost
 ``jit(...)`` (the program) is dropped, transformations are unwrapped (``jvp(layer0)`` is ``layer0``;
@@ -143,9 +143,23 @@ def _hlo_op_names(trace: Trace, modules: np.ndarray, programs: np.ndarray, ops: 
     return out
 
 
+def _fill_from_first(scope: np.ndarray, group: np.ndarray) -> None:
+    """Each row of ``scope`` that is "" takes the first non-empty value of its group (in place)."""
+    known = np.flatnonzero(scope != "")
+    if not known.size or known.size == scope.size:
+        return
+    firsts = pd.Series(known).groupby(group[known]).first()
+    fill = np.full(int(group.max()) + 1, -1, dtype=np.int64)
+    fill[firsts.index.to_numpy()] = firsts.to_numpy()
+    donor = np.where(group >= 0, fill[np.maximum(group, 0)], -1)
+    missing = (scope == "") & (donor >= 0)
+    scope[missing] = scope[donor[missing]]
+
+
 def attach_scopes(trace: Trace) -> Trace:
     """The trace with its ``scope`` column filled: the reader's where it gave one, else the HLO op_name of
-    the row's op, else (GPU kernels read once per name) the scope of the row's name on its device."""
+    the row's op, else (GPU kernels read once per name) the scope of the row's name on its device, else
+    in the file."""
     events = trace.events
     if not len(events):
         return trace
@@ -167,18 +181,12 @@ def attach_scopes(trace: Trace) -> Trace:
         if "scope" not in events.columns:
             trace = trace.replace(events=events.assign(scope=categorical("", n)))
         return trace
-    # rows without a scope take the first scope their (device, name) has (GPU kernels' stats read once)
+    # rows without a scope take the first scope their name has on their device, else in the file: an XPlane
+    # reader reads a compute kernel's stats on the first event of its name in the file (readers/xplane.py)
     dev_c, _ = column_codes(events["device"])
     name_c, _ = column_codes(events["name"])
-    group = combine_codes(dev_c, name_c)
-    known = np.flatnonzero(scope != "")
-    if known.size and known.size < n:
-        firsts = pd.Series(known).groupby(group[known]).first()
-        fill = np.full(int(group.max()) + 1, -1, dtype=np.int64)
-        fill[firsts.index.to_numpy()] = firsts.to_numpy()
-        donor = fill[group]
-        missing = (scope == "") & (donor >= 0)
-        scope[missing] = scope[donor[missing]]
+    for group in (combine_codes(dev_c, name_c), name_c):
+        _fill_from_first(scope, group)
     codes, values = pd.factorize(scope)
     return trace.replace(events=events.assign(scope=categorical_of(codes, np.asarray(values, dtype=object))))
 
