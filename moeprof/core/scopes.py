@@ -125,10 +125,12 @@ def fold_layers(keys: Iterable[str]) -> dict[str, str]:
         folded = list(parts)
         for depth, part in enumerate(parts):
             m = _NUMBERED.match(part)
+            if m is None:
+                continue
             # the parent as written before folding: layers nest under one parent
-            where = ("/".join(parts[:depth]), depth, m.group(1)) if m else None
-            if where is not None and where in nests and len(numbers[where]) > 1:
-                folded[depth] = f"{where[2]}*"
+            at = ("/".join(parts[:depth]), depth, m.group(1))
+            if at in nests and len(numbers[at]) > 1:
+                folded[depth] = f"{at[2]}*"
         out[key] = "/".join(folded)
     return out
 
