@@ -401,3 +401,12 @@ def test_demo_is_sized_for_an_accelerator_and_keeps_its_cpu_sizes():
     assert (cpu.dtype, cpu.hidden, cpu.tokens_per_device) == ("float32", 64, 256)
     assert demo_topology("tpu", 4) == {"hosts": 1, "devices_per_host": 4, "ici_domain": "one slice"}
     assert demo_topology("cpu", 4) == {"hosts": 1, "devices_per_host": 4, "nvlink_domain": "one host"}
+
+
+def test_model_mfu_takes_the_planes_peak():
+    """--model's MFU on a TPU is against the chip's own stated peak (202.7), not the page's 197."""
+    from moeprof.insight.throughput import with_throughput
+
+    a = with_throughput(moeprof.analyze(_tpu_trace(2e10)), "deepseek-v3", tokens_per_step=1024)
+    assert a.throughput["peak_tflops"] == 202.7
+    assert a.throughput["mfu"] == pytest.approx(a.throughput["tflops_per_device"] / 202.7)
