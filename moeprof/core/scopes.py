@@ -13,8 +13,9 @@ scope of their name on their device, else in the file.
 ``transpose`` marks the backward pass), the calls of nested jitted functions (``jit(argsort)``, library
 helpers) and the primitive at the end are dropped; an HLO name XLA appended after the primitive (it has
 hyphens: ``ragged_dot_general/ragged-dot-none``) goes with it; an op with a name stack but no scope left is
-``(top level)``, one without a name stack ``(no scope)``. :func:`fold_layers` then writes the numbered
-repeats of a scope once (``layer0``, ``layer1`` -> ``layer*``).
+``(top level)``, one without a name stack ``(no scope)``; an einsum's spec (``tk,tkh->th``) is no scope,
+and of several names XLA joined with ``;`` (a fusion of ops) the first counts. :func:`fold_layers` then
+writes the numbered repeats of a scope once (``layer0``, ``layer1`` -> ``layer*``).
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def _split(path: str) -> list[str]:
 
 def scope_key(path: str) -> tuple[str, bool]:
     """(the scope a table groups ``path`` under, whether it is backward): see the module's docstring."""
-    parts = _split(clean_path(path))
+    # XLA joins the names of the ops it fused with ";": the first one names the fusion
+    parts = _split(clean_path(path.split(";", 1)[0]))
     if not parts:
         return NO_SCOPE, False
     backward = False
@@ -85,7 +87,7 @@ def scope_key(path: str) -> tuple[str, bool]:
             backward |= m.group(1) == "transpose"
             call |= m.group(1) in _CALLS
             part = m.group(2)
-        if call or not part or part in _BARE_TRANSFORMS:
+        if call or not part or part in _BARE_TRANSFORMS or "->" in part:  # "->": an einsum's own name
             continue  # the program itself (the first jit), a nested jitted function (a call), a transformation
         if scopes and scopes[-1] == part:
             continue  # a scope entered twice in a row (a scoped function that scopes its body again)

@@ -33,7 +33,7 @@ def job_peak(
         return preset.bf16_tflops, f"--chip {preset.name}"
     stated = {round(float(p["tflops"]), 6) for p in plane_peaks.values() if p.get("tflops")}
     if len(stated) == 1:
-        return stated.pop(), "the device plane (peak_teraflops_per_second)"
+        return stated.pop(), "the device plane's peak_teraflops_per_second"
     if preset is not None:
         return preset.bf16_tflops, f"preset {preset.name}"
     return None, ""
