@@ -158,7 +158,9 @@ def panels_show_every_name(command: Any, ctx: Any, render: Callable[[], None]) -
         for opt in (*param.opts, *getattr(param, "secondary_opts", ()))
         if opt.startswith("--")
     ]
-    return all(re.search(rf"{re.escape(name)}(?![\w-])", text) for name in names)
+    # a name the help text also mentions (--slice-size in another option's help) is found even where its own
+    # cell is cut: a cut cell ends in an ellipsis
+    return "…" not in text and all(re.search(rf"{re.escape(name)}(?![\w-])", text) for name in names)
 
 
 RulesOption = Annotated[
