@@ -6,7 +6,9 @@ together, one rank with 1.5x slower expert GEMMs) is measured once; each change
 (that rank fixed, the all-to-all transfer halved, all compute halved) is projected
 from the measured trace with its ``--what-if`` terms and compared with the job
 simulated again with the change: the relative error of the mean step time (target:
-within 2%). ``balance`` is compared with the slow rank fixed.
+within 2%). ``balance`` is compared with the slow rank fixed. ``balance-router`` is measured on
+the same generator with a skewed router (rank 0 the hottest, no slow rank; its expert exchange of
+fixed shape, then ragged) against the job run again with every rank's load 1.
 
 Speed: a job of ``--ranks`` Kineto rank files, ``--events`` device and host events
 in all, shaped as ``benchmarks/bench_kineto.py`` writes one rank (comm kernels with
@@ -37,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import moeprof
 import moeprof.pipeline.merge
 from moeprof.insight.whatif import project_job
-from synthetic.counterfactual import CHANGES, simulate, write_job
+from moeprof.pipeline import analyze_paths_state, analyze_state
+from synthetic.counterfactual import CHANGES, ROUTER_CHANGE, simulate, write_job
 
 merge_module = sys.modules["moeprof.pipeline.merge"]
 
@@ -49,9 +52,9 @@ def accuracy(ranks: int, steps: int, layers: int, seeds: list[int]) -> None:
     for seed in seeds:
         with tempfile.TemporaryDirectory() as tmp:
             write_job(Path(tmp), ranks, steps, layers, seed)
-            analysis = moeprof.analyze(moeprof.load(tmp))
-        job = analysis.replay
-        assert job is not None
+            analysis, state = analyze_state(moeprof.load(tmp))
+        assert state.projector is not None
+        job = state.projector.job
         base = float(np.mean(simulate(ranks, steps, layers, seed).step_times()))
         rows = [(change, terms) for change, terms in CHANGES.items() if change != "none"]
         rows.append(("balance", ["balance"]))
@@ -64,6 +67,23 @@ def accuracy(ranks: int, steps: int, layers: int, seeds: list[int]) -> None:
             label = f"{change} (s{seed})"
             print(f"{label:<18} {base / 1e6:>12.3f} {truth / 1e6:>10.3f} {projected / 1e6:>13.3f} {error:>+8.2%}")
     print(f"worst error of the three changes: {worst:.3%} (target 2%)")
+    router_worst = 0.0
+    for seed in seeds:
+        for ragged in (False, True):
+            with tempfile.TemporaryDirectory() as tmp:
+                write_job(Path(tmp), ranks, steps, layers, seed, router_skew=1.0, ragged=ragged, slow_factor=1.0)
+                analysis = moeprof.analyze(moeprof.load(tmp))
+            skewed = simulate(ranks, steps, layers, seed, router_skew=1.0, ragged=ragged, slow_factor=1.0)
+            rerun = simulate(ranks, steps, layers, seed, ROUTER_CHANGE, router_skew=1.0, ragged=ragged, slow_factor=1.0)
+            base, truth = float(np.mean(skewed.step_times())), float(np.mean(rerun.step_times()))
+            router = analysis.projection("router")
+            assert router is not None
+            projected = router.projected_step_ns
+            error = (projected - truth) / truth
+            router_worst = max(router_worst, abs(error))
+            label = f"router {'ragged' if ragged else 'fixed'} (s{seed})"
+            print(f"{label:<18} {base / 1e6:>12.3f} {truth / 1e6:>10.3f} {projected / 1e6:>13.3f} {error:>+8.2%}")
+    print(f"worst error of balance-router against the router balanced: {router_worst:.3%} (target 2%)")
 
 
 def build_job(out: Path, events: int, ranks: int) -> None:
@@ -109,16 +129,14 @@ def speed(folder: Path) -> None:
     for name in spent:
         setattr(merge_module, name, timed(name))
     try:
-        from moeprof.pipeline import analyze_paths
-
         t = time.perf_counter()
-        analysis = analyze_paths([str(folder)], jobs=1)
+        analysis, state = analyze_paths_state([str(folder)], jobs=1)
         total = time.perf_counter() - t
     finally:
         for name, fn in originals.items():
             setattr(merge_module, name, fn)
-    job = analysis.replay
-    assert job is not None
+    assert state.projector is not None
+    job = state.projector.job
     t = time.perf_counter()
     project_job(job, ["scale(kind=all-to-all)=0.5"], analysis.opportunities)
     one = time.perf_counter() - t

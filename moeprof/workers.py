@@ -10,7 +10,10 @@ moment the files are known, instead of after a second, serial import.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 PRELOAD = ["moeprof.pipeline"]  # what every worker needs, imported once in the fork server
@@ -50,6 +53,51 @@ def start_method() -> str:
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
+@contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Processes started in this block begin with Ctrl-C (SIGINT) ignored, and keep it so.
+
+    Ctrl-C reaches every process of the terminal's group: the fork server while it imports the pipeline
+    (a second or more), and a worker before it could set its own handler, would each print a
+    ``KeyboardInterrupt`` traceback. A process started while SIGINT is ignored inherits that through
+    fork and exec, and Python then installs no handler of its own; the coordinator alone answers Ctrl-C
+    (one line, exit 130) and stops its workers. SIGINT is also blocked meanwhile, as multiprocessing's
+    resource tracker does around its own start: a Ctrl-C in the block waits, and reaches this process
+    once it ends, instead of being lost (workers unblock it: :func:`unblock_sigint`). Outside the main
+    thread signals cannot be set: a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    masking = hasattr(signal, "pthread_sigmask")
+    if masking:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if masking:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def unblock_sigint() -> None:
+    """In a process started under :func:`sigint_ignored`: SIGINT stays ignored but no longer blocked, so
+    that the programs it runs (``nsys export``) start with the usual signal mask."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def start_fork_server() -> None:
+    """The fork server, started (once) with Ctrl-C ignored, importing what every worker needs."""
+    import multiprocessing as mp
+    from multiprocessing import forkserver
+
+    mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    with sigint_ignored():
+        forkserver.ensure_running()
+
+
 def warm_fork_server(paths: Sequence[object], jobs: int | None, scheduler: str | None) -> bool:
     """Start the fork server now where a local pool is likely: several inputs or a folder, more than
     one core and one job, no Dask scheduler. Returns whether it started one."""
@@ -59,9 +107,5 @@ def warm_fork_server(paths: Sequence[object], jobs: int | None, scheduler: str |
         return False
     if len(paths) < 2 and not any(Path(str(p)).is_dir() for p in paths):
         return False
-    import multiprocessing as mp
-    from multiprocessing import forkserver
-
-    mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()
+    start_fork_server()
     return True

@@ -1,7 +1,7 @@
 """A simulated multi-rank MoE job that can be run again with one change: the truth of spec §9's projection.
 
-``python -m synthetic.counterfactual OUT [--ranks 8] [--steps 3] [--layers 4] [--seed 0] [--change NAME]``
-writes one Kineto trace per rank and ``counterfactual.truth.json``.
+``python -m synthetic.counterfactual OUT [--ranks 8] [--steps 3] [--layers 4] [--seed 0] [--change NAME]
+[--router-skew S [--ragged]]`` writes one Kineto trace per rank and ``counterfactual.truth.json``.
 
 Each rank has a CPU thread that launches its kernels one after another (every
 ``cudaLaunchKernel`` takes a few µs; a kernel starts no earlier than its launch
@@ -18,6 +18,14 @@ simulated again with exactly one change (:data:`CHANGES`): the slow rank fixed,
 one collective kind's transfer halved, all compute halved. The truth is the
 simulated step times: for each step, the latest end minus the earliest start of
 its activities over the ranks.
+
+A skewed router (``router_skew`` S > 0) gives rank ``r`` a share ``load_r`` of the routed
+tokens (``exp(S * (1 - 2r / (R - 1)))``, normalized to a mean of 1: rank 0 the hottest), and
+its expert GEMM takes ``load_r`` times its base time; with ``ragged`` the expert all-to-alls
+move bytes with the tokens (XLA's ``RaggedAllToAll`` kernel name), so an instance's transfer is
+its base times ``(1 + max load) / 2`` (a rank sends its own tokens, receives its load; the
+busiest member sets the end). :data:`ROUTER_CHANGE` runs the job again with every load 1: the
+router balanced, work conserved (what ``--what-if balance-router`` projects).
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ SHARED = "shared_expert_mlp_fusion"
 EXPERT = "moe_grouped_gemm_expert_kernel"
 OPTIMIZER = "multi_tensor_apply_kernel_adam"
 A2A = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+A2A_RAGGED = "RaggedAllToAllKernelImpl"  # an exchange whose bytes follow the routing
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 LAUNCH_CALL_NS = 4_000  # one cudaLaunchKernel on the host
 LAUNCH_LATENCY_NS = 2_000  # from the call's return to the kernel's earliest start
@@ -54,6 +63,7 @@ CHANGES: dict[str, list[str]] = {
     "half-all-to-all": ["scale(kind=all-to-all)=0.5"],
     "half-compute": ["scale(bucket=compute)=0.5"],
 }
+ROUTER_CHANGE = "balance-router"  # the router balanced: every rank's load 1 (a job with router_skew > 0)
 
 
 @dataclass
@@ -93,9 +103,24 @@ class Job:
         return out
 
 
-def simulate(ranks: int = 8, steps: int = 3, layers: int = 4, seed: int = 0, change: str = "none") -> Job:
-    """Run the job (with one of :data:`CHANGES`); deterministic for a seed."""
-    if change not in CHANGES:
+def router_loads(ranks: int, skew: float) -> np.ndarray:
+    """Each rank's share of the routed tokens, mean 1 (all 1 without skew): rank 0 the hottest."""
+    w = np.exp(skew * (1 - 2 * np.arange(ranks) / max(ranks - 1, 1)))
+    return w / w.mean()
+
+
+def simulate(
+    ranks: int = 8,
+    steps: int = 3,
+    layers: int = 4,
+    seed: int = 0,
+    change: str = "none",
+    router_skew: float = 0.0,
+    ragged: bool = False,
+    slow_factor: float = SLOW_FACTOR,
+) -> Job:
+    """Run the job (with one of :data:`CHANGES`, or :data:`ROUTER_CHANGE`); deterministic for a seed."""
+    if change not in CHANGES and change != ROUTER_CHANGE:
         raise ValueError(f"unknown change {change!r}")
     rng = np.random.default_rng(seed)
     # every draw up front: base durations per (step, layer) shared by the ranks, a small per-rank jitter
@@ -116,7 +141,10 @@ def simulate(ranks: int = 8, steps: int = 3, layers: int = 4, seed: int = 0, cha
     a2a_scale = 0.5 if change == "half-all-to-all" else 1.0
     slow = np.ones(ranks)
     if change != "fix-slow-rank" and SLOW_RANK < ranks:
-        slow[SLOW_RANK] = SLOW_FACTOR
+        slow[SLOW_RANK] = slow_factor
+    load = np.ones(ranks) if change == ROUTER_CHANGE else router_loads(ranks, router_skew)
+    a2a_name = A2A_RAGGED if ragged else A2A
+    a2a_bytes = (1 + load.max()) / 2 if ragged else 1.0  # the busiest member's bytes, over the balanced ones
 
     def dur(base: float, r: int, extra: float = 1.0) -> int:
         return int(round(base * extra * compute_scale))
@@ -168,8 +196,9 @@ def simulate(ranks: int = 8, steps: int = 3, layers: int = 4, seed: int = 0, cha
                 for r in range(ranks)
             ]
             dispatch = collective(
-                k, A2A, "all_to_all", int(round(a2a[k, layer, 0] * a2a_scale)), np.array([a.end for a in routed])
-            )
+                k, a2a_name, "all_to_all", int(round(a2a[k, layer, 0] * a2a_scale * a2a_bytes)),
+                np.array([a.end for a in routed]),
+            )  # fmt: skip
             shared_acts = [
                 kernel(r, k, SHARED, dur(shared[k, layer] * jitter[r, k, layer, 1], r), routed[r].end)
                 for r in range(ranks)
@@ -179,14 +208,15 @@ def simulate(ranks: int = 8, steps: int = 3, layers: int = 4, seed: int = 0, cha
                     r,
                     k,
                     EXPERT,
-                    dur(expert[k, layer] * jitter[r, k, layer, 2], r, slow[r]),
+                    dur(expert[k, layer] * jitter[r, k, layer, 2], r, slow[r] * load[r]),
                     max(dispatch[r].end, shared_acts[r].end),
                 )
                 for r in range(ranks)
             ]
             combine = collective(
-                k, A2A, "all_to_all", int(round(a2a[k, layer, 1] * a2a_scale)), np.array([a.end for a in experts])
-            )
+                k, a2a_name, "all_to_all", int(round(a2a[k, layer, 1] * a2a_scale * a2a_bytes)),
+                np.array([a.end for a in experts]),
+            )  # fmt: skip
             prev_end = np.array([a.end for a in combine], dtype=np.int64)
         reduced = collective(k, ALLREDUCE, "allreduce", int(allreduce[k]), prev_end)
         for r in range(ranks):
@@ -246,10 +276,18 @@ TRUTH_NAME = "counterfactual.truth.json"
 
 
 def write_job(
-    out: Path, ranks: int = 8, steps: int = 3, layers: int = 4, seed: int = 0, change: str = "none"
+    out: Path,
+    ranks: int = 8,
+    steps: int = 3,
+    layers: int = 4,
+    seed: int = 0,
+    change: str = "none",
+    router_skew: float = 0.0,
+    ragged: bool = False,
+    slow_factor: float = SLOW_FACTOR,
 ) -> tuple[list[Path], Job]:
     """Write the rank files and the truth (step times) into ``out``."""
-    job = simulate(ranks, steps, layers, seed, change)
+    job = simulate(ranks, steps, layers, seed, change, router_skew, ragged, slow_factor)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for r in range(ranks):
@@ -257,7 +295,8 @@ def write_job(
         _write_gz_json(path, kineto_doc(job, r))
         paths.append(path)
     truth = {"ranks": ranks, "steps": steps, "layers": layers, "seed": seed, "change": change,
-             "what_if": CHANGES[change], "step_ns": job.step_times()}  # fmt: skip
+             "router_skew": router_skew, "ragged": ragged, "slow_factor": slow_factor,
+             "what_if": CHANGES.get(change, [ROUTER_CHANGE]), "step_ns": job.step_times()}  # fmt: skip
     (out / TRUTH_NAME).write_text(json.dumps(truth, indent=1))
     return paths, job
 
@@ -269,9 +308,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--change", choices=sorted(CHANGES), default="none")
+    parser.add_argument("--change", choices=sorted([*CHANGES, ROUTER_CHANGE]), default="none")
+    parser.add_argument("--router-skew", type=float, default=0.0)
+    parser.add_argument("--ragged", action="store_true", help="expert all-to-alls move bytes with the tokens")
+    parser.add_argument("--slow-factor", type=float, default=SLOW_FACTOR)
     args = parser.parse_args(argv)
-    paths, job = write_job(args.out, args.ranks, args.steps, args.layers, args.seed, args.change)
+    paths, job = write_job(
+        args.out, args.ranks, args.steps, args.layers, args.seed, args.change, args.router_skew, args.ragged,
+        args.slow_factor,
+    )  # fmt: skip
     print(f"wrote {len(paths)} rank files to {args.out}; step times {job.step_times()}")
 
 

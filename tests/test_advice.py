@@ -17,7 +17,7 @@ from moeprof.cli import app
 from moeprof.insight.remedies import Situation, catalogue, choose
 from moeprof.insight.stack import FLAGS, Stack
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 XLA_WORDS = re.compile(r"--xla_|ragged_all_to_all|ragged_dot|MaxText|jax\.")
@@ -41,6 +41,7 @@ PYTORCH = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", PYTORCH)
 def test_pytorch_traces_get_no_xla_advice(rel: str) -> None:
     doc = analysis(shared_trace(rel))
@@ -52,6 +53,7 @@ def test_pytorch_traces_get_no_xla_advice(rel: str) -> None:
         assert o["bound_from"] in ("exposed", "ledger")  # never "hlo"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [SAMPLES / "cpu_moe_8dev", SAMPLES / "synthetic_2host_4gpu"], ids=lambda p: p.name)
 def test_xla_traces_get_no_pytorch_advice(path) -> None:
     doc = analysis(path)
@@ -80,6 +82,7 @@ def test_deepep_users_are_not_told_to_use_deepep() -> None:
     assert any(o["title"].startswith("expert dispatch/combine") for o in ep)
 
 
+@pytest.mark.slow
 def test_embedding_all_to_all_is_not_called_an_expert_exchange() -> None:
     """DLRM's all-to-all moves embeddings: nothing in the trace says MoE, so no title says expert."""
     doc = analysis(shared_trace("kineto/dlrm_8rank_v100"))
@@ -94,6 +97,7 @@ def test_embedding_all_to_all_is_not_called_an_expert_exchange() -> None:
         assert "expert" not in o["remedy"].lower(), o["remedy"]
 
 
+@pytest.mark.slow
 def test_a_remedy_is_written_once_and_referenced() -> None:
     doc = analysis(SAMPLES / "synthetic_2host_4gpu")
     by_id: dict[str, set[str]] = {}

@@ -27,7 +27,7 @@ from moeprof.core.events import us_interval_to_ns
 from moeprof.options import LoadOptions
 from moeprof.pipeline import analyze_paths as _analyze_paths
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 ALL = ["synthetic_1host_8gpu", "synthetic_1host_8gpu.trace.json.gz", "synthetic_2host_4gpu", "cpu_moe_8dev"]
@@ -72,6 +72,7 @@ def _doc(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXACT)
 def test_round_trip_gives_the_same_figures_to_the_ns(annotated, name):
     src, out = annotated[name]
@@ -202,6 +203,7 @@ def test_isal_and_zlib_write_the_same_trace(tmp_path, monkeypatch):
     assert json.loads(text)["traceEvents"]
 
 
+@pytest.mark.slow
 def test_wait_and_transfer_tracks_partition_comm(tmp_path):
     """§8 tracks: a device's comm is split into waiting for the last member and moving bytes, exactly."""
     out = tmp_path / "a.trace.json.gz"

@@ -27,7 +27,7 @@ from moeprof.capture.nsys import build_nsys_export_command, build_nsys_profile_c
 from moeprof.cli import app
 from moeprof.errors import InputError
 
-from .test_nsys import make_export
+from .helpers import make_export
 
 ROOT = Path(__file__).resolve().parents[1]
 XLA_FLAGS = "--xla_force_host_platform_device_count=2"
@@ -198,6 +198,7 @@ def wait_serving(port: int, proc: subprocess.Popen, timeout: float = 60) -> None
 # ---- capture run ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_stop_json(tmp_path: Path, job: Path) -> None:
     out = tmp_path / "run"
     t0 = time.monotonic()
@@ -218,6 +219,7 @@ def test_run_stop_json(tmp_path: Path, job: Path) -> None:
     assert "Profiling is late" not in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_run_waits_for_the_command(tmp_path: Path, job: Path) -> None:
     out = tmp_path / "run"
     port = free_port()
@@ -230,6 +232,7 @@ def test_run_waits_for_the_command(tmp_path: Path, job: Path) -> None:
     assert "comm share" in res.stdout
 
 
+@pytest.mark.slow
 def test_run_command_that_exits_at_once(tmp_path: Path) -> None:
     out = tmp_path / "run"
     t0 = time.monotonic()
@@ -240,6 +243,7 @@ def test_run_command_that_exits_at_once(tmp_path: Path) -> None:
     assert not out.exists()  # no half-written run folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -253,6 +257,7 @@ def test_run_bad_usage(tmp_path: Path, args: list[str], message: str) -> None:
     assert message in one_line(moeprof_cli(["capture", "run", *args], tmp_path))
 
 
+@pytest.mark.slow
 def test_run_port_in_use(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -313,6 +318,7 @@ def test_sitecustomize_pops_port_and_chains(tmp_path: Path) -> None:
 # ---- capture live --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_live_two_workers(tmp_path: Path, job: Path, workers: list[subprocess.Popen]) -> None:
     ports = [free_port(), free_port()]
     while ports[1] == ports[0]:
@@ -339,6 +345,7 @@ def test_live_two_workers(tmp_path: Path, job: Path, workers: list[subprocess.Po
     assert all(proc.poll() is None for proc in workers)  # live capture leaves the job running
 
 
+@pytest.mark.slow
 def test_live_nothing_listening(tmp_path: Path) -> None:
     port = free_port()
     t0 = time.monotonic()
@@ -366,6 +373,7 @@ def test_parse_addresses_rejects(spec: str) -> None:
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -437,6 +445,7 @@ cp "{export}" "$out"
 """
 
 
+@pytest.mark.slow
 def test_nsys_flow_with_a_stand_in(tmp_path: Path) -> None:
     """The orchestration without Nsight Systems: profile, export, manifest, analysis."""
     bin_dir = tmp_path / "bin"
@@ -465,6 +474,7 @@ def test_nsys_flow_with_a_stand_in(tmp_path: Path) -> None:
     assert analysis["devices"] and any(i.endswith("report.sqlite") for i in analysis["inputs"])
 
 
+@pytest.mark.slow
 def test_capture_nsys_export_interrupted(tmp_path: Path) -> None:
     """An export stopped by a signal (the user's Ctrl-C reaches it: one process group) says so, and keeps the report."""
     bin_dir = tmp_path / "bin"
@@ -497,6 +507,7 @@ def test_nsys_run_folder_is_read_once(tmp_path: Path) -> None:
 # ---- library -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "steps"), [("context", [1, 2, 3, 4, 5]), ("decorator", [2, 3, 4])])
 def test_profile_steps(tmp_path: Path, mode: str, steps: list[int]) -> None:
     script = tmp_path / "lib.py"
@@ -518,6 +529,7 @@ def test_profile_steps(tmp_path: Path, mode: str, steps: list[int]) -> None:
     assert sorted({s["step"] for s in analysis["steps"]}) == steps
 
 
+@pytest.mark.slow
 def test_profile_steps_failing_step(tmp_path: Path) -> None:
     script = tmp_path / "lib.py"
     script.write_text(LIBRARY)
@@ -547,6 +559,7 @@ def test_profile_steps_arguments(tmp_path: Path) -> None:
         moeprof.profile_steps(tmp_path)(lambda: None)
 
 
+@pytest.mark.slow
 def test_import_moeprof_does_not_import_jax() -> None:
     res = subprocess.run(
         [sys.executable, "-c", "import sys, moeprof; moeprof.profile_steps; print('jax' in sys.modules)"],
@@ -558,6 +571,7 @@ def test_import_moeprof_does_not_import_jax() -> None:
     assert res.stdout.strip() == "False", res.stderr
 
 
+@pytest.mark.slow
 def test_finish_run_with_a_model_puts_throughput_in_the_manifest(tmp_path: Path) -> None:
     import shutil
 
@@ -672,6 +686,7 @@ def run_in_background(tmp_path: Path, job: Path, port: int, *options: str) -> su
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", [None, "0.0.0.0"])
 def test_run_profiler_listens_on_loopback_unless_asked(tmp_path: Path, job: Path, host: str | None) -> None:
     """By default the job's profiler port answers on 127.0.0.1 and not on the machine's other address;

@@ -9,6 +9,7 @@ definition written out below rather than taken from moeprof.gate.check.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 
 from moeprof.cli import app
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 SYNTH = SAMPLES / "synthetic_1host_8gpu"
@@ -237,6 +238,7 @@ def test_bad_config_exits_2(tmp_path, text, needle):
     assert needle in line and str(cfg) in line
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2(tmp_path):
     assert "no gates" in one_line_error(invoke("check", SYNTH))
     assert "no such file" in one_line_error(invoke("check", tmp_path / "missing", "--max-comm-share", "0.5"))
@@ -274,6 +276,7 @@ def _with_exposed_scaled(analysis: dict, factor: float) -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_baseline_tolerance_both_ways(synth_analysis, tmp_path):
     base = tmp_path / "base.json"
     res = invoke("baseline", "save", SYNTH, "-o", base)
@@ -351,6 +354,7 @@ def _check_against(tmp_path: Path, base: dict, current: dict, *args: str) -> tup
     return res.exit_code, {g["figure"]: g for g in doc["gates"]}
 
 
+@pytest.mark.slow
 def test_a_worst_step_within_the_noise_of_the_steps_holds(synth_analysis, tmp_path):
     """The issue's case: an unchanged run whose worst step is 9% above the baseline's failed at
     --tolerance 0.05. One step up 9%, another down 9%: the step means agree, the gate holds."""
@@ -442,6 +446,40 @@ def test_a_bare_number_above_1_is_refused_with_both_spellings(option, value, spe
     assert option in line and all(s in line for s in spellings), line
 
 
+@pytest.mark.parametrize("option", FRACTION_FLAGS)
+@pytest.mark.parametrize("value", ["120", "101", "1e6"])
+def test_a_number_above_100_is_refused_without_a_spelling_above_100_percent(option, value):
+    """120 is no percentage of a whole: the refusal shows 0.5 or 50%, never "write 1.2 or 120%" (both refused)."""
+    args = ["--baseline", CPU_SAVED] if option == "--tolerance" else []
+    line = one_line_error(invoke("check", CPU_SAVED, option, value, *args))
+    assert f"{option} {value}: a fraction is at most 1 (100%)" in line, line
+    suggested = [float(x) for x in re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)%", line)]
+    assert suggested and max(suggested) <= 100, line
+
+
+@pytest.mark.parametrize("option", [*FRACTION_FLAGS, "--max-exposed-comm-ms", "--noise-alpha"])
+@pytest.mark.parametrize(("value", "what"), [("nan", "not a number"), ("inf", "infinite"), ("1e400", "infinite")])
+def test_a_limit_that_is_no_number_is_refused_by_name(option, value, what):
+    """nan and infinities (1e400 reads as inf) are no limit: an infinite one passes any run. Refused naming them."""
+    args = ["--baseline", CPU_SAVED] if option in ("--tolerance", "--noise-alpha") else []
+    if option == "--noise-alpha":
+        args += ["--max-comm-share", "0.5"]
+    res = invoke("check", CPU_SAVED, option, value, *args)
+    assert res.exit_code == 2, res.stdout
+    line = one_line_error(res)
+    assert line.startswith(f"moeprof: {option} {value}: {what}"), line
+
+
+@pytest.mark.parametrize(("text", "what"), [("nan", "not a number"), ("inf", "infinite"), ("-inf", "infinite")])
+def test_a_config_limit_that_is_no_number_is_refused_by_name(tmp_path, text, what):
+    """TOML has nan and inf: a gate set to one is refused naming the file, the key and what it is."""
+    cfg = tmp_path / "gates.toml"
+    for key in ("max-exposed-comm-ms", "max-comm-share", "noise-alpha"):
+        cfg.write_text(f"{key} = {text}\nmax-idle-fraction = 0.5\n")
+        line = one_line_error(invoke("check", CPU_SAVED, "--config", cfg))
+        assert str(cfg) in line and f"{key} = {text}: {what}" in line, line
+
+
 def test_a_fraction_reads_as_0_5_or_50_percent(tmp_path):
     share = json.loads(CPU_SAVED.read_text())["total"]
     share = share["comm_ns"] / share["accumulated_ns"]  # 0.937
@@ -479,6 +517,7 @@ def dropped_trace(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_dropped_activities_fail_check_unless_allowed(dropped_trace, tmp_path):
     res = invoke("check", dropped_trace, "--max-comm-share", "0.9")
     assert res.exit_code == 2, res.stdout

@@ -112,7 +112,7 @@ def test_user_rules_come_first(tmp_path):
 def test_every_kernel_name_in_the_real_xplanes_is_classified():
     from moeprof.pipeline import load
 
-    from .conftest import shared_trace
+    from .helpers import shared_trace
 
     for rel in ("xplane/tf_bert_8xv100_worker.xplane.pb", "xplane/jax_conv_8xmi300.xplane.pb"):
         activity = concat([trace.events for trace in load(shared_trace(rel))])
@@ -142,7 +142,7 @@ def test_every_distinct_name_in_the_shared_traces_is_classified(rel):
     """No activity left unclassified silently; every communication kernel name lands in comm with a kind."""
     from moeprof.pipeline import load
 
-    from .conftest import shared_trace
+    from .helpers import shared_trace
 
     activity = concat([trace.events for trace in load(shared_trace(rel))])
     names = activity.drop_duplicates(["name", "bucket", "kind", "rule"])
@@ -206,7 +206,7 @@ def test_rocclr_copies_in_the_mi300_trace_leave_compute():
     """The 8xMI300 JAX trace: its __amd_rocclr_copyBuffer kernels are memcpy; every other kernel is compute."""
     from moeprof.pipeline import analyze_paths, load
 
-    from .conftest import shared_trace
+    from .helpers import shared_trace
 
     path = shared_trace("xplane/jax_conv_8xmi300.xplane.pb")
     total = analyze_paths([path]).to_json()["total"]
@@ -222,11 +222,12 @@ def test_rocclr_copies_in_the_mi300_trace_leave_compute():
 
 # pools of evidence values per field; a tuple draws one from each (missing values included)
 _POOL = {
-    "opcode": ["", "all-to-all", "ragged-all-to-all", "all-gather-start", "fusion", "send-done", None],
-    "collective": ["", "all_to_all", "allreduce", "broadcast", "p2p", None],
+    "opcode": ["", "all-to-all", "ragged-all-to-all", "all-gather-start", "fusion", "send-done", "send", None],
+    "category": ["", "all-reduce fusion", "copy-start", "megacore fusion", "all-gather-done", None],
+    "collective": ["", "all_to_all", "allreduce", "broadcast", "p2p", "dcn", None],
     "annotation": ["", "nccl:all_to_all", "dispatch(F)", "combine(B)", "nccl:broadcast", None],
     "activity": ["kernel", "memcpy", "memset", "", None],
-    "copy_kind": ["", "PtoP", "HtoD", None],
+    "copy_kind": ["", "PtoP", "HtoD", "DtoH", None],
     "name": [
         "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)",
         "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",

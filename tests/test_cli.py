@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from moeprof.cli import app
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 SAMPLE_INPUTS = [
@@ -149,6 +149,7 @@ def _bad_inputs(tmp: Path) -> dict[str, Path]:
     return files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing", "empty", "truncated", "jpeg", "emptydir", "badgzip", "badjson", "notrace"])
 def test_bad_input_is_one_line_exit_2(tmp_path, case):
     path = _bad_inputs(tmp_path)[case]
@@ -171,6 +172,7 @@ def test_usage_errors_exit_2(tmp_path):
     assert res.exit_code == 2 and "parquet or .csv" in res.output
 
 
+@pytest.mark.slow
 def test_shared_xplanes_analyze_and_skip_derived_lines():
     from jax.profiler import ProfileData
 
@@ -202,6 +204,7 @@ def test_huge_input_is_refused_in_one_line(tmp_path, monkeypatch):
     assert runner.invoke(app, ["analyze", str(path)]).exit_code == 0
 
 
+@pytest.mark.slow
 def test_processes_of_one_host_share_it(tmp_path):
     """Two XPlanes that name the same host (one process per GPU group) are one host: GPUs numbered on,
     one NVLink domain, so the 2x4 sample's cross-"host" collectives become all-NVLink."""
@@ -226,6 +229,7 @@ def _help(app_, args: list[str]) -> str:
     return res.output
 
 
+@pytest.mark.slow
 def test_a_command_built_alone_is_the_command_of_the_whole_app():
     """`moeprof COMMAND` builds only that command (start-up): its help, options and subcommands must be
     those of the whole app's."""
@@ -238,6 +242,7 @@ def test_a_command_built_alone_is_the_command_of_the_whole_app():
     assert _help(build_app("capture"), ["capture", "demo"]) == _help(whole, ["capture", "demo"])
 
 
+@pytest.mark.slow
 def test_a_command_run_imports_no_other_command():
     script = (
         "import sys\n"
@@ -254,7 +259,9 @@ def test_a_command_run_imports_no_other_command():
     )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["schema"] == "moeprof.analysis/1"
-    assert res.stderr.strip().splitlines()[-1] == str(["moeprof.cli.analyze", "moeprof.cli.common", "moeprof.cli.main"])
+    # the command's module and the shared ones (the error boundary, Ctrl-C's answer, the app), no other command
+    shared = ["moeprof.cli.common", "moeprof.cli.interrupt", "moeprof.cli.main"]
+    assert res.stderr.strip().splitlines()[-1] == str(sorted(["moeprof.cli.analyze", *shared]))
 
 
 # ------------------------------------------------------------------------------------------ refusals, one line
@@ -315,6 +322,7 @@ def _without_root_privilege() -> list[str]:
     return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["folder", "file-inside", "file-in-folder"])
 def test_unreadable_input_is_named(tmp_path: Path, where: str) -> None:
     """A folder or file moeprof may not read: "<path>: cannot read: permission denied", not a bare PermissionError."""
@@ -351,6 +359,7 @@ def _every_command() -> list[list[str]]:
     return [[], *out]
 
 
+@pytest.mark.slow
 def test_help_names_option_values_not_python_types() -> None:
     """`--top N`, `--rules PATH`, `--gpu GPU`, flags without a value: not `<bool>`, `<int range>`, `<list[str]>`."""
     import re
@@ -365,6 +374,7 @@ def test_help_names_option_values_not_python_types() -> None:
     assert re.search(r"--json +Print", text) and "{PATHS}..." in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [[], ["--json"], ["--help"]], ids=["text", "json", "help"])
 def test_closed_stdout_pipe_ends_as_a_unix_tool(mode: list[str]) -> None:
     """`moeprof ... | head`: when the reader has gone, moeprof ends as cat or grep do, killed by SIGPIPE, nothing
@@ -382,3 +392,17 @@ def test_closed_stdout_pipe_ends_as_a_unix_tool(mode: list[str]) -> None:
     os.close(write_end)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGPIPE and err == b"", (proc.returncode, err[-2000:])
+
+
+@pytest.mark.parametrize("width", [80, pytest.param(100, marks=pytest.mark.slow)])
+def test_every_help_is_boxed_and_shows_every_option_name_whole(width: int) -> None:
+    """At 80 columns typer's six-column panels cut check's longest names (--max-exposed-transfer-fraction is 31
+    characters): its help was click's plain text while every other command's was boxed. Every command's help is
+    boxed, and every option name reads whole."""
+    import re
+
+    for command in _every_command()[1:]:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", runner.invoke(app, [*command, "--help"], terminal_width=width).output)
+        assert "╭─ Options" in text, (command, text[:400])
+        cut = re.findall(r"--[a-z][\w-]*…", text)  # rich ends a name it cuts with an ellipsis
+        assert not cut, (command, cut)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
+
 import moeprof
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 RUN = SAMPLES / "cpu_moe_8dev"
 
@@ -24,6 +26,7 @@ def test_collective_kinds_come_from_the_hlo():
     assert result["manifest"]["kind"] == "demo" and result["throughput"]["tokens_per_second"] > 0
 
 
+@pytest.mark.slow
 def test_figures_match_an_independent_walk_of_the_thunks():
     """Sum each CPU device's outermost thunk executions straight from ProfileData."""
     from jax.profiler import ProfileData

@@ -215,6 +215,7 @@ def _collectives(hlo: str) -> Counter[str]:
     return Counter(m.group(1) for m in re.finditer(rf"\s({ops})(?:-start)?\(", hlo))
 
 
+@pytest.mark.slow
 def test_runs_on_eight_devices(child: dict[str, Any]) -> None:
     assert child["device_count"] == DEVICES
     assert "--xla_force_host_platform_device_count=8" in child["default"]["xla_flags"]
@@ -388,6 +389,7 @@ def test_tile_schedule_by_hand(child: dict[str, Any]) -> None:
 # ---- the command
 
 
+@pytest.mark.slow
 def test_capture_demo_router_skew_reaches_manifest(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = dict(os.environ)

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from moeprof.cli import app
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 DROPLESS = SAMPLES / "cpu_moe_8dev"
@@ -72,6 +72,7 @@ def manifest(folder: Path) -> dict:
     return json.loads((folder / "manifest.json").read_text())
 
 
+@pytest.mark.slow
 def test_capacity_shrinks_all_to_all_bytes_per_call(doc, capacity_run):
     base, cap = manifest(DROPLESS), manifest(capacity_run)
     assert base["dispatch"] == "padded" and cap["dispatch"] == "capacity"

@@ -45,6 +45,7 @@ def tables(draw: st.DrawFn) -> tuple[list[list], list[np.ndarray]]:
     return columns, arrays
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(tables(), st.sampled_from([1 << 62, 1 << 8, 3]))
 def test_combine_codes_numbers_tuples_as_the_brute_force(table, limit):
@@ -58,6 +59,7 @@ def test_combine_codes_numbers_tuples_as_the_brute_force(table, limit):
     assert first_rows(got).tolist() == sorted({c: i for i, c in reversed(list(enumerate(got.tolist())))}.values())
 
 
+@pytest.mark.slow
 def test_combine_codes_of_a_million_rows_matches_per_column_hashing():
     """At scale, as annotate calls it: eight evidence columns, against the numbering of the row tuples."""
     rng = np.random.default_rng(5)

@@ -105,7 +105,7 @@ def fleet_with_bad(fleet: tuple[list[str], dict], tmp_path_factory: pytest.TempP
     return paths
 
 
-@pytest.fixture(params=["inline", "pool", "dask"])
+@pytest.fixture(params=["inline", "pool", pytest.param("dask", marks=pytest.mark.slow)])
 def executor(request: pytest.FixtureRequest) -> dict:
     """map_files keywords for each executor."""
     if request.param == "inline":
@@ -115,7 +115,7 @@ def executor(request: pytest.FixtureRequest) -> dict:
     return {"scheduler": request.getfixturevalue("dask_scheduler")}
 
 
-@pytest.fixture(params=["pool", "dask"])
+@pytest.fixture(params=["pool", pytest.param("dask", marks=pytest.mark.slow)])
 def parallel(request: pytest.FixtureRequest) -> dict:
     """The executors that run files in other processes."""
     if request.param == "pool":
@@ -158,6 +158,7 @@ def test_bad_file_no_longer_breaks_the_process_pool(fleet_with_bad: list[str]) -
 
 
 # ---------------------------------------------------------------------------------------------- results
+@pytest.mark.slow
 def test_every_executor_gives_the_truth_in_input_order(fleet: tuple[list[str], dict], executor: dict) -> None:
     paths, expected = fleet
     out, arrived, skipped = run(measure, paths, **executor)
@@ -166,6 +167,7 @@ def test_every_executor_gives_the_truth_in_input_order(fleet: tuple[list[str], d
     assert out == [expected[p] for p in paths]
 
 
+@pytest.mark.slow
 def test_results_stream_in_completion_order(fleet: tuple[list[str], dict], parallel: dict) -> None:
     """The first file is slow: the others stream in meanwhile, and the index restores the input order."""
     paths, expected = fleet
@@ -176,6 +178,7 @@ def test_results_stream_in_completion_order(fleet: tuple[list[str], dict], paral
 
 
 # ---------------------------------------------------------------------------------------------- bad files
+@pytest.mark.slow
 def test_bad_file_stops_the_run_in_one_line(fleet_with_bad: list[str], executor: dict) -> None:
     with pytest.raises(InputError) as info:
         run(measure, fleet_with_bad, **executor)
@@ -183,6 +186,7 @@ def test_bad_file_stops_the_run_in_one_line(fleet_with_bad: list[str], executor:
     assert "\n" not in str(info.value) and "gzip" in str(info.value)
 
 
+@pytest.mark.slow
 def test_skip_bad_lists_the_file_and_measures_the_rest(
     fleet: tuple[list[str], dict], fleet_with_bad: list[str], executor: dict
 ) -> None:
@@ -196,6 +200,7 @@ def test_skip_bad_lists_the_file_and_measures_the_rest(
     assert out[BAD_RANK] is None
 
 
+@pytest.mark.slow
 def test_killed_worker_is_named_by_file(fleet: tuple[list[str], dict], parallel: dict) -> None:
     paths, expected = fleet
     with pytest.raises(InputError) as info:
@@ -207,6 +212,7 @@ def test_killed_worker_is_named_by_file(fleet: tuple[list[str], dict], parallel:
     assert [out[i] for i in range(RANKS) if i != KILL_RANK] == [expected[p] for p in paths if p != paths[KILL_RANK]]
 
 
+@pytest.mark.slow
 def test_pool_workers_are_moeprofs_own_processes_and_dask_workers_are_not(parallel: dict) -> None:
     """Process-wide shortcuts (the XPlane decoder's numba start) are taken only in processes moeprof
     started: its pool's workers, never a Dask worker that other clients share."""
@@ -238,6 +244,7 @@ def test_workers_without_a_package_say_so_in_one_line(fleet: tuple[list[str], di
     assert info.value.path is None and "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_interrupt_cancels_pending_work(fleet: tuple[list[str], dict], parallel: dict, tmp_path: Path) -> None:
     paths, _ = fleet
     tasks = [(p, str(tmp_path)) for p in paths]  # 12 tasks of 0.3 s on 2 workers, one task each at a time
@@ -252,6 +259,7 @@ def test_interrupt_cancels_pending_work(fleet: tuple[list[str], dict], parallel:
     assert len(list(tmp_path.iterdir())) <= 6  # the first result stopped the run: the rest never started
 
 
+@pytest.mark.slow
 def test_scheduler_unreachable_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("distributed")
     monkeypatch.setattr("moeprof.pipeline.executors.CONNECT_TIMEOUT_S", 1)
@@ -269,6 +277,7 @@ def test_scheduler_option_then_environment(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 # ---------------------------------------------------------------------------------------------- end to end
+@pytest.mark.slow
 def test_analyze_paths_through_each_executor(fleet: tuple[list[str], dict], parallel: dict) -> None:
     """The JSON of a job is the same whichever executor measured its files (and equals the generator's truth)."""
     from moeprof import pipeline
@@ -291,6 +300,7 @@ def job_with_a_bad_rank(paths: list[str], tmp_path: Path) -> tuple[Path, Path]:
     return folder, bad
 
 
+@pytest.mark.slow
 def test_skip_bad_analyzes_the_rest_and_lists_what_it_skipped(
     fleet: tuple[list[str], dict], parallel: dict, tmp_path: Path
 ) -> None:
@@ -349,6 +359,7 @@ def test_memory_url_reads_like_the_local_file(sample: str, memfs, private_tmp: P
     assert list(private_tmp.iterdir()) == []  # the copy is gone
 
 
+@pytest.mark.slow
 def test_memory_url_folder_is_discovered_and_analyzed(fleet: tuple[list[str], dict], memfs, private_tmp: Path) -> None:
     from moeprof.pipeline import analyze_paths
     from moeprof.readers import discover
@@ -382,6 +393,7 @@ def test_memory_url_errors_name_the_url(memfs, private_tmp: Path) -> None:
         discover(["nosuchprotocol://bucket/x.json"])
 
 
+@pytest.mark.slow
 def test_file_urls_are_local_paths(fleet: tuple[list[str], dict], parallel: dict) -> None:
     from moeprof.readers import discover
     from moeprof.readers.sources import local_file
@@ -396,6 +408,7 @@ def test_file_urls_are_local_paths(fleet: tuple[list[str], dict], parallel: dict
     assert out == [expected[p] for p in paths[:4]]
 
 
+@pytest.mark.slow
 def test_local_analysis_imports_neither_fsspec_nor_dask() -> None:
     code = (
         "import sys; from moeprof.pipeline import analyze_paths; from moeprof.pipeline import executors;"
@@ -406,6 +419,7 @@ def test_local_analysis_imports_neither_fsspec_nor_dask() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_report_on_the_cluster_writes_the_local_page(
     fleet: tuple[list[str], dict], dask_scheduler: str, tmp_path: Path
 ) -> None:
@@ -429,6 +443,7 @@ def test_report_on_the_cluster_writes_the_local_page(
     assert refused.exit_code == 2 and str(bad) in refused.output and not (tmp_path / "x.html").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "started"),
     [

@@ -100,6 +100,7 @@ def test_deterministic_for_a_seed(tmp_path: Path) -> None:
     assert [p.read_bytes() for p in a] != [p.read_bytes() for p in c]
 
 
+@pytest.mark.slow
 def test_a_1024_rank_job_is_a_few_megabytes(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "synthetic.fleet", str(tmp_path), "--ranks", "1024"],

@@ -6,7 +6,8 @@ sanity of accepted figures. Cases that fail only in ways a known, not yet fixed,
 (tests/fuzz/known.py, catalog in tests/fuzz/KNOWN_FAILURES.md) are xfailed; any other failure is red.
 
 Knobs: MOEPROF_FUZZ_RUNS (random cases, default 150), MOEPROF_FUZZ_SECONDS (time budget of this module,
-default 80: random cases past it are skipped), MOEPROF_FUZZ_SEED (default 1). A failing case prints its
+default 80: random cases past it are skipped), MOEPROF_FUZZ_TPU_RUNS (cases on a real TPU capture, default 30),
+MOEPROF_FUZZ_SEED (default 1). A failing case prints its
 seed, mutation log and replay command: ``python -m tests.fuzz --replay SEED:INDEX --keep /tmp/case``.
 Thousands of cases: ``python -m tests.fuzz --runs 5000 --seed 7 --report /tmp/fuzz.jsonl``.
 """
@@ -30,19 +31,22 @@ from tests.fuzz.mutators import (
     SAME,
     SEED_WEIGHTS,
     SPECIALS,
+    TPU_SEED_WEIGHTS,
     Case,
     generate,
     generate_rocprof,
+    generate_tpu,
     special_cases,
 )
 from tests.fuzz.oracle import check, sanity
 from tests.fuzz.rocpd_cases import generate_rocpd
 from tests.fuzz.runner import Outcome
 
-from .conftest import judge_fuzz_result
+from .helpers import judge_fuzz_result
 
 RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "150"))
 ROCPROF_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPROF_RUNS", "40"))
+TPU_RUNS = int(os.environ.get("MOEPROF_FUZZ_TPU_RUNS", "30"))
 SECONDS = float(os.environ.get("MOEPROF_FUZZ_SECONDS", "80"))
 SEED = int(os.environ.get("MOEPROF_FUZZ_SEED", "1"))
 CATALOG = Path(__file__).parent / "fuzz" / "KNOWN_FAILURES.md"
@@ -69,7 +73,8 @@ def specials() -> dict[str, Case]:
 # ---- moeprof under fuzz ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(SEED_WEIGHTS | ROCPROF_SEED_WEIGHTS))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SEED_WEIGHTS | ROCPROF_SEED_WEIGHTS | TPU_SEED_WEIGHTS))
 def test_seed_is_accepted(harness: Harness, deadline: float, name: str) -> None:
     """Every seed, unmutated, is a valid trace: the mutations start from something moeprof reads."""
     result = harness.seed_result(name)
@@ -77,12 +82,14 @@ def test_seed_is_accepted(harness: Harness, deadline: float, name: str) -> None:
     judge_fuzz_result(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPECIALS)
 def test_fuzz_special(harness: Harness, specials: dict[str, Case], name: str) -> None:
     """FIFOs, /dev/null, newlines in names, WAL in a read-only folder, sparse giants, a gzip bomb, nsys stand-ins."""
     judge_fuzz_result(harness.run(specials[name]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(RUNS))
 def test_fuzz(harness: Harness, deadline: float, index: int) -> None:
     if time.monotonic() > deadline:
@@ -90,6 +97,16 @@ def test_fuzz(harness: Harness, deadline: float, index: int) -> None:
     judge_fuzz_result(harness.run(generate(SEED, index)))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(TPU_RUNS))
+def test_fuzz_tpu(harness: Harness, deadline: float, index: int) -> None:
+    """The XPlane mutations on a real TPU v5e capture: TPU planes, their metadata stats, async lines."""
+    if time.monotonic() > deadline:
+        pytest.skip(f"MOEPROF_FUZZ_SECONDS={SECONDS:g} spent")
+    judge_fuzz_result(harness.run(generate_tpu(SEED, index)))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(ROCPROF_RUNS))
 def test_fuzz_rocprof(harness: Harness, deadline: float, index: int) -> None:
     """rocprofv3 CSV output sets: hostile cells, times as text, dropped columns and companions, cut bytes."""
@@ -101,6 +118,7 @@ def test_fuzz_rocprof(harness: Harness, deadline: float, index: int) -> None:
 # ---- the harness itself ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cases_are_reproducible() -> None:
     for index in range(40):
         a, b = generate(SEED, index), generate(SEED, index)

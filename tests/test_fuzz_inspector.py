@@ -80,6 +80,7 @@ def unmutated(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict]:
     return out_by
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p2p", [False, True], ids=["coll", "p2p"])
 @pytest.mark.parametrize("index", range(RUNS))
 def test_inspector_fuzz_case(tmp_path: Path, unmutated: dict[bool, dict], index: int, p2p: bool) -> None:
@@ -130,6 +131,7 @@ def _check(tmp_path: Path, unmutated: dict[bool, dict], case: InspectorCase, p2p
             assert got[key] == unmutated[p2p][key], f"{where}: {key} changed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p2p", [False, True], ids=["coll", "p2p"])
 @pytest.mark.parametrize("index", range(RUNS))
 def test_typed_route_reads_what_arrow_reads(index: int, p2p: bool) -> None:

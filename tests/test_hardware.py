@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from moeprof.cli import app
-from moeprof.core.hardware import match, table
+from moeprof.core.hardware import match, table, vendor_of
 from moeprof.errors import InputError
 from moeprof.insight.bandwidth import job_hardware, latency_knee_bytes, link_peaks, verdict
 from moeprof.options import LoadOptions
@@ -21,10 +21,10 @@ from moeprof.pipeline import analyze_paths, load_trace
 from moeprof.readers.xplane import device_description
 from moeprof.reports import terminal
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
-REQUIRED = ("V100", "A100", "H100", "H200", "B200", "GB200", "GB300", "MI300X", "MI325X", "MI355X")
+REQUIRED = ("V100", "A100", "H100", "H200", "B200", "GB200", "GB300", "MI300X", "MI325X", "MI350X", "MI355X")
 
 
 # ---------------------------------------------------------------- the table
@@ -47,11 +47,10 @@ def test_presets_cover_every_required_gpu_with_its_sources():
         # AMD's scale-up fabric is xGMI (Infinity Fabric), NVIDIA's NVLink
         assert g.scale_up == ("xgmi" if g.vendor == "AMD" else "nvlink"), g.name
     for fabric in table().fabrics.values():
-        # NCCL's cost model gives the GPU fabrics' latencies; none is published for TPU ICI/DCN (no knee there)
-        if fabric.key in ("ici", "dcn"):
-            assert fabric.hop_latency_us is None and "cloud.google.com/tpu" in fabric.source
-        else:
-            assert fabric.hop_latency_us > 0 and "tuning.cc" in fabric.source
+        if fabric.key in ("ici", "dcn"):  # TPU fabrics: outside NCCL's model, no latency claimed, a source named
+            assert fabric.hop_latency_us is None and fabric.source.startswith("Google Cloud TPU")
+            continue
+        assert fabric.hop_latency_us is not None and fabric.hop_latency_us > 0 and "tuning.cc" in fabric.source
     assert table().base_latency_us > 0 and "tuning.cc" in table().base_latency_source
 
 
@@ -72,6 +71,7 @@ def test_every_preset_pattern_is_reachable():
         "B200": "NVIDIA B200",
         "MI300X": "AMD Instinct MI300X",
         "MI325X": "AMD Instinct MI325X",
+        "MI350X": "AMD Instinct MI350X",
         "MI355X": "AMD Instinct MI355X",
     }
     assert sorted(spellings) == sorted(g["name"] for g in raw["gpu"])
@@ -91,13 +91,16 @@ def test_every_preset_pattern_is_reachable():
         ("AMD Instinct MI300X", "MI300X"),
         ("AMD gfx94x (304 CUs, 192 GiB, 2100 MHz)", "MI300X"),  # what an XPlane device plane says
         ("AMD gfx94x (304 CUs, 256 GiB, 2100 MHz)", "MI325X"),
+        ("AMD Instinct MI350X", "MI350X"),  # the shared rocprofv3 trace's agent name
+        ("AMD gfx95x (256 CUs, 288 GiB, 2200 MHz)", "MI350X"),  # one chip, two clocks: 2.2 GHz air-cooled
+        ("AMD gfx95x (256 CUs, 288 GiB, 2400 MHz)", "MI355X"),
         ("NVIDIA compute capability 7.0 (80 SMs, 16 GiB, 1530 MHz)", "V100 SXM2"),
         # unknown or ambiguous: no preset, never a guess
         ("gfx942", None),  # MI300A, MI300X and MI325X alike
         ("AMD gfx94x (228 CUs, 128 GiB, 2100 MHz)", None),  # MI300A
         ("NVIDIA compute capability 9.0 (132 SMs, 80 GiB, 1980 MHz)", None),  # H100 SXM or H800
         ("NVIDIA GeForce RTX 3090", None),
-        ("AMD Instinct MI350X", None),
+        ("AMD Instinct MI250X", None),
         ("NVIDIA H100 NVL", None),
         ("Tesla V100S-PCIE-32GB", None),
     ],
@@ -107,6 +110,38 @@ def test_names_traces_carry(name, preset):
     assert (found.preset.name if found.preset else None) == preset
     if preset is None:
         assert name in found.note and "no preset" in found.note
+
+
+def test_every_preset_names_its_own_vendor():
+    """The vendor table tells each preset's GPU by its name alone (what a GPU without a preset relies on)."""
+    for g in table().gpus:
+        for name in (g.name, f"{g.vendor} {g.name}"):
+            found = vendor_of(name)
+            assert found is not None and found.name == g.vendor, name
+            assert found.scale_up == g.scale_up, name
+
+
+@pytest.mark.parametrize(
+    "models, hint, vendor, fabric_name",
+    [
+        ({"d0": "AMD Instinct MI250X", "d1": "AMD Instinct MI250X"}, None, "AMD", "xGMI"),  # no preset
+        ({"d0": "AMD gfx90ax (110 CUs, 64 GiB, 1700 MHz)"}, None, "AMD", "xGMI"),  # an XPlane plane's words
+        ({"d0": "NVIDIA GeForce RTX 3090"}, None, "NVIDIA", "NVLink"),
+        ({}, "AMD", "AMD", "xGMI"),  # rocprofv3 output without its agent list: the format says ROCm
+        ({"d0": "AMD Instinct MI250X"}, "NVIDIA", "AMD", "xGMI"),  # a name that says beats a format's hint
+    ],
+)
+def test_the_fabric_follows_the_vendor_without_a_preset(models, hint, vendor, fabric_name):
+    hw = job_hardware(models, None, hint)
+    assert hw.preset is None and hw.peaks == {}
+    assert hw.scale_up == ("xgmi" if vendor == "AMD" else "nvlink")
+    assert hw.summary is not None and hw.summary["vendor"] == vendor and hw.summary["scale_up"] == fabric_name
+    assert "preset" not in hw.summary  # no peaks are made up
+
+
+def test_gpus_of_two_vendors_name_no_fabric():
+    hw = job_hardware({"d0": "AMD Instinct MI250X", "d1": "NVIDIA GeForce RTX 3090"})
+    assert hw.scale_up == "nvlink" and "vendor" not in (hw.summary or {})
 
 
 def test_xplane_device_description():
@@ -143,6 +178,7 @@ def test_model_read_from_shared_traces(relative, model, preset):
     assert match(model).preset.name == preset
 
 
+@pytest.mark.slow
 def test_model_read_from_samples_and_used_without_gpu():
     trace = load_trace(SAMPLES / "synthetic_2host_4gpu_kineto" / "rank5.pt.trace.json.gz")
     assert trace.device_models == {"rank5/GPU:1": "NVIDIA H100 80GB HBM3"}  # local GPU 1 of the second host
@@ -237,6 +273,7 @@ def test_large_all_reduce_under_peak_is_not_latency_bound():
 # ---------------------------------------------------------------- model TFLOPS above the trace's own peak
 
 
+@pytest.mark.slow
 def test_model_tflops_above_the_traces_own_peak_is_flagged_and_refused(tmp_path):
     folder = shared_trace("kineto/dlrm_8rank_v100")
     args = ["analyze", str(folder), "--model", "deepseek-v3", "--tokens-per-step", "1048576", "--job-devices", "256"]
@@ -262,6 +299,7 @@ def test_model_tflops_above_the_traces_own_peak_is_flagged_and_refused(tmp_path)
 # ---------------------------------------------------------------- the NVLink domain fits the hosts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [3, 5, 6, 12])
 def test_domain_size_that_cuts_a_host_is_refused(size):
     res = runner.invoke(app, ["analyze", str(SAMPLES / "synthetic_1host_8gpu"), "--nvlink-domain-size", str(size)])
@@ -273,6 +311,7 @@ def test_domain_size_that_cuts_a_host_is_refused(size):
         analyze_paths([SAMPLES / "synthetic_1host_8gpu"], LoadOptions(nvlink_domain_size=size))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [1, 2, 4, 8, 16, 72])
 def test_domain_size_of_whole_hosts_or_even_parts_is_taken(size):
     a = analyze_paths([SAMPLES / "synthetic_1host_8gpu"], LoadOptions(nvlink_domain_size=size))
@@ -306,6 +345,7 @@ def test_mi300_xplane_says_xgmi():
     assert "MI300X" in text
 
 
+@pytest.mark.slow
 def test_html_names_xgmi(tmp_path: Path):
     path = shared_trace("xplane/jax_conv_8xmi300.xplane.pb")
     out = tmp_path / "r.html"
@@ -314,3 +354,23 @@ def test_html_names_xgmi(tmp_path: Path):
     html = out.read_text()
     assert "comm xGMI" in html and "comm NVLink" not in html
     assert "= MI300X (xGMI 448 GB/s" in html
+
+
+@pytest.mark.slow
+def test_an_amd_gpu_without_a_preset_reads_xgmi_and_gets_hip_graphs(tmp_path):
+    """The MI300X sample with its agents renamed to a GPU the table lacks (MI250X): no peaks, but the fabric is
+    still xGMI on screen and in the JSON, and launch gaps get HIP graphs, not CUDA graphs."""
+    folder = tmp_path / "mi250x-node0"
+    folder.mkdir()
+    for f in (SAMPLES / "synthetic_rocprof_mi300x" / "mi300x-node0").iterdir():
+        data = f.read_bytes()
+        (folder / f.name).write_bytes(data.replace(b"MI300X", b"MI250X") if "agent_info" in f.name else data)
+    res = runner.invoke(app, ["analyze", str(folder), "--jobs", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["hardware"]["vendor"] == "AMD" and doc["hardware"]["scale_up"] == "xGMI"
+    assert "preset" not in doc["hardware"] and "AMD Instinct MI250X" in doc["hardware"]["models"]
+    families = {o["remedy_family"] for o in doc["opportunities"]}
+    assert "hip-graphs" in families and "cuda-graphs" not in families
+    text = runner.invoke(app, ["analyze", str(folder), "--jobs", "1"]).stdout
+    assert "xGMI" in text and "NVLink" not in text

@@ -17,7 +17,7 @@ from moeprof.core.analysis import Analysis
 from moeprof.gate.check import GateResult
 from moeprof.gate.history import record_run, sparkline
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 SAVED = SAMPLES / "cpu_moe_8dev" / "analysis.json"
@@ -36,6 +36,7 @@ def _writer(db: str, runs: int, tag: str, start) -> None:
         record_run(Path(db), "check", analysis, [gate], gate.passed)
 
 
+@pytest.mark.slow
 def test_two_writer_processes_append_every_run(tmp_path):
     db = tmp_path / "runs.db"
     ctx = multiprocessing.get_context("spawn")  # fresh interpreters, as two CI jobs would be
@@ -71,6 +72,7 @@ def _git_checkout(folder: Path) -> str | None:
     ).stdout.strip()
 
 
+@pytest.mark.slow
 def test_analyze_and_check_append_and_history_shows_the_last_flip(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     commit = _git_checkout(tmp_path)
@@ -117,6 +119,7 @@ def test_sparkline():
     assert sparkline([]) == ""
 
 
+@pytest.mark.slow
 def test_history_bad_input(tmp_path):
     def error(res) -> str:
         assert res.exit_code == 2, (res.stdout, res.stderr)
@@ -136,6 +139,7 @@ def test_history_bad_input(tmp_path):
     assert "r.db" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["runs#1.db", "what?.db", "100%.db", "a%20b.db", "my runs.db", "x?mode=ro#y.db"])
 def test_history_paths_with_uri_characters(tmp_path, monkeypatch, name):
     """A SQLite URI reads '?' as its query, '#' as its fragment and '%' as an escape: the file named

@@ -33,8 +33,7 @@ from moeprof.errors import InputError
 from moeprof.readers import ReadContext, read_file
 from tests.fuzz import protowire as pw
 
-from .conftest import SAMPLES
-from .test_nsys import to_parquetdir
+from .helpers import SAMPLES, to_parquetdir
 
 SQLITE = SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"
 XPLANE = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"
@@ -187,6 +186,7 @@ def xplane_with_line_time(tmp_path: Path, timestamp_ns: int) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("timestamp_ns", [INT64_MAX, -(2**63)])
 def test_xplane_line_time_near_int64_limits(tmp_path: Path, timestamp_ns: int) -> None:
     """xplane-extreme-times-overflow and value-past-int64-at-output: the line's events wrapped around int64
@@ -203,6 +203,7 @@ def test_xplane_line_time_near_int64_limits(tmp_path: Path, timestamp_ns: int) -
         assert 0 <= dev["busy_ns"] <= min(dev["span_ns"], dev["accumulated_ns"])
 
 
+@pytest.mark.slow
 def test_times_before_the_clock_zero_are_dropped(tmp_path: Path) -> None:
     """Fuzz case 7:685: an XEvent.offset_ps of -2^63 put a step at -9.2e15 ns, and negative step start_ns/end_ns
     reached the output. The window starts at the clock's zero: an activity or marker before it is dropped."""
@@ -292,6 +293,7 @@ def _device_row(doc: dict, device: str) -> dict:
     return next(d for d in doc["devices"] if d["device"] == device)
 
 
+@pytest.mark.slow
 def test_xplane_event_106_days_away_is_an_outlier(tmp_path: Path) -> None:
     """Fuzz: offset_ps = 2^63 - 1 (106 days, under 2^62 ns) on 2 events stretched GPU:0's span and idle time to
     106 days with exit 0. They are dropped with a warning; the device's figures are those of the sample
@@ -351,6 +353,7 @@ def _nsys_moved(tmp_path: Path, name: str = "x.sqlite") -> tuple[Path, int, int]
     return db, device, max(e for _, e in rows) - min(s for s, _ in rows)
 
 
+@pytest.mark.slow
 def test_nsys_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
     db, device, span = _nsys_moved(tmp_path)
     doc = accepted(db)
@@ -359,6 +362,7 @@ def test_nsys_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
     assert any("x.sqlite: dropped 1 device activity as outliers" in w for w in doc["warnings"])
 
 
+@pytest.mark.slow
 def test_nsys_parquet_kernel_two_days_away_is_an_outlier(tmp_path: Path) -> None:
     db, device, span = _nsys_moved(tmp_path)
     folder = to_parquetdir(db, tmp_path / "x_parquet")
@@ -469,6 +473,7 @@ def xplane_with_bad_utf8(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_native_log_lines_are_folded_into_the_one_error_line(tmp_path: Path) -> None:
     """native-log-lines-on-stderr: jaxlib's absl lines reached the terminal before moeprof's line."""
     path = xplane_with_bad_utf8(tmp_path)
@@ -571,6 +576,7 @@ def test_corrupt_deflate_stream_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "corrupt gzip data" in refused(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inflater", ["isal", "zlib"])
 def test_gzip_reads_the_same_and_fails_the_same_with_either_inflater(tmp_path: Path, monkeypatch, inflater) -> None:
     """A .json.gz is inflated by ISA-L where python-isal imports, by zlib where it does not: the same
@@ -608,6 +614,7 @@ def zlib_or_gzip_error() -> tuple[type[BaseException], ...]:
     return (zlib.error, OSError, EOFError)
 
 
+@pytest.mark.slow
 def test_corrupt_xplane_metadata_plane_is_refused_in_one_line(tmp_path: Path) -> None:
     """xplane-metadata-decode-error: DecodeError escaped from the HLO plane."""
     space = pw.decode(XPLANE.read_bytes())
@@ -619,6 +626,7 @@ def test_corrupt_xplane_metadata_plane_is_refused_in_one_line(tmp_path: Path) ->
     assert "the /host:metadata plane (HLO) is corrupt: Error parsing message" in refused(path)
 
 
+@pytest.mark.slow
 def test_nsys_null_and_odd_enum_ids_are_skipped(tmp_path: Path) -> None:
     """nsys-null-id and nsys-name-not-text: astype(int) of a NULL id, .upper() of a float name."""
     db = edited_sqlite(
@@ -635,6 +643,7 @@ def test_nsys_null_and_odd_enum_ids_are_skipped(tmp_path: Path) -> None:
     assert doc["total"]["accumulated_ns"] == accepted(SQLITE)["total"]["accumulated_ns"]
 
 
+@pytest.mark.slow
 def test_nsys_parquet_binary_nvtx_text_is_decoded_leniently(tmp_path: Path) -> None:
     """nsys-parquet-binary-text: UnicodeDecodeError on NVTX text that is not UTF-8."""
     folder = to_parquetdir(SQLITE, tmp_path / "pq")
@@ -685,6 +694,7 @@ def test_library_load_applies_the_same_window(tmp_path: Path) -> None:
     assert len(trace.events) == 1 and any("cannot be placed" in w for w in trace.warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [1e300, float("nan")])
 def test_xplane_double_where_an_integer_stat_is_expected(tmp_path: Path, monkeypatch, value: float) -> None:
     """xplane-stat-value-to-int: jaxlib hands a double stat over as a float; a program id of 1e300 or NaN
@@ -707,6 +717,7 @@ def test_xplane_double_where_an_integer_stat_is_expected(tmp_path: Path, monkeyp
     assert set(trace.events["program_id"].tolist()) == {-1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ["sqlite", "parquet"])
 def test_an_activity_table_without_its_time_columns_is_refused(tmp_path: Path, route: str) -> None:
     """Fuzz case 300:2206: CUPTI_ACTIVITY_KIND_KERNEL without an `end` column was skipped without a word,
@@ -722,3 +733,93 @@ def test_an_activity_table_without_its_time_columns_is_refused(tmp_path: Path, r
         name="empty.sqlite",
     )
     accepted(empty)  # an empty table without its columns leaves no activity out
+
+
+# ---- the three errors the fuzz campaign on main left behind "cannot process the input" -------------------------
+
+
+def _history_with_a_flipped_name(tmp_path: Path) -> Path:
+    """A moeprof history database whose application id and one table name were byte-flipped: SQLite's own message
+    then quotes the name ("malformed database schema (f\\xffgures)"), which Python cannot decode."""
+    db = tmp_path / "runs.db"
+    code, _, err = run("analyze", XPROF_JSON, "--history", db, "--json")
+    assert code == 0, err
+    data = bytearray(db.read_bytes())
+    data[68:72] = b"\0\0\0\0"  # the application id: no longer marked as moeprof's
+    at = data.find(b"figures")
+    assert at > 0
+    data[at + 1] = 0xFF
+    db.write_bytes(bytes(data))
+    return db
+
+
+def test_a_byte_flipped_history_database_is_refused_naming_it(tmp_path: Path) -> None:
+    db = _history_with_a_flipped_name(tmp_path)
+    before = db.read_bytes()
+    line = refused(db)
+    assert "malformed database schema" in line and "UnicodeDecodeError" not in line, line
+    for args, said in (
+        (("history", db), "a damaged moeprof history database"),
+        (("analyze", XPROF_JSON, "--history", db), "not a usable history database"),
+    ):
+        code, _, err = run(*args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"moeprof: {db}: {said}"), err
+        assert "malformed database schema" in lines[0]
+    assert db.read_bytes() == before
+
+
+def test_steps_whose_activities_all_last_no_time_measure_zero(tmp_path: Path) -> None:
+    """Kineto, each kernel on its own device and of zero duration, --steps 0:1: the projection's window of each
+    device has no length (it was an IndexError). Step 0 is ProfilerStep#0, 0-1000 µs, on every device of the
+    host: span 1 ms each, nothing accumulated."""
+    events_ = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": 1000 * i,
+         "dur": 1000}
+        for i in range(2)
+    ] + [
+        {"ph": "X", "cat": "kernel", "name": f"k{d}", "pid": d, "tid": 7, "ts": 100 + 300 * d, "dur": 0,
+         "args": {"device": d, "stream": 7}}
+        for d in range(6)
+    ]  # fmt: skip
+    trace = tmp_path / "own_devices.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events_}))
+    code, out, err = run("analyze", trace, "--steps", "0:1", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [(d["span_ns"], d["accumulated_ns"]) for d in doc["devices"]] == [(1_000_000, 0)] * 6
+
+
+def test_an_empty_window_measures_nothing() -> None:
+    from moeprof.core.metrics import DeviceTimeline
+
+    frame = pd.DataFrame(
+        {"start_ns": [5, 9], "end_ns": [5, 12], "bucket": ["compute", "comm"], "ib_fraction": [np.nan, np.nan]}
+    )
+    empty = np.zeros(0, dtype=np.int64)
+    measured = DeviceTimeline(frame).measure(empty, empty)
+    assert measured.figures.span_ns == 0 and measured.figures.accumulated_ns == 0
+    assert measured.clipped.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "synthetic_1host_8gpu.trace.json.gz",  # xprof JSON: its reader never compiled the marker (core.steps did)
+        "synthetic_1host_8gpu.nsys.sqlite",
+        "synthetic_2host_4gpu_kineto",
+        "synthetic_rocpd_mi300x",
+        "synthetic_rocprof_mi300x",
+    ],
+)
+@pytest.mark.parametrize("marker", ["(", "a{99999999999999999999}"])
+def test_a_step_marker_that_does_not_compile_is_refused_naming_the_option(sample: str, marker: str) -> None:
+    code, out, err = run("analyze", SAMPLES / sample, "--step-marker", marker)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith(f"moeprof: --step-marker {marker!r}: not a regular expression ("), lines[0]
+    # the library refuses it too, wherever it is first met (a reader, or the step finder)
+    with pytest.raises(InputError, match="--step-marker"):
+        moeprof.analyze_paths(
+            [SAMPLES / sample], moeprof.LoadOptions(step_marker=marker), moeprof.StepOptions(marker=marker), jobs=1
+        )

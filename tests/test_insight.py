@@ -16,9 +16,10 @@ from moeprof.insight.bandwidth import bus_factor, link_peaks
 from moeprof.insight.dependency import independent_ops
 from synthetic import gpu as synthetic
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 
+@pytest.mark.slow
 def test_exposed_split_by_link_matches_brute_force():
     scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)
     result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_json()
@@ -44,6 +45,7 @@ def test_exposed_split_by_link_matches_brute_force():
         )
 
 
+@pytest.mark.slow
 def test_bus_bandwidth_by_hand():
     result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"], link_peaks=link_peaks("H100", None)).to_json()
     by = {c["name"]: c for c in result["collectives"]}
@@ -166,6 +168,7 @@ def test_straggler_and_slow_step_in_spread():
     assert result["spread"]["straggler"]["flagged"]
 
 
+@pytest.mark.slow
 def test_demo_capture_names_the_expert_exchange_with_an_hlo_bound():
     result = moeprof.analyze_paths([SAMPLES / "cpu_moe_8dev"]).to_json()
     # opportunities are shown by their §9 projected saving: the exchange is not the first one here
@@ -180,6 +183,7 @@ def test_demo_capture_names_the_expert_exchange_with_an_hlo_bound():
         assert o["saving_bound_ns"] <= o["exposed_ns"]
 
 
+@pytest.mark.slow
 def test_throughput_from_model_and_measured_steps():
     from moeprof.insight.flops import flops_per_token, load_model_config
     from moeprof.pipeline import with_throughput

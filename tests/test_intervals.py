@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ def mask(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return m
 
 
+@pytest.mark.slow
 @given(pairs)
 def test_union_matches_brute_force(items):
     s, e = arrays(items)
@@ -45,6 +47,7 @@ def test_overlap_each_matches_brute_force(items, others):
     assert got.tolist() == expected
 
 
+@pytest.mark.slow
 @given(pairs, pairs)
 def test_intersect_matches_brute_force(a, b):
     a_s, a_e = iv.union(*arrays(a))
@@ -53,6 +56,7 @@ def test_intersect_matches_brute_force(a, b):
     assert np.array_equal(mask(i_s, i_e), mask(a_s, a_e) & mask(b_s, b_e))
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(pairs, pairs)
 def test_clip_to_multi_segment_window(items, window):

@@ -22,8 +22,7 @@ from moeprof.pipeline import analyze_paths, load, measure_file
 from moeprof.pipeline.merge import JobResults, finish_job
 from moeprof.readers.marks import moeprof_output
 
-from .conftest import SAMPLES, shared_trace
-from .test_nsys import to_parquetdir
+from .helpers import SAMPLES, shared_trace, to_parquetdir
 
 runner = CliRunner()
 XPLANE = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"
@@ -57,6 +56,7 @@ def activities(paths: list[Path]) -> int:
 # ---- 1. moeprof's own outputs ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_annotated_trace_in_the_job_folder_is_skipped_not_merged(tmp_path):
     job = kineto_job(tmp_path)
     ranks = sorted(job.iterdir())
@@ -73,6 +73,7 @@ def test_annotated_trace_in_the_job_folder_is_skipped_not_merged(tmp_path):
     assert len(pd.read_csv(job / "events.csv")) == activities(ranks)
 
 
+@pytest.mark.slow
 def test_outputs_are_recognized_by_their_mark_not_their_name(tmp_path):
     job = kineto_job(tmp_path)
     # an annotated trace renamed as one more rank file is still moeprof's
@@ -97,6 +98,7 @@ def test_outputs_are_recognized_by_their_mark_not_their_name(tmp_path):
     assert any("history.sqlite" in w and "moeprof.history-db/1" in w for w in doc["warnings"])
 
 
+@pytest.mark.slow
 def test_every_output_carries_its_mark(tmp_path):
     job = kineto_job(tmp_path)
     annotated, parquet, csv, html = (tmp_path / n for n in ("a.trace.json.gz", "e.parquet", "e.csv", "r.html"))
@@ -128,6 +130,7 @@ def test_every_output_carries_its_mark(tmp_path):
     assert [d["device"] for d in beside["devices"]] == [d["device"] for d in analyze_json(job)["devices"]]
 
 
+@pytest.mark.slow
 def test_a_moeprof_output_named_alone_is_refused(tmp_path):
     (tmp_path / "saved.json").write_text(invoke("analyze", KINETO, "--json").stdout)
     res = invoke("analyze", tmp_path / "saved.json")
@@ -146,6 +149,7 @@ def _formats(tmp_path: Path) -> dict[str, Path]:
 RICHER = ["xplane", "nsys", "nsys-parquet", "chrome"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pair", list(itertools.combinations(RICHER, 2)), ids="+".join)
 def test_one_capture_in_two_formats_is_read_once(tmp_path, pair):
     files = _formats(tmp_path)
@@ -160,6 +164,7 @@ def test_one_capture_in_two_formats_is_read_once(tmp_path, pair):
         assert len(note) == 1 and str(richer) in note[0] and str(poorer) in note[0]
 
 
+@pytest.mark.slow
 def test_kineto_rank_files_of_an_xplane_capture_are_read_once():
     """The Kineto ranks of the 2-host sample are the 2 XPlanes' devices: each XPlane holds 4 of them."""
     doc = analyze_json(TWO_HOST, KINETO)
@@ -169,6 +174,7 @@ def test_kineto_rank_files_of_an_xplane_capture_are_read_once():
     assert len(notes) == 2 and all(w.count("rank") == 4 for w in notes)
 
 
+@pytest.mark.slow
 def test_the_merge_decides_whatever_the_order_results_arrive_in():
     traces = [t for p in (CHROME, XPLANE, SQLITE) for t in load(p)]
     parts = [measure_file(t) for t in traces]
@@ -177,13 +183,14 @@ def test_the_merge_decides_whatever_the_order_results_arrive_in():
         job = JobResults()
         for i in perm:
             job.add(i, parts[i])
-        analysis, _ = finish_job(job)
+        analysis, _, _ = finish_job(job)
         doc = analysis.to_json()
         seen.add(json.dumps({k: doc[k] for k in ("inputs", "total", "warnings", "devices")}, sort_keys=True))
     assert len(seen) == 1
     assert json.loads(seen.pop())["inputs"] == [str(XPLANE)]
 
 
+@pytest.mark.slow
 def test_ranks_of_one_job_are_never_taken_for_one_capture(tmp_path):
     """Eight rank files of one job (same kernels, same counts) stay eight devices."""
     doc = analyze_json(KINETO)
@@ -193,6 +200,7 @@ def test_ranks_of_one_job_are_never_taken_for_one_capture(tmp_path):
 # ---- 3. different jobs ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dlrm_ranks_with_a_deepseek_rank_are_refused(tmp_path):
     dlrm = shared_trace("kineto/dlrm_8rank_v100")
     deepseek = shared_trace("kineto/deepseek_v3_ep64_h800_rank0.json.gz")
@@ -208,6 +216,7 @@ def test_dlrm_ranks_with_a_deepseek_rank_are_refused(tmp_path):
     assert "world size 64 vs 8" in line
 
 
+@pytest.mark.slow
 def test_tf_bert_and_jax_mi300_xplanes_are_refused():
     folder = shared_trace("xplane")
     res = invoke("analyze", folder)
@@ -218,6 +227,7 @@ def test_tf_bert_and_jax_mi300_xplanes_are_refused():
     assert "device model AMD gfx94x" in res.output or "framework jax vs tensorflow" in res.output
 
 
+@pytest.mark.slow
 def test_compare_keeps_working_on_different_jobs(tmp_path):
     tf = shared_trace("xplane/tf_bert_8xv100_worker.xplane.pb")
     jax = shared_trace("xplane/jax_conv_8xmi300.xplane.pb")
@@ -225,6 +235,7 @@ def test_compare_keeps_working_on_different_jobs(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+@pytest.mark.slow
 def test_a_kineto_rank_with_an_nsight_export_of_another_job_is_refused(tmp_path):
     kineto = shared_trace("kineto/ddp_2rank_a100_rank0.json.gz")
     nsys = shared_trace("nsys/torch_a2a_2gpu.sqlite")
@@ -238,6 +249,7 @@ def test_a_kineto_rank_with_an_nsight_export_of_another_job_is_refused(tmp_path)
     assert "world size 2, but the files hold 3 ranks or devices" in res.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "relative",
     ["kineto/dlrm_8rank_v100", "kineto/torchrec_128rank_sampled"],
@@ -248,6 +260,7 @@ def test_real_jobs_are_not_refused(relative):
     assert len(doc["devices"]) == len(list(folder.iterdir()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", [TWO_HOST, KINETO, SAMPLES / "cpu_moe_8dev"], ids=lambda p: p.name)
 def test_sample_jobs_are_not_refused(folder):
     doc = analyze_json(folder)
@@ -301,6 +314,7 @@ def test_each_identity_field_refuses_on_its_own():
 # ---- 4. a stray file ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_stray_config_among_rank_files_is_skipped_with_a_note(tmp_path):
     job = kineto_job(tmp_path)
     (job / "config.json").write_text(json.dumps({"lr": 0.1, "experts": 8}))
@@ -309,6 +323,7 @@ def test_a_stray_config_among_rank_files_is_skipped_with_a_note(tmp_path):
     assert any("config.json" in w and "not a trace" in w for w in doc["warnings"])
 
 
+@pytest.mark.slow
 def test_broken_traces_still_refuse_unless_skip_bad(tmp_path):
     job = kineto_job(tmp_path)
     victim = job / "rank3.pt.trace.json.gz"
@@ -330,6 +345,7 @@ def test_broken_traces_still_refuse_unless_skip_bad(tmp_path):
     assert res.exit_code == 2 and "rank5.pt.trace.json.gz" in res.output
 
 
+@pytest.mark.slow
 def test_analyze_paths_and_load_agree_on_the_job(tmp_path):
     """The library's load() sets the second format aside too (events and annotate read through it)."""
     traces = load([XPLANE, SQLITE])

@@ -24,14 +24,16 @@ from moeprof.options import LoadOptions
 from moeprof.readers.base import ReadContext
 from moeprof.readers.kineto import _comm_fields, _innermost, _rank, is_kineto, read_kineto, us_pair_to_ns
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "kineto"
+from .helpers import SHARED_TRACES
+
+TRACES = SHARED_TRACES / "kineto"
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def load(rel: str) -> dict:
     path = TRACES / rel
     if not path.exists():
-        pytest.skip(f"real trace {path} not present (../shared/traces is optional)")
+        pytest.skip(f"real trace {path} not present (set MOEPROF_SHARED_TRACES to the shared real traces)")
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as fh:
         return orjson.loads(fh.read())
@@ -299,6 +301,7 @@ REAL = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", REAL)
 def test_real_counts_times_and_ranks(rel: str) -> None:
     doc, table = parsed(rel)
@@ -354,6 +357,7 @@ def test_deepseek_ep64_dispatch_combine_and_compute() -> None:
     assert (fa["bucket"] == "compute").all() and (gg["bucket"] == "compute").all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("worker", range(8))
 def test_dlrm_sendrecv_is_all_to_all(worker: int) -> None:
     doc, table = parsed(f"dlrm_8rank_v100/worker{worker}.pt.trace.json.gz")
@@ -370,6 +374,7 @@ def test_dlrm_sendrecv_is_all_to_all(worker: int) -> None:
     assert set(sr["group"]) == {"0,1,2,3,4,5,6,7"}
 
 
+@pytest.mark.slow
 def test_vllm_multimem_all_reduce() -> None:
     _, table = parsed("vllm_tp8_b200_rank0.json.gz")
     dev = device_rows(table)

@@ -1,7 +1,7 @@
 """The Kineto columnar decoder against a plain ``json`` reading of the same documents.
 
 The expected rows are computed here, event by event from ``json.loads``, with the
-rules of the dict reader that parse_kineto used before (category and phase
+rules the format defines (category and phase
 filters, ``str(name)``, ``np.asarray(ts, float)``, ``args.get("device", pid)``,
 ints else -1...), sharing no code with the decoder.
 """
@@ -23,7 +23,7 @@ from moeprof.readers import chrome, kineto_columns
 from moeprof.readers.base import ReadContext
 from moeprof.readers.kineto_columns import KinetoColumns, columns_of_document, decode_columns
 
-from .conftest import shared_trace
+from .helpers import shared_trace
 
 GROUPS = {
     "device": (("kernel", "gpu_memcpy", "gpu_memset"), "X"),
@@ -379,6 +379,7 @@ def test_bad_documents_are_one_line_errors(raw, problem, chunk_bytes):
     assert "bad.json" in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rel",
     ["kineto/deepseek_v3_ep64_h800_rank0.json.gz", "kineto/vllm_tp8_b200_rank0.json.gz",
@@ -392,6 +393,7 @@ def test_real_traces_match_a_plain_json_reading(rel):
 # ---- reading the file: gzip under a cap, out of memory said as such ------------------------------
 
 
+@pytest.mark.slow
 def test_a_gzip_that_would_not_fit_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
     import moeprof.readers.base as readers
 

@@ -146,6 +146,7 @@ def test_skewed_clocks_on_two_hosts():
     assert led.device(b0).straggler_count == 1 and led.device(b0).caused_wait_ns == 30
 
 
+@pytest.mark.slow
 def test_clock_median_of_even_count_rounds_half_to_even():
     # host b has two members; per instance (mean end on b) − (mean end on a):
     #   inst 0: (1010 + 1011)/2 − 10 = 1000.5   inst 1: 1001   -> median 1000.75 -> 1001
@@ -217,6 +218,7 @@ def test_send_recv_pairs_share_a_key_but_not_a_group():
     assert led.records["instance"].tolist() == [0, 0, 1, 1, 2, 2]
 
 
+@pytest.mark.slow
 def test_rule4_fallback_on_and_off():
     rows = [
         rec(D0, 0, 40, key="", members="", name="ncclKernel_AllGather", kind="all-gather"),
@@ -528,6 +530,7 @@ def scenarios(draw):
     return rows, windows, compute, draw(st.booleans()), device_ids
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_matches_brute_force(case):
@@ -550,6 +553,7 @@ def test_matches_brute_force(case):
     assert sum(c.transfer_ns for c in led.collectives) == led.total()["comm_transfer_ns"]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

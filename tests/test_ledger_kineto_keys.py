@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
@@ -104,6 +105,7 @@ def _two_ranks_swapped_algorithms(folder: Path) -> list[Path]:
     return [_rank_file(folder, 0, 2, r0), _rank_file(folder, 1, 2, r1)]
 
 
+@pytest.mark.slow
 def test_every_rank_present_rule_4_keys_by_kernel_name(tmp_path: Path) -> None:
     """Rule 4, key (kind, kernel name, n). RING: rank 0 [10, 15) µs, rank 1 [31, 34): last arrival 31,
     rank 0 waits min(31 − 10, 5) = 5 µs, transfer 0; rank 1 waits 0, transfer 3. TREE: rank 0 [30, 34),
@@ -165,6 +167,7 @@ def _p2p_rank_file(folder: Path, rank: int, collective: str, peer_field: str, pe
     return _rank_file(folder, rank, 8, [{"name": SENDRECV, "ts": ts, "dur": dur, "ext": 1}], [rpc])
 
 
+@pytest.mark.slow
 def test_src_and_dst_rank_are_global_ranks(tmp_path: Path) -> None:
     """Rank 0 sends to global rank 2 (Dst Rank 2; as a group index, 2 would be global rank 4), rank 2
     receives from global rank 0 (Src Rank 0). One instance of members {0, 2}: send [1000, 1500) ns, recv

@@ -12,11 +12,12 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 LEDGER_KEYS = (
@@ -72,6 +73,7 @@ def dlrm_oracle(folder: Path) -> dict:
     return {"ranks": out, "instances": complete}
 
 
+@pytest.mark.slow
 def test_dlrm_wait_and_stragglers_match_the_raw_trace() -> None:
     folder = shared_trace("kineto/dlrm_8rank_v100")
     doc = analysis(folder)
@@ -91,6 +93,7 @@ def test_dlrm_wait_and_stragglers_match_the_raw_trace() -> None:
     assert top["device"] == "rank7/GPU:7" and top["straggler_count"] > truth["instances"] / 2
 
 
+@pytest.mark.slow
 def test_the_split_adds_up_everywhere() -> None:
     for path in (SAMPLES / "synthetic_2host_4gpu", SAMPLES / "cpu_moe_8dev", SAMPLES / "synthetic_2host_4gpu_kineto"):
         doc = analysis(path)
@@ -122,6 +125,7 @@ def test_a_compute_only_trace_has_no_ledger() -> None:
     assert doc["total"]["comm_ns"] == 0 and "ledger" not in doc and "comm_wait_ns" not in doc["devices"][0]
 
 
+@pytest.mark.slow
 def test_the_same_job_gives_the_same_ledger_from_xplanes_and_kineto_rank_files() -> None:
     """One job, two formats: the XLA keys and the PyTorch keys must match the same instances."""
     xla = analysis(SAMPLES / "synthetic_2host_4gpu")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def covered(items: list[tuple[int, int, str, float]], buckets: set[str], lo: int
     return m
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(activities, windows)
 def test_each_window_matches_one_at_a_time_and_brute_force(items, wins):

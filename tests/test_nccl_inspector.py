@@ -18,7 +18,7 @@ from moeprof.readers import sniff
 from moeprof.readers.nccl_inspector import read
 from synthetic import nccl_inspector as gen
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 SAMPLE = SAMPLES / "nccl_inspector_8rank"
@@ -187,6 +187,7 @@ def test_incomplete_instances_are_left_out_and_said(tmp_path):
     assert any("lack some member's record" in w for w in doc["warnings"])
 
 
+@pytest.mark.slow
 def test_check_gates_the_time_beyond_the_shortest_member_and_refuses_section4(tmp_path):
     truth = json.loads((SAMPLES / "nccl_inspector_8rank.truth.json").read_text())
     doc = json.loads(runner.invoke(app, ["analyze", str(SAMPLE), "--json"]).stdout)
@@ -211,6 +212,7 @@ def test_check_gates_the_time_beyond_the_shortest_member_and_refuses_section4(tm
     assert names == {"beyond-shortest-fraction-vs-baseline", "last-to-arrive-fraction-vs-baseline"}
 
 
+@pytest.mark.slow
 def test_diff_compares_bus_bandwidth_and_names_the_last_to_arrive(tmp_path):
     other = tmp_path / "logs"
     gen.write(other, steps=20, seed=9, slow_share=0.0)  # nobody consistently last

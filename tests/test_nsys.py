@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import sqlite3
-import struct
 import subprocess
 import sys
 import time
@@ -16,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from moeprof.core.classify import classify
@@ -25,6 +23,10 @@ from moeprof.core.vocabulary import vocabulary
 from moeprof.errors import InputError
 from moeprof.options import LoadOptions
 from moeprof.readers import Placement, ReadContext, nsys, read_file
+from moeprof.readers.nsys import export as nsys_export
+from moeprof.readers.nsys import nvtx
+
+from .helpers import P1, SHARED_TRACES, STRINGS, make_export, to_parquetdir
 
 STEP_RANGE = vocabulary().step_range
 
@@ -41,7 +43,7 @@ def parse_file(path: Path) -> Trace:
     return read_file(path)
 
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+TRACES = SHARED_TRACES
 NSYS = TRACES / "nsys"
 DEVICE = ("kernel", "memcpy", "memset")
 
@@ -49,7 +51,7 @@ DEVICE = ("kernel", "memcpy", "memset")
 def real(name: str) -> Path:
     path = NSYS / name
     if not path.exists():
-        pytest.skip(f"{path} not present (../shared/traces is only beside the project's own checkout)")
+        pytest.skip(f"{path} not present (set MOEPROF_SHARED_TRACES to the shared real traces)")
     return path
 
 
@@ -149,6 +151,7 @@ def test_old_schema_parses() -> None:
 SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)"
 
 
+@pytest.mark.slow
 def test_torch_all_to_all_sendrecv_kernels() -> None:
     path = real("torch_a2a_2gpu.sqlite")
     table = classify(parse(path))
@@ -235,7 +238,7 @@ def test_read_only_nothing_written_beside(tmp_path: Path) -> None:
 
 def test_nsys_rep_without_nsys(monkeypatch: pytest.MonkeyPatch) -> None:
     path = real("alpa_rtx3090.nsys-rep")
-    monkeypatch.setattr(nsys.shutil, "which", lambda name: None)
+    monkeypatch.setattr(nsys_export.shutil, "which", lambda name: None)
     with pytest.raises(InputError) as err:
         parse_file(path)
     message = str(err.value)
@@ -288,6 +291,7 @@ def process_gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+@pytest.mark.slow
 def test_nsys_export_that_never_returns_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hung export is killed after the timeout, with the process it started, and named in one line."""
     report = tmp_path / "hangs.nsys-rep"
@@ -312,6 +316,7 @@ def test_nsys_export_that_never_returns_is_stopped(tmp_path: Path, monkeypatch: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "child.pid", "hangs.nsys-rep"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_nsys_export_says_interrupted(tmp_path: Path) -> None:
     """Ctrl-C while the export runs: "interrupted during nsys export of <report>", exit 130, the export stopped.
 
@@ -346,6 +351,7 @@ def test_ctrl_c_during_nsys_export_says_interrupted(tmp_path: Path) -> None:
     assert process_gone(child), "the export's own child outlived the interrupt"
 
 
+@pytest.mark.slow
 def test_nsys_export_stopped_by_a_signal_says_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An export that a signal stops (its own Ctrl-C, a kill) was interrupted: not "failed: exit code -2"."""
     report = tmp_path / "cut.nsys-rep"
@@ -477,25 +483,6 @@ def test_dispatch_through_parse_file() -> None:
 # ---- parquet folders ---------------------------------------------------------------------------
 
 
-def to_parquetdir(db: Path, folder: Path) -> Path:
-    """What ``nsys export --type parquetdir`` writes: one parquet file per table."""
-    folder.mkdir()
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    conn.text_factory = lambda b: b.decode("utf-8", "replace")
-    try:
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        for name in names:
-            cur = conn.execute(f'SELECT * FROM "{name}"')
-            cols = [d[0] for d in cur.description]
-            rows = cur.fetchall()
-            # arrow infers each column (nullable ints, strings, binary blobs) like nsys's own writer
-            data = {c: pa.array([r[i] for r in rows]) for i, c in enumerate(cols)}
-            pq.write_table(pa.table(data), folder / f"{name}.parquet")
-    finally:
-        conn.close()
-    return folder
-
-
 def same_events(ta: Trace, tb: Trace) -> None:
     a, b = ta.events, tb.events
     cols = ["device", "stream", "start_ns", "end_ns", "name", "activity"]
@@ -509,6 +496,7 @@ def same_events(ta: Trace, tb: Trace) -> None:
             assert left.astype(str).tolist() == right.astype(str).tolist(), col
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["torch_a2a_2gpu.sqlite", "saxpy_mpi_old_schema.sqlite"])
 def test_parquet_dir_reads_like_sqlite(name: str, tmp_path: Path) -> None:
     path = real(name)
@@ -555,257 +543,6 @@ def test_empty_and_unknown_files(tmp_path: Path) -> None:
     junk.write_bytes(b"hello world, not a database")
     with pytest.raises(InputError, match="not an Nsight Systems"):
         parse(junk)
-
-
-# ---- a hand-made export with known truth -----------------------------------------------------
-
-P0, P1 = 100 << 24, 200 << 24  # globalPid: the pid above the low 24 bits
-T0, T1 = P0 + 5, P1 + 7  # globalTid
-NCCL_DOMAIN = 1
-COMM = 0xABC
-SCHEMA_INIT, SCHEMA_COLL, SCHEMA_P2P = 1001, 1002, 1003
-STRINGS = {
-    1: "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)",
-    2: "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-    3: "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096>)",
-    4: "ncclDevKernel_SendRecv",
-    5: "loop_add_fusion",
-    6: "gemm_kernel",
-    10: "ncclAllReduce",
-    11: "ncclGroupStart",
-    12: "ncclSend",
-    13: "ncclRecv",
-    14: "ncclGroupEnd",
-    15: "ncclCommInitRank",
-    16: "NCCL",
-    17: "cuLaunchKernel",
-}
-
-
-def blob(schema: int, payload: bytes) -> bytes:
-    return struct.pack("<QQQQ", NCCL_DOMAIN, schema, len(payload), 32) + payload
-
-
-def init_payload(rank: int, dev: int) -> bytes:
-    return struct.pack("<Qiii4x", COMM, 2, rank, dev)
-
-
-def p2p_payload(size: int, peer: int) -> bytes:
-    return struct.pack("<QQi4x", COMM, size, peer)
-
-
-def make_export(path: Path, payload: str = "blob") -> Path:
-    """Two processes, one GPU each. Process 0 (GPU 0): an all-reduce, a grouped all-to-all, a lone
-    send, an XLA thunk and three copies; process 1 (GPU 1): a GEMM whose correlation id collides
-    with process 0's all-reduce launch."""
-    conn = sqlite3.connect(path)
-    c = conn.cursor()
-    c.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
-    c.executemany("INSERT INTO StringIds VALUES (?, ?)", STRINGS.items())
-    c.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
-    c.execute(
-        "CREATE TABLE TARGET_INFO_SYSTEM_ENV (globalVid INT, devStateName TEXT, name TEXT, nameEnum INT, value TEXT)"
-    )
-    c.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (0, 'Local', 'Hostname', 619, 'node7')")
-    c.execute(
-        'CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, "end" INT, deviceId INT, contextId INT, '
-        "streamId INT, correlationId INT, globalPid INT, demangledName INT, shortName INT, mangledName INT)"
-    )
-    c.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, NULL)",
-        [
-            (5000, 6000, 0, 20, 1, P0, 1, 2),  # all-reduce
-            (6000, 7000, 0, 7, 2, P0, 3, 4),  # grouped send/recv: all-to-all
-            (7000, 7500, 0, 7, 3, P0, None, 5),  # XLA fusion (short name only)
-            (9000, 9100, 0, 7, 7, P0, 3, 4),  # lone ncclSend
-            (5000, 5500, 1, 14, 1, P1, 6, 6),  # GEMM on GPU 1, correlation id 1 like the all-reduce
-        ],
-    )
-    c.execute(
-        'CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, "end" INT, deviceId INT, streamId INT, '
-        "correlationId INT, globalPid INT, bytes INT, copyKind INT, srcDeviceId INT, dstDeviceId INT)"
-    )
-    c.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 30, ?, ?, ?, ?, ?, ?)",
-        [
-            (8000, 8100, 4, P0, 1 << 20, 10, 0, 1),  # cudaMemcpyPeer
-            (8100, 8200, 5, P0, 2048, 8, 0, 1),  # DtoD between two GPUs: a peer copy too
-            (8200, 8300, 6, P0, 4096, 1, None, None),
-        ],
-    )
-    c.execute(
-        'CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, "end" INT, eventClass INT, globalTid INT, '
-        "correlationId INT, nameId INT)"
-    )
-    c.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 17)",
-        [
-            (1200, 1300, T0, 1),
-            (2300, 2400, T0, 2),
-            (3150, 3160, T0, 3),
-            (3500, 3510, T0, 4),
-            (3520, 3530, T0, 5),
-            (3540, 3550, T0, 6),
-            (4150, 4160, T0, 7),
-            (1250, 1260, T1, 1),
-        ],
-    )
-    c.execute(
-        'CREATE TABLE NVTX_EVENTS (start INT, "end" INT, eventType INT, rangeId INT, category INT, '
-        "color INT, text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT, "
-        "jsonText TEXT, jsonTextId INT, binaryData BLOB)"
-    )
-    ranges = [
-        # (start, end, eventType, text, tid, textId, domain, binary payload, json payload)
-        (0, None, 75, None, T0, 16, NCCL_DOMAIN, None, None),
-        (
-            50,
-            90,
-            59,
-            None,
-            T0,
-            15,
-            NCCL_DOMAIN,
-            blob(SCHEMA_INIT, init_payload(0, 0)),
-            '{"NCCL communicator ID": 2748, "No. of ranks": 2, "Rank": 0, "CUDA device": 0}',
-        ),
-        (
-            60,
-            95,
-            59,
-            None,
-            T1,
-            15,
-            NCCL_DOMAIN,
-            blob(SCHEMA_INIT, init_payload(1, 1)),
-            '{"NCCL communicator ID": 2748, "No. of ranks": 2, "Rank": 1, "CUDA device": 1}',
-        ),
-        (100, 10000, 59, "ProfilerStep#7", T0, None, 0, None, None),
-        (1000, 2000, 59, "nccl:all_reduce, op_id = 5", T0, None, 0, None, None),
-        (
-            1100,
-            1900,
-            59,
-            None,
-            T0,
-            10,
-            NCCL_DOMAIN,
-            blob(SCHEMA_COLL, struct.pack("<QQi4x", COMM, 4096, 0)),
-            '{"NCCL communicator ID": 2748, "Message size [bytes]": 4096}',
-        ),
-        (2000, 3000, 59, "nccl:all_to_all", T0, None, 0, None, None),
-        (2100, 2110, 59, None, T0, 11, NCCL_DOMAIN, None, None),
-        (
-            2120,
-            2130,
-            59,
-            None,
-            T0,
-            12,
-            NCCL_DOMAIN,
-            blob(SCHEMA_P2P, p2p_payload(100, 0)),
-            '{"NCCL communicator ID": 2748, "Message size [bytes]": 100, "Peer rank": 0}',
-        ),
-        (
-            2140,
-            2150,
-            59,
-            None,
-            T0,
-            13,
-            NCCL_DOMAIN,
-            blob(SCHEMA_P2P, p2p_payload(100, 0)),
-            '{"NCCL communicator ID": 2748, "Message size [bytes]": 100, "Peer rank": 0}',
-        ),
-        (
-            2160,
-            2170,
-            59,
-            None,
-            T0,
-            12,
-            NCCL_DOMAIN,
-            blob(SCHEMA_P2P, p2p_payload(200, 1)),
-            '{"NCCL communicator ID": 2748, "Message size [bytes]": 200, "Peer rank": 1}',
-        ),
-        (
-            2180,
-            2190,
-            59,
-            None,
-            T0,
-            13,
-            NCCL_DOMAIN,
-            blob(SCHEMA_P2P, p2p_payload(200, 1)),
-            '{"NCCL communicator ID": 2748, "Message size [bytes]": 200, "Peer rank": 1}',
-        ),
-        (2200, 2900, 59, None, T0, 14, NCCL_DOMAIN, None, None),
-        (3000, 4000, 59, "XlaModule:#hlo_module=jit_step,program_id=3#", T0, None, 2, None, None),
-        (3100, 3200, 59, "Thunk:#hlo_op=fusion.12#", T0, None, 2, None, None),
-        (
-            4100,
-            4200,
-            59,
-            None,
-            T0,
-            12,
-            NCCL_DOMAIN,
-            blob(SCHEMA_P2P, p2p_payload(64, 1)),
-            '{"NCCL communicator ID": 2748, "Message size [bytes]": 64, "Peer rank": 1}',
-        ),
-        (0, 5000, 60, "train_step", T1, None, 0, None, None),
-        (5000, 9000, 60, "train_step", T1, None, 0, None, None),
-        (300, 400, 59, "aten::broadcast_tensors", T0, None, 0, None, None),
-    ]
-    for start, end, etype, text, tid, text_id, dom, binary, js in ranges:
-        c.execute(
-            "INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, NULL, NULL, NULL, ?, ?, NULL, ?, ?, ?, NULL, ?)",
-            (
-                start,
-                end,
-                etype,
-                text,
-                tid,
-                text_id,
-                dom,
-                js if payload == "json" else None,
-                binary if payload == "blob" else None,
-            ),
-        )
-    c.execute(
-        "CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INT, schemaId INT, name TEXT, type INT, flags INT, "
-        "numEntries INT, payloadSize INT, alignTo INT)"
-    )
-    c.execute(
-        "CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INT, schemaId INT, idx INT, flags INT, type INT, "
-        "name TEXT, description TEXT, arrayOrUnionDetail INT, offset INT)"
-    )
-    entries = {
-        SCHEMA_INIT: [
-            (18, "NCCL communicator ID", None),
-            (5, "No. of ranks", 8),
-            (5, "Rank", 12),
-            (5, "CUDA device", 16),
-        ],
-        SCHEMA_COLL: [
-            (18, "NCCL communicator ID", None),
-            (22, "Message size [bytes]", 8),
-            (16777232, "Reduction operation", 16),
-        ],
-        SCHEMA_P2P: [(18, "NCCL communicator ID", None), (22, "Message size [bytes]", 8), (5, "Peer rank", 16)],
-    }
-    for schema, rows in entries.items():
-        c.execute(
-            "INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (?, ?, '', 1, NULL, ?, 24, NULL)", (NCCL_DOMAIN, schema, len(rows))
-        )
-        for idx, (typ, name, off) in enumerate(rows):
-            c.execute(
-                "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (?, ?, ?, NULL, ?, ?, NULL, NULL, ?)",
-                (NCCL_DOMAIN, schema, idx, typ, name, off),
-            )
-    conn.commit()
-    conn.close()
-    return path
 
 
 def by_start(trace: Trace, device: str) -> pd.DataFrame:
@@ -922,7 +659,7 @@ def test_innermost_matches_brute_force() -> None:
     end = start + rng.integers(0, 3_000, n)
     q_tid = rng.integers(0, 5, m)
     q_t = rng.integers(0, 13_000, m)
-    got = nsys._innermost(tid, start, end, q_tid, q_t)
+    got = nvtx.innermost(tid, start, end, q_tid, q_t)
     for i in range(m):
         inside = np.flatnonzero((tid == q_tid[i]) & (start <= q_t[i]) & (end > q_t[i]))
         if not len(inside):
@@ -979,22 +716,22 @@ FAMILY_TEXTS = [
 @pytest.mark.parametrize("text", FAMILY_TEXTS)
 def test_prefilters_keep_every_family(text: str) -> None:
     """The SQL LIKE pre-filter and its regex twin are supersets of the exact family patterns."""
-    clean = nsys._TORCH_SUFFIX.sub("", text)
+    clean = nvtx.TORCH_SUFFIX.sub("", text)
     assert (
-        nsys.NCCL_CALL.match(clean)
+        nvtx.NCCL_CALL.match(clean)
         or vocabulary().comm_range.search(clean)
-        or nsys._THUNK.search(clean)
-        or nsys._XLA_MODULE.search(clean)
+        or nvtx.THUNK.search(clean)
+        or nvtx.XLA_MODULE.search(clean)
         or STEP_RANGE.match(clean)
     )
     conn = sqlite3.connect(":memory:")
-    like = " OR ".join("? LIKE ?" for _ in nsys._NVTX_LIKE)
-    args = [v for p in nsys._NVTX_LIKE for v in (text, p)]
+    like = " OR ".join("? LIKE ?" for _ in nvtx.NVTX_LIKE)
+    args = [v for p in nvtx.NVTX_LIKE for v in (text, p)]
     assert conn.execute(f"SELECT {like}", args).fetchone()[0] == 1
     conn.close()
     import pyarrow.compute as pc
 
-    assert pc.match_substring_regex(pa.array([text]), nsys._LIKE_REGEX, ignore_case=True).to_pylist() == [True]
+    assert pc.match_substring_regex(pa.array([text]), nvtx.LIKE_REGEX, ignore_case=True).to_pylist() == [True]
 
 
 def test_parquet_dir_through_the_pipeline(tmp_path: Path) -> None:

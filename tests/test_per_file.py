@@ -11,7 +11,7 @@ from moeprof.core.metrics import DeviceTimeline, EventColumns
 from moeprof.insight.dependency import independent_ops
 from moeprof.pipeline.per_file import _independent_compute
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 
 def _brute_independent(device: str, frame: pd.DataFrame, clipped: np.ndarray, hlo: dict) -> list[dict]:

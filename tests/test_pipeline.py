@@ -15,7 +15,7 @@ from moeprof.core.classify import classify
 from moeprof.core.topology import attribute_links
 from moeprof.readers import read_file
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 SAMPLE_INPUTS = [
     "cpu_moe_8dev",
@@ -28,6 +28,7 @@ SAMPLE_INPUTS = [
 runner = CliRunner()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE_INPUTS)
 def test_library_route_equals_cli_route(name: str) -> None:
     """``moeprof.analyze(moeprof.load(p))`` and ``moeprof analyze p --json``: the same object, opportunities too."""
@@ -58,6 +59,7 @@ def test_stages_return_new_values() -> None:
     assert len(raw.markers) and "activity" not in raw.markers.columns  # markers never travel as events
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["cpu_moe_8dev", "synthetic_2host_4gpu"])
 def test_saved_analysis_reads_back_as_the_same_value(name: str, tmp_path: Path) -> None:
     fresh = moeprof.analyze_paths([SAMPLES / name])

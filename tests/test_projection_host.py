@@ -17,9 +17,8 @@ from moeprof.core.projection import ReplayJob
 from moeprof.core.replay import NEG, _sweep_numpy, _sweep_shortest, build_graph, has_compiled, replay
 from moeprof.readers import nsys, read_file
 
-from .conftest import shared_trace
-from .test_nsys import to_parquetdir
-from .test_projection import timelines
+from .helpers import shared_trace, timelines, to_parquetdir
+from .test_projection import replay_job_of
 
 ROUTES = [True, False] if has_compiled() else [False]
 
@@ -129,12 +128,11 @@ def _brute_launch_pred(rj: ReplayJob, syncs: pd.DataFrame) -> np.ndarray:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", ["nsys/cloverleaf_a100.sqlite", "nsys/saxpy_mpi_old_schema.sqlite"])
 def test_nsys_launch_bounds_follow_the_rule(relative: str) -> None:
     """On one-device exports: the graph's launch edges are the brute force's, and the replay is the identity."""
-    analysis = moeprof.analyze(moeprof.load(shared_trace(relative)))
-    rj = analysis.replay
-    assert rj is not None
+    rj = replay_job_of(moeprof.load(shared_trace(relative)))
     g = rj.graph
     syncs = nsys.read(shared_trace(relative)).host_syncs
     device = str(rj.table["device"].iloc[0])
@@ -153,9 +151,7 @@ def test_nsys_launch_bounds_follow_the_rule(relative: str) -> None:
 def test_a_kernel_launched_after_a_sync_moves_with_the_work_it_waited_for() -> None:
     """CloverLeaf: every kernel is followed by cudaDeviceSynchronize. Halving one kernel moves the next one
     (launched after the sync) earlier by the time saved; without the syncs its host is fixed and it stays."""
-    analysis = moeprof.analyze(moeprof.load(shared_trace("nsys/cloverleaf_a100.sqlite")))
-    rj = analysis.replay
-    assert rj is not None
+    rj = replay_job_of(moeprof.load(shared_trace("nsys/cloverleaf_a100.sqlite")))
     g = rj.graph
     x = int(np.flatnonzero(g.launch_pred >= 0)[10])
     w = int(g.launch_pred[x])
@@ -189,7 +185,8 @@ def test_cloverleaf_compute_halved_saves_the_compute_time() -> None:
     synchronizations every kernel's host was fixed and the projection saved nothing."""
     path = shared_trace("nsys/cloverleaf_a100.sqlite")
     analysis = moeprof.analyze(moeprof.load(path), what_if=["scale(bucket=compute)=0.5"])
-    projection = analysis.projections[-1]
+    projection = analysis.projection("asked")
+    assert projection is not None
     events = nsys.read(path).events
     compute = events["name"].astype(str).str.contains("clover::").to_numpy()
     d = (events["end_ns"] - events["start_ns"]).to_numpy(np.int64)[compute]
@@ -283,9 +280,7 @@ def test_xplane_sync_copies_are_host_syncs() -> None:
 
 @pytest.mark.parametrize("relative", ["xplane/jax_conv_8xmi300.xplane.pb", "xplane/tf_bert_8xv100_worker.xplane.pb"])
 def test_xplane_graphs_have_launch_bounds_and_replay_to_the_identity(relative: str) -> None:
-    analysis = moeprof.analyze(moeprof.load(shared_trace(relative)))
-    rj = analysis.replay
-    assert rj is not None
+    rj = replay_job_of(moeprof.load(shared_trace(relative)))
     g = rj.graph
     host_fixed = (g.floor == g.start) & (g.trigger >= 0)
     assert host_fixed.sum() + (g.launch_pred >= 0).sum() > 0
@@ -332,6 +327,7 @@ def _graph(job: dict):
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(launched_timelines(), st.booleans())
 def test_shortest_path_replay_is_the_relaxations_fixed_point(job: dict, uniform: bool) -> None:
@@ -377,13 +373,12 @@ def test_shortest_path_replay_needs_no_relaxation(job: dict) -> None:
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
+@pytest.mark.slow
 def test_shortest_path_replay_on_a_real_job() -> None:
     """The real 8-rank DLRM (2,244 activities, all-to-all and all-reduce instances, launch bounds after
     synchronizations): the shortest-path search, unchanged and with each kind's transfer halved, is the
     compiled sweep's (or, without numba, the relaxation's)."""
-    analysis = moeprof.analyze(moeprof.load(shared_trace("kineto/dlrm_8rank_v100")))
-    rj = analysis.replay
-    assert rj is not None
+    rj = replay_job_of(moeprof.load(shared_trace("kineto/dlrm_8rank_v100")))
     g = rj.graph
     assert g.is_member.sum() > 0 and (g.launch_pred >= 0).sum() > 0
     empty = np.full(g.size, NEG, dtype=np.int64)

@@ -21,19 +21,17 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from moeprof.cli import app
-from moeprof.cli.analyze import what_would_it_buy
 from moeprof.core import intervals as iv
 from moeprof.core.analysis import Analysis, Collective, DeviceFigures, Figures, StepFigures
 from moeprof.core.summary import verdict
 from moeprof.gate.diff import change_ratios
-from moeprof.insight.payoff import balance_verdict, comm_kinds, payoffs
-from moeprof.insight.whatif import project, projected_events
+from moeprof.insight.projector import Projector, comm_kinds
 from moeprof.pipeline import analyze_job, analyze_paths, load
 from moeprof.reports import terminal
+from moeprof.reports.html import default_projection
 from moeprof.reports.text import duration, ms, pct, verdict_lines
 
-from .conftest import SAMPLES
-from .test_report import chromium, needs_chromium
+from .helpers import SAMPLES, chromium, needs_chromium
 
 runner = CliRunner()
 CPU = SAMPLES / "cpu_moe_8dev"  # 8 devices, a run folder: the ledger matches, balance is projected
@@ -45,8 +43,10 @@ def invoke(*args: str | Path):
 
 
 @pytest.fixture(scope="module")
-def job() -> tuple[Analysis, list]:
-    return analyze_job([CPU])
+def job() -> tuple[Analysis, Projector]:
+    analysis, _, state = analyze_job([CPU])
+    assert state.projector is not None
+    return analysis, state.projector
 
 
 @pytest.fixture(scope="module")
@@ -65,37 +65,38 @@ def same(a, b) -> bool:
 # ---------------------------------------------------------------- terminal
 
 
+@pytest.mark.slow
 def test_payoff_rows_are_the_projections_of_their_terms(result, job):
-    analysis, traces = job
-    bought = payoffs(result)
+    _, projector = job
     kinds = comm_kinds(result)
-    expected_terms = [("balance",)]
+    roles = [p.role for p in result.projections]
+    expected_terms = [("balance",), ("balance-router",)]
     expected_terms += [(f"scale(opportunity={i})=0",) for i in range(1, min(3, len(result.opportunities)) + 1)]
     expected_terms += [(f"scale(kind={k})=0.5",) for k in kinds]
-    assert [b.terms for b in bought] == expected_terms
+    assert [p.what_if for p in result.projections] == expected_terms
+    assert roles == ["straggler", "router", *["opportunity"] * 3, *["kind"] * len(kinds)]
     assert set(kinds) == {c.kind for c in result.collectives}
-    for b in bought:
-        # the same terms projected from the traces, through the public function
-        direct = project(traces, analysis, list(b.terms))
-        assert same(b.projection, direct), b.terms
-        assert b.saving_fraction == pytest.approx(direct.saving_ns / direct.measured_step_ns)
-        assert b.projection.saving_ns == b.projection.measured_step_ns - b.projection.projected_step_ns
+    for p in result.projections:
+        assert p.saving_ns == p.measured_step_ns - p.projected_step_ns
+        assert p.measured_step_ns == result.step_ns  # one job, one step time
+        if p.role == "opportunity":  # an opportunity's row is its own projected saving
+            n = int(p.what_if[0].split("=")[1].rstrip(")"))
+            assert p.saving_ns == result.opportunities[n - 1].projected_saving_ns
+        else:  # the same terms projected again, through the projector
+            assert same(p, projector.project(list(p.what_if), figures=False)), p.what_if
 
 
-def test_balance_verdict_names_the_best_free_collective_kind(result, job):
-    analysis, traces = job
-    bought = payoffs(result)
-    bv = balance_verdict(result, bought)
-    balance = project(traces, analysis, ["balance"])
-    fraction = balance.saving_ns / balance.measured_step_ns
-    assert fraction >= 0.05  # this job's imbalance matters (rank 7 computes 3.4x the median)
-    assert bv is not None and bv.balance == pytest.approx(fraction)
-    bounds = {}
-    for kind in {c.kind for c in result.collectives}:
-        free = project(traces, analysis, [f"scale(kind={kind})=0"])
-        bounds[kind] = free.saving_ns / free.measured_step_ns
-    best = max(bounds, key=lambda k: bounds[k])
-    assert bv.kind == best and bv.kind_bound == pytest.approx(bounds[best])
+def test_first_try_is_the_change_that_buys_the_most(result):
+    # worked out from the rows: the largest saving of 1% of the step or more, the asked one aside
+    rows = [p for p in result.projections if p.role != "asked"]
+    best = max(rows, key=lambda p: p.saving_ns)
+    assert best.saving_ns >= 0.01 * result.step_ns
+    v = verdict(result)
+    assert v is not None and v.first_try == best
+    line = verdict_lines(v)[1]
+    assert line.startswith("First try: ")
+    assert f"projected to save {duration(best.saving_ns)} of the {duration(result.step_ns)} step" in line
+    assert pct(best.saving_ns / result.step_ns) in line
 
 
 def rendered(result: Analysis, **kwargs) -> str:
@@ -105,44 +106,39 @@ def rendered(result: Analysis, **kwargs) -> str:
 
 
 def test_terminal_prints_what_it_would_buy_after_the_ledger(result):
-    bought, bv = what_would_it_buy(result)
-    text = rendered(result, bought=bought, balance=bv)
+    text = rendered(result)
     lines = text.splitlines()
-    # the first lines stay what they were; the balance line comes after them
     assert lines[:2] == [terminal.spaced(v) for v in verdict_lines(verdict(result))]
-    assert lines[2] == (
-        f"Balancing the ranks would save {bv.balance:.0%} of the step; a faster {bv.kind} at most"
-        f" {bv.kind_bound:.0%} (projected, see what would it buy)."
-    )
-    plain = rendered(result).splitlines()
-    assert plain[:2] == lines[:2] and plain[2] == lines[3]  # then the headline, as before
     head = text.index("What would it buy")
     assert text.index("Last to arrive") < head < text.index("Top collectives")
     table = text[head : text.index("Top collectives")]
-    assert f"the step is {ms(bought[0].projection.measured_step_ns)} ms" in table
-    for b in bought:
-        p = b.projection
-        assert p.measured_step_ns == bought[0].projection.measured_step_ns  # one job, one measured step
-        row = next(ln for ln in table.splitlines() if " ".join(b.terms) in ln)
-        assert re.search(
-            rf"{re.escape(ms(p.projected_step_ns))}\s+{re.escape(ms(p.saving_ns))}\s+{re.escape(pct(b.saving_fraction))}",
-            row,
-        ), row
+    assert f"the step is {ms(result.step_ns)} ms" in table
+    for p in result.projections:
+        row = next(ln for ln in table.splitlines() if " ".join(p.what_if) in ln)
+        if p.shortens:
+            cells = (ms(p.projected_step_ns), ms(p.saving_ns), pct(p.saving_fraction))
+            want = r"\s+".join(map(re.escape, cells))
+        else:  # no negative or sub-1% saving: "none"
+            want = rf"{re.escape(ms(p.projected_step_ns))}\s+-\s+none"
+        assert re.search(want, row), row
+    # rows by saving, most first: the first row is the first try
+    shown = [p for p in result.projections if p.shortens]
+    order = [table.index(" ".join(p.what_if)) for p in sorted(shown, key=lambda p: -p.saving_ns)]
+    assert order == sorted(order)
 
 
-def test_terminal_without_projections_is_unchanged(result):
-    # no payoffs given: the report is the one before this change (no table, no balance line)
-    text = rendered(result)
-    assert "What would it buy" not in text and "Balancing the ranks" not in text
-    # a saved analysis keeps no replay columns: nothing to project, no table
+def test_terminal_without_projections_has_no_table(result):
+    text = rendered(result.with_(projections=()))
+    assert "What would it buy" not in text
+    # a saved analysis carries its projections: the same table
     saved = Analysis.from_json(json.loads(json.dumps(result.to_json())))
-    assert what_would_it_buy(saved) == ([], None)
+    assert saved.projections == result.projections and "What would it buy" in rendered(saved)
 
 
 def test_analyze_cli_shows_the_table():
     res = invoke("analyze", CPU)
     assert res.exit_code == 0, res.output
-    assert "What would it buy" in res.stdout and "Balancing the ranks would save" in res.stdout
+    assert "What would it buy" in res.stdout and "First try: " in res.stdout
 
 
 # ---------------------------------------------------------------- check --max-balance-saving
@@ -160,6 +156,7 @@ def saved(tmp_path_factory) -> tuple[Path, float]:
     return out, balance["saving_ns"] / balance["step_ns"]["measured"]
 
 
+@pytest.mark.slow
 def test_check_gates_the_balance_saving(saved):
     path, fraction = saved
     assert 0.05 < fraction < 0.5
@@ -224,6 +221,7 @@ def test_change_ratios_are_b_over_a_per_device_and_step():
     assert kind.what == "all-to-all duration" and kind.ratio == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_diff_of_a_run_with_itself_explains_nothing_and_leaves_no_residual():
     res = invoke("diff", CPU, CPU, "--json")
     assert res.exit_code == 0, res.output
@@ -235,10 +233,11 @@ def test_diff_of_a_run_with_itself_explains_nothing_and_leaves_no_residual():
     assert e["explained_ms"] == pytest.approx(0) and e["residual_ms"] == pytest.approx(0)
 
 
+@pytest.mark.slow
 def test_diff_explains_a_projected_ablation(tmp_path, job):
     """B is A's projection written as a trace (annotate --what-if): its step is the projection's step, so the
     diff's projection of A with B's compute and all-to-all ratios lands near B's measured step."""
-    analysis, traces = job
+    _, projector = job
     b_path = tmp_path / "b.trace.json.gz"
     res = invoke("annotate", CPU, "--what-if", "scale(bucket=compute)=0.5", "-o", b_path)
     assert res.exit_code == 0, res.output
@@ -247,23 +246,24 @@ def test_diff_explains_a_projected_ablation(tmp_path, job):
     (e,) = json.loads(res.stdout)["explanations"]
     compute = next(c for c in e["changes"] if c["what"] == "compute")
     assert compute["ratio"] == pytest.approx(0.5, abs=0.01)
-    direct = project(traces, analysis, e["what_if"])
+    direct = projector.project(e["what_if"], figures=False)
     assert e["projected_step_ms"] == pytest.approx(direct.projected_step_ns / 1e6)
     assert e["residual_ms"] == pytest.approx(e["measured_step_ms"] - e["projected_step_ms"])
     res = invoke("diff", CPU, b_path)
-    assert res.exit_code == 0 and "The changes explain" in res.stdout
+    assert res.exit_code == 0 and "changes, applied to A, make it" in " ".join(res.stdout.split())
 
 
 # ---------------------------------------------------------------- annotate --what-if
 
 
+@pytest.mark.slow
 def test_annotate_what_if_writes_the_projected_activities(tmp_path, job):
-    analysis, traces = job
+    _, projector = job
     out = tmp_path / "p.trace.json.gz"
     res = invoke("annotate", CPU, "--what-if", "balance", "-o", out)
     assert res.exit_code == 0, res.output
     assert "projected with balance" in res.stderr
-    events = projected_events(traces, analysis, ["balance"])
+    events = projector.events(["balance"])
     back = load([out])
     got = back[0].events if len(back) == 1 else None
     assert got is not None and len(got) == len(events)
@@ -311,8 +311,9 @@ def embedded(text: str) -> dict:
     return json.loads(m.group(1))
 
 
+@pytest.mark.slow
 def test_report_draws_the_projection_beside_the_measured_timeline(tmp_path, job):
-    analysis, traces = job
+    analysis, projector = job
     out = tmp_path / "r.html"
     res = invoke("report", CPU, "-o", out)
     assert res.exit_code == 0, res.output
@@ -321,7 +322,13 @@ def test_report_draws_the_projection_beside_the_measured_timeline(tmp_path, job)
     measured, projected = data["inputs"]
     assert data["codes"]["critical"] == 8 and data["categories"][8] == "critical path"
     assert all("crit" not in lane for lane in measured["lanes"])
-    events = projected_events(traces, analysis, ["balance"])
+    # the page draws the first try where it moves work between devices (the router or the straggler fix), else
+    # balance: here opportunity 1 buys the most
+    first = analysis.first_try()
+    assert first is not None and first.role == "opportunity" and default_projection(analysis) == "balance"
+    drawn = analysis.projection("straggler")
+    assert drawn is not None
+    events = projector.events(list(drawn.what_if))
     crit = events[events["critical"]]
     unit = projected["unit"]
     for lane in projected["lanes"]:
@@ -331,19 +338,22 @@ def test_report_draws_the_projection_beside_the_measured_timeline(tmp_path, job)
         assert lane["crit"]["n"] == s.size
         assert int(d.sum()) * unit == pytest.approx(int((e - s).sum()), abs=unit * max(s.size, 1))
     assert sum(lane["crit"]["n"] for lane in projected["lanes"]) > 0
-    p = project(traces, analysis, ["balance"])
+    p = projector.project(list(drawn.what_if))
     assert f"{p.projected_step_ns / 1e6:,.3f} ms projected" in text
     assert "Critical path by cause" in text
-    # the measured page lists each opportunity's projected saving, ranked by it
+    # the measured page lists each opportunity's projected saving, in the terminal's words
     assert "Opportunities, ranked by projected saving" in text
+    flat = " ".join(text.split())
     for o in analysis.opportunities[:12]:
-        if o.projected_saving_ns is not None:
-            share = o.projected_saving_ns / p.measured_step_ns
-            assert f"the step {o.projected_saving_ns / 1e6:,.3f} ms ({100 * share:.1f}%) shorter" in text
+        if o.projected_saving_ns is not None and o.projected_saving_ns >= 0.01 * analysis.step_ns:
+            share = o.projected_saving_ns / analysis.step_ns
+            said = f"taken away: the step {duration(o.projected_saving_ns)} ({100 * share:.1f}%) shorter"
+            assert " ".join(said.split()) in flat  # split() takes the NBSP between a number and its unit too
     # the measured page is the first; the title is still the measured job's
     assert "<title>moeprof report · cpu_moe_8dev" in text
 
 
+@pytest.mark.slow
 def test_report_what_if_and_no_projection(tmp_path):
     out = tmp_path / "r.html"
     res = invoke("report", CPU, "-o", out, "--what-if", "scale(kind=all-to-all)=0.5")
@@ -368,6 +378,7 @@ def ablation_pair(tmp_path_factory) -> tuple[Path, Path, dict]:
     return base / "a", base / "b", {"step_ns": rerun.step_times()}
 
 
+@pytest.mark.slow
 def test_diff_explains_a_halved_all_to_all(ablation_pair):
     a, b, truth = ablation_pair
     res = invoke("diff", a, b, "--json")
@@ -403,20 +414,25 @@ def test_browser_draws_the_projected_timeline_and_its_critical_path(tmp_path):
 
 def test_opportunities_panel_gives_each_projected_saving(result):
     text = rendered(result)
-    assert "Opportunities (ranked by projected saving)" in text
-    step = result.projections[0].measured_step_ns
-    flat = " ".join(text.split())  # the panel wraps lines
+    assert "Opportunities (ranked by projected saving" in text
+    step = result.step_ns
+    flat = " ".join(text.replace("│", " ").split())  # the panel wraps lines
     for o in result.opportunities[:8]:
-        if o.projected_saving_ns is None:
+        if o.projected_saving_ns is None or o.projected_saving_ns < 0.01 * step:
             continue
-        said = f"projected without it: the step {terminal.spaced(duration(o.projected_saving_ns))}"
-        assert f"{said} ({pct(o.projected_saving_ns / step)}) shorter" in flat.replace("│ ", "")
+        said = f"taken away: the step {terminal.spaced(duration(o.projected_saving_ns))}"
+        assert f"{said} ({pct(o.projected_saving_ns / step)}) shorter (projected)" in flat
 
 
 def test_the_asked_what_if_leads_the_table(job):
-    analysis, traces = job
-    asked = analyze_paths([CPU], what_if=["scale(kind=all-to-all)=0.25", "scale(bucket=compute)=0.8"])
-    first, second = payoffs(asked)[:2]
-    assert first.terms == ("scale(kind=all-to-all)=0.25", "scale(bucket=compute)=0.8")
-    assert same(first.projection, project(traces, analysis, list(first.terms)))
-    assert second.terms == ("balance",)
+    _, projector = job
+    terms = ["scale(kind=all-to-all)=0.25", "scale(bucket=compute)=0.8"]
+    asked = analyze_paths([CPU], what_if=terms)
+    assert [p.role for p in asked.projections[:2]] == ["straggler", "asked"]  # the JSON's order (spec §9)
+    held = asked.projection("asked")
+    assert held is not None and held.what_if == tuple(terms)
+    assert same(held, projector.project(terms, figures=False))
+    text = rendered(asked)
+    assert text.splitlines()[0].startswith("Asked: --what-if " + " ".join(terms))  # answered first
+    table = text[text.index("What would it buy") :]
+    assert table.index(" ".join(terms)) < table.index("balance-router")

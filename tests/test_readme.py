@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, SAMPLES
+from .helpers import ROOT, SAMPLES
 
 README = ROOT / "README.md"
 
@@ -127,6 +127,7 @@ def test_the_readme_names_what_it_runs() -> None:
         assert ran or any(reason in line for reason in NOT_HERE), line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", commands())
 def test_readme_command_runs(line: str, folder: Path) -> None:
     skipped = [why for marker, why in NOT_HERE.items() if marker in line and "moeprof capture demo" not in line]
@@ -143,6 +144,7 @@ def test_readme_command_runs(line: str, folder: Path) -> None:
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_readme_python_block_runs(folder: Path) -> None:
     """The library example as printed, with the reader's training loop stood in for (``USER_CODE``)."""
     (block,) = blocks("python")

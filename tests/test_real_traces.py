@@ -12,7 +12,7 @@ import pytest
 
 import moeprof
 
-from .conftest import shared_trace
+from .helpers import shared_trace
 from .truth import union_length
 
 COMM = re.compile(r"nccl|dpsk::ep::internode::|multimem_all_reduce")
@@ -49,6 +49,7 @@ def kineto_rows(path) -> list[tuple[str, str, int, int]]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rel",
     [
@@ -88,6 +89,7 @@ def sqlite_rows(path, device: int) -> list[tuple[str, str, int, int]]:
     return rows
 
 
+@pytest.mark.slow
 def test_nsight_all_to_all_by_sql():
     path = shared_trace("nsys/torch_a2a_2gpu.sqlite")
     result = moeprof.analyze_paths([path]).to_json()

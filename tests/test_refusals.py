@@ -19,7 +19,9 @@ from typer.testing import CliRunner
 from moeprof.cli import app
 from moeprof.readers.xspace_proto import messages
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
+
+pytestmark = pytest.mark.slow  # every test here runs for seconds (the edit loop: -m "not slow")
 
 runner = CliRunner()
 

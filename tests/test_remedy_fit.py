@@ -25,7 +25,7 @@ from moeprof.insight.opportunities import merge_same_time, rank
 from moeprof.insight.remedies import Situation, by_id, choose
 from moeprof.insight.stack import Stack
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 CPU_DEMO = SAMPLES / "cpu_moe_8dev"
@@ -40,6 +40,7 @@ def analysis(path: Path) -> dict:
     return json.loads(res.stdout)
 
 
+@pytest.mark.slow
 def test_collectives_on_cpu_devices_get_no_fabric_or_gpu_advice() -> None:
     """The demo runs on CPU devices: no collective of it is told about FP8, deduplication, links or GPU flags."""
     doc = analysis(CPU_DEMO)
@@ -85,6 +86,7 @@ def plain(text: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[│╭╮╰╯─]", " ", text))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["sample:cpu_moe_8dev", f"shared:{DSV3}"])
 def test_a_remedy_is_printed_once_with_the_opportunities_it_serves(where: str, tmp_path: Path) -> None:
     kind, rel = where.split(":", 1)
@@ -115,6 +117,7 @@ def test_a_remedy_is_printed_once_with_the_opportunities_it_serves(where: str, t
     assert any(len(u) > 1 for u in by_text.values())  # the demo has a repeated remedy to test with
 
 
+@pytest.mark.slow
 def test_dlrm_counts_its_exposed_exchange_once() -> None:
     """DLRM's exchange, its one all-to-all op and rank 7's straggler finding were three opportunities of
     about 9.39 ms: the exchange is kept, the other two are in its evidence."""

@@ -11,9 +11,7 @@ import base64
 import html
 import json
 import re
-import shutil
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -30,30 +28,29 @@ from moeprof.core.events import concat
 from moeprof.core.summary import ArrivalSkew, ledger_summary
 from moeprof.core.timeline import Grid, TimelineOptions, coverage_bins
 from moeprof.options import StepOptions
-from moeprof.pipeline import analyze_paths, load
+from moeprof.pipeline import analyze_paths, analyze_paths_state, load
 from moeprof.reports import html as html_report
 
-from .conftest import ROOT, SAMPLES, shared_trace
+from .helpers import ROOT, SAMPLES, chromium, needs_chromium, shared_trace
 from .ledger_brute import comm_instances, instances, stragglers
 
 runner = CliRunner()
 TWO_HOST = SAMPLES / "synthetic_2host_4gpu"
 CPU = SAMPLES / "cpu_moe_8dev"
-CHROMIUM = next(
-    (
-        p
-        for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
-        if p and Path(p).exists()
-    ),
-    None,
-)
 # category codes of the page, from the event table's own columns (not the library's mapping)
 BUCKET_CODES = {"compute": 0, "memcpy": 4, "other": 5}
 
 
 def measured(paths: list[Path], lanes: str = "device", max_events: int = html_report.RAW_EVENTS_CAP) -> Analysis:
-    """The analysis with the views a one-input page of these options holds (as ``moeprof report`` measures it)."""
-    return html_report.analyze_input(paths, lanes=lanes, max_events=max_events)
+    """The analysis a one-input page of these options shows (as ``moeprof report`` measures it)."""
+    return measured_item(paths, lanes, max_events).analysis
+
+
+def measured_item(
+    paths: list[Path], lanes: str = "device", max_events: int = html_report.RAW_EVENTS_CAP
+) -> html_report.ReportInput:
+    """The page's input: the analysis with the views a one-input page of these options holds beside it."""
+    return html_report.ReportInput("x", *html_report.analyze_input(paths, lanes=lanes, max_events=max_events))
 
 
 def device_activity(paths: list[Path]) -> pd.DataFrame:
@@ -125,6 +122,7 @@ def bin_edges(tl: dict) -> np.ndarray:
     return origin + width * np.arange(bins["n"] + 1, dtype=np.int64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["two_host", "cpu", "binned", "stream", "stream_binned", "compare"])
 def test_one_file_nothing_from_the_network(reports, name):
     path, text = reports[name]
@@ -137,6 +135,7 @@ def test_one_file_nothing_from_the_network(reports, name):
     assert 10_000 < path.stat().st_size < 2_000_000
 
 
+@pytest.mark.slow
 def test_embedded_timeline_matches_the_analysis(reports):
     _, text = reports["two_host"]
     data = embedded(text)
@@ -171,6 +170,7 @@ def test_hover_labels_name_each_activity(reports):
         assert got == want
 
 
+@pytest.mark.slow
 def test_bars_tables_and_headline(reports):
     _, text = reports["two_host"]
     result = measured([TWO_HOST])
@@ -182,17 +182,20 @@ def test_bars_tables_and_headline(reports):
     assert "Run manifest" not in text  # not a run folder
 
 
+@pytest.mark.slow
 def test_run_folder_shows_its_manifest(reports):
     _, text = reports["cpu"]
     assert "Run manifest" in text and "--xla_force_host_platform_device_count=8" in text
     assert "tokens/s" in text
 
 
+@pytest.mark.slow
 def test_binned_past_the_cap(reports):
     _, text = reports["binned"]
     (tl,) = embedded(text)["inputs"]
-    result = measured([CPU], max_events=1000)
-    views = {v.device: v for v in result.timeline}
+    item = measured_item([CPU], max_events=1000)
+    result = item.analysis
+    views = {v.device: v for v in item.state.timeline}
     events = device_activity([CPU])
     bins = tl["bins"]
     assert 0 <= bins["w0"] < bins["w1"] <= tl["span"]
@@ -233,13 +236,14 @@ def assert_detail_is_exact(tl: dict, events: pd.DataFrame) -> None:
         assert raw_sums(lane["tracks"]) == {int(c): int(v) for c, v in want.items() if v > 0}
 
 
+@pytest.mark.slow
 def test_views_capped_to_their_first_steps_share_one_detail_window():
-    analysis = analyze_paths([CPU], timeline=TimelineOptions(raw_cap=150))
-    assert not any(v.complete for v in analysis.timeline)  # each view holds only its first ~150 activities
-    tl = html_report.timeline_data(html_report.ReportInput("x", analysis), "device", 1_000_000, 3_000_000)
+    analysis, state = analyze_paths_state([CPU], timeline=TimelineOptions(raw_cap=150))
+    assert not any(v.complete for v in state.timeline)  # each view holds only its first ~150 activities
+    tl = html_report.timeline_data(html_report.ReportInput("x", analysis, state), "device", 1_000_000, 3_000_000)
     assert tl["events"] == len(device_activity([CPU])) < 1_000_000  # under the page's cap, yet binned:
     w0, w1 = tl["t0"] + tl["bins"]["w0"], tl["t0"] + tl["bins"]["w1"]
-    assert all(v.detail[0] <= w0 < w1 <= v.detail[1] for v in analysis.timeline)  # inside every view's window
+    assert all(v.detail[0] <= w0 < w1 <= v.detail[1] for v in state.timeline)  # inside every view's window
     assert_detail_is_exact(tl, device_activity([CPU]))
 
 
@@ -257,6 +261,7 @@ def test_stream_lanes(reports):
             assert raw_sums(lane["tracks"]) == {int(c): int(v) for c, v in want.items() if v > 0}
 
 
+@pytest.mark.slow
 def test_stream_lanes_past_the_cap(reports):
     _, text = reports["stream_binned"]
     (tl,) = embedded(text)["inputs"]
@@ -278,6 +283,7 @@ def test_stream_lanes_past_the_cap(reports):
             assert np.abs(got - covered_per_bin(*union, edges)).max() <= level + 1
 
 
+@pytest.mark.slow
 def test_comparison(reports):
     _, text = reports["compare"]
     data = embedded(text)
@@ -288,6 +294,7 @@ def test_comparison(reports):
         assert f"{100 * share:.1f}%" in text.split('<section class="input"')[0]
 
 
+@pytest.mark.slow
 def test_merge_makes_one_job_of_several_files(tmp_path):
     files = sorted(str(f) for f in TWO_HOST.glob("*.xplane.pb"))
     assert len(files) > 1
@@ -300,25 +307,27 @@ def test_merge_makes_one_job_of_several_files(tmp_path):
     assert embedded(serial) == data
 
 
+@pytest.mark.slow
 def test_many_devices_keep_the_most_exposed(monkeypatch):
     monkeypatch.setattr(html_report, "MAX_LANES", 3)
-    analysis = measured([TWO_HOST])
-    tl = html_report.timeline_data(html_report.ReportInput("x", analysis), "device", 1_000_000, 100_000)
+    item = measured_item([TWO_HOST])
+    analysis = item.analysis
+    tl = html_report.timeline_data(item, "device", 1_000_000, 100_000)
     worst = sorted(analysis.devices, key=lambda d: -d.exposed_comm_ns)[:3]
     assert {lane["label"] for lane in tl["lanes"]} == {d.device for d in worst}
     assert (tl["devices"], tl["devices_total"]) == (3, 8)
 
 
+@pytest.mark.slow
 def test_bin_budget_coarsens_the_common_grid():
-    analysis = measured([CPU], max_events=1000)
-    item = html_report.ReportInput("x", analysis)
+    item = measured_item([CPU], max_events=1000)
     fine = html_report.timeline_data(item, "device", 1000, html_report.BIN_BUDGET_BYTES)
     small = html_report.timeline_data(item, "device", 1000, 20_000)
     channels = sum(len(t["b"]) for lane in small["lanes"] for t in [*lane["tracks"], lane["exposed"]])
     assert small["bins"]["n"] * channels <= 20_000 or small["bins"]["n"] <= html_report.MIN_BINS
     assert small["bins"]["w"] > fine["bins"]["w"] and small["bins"]["n"] < fine["bins"]["n"]
     # coarser, still the same exposed time in all (within a level per bin)
-    for a, b, dev in zip(fine["lanes"], small["lanes"], analysis.devices):
+    for a, b, dev in zip(fine["lanes"], small["lanes"], item.analysis.devices):
         for tl, lane in ((fine, a), (small, b)):
             width = tl["bins"]["w"] * tl["unit"]
             got = decode(lane["exposed"]["b"]["6"], "u1").sum() / 255 * width
@@ -346,6 +355,7 @@ def test_grids_of_different_widths_combine_by_coarsening():
         assert np.abs(got - exact).max() <= common.width / 255 + 1
 
 
+@pytest.mark.slow
 def test_step_selection_narrows_the_timeline(tmp_path):
     _, text = make(tmp_path, "sel", str(TWO_HOST), "--skip-first", "1")
     (tl,) = embedded(text)["inputs"]
@@ -410,6 +420,7 @@ def test_bad_usage_is_one_line(tmp_path, args, message):
     assert message in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.slow
 def test_unwritable_output_is_one_line(tmp_path):
     res = runner.invoke(app, ["report", str(TWO_HOST), "-o", str(tmp_path / "no" / "such" / "r.html")])
     assert res.exit_code == 2 and "cannot write" in res.output and "Traceback" not in res.output
@@ -474,29 +485,6 @@ def read_png(data: bytes) -> tuple[int, int, np.ndarray]:
     return width, height, out.reshape(height, width, bpp)[:, :, :3]
 
 
-def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-extensions",
-        f"--user-data-dir={tmp / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install chromium)")
-
-
 @needs_chromium
 @pytest.mark.parametrize(
     "name, timelines, lanes",
@@ -544,6 +532,7 @@ def test_views_hold_fewer_single_activities_the_more_files_a_job_has():
     assert html_report.timeline_options("stream", 250_000, 2, files=4).raw_cap == 125_000 // 4
 
 
+@pytest.mark.slow
 def test_render_needs_the_timeline_views():
     analysis = analyze_paths([TWO_HOST])  # measured without a TimelineOptions: figures only
     with pytest.raises(ValueError, match="timeline views"):
@@ -596,6 +585,7 @@ def skew_rows(tl: dict) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_wait_segments_are_the_wait_of_each_comm_activity(reports):
     _, text = reports["cpu"]
     (tl,) = embedded(text)["inputs"]
@@ -619,6 +609,7 @@ def test_wait_segments_are_the_wait_of_each_comm_activity(reports):
         assert iv.length(*exposed) == dev.ledger["exposed_wait_ns"]
 
 
+@pytest.mark.slow
 def test_wait_parts_lie_inside_comm_where_comm_streams_overlap(reports):
     for name in ("two_host", "stream"):
         _, text = reports[name]
@@ -637,6 +628,7 @@ def test_wait_parts_lie_inside_comm_where_comm_streams_overlap(reports):
             assert 0 < int((e - s).sum()) <= dev.ledger["comm_wait_ns"]
 
 
+@pytest.mark.slow
 def test_binned_wait_coverage(reports):
     _, text = reports["binned"]
     (tl,) = embedded(text)["inputs"]
@@ -657,22 +649,25 @@ def test_binned_wait_coverage(reports):
         assert np.array_equal(s, clipped[0]) and np.array_equal(e, clipped[1])
 
 
+@pytest.mark.slow
 def test_arrival_skew_rows_are_the_instances_recomputed_from_the_comm_activities(reports):
     _, text = reports["cpu"]
     (tl,) = embedded(text)["inputs"]
-    result = measured([CPU])
+    item = measured_item([CPU])
+    result = item.analysis
     brute = instances(brute_records([CPU], "hlo_op"))
     assert set(brute["members"]) == {len(result.devices)}
     rows = skew_rows(tl)
     # the costliest collectives first (the collectives' order), as many as the page draws
     ranked = [c.name for c in result.collectives if c.name in set(brute["op"])]
     assert [r["name"] for r in rows] == ranked[: html_report.SKEW_ROWS]
-    table = result.instances
+    table = item.state.instances
+    assert table is not None
     for row in rows:
         mine = brute[brute["op"] == row["name"]]
         assert row["first"] == mine["first_ns"].tolist() and row["last"] == mine["last_ns"].tolist()
         assert row["who"] == mine["straggler"].tolist() and {row["kind"]} == set(mine["kind"])
-        held = table[table["op"] == row["name"]].sort_values("first_ns")  # what Analysis.instances holds
+        held = table[table["op"] == row["name"]].sort_values("first_ns")  # the instances kept beside the analysis
         assert held["first_ns"].tolist() == row["first"] and held["last_ns"].tolist() == row["last"]
         assert held["straggler"].tolist() == row["who"]
     # the page's skew table: spreads and who is most often last, from the same instances
@@ -693,6 +688,7 @@ def test_arrival_skew_rows_are_the_instances_recomputed_from_the_comm_activities
 fmt_ms = html_report.fmt_ms  # the page's ms: 3 decimals, 1 from 100 ms
 
 
+@pytest.mark.slow
 def test_ledger_section_and_collectives(reports):
     for name, key in (("cpu", "hlo_op"), ("two_host", None)):
         _, text = reports[name]
@@ -745,6 +741,7 @@ def test_ledger_section_and_collectives(reports):
     assert clocks[1][1] == f"+{html_report.duration(offsets[clocks[1][0]])}"
 
 
+@pytest.mark.slow
 def test_real_8rank_dlrm_page(tmp_path):
     folder = shared_trace("kineto/dlrm_8rank_v100")
     _, text = make(tmp_path, "dlrm", str(folder))
@@ -807,12 +804,14 @@ def test_browser_decodes_and_draws_the_ledger(reports, tmp_path, name):
     (tl,) = embedded(text)["inputs"]
     assert got["paled"] > 0, "no comm drawn in the pale (waiting) shade"
     if name == "stream":
-        result = measured([TWO_HOST], lanes="stream")
+        item = measured_item([TWO_HOST], lanes="stream")
+        result = item.analysis
         figures = {d.device: d for d in result.devices}
-        for view in result.timeline:  # comm streams overlap here: the union of the wait parts
+        for view in item.state.timeline:  # comm streams overlap here: the union of the wait parts
             waited = got["wait"][f"{view.device} exposed comm"]
             assert 0 < waited["raw"] == iv.length(*view.wait) <= figures[view.device].ledger["comm_wait_ns"]
-        table = result.instances.sort_values(["first_ns", "instance"])
+        assert item.state.instances is not None
+        table = item.state.instances.sort_values(["first_ns", "instance"])
         spans = {op: (g["last_ns"] - g["first_ns"]).to_numpy() for op, g in table.groupby("op", sort=False)}
         last = {op: g["straggler"].tolist() for op, g in table.groupby("op", sort=False)}
     else:
@@ -844,6 +843,7 @@ def test_browser_decodes_and_draws_the_ledger(reports, tmp_path, name):
         assert block and block[1] == last[row["name"]][widest], row["hovered"]
 
 
+@pytest.mark.slow
 def test_many_devices_list_those_that_wait_longest(monkeypatch):
     monkeypatch.setattr(html_report, "MAX_TABLE_ROWS", 3)
     result = measured([TWO_HOST])
@@ -883,6 +883,7 @@ def test_counts_read_in_the_singular_where_they_are_one(tmp_path):
     assert not [n for n in notes if "(s)" in n]
 
 
+@pytest.mark.slow
 def test_times_on_the_page_are_per_device(reports):
     """The title states exposed comm as the terminal does, per device (mean and worst), never summed over
     devices (the sum read 46.890 ms where the terminal said 5.86 ms mean); bars and tables follow."""

@@ -26,7 +26,7 @@ from tests.fuzz.engine import Harness
 from tests.fuzz.rocpd_cases import SEED_WEIGHTS as FUZZ_SEEDS
 from tests.fuzz.rocpd_cases import generate_rocpd, seed_case
 
-from .conftest import SAMPLES, assert_refused, judge_fuzz_result
+from .helpers import SAMPLES, assert_refused, judge_fuzz_result
 from .truth import assert_equals_truth, comm_ns_by_kind
 
 SYNTH = SAMPLES / "synthetic_rocpd_mi300x"
@@ -40,16 +40,19 @@ def truth() -> dict:
 # ---- the synthetic job ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_committed_sample_is_what_the_generator_writes(tmp_path: Path) -> None:
     for path in rocpd_synth.write_samples(tmp_path):
         rel = path.relative_to(tmp_path)
         assert path.read_bytes() == (SAMPLES / rel).read_bytes(), rel
 
 
+@pytest.mark.slow
 def test_every_section4_figure_equals_the_generators_truth() -> None:
     assert_equals_truth(moeprof.analyze_paths([SYNTH]).to_json(), truth(), skip=("copy_bytes", "steps"))
 
 
+@pytest.mark.slow
 def test_generic_rccl_kernels_take_their_kind_from_the_rccl_call() -> None:
     """ncclDevKernel_Generic_1 names no collective: ncclAllToAll, the grouped ncclSend/ncclRecv to every peer and
     ncclAllReduce say it (the CSV of the same job can only say "other")."""
@@ -86,6 +89,7 @@ def test_devices_copies_and_steps() -> None:
     assert set(trace.events["stream"]) == {"Default Stream", "Stream 0"}
 
 
+@pytest.mark.slow
 def test_eight_processes_are_one_host() -> None:
     traces = moeprof.load(SYNTH)
     assert len(traces) == 8
@@ -114,6 +118,7 @@ def test_memory_guard_uses_the_rocpd_factor(monkeypatch: pytest.MonkeyPatch) -> 
 # ---- the CLI -------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_analyze_events_and_report_on_the_sample(tmp_path: Path) -> None:
     runner = CliRunner()
     res = runner.invoke(app, ["analyze", str(SYNTH), "--json"])
@@ -130,6 +135,7 @@ def test_analyze_events_and_report_on_the_sample(tmp_path: Path) -> None:
     assert res.exit_code == 0 and "mi300x-node0/GPU:7" in html.read_text(), res.output
 
 
+@pytest.mark.slow
 def test_dask_path_check_and_diff(dask_scheduler: str, tmp_path: Path) -> None:
     local = moeprof.analyze_paths([SYNTH], jobs=1).to_json()
     remote = moeprof.analyze_paths([SYNTH], scheduler=dask_scheduler).to_json()
@@ -181,6 +187,7 @@ def mutated(tmp_path: Path, *sql: str) -> Path:
     return db
 
 
+@pytest.mark.slow
 def test_truncated_database(tmp_path: Path) -> None:
     data = ONE.read_bytes()
     db = tmp_path / "77_results.db"
@@ -188,12 +195,14 @@ def test_truncated_database(tmp_path: Path) -> None:
     assert_refused(db)
 
 
+@pytest.mark.slow
 def test_empty_file(tmp_path: Path) -> None:
     db = tmp_path / "77_results.db"
     db.write_bytes(b"")
     assert_refused(db, "empty file")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sql", "said"),
     [
@@ -270,6 +279,7 @@ def test_a_blob_time_reads_as_the_checked_route_reads_it(tmp_path: Path) -> None
     assert int(events["start_ns"].min()) == start
 
 
+@pytest.mark.slow
 def test_a_folder_of_databases_is_left_as_it_was(tmp_path: Path) -> None:
     """Reading never writes beside the input (no -wal, -shm or journal): the folder lists what it did."""
     folder = tmp_path / "node"
@@ -292,6 +302,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory):
     h.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FUZZ_SEEDS))
 def test_fuzz_seed_is_accepted(harness: Harness, name: str) -> None:
     result = harness.run(seed_case(name), with_seed=False)
@@ -299,6 +310,7 @@ def test_fuzz_seed_is_accepted(harness: Harness, name: str) -> None:
     judge_fuzz_result(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(FUZZ_RUNS))
 def test_fuzz_rocpd(harness: Harness, index: int) -> None:
     """Hostile cells, times as text, views and columns dropped, rows deleted or duplicated, cut bytes."""

@@ -23,7 +23,7 @@ from moeprof.cli import app
 from moeprof.readers import read_file
 from synthetic import rocprof as rocprof_synth
 
-from .conftest import SAMPLES, assert_refused, shared_trace
+from .helpers import SAMPLES, assert_refused, shared_trace
 from .truth import assert_equals_truth, comm_ns_by_kind, union_length
 
 REAL = "rocprof/flydsl_moe_gemm_mi350x_kernel_trace.csv.gz"
@@ -161,6 +161,7 @@ def write(folder: Path, name: str, text: str | bytes) -> Path:
 GOOD = HEADER + kernel_row(1, 1000, 2000) + kernel_row(2, 1500, 2500)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "text", "said"),
     [
@@ -184,6 +185,7 @@ def test_bad_kernel_traces_are_refused_in_one_line(tmp_path: Path, case: str, te
     refused(write(tmp_path, "77_kernel_trace.csv", text), *said)
 
 
+@pytest.mark.slow
 def test_a_hex_time_in_the_memory_copy_trace_is_refused(tmp_path: Path) -> None:
     """The copy trace beside a kernel trace takes the same check (fuzz case rocprof:29:39)."""
     host = tmp_path / "mi300x-node0"
@@ -200,26 +202,31 @@ def test_a_hex_time_in_the_memory_copy_trace_is_refused(tmp_path: Path) -> None:
     refused(copies, "Start_Timestamp", "row 3", "0x1F")
 
 
+@pytest.mark.slow
 def test_missing_columns_are_named(tmp_path: Path) -> None:
     text = GOOD.replace('"End_Timestamp",', '"Ending",')
     refused(write(tmp_path, "77_kernel_trace.csv", text), "no column End_Timestamp")
 
 
+@pytest.mark.slow
 def test_empty_and_gzipped_truncation(tmp_path: Path) -> None:
     refused(write(tmp_path, "77_kernel_trace.csv", b""), "empty file")
     cut = gzip.compress(GOOD.encode() * 50, mtime=0)[:-30]
     refused(write(tmp_path, "78_kernel_trace.csv.gz", cut))
 
 
+@pytest.mark.slow
 def test_a_csv_that_is_not_rocprof_is_unrecognized(tmp_path: Path) -> None:
     refused(write(tmp_path, "77_kernel_trace.csv", "name,start,end\nk,1,2\n"), "unrecognized format")
 
 
+@pytest.mark.slow
 def test_an_agent_list_alone_is_no_trace(tmp_path: Path) -> None:
     agents = shared_trace(REAL_AGENTS)
     refused(write(tmp_path, "77_agent_info.csv", agents.read_bytes()), "agent list, not a trace")
 
 
+@pytest.mark.slow
 def test_a_label_missing_from_the_agent_list_is_refused(tmp_path: Path) -> None:
     agents = shared_trace(REAL_AGENTS)
     write(tmp_path, "77_agent_info.csv", agents.read_bytes())
@@ -261,6 +268,7 @@ def test_committed_sample_is_what_the_generator_writes(tmp_path: Path) -> None:
         assert path.read_bytes() == (SAMPLES / rel).read_bytes(), rel
 
 
+@pytest.mark.slow
 def test_synthetic_job_figures_match_the_generators_truth() -> None:
     got = moeprof.analyze_paths([SYNTH]).to_json()
     want = synth_truth()
@@ -281,6 +289,7 @@ def test_without_api_traces_a_generic_rccl_kernel_is_other(tmp_path: Path) -> No
     assert kinds == {"other", "send-recv"}  # spec §3: the kernel name alone says no collective
 
 
+@pytest.mark.slow
 def test_synthetic_devices_are_named_by_their_agents() -> None:
     traces = moeprof.load(SYNTH)
     assert len(traces) == 8  # one capture per process; agent lists and copy traces are companions
@@ -290,6 +299,7 @@ def test_synthetic_devices_are_named_by_their_agents() -> None:
     assert ids == {f"mi300x-node0/GPU:{g}": g for g in range(8)}  # one host index: node-wide GPU numbers
 
 
+@pytest.mark.slow
 def test_events_table_holds_every_record(tmp_path: Path) -> None:
     out = tmp_path / "events.csv"
     res = CliRunner().invoke(app, ["events", str(SYNTH), "-o", str(out)])
@@ -305,6 +315,7 @@ def test_events_table_holds_every_record(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_two_processes_given_as_files_are_one_host() -> None:
     files = sorted(SYNTH.glob("mi300x-node0/4120[03]_kernel_trace.csv"))
     got = moeprof.analyze_paths(files).to_json()
@@ -315,12 +326,14 @@ def test_two_processes_given_as_files_are_one_host() -> None:
         assert d["comm_nvlink_ns"] == want[d["device"]]["comm_ns"]  # one host: every peer on xGMI
 
 
+@pytest.mark.slow
 def test_dask_path_gives_the_same_figures(dask_scheduler: str) -> None:
     local = moeprof.analyze_paths([SYNTH], jobs=1).to_json()
     remote = moeprof.analyze_paths([SYNTH], scheduler=dask_scheduler).to_json()
     assert remote["devices"] == local["devices"] and remote["total"] == local["total"]
 
 
+@pytest.mark.slow
 def test_check_diff_and_report_take_the_capture(tmp_path: Path) -> None:
     runner = CliRunner()
     res = runner.invoke(app, ["check", str(SYNTH), "--max-comm-share", "0.9"])
@@ -339,6 +352,7 @@ def test_check_diff_and_report_take_the_capture(tmp_path: Path) -> None:
 SYNTH_JSON = SAMPLES / "synthetic_rocprof_mi300x_json"
 
 
+@pytest.mark.slow
 def test_json_job_figures_match_the_truth_and_rccl_calls_name_the_collectives() -> None:
     got = moeprof.analyze_paths([SYNTH_JSON]).to_json()
     want = synth_truth()
@@ -348,6 +362,7 @@ def test_json_job_figures_match_the_truth_and_rccl_calls_name_the_collectives() 
     assert comm_ns_by_kind(got) == want["comm_kind_ns"]
 
 
+@pytest.mark.slow
 def test_json_and_csv_of_one_job_give_the_same_device_figures() -> None:
     csv_devices = moeprof.analyze_paths([SYNTH]).to_json()["devices"]
     json_devices = moeprof.analyze_paths([SYNTH_JSON]).to_json()["devices"]
@@ -358,6 +373,7 @@ def _json_doc() -> dict:
     return json.loads((SYNTH_JSON / "mi300x-node0" / "41200_results.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "said"),
     [
@@ -407,6 +423,7 @@ def step_figures(got: dict) -> dict[tuple[str, int], dict[str, int]]:
     return {(s["device"], s["step"]): {k: s[k] for k in STEP_FIGURES} for s in got["steps"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sample", ["synthetic_rocprof_mi300x", "synthetic_rocprof_mi300x_json", "synthetic_rocpd_mi300x"]
 )
@@ -429,6 +446,7 @@ def test_a_process_steps_are_on_its_own_device() -> None:
     assert {"step 0", "forward"} <= set(trace.annotations)
 
 
+@pytest.mark.slow
 def test_step_marker_picks_other_roctx_ranges(tmp_path: Path) -> None:
     """``--step-marker`` takes the ranges it matches, as for NVTX and rocpd: the ``forward`` ranges."""
     res = moeprof_cli("analyze", str(SYNTH / "mi300x-node0" / "41200_kernel_trace.csv"), "--step-marker", "^forward$",
@@ -440,6 +458,7 @@ def test_step_marker_picks_other_roctx_ranges(tmp_path: Path) -> None:
     assert [(s["start_ns"], s["end_ns"]) for s in steps] == forward and len(forward) == 3
 
 
+@pytest.mark.slow
 def test_without_the_marker_trace_there_are_no_steps(tmp_path: Path) -> None:
     for p in (SYNTH / "mi300x-node0").glob("41200_*.csv"):
         if "marker" not in p.name:
@@ -461,6 +480,7 @@ def test_json_marker_text_comes_from_the_string_table(tmp_path: Path) -> None:
     assert sorted(steps["name"]) == ["step 1", "step 2"]
 
 
+@pytest.mark.slow
 def test_a_bad_marker_trace_is_refused_naming_it(tmp_path: Path) -> None:
     for p in (SYNTH / "mi300x-node0").glob("41200_*.csv"):
         shutil.copy(p, tmp_path / p.name)

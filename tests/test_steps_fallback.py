@@ -19,7 +19,7 @@ from moeprof.options import StepOptions
 from moeprof.pipeline import load, measure
 from synthetic import gpu as synthetic
 
-from .conftest import shared_trace
+from .helpers import shared_trace
 
 MI300 = "xplane/jax_conv_8xmi300.xplane.pb"
 MI300_MODULE = "jit_forward_3d_conv"
@@ -83,6 +83,7 @@ def _mi300_by_hand(path: Path) -> dict[tuple[int, int], tuple[int, int]]:
     return windows
 
 
+@pytest.mark.slow
 def test_mi300_steps_are_the_module_executions(route):
     path = shared_trace(MI300)
     analysis = moeprof.analyze_paths([path])
@@ -111,6 +112,7 @@ def test_mi300_device_figures_do_not_depend_on_steps(route):
     assert with_steps["total"] == without["total"]
 
 
+@pytest.mark.slow
 def test_mi300_step_selection_on_fallback_steps():
     path = shared_trace(MI300)
     expected = _mi300_by_hand(path)

@@ -12,7 +12,7 @@ from moeprof.core.analysis import JSON_RATIOS, NS_KEYS
 from moeprof.options import StepOptions
 from synthetic import gpu as synthetic
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 from .truth import assert_equals_truth
 
 SCENARIOS = ["synthetic_1host_8gpu", "synthetic_2host_4gpu"]
@@ -22,6 +22,7 @@ def truth(name: str) -> dict:
     return json.loads((SAMPLES / f"{name}.truth.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_device_figures_match_truth(name):
     result = moeprof.analyze_paths([SAMPLES / name]).to_json()
@@ -33,6 +34,7 @@ def test_device_figures_match_truth(name):
     assert result["total"]["exposed_comm_fraction"] == pytest.approx(t["exposed_comm_ns"] / t["span_ns"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_collectives_match_truth(name):
     result = moeprof.analyze_paths([SAMPLES / name]).to_json()
@@ -48,6 +50,7 @@ def test_collectives_match_truth(name):
         assert row["ib_fraction"] == pytest.approx(want["ib_fraction"])
 
 
+@pytest.mark.slow
 def test_two_host_link_split():
     by_name = {c["name"]: c for c in moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_json()["collectives"]}
     assert by_name["all-to-all.1"]["ib_fraction"] == pytest.approx(4 / 7)
@@ -57,6 +60,7 @@ def test_two_host_link_split():
     assert by_name["psum_invariant.4"]["kind"] == "all-reduce"
 
 
+@pytest.mark.slow
 def test_chrome_json_matches_truth():
     """The xprof trace-viewer JSON of the same host: µs floats rounded to the nearest ns."""
     result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu.trace.json.gz"]).to_json()
@@ -85,6 +89,7 @@ def _brute_force_step(scen, host: int, device: int, window: tuple[int, int]) -> 
     return {"accumulated_ns": accumulated, "exposed_comm_ns": int((comm & ~compute).sum()), "span_ns": hi - lo}
 
 
+@pytest.mark.slow
 def test_steps_and_step_selection():
     scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)
     result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"]).to_json()
@@ -137,6 +142,7 @@ def test_nsight_sqlite_version_matches_truth():
     assert kinds == {"all-to-all": 96, "all-gather": 96, "reduce-scatter": 96, "all-reduce": 96}
 
 
+@pytest.mark.slow
 def test_kineto_version_matches_truth():
     """The 2-host job as 8 Kineto rank files: µs floats, collective metadata on kernels or on the
     launching record_param_comms, process-group ranks for the link split, ProfilerStep#N steps."""
@@ -154,6 +160,7 @@ def test_kineto_version_matches_truth():
     assert sorted({s["step"] for s in result["steps"]}) == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_step_marker_finds_user_named_nvtx_ranges():
     """The Nsight sample's own ranges ("train_iteration") match no built-in step pattern; named with
     --step-marker they become the steps, with the generator's step windows."""

@@ -31,7 +31,7 @@ from moeprof.reports.gate import render_diff
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 
-from .conftest import SAMPLES, shared_trace
+from .helpers import SAMPLES, shared_trace
 from .ledger_brute import comm_instances, stragglers
 
 runner = CliRunner()
@@ -75,6 +75,7 @@ def close_to_printed(printed_ns: float, true_ns: float) -> bool:
 # ---------------------------------------------------------------- 1. the verdict first
 
 
+@pytest.mark.slow
 def test_first_lines_say_where_time_goes_and_what_to_try(two_host):
     out = rendered(two_host, 160)
     head = out.splitlines()[:4]
@@ -95,11 +96,15 @@ def test_first_lines_say_where_time_goes_and_what_to_try(two_host):
     assert wait > 0.5 and f"{wait:.0%} of it waiting for the last rank" in " ".join(head[:2])
     first = two_host.opportunities[0]
     try_line = next(line for line in head if line.startswith("First try:"))
+    # the first try is the change of "what would it buy" that saves the most: here opportunity 1 (its launch
+    # gaps closed), whose §9 projected saving the line gives, of the job's step
+    best = max(two_host.projections, key=lambda p: p.saving_ns)
+    assert best.what_if == ("scale(opportunity=1)=0",) and best.saving_ns == first.projected_saving_ns
     assert first.title in try_line and "see opportunity 1" in try_line
-    # opportunities are shown by their §9 projected saving, which the line gives
-    m = re.search(r"projected to save ([\d.,]+) (ns|µs|ms|s) of the mean step", try_line)
-    assert first.projected_saving_ns is not None
-    assert m and close_to_printed(parse_time(*m.groups()), first.projected_saving_ns)
+    m = re.search(r"projected to save ([\d.,]+) (ns|µs|ms|s) of the ([\d.,]+) (ns|µs|ms|s) step", try_line)
+    assert first.projected_saving_ns is not None and two_host.step_ns is not None
+    assert m and close_to_printed(parse_time(*m.groups()[:2]), first.projected_saving_ns)
+    assert close_to_printed(parse_time(*m.groups()[2:]), two_host.step_ns)
 
 
 def _device(name: str, compute: int, comm: int, exposed: int, span: int, ib: int = 0) -> DeviceFigures:
@@ -216,6 +221,7 @@ def test_colour_bars_stay_solid_blocks(cpu_moe):
     assert set(bar) == {"█"}
 
 
+@pytest.mark.slow
 def test_cli_piped_output_has_distinct_bucket_characters():
     res = runner.invoke(app, ["analyze", str(CPU_MOE)], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
@@ -256,6 +262,7 @@ def test_many_devices_are_summarized_with_the_worst_ones(fleet):
     assert "--devices all" in " ".join(out.split())
 
 
+@pytest.mark.slow
 def test_devices_all_and_n(fleet):
     out = rendered(fleet, 160, devices="all")
     assert all(d.device in out for d in fleet.devices)
@@ -264,6 +271,7 @@ def test_devices_all_and_n(fleet):
     assert len(shown) == 2
 
 
+@pytest.mark.slow
 def test_devices_option_on_the_command_line():
     res = runner.invoke(app, ["analyze", str(CPU_MOE), "--devices", "2"])
     assert res.exit_code == 0, res.output
@@ -388,6 +396,7 @@ def _commands(group: typer.core.TyperGroup, prefix: tuple[str, ...] = ()):
             yield (*prefix, name), cmd
 
 
+@pytest.mark.slow
 def test_help_at_80_columns_shows_every_option_name_whole():
     root = typer.main.get_command(app)
     for path, cmd in _commands(root):
@@ -434,6 +443,7 @@ def _mean_worst(label: str, flat: str) -> tuple[float, float, str]:
     return parse_time(m[1], m[2]), parse_time(m[3], m[4]), m[5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [80, 160])
 @pytest.mark.parametrize("sample", ["two_host", "cpu_ledger", "dlrm"])
 def test_headline_splits_exposed_comm_into_waiting_transfer_unmatched(sample, width, request):
@@ -466,6 +476,7 @@ def _straggler_rows(out: str) -> dict[str, tuple[int, int, float, float]]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [80, 160])
 @pytest.mark.parametrize("sample", ["two_host", "cpu_ledger", "dlrm"])
 def test_straggler_table_is_the_ledgers(sample, width, request):
@@ -487,6 +498,7 @@ def test_straggler_table_is_the_ledgers(sample, width, request):
     assert f"Cross-rank ledger: {plural(n, 'collective instance')} matched across ranks" in _flat(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", ["cpu_ledger", "dlrm"])
 def test_stragglers_and_collective_waits_recomputed_from_the_comm_activities(sample, request):
     """The n-th activity of an op on every device is one instance: who arrives last, and how long the others wait."""
@@ -555,6 +567,7 @@ def test_no_word_about_the_ledger_where_it_did_not_run(cpu_moe):
                 assert "wait" not in _collectives_header(out) and "transfer" not in _collectives_header(out)
 
 
+@pytest.mark.slow
 def test_one_rank_trace_makes_up_no_split():
     result = moeprof.analyze_paths([shared_trace("kineto/ddp_2rank_a100_rank0.json.gz")])
     assert result.ledger is not None and not result.ledger_matched and result.collectives  # alone: all unmatched
@@ -621,6 +634,7 @@ def _demo_run_with_load(tmp_path: Path, hottest: int, imbalance: float) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_verdict_names_the_hot_device_when_it_is_the_straggler(tmp_path: Path) -> None:
     """A skewed demo: the device with the most routed tokens is the one the others wait for: the first lines say so."""
     doc = json.loads(runner.invoke(app, ["analyze", str(SAMPLES / "cpu_moe_8dev"), "--json"]).stdout)

@@ -22,9 +22,9 @@ from moeprof.core.topology import attribute_links
 from moeprof.core.trace import Trace, make_markers
 from moeprof.insight.remedies import Situation, catalogue, choose, for_collective
 from moeprof.insight.stack import Stack
-from moeprof.pipeline import analyze_paths
+from moeprof.pipeline import analyze_paths, analyze_state
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 runner = CliRunner()
 CPU_DEMO = SAMPLES / "cpu_moe_8dev"
@@ -236,15 +236,16 @@ def test_cpu_demo_scope_table_adds_up_and_names_the_moe_scopes():
 
 def test_scope_what_if_selects_by_name_scope():
     """name~moe_experts matches no activity (XLA names its ops fusion.N, all_to_all.N); scope~ does."""
-    plain = moeprof.analyze(moeprof.load(CPU_DEMO))
-    job = plain.replay
+    _, state = analyze_state(moeprof.load(CPU_DEMO))
+    assert state.projector is not None
+    job = state.projector.job
     scoped = job.codes("scope")
     chosen = np.array(["moe_experts" in str(v) for v in scoped[1].tolist()], dtype=bool)[scoped[0]]
     named = job.codes("name")
     assert not np.array(["moe_experts" in str(v) for v in named[1].tolist()], dtype=bool)[named[0]].any()
     assert chosen.any()
-    half = moeprof.analyze(moeprof.load(CPU_DEMO), what_if=["scale(scope~moe_experts)=0"]).projections[-1]
-    same = moeprof.analyze(moeprof.load(CPU_DEMO), what_if=["scale(name~moe_experts)=0"]).projections[-1]
+    half = moeprof.analyze(moeprof.load(CPU_DEMO), what_if=["scale(scope~moe_experts)=0"]).projection("asked")
+    same = moeprof.analyze(moeprof.load(CPU_DEMO), what_if=["scale(name~moe_experts)=0"]).projection("asked")
     assert same.projected_step_ns == same.measured_step_ns  # selects nothing: nothing changes
     assert half.projected_step_ns < half.measured_step_ns
     res = runner.invoke(app, ["analyze", str(CPU_DEMO), "--what-if", "scale(scope=moe)=0.5"])
@@ -424,7 +425,7 @@ def test_ragged_dot_capture_against_xprofs_figures():
     program executions."""
     from moeprof.errors import InputError
 
-    from .conftest import shared_trace
+    from .helpers import shared_trace
 
     try:
         a = analyze_paths([shared_trace("tpu/moe_ragged_dot_v5e_1chip.xplane.pb")])

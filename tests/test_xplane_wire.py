@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import os
 import random
 import sys
 from functools import cache
@@ -40,7 +39,7 @@ from moeprof.readers.xplane_wire import (
     read_xspace,
 )
 
-from .conftest import ROOT, SAMPLES, SHARED_TRACES, shared_trace
+from .helpers import NATIVE_REQUIRED, ROOT, SAMPLES, SHARED_TRACES, shared_trace
 
 STATS = ("hlo_op", "hlo_module", "program_id", "step_num", "device_ordinal", "run_id", "correlation_id", "flops")
 T_EPOCH = 1_733_011_200_000_000_123  # an epoch timestamp in ns: ps since then overflow int64, doubles lose ns
@@ -340,10 +339,6 @@ def _edge_case_bytes() -> bytes:
 # ------------------------------------------------------------------------------------------ tests
 
 
-# CI builds the native kernels (a C compiler is there) and sets this, so that a failed build fails the tests
-NATIVE_REQUIRED = os.environ.get("MOEPROF_REQUIRE_NATIVE") == "1"
-
-
 def _routes() -> list[str]:
     """The decoder routes to test: those installed, and native wherever CI requires it."""
     from moeprof.readers.xplane_wire import installed_routes
@@ -372,11 +367,11 @@ def route(request, monkeypatch) -> str:
     import moeprof.readers.xplane_wire as wire
 
     monkeypatch.setenv(wire.DECODER_ENV, request.param)
-    wire._choose_route(0)
-    assert wire.decoder_route() == request.param, f"the {request.param} route did not load"
+    assert wire._choose_route(0) == request.param, f"the {request.param} route did not load"
     return request.param
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _all_xplanes(), ids=lambda p: p.name)
 def test_sample_and_shared_traces_match_both_references(path, route):
     space = read_xspace(path, stats=STATS)
@@ -389,6 +384,7 @@ def test_real_shared_traces_are_present_or_skipped():
     shared_trace("xplane/jax_conv_8xmi300.xplane.pb")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["synthetic", "bench", "edge"])
 def test_generated_files_match_both_references(generated, which, route):
     path = generated[which]
@@ -494,6 +490,7 @@ def _mutations(data: bytes, rng: random.Random, count: int) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["edge", "synthetic"])
 def test_truncated_or_corrupted_input_raises_wire_error_or_reads_correctly(generated, tmp_path, which, route):
     data = generated[which].read_bytes()
@@ -523,6 +520,7 @@ def test_truncated_or_corrupted_input_raises_wire_error_or_reads_correctly(gener
     assert outcomes["as jaxlib"] <= 2, outcomes  # rare: a mutation must make a line's bytes into map entries
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(len(_routes()) < 2, reason="only the numpy route is here")
 @pytest.mark.parametrize("which", ["edge", "synthetic"])
 def test_every_route_gives_the_same_outcome_on_corrupted_input(generated, tmp_path, monkeypatch, which):
@@ -554,6 +552,7 @@ def test_every_route_gives_the_same_outcome_on_corrupted_input(generated, tmp_pa
     assert 0 < refused < 150
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["edge", "synthetic", "bench"])
 def test_lines_decoded_on_threads_equal_one_thread(generated, tmp_path, monkeypatch, which, route):
     """Threads change when a line is decoded, never what comes out: the columns, and for a corrupted
@@ -669,11 +668,13 @@ def assert_same_trace(jax_trace, wire_trace, float_times: bool = False) -> None:
     assert set(jax_trace.hlo) == set(wire_trace.hlo)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _all_xplanes(), ids=lambda p: p.name)
 def test_both_readers_give_equal_traces(path, route, monkeypatch):
     assert_same_trace(_read(path, "jaxlib", monkeypatch), _read(path, "wire", monkeypatch))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["synthetic", "bench"])
 def test_both_readers_give_equal_traces_on_generated_files(generated, which, route, monkeypatch):
     """The benchmark file has epoch timestamps: jaxlib's doubles lose nanoseconds there, and only that differs."""
@@ -754,7 +755,7 @@ def columns(route):
     import os
     os.environ[wire.DECODER_ENV] = route
     space = wire.read_xspace(path)
-    assert wire.decoder_route() == route, route + " did not load"
+    assert space.route == route, route + " did not load"
     return [(line.name, line.start_ns.tolist(), line.end_ns.tolist()) for p in space.planes for line in p.lines]
 assert columns("numba") == columns("numpy"), "the compiled route disagrees with numpy"
 import numba.np.arraymath
@@ -763,6 +764,7 @@ print(numba.np.arraymath._HAVE_BLAS, "scipy.linalg" in sys.modules, blocked)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _has_numba(), reason="numba not installed")
 @pytest.mark.parametrize("process", ["owned", "library"])
 def test_numba_skips_its_blas_check_only_in_moeprofs_own_processes(tmp_path, process):
@@ -795,24 +797,48 @@ def test_the_route_by_size_and_setting(monkeypatch, owned, native):
 
     monkeypatch.delenv(wire.DECODER_ENV, raising=False)
     monkeypatch.setattr(workers, "_OWNED", [owned])
-    monkeypatch.setattr(wire, "_ROUTE", ["numpy"])
     numba_module = object() if _has_numba() else None
     monkeypatch.setattr(wire, "_KERNELS", {"native": object() if native else None, "numba": numba_module})
     threshold = wire.JIT_FROM_BYTES_OWNED if owned else wire.JIT_FROM_BYTES
     assert wire.JIT_FROM_BYTES_OWNED < wire.JIT_FROM_BYTES
     large = "numba" if numba_module is not None else "numpy"
     for size, expected in ((0, "numpy"), (threshold - 1, "numpy"), (threshold, large)):
-        wire._choose_route(size)
-        assert wire.decoder_route() == ("native" if native else expected)
+        assert wire._choose_route(size) == ("native" if native else expected)
     for setting in ("", "auto", "bogus"):
         monkeypatch.setenv(wire.DECODER_ENV, setting)
-        wire._choose_route(threshold)
-        assert wire.decoder_route() == ("native" if native else large)
+        assert wire._choose_route(threshold) == ("native" if native else large)
     for setting in wire.DECODER_ROUTES:
         monkeypatch.setenv(wire.DECODER_ENV, setting.upper())
-        wire._choose_route(0 if setting != "numpy" else threshold * 2)
         loads = setting == "numpy" or wire._KERNELS[setting] is not None
-        assert wire.decoder_route() == (setting if loads else "numpy")
+        assert wire._choose_route(0 if setting != "numpy" else threshold * 2) == (setting if loads else "numpy")
+
+
+@needs_native
+def test_files_read_on_threads_each_keep_their_own_route(monkeypatch):
+    """The route is chosen per file and travels with its planes' buffers (issue 33: it was one module-level
+    setting, which a file read on another thread could change mid-read): a small file on numpy and a large one
+    on the native kernels, read side by side on threads, each come back with their own route and columns."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import moeprof.readers.xplane_wire as wire
+
+    small = SAMPLES / "synthetic_2host_4gpu" / "node0.xplane.pb"
+    large = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"
+    cut = large.stat().st_size
+    assert small.stat().st_size < cut
+    monkeypatch.setattr(wire, "_choose_route", lambda size: "native" if size >= cut else "numpy")
+
+    def read(path: Path) -> tuple[str, list]:
+        space = wire.read_xspace(path, stats=("hlo_op", "correlation_id"))
+        columns = [(ln.name, ln.start_ns.tolist(), ln.end_ns.tolist()) for p in space.planes for ln in p.lines]
+        return space.route, columns
+
+    alone = {small: read(small), large: read(large)}
+    assert (alone[small][0], alone[large][0]) == ("numpy", "native")
+    with ThreadPoolExecutor(4) as pool:
+        paths = [small, large] * 8
+        for path, got in zip(paths, pool.map(read, paths), strict=True):
+            assert got == alone[path]
 
 
 @needs_native
@@ -881,6 +907,7 @@ def test_native_strings_decode_each_range_as_python_does():
         native.strings(data, np.array([0], np.int32), np.array([1], np.int32))
 
 
+@pytest.mark.slow
 def test_analysis_is_the_same_on_any_number_of_decoding_threads(generated, monkeypatch):
     """End to end through the XPlane reader: the analysis JSON with one decoding thread and with four."""
     import moeprof.readers.xplane_wire as wire
@@ -921,6 +948,7 @@ def test_native_times_equal_numpys_rounding_at_every_edge():
         native.ps_to_ns(offsets, durations[:-1], 0, start, end)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernels", ["_xplane_jit", "_xplane_native"])
 def test_compiled_varint_agrees_with_the_python_walk_byte_for_byte(kernels):
     """Every (start, end) of many short byte strings: the compiled varint (numba's, and the native one)

@@ -23,6 +23,8 @@ TRACES = [
     "nsys/saxpy_mpi_old_schema.sqlite",
     "xplane/tf_bert_8xv100_worker.xplane.pb",
     "xplane/jax_conv_8xmi300.xplane.pb",
+    "tpu/demo_v5e_1chip.xplane.pb",
+    "tpu/moe_ragged_dot_v5e_1chip.xplane.pb",
 ]
 
 

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -59,16 +60,21 @@ def run_child(config: dict, out: Path, host_devices: int | None, progress: Calla
         bufsize=1,
     )
     assert proc.stderr is not None
-    with proc.stderr:
-        for line in proc.stderr:
-            if line.startswith(PROGRESS_MARK):
-                if progress:
-                    progress(line[len(PROGRESS_MARK) :].rstrip())
-                continue
-            other.append(line.rstrip("\n"))
-            if _ABSL_ERROR.match(line):
-                print(line.rstrip(), file=sys.stderr, flush=True)
-    code = proc.wait()
+    try:
+        with proc.stderr:
+            for line in proc.stderr:
+                if line.startswith(PROGRESS_MARK):
+                    if progress:
+                        progress(line[len(PROGRESS_MARK) :].rstrip())
+                    continue
+                other.append(line.rstrip("\n"))
+                if _ABSL_ERROR.match(line):
+                    print(line.rstrip(), file=sys.stderr, flush=True)
+        code = proc.wait()
+    except BaseException:  # Ctrl-C (which reached the child too): it stops now, before its files are removed
+        proc.kill()
+        proc.wait()
+        raise
     if other:
         log_path.write_text("\n".join(other) + "\n")
     if code != 0:
@@ -82,9 +88,18 @@ def run_child(config: dict, out: Path, host_devices: int | None, progress: Calla
 def capture_demo(
     out: Path, config: dict, host_devices: int | None = 8, progress: Callable[[str], None] | None = None
 ) -> Path:
-    """Run the demo with a trace and write ``out/`` (trace, manifest; the caller adds the analysis)."""
+    """Run the demo with a trace and write ``out/`` (trace, manifest; the caller adds the analysis).
+
+    Interrupted (Ctrl-C), it leaves nothing behind: what it wrote is removed, and the folders it made
+    (``runs/demo-<time>``, ``runs`` if new) too."""
+    made = [d for d in (out, *out.parents) if not d.exists()]
+    before = set(out.iterdir()) if out.is_dir() else set()
     out.mkdir(parents=True, exist_ok=True)
-    result = run_child(config, out, host_devices, progress)
+    try:
+        result = run_child(config, out, host_devices, progress)
+    except KeyboardInterrupt:
+        _remove_new(out, before, made)
+        raise
     records = result["records"]
     cfg = result["config"]
     tokens_per_step = cfg["tokens_per_device"] * result["device_count"]
@@ -126,6 +141,18 @@ def demo_topology(platform: str, devices: int) -> dict:
     are one ICI slice; GPUs and XLA:CPU devices keep the one-host NVLink domain they were recorded with)."""
     domain = {"ici_domain": "one slice"} if platform.lower() == "tpu" else {"nvlink_domain": "one host"}
     return {"hosts": 1, "devices_per_host": devices, **domain}
+def _remove_new(out: Path, before: set[Path], made: list[Path]) -> None:
+    """Remove what a capture added to ``out`` and the folders it made (deepest first, where left empty)."""
+    for entry in set(out.iterdir()) - before if out.is_dir() else ():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (something else wrote there): kept
+            break
 
 
 def _child(config_json: str, trace_dir: str, result_path: str) -> None:

@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+import atexit
 import gc
+import os
+import signal
 import sys
+import threading
 from typing import Any
+
+from .interrupt import interrupted, said_interrupted
+
+
+def _exit_interrupted() -> None:
+    """The last exit handler: an interrupted command ends with 130, always.
+
+    CPython ends a process whose KeyboardInterrupt went unhandled by killing itself with SIGINT, and it
+    takes one for unhandled wherever a KeyboardInterrupt left code run through ``PyRun_String`` (as some
+    compiled extensions run their module setup), even when moeprof caught it afterwards: the same Ctrl-C
+    then ended with 130 or with SIGINT by chance. Registered first, this runs after every other exit
+    handler (multiprocessing's stops the workers), then exits with the code said."""
+    if said_interrupted():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
 
 
 def main() -> None:
@@ -14,15 +37,21 @@ def main() -> None:
 
         print(f"moeprof {__version__}")
         return
-    from ..workers import own_process
-    from .main import main as run
-
-    own_process()
+    atexit.register(_exit_interrupted)
     try:
+        from ..workers import own_process
+        from .main import main as run
+
+        own_process()
         run()
+    except KeyboardInterrupt:  # outside a command's own boundary (imports, option parsing): the same line
+        raise SystemExit(interrupted()) from None
     finally:
-        # the work is done: the exit need not search everything imported (pandas, pyarrow...) for
-        # reference cycles, ~0.1 s of a command; atexit handlers still run
+        # the work is done (or abandoned): the exit need not search everything imported (pandas,
+        # pyarrow...) for reference cycles (docs/performance.md); atexit handlers still run. A Ctrl-C from
+        # here on finds nothing left to stop
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.freeze()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -18,6 +18,7 @@ from .common import (
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
+    SliceOption,
     StepMarkerOption,
     StepsOption,
     analyze_options,
@@ -25,11 +26,8 @@ from .common import (
     fail,
     file_progress,
     guarded,
+    scale_up_domain,
 )
-
-if TYPE_CHECKING:
-    from ..core.analysis import Analysis
-    from ..insight.payoff import BalanceVerdict, Payoff
 
 
 def parse_devices(value: str) -> int | str | None:
@@ -42,20 +40,6 @@ def parse_devices(value: str) -> int | str | None:
     if text.isdigit() and int(text) > 0:
         return int(text)
     raise fail(f"--devices must be 'all' or a number of devices (>= 1), not {value!r}")
-
-
-def what_would_it_buy(result: Analysis) -> tuple[list[Payoff], BalanceVerdict | None]:
-    """The terminal's projections (§9): balance, the top opportunities at 0, each comm kind at half its
-    transfer; none where the analysis kept no replay columns (no device activity) or where projecting
-    would take the numpy replay hours (a large job without numba: analyze skipped its projections too)."""
-    from ..reports.projected import can_project
-
-    if not can_project(result):
-        return [], None
-    from ..insight.payoff import balance_verdict, payoffs
-
-    bought = payoffs(result)
-    return bought, balance_verdict(result, bought)
 
 
 def analyze_command(
@@ -88,6 +72,7 @@ def analyze_command(
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     run: RunOption = None,
     gpu: GpuOption = None,
     model: Annotated[
@@ -113,34 +98,36 @@ def analyze_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Project a change (spec §9): 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE, "
-            "scope~RE (the JAX name scope), opportunity=N), 'scale()=F', 'balance', 'balance(FILTERS)'. "
-            "Repeatable: the terms combine.",
+            help="Project a change, answered first: 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE,"
+            " scope~RE (the JAX name scope), opportunity=N), 'scale()=F', "
+            "'balance' (every rank as fast as the median rank), 'balance(FILTERS)', "
+            "'balance-router' (the experts' work spread evenly, work conserved). Repeatable: the terms combine.",
         ),
     ] = None,
 ) -> None:
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         # imported here: `moeprof --help` and the other commands do not pay for the pipeline
         from ..insight.bandwidth import link_peaks
         from ..insight.whatif import parse_terms
         from ..pipeline import analyze_paths, with_throughput
-        from ..readers import discover
+        from ..readers.discovery import plan_job
 
         terms = list(what_if or [])
         parse_terms(terms)  # a bad term fails before any trace is read
 
         device_rows = parse_devices(devices)
         options, step_options = analyze_options(
-            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+            steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         peaks = link_peaks(gpu, link_peak)
-        files = discover(list(paths), options)
-        with file_progress(len(files), enabled=not json) as advance:
+        plan = plan_job(list(paths), options)  # the files, decided once
+        with file_progress(len(plan.files), enabled=not json) as advance:
             result = analyze_paths(
-                list(paths), options, step_options, progress=advance, link_peaks=peaks,
+                plan, options, step_options, progress=advance, link_peaks=peaks,
                 execution=exec_options(jobs, scheduler, skip_bad), what_if=terms,
             )  # fmt: skip
         if model or tokens_per_step:
@@ -158,7 +145,6 @@ def analyze_command(
         else:
             from ..reports import terminal
 
-            bought, balance = what_would_it_buy(result)
-            terminal.render(result, top=top, devices=device_rows, bought=bought, balance=balance)
+            terminal.render(result, top=top, devices=device_rows)
 
     guarded(body)

@@ -14,11 +14,13 @@ from .common import (
     RulesOption,
     RunOption,
     SkipFirstOption,
+    SliceOption,
     StepMarkerOption,
     StepsOption,
     analyze_options,
     fail,
     guarded,
+    scale_up_domain,
 )
 
 
@@ -33,13 +35,14 @@ def annotate_command(
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     run: RunOption = None,
     what_if: Annotated[
         list[str] | None,
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Write the job replayed with this change instead (repeatable, the terms combine; spec §9), with its"
+            help="Write the job replayed with this change instead (repeatable, the terms combine), with its"
             " critical path as a track: e.g. balance, 'scale(kind=all-to-all)=0.5'.",
         ),
     ] = None,
@@ -47,32 +50,35 @@ def annotate_command(
     """Write a Chrome/Perfetto trace: device activity per stream plus moeprof's buckets, exposed comm and steps."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         from ..pipeline import analyze_job
         from ..reports.annotate import write_annotated
 
         if not output.name.lower().endswith((".json", ".json.gz")):
             raise fail(f"{output}: the annotated trace is trace-event JSON: name it *.trace.json.gz or *.json")
         options, step_options = analyze_options(
-            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+            steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         if what_if:
             from ..insight.whatif import parse_terms
 
             parse_terms(what_if)  # a bad term fails before any trace is read
-        result, traces = analyze_job(list(paths), options, step_options)
+        result, traces, state = analyze_job(list(paths), options, step_options)
         if result.timeline_free:
             raise fail(f"{paths[0]}: NCCL Inspector logs have no timeline to annotate (analyze or report them)")
         projected = None
         if what_if:
-            from ..reports.projected import project_timeline
+            from ..pipeline.projected import project_timeline
 
-            projected = project_timeline(traces, result, what_if)
+            projected = project_timeline(result, state, what_if)
         try:
             if projected is None:
-                counts = write_annotated(traces, result, output)
+                counts = write_annotated(traces, result, state.timeline, output)
             else:
                 change = " ".join(projected.projection.what_if)
-                counts = write_annotated([projected.trace], projected.analysis, output, projected.critical, change)
+                counts = write_annotated(
+                    [projected.trace], projected.analysis, projected.timeline, output, projected.critical, change
+                )
         except OSError as exc:
             raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
         if projected is not None:

@@ -21,11 +21,13 @@ from .common import (
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
+    SliceOption,
     StepsOption,
     analyze_options,
     exec_options,
     fail,
     guarded,
+    scale_up_domain,
 )
 
 app = typer.Typer(
@@ -45,6 +47,7 @@ def save_command(
     skip_first: SkipFirstOption = 0,
     steps: StepsOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
@@ -53,13 +56,14 @@ def save_command(
     """Write a moeprof.analysis/1 object (total, devices, steps, collectives) to use as --baseline."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         from ..gate.check import load_source
         from ..gate.history import git_commit
 
-        load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
+        load_opts, step_opts = analyze_options(steps, skip_first, domain, gpus_per_node)
         execution = exec_options(jobs, scheduler, skip_bad)
         source = load_source(path, load_opts, step_opts, execution)
-        if source.kind == "analysis" and options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
+        if source.kind == "analysis" and options_given(steps, skip_first, domain, gpus_per_node):
             raise fail(f"{path}: a saved analysis cannot be re-measured; analyze options apply to traces")
         doc = source.analysis.to_json()
         # where the baseline came from, so a stale one can be traced back (extra keys are allowed by the spec)

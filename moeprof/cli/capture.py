@@ -166,7 +166,10 @@ def demo_command(
         chosen = {k: v for k, v in config.items() if v is not None}
         capture_demo(target, chosen, host_devices=devices, progress=progress)
         progress("analyzing the trace")
-        finish_run(target, as_json)
+        try:
+            finish_run(target, as_json)
+        except KeyboardInterrupt:  # the capture is whole: kept, and said where
+            raise KeyboardInterrupt(f"while analyzing; the capture is kept: moeprof analyze {target}") from None
 
     guarded(body)
 

@@ -20,6 +20,7 @@ import typer
 from ..errors import InputError
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..words import plural
+from .interrupt import interrupted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,7 +44,8 @@ class FittingHelp(typer.core.TyperCommand):
     the other columns, rich shrinks the name column together with the help column and cuts the
     names: at 80 columns ``--max-exposed-comm-fraction`` and ``--max-exposed-comm-ms`` both read
     ``--max-exposed-comm-…``. So the panels are rendered once aside and used only when every
-    name came out whole; click's plain layout never cuts a name.
+    name came out whole; otherwise the same boxes with two columns (names and value, help), which fit
+    every name (:func:`two_column_panels`); click's plain layout only where this typer lacks the pieces.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -56,7 +58,7 @@ class FittingHelp(typer.core.TyperCommand):
             name_metavar(param)
         if panels_show_every_name(self, ctx, lambda: super(FittingHelp, self).format_help(ctx, formatter)):
             super().format_help(ctx, formatter)
-        else:
+        elif not two_column_panels(self, ctx):
             # the command class typer builds on (its copy of click): usage, text, options, epilog
             super(typer.core.TyperCommand, self).format_help(ctx, formatter)
 
@@ -110,8 +112,10 @@ class MoeprofGroup(typer.core.TyperGroup):
             command = getattr(getattr(exc, "ctx", None), "command_path", "") or "moeprof"
             message = " ".join(exc.format_message().split())
             raise SystemExit(_usage_refusal(f"{message} (see {command} --help)", exc.exit_code)) from None
-        except typer.Abort:
-            raise SystemExit(_usage_refusal("interrupted", 130)) from None
+        except typer.Abort:  # click's answer to a Ctrl-C outside a command's body
+            raise SystemExit(interrupted()) from None
+        if done == 130:  # typer's answer to a Ctrl-C outside the command's body: Exit(130), nothing said
+            raise SystemExit(interrupted())
         sys.exit(done if isinstance(done, int) else 0)
 
 
@@ -143,6 +147,50 @@ def name_metavar(param: Any) -> None:
     else:
         longest = max((o for o in param.opts if o.startswith("--")), key=len, default=param.name or "value")
         param.metavar = longest.lstrip("-").upper().replace("-", "_")
+
+
+def two_column_panels(command: Any, ctx: Any) -> bool:
+    """typer's help, boxed the same way, with each option's names and value in one column and its help in the
+    other (typer's six columns, three of them empty for moeprof's options, leave a name at 80 columns 28
+    characters, and ``--max-exposed-transfer-fraction`` has 31). Drawn with typer's own pieces (console, help
+    text, each parameter's help); False, drawing nothing, where this typer lacks one of them."""
+    from rich.padding import Padding
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+    from typer import rich_utils
+
+    try:
+        console = rich_utils._get_rich_console()
+        markup: Any = getattr(rich_utils, "DEFAULT_MARKUP_MODE", "rich")
+        help_text = rich_utils._get_help_text(obj=command, markup_mode=markup) if command.help else None
+        rows: dict[str, list[tuple[Text, Any]]] = {"Arguments": [], "Options": []}
+        for param in command.get_params(ctx):
+            if getattr(param, "hidden", False):
+                continue
+            argument = isinstance(param, typer.core.TyperArgument)
+            names = [param.metavar or param.name.upper()] if argument else [*param.opts, *param.secondary_opts]
+            label = Text(("* " if param.required else "") + ", ".join(names), style="bold cyan", no_wrap=True)
+            value = "" if argument else param.metavar or ""  # name_metavar's: N, X, PATH, the option's name
+            if value:
+                label.append(f" {value}", style="bold yellow")
+            help_cell = rich_utils._get_parameter_help(param=param, ctx=ctx, markup_mode=markup)
+            rows["Arguments" if argument else "Options"].append((label, help_cell))
+    except (AttributeError, TypeError):
+        return False
+    console.print(Padding(rich_utils.highlighter(command.get_usage(ctx)), 1), style=rich_utils.STYLE_USAGE_COMMAND)
+    if help_text is not None:
+        console.print(Padding(help_text, (0, 1, 1, 1)))
+    for title, entries in rows.items():
+        if not entries:
+            continue
+        table = Table(show_header=False, expand=True, box=None, padding=(0, 1))
+        table.add_column(no_wrap=True)
+        table.add_column()
+        for label, help_cell in entries:
+            table.add_row(label, help_cell)
+        console.print(Panel(table, border_style=rich_utils.STYLE_OPTIONS_PANEL_BORDER, title=title, title_align="left"))
+    return True
 
 
 def panels_show_every_name(command: Any, ctx: Any, render: Callable[[], None]) -> bool:
@@ -184,6 +232,29 @@ DomainOption = Annotated[
         help="Global ranks per NVLink domain (e.g. 72 for NVL72); default: one host.",
     ),
 ]
+SliceOption = Annotated[
+    int | None,
+    typer.Option(
+        "--slice-size",
+        min=1,
+        metavar="N",
+        help="TPU chips per slice (the ICI domain); default: every chip the collectives name, one host's in a "
+        "multi-slice capture.",
+    ),
+]
+
+
+def scale_up_domain(nvlink_domain_size: int | None, slice_size: int | None) -> int | None:
+    """The scale-up domain's size: ``--nvlink-domain-size`` and ``--slice-size`` name the same setting (an
+    NVLink domain of GPUs, an ICI slice of TPU chips); two different values are refused."""
+    if nvlink_domain_size and slice_size and nvlink_domain_size != slice_size:
+        raise InputError(
+            None,
+            f"--nvlink-domain-size {nvlink_domain_size} and --slice-size {slice_size}: one scale-up domain, give one",
+        )
+    return nvlink_domain_size or slice_size
+
+
 RunOption = Annotated[
     str | None, typer.Option("--run", help="TensorBoard log dir: the plugins/profile/<run> to read (default: newest).")
 ]
@@ -236,8 +307,8 @@ GpuOption = Annotated[
         "--gpu",
         metavar="CHIP",
         help="Peaks (links, MFU) of this chip instead of the one the trace names: V100, A100, H100, H200, H800, "
-        "B200, GB200, GB300, MI300X, MI325X, MI355X, 'TPU v4', 'TPU v5e', 'TPU v5p', 'TPU v6e' (Trillium), TPU7x "
-        "(Ironwood). --gpu is the same option.",
+        "B200, GB200, GB300, MI300X, MI325X, MI350X, MI355X, 'TPU v4', 'TPU v5e', 'TPU v5p', 'TPU v6e' (Trillium), "
+        "TPU7x (Ironwood). --gpu is the same option.",
     ),
 ]
 
@@ -259,11 +330,15 @@ def analyze_options(
     run: str | None = None,
 ) -> tuple[LoadOptions, StepOptions]:
     """The reading and step options every analyzing command takes, with ``--steps`` validated."""
-    from ..core.steps import parse_selection
+    from ..core.steps import parse_selection, step_marker_pattern
 
     try:
         selection = parse_selection(steps)
     except ValueError as exc:
+        raise fail(str(exc)) from None
+    try:
+        step_marker_pattern(step_marker)  # refused before any file is read
+    except InputError as exc:
         raise fail(str(exc)) from None
     load = LoadOptions(
         rules=rules,
@@ -324,7 +399,7 @@ def guarded(fn: Callable[[], T]) -> T:
         raise fail(str(exc)) from None
     except KeyboardInterrupt as exc:
         # a long wait on another program (nsys export) says what it was doing and what it stopped
-        raise fail(f"interrupted {exc}" if str(exc) else "interrupted", 130) from None
+        raise typer.Exit(interrupted(str(exc))) from None
     except (typer.Exit, typer.Abort):
         raise
     except MemoryError:

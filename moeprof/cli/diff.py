@@ -16,11 +16,13 @@ from .common import (
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
+    SliceOption,
     StepsOption,
     analyze_options,
     exec_options,
     fail,
     guarded,
+    scale_up_domain,
     stderr_console,
 )
 
@@ -34,6 +36,7 @@ def diff_command(
     skip_first: SkipFirstOption = 0,
     steps: StepsOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
@@ -42,7 +45,7 @@ def diff_command(
         bool,
         typer.Option(
             "--explain/--no-explain",
-            help="Project the first run with the changes each other run shows (spec §9) and print what they "
+            help="Replay the first run with the changes each other run shows and print what they "
             "explain of its step. --no-explain reads the inputs in worker processes (--jobs, --scheduler) instead.",
         ),
     ] = True,
@@ -50,17 +53,18 @@ def diff_command(
     """Compare runs: buckets, comm share, exposed comm, collectives and opportunities, with deltas."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         from ..gate.diff import compare, explanation, labels, load_with_traces
         from ..reports.gate import render_diff
 
         if len(paths) < 2:
             raise fail("diff needs two or more inputs")
-        load_opts, step_opts = analyze_options(steps, skip_first, nvlink_domain_size, gpus_per_node)
+        load_opts, step_opts = analyze_options(steps, skip_first, domain, gpus_per_node)
         # each trace read once, its events kept: the explanation replays the first run (§9)
         execution = exec_options(jobs, scheduler, skip_bad)
         loaded = [load_with_traces(p, load_opts, step_opts, execution, keep_traces=explain) for p in paths]
         sources = [source for source, _ in loaded]
-        if options_given(steps, skip_first, nvlink_domain_size, gpus_per_node):
+        if options_given(steps, skip_first, domain, gpus_per_node):
             for s in sources:
                 if s.kind == "analysis":
                     stderr_console().print(
@@ -71,16 +75,16 @@ def diff_command(
                     )
         doc = compare(sources)
         names = labels(len(sources))
-        first, first_traces = loaded[0]
+        first, first_projector = loaded[0]
         doc["explanations"] = [
-            explanation(first.analysis, first_traces, s.analysis, traces, (names[0], names[i]))
-            for i, (s, traces) in enumerate(loaded[1:], 1)
-            if first_traces is not None and traces is not None
+            explanation(first.analysis, first_projector, s.analysis, (names[0], names[i]))
+            for i, (s, projector) in enumerate(loaded[1:], 1)
+            if first_projector is not None and projector is not None
         ]
-        if explain and (first_traces is None or any(t is None for _, t in loaded[1:])):
+        if explain and (first_projector is None or any(p is None for _, p in loaded[1:])):
             doc["warnings"].append(
                 "no projection explains the differences of a saved analysis: diff the traces or run folders"
-                " to see what the changes explain (spec §9)"
+                " to see what the changes explain"
             )
         for w in doc["warnings"]:
             stderr_console().print(f"moeprof: warning: {w}", markup=False, highlight=False, soft_wrap=True)

@@ -8,7 +8,17 @@ from typing import Annotated
 
 import typer
 
-from .common import DomainOption, GpusPerNodeOption, RulesOption, RunOption, fail, guarded, load_options
+from .common import (
+    DomainOption,
+    GpusPerNodeOption,
+    RulesOption,
+    RunOption,
+    SliceOption,
+    fail,
+    guarded,
+    load_options,
+    scale_up_domain,
+)
 
 
 def events_command(
@@ -17,6 +27,7 @@ def events_command(
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     run: RunOption = None,
     all_kernel_stats: Annotated[
         bool, typer.Option("--all-kernel-stats", help="XPlane: read hlo_op/hlo_module of every compute kernel too.")
@@ -28,6 +39,7 @@ def events_command(
     communicator, kind, seq, bytes, execution time, algo/proto, bus bandwidth)."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         from ..core.events import concat
         from ..pipeline import load
         from ..reports.event_table import output_format, write_events
@@ -37,18 +49,18 @@ def events_command(
         except ValueError as exc:
             raise fail(str(exc)) from None
         options = replace(
-            load_options(rules, gpus_per_node, nvlink_domain_size, run), all_kernel_stats=all_kernel_stats
+            load_options(rules, gpus_per_node, domain, run), all_kernel_stats=all_kernel_stats
         )
-        from ..pipeline.inspector import inspector_files, read_logs
-        from ..readers import discover
+        from ..pipeline.inspector import read_logs
+        from ..readers.discovery import plan_job
 
-        files = discover(list(paths), options)
-        if inspector_files(files):  # no timeline: the table is one row per collective per rank
-            events, notes, _ = read_logs([Path(f) for f in files])
+        plan = plan_job(list(paths), options)
+        if plan.inspector:  # no timeline: the table is one row per collective per rank
+            events, notes, _ = read_logs([Path(f) for f in plan.files])
             for note in notes:
                 typer.echo(f"moeprof: warning: {note}", err=True)
         else:
-            events = concat([trace.events for trace in load(list(paths), options)])
+            events = concat([trace.events for trace in load(plan, options)])
         try:
             write_events(events, output)
         except OSError as exc:

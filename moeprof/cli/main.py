@@ -43,7 +43,7 @@ def _root(
 def build_app(only: str | None = None) -> typer.Typer:
     """The ``moeprof`` app with every subcommand, or with ``only`` that one: typer turns every command it
     holds into a click command (signature, options, types) before it parses anything, so a run of one
-    command need not import and convert the ten others (~0.03 s of every command's start)."""
+    command need not import and convert the ten others (part of every command's start: docs/performance.md)."""
     app = typer.Typer(
         name="moeprof",
         help="Find where a mixture-of-experts training step loses its time on GPUs.",

@@ -19,6 +19,7 @@ from .common import (
     SchedulerOption,
     SkipBadOption,
     SkipFirstOption,
+    SliceOption,
     StepMarkerOption,
     StepsOption,
     analyze_options,
@@ -26,6 +27,7 @@ from .common import (
     fail,
     file_progress,
     guarded,
+    scale_up_domain,
 )
 
 
@@ -49,6 +51,7 @@ def report_command(
     rules: RulesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     nvlink_domain_size: DomainOption = None,
+    slice_size: SliceOption = None,
     run: RunOption = None,
     gpu: GpuOption = None,
     link_peak: Annotated[
@@ -69,8 +72,9 @@ def report_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine;"
-            " spec §9). Default: 'balance' for a job of several devices and up to 100,000 activities.",
+            help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine)."
+            " Default, for a job of several devices and up to 100,000 activities: the first try where it is"
+            " 'balance-router' or 'balance', else 'balance'.",
         ),
     ] = None,
     no_projection: Annotated[
@@ -80,9 +84,10 @@ def report_command(
     """Write one self-contained HTML report: timeline per device, bucket bars, collectives, opportunities."""
 
     def body() -> None:
+        domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         from ..insight.bandwidth import link_peaks
-        from ..readers import discover
+        from ..readers.discovery import plan_job
         from ..reports.html import report_paths
 
         if lanes not in ("device", "stream"):
@@ -96,17 +101,17 @@ def report_command(
 
             parse_terms(what_if)  # a bad term fails before any trace is read
         options, step_options = analyze_options(
-            steps, skip_first, nvlink_domain_size, gpus_per_node, step_marker=step_marker, rules=rules, run=run
+            steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         peaks = link_peaks(gpu, link_peak)
         # one rule with analyze: the PATHs are one job unless --compare says they are runs to compare
         groups = [[p] for p in paths] if compare and len(paths) > 1 else [list(paths)]
-        files = len(discover(list(paths), options))
-        with file_progress(files) as advance:
+        plans = [plan_job(g, options) for g in groups]  # each input's files, decided once
+        with file_progress(sum(len(p.files) for p in plans)) as advance:
             size = report_paths(
                 groups, output, options, step_options, peaks, lanes, max_events,
                 execution=exec_options(jobs, scheduler, skip_bad), progress=advance,
-                what_if=[] if no_projection else what_if,
+                what_if=[] if no_projection else what_if, plans=plans,
             )  # fmt: skip
         typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)
 

@@ -1,5 +1,17 @@
 import numpy as np
 
+def edges(
+    order: np.ndarray,
+    device: np.ndarray,
+    stream: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    stream_pred: np.ndarray,
+    trigger: np.ndarray,
+) -> None: ...
+def runs(
+    order: np.ndarray, join: np.ndarray, node_of: np.ndarray, run_order: np.ndarray, node_lo: np.ndarray
+) -> int: ...
 def sweep(
     order: np.ndarray,
     floor: np.ndarray,
@@ -13,7 +25,8 @@ def sweep(
     member_order: np.ndarray,
     duration: np.ndarray,
     transfer: np.ndarray,
-    zero: np.ndarray | None,
+    cut_of: np.ndarray | None,
+    cut: np.ndarray | None,
     s: np.ndarray,
     e: np.ndarray,
     max_passes: int,

@@ -11,15 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from ..errors import InputError
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from .projection import Projection, ReplayJob
-    from .timeline import TimelineView
+from .ledger import DEVICE_KEYS
 
 SCHEMA = "moeprof.analysis/1"
 
@@ -42,17 +37,9 @@ NS_KEYS: tuple[str, ...] = (
     "exposed_comm_ib_ns",
     "exposed_comm_unknown_link_ns",
 )
-# §8: present where the ledger ran (several members of a group in the inputs)
-LEDGER_KEYS: tuple[str, ...] = (
-    "comm_wait_ns",
-    "comm_transfer_ns",
-    "comm_unmatched_ns",
-    "exposed_wait_ns",
-    "exposed_transfer_ns",
-    "exposed_unmatched_ns",
-    "straggler_count",
-    "caused_wait_ns",
-)
+# §8: present where the ledger ran (several members of a group in the inputs): the ledger's own per-device
+# figures (core.ledger.DEVICE_KEYS), named once there
+LEDGER_KEYS: tuple[str, ...] = DEVICE_KEYS
 # ratio -> (numerator, denominator); the only definition of each ratio
 RATIOS: dict[str, tuple[str, str]] = {
     "comm_share": ("comm_ns", "accumulated_ns"),
@@ -403,6 +390,158 @@ class Spread:
         )
 
 
+# ---------------------------------------------------------------- §9 projections (plain data)
+
+CAUSES = ("compute", "transfer", "wait", "launch", "copy", "other")
+# the question a projection answers; the JSON's "role"
+PROJECTION_ROLES = ("straggler", "router", "asked", "opportunity", "kind")
+# a projected saving below this share of the step is not one to say (replay noise: µs on a ms step)
+SIGNIFICANT_SAVING = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class StepBound:
+    """What sets a projected step's end: the largest cause on its critical path, its share of the path, and
+    the devices that cause lies on (in path order)."""
+
+    cause: str  # one of CAUSES
+    share: float
+    devices: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cause": self.cause, "share": self.share, "devices": list(self.devices)}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> StepBound:
+        return cls(str(doc.get("cause", "")), float(doc.get("share") or 0.0), tuple(map(str, doc.get("devices") or ())))
+
+
+@dataclass(frozen=True, slots=True)
+class StepProjection:
+    step: int
+    measured_ns: int
+    projected_ns: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "measured_ns": self.measured_ns, "projected_ns": self.projected_ns}
+
+
+@dataclass(frozen=True, slots=True)
+class PathSegment:
+    """One piece of a critical path: an activity's time, or the launch/host gap before one."""
+
+    device: str
+    bucket: str  # the activity's bucket ("" for a gap)
+    kind: str  # §3 kind for comm, "" otherwise
+    cause: str  # compute | transfer | wait | launch | copy | other
+    name: str
+    start_ns: int  # projected, on the reference clock
+    end_ns: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "bucket": self.bucket,
+            "kind": self.kind,
+            "cause": self.cause,
+            "name": self.name,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "ns": self.end_ns - self.start_ns,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """Spec §9: one projection of the job (the measured job replayed with some changes)."""
+
+    what_if: tuple[str, ...]
+    measured_step_ns: int
+    projected_step_ns: int
+    saving_ns: int
+    steps: tuple[StepProjection, ...] = ()
+    critical_path: tuple[PathSegment, ...] = ()  # of the step with the longest projected time
+    critical_step: int | None = None
+    path_by_cause: Mapping[str, int] = field(default_factory=dict)
+    devices: tuple[DeviceFigures, ...] = ()
+    throughput: Mapping[str, Any] | None = None  # projected tokens/s, TFLOPS per device, MFU
+    # the question it answers (PROJECTION_ROLES): the straggler fix, the balanced router, the --what-if asked for,
+    # an opportunity made free, a collective kind at half its transfer
+    role: str = ""
+    label: str = ""  # what it changes, in words
+    selected: int | None = None  # activities its terms change (0: the terms select none); None: not known
+    bound: StepBound | None = None  # what sets the end of its longest projected step
+    note: str = ""  # what the change could not do (the router term without expert work found, ...)
+
+    @property
+    def saving_fraction(self) -> float:
+        return ratio(self.saving_ns, self.measured_step_ns)
+
+    @property
+    def shortens(self) -> bool:
+        """Whether the step gets shorter by a figure worth saying (``SIGNIFICANT_SAVING`` of the step)."""
+        return self.saving_ns > 0 and self.saving_fraction >= SIGNIFICANT_SAVING
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "what_if": list(self.what_if),
+            "step_ns": {"measured": self.measured_step_ns, "projected": self.projected_step_ns},
+            "saving_ns": self.saving_ns,
+            "saving_fraction": self.saving_fraction,
+            "steps": [s.to_json() for s in self.steps],
+            "critical_step": self.critical_step,
+            "critical_path": [p.to_json() for p in self.critical_path],
+            "path_by_cause": dict(self.path_by_cause),
+            "devices": [d.to_json() for d in self.devices],
+        }
+        if self.throughput:
+            out["throughput"] = dict(self.throughput)
+        for key in ("role", "label", "note"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        if self.selected is not None:
+            out["selected_activities"] = self.selected
+        if self.bound is not None:
+            out["bound"] = self.bound.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Projection:
+        step_ns = doc.get("step_ns") or {}
+        return cls(
+            what_if=tuple(str(t) for t in doc.get("what_if") or ()),
+            measured_step_ns=int(step_ns.get("measured") or 0),
+            projected_step_ns=int(step_ns.get("projected") or 0),
+            saving_ns=int(doc.get("saving_ns") or 0),
+            steps=tuple(
+                StepProjection(int(s["step"]), int(s["measured_ns"]), int(s["projected_ns"]))
+                for s in doc.get("steps") or ()
+            ),
+            critical_path=tuple(
+                PathSegment(
+                    str(p.get("device", "")),
+                    str(p.get("bucket", "")),
+                    str(p.get("kind", "")),
+                    str(p.get("cause", "")),
+                    str(p.get("name", "")),
+                    int(p.get("start_ns", 0)),
+                    int(p.get("end_ns", 0)),
+                )
+                for p in doc.get("critical_path") or ()
+            ),
+            critical_step=doc.get("critical_step"),
+            path_by_cause={str(k): int(v) for k, v in (doc.get("path_by_cause") or {}).items()},
+            devices=tuple(DeviceFigures.from_json(d) for d in doc.get("devices") or ()),
+            throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
+            role=str(doc.get("role") or ""),
+            label=str(doc.get("label") or ""),
+            selected=_int(doc["selected_activities"]) if doc.get("selected_activities") is not None else None,
+            bound=StepBound.from_json(doc["bound"]) if isinstance(doc.get("bound"), dict) else None,
+            note=str(doc.get("note") or ""),
+        )
+
+
+
 @dataclass(frozen=True, slots=True)
 class Analysis:
     """Everything moeprof measured about a job; ``to_json`` is the ``moeprof.analysis/1`` object."""
@@ -426,19 +565,33 @@ class Analysis:
     dropped_activities: int = 0  # device activities the readers dropped as unplaceable (in the JSON when > 0)
     # NCCL Inspector logs: per-collective figures without a timeline (devices empty, §4 total null)
     inspector: Mapping[str, Any] | None = None
-    # each device's timeline view, when measured with one (report, annotate); never in the JSON
-    timeline: tuple[TimelineView, ...] = field(default=(), compare=False, repr=False)
-    # §8 per complete instance (op, kind, first and last aligned arrival, straggler), with the timeline only
-    instances: pd.DataFrame | None = field(default=None, compare=False, repr=False)
-    # §9: the balance projection (multi-device jobs), then the one --what-if asked for
+    # §9: the balance projection (multi-device jobs), the one --what-if asked for, then the rest of "what would it
+    # buy" (each with its role); the engine that made them is returned beside the analysis, never kept in it
     projections: tuple[Projection, ...] = ()
-    # §9: the job's replay columns and graph, kept for further projections; never in the JSON
-    replay: ReplayJob | None = field(default=None, compare=False, repr=False)
+    # §9's step time of the job, measured: the mean over steps of (latest end − earliest start over its devices,
+    # aligned); the one step time every screen shows (None: no device activity)
+    step_ns: int | None = None
+    # what sets the end of the measured job's longest step: its critical path's largest cause, and where
+    step_bound: StepBound | None = None
     scopes: tuple[ScopeRow, ...] = ()  # per JAX name scope (traces that name scopes: XLA programs)
     # FLOPs the trace's ops state (TPU XPlanes) against the chip's peak: MFU, ops and steps above the peak
     utilization: Mapping[str, Any] | None = None
 
     schema: ClassVar[str] = SCHEMA
+
+    def first_try(self) -> Projection | None:
+        """The change that buys the most of "what would it buy" (the asked one aside: moeprof's own first try),
+        where it shortens the step by ``SIGNIFICANT_SAVING`` of it or more; None where nothing does."""
+        candidates = [p for p in self.projections if p.role != "asked" and p.shortens]
+        return max(candidates, key=lambda p: p.saving_ns, default=None)
+
+    def projection(self, role: str) -> Projection | None:
+        """The first projection answering ``role`` (PROJECTION_ROLES); a saved analysis from before roles were
+        written has its balance projection as the one whose terms are ``balance`` alone."""
+        for p in self.projections:
+            if p.role == role or (not p.role and role == "straggler" and tuple(p.what_if) == ("balance",)):
+                return p
+        return None
 
     def with_(self, **changes: Any) -> Analysis:
         """A copy with some fields replaced (an Analysis is never changed in place)."""
@@ -490,6 +643,10 @@ class Analysis:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
             doc["manifest"] = dict(self.manifest)
+        if self.step_ns is not None:
+            doc["step_ns"] = self.step_ns
+        if self.step_bound is not None:
+            doc["step_bound"] = self.step_bound.to_json()
         if self.projections:
             doc["projections"] = [p.to_json() for p in self.projections]
         if self.scopes:
@@ -528,11 +685,11 @@ class Analysis:
             "hardware",
             "dropped_activities",
             "inspector",
+            "step_ns",
+            "step_bound",
             "scopes",
             "utilization",
         }
-        from .projection import Projection
-
         try:
             return cls(
                 inputs=tuple(str(i) for i in doc.get("inputs") or ()),
@@ -552,6 +709,8 @@ class Analysis:
                 hardware=doc.get("hardware") if isinstance(doc.get("hardware"), dict) else None,
                 dropped_activities=_int(doc.get("dropped_activities")),
                 inspector=doc.get("inspector") if isinstance(doc.get("inspector"), dict) else None,
+                step_ns=_int(doc["step_ns"]) if doc.get("step_ns") is not None else None,
+                step_bound=StepBound.from_json(doc["step_bound"]) if isinstance(doc.get("step_bound"), dict) else None,
                 scopes=tuple(ScopeRow.from_json(r) for r in _dicts(doc.get("scopes"))),
                 utilization=doc.get("utilization") if isinstance(doc.get("utilization"), dict) else None,
                 extra={k: v for k, v in doc.items() if k not in known},

@@ -21,7 +21,7 @@ from ..errors import InputError
 from .events import BUCKETS, KINDS, column_codes, combine_codes, first_rows
 from .trace import Trace
 
-FIELDS = ("opcode", "collective", "annotation", "activity", "copy_kind", "name")
+FIELDS = ("opcode", "category", "collective", "annotation", "activity", "copy_kind", "name")
 LINKS = ("nvlink", "ib")
 
 
@@ -34,12 +34,14 @@ class Rule:
     kind: str | None = None
     requires: str | None = None
     link: str | None = None
-    name: re.Pattern[str] | None = None  # a second condition on the kernel name, for rules on another field
+    # further conditions on other fields, all of which must hold too (e.g. the kernel name, for a rule on an
+    # annotation; the copy kind, for a rule on the opcode)
+    also: tuple[tuple[str, re.Pattern[str]], ...] = ()
 
     def matches(self, evidence: dict[str, str]) -> bool:
         if not self.pattern.search(evidence.get(self.field, "")):
             return False
-        return self.name is None or bool(self.name.search(evidence.get("name", "")))
+        return all(p.search(evidence.get(f, "")) for f, p in self.also)
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,13 @@ def _rule_from_dict(raw: dict, origin: str) -> Rule:
         raise bad("link must be nvlink or ib")
     if raw.get("bucket") is None and raw.get("kind") is None:
         raise bad("sets neither bucket nor kind")
+    also_fields = [f for f in FIELDS if f != raw["field"] and raw.get(f) is not None]
+    for f in also_fields:
+        if not isinstance(raw[f], str):
+            raise bad(f"a condition on '{f}' must be a string (a regular expression)")
     try:
         pattern = re.compile(raw["match"])
-        name = re.compile(raw["name"]) if raw.get("name") is not None else None
+        also = tuple((f, re.compile(raw[f])) for f in also_fields)
     except re.error as exc:
         raise bad(f"bad regular expression: {exc}") from None
     return Rule(
@@ -80,7 +86,7 @@ def _rule_from_dict(raw: dict, origin: str) -> Rule:
         kind=raw.get("kind"),
         requires=raw.get("requires"),
         link=raw.get("link"),
-        name=name,
+        also=also,
     )
 
 
@@ -242,8 +248,9 @@ class _Evidence:
                 break
             rule = rules[i]
             hit = self._matches(rule.field, rule.pattern, todo[where])
-            if rule.name is not None and hit.any():
-                hit[hit] = self._matches("name", rule.name, todo[where[hit]])
+            for field, condition in rule.also:
+                if hit.any():
+                    hit[hit] = self._matches(field, condition, todo[where[hit]])
             found[where[hit]] = i
             where = where[~hit]
         return found

@@ -34,7 +34,9 @@ RAW_COLUMNS: dict[str, str] = {
     "hlo_op": "str",
     "program_id": "int64",  # XLA program id, -1 unknown
     "opcode": "str",  # HLO opcode of hlo_op (async wrappers resolved), "" unknown
-    "scope": "str",  # JAX name scope path (tf_op stat, or the HLO op_name of hlo_op; core.scopes), "" unknown
+    # JAX name scope path (tf_op stat without its trailing ":<type>", or the HLO op_name of hlo_op; core.scopes),
+    # e.g. "jit(step)/jvp(layer0)/experts/ragged_dot_general/ragged-dot-none"; "" unknown
+    "scope": "str",
     "collective": "str",  # collective named by kernel args / NCCL NVTX ("allreduce", "all_to_all", ...)
     "annotation": "str",  # enclosing CPU-side op or NVTX range ("nccl:all_to_all", ...)
     "bytes": "float64",  # bytes moved by one execution (NaN unknown)
@@ -49,6 +51,14 @@ RAW_COLUMNS: dict[str, str] = {
     # §9 replay: when the launching runtime call returned (host clock, -1 unknown) and on which host thread
     "launch_ns": "int64",
     "launch_thread": "str",
+    # what XLA states about the op itself (TPU XPlanes and their xprof/JAX JSON, from the op's event metadata;
+    # empty elsewhere): per-scope tables, MFU against the chip's peak and scope filters are built on these
+    "category": "str",  # XLA's hlo_category ("convolution fusion", "all-reduce", "copy-start", ...), "" unknown
+    "flops": "float64",  # FLOPs of one execution as XLA's cost model counts them (stat `flops`), NaN unknown
+    # FLOPs of one execution the model asked for (stat `model_flops`: a ragged_dot counts its real groups where
+    # `flops` counts it dense over every expert), NaN unknown
+    "model_flops": "float64",
+    "bytes_accessed": "float64",  # memory bytes one execution reads and writes (stat `bytes_accessed`), NaN unknown
 }
 DERIVED_COLUMNS: dict[str, str] = {
     "bucket": "str",  # compute | comm | memcpy | other
@@ -58,6 +68,12 @@ DERIVED_COLUMNS: dict[str, str] = {
     "ib_fraction": "float64",  # share of the activity carried over InfiniBand, NaN unknown
 }
 COLUMNS: dict[str, str] = {**RAW_COLUMNS, **DERIVED_COLUMNS}
+# the columns of the first event table (schema moeprof.events/1): a CSV header that holds them all is
+# moeprof's own table (readers.marks), also one written before the op columns above were added
+EVENTS_V1_COLUMNS = (
+    *(c for c in RAW_COLUMNS if c not in ("category", "scope", "flops", "model_flops", "bytes_accessed")),
+    *DERIVED_COLUMNS,
+)
 
 DEVICE_ACTIVITIES = ("kernel", "memcpy", "memset")
 
@@ -99,6 +115,9 @@ def column_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray
         return column.cat.codes.to_numpy(dtype=np.int64), np.asarray(column.cat.categories, dtype=object)
     if isinstance(column, pd.Categorical):
         return np.asarray(column.codes, dtype=np.int64), np.asarray(column.categories, dtype=object)
+    if isinstance(column, pd.Series) and isinstance(column.dtype, pd.StringDtype):
+        string_codes, string_uniques = pd.factorize(column)  # Arrow's own hash: no Python string per row
+        return string_codes.astype(np.int64), np.asarray(string_uniques, dtype=object)
     values = column.to_numpy(dtype=object) if isinstance(column, pd.Series) else np.asarray(column, dtype=object)
     codes, uniques = pd.factorize(values)
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)

@@ -17,13 +17,14 @@ from importlib import resources
 
 @dataclass(frozen=True)
 class Fabric:
-    """A link between GPUs as the cost model sees it: its name on screen and one hop's latency."""
+    """A link between devices as the cost model sees it: its name on screen and one hop's latency."""
 
     key: str  # nvlink | xgmi | ib | ici | dcn
     name: str  # on screen: NVLink, xGMI, InfiniBand, ICI, DCN
     long_name: str
-    hop_latency_us: float | None  # None: not published (TPU fabrics): no latency knee on this fabric
+    hop_latency_us: float | None  # None: not known (TPU fabrics): no latency knee
     source: str
+    domain: str = "domain"  # what one scale-up domain of this fabric is called: an NVLink domain, an ICI slice
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,15 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Vendor:
+    """A GPU vendor, told from a name a trace carries even where no preset matches, and its scale-up fabric."""
+
+    name: str  # as presets spell it: AMD, NVIDIA
+    scale_up: str  # fabric key: xgmi | nvlink
+    patterns: tuple[re.Pattern[str], ...]
+
+
+@dataclass(frozen=True)
 class HardwareTable:
     gpus: tuple[GpuPreset, ...]
     variants: tuple[Variant, ...]
@@ -67,6 +77,7 @@ class HardwareTable:
     base_latency_source: str
     tpus: tuple[GpuPreset, ...] = ()
     tpu_variants: tuple[Variant, ...] = ()
+    vendors: tuple[Vendor, ...] = ()
 
     @property
     def chips(self) -> tuple[GpuPreset, ...]:
@@ -89,6 +100,7 @@ def table() -> HardwareTable:
             f.get("long_name", f["name"]),
             float(f["hop_latency_us"]) if "hop_latency_us" in f else None,
             f["source"],
+            f.get("domain", "domain"),
         )
         for key, f in doc["fabric"].items()
     }
@@ -117,6 +129,7 @@ def table() -> HardwareTable:
         base_latency_source=model["source"],
         tpus=tuple(preset(g) for g in doc.get("tpu", [])),
         tpu_variants=tuple(Variant(_patterns(v["match"]), v["reason"]) for v in doc.get("tpu_variant", [])),
+        vendors=tuple(Vendor(name, v["scale_up"], _patterns(v["match"])) for name, v in doc.get("vendor", {}).items()),
     )
 
 
@@ -165,3 +178,43 @@ def scale_up_name(preset: GpuPreset | None) -> str:
 def scale_out_name(preset: GpuPreset | None) -> str:
     """What the scale-out fabric is called on screen: InfiniBand, DCN between TPU slices."""
     return fabric(preset.scale_out).name if preset is not None else "InfiniBand"
+
+
+_TPU_DEVICE = re.compile(r"/TPU:\d+$")
+
+
+def is_tpu_job(devices: object) -> bool:
+    """Whether a job's devices (names ``<host>/TPU:N``) are TPU chips: every one of them."""
+    names = [str(d) for d in devices]  # type: ignore[attr-defined]
+    return bool(names) and all(_TPU_DEVICE.search(n) for n in names)
+
+
+# the fabric pair of a TPU job: scale-up within a slice, scale-out between slices (the analysis keeps the keys
+# "nvlink" and "ib" for them, as for every job: spec §7's comm_nvlink_ns is the scale-up fabric's time)
+TPU_FABRICS = ("ici", "dcn")
+
+
+def fabric_text(text: str, scale_up: str = "NVLink", scale_out: str = "InfiniBand", domain: str = "domain") -> str:
+    """``text`` written for NVLink and InfiniBand, said with the job's own fabric names: "NVLink domain",
+    "NVLink" and a link value "nvlink" take the scale-up fabric's name (xGMI, ICI; a TPU's domain is an ICI
+    slice), "InfiniBand", "IB" and "ib" the scale-out one's (DCN). Unchanged for NVLink and InfiniBand."""
+    if scale_up != "NVLink":
+        text = text.replace("NVLink domain", f"{scale_up} {domain}").replace("NVLink", scale_up)
+        text = text.replace("nvlink", scale_up.lower())
+    if scale_out != "InfiniBand":
+        text = text.replace("InfiniBand", scale_out)
+        text = re.sub(r"\bIB\b", scale_out, text)
+        text = re.sub(r"\bib\b", scale_out.lower(), text)
+    return text
+
+
+@cache
+def vendor_of(name: str) -> Vendor | None:
+    """The vendor a GPU name says (first of the table's vendors that matches), or None."""
+    text = _normal(name)
+    return next((v for v in table().vendors if any(p.search(text) for p in v.patterns)), None)
+
+
+def vendor_named(name: str) -> Vendor | None:
+    """The table's vendor of that name (a preset's ``vendor``), or None."""
+    return next((v for v in table().vendors if v.name == name), None)

@@ -192,22 +192,32 @@ class HloModule:
 
     def group_of(self, instruction: HloInstruction, device_id: int) -> tuple[int, ...] | None:
         """The devices ``device_id`` exchanges data with in this collective (itself included)."""
-        if instruction.source_target_pairs is not None:
-            peers = {device_id}
-            for pair in instruction.source_target_pairs:
-                if len(pair) == 2 and device_id in pair:
-                    peers.update(pair)
-            return tuple(sorted(peers))
-        groups = instruction.replica_groups
-        if groups is None:
-            return None
-        if not groups:
-            # "{}" means every device of the program; unknown when the text does not say how many
-            return tuple(range(self.num_devices)) if self.num_devices > 1 else None
-        for g in groups:
-            if device_id in g:
-                return g
+        return group_members(instruction.replica_groups, instruction.source_target_pairs, device_id, self.num_devices)
+
+
+def group_members(
+    replica_groups: tuple[tuple[int, ...], ...] | None,
+    source_target_pairs: tuple[tuple[int, ...], ...] | None,
+    device_id: int,
+    num_devices: int = 1,
+) -> tuple[int, ...] | None:
+    """The devices ``device_id`` exchanges data with in a collective (itself included), from its replica
+    groups or source-target pairs; ``num_devices``: the program's devices, which ``replica_groups={}`` means."""
+    if source_target_pairs is not None:
+        peers = {device_id}
+        for pair in source_target_pairs:
+            if len(pair) == 2 and device_id in pair:
+                peers.update(pair)
+        return tuple(sorted(peers))
+    if replica_groups is None:
         return None
+    if not replica_groups:
+        # "{}" means every device of the program; unknown when the text does not say how many
+        return tuple(range(num_devices)) if num_devices > 1 else None
+    for g in replica_groups:
+        if device_id in g:
+            return g
+    return None
 
 
 def parse_hlo_text(text: str) -> HloModule:
@@ -288,6 +298,62 @@ def parse_hlo_text(text: str) -> HloModule:
 
     module.instructions = {name: build(name) for name in raw}
     return module
+
+
+@dataclass(frozen=True)
+class HloExpression:
+    """One HLO instruction as its own text states it: what a TPU op's event is named in an XPlane
+    (``%fusion.12 = bf16[8,128]{1,0} fusion(bf16[8,64]{1,0} %p.1), kind=kLoop, calls=%fused.3``) and in
+    xprof's and JAX's trace JSON (``args.long_name``). Operand shapes are written inline, so the bytes of
+    a collective are known without the module; an async wrapper's wrapped op is not (``calls=`` names a
+    computation only the module holds)."""
+
+    name: str
+    opcode: str  # as written: an async wrapper stays ``async-start``
+    shape: str
+    operands: tuple[str, ...] = ()  # operand names in order (a -done op's first names its -start)
+    bytes: int = 0  # the larger of the operands' bytes and the result's (its largest tuple element)
+    replica_groups: tuple[tuple[int, ...], ...] | None = None
+    source_target_pairs: tuple[tuple[int, ...], ...] | None = None
+    host_transfer: bool = False  # is_host_transfer=true: a send/recv between the device and its host
+    dcn: bool = False  # a frontend attribute names a DCN channel (_xla_dcn_*): a transfer between slices
+
+
+_DCN_ATTRIBUTE = re.compile(r"\b_xla_dcn_\w*=")
+
+
+def parse_expression(text: str) -> HloExpression | None:
+    """The parts of one HLO instruction's text (``%name = <shape> opcode(operands), attributes``); None
+    where the text is no instruction (a bare op name, as xprof's streaming trace viewer writes them)."""
+    head = _INSTRUCTION_HEAD.match(text)
+    if not head:
+        return None
+    body = _COMMENT.sub("", text[head.end() :])
+    if body.startswith("("):
+        cut = _balanced(body, 0)
+    else:
+        cut = body.find(" ")
+        cut = len(body) if cut < 0 else cut
+    shape, rest = body[:cut], body[cut:].lstrip()
+    paren = rest.find("(")
+    opcode = rest[:paren].strip() if paren >= 0 else ""
+    if paren < 0 or not re.fullmatch(r"[a-z][a-z0-9\-]*", opcode):
+        return None
+    close = _balanced(rest, paren)
+    operands = rest[paren + 1 : close - 1]
+    attrs = rest[close:].lstrip(", ")
+    result_bytes = max(_top_level_tuple_bytes(shape)) if shape.startswith("(") else shape_bytes(shape)
+    return HloExpression(
+        name=head.group(1).lstrip("%"),
+        opcode=opcode,
+        shape=shape,
+        operands=tuple(_OPERAND_NAME.findall(operands)),
+        bytes=max(shape_bytes(operands), result_bytes),
+        replica_groups=parse_groups(_attribute(attrs, "replica_groups")),
+        source_target_pairs=parse_groups(_attribute(attrs, "source_target_pairs")),
+        host_transfer=_attribute(attrs, "is_host_transfer") == "true",
+        dcn=bool(_DCN_ATTRIBUTE.search(attrs)),
+    )
 
 
 @cache

@@ -10,19 +10,23 @@ Two questions, both answered from what each file carries and nothing else (docs/
 - **One job?** A file's :class:`JobIdentity` (world size, device models, framework, HLO modules, the
   time its activities cover); two files whose identities disagree on a field cannot be one job.
 
-Pure functions on columns; the pipeline computes both per file (the map) and decides in the merge.
+Pure functions on columns. Each file's :class:`FileIdentity` (both answers' evidence, and the devices it
+claims) is computed once, beside its figures (:func:`identify`, in the per-file map); the merge compares them
+(:func:`decide_files`) and computes nothing of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from .events import column_codes
+from .trace import Trace
 
 FINGERPRINT_ACTIVITIES = 256  # first activities of a device kept in its fingerprint
 US = 1000  # ns per µs: Chrome JSON's unit, the coarsest of the formats
@@ -206,3 +210,175 @@ def disagreement(a: JobIdentity, b: JobIdentity) -> str | None:
         if gap > JOB_GAP_NS:
             return f"time range: their activities lie {_span(gap)} apart"
     return None
+
+
+FORMAT_RICHNESS = ("xplane", "nsys", "nsys-parquet", "kineto", "chrome")  # of one capture's formats, read the first
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """What decides whether a file joins the job: its identity, its fingerprint, the devices it claims."""
+
+    source: str
+    format: str
+    identity: JobIdentity
+    fingerprint: tuple[DeviceFingerprint, ...]
+    claimed: tuple[str, ...]
+
+
+def job_identity(trace: Trace) -> JobIdentity:
+    """What the trace says of its job: the merge refuses files that cannot be one job."""
+    events = trace.events
+    has = bool(len(events))
+    return JobIdentity(
+        format=trace.format,
+        world_size=trace.job.world_size,
+        rank=trace.job.rank,
+        devices=len(trace.device_names) if has or trace.devices else 0,
+        device_models=tuple(sorted({str(m) for m in trace.device_models.values() if m})),
+        framework=trace.framework,
+        hlo_modules=tuple(sorted({str(module) for module, _ in trace.hlo})),
+        hosts=tuple(trace.job.hosts),
+        start_ns=int(events["start_ns"].min()) if has else None,
+        end_ns=int(events["end_ns"].max()) if has else None,
+        process_groups=tuple(sorted((str(k), tuple(v)) for k, v in trace.process_groups.items())),
+    )
+
+
+def identify(trace: Trace, prints: Sequence[DeviceFingerprint] | None = None) -> FileIdentity:
+    """A file's :class:`FileIdentity`; ``prints``: its devices' fingerprints where the caller made them while
+    measuring (the per-file map walks each device's activities once for both), else made here."""
+    return FileIdentity(
+        source=str(trace.path),
+        format=trace.format,
+        identity=job_identity(trace),
+        fingerprint=canonical(prints) if prints is not None else fingerprint(trace.events),
+        claimed=tuple(trace.device_names),
+    )
+
+
+def decide_files(files: Mapping[int, FileIdentity]) -> tuple[set[int], list[str]]:
+    """Which files of a job are set aside as another format of a capture read once, and the notes that
+    say so; refuses (InputError) files that cannot be one job, or two files that claim one device.
+
+    Input order decides every tie, so the answer never depends on the order results arrived in."""
+    order = sorted(files)
+    dropped: set[int] = set()
+    twins: dict[int, list[int]] = {}  # kept file -> the files of its capture set aside
+    buckets: dict[tuple[int, ...], set[int]] = {}
+    for i in order:
+        for printed in files[i].fingerprint:
+            buckets.setdefault(own_key(printed), set()).add(i)
+    for i in order:
+        if i in dropped:
+            continue
+        a = files[i]
+        near = {j for printed in a.fingerprint for key in index_keys(printed) for j in buckets.get(key, ())}
+        for j in sorted(near):
+            b = files[j]
+            if j <= i or j in dropped or not _maybe_same_capture(a, b):
+                continue
+            a_holds_b = covers(a.fingerprint, b.fingerprint)
+            b_holds_a = (not a_holds_b or len(a.fingerprint) == len(b.fingerprint)) and covers(
+                b.fingerprint, a.fingerprint
+            )
+            if not (a_holds_b or b_holds_a):
+                continue
+            # the file holding more devices, else the richer format, else the earlier input
+            keep, drop = (i, j) if a_holds_b and (not b_holds_a or _richness(a) <= _richness(b)) else (j, i)
+            dropped.add(drop)
+            twins.setdefault(keep, []).append(drop)
+            if drop == i:
+                break
+    kept = [i for i in order if i not in dropped]
+    notes = [
+        f"{', '.join(files[d].source for d in sorted(twins[k]))} "
+        f"{'holds' if len(twins[k]) == 1 else 'hold'} the same activities as {files[k].source}: one "
+        f"capture in two formats (or one file twice); read {files[k].source} only"
+        for k in kept
+        if k in twins
+    ]
+    _refuse_different_jobs([files[i] for i in kept])
+    owner: dict[str, str] = {}
+    for i in kept:
+        f = files[i]
+        for device in f.claimed:
+            first = owner.setdefault(device, f.source)
+            if first != f.source:
+                # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
+                raise InputError(
+                    f.source,
+                    f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
+                    "twice? Analyze them separately (moeprof report --compare shows them side by side)",
+                )
+    return dropped, notes
+
+
+def _richness(f: FileIdentity) -> int:
+    return FORMAT_RICHNESS.index(f.format) if f.format in FORMAT_RICHNESS else len(FORMAT_RICHNESS)
+
+
+def _maybe_same_capture(a: FileIdentity, b: FileIdentity) -> bool:
+    """What the files say before their activities are compared: two ranks, or two hosts named by one
+    format, are two captures however alike their activities."""
+    if a.identity.rank is not None and b.identity.rank is not None and a.identity.rank != b.identity.rank:
+        return False
+    named = ("xplane", "nsys", "nsys-parquet")  # host names from the file's content (Chrome's is its file name)
+    if a.format == b.format in named and a.identity.hosts and b.identity.hosts:
+        return a.identity.hosts == b.identity.hosts
+    return True
+
+
+_STATES: tuple[Callable[[JobIdentity], bool], ...] = (
+    lambda i: i.world_size is not None,
+    lambda i: bool(i.device_models),
+    lambda i: i.framework in ("jax", "tensorflow", "pytorch") and i.format in FRAMEWORK_FORMATS,
+    lambda i: bool(i.hlo_modules),
+    lambda i: bool(i.process_groups),
+    lambda i: i.wall_clock,
+)
+
+
+def _refuse_different_jobs(files: Sequence[FileIdentity]) -> None:
+    """Refuse files that cannot be one job, naming both and the field that disagrees (core.identity).
+
+    Each file is compared, in input order (the message never depends on which result arrived first),
+    with the first earlier file that states each field (a few files, so 1,000 files cost 1,000
+    comparisons, not half a million), and the ranks and devices of the files must fit the world they
+    state."""
+    references: list[FileIdentity] = []  # the first file that states each field
+    for b in files:
+        for a in references:
+            why = disagreement(a.identity, b.identity)
+            if why:
+                raise InputError(
+                    b.source,
+                    f"cannot be one job with {a.source}: {why}. Analyze them separately "
+                    "(moeprof report --compare shows them side by side)",
+                )
+        for states in _STATES:
+            if states(b.identity) and not any(states(a.identity) for a in references):
+                references.append(b)
+                break
+    stated = next((f for f in files if f.identity.world_size is not None), None)
+    if stated is None or stated.identity.world_size is None:
+        return
+    world = stated.identity.world_size
+    ranks: set[int] = set()
+    devices = 0
+    counted: list[FileIdentity] = []
+    for f in files:
+        if f.identity.rank is not None:
+            ranks.add(f.identity.rank)
+        else:
+            devices += f.identity.devices
+        counted.append(f)
+        if len(counted) > 1 and len(ranks) + devices > world:
+            # name the file that stated the world and another: the one that went over, or the one before it
+            other = f if f is not stated else counted[-2]
+            raise InputError(
+                other.source,
+                f"cannot be one job with {stated.source}: world size {world}, but the files hold "
+                f"{len(ranks) + devices} ranks or devices. Analyze them separately "
+                "(moeprof report --compare shows them side by side)",
+            )

@@ -73,11 +73,6 @@ def bytes_label(n: int) -> str:
     return f"{n} B"
 
 
-def link_of(nnodes: np.ndarray) -> np.ndarray:
-    """A communicator on one node runs on the scale-up fabric; one spanning nodes is bounded by the scale-out."""
-    return np.where(nnodes > 1, "ib", "nvlink")
-
-
 def measure(
     rows: pd.DataFrame | Mapping[str, Any], peaks: Mapping[str, float] | None = None,
     versions: Sequence[str] | None = None,

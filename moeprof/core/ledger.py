@@ -81,7 +81,7 @@ RECORD_COLUMNS = (
 SEGMENT_COLUMNS = ("device", "start_ns", "end_ns")
 ALIGNING_KINDS = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all"})
 STATUSES = ("complete", "incomplete", "desynchronized", "unmatched")
-DEVICE_KEYS = (
+DEVICE_KEYS: tuple[str, ...] = (  # a device's §8 figures: DeviceLedger's fields, Analysis's LEDGER_KEYS
     "comm_wait_ns",
     "comm_transfer_ns",
     "comm_unmatched_ns",

@@ -142,3 +142,8 @@ def clock_domain(trace: Trace, device: str) -> str:
     if trace.format == "kineto" and trace.job.rank is not None:
         return f"node{trace.job.rank // max(trace.job.gpus_per_node or 8, 1)}"
     return device.split("/")[0]
+
+
+def clock_domains(trace: Trace) -> dict[str, str]:
+    """Every device of the trace -> its clock domain (:func:`clock_domain`)."""
+    return {device: clock_domain(trace, device) for device in trace.device_names}

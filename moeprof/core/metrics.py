@@ -140,6 +140,8 @@ class DeviceTimeline:
         if win_s is None or win_e is None:
             lo, hi = self.bounds
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
+        if win_s.size == 0:  # a window of no length (activities of zero duration alone span none): nothing in it
+            return _empty_measure(n)
         # only rows that can touch the window: starts are sorted, durations bounded
         first = int(np.searchsorted(self.start, win_s[0] - self.max_duration, side="left"))
         last = int(np.searchsorted(self.start, win_e[-1], side="left"))
@@ -347,24 +349,24 @@ def exposed_link_split(exposed_total: int, exposed_each: np.ndarray, ib: np.ndar
     }
 
 
-def link_label(ib: np.ndarray) -> str:
-    """nvlink | ib | mixed | unknown for a set of ib fractions (NaN = unknown)."""
-    if ib.size == 0 or np.isnan(ib).all():
-        return "unknown"
-    if np.isnan(ib).any():
-        return "mixed"
-    if (ib == 0).all():
-        return "nvlink"
-    if (ib == 1).all():
-        return "ib"
-    return "mixed"
-
-
-def collective_key(comm: pd.DataFrame) -> np.ndarray:
-    """The op a comm activity belongs to: its HLO op where known, else the kernel name."""
-    op = comm["hlo_op"].to_numpy(dtype=object)
-    name = comm["name"].to_numpy(dtype=object)
-    return np.where(op != "", op, name)
+# The communication sums a file contributes per (op, kind, device) and the merge adds up over devices and files
+# (pipeline.per_file.COMM_AGG_COLUMNS): one definition for both group-bys. Counts of activities, of those with
+# bytes or an IB fraction known, and of those all on NVLink (ib 0) or all over IB (ib 1); time in ns split by link.
+COMM_SUMS: tuple[str, ...] = (
+    "count",
+    "total_ns",
+    "exposed_ns",
+    "bytes_sum",
+    "bytes_known",
+    "ib_ns",
+    "unknown_ns",
+    "exposed_ib_ns",
+    "exposed_unknown_ns",
+    "ib_sum",
+    "ib_known",
+    "ib_zero",
+    "ib_one",
+)
 
 
 def collectives_table(comm: pd.DataFrame) -> list[Collective]:
@@ -376,20 +378,7 @@ def collectives_table(comm: pd.DataFrame) -> list[Collective]:
     if comm.empty:
         return []
     agg = comm.groupby(["key", "kind"], sort=False, observed=True).agg(
-        count=("count", "sum"),
-        devices=("device", "nunique"),
-        total_ns=("total_ns", "sum"),
-        exposed_ns=("exposed_ns", "sum"),
-        bytes_sum=("bytes_sum", "sum"),
-        bytes_known=("bytes_known", "sum"),
-        ib_ns=("ib_ns", "sum"),
-        unknown_ns=("unknown_ns", "sum"),
-        exposed_ib_ns=("exposed_ib_ns", "sum"),
-        exposed_unknown_ns=("exposed_unknown_ns", "sum"),
-        ib_sum=("ib_sum", "sum"),
-        ib_known=("ib_known", "sum"),
-        ib_zero=("ib_zero", "sum"),
-        ib_one=("ib_one", "sum"),
+        devices=("device", "nunique"), **{c: (c, "sum") for c in COMM_SUMS}
     )
     col = {c: agg[c].to_numpy() for c in agg.columns}
     out = []

@@ -23,22 +23,22 @@ Readings of §9 (docs/metrics.md, "Projection", holds them all):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .analysis import NS_KEYS, DeviceFigures, ratio
+from .analysis import CAUSES, NS_KEYS, DeviceFigures, PathSegment, Projection, StepProjection
 from .events import BUCKETS, bucket_codes, categorical, categorical_of, column_codes, combine_codes, lookup
 from .ledger_records import clock_domain
 from .metrics import EventColumns
-from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, tight_predecessor
+from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, walk_back
 from .trace import Trace
+from .vocabulary import vocabulary
 
-CAUSES = ("compute", "transfer", "wait", "launch", "copy", "other")
 _BUCKET_CAUSE = {"compute": "compute", "comm": "transfer", "memcpy": "copy", "other": "other"}
 
 # per device activity: what the replay needs (strings categorical); comm rows are in the order of the
@@ -58,109 +58,12 @@ REPLAY_COLUMNS: dict[str, str] = {
     "launch_ns": "int64",  # the launching call's time on the host clock (-1 unknown)
     "launch_thread": "str",  # "" unknown
     "scope": "str",  # the JAX name scope path (what --what-if scope~REGEX searches), "" unknown
+    "moe_role": "str",  # MOE_ROLES: the routed experts' compute, the dispatch/combine exchange, or ""
 }
+# what a row is to the router (the balance-router term): the routed experts' compute, a dispatch/combine exchange
+# whose bytes are fixed by shape (padded, capacity), one whose bytes follow the routing (ragged, EP kernels)
+MOE_ROLES = ("expert", "exchange", "exchange-ragged")
 SYNC_COLUMNS = ("device", "thread", "start_ns", "end_ns")  # host synchronizations (waited for the device)
-
-
-@dataclass(frozen=True, slots=True)
-class StepProjection:
-    step: int
-    measured_ns: int
-    projected_ns: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "measured_ns": self.measured_ns, "projected_ns": self.projected_ns}
-
-
-@dataclass(frozen=True, slots=True)
-class PathSegment:
-    """One piece of a critical path: an activity's time, or the launch/host gap before one."""
-
-    device: str
-    bucket: str  # the activity's bucket ("" for a gap)
-    kind: str  # §3 kind for comm, "" otherwise
-    cause: str  # compute | transfer | wait | launch | copy | other
-    name: str
-    start_ns: int  # projected, on the reference clock
-    end_ns: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "bucket": self.bucket,
-            "kind": self.kind,
-            "cause": self.cause,
-            "name": self.name,
-            "start_ns": self.start_ns,
-            "end_ns": self.end_ns,
-            "ns": self.end_ns - self.start_ns,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Projection:
-    """Spec §9: one projection of the job (the measured job replayed with some changes)."""
-
-    what_if: tuple[str, ...]
-    measured_step_ns: int
-    projected_step_ns: int
-    saving_ns: int
-    steps: tuple[StepProjection, ...] = ()
-    critical_path: tuple[PathSegment, ...] = ()  # of the step with the longest projected time
-    critical_step: int | None = None
-    path_by_cause: Mapping[str, int] = field(default_factory=dict)
-    devices: tuple[DeviceFigures, ...] = ()
-    throughput: Mapping[str, Any] | None = None  # projected tokens/s, TFLOPS per device, MFU
-
-    @property
-    def saving_fraction(self) -> float:
-        return ratio(self.saving_ns, self.measured_step_ns)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "what_if": list(self.what_if),
-            "step_ns": {"measured": self.measured_step_ns, "projected": self.projected_step_ns},
-            "saving_ns": self.saving_ns,
-            "saving_fraction": self.saving_fraction,
-            "steps": [s.to_json() for s in self.steps],
-            "critical_step": self.critical_step,
-            "critical_path": [p.to_json() for p in self.critical_path],
-            "path_by_cause": dict(self.path_by_cause),
-            "devices": [d.to_json() for d in self.devices],
-        }
-        if self.throughput:
-            out["throughput"] = dict(self.throughput)
-        return out
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Projection:
-        step_ns = doc.get("step_ns") or {}
-        return cls(
-            what_if=tuple(str(t) for t in doc.get("what_if") or ()),
-            measured_step_ns=int(step_ns.get("measured") or 0),
-            projected_step_ns=int(step_ns.get("projected") or 0),
-            saving_ns=int(doc.get("saving_ns") or 0),
-            steps=tuple(
-                StepProjection(int(s["step"]), int(s["measured_ns"]), int(s["projected_ns"]))
-                for s in doc.get("steps") or ()
-            ),
-            critical_path=tuple(
-                PathSegment(
-                    str(p.get("device", "")),
-                    str(p.get("bucket", "")),
-                    str(p.get("kind", "")),
-                    str(p.get("cause", "")),
-                    str(p.get("name", "")),
-                    int(p.get("start_ns", 0)),
-                    int(p.get("end_ns", 0)),
-                )
-                for p in doc.get("critical_path") or ()
-            ),
-            critical_step=doc.get("critical_step"),
-            path_by_cause={str(k): int(v) for k, v in (doc.get("path_by_cause") or {}).items()},
-            devices=tuple(DeviceFigures.from_json(d) for d in doc.get("devices") or ()),
-            throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
-        )
 
 
 def empty_replay_table() -> pd.DataFrame:
@@ -193,10 +96,22 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
 
     def strings(column: str) -> pd.Categorical:
         codes, values = columns.strings(column)
-        return categorical_of(codes[rows], values)
+        return _categorical(codes[rows], values)
 
     start = columns.numbers("start_ns")[rows]
     dev_c, dev_v = columns.strings("device")
+    # each of positions is one device's rows: its code repeated (no hash of every row's code)
+    lengths = np.array([len(p) for p in positions], dtype=np.int64)
+    dev_rows = dev_c[rows]
+    dev_first = dev_c[np.asarray([p[0] if len(p) else 0 for p in positions], dtype=np.int64)]
+    one_device_each = bool(np.array_equal(dev_rows, np.repeat(dev_first, lengths)))
+
+    def per_device(values: np.ndarray) -> pd.Categorical:
+        if not one_device_each:
+            return categorical_of(dev_rows, values)
+        part = categorical_of(dev_first[lengths > 0], values)
+        return pd.Categorical.from_codes(np.repeat(part.codes, lengths[lengths > 0]), dtype=part.dtype)
+
     clocks = np.array([clock_domain(trace, str(d)) for d in dev_v.tolist()], dtype=object)
     op_c, op_v = columns.strings("hlo_op")
     name_c, name_v = columns.strings("name")
@@ -204,16 +119,17 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     op_code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))[rows]
     launch = table["launch_ns"].to_numpy(np.int64)[rows] if "launch_ns" in table.columns else np.full(rows.size, -1)
     if "launch_thread" in table.columns:
-        thread = categorical(table["launch_thread"].to_numpy(dtype=object)[rows], rows.size)
+        thread = strings("launch_thread")
     else:
         thread = categorical("", rows.size)
+    role_codes, roles = moe_roles(trace, columns)
     return pd.DataFrame(
         {
-            "device": categorical_of(dev_c[rows], dev_v),
-            "clock": categorical_of(dev_c[rows], clocks),
+            "device": per_device(dev_v),
+            "clock": per_device(clocks),
             "stream": strings("stream"),
             "name": strings("name"),
-            "op": categorical_of(op_code, np.concatenate([op_v, name_v])),
+            "op": _categorical(op_code, np.concatenate([op_v, name_v])),
             "bucket": strings("bucket"),
             "kind": strings("kind"),
             "copy_kind": strings("copy_kind"),
@@ -223,8 +139,74 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "launch_ns": launch,
             "launch_thread": thread,
             "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
-        }
+            "moe_role": _categorical(role_codes[rows], roles),
+        },
+        copy=False,  # fresh arrays each: not stacked into blocks (a copy of the four int64 columns)
     )
+
+
+def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """The strings ``values[codes]`` (-1: missing) as a categorical of the distinct strings they hold, in the
+    order of ``values``: a count over the codes, not a hash of every row (``categorical_of`` numbers them by
+    first appearance instead; a few columns of a million rows cost more that way than the replay)."""
+    values = np.asarray(values, dtype=object)
+    slot = np.asarray(codes, dtype=np.int64) + 1
+    used = np.flatnonzero(np.bincount(slot, minlength=len(values) + 1)[1:])
+    merged, distinct = pd.factorize(values[used])  # distinct codes may spell one string
+    renumber = np.full(len(values) + 1, -1, dtype=np.int64)
+    renumber[used + 1] = merged
+    width = np.int8 if len(distinct) < 127 else np.int16 if len(distinct) < 32_767 else np.int32  # pandas' own
+    codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[slot].astype(width))
+    return pd.Categorical.from_codes(codes_out, categories=pd.Index(distinct, dtype=object), validate=False)
+
+
+def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's role to the router (codes into ``("", *MOE_ROLES)``), decided once per distinct
+    (bucket, kind, name, HLO module, HLO op, opcode).
+
+    * ``expert``: compute whose HLO op_name scope (XLA traces carry it in the HLO) names the routed experts
+      (vocabulary ``expert_scope``), or whose kernel name does (megablox gmm, fused_moe, GroupedMLP), or a
+      grouped GEMM kernel (``gemm`` and ``grouped_gemm``), or an HLO ``ragged-dot``;
+    * ``exchange-ragged``: EP dispatch/combine kernels (DeepEP, NCCL EP) and the ragged all-to-all, whose bytes
+      follow the routing;
+    * ``exchange``: any other all-to-all, unless its HLO op_name is known and names no MoE scope (an
+      embedding exchange): its bytes are fixed by its shape (padded, capacity-bound)."""
+    n = len(columns)
+    vocab = vocabulary()
+    parts = ("bucket", "kind", "name", "hlo_module", "hlo_op", "opcode")
+    codes = [columns.strings(c) for c in parts]
+    key = combine_codes(*(c for c, _ in codes)) if n else np.zeros(0, dtype=np.int64)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.array(("", *MOE_ROLES), dtype=object)
+    first = np.unique(key, return_index=True)[1]
+    op_names: dict[tuple[str, str], str] = {}
+    for (module, _), hlo in trace.hlo.items():
+        for op, inst in hlo.instructions.items():
+            op_names.setdefault((module, op), inst.op_name)
+    role_of_key = np.zeros(int(key.max()) + 1, dtype=np.int64)  # 0: "" (no role)
+    for row in first.tolist():
+        bucket, kind, name, module, op, opcode = (
+            str(values[c[row]]) if c[row] >= 0 else "" for c, values in codes
+        )
+        scope = op_names.get((module, op), "")
+        role = ""
+        if bucket == "compute":
+            if (
+                vocab.expert_scope.search(scope)
+                or vocab.expert_scope.search(name)
+                or (vocab.gemm.search(name) and vocab.grouped_gemm.search(name))
+                or opcode == "ragged-dot"
+            ):
+                role = "expert"
+        elif bucket == "comm":
+            ragged = opcode.startswith("ragged-all-to-all") or "RaggedAllToAll" in name
+            if kind in ("ep-dispatch", "ep-combine") or ragged:
+                role = "exchange-ragged"
+            elif kind == "all-to-all" and (not scope or vocab.moe_scope.search(scope)):
+                role = "exchange"
+        if role:
+            role_of_key[key[row]] = 1 + MOE_ROLES.index(role)
+    return role_of_key[key], np.array(("", *MOE_ROLES), dtype=object)
 
 
 def _codes_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -286,14 +268,15 @@ class ReplayJob:
         delta = delta_of[clock_c]
         start = table["start_ns"].to_numpy(np.int64)
         end = np.maximum(table["end_ns"].to_numpy(np.int64), start)
-        stream = combine_codes(dev_c, _codes_of(table["stream"])[0])
+        stream = _codes_of(table["stream"])[0] + 1  # the graph takes a stream as a (device, stream) pair
         launch_ns = table["launch_ns"].to_numpy(np.int64)
         th_c, th_v = _codes_of(table["launch_thread"])
         known_thread = np.array([bool(v) for v in th_v.tolist()] + [False], dtype=bool)[th_c]
         # thread ids are a file's own: a thread is (device, thread)
         pair = dev_c * (len(th_v) + 1) + (th_c + 1)
-        pairs, thread = np.unique(np.where(known_thread, pair, -1), return_inverse=True)
-        thread = np.where(known_thread, thread, -1)
+        thread = np.where(known_thread, pair, -1)
+        launching = np.zeros(len(names) * (len(th_v) + 1) + 1, dtype=bool)  # the pairs that launched something
+        launching[pair[known_thread]] = True
         sync_arrays = None
         if syncs is not None and len(syncs):
             th_lut = {str(v): i for i, v in enumerate(th_v.tolist())}
@@ -301,8 +284,8 @@ class ReplayJob:
             s_dev = np.array([dev_lut.get(str(d), -1) for d in syncs["device"].tolist()], dtype=np.int64)
             s_th_c = np.array([th_lut.get(str(x), -1) for x in syncs["thread"].tolist()], dtype=np.int64)
             s_pair = s_dev * (len(th_v) + 1) + (s_th_c + 1)
-            at = np.minimum(np.searchsorted(pairs, s_pair), max(pairs.size - 1, 0))
-            s_th = np.where((pairs.size > 0) & (s_dev >= 0) & (s_th_c >= 0) & (pairs[at] == s_pair), at, -1)
+            launched = launching[np.clip(s_pair, 0, launching.size - 1)]
+            s_th = np.where((s_dev >= 0) & (s_th_c >= 0) & launched, s_pair, -1)
             first_row = np.full(len(names) + 1, 0, dtype=np.int64)
             first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
             s_delta = np.where(s_dev >= 0, delta[first_row[s_dev]], 0)
@@ -347,10 +330,12 @@ class ReplayJob:
     # ------------------------------------------------------------ running
 
     def run(
-        self, duration: np.ndarray | None = None, transfer: np.ndarray | None = None
+        self, duration: np.ndarray | None = None, transfer: np.ndarray | None = None, gap: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Projected (start, end) of every row, aligned (ŝ clock)."""
-        return replay(self.graph, duration, transfer)
+        """Projected (start, end) of every row, aligned (ŝ clock); ``gap``: changed trigger gaps ``g_x`` (the
+        balance-router term scales the host time inside a token-driven loop), default the measured ones (the
+        graph holds them per run, so a change goes through :func:`replay`)."""
+        return replay(self.graph, duration, transfer, gap=gap)
 
     def step_spans(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Per step (``step_numbers`` order): latest end − earliest start of its activities."""
@@ -398,17 +383,9 @@ class ReplayJob:
         inside = self.step_rows
         if not inside.size:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        start_by, start_how, end_by = tight_predecessor(g, g.start, g.end)
-        x = int(inside[np.argmax(g.end[inside])])
-        rows: list[int] = []
-        while x >= 0 and len(rows) <= g.size:
-            rows.append(x)
-            arrived = int(end_by[x])
-            if int(start_how[arrived]) == 0:
-                break
-            x = int(start_by[arrived])
-        chain = np.array(rows, dtype=np.int64)
-        weight = np.where(g.is_member[chain], g.transfer[chain], g.duration[chain])
+        chain, _, _ = walk_back(g, g.start, g.end, int(inside[np.argmax(g.end[inside])]))
+        node = g.node_of[chain]
+        weight = np.where(g.nodes.member_lo[node] >= 0, g.nodes.transfer[node], g.duration[chain])
         return chain, weight
 
     def projection(
@@ -464,53 +441,50 @@ class ReplayJob:
     def _critical(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[tuple[PathSegment, ...], np.ndarray]:
         g = self.graph
         rows = np.flatnonzero(self.step == step)
-        on_path: list[int] = []
         if not rows.size:
             return (), np.zeros(0, dtype=np.int64)
         step_start = int(s[rows].min())
-        start_by, start_how, end_by = tight_predecessor(g, s, e)
-        names_c, names_v = _codes_of(self.table["name"])
-        kind_c, kind_v = _codes_of(self.table["kind"])
-        dev = g.device
-        out: list[PathSegment] = []
-
-        def add(x: int, bucket: str, kind: str, cause: str, name: str, lo: int, hi: int) -> None:
-            lo = max(lo, step_start)
-            if hi > lo:
-                out.append(PathSegment(str(self.device_names[dev[x]]), bucket, kind, cause, name, lo, hi))
-
         x = int(rows[np.argmax(e[rows])])
-        seen = 0
-        while x >= 0 and seen <= g.size:
-            seen += 1
-            b = int(self.bucket[x])
-            bucket = BUCKETS[b] if b >= 0 else "other"
-            kind = str(kind_v[kind_c[x]]) if kind_c[x] >= 0 else ""
-            name = str(names_v[names_c[x]]) if names_c[x] >= 0 else ""
-            arrived = int(end_by[x])
-            on_path.append(x)
-            cause = _BUCKET_CAUSE.get(bucket, "other")
-            add(x, bucket, kind, cause, name, int(s[arrived]), int(e[x]))
-            cur = arrived
-            if s[cur] <= step_start:
-                break
-            how, pred = int(start_how[cur]), int(start_by[cur])
-            if how == 0 or pred < 0:
-                break
-            if e[pred] < s[cur]:
-                add(cur, "", "", "launch", "launch/host gap", int(e[pred]), int(s[cur]))
-            if e[pred] <= step_start:
-                break
-            x = pred
+        visited, arrived, pred = walk_back(g, s, e, x, after=step_start)
+        # per step of the walk: the activity's time from its arrival to its end, then the launch/host gap
+        # before that arrival (from the predecessor's end), both clipped at the step's start
+        arrival = s[arrived]
+        work_lo = np.maximum(arrival, step_start)
+        work_hi = e[visited]
+        before = e[np.maximum(pred, 0)]
+        gap_ok = (pred >= 0) & (arrival > step_start) & (before < arrival)
+        gap_lo = np.maximum(before, step_start)
+        names_c, names_v = self.codes("name")
+        kind_c, kind_v = self.codes("kind")
+        b = self.bucket[visited].astype(np.int64)
+        bucket_of = np.where(b >= 0, b, len(BUCKETS))  # "other" where the bucket is none of them
+        bucket_names = [*BUCKETS, "other"]
+        bucket = np.array(bucket_names, dtype=object)[bucket_of]
+        cause = np.array([_BUCKET_CAUSE.get(x, "other") for x in bucket_names], dtype=object)[bucket_of]
+
+        def text(codes: np.ndarray, values: np.ndarray) -> list[str]:
+            return [str(v) for v in lookup(codes, np.asarray(values, dtype=object), "").tolist()]
+
+        device = self.device_names[g.device[visited]].tolist()
+        device_arrived = self.device_names[g.device[arrived]].tolist()
+        out: list[PathSegment] = []
+        steps = zip(
+            device, bucket.tolist(), text(kind_c[visited], kind_v), cause.tolist(), text(names_c[visited], names_v),
+            work_lo.tolist(), work_hi.tolist(), gap_ok.tolist(), device_arrived, gap_lo.tolist(), arrival.tolist(),
+        )  # fmt: skip
+        for dev, bkt, kind, why, name, lo, hi, has_gap, dev_gap, g_lo, g_hi in steps:
+            if hi > lo:
+                out.append(PathSegment(str(dev), bkt, kind, why, name, lo, hi))
+            if has_gap and g_hi > g_lo:
+                out.append(PathSegment(str(dev_gap), "", "", "launch", "launch/host gap", g_lo, g_hi))
         out.reverse()
-        on_path.reverse()
-        return tuple(out), np.array(on_path, dtype=np.int64)
+        return tuple(out), visited[::-1].copy()
 
     # ------------------------------------------------------------ §4/§8 figures of the projected timeline
 
     def device_figures(self, s: np.ndarray, e: np.ndarray) -> tuple[DeviceFigures, ...]:
         from .ledger import build_ledger
-        from .metrics import DeviceTimeline
+        from .metrics import DeviceTimeline, EventColumns
 
         own_s, own_e = s + self.delta, e + self.delta
         dev = self.graph.device
@@ -520,6 +494,10 @@ class ReplayJob:
         w_s = self.windows["start_ns"].to_numpy(np.int64)
         w_e = self.windows["end_ns"].to_numpy(np.int64)
         m_start = self.table["start_ns"].to_numpy(np.int64)
+        # one table of the projected timeline, its columns shared by every device's timeline
+        frame = pd.DataFrame({"start_ns": own_s, "end_ns": own_e, "ib_fraction": self.table["ib_fraction"]})
+        columns = EventColumns(frame)
+        columns.derived("bucket", lambda: self.bucket)  # codes, not strings: a string per row costs more
         out: list[DeviceFigures] = []
         proj_windows: list[tuple[str, np.ndarray, np.ndarray]] = []
         exposed: list[tuple[str, np.ndarray, np.ndarray]] = []
@@ -538,18 +516,7 @@ class ReplayJob:
             if not seg_lo:
                 continue
             win_s, win_e = iv.union(np.array(seg_lo, np.int64), np.array(seg_hi, np.int64))
-            frame = pd.DataFrame(
-                {
-                    "start_ns": own_s[rows],
-                    "end_ns": own_e[rows],
-                    # codes, not strings: a string column of every row costs more than the figures
-                    "bucket": pd.Categorical.from_codes(  # type: ignore[call-overload]
-                        self.bucket[rows].astype(np.int64), list(BUCKETS)
-                    ),
-                    "ib_fraction": self.table["ib_fraction"].to_numpy(np.float64)[rows],
-                }
-            )
-            measured = DeviceTimeline(frame).measure(win_s, win_e)
+            measured = DeviceTimeline(frame, rows, columns).measure(win_s, win_e)
             figs = measured.figures
             proj_windows.append((name, win_s, win_e))
             exposed.append((name, *measured.exposed_segments))
@@ -566,8 +533,6 @@ class ReplayJob:
                 recs, _segments(proj_windows), _segments(exposed), self.whole_job, dict(self.device_ids)
             )
             per = {d.device: d.figures() for d in ledger.devices}
-            from dataclasses import replace
-
             out = [replace(d, ledger=per.get(d.device)) if d.device in per else d for d in out]
         return tuple(sorted(out, key=lambda d: d.device))
 
@@ -606,12 +571,15 @@ def _steps_of(
     ss = steps["start_ns"].to_numpy(np.int64)
     se = steps["end_ns"].to_numpy(np.int64)
     sn = steps["step"].to_numpy(np.int64)
+    # each device's rows: a slice where they come by device (a merged job's do), else a stable sort
+    by_device = np.arange(n) if n < 2 or bool(np.all(dev_c[1:] >= dev_c[:-1])) else np.argsort(dev_c, kind="stable")
+    bounds = np.searchsorted(dev_c[by_device], np.arange(len(names) + 1))
     for d, name in enumerate(names.tolist()):
         mine = np.flatnonzero(sd == name)
         if not mine.size:
             continue
         mine = mine[np.argsort(ss[mine], kind="stable")]
-        rows = np.flatnonzero(dev_c == d)
+        rows = by_device[bounds[d] : bounds[d + 1]]
         k = np.searchsorted(ss[mine], start[rows], side="right") - 1
         ok = k >= 0
         ok[ok] = start[rows[ok]] < se[mine[k[ok]]]
@@ -644,31 +612,77 @@ def counterpart_durations(job: ReplayJob, selected: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(compute & (job.step != _NO_STEP))
     if not rows.size:
         return duration
-    name_c = _codes_of(job.table["name"])[0][rows]
+    name_c = job.codes("name")[0][rows]
     dev = g.device[rows]
     stp = job.step[rows]
-    order = np.lexsort((rows, g.start[rows], name_c, stp, dev))
-    key = combine_codes(dev[order], stp[order], name_c[order])
+    start = g.start[rows]
+    n_dev = int(dev.max()) + 1
+    # (step, name) as one code: packed where the range is small (no hash), else numbered densely
+    names = int(name_c.max()) + 2
+    kernels = (int(stp.max()) - int(stp.min()) + 1) * names
+    if kernels * n_dev <= 4 * rows.size + 1024:
+        kernel = (stp - stp.min()) * names + (name_c + 1)
+    else:
+        kernel = combine_codes(stp, name_c)
+        kernels = int(kernel.max()) + 1
+    cell = kernel * n_dev + dev  # (step, name, device)
+    if rows.size < 2 or bool(np.all((dev[1:] > dev[:-1]) | ((dev[1:] == dev[:-1]) & (start[1:] >= start[:-1])))):
+        # the rows come by (device, start, row) already (a merged job's do): a stable sort by kernel keeps that,
+        # each (kernel, device) together
+        order = _stable_order(kernel)
+    else:
+        order = np.lexsort((rows, start, name_c, stp, dev))
+    key = cell[order]
     first = np.r_[True, key[1:] != key[:-1]]
     run_start = np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
     occurrence = np.empty(rows.size, dtype=np.int64)
     occurrence[order] = np.arange(key.size) - run_start
-    group = combine_codes(stp, name_c, occurrence)
-    d = duration[rows]
-    by = np.lexsort((d, group))
-    gs, ds = group[by], d[by]
-    lo = np.searchsorted(gs, gs, "left")
-    hi = np.searchsorted(gs, gs, "right")
-    count = hi - lo
-    mid_lo = ds[lo + (count - 1) // 2]
-    mid_hi = ds[lo + count // 2]
-    total = mid_lo + mid_hi  # exact in int64; the mean rounded half to even
-    med = total // 2 + ((total % 2 == 1) & ((total // 2) % 2 == 1))
-    median = np.empty(rows.size, dtype=np.int64)
-    median[by] = med
+    # (step, name, occurrence) numbered densely: each kernel's occurrences follow the kernels before it, as
+    # many as its device with the most of them has
+    width = np.bincount(cell, minlength=kernels * n_dev).reshape(kernels, n_dev).max(axis=1)
+    group = (np.cumsum(width) - width)[kernel] + occurrence
+    median = _group_medians(group, dev, duration[rows])
     chosen = selected[rows]
     duration[rows[chosen]] = median[chosen]
     return duration
+
+
+def _stable_order(codes: np.ndarray) -> np.ndarray:
+    """``np.argsort(codes, kind="stable")`` for codes >= 0, by 16-bit radix passes where they fit."""
+    top = int(codes.max()) if codes.size else 0
+    if top < 1 << 16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    if top < 1 << 32:
+        low = np.argsort((codes & 0xFFFF).astype(np.uint16), kind="stable")
+        return low[np.argsort((codes[low] >> 16).astype(np.uint16), kind="stable")]
+    return np.argsort(codes, kind="stable")
+
+
+def _group_medians(group: np.ndarray, device: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Per row, the median ``d`` of its group (codes 0..G-1, at most one row per (group, device)): the mean of
+    the two middle values for even counts, half to even."""
+    n_groups = int(group.max()) + 1
+    n_dev = int(device.max()) + 1
+    count = np.bincount(group, minlength=n_groups)
+    if n_groups * n_dev <= 4 * group.size + 1024:
+        # a row of the devices' values per group, sorted: no sort of the rows themselves
+        table = np.full((n_groups, n_dev), np.iinfo(np.int64).max, dtype=np.int64)
+        table.reshape(-1)[group * n_dev + device] = d
+        table.sort(axis=1)
+        at = np.arange(n_groups)
+        held = count > 0  # a code no row has (numbers may skip): 0, never read
+        mid_lo = np.where(held, table[at, np.maximum((count - 1) // 2, 0)], 0)
+        mid_hi = np.where(held, table[at, np.minimum(count // 2, n_dev - 1)], 0)
+    else:
+        by = np.lexsort((d, group))
+        lo = np.r_[0, np.cumsum(count)[:-1]]
+        ds = d[by]
+        last = max(ds.size - 1, 0)
+        mid_lo = ds[np.clip(lo + (count - 1) // 2, 0, last)]
+        mid_hi = ds[np.clip(lo + count // 2, 0, last)]
+    total = mid_lo + mid_hi  # exact in int64; the mean rounded half to even
+    med = total // 2 + ((total % 2 == 1) & ((total // 2) % 2 == 1))
+    return med[group]
 
 
 __all__ = [
@@ -683,3 +697,152 @@ __all__ = [
     "empty_replay_table",
     "empty_syncs",
 ]
+
+
+@dataclass(frozen=True)
+class RouterBalance:
+    """What the balance-router change found and did (the projection's line says it)."""
+
+    expert_rows: int  # the routed experts' activities found
+    exchange_rows: int  # the dispatch/combine activities found
+    ragged_rows: int  # of those, the ones whose bytes follow the routing (their transfer changed)
+    regions: int  # (step, region between exchanges, EP group) cells whose expert work was spread evenly
+    moved_ns: int  # expert work taken from the devices above their group's mean, summed over cells
+    unplaced_ns: int  # work due to a device with no activity to carry it in its region (left out)
+
+
+def _role_mask(job: ReplayJob, role: str) -> np.ndarray:
+    """The rows of one MOE_ROLES role (none where the table has no role column)."""
+    if "moe_role" not in job.table.columns:
+        return np.zeros(job.size, dtype=bool)
+    codes, values = job.codes("moe_role")
+    return lookup(codes, np.array([str(v) == role for v in values.tolist()], dtype=bool), False)
+
+
+def router_balanced(
+    job: ReplayJob, duration: np.ndarray, transfer: np.ndarray, gap: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, RouterBalance]:
+    """The ``balance-router`` change: what a balanced router does to the job, work conserved.
+
+    A router moves tokens, so it moves expert work: in each *cell* (a §5 step, the region between two of a
+    device's dispatch/combine exchanges counted in start order, and the devices of one EP group: the members
+    of its exchange instances), every device of the group gets the group's mean expert work. A device's expert
+    work in a cell is its expert activities' durations plus the gaps between two of them (a token-driven loop
+    runs, and launches, more iterations with more tokens); each is scaled by (the mean / the device's work).
+    A device with no expert activity in a cell where the mean is not 0 gets its share on its last compute
+    activity of that cell (else it is left out: ``unplaced_ns``). Exchanges whose bytes follow the routing
+    (``exchange-ragged``) move bytes with the tokens: a device's sends are conserved (its tokens, top-k copies
+    each) and its receives follow its expert work in the region the exchange feeds (after it) or drains
+    (before it), whichever holds more; the busiest member (the most expert work, ``W_max``) sets when the
+    exchange ends, so every member's transfer ``τ`` (a non-member's duration) scales by
+    ``(W̄ + W̄) / (W̄ + W_max) = 2 / (1 + W_max / W̄)``. Fixed-shape exchanges (padded, capacity) keep theirs.
+    Durations are rounded half to even."""
+    g = job.graph
+    duration, transfer, gap = duration.copy(), transfer.copy(), gap.copy()
+    n = job.size
+    inside = job.step != _NO_STEP
+    compute = job.bucket == BUCKETS.index("compute")
+    member = g.is_member
+    expert = _role_mask(job, "expert") & compute & inside & ~member
+    ragged = _role_mask(job, "exchange-ragged")
+    exchange = (_role_mask(job, "exchange") | ragged) & (job.bucket == BUCKETS.index("comm")) & inside
+    if not expert.any():
+        return duration, transfer, gap, RouterBalance(0, int(exchange.sum()), int((ragged & exchange).sum()), 0, 0, 0)
+    dev = g.device
+    # the region of each row: the exchanges of its (device, step) that start at or before it (an exchange opens
+    # the region after it), in the device's (start, end, row) order
+    order = np.lexsort((np.arange(n), g.end, g.start, job.step, dev))
+    ex_sorted = exchange[order].astype(np.int64)
+    cell = combine_codes(dev[order], job.step[order])
+    first = np.r_[True, cell[1:] != cell[:-1]] if n else np.zeros(0, dtype=bool)
+    run = np.cumsum(ex_sorted)
+    base = np.maximum.accumulate(np.where(first, run - ex_sorted, 0))
+    region = np.empty(n, dtype=np.int64)
+    region[order] = run - base
+    # EP groups: a device belongs to the group of the first device among the members of its exchange instances
+    n_dev = int(job.device_names.size)
+    group_of = np.full(n_dev, -1, dtype=np.int64)
+    ex_members = np.flatnonzero(exchange & member)
+    if ex_members.size:
+        inst = g.instance[ex_members]
+        inst_u, inst_i = np.unique(inst, return_inverse=True)
+        lowest = np.full(inst_u.size, n_dev, dtype=np.int64)
+        np.minimum.at(lowest, inst_i, dev[ex_members])
+        lead = np.full(n_dev, n_dev, dtype=np.int64)
+        np.minimum.at(lead, dev[ex_members], lowest[inst_i])
+        group_of = np.where(lead < n_dev, lead, -1)
+    groups, group_size = np.unique(group_of, return_counts=True)
+    size_of = dict(zip(groups.tolist(), group_size.tolist()))
+    group = group_of[dev]
+    # expert work per (cell, device): durations, plus the gaps between two expert activities of one region
+    rows = np.flatnonzero(expert)
+    trig = g.trigger[rows]
+    internal = trig >= 0
+    internal[internal] = expert[trig[internal]] & (region[trig[internal]] == region[rows[internal]])
+    work = duration[rows] + np.where(internal, gap[rows], 0)
+    key = combine_codes(job.step[rows], region[rows], group[rows])
+    cells, cell_of = np.unique(key, return_inverse=True)
+    k = cells.size
+    total = np.bincount(cell_of, weights=work.astype(np.float64), minlength=k)
+    per = np.zeros((k, n_dev), dtype=np.float64)
+    np.add.at(per, (cell_of, dev[rows]), work.astype(np.float64))
+    members_of = np.zeros(k, dtype=np.int64)
+    members_of[cell_of] = group[rows]
+    members = np.array([size_of[int(c)] for c in members_of.tolist()], dtype=np.float64)
+    mean = total / members
+    factor = np.where(per > 0, mean[:, None] / np.where(per > 0, per, 1.0), 1.0)
+    f = factor[cell_of, dev[rows]]
+    duration[rows] = np.rint(duration[rows] * f).astype(np.int64)
+    scaled_gap = rows[internal]
+    gap[scaled_gap] = np.rint(gap[scaled_gap] * f[internal]).astype(np.int64)
+    moved = float(np.clip(per - mean[:, None], 0, None).sum())
+
+    def cell_index(step: np.ndarray, reg: np.ndarray, grp: np.ndarray) -> np.ndarray:
+        """The cell of each (step, region, group), -1 where no expert activity made one (one numbering)."""
+        keys = combine_codes(np.r_[job.step[rows], step], np.r_[region[rows], reg], np.r_[group[rows], grp])
+        lut = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
+        lut[keys[: rows.size]] = cell_of
+        return lut[keys[rows.size :]]
+
+    # devices of a cell's group with no expert activity in it: their share on their last compute of the region
+    unplaced = 0.0
+    cell_group = np.zeros(k, dtype=np.int64)
+    cell_group[cell_of] = group[rows]
+    empty_c, empty_d = np.nonzero((group_of[None, :] == cell_group[:, None]) & (per == 0) & (mean[:, None] > 0))
+    if empty_c.size:
+        carriers = np.flatnonzero(compute & inside & ~member)
+        carriers = carriers[cell_index(job.step[carriers], region[carriers], group[carriers]) >= 0]
+        c_cell = cell_index(job.step[carriers], region[carriers], group[carriers])
+        slot = c_cell * n_dev + dev[carriers]
+        by = np.lexsort((g.start[carriers], slot))  # per (cell, device), the latest start last
+        last_of = np.full(k * n_dev, -1, dtype=np.int64)
+        is_last = np.r_[slot[by][1:] != slot[by][:-1], True] if by.size else np.zeros(0, dtype=bool)
+        last_of[slot[by][is_last]] = carriers[by][is_last]
+        carrier = last_of[empty_c * n_dev + empty_d]
+        placed = carrier >= 0
+        np.add.at(duration, carrier[placed], np.rint(mean[empty_c[placed]]).astype(np.int64))
+        unplaced = float(mean[empty_c[~placed]].sum())
+    # exchanges whose bytes follow the routing: each device's transfer follows its tokens
+    ragged_rows = np.flatnonzero(ragged & exchange)
+    if ragged_rows.size:
+        at = (job.step[ragged_rows], group[ragged_rows])
+        feed = cell_index(at[0], region[ragged_rows], at[1])  # the region after it: the tokens it dispatches
+        drain = cell_index(at[0], region[ragged_rows] - 1, at[1])  # the one before it: the results it combines
+        w_feed = np.where(feed >= 0, total[np.maximum(feed, 0)], -1.0)
+        w_drain = np.where(drain >= 0, total[np.maximum(drain, 0)], -1.0)
+        chosen = np.where(w_feed >= w_drain, feed, drain)
+        ok = chosen >= 0
+        # the busiest member's bytes set the exchange's end: max over the group's devices of the cell
+        busiest = per.max(axis=1) / np.where(mean > 0, mean, 1.0)
+        scale = np.where(ok, 2.0 / (1.0 + busiest[np.maximum(chosen, 0)]), 1.0)
+        is_m = member[ragged_rows]
+        transfer[ragged_rows[is_m]] = np.rint(transfer[ragged_rows[is_m]] * scale[is_m]).astype(np.int64)
+        duration[ragged_rows[~is_m]] = np.rint(duration[ragged_rows[~is_m]] * scale[~is_m]).astype(np.int64)
+    return (
+        duration,
+        transfer,
+        gap,
+        RouterBalance(
+            int(rows.size), int(exchange.sum()), int(ragged_rows.size), int(k), int(round(moved)), int(round(unplaced))
+        ),
+    )

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..words import plural
 from . import intervals as iv
 from .trace import Trace
@@ -21,6 +22,18 @@ MODULE_EVIDENCE: dict[str, str] = {
 }
 
 
+def step_marker_pattern(step_marker: str | None) -> re.Pattern[str] | None:
+    """The user's ``--step-marker`` regex, compiled (None where none is given). Every reader and
+    :func:`find_steps` take it from here: a pattern that does not compile is refused in one line naming
+    the option, wherever it is first met."""
+    if not step_marker:
+        return None
+    try:
+        return re.compile(step_marker)
+    except (re.error, RecursionError, OverflowError) as exc:  # OverflowError: a repeat count past any int
+        raise InputError(None, f"--step-marker {step_marker!r}: not a regular expression ({exc})") from None
+
+
 def find_steps(trace: Trace, step_marker: str | None = None) -> pd.DataFrame:
     """One row per (device, step): its window. Empty when the trace marks no steps.
 
@@ -32,9 +45,9 @@ def find_steps(trace: Trace, step_marker: str | None = None) -> pd.DataFrame:
     activity = trace.events
     devices = activity[["host", "device"]].drop_duplicates()
     markers = trace.markers[trace.markers["kind"] == "step"]
-    if step_marker:
-        pattern = re.compile(step_marker)
-        markers = markers[markers["name"].map(lambda n: bool(pattern.search(str(n))))]
+    pattern = step_marker_pattern(step_marker)
+    if pattern is not None:
+        markers = markers[markers["name"].astype(str).str.contains(pattern, regex=True).to_numpy(dtype=bool)]
     source = "marker"
     if markers.empty:
         markers = _dominant_module_runs(trace.markers, activity)

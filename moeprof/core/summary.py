@@ -10,6 +10,7 @@ thing to try); the renderers only put them into words.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .analysis import NS_KEYS, Analysis, DeviceFigures, Figures, Opportunity, ratio
+from .analysis import NS_KEYS, Analysis, DeviceFigures, Figures, Opportunity, Projection, StepBound, ratio
 
 # a kind or link is "most of" exposed communication above this share
 MOSTLY = 0.5
@@ -74,6 +75,13 @@ class Verdict:
     first: Opportunity | None  # the top-ranked opportunity
     first_saving_per_step_ns: float | None  # its saving bound per step; None without steps
     hot_straggler: HotStraggler | None = None  # the most loaded device, when it is the one the others wait for
+    # §9, where the job was projected: the step time (the one every screen shows), the change that buys the most
+    # (None: none shortens the step by SIGNIFICANT_SAVING), what sets the measured step's end
+    step_ns: int | None = None
+    projected: bool = False
+    first_try: Projection | None = None
+    first_try_title: str = ""  # the opportunity the first try makes free, where it is one
+    step_bound: StepBound | None = None
 
     @property
     def has_comm(self) -> bool:
@@ -150,7 +158,19 @@ def verdict(analysis: Analysis) -> Verdict | None:
         first=first,
         first_saving_per_step_ns=per_step(first.saving_bound_ns, steps) if first is not None else None,
         hot_straggler=hot_straggler(analysis, ledger),
+        step_ns=analysis.step_ns,
+        projected=bool(analysis.projections),
+        first_try=(first_try := analysis.first_try()),
+        first_try_title=_opportunity_title(analysis, first_try),
+        step_bound=analysis.step_bound,
     )
+
+
+def _opportunity_title(analysis: Analysis, p: Projection | None) -> str:
+    """The title of the opportunity a projection makes free (``opportunity=N`` in its terms), else ""."""
+    m = re.search(r"opportunity=(\d+)", " ".join(p.what_if)) if p is not None and p.role == "opportunity" else None
+    n = int(m.group(1)) if m else 0
+    return analysis.opportunities[n - 1].title if 0 < n <= len(analysis.opportunities) else ""
 
 
 def _device_index(name: str) -> int | None:
@@ -328,9 +348,9 @@ class ArrivalSkew:
         return min(str(d) for d, n in counts.items() if n == top), top
 
 
-def arrival_skew(analysis: Analysis, top: int = 6) -> list[ArrivalSkew]:
-    """The ``top`` costliest collectives (the collectives' order: most time first) that have complete instances."""
-    table = analysis.instances
+def arrival_skew(analysis: Analysis, table: pd.DataFrame | None, top: int = 6) -> list[ArrivalSkew]:
+    """The ``top`` costliest collectives (the collectives' order: most time first) that have complete instances
+    (``table``: the §8 instances a timeline measurement leaves beside the analysis)."""
     if table is None or not len(table):
         return []
     table = table[table["op"].notna() & table["kind"].notna()]  # as a groupby on them would drop them

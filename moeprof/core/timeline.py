@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .events import BUCKETS, bucket_codes, lookup
+from .events import BUCKETS, lookup
 from .metrics import DeviceTimeline, WindowMeasure
 
 # the categories every view of moeprof colours by (bucket, comm split by fabric), then derived bands
@@ -26,17 +26,12 @@ WAITING = "comm waiting"  # §8: the part of comm spent waiting for the last mem
 WAIT_CODE = EXPOSED_CODE + 1
 
 
-def category_codes(bucket: np.ndarray, ib_fraction: np.ndarray) -> np.ndarray:
-    """One code per activity (index in CATEGORIES).
-
-    A comm activity with any share over InfiniBand is drawn as IB: the cross-domain
-    part bounds its duration. The per-device bars split time by ``ib_fraction`` instead.
-    """
-    return category_codes_of(bucket_codes(np.asarray(bucket, dtype=object)), ib_fraction)
-
-
 def category_codes_of(bucket: np.ndarray, ib_fraction: np.ndarray) -> np.ndarray:
-    """:func:`category_codes` from buckets as their index in ``BUCKETS`` (int8, -1 none)."""
+    """One code per activity (index in CATEGORIES), from buckets as their index in ``BUCKETS`` (int8, -1 none).
+
+    A comm activity with any share over InfiniBand is drawn as IB: the cross-domain part bounds its
+    duration. The per-device bars split time by ``ib_fraction`` instead.
+    """
     ib = np.asarray(ib_fraction, dtype=np.float64)
     codes = np.full(bucket.size, 5, dtype=np.uint8)
     codes[bucket == BUCKETS.index("compute")] = 0

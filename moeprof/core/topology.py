@@ -4,6 +4,11 @@ Every device sits in one NVLink domain: by default the devices of one host
 (``gpus_per_domain`` set by the parser), or ``--nvlink-domain-size N`` global
 ranks. For a comm activity whose group is known, ``local`` counts the other
 members in the device's domain and ``remote`` those outside it.
+
+TPUs have the same pair under other names: a chip's scale-up domain is its slice (ICI), the scale-out
+between slices is DCN. The readers set ``gpus_per_domain`` to the slice's chips (every chip the collectives
+name, where the capture shows no traffic between slices), ``--slice-size N`` (the same option) overrides
+it, and the rules below then give ``nvlink`` (ICI) and ``ib`` (DCN) as they give NVLink and InfiniBand.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import pandas as pd
 
 from ..errors import InputError
 from .events import BUCKETS, bucket_codes, column_codes, combine_codes, first_rows, lookup
+from .hardware import is_tpu_job
 from .trace import Trace
 from .vocabulary import vocabulary
 
@@ -54,11 +60,14 @@ def check_domain_size(trace: Trace, nvlink_domain_size: int) -> None:
     if not len(trace.events):
         return
     sizes = pd.unique(trace.events["gpus_per_domain"].to_numpy(dtype=np.int64))
+    option, devices = "--nvlink-domain-size", "GPUs"
+    if is_tpu_job(trace.devices):  # a TPU slice: the host's chips, not the default domain (the whole program)
+        sizes, option, devices = np.array([len(trace.devices)]), "--slice-size", "chips"
     for per_host in sorted(int(g) for g in sizes if g > 0):
         if nvlink_domain_size % per_host and per_host % nvlink_domain_size:
             raise InputError(
                 trace.path,
-                f"--nvlink-domain-size {nvlink_domain_size} does not fit hosts of {per_host} GPUs: a domain is whole "
+                f"{option} {nvlink_domain_size} does not fit hosts of {per_host} {devices}: a domain is whole "
                 f"hosts (a multiple of {per_host}) or an even part of one (a divisor of {per_host})",
             )
 

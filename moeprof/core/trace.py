@@ -135,6 +135,3 @@ class Trace:
         if self.devices:
             return list(self.devices)
         return [str(d) for d in pd.unique(self.events["device"].to_numpy(dtype=object))]
-
-    def with_warning(self, text: str) -> Trace:
-        return replace(self, warnings=(*self.warnings, text))

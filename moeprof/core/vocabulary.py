@@ -36,6 +36,7 @@ class Vocabulary:
     sharded_embedding: re.Pattern[str]
     fsdp_range: re.Pattern[str]
     moe_scope: re.Pattern[str]
+    expert_scope: re.Pattern[str]
     point_to_point: frozenset[str]
     ring_or_tree: frozenset[str]
 

@@ -30,7 +30,7 @@ from ..readers.runfolder import ANALYSIS, read_manifest
 from .noise import DEFAULT_ALPHA, NoiseTest, welch_test
 
 if TYPE_CHECKING:
-    from ..core.projection import Projection
+    from ..core.analysis import Projection
 
 CHECK_SCHEMA = "moeprof.check/1"
 
@@ -58,9 +58,23 @@ FRACTION_KEYS = (*(f"max_{name}" for name, (unit, _) in FIGURES.items() if unit 
 DEFAULT_TOLERANCE = 0.02
 
 
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _not_finite(number: float) -> str | None:
+    """What a value that is no limit is: nan or infinite (``1e400`` reads as infinite), else None."""
+    if math.isnan(number):
+        return "not a number"
+    if math.isinf(number):
+        return "infinite"
+    return None
+
+
 def parse_fraction(value: object, name: str) -> float:
-    """A fraction given as ``0.5`` or ``"50%"``; a bare number above 1 is refused, showing both spellings."""
-    flag = "--" + name.replace("_", "-")
+    """A fraction given as ``0.5`` or ``"50%"``; a bare number above 1 is refused, showing both spellings
+    where the number reads as a percentage (up to 100); nan and infinities are refused by name."""
+    flag = _flag(name)
     if isinstance(value, bool):
         raise InputError(None, f"{flag} {value!r}: expected a fraction, 0.5 or 50%")
     text = str(value).strip()
@@ -69,16 +83,42 @@ def parse_fraction(value: object, name: str) -> float:
         number = float(text[:-1] if percent else text)
     except ValueError:
         raise InputError(None, f"{flag} {text!r}: expected a fraction, 0.5 or 50%") from None
-    if not math.isfinite(number) or number < 0:
+    what = _not_finite(number)
+    if what is not None:
+        raise InputError(None, f"{flag} {text}: {what}; expected a fraction from 0 to 1, 0.5 or 50%")
+    if number < 0:
         raise InputError(None, f"{flag} {text}: expected a fraction from 0 to 1, 0.5 or 50%")
     if percent:
         number /= 100
     if number > 1:
         if percent:
             raise InputError(None, f"{flag} {text}: a fraction is at most 100%")
-        raise InputError(
-            None, f"{flag} {text}: a fraction is at most 1; write {number / 100:g} or {text}% for {text} percent"
-        )
+        if number <= 100:  # a percentage without its sign: say how to write it
+            raise InputError(
+                None, f"{flag} {text}: a fraction is at most 1; write {number / 100:g} or {text}% for {text} percent"
+            )
+        raise InputError(None, f"{flag} {text}: a fraction is at most 1 (100%), e.g. 0.5 or 50%")
+    return number
+
+
+def parse_number(value: object, name: str, at_most: float | None = None) -> float:
+    """A finite number >= 0 (and at most ``at_most``): a limit in ms, a significance level. nan and
+    infinities (``1e400``) are refused by name: an infinite limit would pass whatever the run did."""
+    flag = _flag(name)
+    if isinstance(value, bool):
+        raise InputError(None, f"{flag} {value!r}: expected a number")
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        raise InputError(None, f"{flag} {text!r}: expected a number") from None
+    what = _not_finite(number)
+    if what is not None:
+        raise InputError(None, f"{flag} {text}: {what}; expected a finite number >= 0")
+    if number < 0:
+        raise InputError(None, f"{flag} {text}: expected a number >= 0")
+    if at_most is not None and number > at_most:
+        raise InputError(None, f"{flag} {text}: expected a number from 0 to {at_most:g}")
     return number
 
 
@@ -150,7 +190,7 @@ PROJECTION_FIGURES = ("balance_saving",)  # from the analysis' balance projectio
 
 def balance_projection(analysis: Analysis) -> Projection | None:
     """The ``balance`` projection the analysis carries (multi-rank jobs), else None."""
-    return next((p for p in analysis.projections if list(p.what_if) == ["balance"]), None)
+    return analysis.projection("straggler")
 
 
 def balance_saving(analysis: Analysis) -> float:
@@ -297,7 +337,11 @@ def inspector_value(analysis: Analysis, figure: str) -> Measure:
 
 
 def step_time_ns(analysis: Analysis) -> float:
-    """Median over steps of the slowest device's step span; without steps the longest device window."""
+    """The job's step time, the one every screen shows: §9's ``step_ns`` (the mean over steps of the latest end
+    minus the earliest start over the job's devices, aligned). A saved analysis from before it was written: the
+    median over steps of the slowest device's step span; without steps the longest device window."""
+    if analysis.step_ns is not None:
+        return float(analysis.step_ns)
     per_step: dict[int, float] = {}
     for s in analysis.steps:
         per_step[s.step] = max(per_step.get(s.step, 0.0), float(s.span_ns))
@@ -402,11 +446,12 @@ def _normalize(table: dict, path: Path) -> dict:
             except InputError as exc:
                 raise InputError(path, f"{raw} = {value!r}: {exc.problem.split(': ', 1)[1]}") from None
         elif key in GATES or key == "noise_alpha":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InputError(path, f"{raw} = {value!r}: expected a number >= 0")
-            if key == "noise_alpha" and value > 1:
-                raise InputError(path, f"{raw} = {value!r}: a significance level is from 0 to 1")
-            out[key] = float(value)
+            try:
+                out[key] = parse_number(value, key, at_most=1 if key == "noise_alpha" else None)
+            except InputError as exc:
+                raise InputError(path, f"{raw} = {value!r}: {exc.problem.split(': ', 1)[1]}") from None
         elif key in ("per_device", "allow_dropped"):
             if not isinstance(value, bool):
                 raise InputError(path, f"{raw} = {value!r}: expected true or false")
@@ -434,11 +479,15 @@ def resolve_config(cli: dict, config_file: Path | None = None, cwd: Path | None 
         key = key.replace("-", "_")
         if key not in CONFIG_KEYS:
             raise InputError(None, f"unknown gate {key!r}")
-        if value is not None:
-            settings[key] = parse_fraction(value, key) if key in FRACTION_KEYS else value
+        if value is None:
+            continue
+        if key in FRACTION_KEYS:
+            settings[key] = parse_fraction(value, key)
+        elif key in GATES or key == "noise_alpha":
+            settings[key] = parse_number(value, key, at_most=1 if key == "noise_alpha" else None)
+        else:
+            settings[key] = value
     alpha = float(settings.get("noise_alpha", DEFAULT_ALPHA))
-    if not 0 <= alpha <= 1:
-        raise InputError(None, f"--noise-alpha {alpha:g}: a significance level is from 0 to 1")
     return CheckConfig(
         limits={GATES[k]: float(settings[k]) for k in GATES if k in settings},
         per_device=bool(settings.get("per_device", False)),

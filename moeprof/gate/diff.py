@@ -24,8 +24,8 @@ from typing import Any
 import pandas as pd
 
 from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Collective, Opportunity
-from ..core.trace import Trace
 from ..errors import InputError
+from ..insight.projector import Projector
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_job
 from ..readers import discover
@@ -312,6 +312,10 @@ def compare(sources: list[Source]) -> dict:
             )
         )
     warnings = [w for w in [topology_warning(runs)] if w]
+    # TPU runs name their fabrics ICI and DCN (the rows keep the NVLink/IB names of the JSON keys)
+    hardware = [a.hardware or {} for a in analyses]
+    named = {(h.get("scale_up"), h.get("scale_out"), h.get("scale_up_domain")) for h in hardware}
+    fabrics = list(named.pop()) if len(named) == 1 and None not in next(iter(named)) else None
     return {
         "schema": DIFF_SCHEMA,
         "normalization": "times in ms per device and step (totals / (devices x steps)); saving bounds per step",
@@ -334,6 +338,7 @@ def compare(sources: list[Source]) -> dict:
         "rows": rows,
         "ablation": ablation(runs, analyses, step_time_row) if all(s.kind == "run" for s in sources) else None,
         "warnings": warnings,
+        **({"fabrics": fabrics} if fabrics else {}),
     }
 
 
@@ -488,20 +493,20 @@ def change_ratios(a: Analysis, b: Analysis) -> list[ChangeRatio]:
 
 
 def explanation(
-    a: Analysis, a_traces: list[Trace], b: Analysis, b_traces: list[Trace], labels_ab: tuple[str, str] = ("A", "B")
+    a: Analysis, a_projector: Projector, b: Analysis, labels_ab: tuple[str, str] = ("A", "B")
 ) -> dict:
     """What the changes B shows explain of B's step: A projected with them (§9), beside B's measured step.
 
     ``explained`` is A's measured step minus that projection; ``residual`` is B's measured step minus
     the projection: what the ratios do not carry (contention, a new kernel, a different schedule).
-    Both steps are §9's ``step_ns`` (mean over steps), B's from its own replay without change.
+    Both steps are §9's ``step_ns`` (mean over steps), the step every table shows (B's is its own measured
+    ``step_ns``).
     """
-    from ..insight.whatif import project
-
     ratios = change_ratios(a, b)
     terms = [r.term for r in ratios]
-    projected = project(a_traces, a, terms)
-    b_step = float(project(b_traces, b, []).measured_step_ns)
+    a_projector.check(terms)
+    projected = a_projector.project(terms, figures=False)
+    b_step = float(step_time_ns(b))
     a_step = float(projected.measured_step_ns)
     p_step = float(projected.projected_step_ns)
     return {
@@ -528,16 +533,16 @@ def load_with_traces(
     step_options: StepOptions | None = None,
     execution: ExecOptions | None = None,
     keep_traces: bool = True,
-) -> tuple[Source, list[Trace] | None]:
-    """A trace or run folder analyzed in this process with its traces kept (a projection replays them);
-    a saved analysis, a run folder that kept only its analysis, or any input when ``keep_traces`` is
-    False, as ``load_source`` reads it (in workers, per ``execution``), without traces."""
+) -> tuple[Source, Projector | None]:
+    """A trace or run folder analyzed in this process with its projector kept (a projection replays its
+    job); a saved analysis, a run folder that kept only its analysis, or any input when ``keep_traces`` is
+    False, as ``load_source`` reads it (in workers, per ``execution``), without one."""
     if not (keep_traces and _replayable(path, options)):
         return load_source(path, options, step_options, execution), None
-    analysis, traces = analyze_job([path], options, step_options)
+    analysis, _, state = analyze_job([path], options, step_options)
     kind = "run" if path.is_dir() and read_manifest(path) is not None else "trace"
     # NCCL Inspector logs have no timeline to replay: nothing for a projection to explain
-    return Source(path, kind, analysis), None if analysis.timeline_free else traces
+    return Source(path, kind, analysis), None if analysis.timeline_free else state.projector
 
 
 def _replayable(path: Path, options: LoadOptions | None) -> bool:

@@ -23,6 +23,7 @@ from typing import TypeVar
 from ..core.analysis import Analysis
 from ..errors import InputError
 from ..readers.marks import HISTORY_APPLICATION_ID
+from ..readers.sqlite_files import one_line
 from .check import FIGURES, LEDGER_FIGURES, PROJECTION_FIGURES, GateResult, measure, step_count, step_time_ns
 
 BUSY_TIMEOUT_S = 30.0
@@ -148,9 +149,9 @@ def connect(path: Path) -> sqlite3.Connection:
         _retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
         conn.execute("PRAGMA synchronous=NORMAL")
         _retry(lambda: _create(conn))
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # see readers.sqlite_files.SQLITE_ERRORS
         conn.close()
-        raise InputError(path, f"not a usable history database: {exc}") from None
+        raise InputError(path, f"not a usable history database: {one_line(exc)}") from None
     return conn
 
 
@@ -187,8 +188,8 @@ def append(path: Path, record: RunRecord) -> int:
     conn = connect(path)
     try:
         return _retry(lambda: _insert(conn, record))
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"cannot write the history database: {exc}") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"cannot write the history database: {one_line(exc)}") from None
     finally:
         conn.close()
 
@@ -301,6 +302,8 @@ def read_runs(path: Path, last: int | None = None) -> list[Run]:
         return list(runs.values())
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"not a moeprof history database ({exc})") from None
+    except ValueError as exc:  # SQLite's message quoting a name that is not UTF-8; a row's inputs that are no JSON
+        raise InputError(path, f"a damaged moeprof history database ({one_line(exc)})") from None
     finally:
         conn.close()
 

@@ -9,12 +9,25 @@ send-recv and broadcast 1.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.analysis import Collective
-from ..core.hardware import GpuPreset, Match, fabric, match, preset_names, table
+from ..core.hardware import (
+    TPU_FABRICS,
+    GpuPreset,
+    Match,
+    Vendor,
+    fabric,
+    is_tpu_job,
+    match,
+    preset_names,
+    table,
+    vendor_named,
+    vendor_of,
+)
 from ..errors import InputError
 
 IB_PRESETS = {"ndr": 50.0, "xdr": 100.0, "hdr": 25.0}
@@ -81,7 +94,7 @@ def link_peaks(gpu: str | None, override: str | None) -> LinkPeaks:
                 overrides[name] = float(value)
             except ValueError:
                 raise InputError(None, f"--link-peak {override!r}: expected nvlink=GBPS,ib=GBPS") from None
-            if name not in ("nvlink", "ib") or overrides[name] <= 0:
+            if name not in ("nvlink", "ib") or not math.isfinite(overrides[name]) or overrides[name] <= 0:
                 raise InputError(None, f"--link-peak {override!r}: expected nvlink=GBPS,ib=GBPS") from None
     return LinkPeaks({**peaks, **overrides}, chosen, overrides)
 
@@ -94,14 +107,32 @@ class JobHardware:
     preset: GpuPreset | None
     summary: dict[str, Any] | None  # the JSON ``hardware`` object; None where nothing is known
     warnings: tuple[str, ...] = ()
+    scale_up: str = "nvlink"  # fabric key of the scale-up domain: the preset's, else its vendor's
 
 
-def job_hardware(models: Mapping[str, str], given: Mapping[str, float] | None = None) -> JobHardware:
+def job_vendor(models: Mapping[str, str], hint: str | None = None) -> Vendor | None:
+    """The vendor the job's GPU names agree on (a name that says none does not disagree), else the
+    ``hint`` (the files' own: rocprofv3 runs on AMD GPUs only), else None."""
+    said = {v.name: v for v in (vendor_of(n) for n in set(models.values()) if n) if v is not None}
+    if len(said) == 1:
+        return next(iter(said.values()))
+    return vendor_named(hint) if hint and not said else None
+
+
+def job_hardware(
+    models: Mapping[str, str],
+    given: Mapping[str, float] | None = None,
+    vendor_hint: str | None = None,
+    devices: Iterable[str] = (),
+) -> JobHardware:
     """The job's chip (from the names its traces carry, or ``--chip``), its link peaks, and what disagrees.
 
     ``--chip`` wins over the trace (and a disagreement is a warning); ``--link-peak`` wins over both.
-    A model without a preset gets a note, never a guess.
+    A model without a preset gets a note, never a guess; its vendor still names the scale-up fabric
+    (xGMI on AMD: :func:`job_vendor`, ``vendor_hint`` where no name says). A job of TPU chips (``devices``
+    named ``<host>/TPU:N``) names its fabrics ICI and DCN, with or without a preset.
     """
+    tpu = is_tpu_job(list(devices) or list(models))
     per_name: dict[str, int] = {}
     for name in models.values():
         per_name[name] = per_name.get(name, 0) + 1
@@ -129,10 +160,16 @@ def job_hardware(models: Mapping[str, str], given: Mapping[str, float] | None = 
             )
     else:
         preset, origin = trace_preset, "trace"
-    if preset is None and not per_name:
+    vendor = vendor_named(preset.vendor) if preset is not None else job_vendor(models, vendor_hint)
+    scale_up = preset.scale_up if preset is not None else vendor.scale_up if vendor is not None else "nvlink"
+    if tpu:
+        scale_up = TPU_FABRICS[0]
+    if preset is None and not per_name and vendor is None and not tpu:
         return JobHardware(dict(overrides), None, None)
     peaks = {**(preset.link_peaks() if preset else {}), **overrides}
     summary: dict[str, Any] = {"models": dict(sorted(per_name.items()))}
+    if preset is None and vendor is not None:  # no peaks, but the fabric's name
+        summary.update(vendor=vendor.name, scale_up=fabric(vendor.scale_up).name)
     if preset is not None:
         summary.update(
             preset=preset.name,
@@ -147,11 +184,14 @@ def job_hardware(models: Mapping[str, str], given: Mapping[str, float] | None = 
         )
         if preset.is_tpu:  # (GPU summaries keep their keys as they were)
             summary.update(scale_out=fabric(preset.scale_out).name, hbm_gbps=preset.hbm_gbps)
+    if tpu:
+        up, out = (fabric(k) for k in TPU_FABRICS)
+        summary.update(accelerator="TPU", scale_up=up.name, scale_out=out.name, scale_up_domain=up.domain)
     if peaks:
         summary["link_peaks_gbps"] = dict(sorted(peaks.items()))
     if notes:
         summary["note"] = notes[0]
-    return JobHardware(peaks, preset, summary, tuple(warnings))
+    return JobHardware(peaks, preset, summary, tuple(warnings), scale_up)
 
 
 def latency_knee_bytes(kind: str, n: int, link: str, peak_gbps: float, scale_up: str = "nvlink") -> float | None:

@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
-from ..core.analysis import Collective, Opportunity
+from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
+from ..core.hardware import fabric_text
 from ..core.metrics import DeviceTimeline, WindowMeasure
 from ..core.vocabulary import vocabulary
 from .remedies import EXPERT_KINDS, Situation, choose, devices_kind, for_collective, role_of
@@ -413,7 +414,7 @@ def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
     return sorted(opportunities, key=lambda o: (-o.saving_bound_ns, _BREADTH.get(o.kind, 2), o.title))
 
 
-PROJECTED_SIGNIFICANT = 0.01  # of the mean step: a projected saving below it ranks as none (replay noise, µs)
+PROJECTED_SIGNIFICANT = SIGNIFICANT_SAVING  # of the mean step: a projected saving below it ranks as none (replay noise)
 
 
 def rank_by_projection(opportunities: list[Opportunity], step_ns: float = 0.0) -> list[Opportunity]:
@@ -516,3 +517,26 @@ def merge_same_time(
             o = replace(o, evidence=evidence, remedy=remedy)
         out.append(o)
     return out
+
+
+def named_fabrics(opportunities: list[Opportunity], hardware: dict | None) -> tuple[Opportunity, ...]:
+    """The opportunities with their remedies (and those of the findings they absorbed) written in the job's own
+    fabric names where they are not NVLink and InfiniBand: ICI and DCN on TPUs (an ICI slice is the domain)."""
+    hw = hardware or {}
+    up, out, domain = hw.get("scale_up") or "NVLink", hw.get("scale_out") or "InfiniBand", hw.get("scale_up_domain")
+    if out == "InfiniBand":  # GPU jobs: renderers name xGMI on screen; the JSON keeps the catalogue's words
+        return tuple(opportunities)
+
+    def words(text: str) -> str:
+        return fabric_text(text, up, out, domain or "domain")
+
+    named = []
+    for o in opportunities:
+        evidence = dict(o.evidence)
+        if isinstance(evidence.get("same_time_as"), list):
+            evidence["same_time_as"] = [
+                {**m, "remedy": words(m["remedy"])} if isinstance(m, dict) and isinstance(m.get("remedy"), str) else m
+                for m in evidence["same_time_as"]
+            ]
+        named.append(replace(o, remedy=words(o.remedy), evidence=evidence))
+    return tuple(named)

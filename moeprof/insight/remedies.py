@@ -24,8 +24,8 @@ from .stack import Stack
 _LAYOUT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine", "all-gather", "reduce-scatter")
 EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
 _CPU_DEVICE = re.compile(r"\bCPU:\d+$")
-_TPU_DEVICE = re.compile(r"\bTPU:\d+$")
 UNNAMED_DEVICES = ("gpu", "cpu")  # what a row that names no devices fits: the rows written before TPUs
+_TPU_DEVICE = re.compile(r"/TPU:\d+$")
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,9 @@ def devices_kind(devices: Iterable[str]) -> str:
     """cpu when every device named is a CPU device (``host/CPU:3``), tpu when every one is a TPU chip
     (``host/TPU:0``), else gpu."""
     names = [str(d) for d in devices]
-    if names and all(_CPU_DEVICE.search(n) and "GPU" not in n for n in names):
-        return "cpu"
     if names and all(_TPU_DEVICE.search(n) for n in names):
         return "tpu"
-    return "gpu"
+    return "cpu" if names and all(_CPU_DEVICE.search(n) and "GPU" not in n for n in names) else "gpu"
 
 
 @dataclass(frozen=True)
@@ -70,6 +68,7 @@ class Remedy:
     text: str
     roles: tuple[str, ...] = ()
     framework: str | None = None
+    vendor: str | None = None  # AMD | NVIDIA: the GPUs' vendor (HIP graphs, not CUDA graphs, on AMD)
     workload: str | None = None
     links: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()  # empty: GPUs and CPUs (UNNAMED_DEVICES)
@@ -87,6 +86,7 @@ class Remedy:
             s.kind in self.kinds
             and (not self.roles or s.role in self.roles)
             and (self.framework is None or self.framework == stack.framework)
+            and (self.vendor is None or self.vendor == stack.vendor)
             and (self.workload is None or self.workload == stack.workload)
             and (not self.links or s.link in self.links)
             and s.devices in (self.devices or UNNAMED_DEVICES)
@@ -114,6 +114,7 @@ def catalogue() -> tuple[tuple[Remedy, ...], dict[str, dict[str, str]]]:
             text=r["text"],
             roles=_tuple(r.get("roles", ())),
             framework=r.get("framework"),
+            vendor=r.get("vendor"),
             workload=r.get("workload"),
             links=_tuple(r.get("links", ())),
             devices=_tuple(r.get("devices", ())),

@@ -11,8 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..core.events import present_values
+from ..core.hardware import vendor_of
 from ..core.trace import Trace
 from ..core.vocabulary import vocabulary
+
+# formats only one vendor's tools write: rocprofv3 (CSV, JSON) and its rocpd database run on ROCm
+VENDOR_FORMATS = {"rocprof-csv": "AMD", "rocprof-json": "AMD", "rocpd": "AMD"}
 
 
 def stack_facts(trace: Trace) -> dict:
@@ -65,10 +69,19 @@ def stack_facts(trace: Trace) -> dict:
     return {
         "format": trace.format,
         "framework": trace.framework,
+        "vendor": trace_vendor(trace),
         "workload": workload,
         "hlo": bool(trace.hlo),
         "in_use": in_use,
     }
+
+
+def trace_vendor(trace: Trace) -> str:
+    """AMD, NVIDIA or unknown: what the file's GPU names agree on, else what its format implies."""
+    said = {v.name for v in (vendor_of(str(m)) for m in set(trace.device_models.values()) if m) if v is not None}
+    if len(said) == 1:
+        return said.pop()
+    return VENDOR_FORMATS.get(trace.format, "unknown") if not said else "unknown"
 
 
 FLAGS = ("moe", "deepep", "nccl_ep", "ragged_all_to_all", "grouped_gemm", "symm_mem", "embedding", "fsdp")
@@ -79,6 +92,7 @@ class Stack:
     """The job's stack as its files show it: what remedies must fit."""
 
     framework: str = "unknown"  # xla | pytorch | unknown
+    vendor: str = "unknown"  # AMD | NVIDIA | unknown: the GPUs' (HIP graphs on AMD, CUDA graphs on NVIDIA)
     workload: str = "unknown"  # training | inference | unknown
     hlo: bool = False  # the trace carries the programs' HLO (dependency bounds are known)
     in_use: frozenset[str] = field(default_factory=frozenset)
@@ -94,8 +108,10 @@ class Stack:
         workloads = {f.get("workload", "unknown") for f in facts}
         workload = "training" if "training" in workloads else ("inference" if workloads == {"inference"} else "unknown")
         framework = frameworks.pop() if len(frameworks) == 1 else "unknown"
+        vendors = {f.get("vendor", "unknown") for f in facts} - {"unknown"}
         return Stack(
             framework=framework if framework in ("xla", "pytorch") else "unknown",
+            vendor=vendors.pop() if len(vendors) == 1 else "unknown",
             workload=workload,
             hlo=any(f.get("hlo") for f in facts),
             in_use=frozenset(k for f in facts for k, v in (f.get("in_use") or {}).items() if v),

@@ -2,38 +2,38 @@
 
 ``scale(FILTERS)=F`` scales the selected activities' durations (an instance member's
 transfer ``τ``) by ``F``, rounded half to even; ``balance`` / ``balance(FILTERS)``
-gives each selected compute activity the median duration of its counterparts.
+gives each selected compute activity the median duration of its counterparts (the
+straggler fix); ``balance-router`` spreads the routed experts' work evenly over each
+EP group, work conserved (:func:`moeprof.core.projection.router_balanced`).
 FILTERS (all must hold, comma-separated): ``bucket=``, ``kind=``, ``link=``,
 ``device=``, ``host=``, ``name~REGEX``, ``scope~REGEX`` (a search in the activity's JAX
 name scope path, ``jit(step)/jvp(layer0)/experts/dot_general``: what ``tf_op`` and the HLO
-``op_name`` say), ``opportunity=N`` (the N-th opportunity of the analysis, from 1). Terms
-combine: applied in order, each on the durations the previous ones left.
+``op_name`` say), ``opportunity=N`` (the N-th opportunity of the analysis, from 1; launch
+gaps and small GEMMs select the gaps they are made of). Terms combine: applied in order,
+each on the durations the previous ones left.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 
-from ..core.analysis import Analysis, Opportunity
+from ..core.analysis import Opportunity
 from ..core.events import BUCKETS, KINDS, lookup
-from ..core.projection import Projection, ReplayJob, counterpart_durations
+from ..core.projection import Projection, ReplayJob, RouterBalance, counterpart_durations, router_balanced
 from ..core.replay import LANES
 from ..errors import InputError
-
-if TYPE_CHECKING:
-    from ..core.trace import Trace
+from .opportunities import MANY_GEMMS_PER_STEP, SMALL_GAP_NS, SMALL_GEMM_NS, name_flags
 
 LINKS = ("nvlink", "ib", "unknown")
 FILTER_KEYS = ("bucket", "kind", "link", "device", "host", "name", "scope", "opportunity")
 PATTERN_KEYS = ("name", "scope")  # the filters that take a pattern (KEY~REGEX)
-_TERM = re.compile(r"^\s*(scale|balance)\s*(?:\((.*)\))?\s*(?:=\s*(\S+))?\s*$", re.DOTALL)
+_TERM = re.compile(r"^\s*(scale|balance-router|balance)\s*(?:\((.*)\))?\s*(?:=\s*(\S+))?\s*$", re.DOTALL)
 BALANCE = "balance"
+BALANCE_ROUTER = "balance-router"
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class WhatIf:
     """One parsed term."""
 
     text: str
-    action: str  # scale | balance
+    action: str  # scale | balance | balance-router
     filters: tuple[Filter, ...] = ()
     factor: float = 1.0
 
@@ -81,7 +81,7 @@ def parse_terms(terms: Sequence[str]) -> list[WhatIf]:
     for term in terms:
         m = _TERM.match(term or "")
         if not m:
-            raise _bad(term, "expected scale(FILTERS)=F, scale()=F, balance or balance(FILTERS)")
+            raise _bad(term, "expected scale(FILTERS)=F, scale()=F, balance, balance(FILTERS) or balance-router")
         action, body, factor_text = m.group(1), m.group(2), m.group(3)
         if action == "scale":
             if body is None:
@@ -96,7 +96,9 @@ def parse_terms(terms: Sequence[str]) -> list[WhatIf]:
                 raise _bad(term, f"factor {factor_text!r} must be a finite number >= 0")
         else:
             if factor_text is not None:
-                raise _bad(term, "balance takes no factor")
+                raise _bad(term, f"{action} takes no factor")
+            if action == BALANCE_ROUTER and (body or "").strip():
+                raise _bad(term, "balance-router takes no filters: a router moves work between every device of a group")
             factor = 1.0
         filters = []
         for part in _split_filters(body or ""):
@@ -209,6 +211,53 @@ def opportunity_mask(job: ReplayJob, opportunity: Opportunity) -> np.ndarray | N
     return mask
 
 
+GAP_OPPORTUNITIES = ("launch-gaps", "small-gemms")  # made of the gaps before activities, not of activities
+
+
+def _gpu_devices(job: ReplayJob) -> np.ndarray:
+    """Per row: on a GPU device (the device signals of §6 are GPU-only)."""
+    return _string_mask(job, "device", lambda d: "GPU" in d)
+
+
+def _small_gemm_rows(job: ReplayJob) -> np.ndarray:
+    """Per row: a small GEMM (a GEMM kernel, not grouped, under ``SMALL_GEMM_NS``) on a GPU device where the
+    small-GEMM signal holds (at least ``MANY_GEMMS_PER_STEP`` GEMMs per step, their median under
+    ``SMALL_GEMM_NS``, no grouped GEMM on the device), as insight.opportunities.device_signals decides it."""
+    codes, values = job.codes("name")
+    gemm, grouped = name_flags(np.asarray(values, dtype=object))
+    is_gemm, is_grouped = gemm[codes], grouped[codes]
+    g = job.graph
+    gpu = _gpu_devices(job) & (job.bucket == BUCKETS.index("compute"))
+    steps = max(int(job.step_numbers.size), 1)
+    out = np.zeros(job.size, dtype=bool)
+    for d in np.unique(g.device[gpu & is_gemm]).tolist():
+        mine = gpu & (g.device == d)
+        plain = np.flatnonzero(mine & is_gemm & ~is_grouped)
+        if (mine & is_grouped).any() or plain.size / steps < MANY_GEMMS_PER_STEP:
+            continue
+        if float(np.median(g.duration[plain])) >= SMALL_GEMM_NS:
+            continue
+        out[plain[g.duration[plain] < SMALL_GEMM_NS]] = True
+    return out
+
+
+def opportunity_gaps(job: ReplayJob, opportunity: Opportunity) -> np.ndarray | None:
+    """Per row, whether the trigger gap before it belongs to the opportunity (None: not a gap opportunity).
+    ``launch-gaps``: gaps under ``SMALL_GAP_NS`` before an activity of a GPU device (the launch overhead a
+    CUDA graph removes); ``small-gemms``: the gap between two small GEMMs of one device (grouped, they are one
+    kernel: the same FLOPs at the rate they ran, launched once)."""
+    g = job.graph
+    has = g.trigger >= 0
+    if opportunity.kind == "launch-gaps":
+        return has & _gpu_devices(job) & (g.gap > 0) & (g.gap < SMALL_GAP_NS)
+    if opportunity.kind == "small-gemms":
+        small = _small_gemm_rows(job)
+        out = small & has
+        out[out] = small[g.trigger[out]]
+        return out
+    return None
+
+
 def _on_host(host: str) -> Callable[[str], bool]:
     return lambda device: device.split("/")[0] == host
 
@@ -245,33 +294,90 @@ def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = 
             index = int(f.value) - 1
             if index >= len(opportunities):
                 raise _bad(term.text, f"the analysis has {len(opportunities)} opportunities, not {index + 1}")
-            chosen = opportunity_mask(job, opportunities[index])
+            opportunity = opportunities[index]
+            chosen: np.ndarray | None
+            if opportunity.kind == "straggler":  # the device the others wait for: its work
+                chosen = _string_mask(job, "device", opportunity.name.__eq__)
+            else:
+                gaps = opportunity_gaps(job, opportunity)
+                chosen = gaps if gaps is not None else opportunity_mask(job, opportunity)
             if chosen is None:
-                raise _bad(term.text, f"opportunity {index + 1} ({opportunities[index].title}) names no activities")
+                raise _bad(term.text, f"opportunity {index + 1} ({opportunity.title}) names no activities")
             mask &= chosen
     return mask
+
+
+@dataclass(frozen=True)
+class Change:
+    """What terms do to the job: every row's duration (non-members), transfer ``τ`` (instance members) and
+    trigger gap ``g_x`` (None: the measured gaps), and per term how many rows it changed."""
+
+    duration: np.ndarray
+    transfer: np.ndarray
+    gap: np.ndarray | None
+    selected: tuple[int, ...]
+    router: RouterBalance | None = None
+
+
+def _is_gap_term(term: WhatIf, opportunities: Sequence[Opportunity]) -> bool:
+    for f in term.filters:
+        if f.key == "opportunity" and 0 < int(f.value) <= len(opportunities):
+            if opportunities[int(f.value) - 1].kind in GAP_OPPORTUNITIES:
+                return True
+    return False
+
+
+def change_of(job: ReplayJob, terms: Sequence[WhatIf], opportunities: Sequence[Opportunity] = ()) -> Change:
+    """The :class:`Change` of ``terms``, applied in order, each on what the previous ones left."""
+    g = job.graph
+    duration = g.duration.copy()
+    transfer = g.transfer.copy()
+    gap: np.ndarray | None = None
+    member = g.is_member
+    compute = job.bucket == BUCKETS.index("compute")
+    selected: list[int] = []
+    router: RouterBalance | None = None
+    for term in terms:
+        if term.action == BALANCE_ROUTER:
+            new_d, new_t, new_g, router = router_balanced(job, duration, transfer, g.gap if gap is None else gap)
+            selected.append(int((new_d != duration).sum() + (new_t != transfer).sum()))
+            duration, transfer, gap = new_d, new_t, new_g
+            continue
+        mask = select(job, term, opportunities)
+        if term.action == "scale" and _is_gap_term(term, opportunities):
+            gap = (g.gap if gap is None else gap).copy()
+            gap[mask] = np.rint(gap[mask].astype(np.float64) * term.factor).astype(np.int64)
+            selected.append(int(mask.sum()))
+        elif term.action == "scale":
+            scaled_d = np.rint(duration.astype(np.float64) * term.factor).astype(np.int64)
+            scaled_t = np.rint(transfer.astype(np.float64) * term.factor).astype(np.int64)
+            duration = np.where(mask & ~member, scaled_d, duration)
+            transfer = np.where(mask & member, scaled_t, transfer)
+            selected.append(int(mask.sum()))
+        else:
+            balanced = counterpart_durations(job, mask)
+            change = mask & ~member & compute
+            duration = np.where(change, balanced, duration)
+            selected.append(int(change.sum()))
+    return Change(duration, transfer, gap, tuple(selected), router)
 
 
 def apply_terms(
     job: ReplayJob, terms: Sequence[WhatIf], opportunities: Sequence[Opportunity] = ()
 ) -> tuple[np.ndarray, np.ndarray]:
     """The changed (duration, transfer) of every row: durations for non-members, ``τ`` for instance members."""
-    g = job.graph
-    duration = g.duration.copy()
-    transfer = g.transfer.copy()
-    member = g.is_member
-    for term in terms:
-        mask = select(job, term, opportunities)
-        if term.action == "scale":
-            scaled_d = np.rint(duration.astype(np.float64) * term.factor).astype(np.int64)
-            scaled_t = np.rint(transfer.astype(np.float64) * term.factor).astype(np.int64)
-            duration = np.where(mask & ~member, scaled_d, duration)
-            transfer = np.where(mask & member, scaled_t, transfer)
-        else:
-            balanced = counterpart_durations(job, mask)
-            change = mask & ~member & (job.bucket == BUCKETS.index("compute"))
-            duration = np.where(change, balanced, duration)
-    return duration, transfer
+    change = change_of(job, terms, opportunities)
+    return change.duration, change.transfer
+
+
+def replayed(
+    job: ReplayJob, terms: Sequence[str], opportunities: Sequence[Opportunity] = ()
+) -> tuple[list[WhatIf], Change, np.ndarray, np.ndarray]:
+    """``terms`` parsed, their change, and the replay's projected (start, end) of every row."""
+    parsed = parse_terms(terms)
+    change = change_of(job, parsed, opportunities)
+    s, e = job.run(change.duration, change.transfer, change.gap)
+    return parsed, change, s, e
 
 
 def project_job(
@@ -282,10 +388,9 @@ def project_job(
     figures: bool = True,
 ) -> Projection:
     """The projection of ``terms`` over a built :class:`ReplayJob`."""
-    parsed = parse_terms(terms)
-    duration, transfer = apply_terms(job, parsed, opportunities)
-    s, e = job.run(duration, transfer)
-    return job.projection([t.text for t in parsed], s, e, figures=figures, throughput=throughput)
+    parsed, change, s, e = replayed(job, terms, opportunities)
+    projection = job.projection([t.text for t in parsed], s, e, figures=figures, throughput=throughput)
+    return replace(projection, selected=sum(change.selected))
 
 
 SPARE_REPLAYS = LANES  # opportunities replayed in all, at least, where fewer could be significant: one C pass
@@ -344,47 +449,4 @@ def opportunity_savings(
         latest = job.latest_end_without([rows[i] for i in chosen])  # type: ignore[misc]
         for i, end in zip(chosen, latest.tolist()):
             out[i] = Saving(job.steps_end_saving_of(end), most_of[i])
-    return out
-
-
-# ---------------------------------------------------------------- from traces
-
-
-def _job_of(traces: Sequence[Trace], analysis: Analysis | None) -> ReplayJob:
-    """The replay columns ``analysis`` kept (``moeprof.analyze``, ``analyze_paths`` and ``analyze_job``
-    keep them; an analysis read back from JSON has none)."""
-    if analysis is not None and analysis.replay is not None:
-        return analysis.replay
-    names = ", ".join(t.path for t in traces[:3]) or "the traces"
-    raise InputError(None, f"no replay columns for {names}: project over the analysis moeprof.analyze(traces) returns")
-
-
-def project(traces: Sequence[Trace], analysis: Analysis | None, terms: Sequence[str]) -> Projection:
-    """``terms`` projected over the job of ``traces`` (the analysis's replay columns, when it has them)."""
-    job = _job_of(traces, analysis)
-    opps = analysis.opportunities if analysis is not None else ()
-    return project_job(job, terms, opps, dict(analysis.throughput) if analysis and analysis.throughput else None)
-
-
-def projected_events(traces: Sequence[Trace], analysis: Analysis | None, terms: Sequence[str]) -> pd.DataFrame:
-    """The job's activities (the replay's columns) with ``projected_start_ns``/``projected_end_ns`` on each
-    device's own clock, ``critical`` marking the critical path's activities, and ``start_ns``/``end_ns``
-    replaced by the projected times (what the HTML timeline and ``annotate --what-if`` draw)."""
-    job = _job_of(traces, analysis)
-    opps = analysis.opportunities if analysis is not None else ()
-    parsed = parse_terms(terms)
-    duration, transfer = apply_terms(job, parsed, opps)
-    s, e = job.run(duration, transfer)
-    out = job.table.copy()
-    out["measured_start_ns"] = out["start_ns"]
-    out["measured_end_ns"] = out["end_ns"]
-    out["start_ns"] = s + job.delta
-    out["end_ns"] = e + job.delta
-    out["step"] = job.step
-    critical = np.zeros(job.size, dtype=bool)
-    spans = job.step_spans(s, e)
-    if spans.size:
-        worst = int(job.step_numbers[int(np.argmax(spans))])
-        critical[job.critical_rows(s, e, worst)] = True
-    out["critical"] = critical
     return out

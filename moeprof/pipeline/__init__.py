@@ -10,7 +10,7 @@ in one process. The library and the CLI take the same route.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,33 +18,36 @@ import pandas as pd
 
 from ..core.analysis import Analysis
 from ..core.classify import classify, rules_with
-from ..core.identity import fingerprint
+from ..core.identity import decide_files, identify
 from ..core.scopes import attach_scopes
 from ..core.timeline import TimelineOptions, TimelineView
 from ..core.topology import attribute_links
 from ..core.trace import Trace
 from ..errors import InputError
+from ..insight.projector import Projector
 from ..insight.throughput import manifest_throughput, with_throughput
 from ..options import ExecOptions, LoadOptions, StepOptions
-from ..readers import Placement, ReadContext, TraceSource, plan_placements, read_file
-from ..readers.discovery import discover_job
-from ..readers.runfolder import read_manifest
+from ..readers import Placement, ReadContext, TraceSource, read_file
+from ..readers.discovery import JobPlan, plan_job
 from ..workers import default_decode_threads
 from .executors import concurrent_files, map_files, resolve_scheduler
-from .inspector import analyze_logs, inspector_files
-from .merge import Candidate, JobResults, decide_files, finish_job, instance_table, merge
-from .per_file import FileResult, job_identity, measure_file
+from .inspector import analyze_logs
+from .merge import JobResults, Merged, finish_job, instance_table, merge
+from .per_file import FileResult, measure_file
 
 __all__ = [
     "Analysis",
     "ExecOptions",
     "FileResult",
+    "JobState",
     "LoadOptions",
     "StepOptions",
     "TraceSet",
     "analyze",
     "analyze_job",
     "analyze_paths",
+    "analyze_paths_state",
+    "analyze_state",
     "load",
     "load_trace",
     "measure",
@@ -53,15 +56,29 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class JobState:
+    """What measuring a job leaves beside its :class:`Analysis` (which stays plain data, as its JSON):
+    each device's timeline view (when measured with a :class:`TimelineOptions`), the §8 instances (op, kind,
+    first and last aligned arrival, straggler; with the timeline only) and the §9 :class:`Projector` (the
+    replay columns and graph, for further projections: the HTML timeline, ``annotate``, ``diff``)."""
+
+    timeline: tuple[TimelineView, ...] = ()
+    instances: pd.DataFrame | None = None
+    projector: Projector | None = None
+
+
 def load_trace(
     path: TraceSource,
     placement: Placement | None = None,
     options: LoadOptions | None = None,
     single_host: bool = True,
+    kind: str | None = None,
 ) -> Trace:
-    """Read one trace file (a local path or a URL), classify every activity and attribute comm to its fabric."""
+    """Read one trace file (a local path or a URL), classify every activity and attribute comm to its fabric;
+    ``kind``: what the job's plan sniffed the file to be (``readers.discovery.file_kind``)."""
     options = options or LoadOptions()
-    trace = read_file(path, ReadContext(options, placement or Placement(0)))
+    trace = read_file(path, ReadContext(options, placement or Placement(0)), kind)
     if not len(trace.events):
         # nothing to measure is an input error, never a pass: a CI gate must not hold on an empty trace
         raise InputError(
@@ -73,12 +90,9 @@ def load_trace(
     return attribute_links(trace, options.nvlink_domain_size, single_host)
 
 
-def _layout(
-    inputs: Sequence[str | Path], options: LoadOptions
-) -> tuple[list[TraceSource], list[Placement], bool, list[str]]:
-    files, notes = discover_job(list(inputs), options)
-    places = plan_placements(files)
-    return files, places, len({p.host_index for p in places}) == 1, notes
+def _plan(inputs: Sequence[str | Path] | JobPlan, options: LoadOptions) -> JobPlan:
+    """The job's plan: the one the caller made (the CLI, to size its progress bar), else made here, once."""
+    return inputs if isinstance(inputs, JobPlan) else plan_job(list(inputs), options)
 
 
 class TraceSet(list[Trace]):
@@ -89,55 +103,37 @@ class TraceSet(list[Trace]):
     notes: tuple[str, ...] = ()
 
 
-def load(paths: str | Path | Sequence[str | Path], options: LoadOptions | None = None) -> TraceSet:
+def load(paths: str | Path | Sequence[str | Path] | JobPlan, options: LoadOptions | None = None) -> TraceSet:
     """The classified traces of one job (``moeprof.load``): one :class:`Trace` per trace file."""
     options = options or LoadOptions()
-    inputs = [paths] if isinstance(paths, str | Path) else list(paths)
-    files, places, single, notes = _layout(inputs, options)
-    traces, decided = _load_job(files, places, single, options)
+    plan = _plan([paths] if isinstance(paths, str | Path) else paths, options)  # a str is one input, not letters
+    traces, decided = _load_job(plan, options)
     out = TraceSet(traces)
-    out.manifest = _manifest(inputs)
-    out.notes = (*notes, *decided)
+    out.manifest = plan.manifest
+    out.notes = (*plan.notes, *decided)
     return out
 
 
-def _relayout(
-    files: Sequence[TraceSource], places: Sequence[Placement], single: bool, kept: Sequence[int]
-) -> tuple[list[Placement], bool] | None:
-    """The layout of the kept files alone, where it differs from theirs among every file named (else None)."""
-    new = plan_placements([files[i] for i in kept])
-    new_single = len({p.host_index for p in new}) == 1
-    return None if new_single == single and new == [places[i] for i in kept] else (new, new_single)
+def _load_all(plan: JobPlan, options: LoadOptions) -> list[Trace]:
+    return [load_trace(f, p, options, plan.single_host, k) for f, p, k in zip(plan.files, plan.placements, plan.kinds)]
 
 
-def _load_job(
-    files: Sequence[TraceSource], places: Sequence[Placement], single: bool, options: LoadOptions
-) -> tuple[list[Trace], list[str]]:
+def _load_job(plan: JobPlan, options: LoadOptions) -> tuple[list[Trace], list[str]]:
     """Every file loaded, one capture's second format set aside (reloaded in the kept files' own layout
     where setting it aside changed the layout), refusing files that cannot be one job."""
-    traces = [load_trace(f, p, options, single) for f, p in zip(files, places)]
+    traces = _load_all(plan, options)
     kept, notes = one_job(traces)
-    relaid = _relayout(files, places, single, kept) if len(kept) < len(traces) else None
+    relaid = plan.keeping(kept) if len(kept) < len(traces) else None
     if relaid is not None:
-        return [load_trace(files[i], p, options, relaid[1]) for i, p in zip(kept, relaid[0])], notes
+        return _load_all(relaid, options), notes
     return [traces[i] for i in kept], notes
 
 
 def one_job(traces: Sequence[Trace]) -> tuple[list[int], list[str]]:
     """The positions of the traces that make one job (one capture in two formats read once) and the notes
     that say what was set aside; refuses traces that cannot be one job, as the merge does
-    (``merge.decide_files``)."""
-    candidates = {
-        i: Candidate(
-            source=t.path,
-            part_format=t.format,
-            identity=job_identity(t),
-            fingerprint=fingerprint(t.events),
-            claimed=t.device_names,
-        )
-        for i, t in enumerate(traces)
-    }
-    dropped, notes = decide_files(candidates)
+    (``core.identity.decide_files``)."""
+    dropped, notes = decide_files({i: identify(t) for i, t in enumerate(traces)})
     return [i for i in range(len(traces)) if i not in dropped], notes
 
 
@@ -150,11 +146,23 @@ def analyze(
 ) -> Analysis:
     """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints); ``what_if``:
     §9 terms projected together (``Analysis.projections``, after the balance projection)."""
+    return analyze_state(traces, step_options, link_peaks, timeline, what_if)[0]
+
+
+def analyze_state(
+    traces: Trace | Sequence[Trace],
+    step_options: StepOptions | None = None,
+    link_peaks: dict[str, float] | None = None,
+    timeline: TimelineOptions | None = None,
+    what_if: Sequence[str] = (),
+) -> tuple[Analysis, JobState]:
+    """:func:`analyze`, and what it leaves beside the analysis (:class:`JobState`)."""
     manifest = getattr(traces, "manifest", None)
     notes = getattr(traces, "notes", [])
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     job = _job_of([measure_file(t, step_options, timeline) for t in traces])
-    return _with_manifest(finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline), manifest)
+    analysis, state = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
+    return _with_manifest(analysis, manifest), state
 
 
 def _job_of(parts: Sequence[FileResult]) -> JobResults:
@@ -170,24 +178,23 @@ def measure(trace: Trace, step_options: StepOptions | None = None) -> Analysis:
 
 
 def finish(
-    merged: tuple[Analysis, pd.DataFrame | None],
-    timeline: TimelineOptions | None,
-    views: Sequence[TimelineView] = (),
-) -> Analysis:
-    """The merged analysis, with the devices' timeline views (and their ledger wait parts) when asked."""
-    analysis, matched = merged
+    merged: Merged, timeline: TimelineOptions | None, views: Sequence[TimelineView] = ()
+) -> tuple[Analysis, JobState]:
+    """The merged analysis, and beside it the devices' timeline views (with their ledger wait parts) when
+    asked, the §8 instances, the projector."""
+    analysis, matched, projector = merged
     if timeline is None or not views:
-        return analysis
+        return analysis, JobState(projector=projector)
     views = sorted(views, key=lambda v: v.device)
     if matched is None:
-        return analysis.with_(timeline=tuple(views))
+        return analysis, JobState(tuple(views), projector=projector)
     complete = matched[matched["instance"] >= 0]
     waits = {
         str(d): (g["start_ns"].to_numpy(np.int64), (g["start_ns"] + g["wait_ns"]).to_numpy(np.int64))
         for d, g in complete[complete["wait_ns"] > 0].groupby("device", observed=True)
     }
     views = [v.with_wait(*waits[v.device]) if v.device in waits else v for v in views]
-    return analysis.with_(timeline=tuple(views), instances=instance_table(matched))
+    return analysis, JobState(tuple(views), instance_table(matched), projector)
 
 
 def _share_cores(options: LoadOptions, at_once: int | None, jobs: int | None) -> LoadOptions:
@@ -202,20 +209,21 @@ def _share_cores(options: LoadOptions, at_once: int | None, jobs: int | None) ->
     return replace(options, decode_threads=default_decode_threads(at_once))
 
 
-def _map_one(
-    task: tuple[TraceSource, Placement, LoadOptions, StepOptions | None, bool, TimelineOptions | None],
-) -> FileResult:
-    path, placement, options, step_options, single_host, timeline = task
-    return measure_file(load_trace(path, placement, options, single_host), step_options, timeline)
+_Task = tuple[TraceSource, Placement, LoadOptions, StepOptions | None, bool, TimelineOptions | None, str]
 
 
-def _manifest(inputs: Sequence[str | Path]) -> dict | None:
-    """The manifest of the first input that is a moeprof run folder."""
-    for raw in inputs:
-        manifest = read_manifest(Path(raw)) if Path(raw).is_dir() else None
-        if manifest:
-            return manifest
-    return None
+def _map_one(task: _Task) -> FileResult:
+    path, placement, options, step_options, single_host, timeline, kind = task
+    return measure_file(load_trace(path, placement, options, single_host, kind), step_options, timeline)
+
+
+def _tasks(
+    plan: JobPlan, options: LoadOptions, step_options: StepOptions | None, timeline: TimelineOptions | None
+) -> list[_Task]:
+    return [
+        (f, p, options, step_options, plan.single_host, timeline, k)
+        for f, p, k in zip(plan.files, plan.placements, plan.kinds)
+    ]
 
 
 def _with_manifest(analysis: Analysis, manifest: dict | None) -> Analysis:
@@ -224,12 +232,8 @@ def _with_manifest(analysis: Analysis, manifest: dict | None) -> Analysis:
     return analysis.with_(manifest=manifest, throughput=manifest_throughput(manifest))
 
 
-def _with_run_folder(analysis: Analysis, inputs: Sequence[str | Path]) -> Analysis:
-    return _with_manifest(analysis, _manifest(inputs))
-
-
 def analyze_paths(
-    inputs: Sequence[str | Path],
+    inputs: Sequence[str | Path] | JobPlan,
     options: LoadOptions | None = None,
     step_options: StepOptions | None = None,
     jobs: int | None = None,
@@ -241,7 +245,29 @@ def analyze_paths(
     execution: ExecOptions | None = None,
     what_if: Sequence[str] = (),
 ) -> Analysis:
-    """Discover, read and measure every trace file, then merge (``moeprof analyze``).
+    """Discover, read and measure every trace file, then merge (``moeprof analyze``): :func:`analyze_paths_state`'s
+    analysis."""
+    return analyze_paths_state(
+        inputs, options, step_options, jobs, progress, link_peaks, timeline, scheduler, skip_bad, execution, what_if
+    )[0]
+
+
+def analyze_paths_state(
+    inputs: Sequence[str | Path] | JobPlan,
+    options: LoadOptions | None = None,
+    step_options: StepOptions | None = None,
+    jobs: int | None = None,
+    progress: Callable[[TraceSource], None] | None = None,
+    link_peaks: dict[str, float] | None = None,
+    timeline: TimelineOptions | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
+    execution: ExecOptions | None = None,
+    what_if: Sequence[str] = (),
+) -> tuple[Analysis, JobState]:
+    """Discover, read and measure every trace file, then merge; the analysis and its :class:`JobState`.
+    ``inputs``: what the user typed, or its :class:`~moeprof.readers.discovery.JobPlan` (``plan_job``) where
+    the caller made one.
 
     The per-file map runs in this process (one file, or ``jobs=1``), in a local process pool
     (the default), or on a Dask cluster (``scheduler``); each result is merged as it arrives and
@@ -253,14 +279,13 @@ def analyze_paths(
     if execution is not None:
         jobs, scheduler, skip_bad = execution.jobs, execution.scheduler, execution.skip_bad
     scheduler = resolve_scheduler(scheduler)
-    files, places, single, notes = _layout(inputs, options)
-    if inspector_files(files):
-        analysis = analyze_logs(
-            [Path(f) for f in files], link_peaks, notes, jobs, scheduler, skip_bad, progress
-        )  # fmt: skip
-        return _with_run_folder(analysis, inputs)
+    plan = _plan(inputs, options)
+    files, notes = plan.files, list(plan.notes)
+    if plan.inspector:
+        analysis = analyze_logs([Path(f) for f in files], link_peaks, notes, jobs, scheduler, skip_bad, progress)
+        return _with_manifest(analysis, plan.manifest), JobState()
     options = _share_cores(options, concurrent_files(len(files), jobs, scheduler), jobs)
-    tasks = [(f, p, options, step_options, single, timeline) for f, p in zip(files, places)]
+    tasks = _tasks(plan, options, step_options, timeline)
     job = JobResults()
 
     def take(index: int, part: FileResult) -> None:
@@ -283,41 +308,54 @@ def analyze_paths(
     notes = [*notes, *(f"skipped {s.file}: {s.problem}" for s in skipped)]
     decided = job.decide()
     kept = [i for i in sorted(job.files) if i not in job.dropped]
-    relaid = _relayout(files, places, single, kept) if job.dropped else None
+    relaid = plan.keeping(kept) if job.dropped else None
     if relaid is not None:
         # the files set aside changed the job's layout (one host, not two): measure the rest as if only
         # they had been named, so the figures are those of the kept file read alone
         again = JobResults()
         map_files(
             _map_one,
-            [(files[i], p, options, step_options, relaid[1], timeline) for i, p in zip(kept, relaid[0])],
+            _tasks(relaid, options, step_options, timeline),
             on_result=lambda k, part: again.add(kept[k], part),
             scheduler=scheduler,
             jobs=jobs,
         )
         job, notes = again, [*notes, *decided]
-    analysis = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
+    analysis, state = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
     if skipped:
         analysis = analysis.with_(skipped=tuple({"file": s.file, "problem": s.problem} for s in skipped))
-    return _with_run_folder(analysis, inputs)
+    return _with_manifest(analysis, plan.manifest), state
 
 
 def analyze_job(
-    inputs: Sequence[str | Path],
+    inputs: Sequence[str | Path] | JobPlan,
     options: LoadOptions | None = None,
     step_options: StepOptions | None = None,
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
     what_if: Sequence[str] = (),
-) -> tuple[Analysis, list[Trace]]:
-    """The analysis and the classified traces it measured, each file read once (``report``, ``annotate``)."""
+) -> tuple[Analysis, list[Trace], JobState]:
+    """The analysis, the classified traces it measured (each file read once) and its :class:`JobState`
+    (``report``, ``annotate``, ``diff``).
+
+    As :func:`analyze_paths`: every file is measured, and its identity made beside its figures; the job is
+    decided from those (a capture's second format set aside, files that cannot be one job refused)."""
     options = options or LoadOptions()
-    files, places, single, notes = _layout(inputs, options)
-    if inspector_files(files):
-        return _with_run_folder(analyze_logs([Path(f) for f in files], link_peaks, notes), inputs), []
-    traces, decided = _load_job(files, places, single, options)
-    notes = [*notes, *decided]
+    plan = _plan(inputs, options)
+    notes = list(plan.notes)
+    if plan.inspector:
+        analysis = analyze_logs([Path(f) for f in plan.files], link_peaks, notes)
+        return _with_manifest(analysis, plan.manifest), [], JobState()
     timeline = timeline or TimelineOptions()
+    traces = _load_all(plan, options)
     job = _job_of([measure_file(t, step_options, timeline) for t in traces])
-    analysis = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
-    return _with_run_folder(analysis, inputs), traces
+    decided = job.decide()
+    kept = [i for i in sorted(job.files) if i not in job.dropped]
+    relaid = plan.keeping(kept) if job.dropped else None
+    if relaid is not None:  # measured again as if only the kept files had been named (see analyze_paths)
+        traces = _load_all(relaid, options)
+        job, notes = _job_of([measure_file(t, step_options, timeline) for t in traces]), [*notes, *decided]
+    else:
+        traces = [traces[i] for i in kept]  # finish_job says what was set aside
+    analysis, state = finish(finish_job(job, link_peaks, notes, what_if), timeline, job.timeline)
+    return _with_manifest(analysis, plan.manifest), traces, state

@@ -35,13 +35,14 @@ import traceback
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ..errors import InputError
-from ..workers import PRELOAD, own_process, start_method, usable_cores
+from ..workers import own_process, sigint_ignored, start_fork_server, start_method, unblock_sigint, usable_cores
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -166,7 +167,8 @@ def _map_inline(
 # ---------------------------------------------------------------------------------------------- local pool
 def _worker_main(conn: Connection, fn: Callable[[Any], Any]) -> None:
     """One pool worker: take (index, item), send back (index, ok, value or error, traceback)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the coordinator decides
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # started so already (sigint_ignored); kept under any start method
+    unblock_sigint()
     own_process()
     while True:
         try:
@@ -214,13 +216,18 @@ def _map_pool(
     name: Callable[[T], str],
 ) -> None:
     ctx: Any = mp.get_context(start_method())  # the typeshed base context lacks Process
-    if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(PRELOAD)  # a no-op where the CLI started the server already
+    forked = ctx.get_start_method() == "forkserver"
+    if forked:
+        start_fork_server()  # a no-op where the CLI started it already
 
     def start() -> _Worker:
         parent, child = ctx.Pipe()
         process = ctx.Process(target=_worker_main, args=(child, fn), daemon=True, name="moeprof-worker")
-        process.start()
+        # Ctrl-C is the coordinator's to answer, from a worker's first instruction: the fork server's
+        # children inherit its ignoring it; a spawned worker is started ignoring it (a few ms, where a start
+        # through the fork server can wait a second for its imports, with the coordinator's Ctrl-C held)
+        with nullcontext() if forked else sigint_ignored():
+            process.start()
         child.close()  # only the worker holds its end: its death reads as EOF here
         return _Worker(process, parent)
 

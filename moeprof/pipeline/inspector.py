@@ -18,39 +18,9 @@ from ..core.analysis import Analysis, Figures
 from ..core.inspector import measure
 from ..errors import InputError
 from ..insight.bandwidth import job_hardware
-from ..readers.base import sniff
 from ..readers.registry import read_inspector
-from ..readers.sources import TraceSource, is_url
+from ..readers.sources import TraceSource
 from .executors import map_files
-
-
-def inspector_files(files: Sequence[TraceSource]) -> bool:
-    """Whether the job's files are NCCL Inspector logs (all of them); a mix with timeline traces is refused."""
-    kinds = [_kind(f) for f in files]
-    logs = [f for f, k in zip(files, kinds) if k == "nccl-inspector"]
-    if not logs:
-        return False
-    # a file that cannot be sniffed goes with the logs: reading it says what is wrong (or --skip-bad skips it)
-    others = [f for f, k in zip(files, kinds) if k not in ("nccl-inspector", "bad")]
-    if others:
-        other = others[0]
-        raise InputError(
-            other,
-            f"a timeline trace given with NCCL Inspector logs ({logs[0]}, ...): they measure different things;"
-            " analyze them apart",
-        )
-    return True
-
-
-def _kind(f: TraceSource) -> str:
-    """A local file's sniffed format; a URL, a folder or a file that cannot be sniffed says nothing here
-    (its own read reports what is wrong with it, or --skip-bad skips it)."""
-    if not isinstance(f, Path) or is_url(str(f)) or not f.is_file():
-        return "other"
-    try:
-        return sniff(f)
-    except InputError:
-        return "bad"
 
 
 def read_rows(path: Path) -> tuple[dict[str, Any], str, tuple[str, ...]]:

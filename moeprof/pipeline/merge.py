@@ -6,7 +6,7 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TypeVar
 
@@ -27,36 +27,26 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
+from ..core.events import BUCKETS, bucket_codes, column_codes
 from ..core.events import concat as concat_tables
-from ..core.identity import (
-    FRAMEWORK_FORMATS,
-    DeviceFingerprint,
-    JobIdentity,
-    covers,
-    disagreement,
-    index_keys,
-    own_key,
-)
+from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
-from ..core.replay import has_compiled
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
-from ..errors import InputError
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
-    PROJECTED_SIGNIFICANT,
     comm_opportunities,
     expert_exchange_opportunity,
     merge_same_time,
+    named_fabrics,
     rank,
-    rank_by_projection,
     signal_opportunities,
 )
+from ..insight.projector import Projector, project_analysis
 from ..insight.stack import Stack
 from ..insight.utilization import job_peak, utilization
 from ..insight.waiting import op_stragglers, straggler_opportunity
-from ..insight.whatif import BALANCE, opportunity_savings, parse_terms, project_job
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
 K = TypeVar("K")
@@ -126,25 +116,11 @@ def spread(
     return Spread(device_spread, straggler, tuple(summaries), slowest)
 
 
-FORMAT_RICHNESS = ("xplane", "nsys", "nsys-parquet", "kineto", "chrome")  # of one capture's formats, read the first
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """What decides whether a file joins the job: its identity, its fingerprint, the devices it claims."""
-
-    source: str
-    part_format: str
-    identity: JobIdentity
-    fingerprint: tuple[DeviceFingerprint, ...]
-    claimed: list[str]
-
-
 @dataclass
 class _FileTake:
     """What the coordinator keeps of one file until the job is decided (all small)."""
 
-    who: Candidate
+    who: FileIdentity
     inputs: list[str]
     warnings: list[str]
     devices: list[DeviceFigures]
@@ -216,16 +192,8 @@ class JobResults:
 
     def add(self, index: int, part: FileResult) -> None:
         """Take in one file's result (then the caller can drop it)."""
-        source = part.inputs[0] if part.inputs else f"input {index}"
-        who = Candidate(
-            source=source,
-            part_format=part.format,
-            identity=part.identity,
-            fingerprint=part.fingerprint,
-            claimed=list(part.device_ids or {d.device: -1 for d in part.devices}),
-        )
         self.files[index] = _FileTake(
-            who=who,
+            who=part.who,
             inputs=list(part.inputs),
             warnings=list(part.warnings),
             devices=list(part.devices),
@@ -337,7 +305,7 @@ class JobResults:
 
     @property
     def formats(self) -> set[str]:
-        return {f.who.part_format for f in self._kept()}
+        return {f.who.format for f in self._kept()}
 
     @property
     def ranks(self) -> set[int | None]:
@@ -391,133 +359,6 @@ class JobResults:
         return records, build_ledger(records, windows, exposed, self.whole_job(), device_ids)
 
 
-def decide_files(files: Mapping[int, Candidate]) -> tuple[set[int], list[str]]:
-    """Which files of a job are set aside as another format of a capture read once, and the notes that
-    say so; refuses (InputError) files that cannot be one job, or two files that claim one device.
-
-    Input order decides every tie, so the answer never depends on the order results arrived in."""
-    order = sorted(files)
-    dropped: set[int] = set()
-    twins: dict[int, list[int]] = {}  # kept file -> the files of its capture set aside
-    buckets: dict[tuple[int, ...], set[int]] = {}
-    for i in order:
-        for printed in files[i].fingerprint:
-            buckets.setdefault(own_key(printed), set()).add(i)
-    for i in order:
-        if i in dropped:
-            continue
-        a = files[i]
-        near = {j for printed in a.fingerprint for key in index_keys(printed) for j in buckets.get(key, ())}
-        for j in sorted(near):
-            b = files[j]
-            if j <= i or j in dropped or not _maybe_same_capture(a, b):
-                continue
-            a_holds_b = covers(a.fingerprint, b.fingerprint)
-            b_holds_a = (not a_holds_b or len(a.fingerprint) == len(b.fingerprint)) and covers(
-                b.fingerprint, a.fingerprint
-            )
-            if not (a_holds_b or b_holds_a):
-                continue
-            # the file holding more devices, else the richer format, else the earlier input
-            keep, drop = (i, j) if a_holds_b and (not b_holds_a or _richness(a) <= _richness(b)) else (j, i)
-            dropped.add(drop)
-            twins.setdefault(keep, []).append(drop)
-            if drop == i:
-                break
-    kept = [i for i in order if i not in dropped]
-    notes = [
-        f"{', '.join(files[d].source for d in sorted(twins[k]))} "
-        f"{'holds' if len(twins[k]) == 1 else 'hold'} the same activities as {files[k].source}: one "
-        f"capture in two formats (or one file twice); read {files[k].source} only"
-        for k in kept
-        if k in twins
-    ]
-    _refuse_different_jobs([files[i] for i in kept])
-    owner: dict[str, str] = {}
-    for i in kept:
-        f = files[i]
-        for device in f.claimed:
-            first = owner.setdefault(device, f.source)
-            if first != f.source:
-                # two inputs that claim one device are two jobs (or one job twice): refuse, naming both
-                raise InputError(
-                    f.source,
-                    f"claims device {device}, which {first} holds too: traces of different jobs, or one job "
-                    "twice? Analyze them separately (moeprof report --compare shows them side by side)",
-                )
-    return dropped, notes
-
-
-def _richness(f: Candidate) -> int:
-    return FORMAT_RICHNESS.index(f.part_format) if f.part_format in FORMAT_RICHNESS else len(FORMAT_RICHNESS)
-
-
-def _maybe_same_capture(a: Candidate, b: Candidate) -> bool:
-    """What the files say before their activities are compared: two ranks, or two hosts named by one
-    format, are two captures however alike their activities."""
-    if a.identity.rank is not None and b.identity.rank is not None and a.identity.rank != b.identity.rank:
-        return False
-    named = ("xplane", "nsys", "nsys-parquet")  # host names from the file's content (Chrome's is its file name)
-    if a.part_format == b.part_format in named and a.identity.hosts and b.identity.hosts:
-        return a.identity.hosts == b.identity.hosts
-    return True
-
-
-_STATES: tuple[Callable[[JobIdentity], bool], ...] = (
-    lambda i: i.world_size is not None,
-    lambda i: bool(i.device_models),
-    lambda i: i.framework in ("jax", "tensorflow", "pytorch") and i.format in FRAMEWORK_FORMATS,
-    lambda i: bool(i.hlo_modules),
-    lambda i: bool(i.process_groups),
-    lambda i: i.wall_clock,
-)
-
-
-def _refuse_different_jobs(files: Sequence[Candidate]) -> None:
-    """Refuse files that cannot be one job, naming both and the field that disagrees (core.identity).
-
-    Each file is compared, in input order (the message never depends on which result arrived first),
-    with the first earlier file that states each field (a few files, so 1,000 files cost 1,000
-    comparisons, not half a million), and the ranks and devices of the files must fit the world they
-    state."""
-    references: list[Candidate] = []  # the first file that states each field
-    for b in files:
-        for a in references:
-            why = disagreement(a.identity, b.identity)
-            if why:
-                raise InputError(
-                    b.source,
-                    f"cannot be one job with {a.source}: {why}. Analyze them separately "
-                    "(moeprof report --compare shows them side by side)",
-                )
-        for states in _STATES:
-            if states(b.identity) and not any(states(a.identity) for a in references):
-                references.append(b)
-                break
-    stated = next((f for f in files if f.identity.world_size is not None), None)
-    if stated is None or stated.identity.world_size is None:
-        return
-    world = stated.identity.world_size
-    ranks: set[int] = set()
-    devices = 0
-    counted: list[Candidate] = []
-    for f in files:
-        if f.identity.rank is not None:
-            ranks.add(f.identity.rank)
-        else:
-            devices += f.identity.devices
-        counted.append(f)
-        if len(counted) > 1 and len(ranks) + devices > world:
-            # name the file that stated the world and another: the one that went over, or the one before it
-            other = f if f is not stated else counted[-2]
-            raise InputError(
-                other.source,
-                f"cannot be one job with {stated.source}: world size {world}, but the files hold "
-                f"{len(ranks) + devices} ranks or devices. Analyze them separately "
-                "(moeprof report --compare shows them side by side)",
-            )
-
-
 def ledger_summary(ledger: Ledger) -> dict:
     """The JSON ``ledger`` object (§8) with the straggler table."""
     rows = sorted(ledger.stragglers, key=lambda r: (-r.caused_wait_ns, r.device))
@@ -557,8 +398,8 @@ def merge_job(
     link_peaks: dict[str, float] | None = None,
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
-) -> tuple[Analysis, pd.DataFrame | None]:
-    """:func:`merge`, and the comm records with their ledger view (instance, wait, straggler) for timelines."""
+) -> Merged:
+    """:func:`merge`, the comm records with their ledger view (instance, wait, straggler), the projector."""
     job = JobResults()
     for i, part in enumerate(parts):
         job.add(i, part)
@@ -570,7 +411,7 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
     table = job.table("replay", tuple(REPLAY_COLUMNS))
     if table.empty:
         return None
-    comm = (table["bucket"].astype(str) == "comm").to_numpy()
+    comm = bucket_codes(table["bucket"]) == BUCKETS.index("comm")
     instance = np.full(len(table), -1, dtype=np.int64)
     offsets: dict[str, int] = {}
     record_of = np.cumsum(comm) - 1  # the i-th comm row is the i-th record
@@ -581,13 +422,18 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
         offsets = dict(ledger.clock_offsets_ns)
     # one row order whatever order the files' results arrived in: devices by name (each device's rows
     # come from one file, in start order), so that ties in the replay break the same way
-    codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
-    rank_of = np.argsort(np.argsort(np.asarray(names, dtype=object)))
+    codes, names = column_codes(table["device"])  # codes of the categorical: no string per row
+    if (codes < 0).any():
+        codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
+    rank_of = np.argsort(np.argsort(np.asarray([str(v) for v in names], dtype=object)))
     order = np.argsort(rank_of[codes], kind="stable")
-    table = table.iloc[order].reset_index(drop=True)
-    instance = instance[order]
-    if records is not None:
-        records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
+    if not bool(np.all(order[1:] > order[:-1])):  # already in that order (one file's devices): no copy
+        table = table.iloc[order].reset_index(drop=True)
+        instance = instance[order]
+        if records is not None:
+            records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
+    elif records is not None:
+        records = records.reset_index(drop=True)
     steps = pd.DataFrame(
         {
             "step": [s.step for s in job.steps],
@@ -610,43 +456,15 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
     )
 
 
-NUMPY_REPLAY_LIMIT = 50_000  # activities the numpy replay projects in seconds
+def with_projections(
+    analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()
+) -> tuple[Analysis, Projector | None]:
+    """§9 (:func:`moeprof.insight.projector.project_analysis`): the analysis with its projections and the
+    opportunities' projected savings, and the projector beside it."""
+    return project_analysis(analysis, replay, what_if)
 
 
-def with_projections(analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()) -> Analysis:
-    """§9: the balance projection (jobs of several devices), the one ``what_if`` asks for, and each
-    opportunity's projected saving (opportunities ranked by it)."""
-    if replay is None:
-        if what_if:
-            raise InputError(None, f"--what-if {what_if[0]!r}: the analysis has no device activity to project")
-        return analysis
-    throughput = dict(analysis.throughput) if analysis.throughput else None
-    parsed = parse_terms(what_if)  # a bad term fails before any work
-    if replay.size > NUMPY_REPLAY_LIMIT and not has_compiled():
-        # the numpy relaxation takes one pass per edge of the longest chain: hours at a million activities
-        note = (
-            f"projections skipped: {replay.size:,} activities need the compiled replay (pip install 'moeprof[fast]' "
-            f"installs numba); without it only jobs up to {NUMPY_REPLAY_LIMIT:,} activities are projected"
-        )
-        if parsed:
-            raise InputError(None, f"--what-if {what_if[0]!r}: {note}")
-        return analysis.with_(replay=replay).with_warnings(note)
-    projections = []
-    if len(replay.device_names) > 1:
-        projections.append(project_job(replay, [BALANCE], analysis.opportunities, throughput))
-    if parsed:
-        projections.append(project_job(replay, list(what_if), analysis.opportunities, throughput))
-    measured = replay.step_spans(replay.graph.start, replay.graph.end)
-    step_ns = float(measured.mean()) if measured.size else 0.0
-    savings = opportunity_savings(replay, analysis.opportunities, PROJECTED_SIGNIFICANT * step_ns)
-    opportunities = rank_by_projection(
-        [
-            replace(o, projected_saving_ns=s.ns, projected_saving_max_ns=s.max_ns)
-            for o, s in zip(analysis.opportunities, savings, strict=True)
-        ],
-        step_ns,
-    )
-    return analysis.with_(projections=tuple(projections), replay=replay, opportunities=tuple(opportunities))
+Merged = tuple[Analysis, pd.DataFrame | None, Projector | None]
 
 
 def finish_job(
@@ -654,8 +472,9 @@ def finish_job(
     link_peaks: dict[str, float] | None = None,
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
-) -> tuple[Analysis, pd.DataFrame | None]:
-    """The analysis of everything ``job`` took in."""
+) -> Merged:
+    """The analysis of everything ``job`` took in, the comm records with their ledger view (instance, wait,
+    straggler), and the projector of its §9 projections."""
     notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
@@ -675,14 +494,13 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    hardware = job_hardware(job.models, link_peaks)
-    scale_up = hardware.preset.scale_up if hardware.preset is not None else "nvlink"
-    collectives = annotate(collectives_table(comm), mode, hardware.peaks, scale_up)
+    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
+    hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.device for d in devices])
+    collectives = annotate(collectives_table(comm), mode, hardware.peaks, hardware.scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
     independent = job.table("independent", ("device", "key", "independent_ns"))
     steps = sorted(job.steps, key=lambda s: (s.step, s.device))
-    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
     matched = records.join(ledger.records) if ledger is not None and records is not None else None
     hide = comm_opportunities(
         comm, collectives, independent, stack, op_stragglers(matched) if matched is not None else None
@@ -712,7 +530,7 @@ def finish_job(
         total=sum_figures(devices),
         collectives=tuple(collectives),
         steps=tuple(steps),
-        opportunities=tuple(
+        opportunities=named_fabrics(
             merge_same_time(
                 rank(
                     hide
@@ -722,7 +540,8 @@ def finish_job(
                 ),
                 comm,
                 matched,
-            )
+            ),
+            hardware.summary,
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
         warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings, *flop_notes),
@@ -733,7 +552,8 @@ def finish_job(
         scopes=scope_rows(scope_frame, sum(d.accumulated_ns for d in devices), peak),
         utilization=used,
     )
-    return with_projections(analysis, replay_job(job, records, ledger), what_if), matched
+    projected, projector = with_projections(analysis, replay_job(job, records, ledger), what_if)
+    return projected, matched, projector
 
 
 def instance_table(matched: pd.DataFrame) -> pd.DataFrame:

@@ -18,9 +18,9 @@ from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.events import column_codes, combine_codes, first_rows, lookup
 from ..core.hlo import HloModule
-from ..core.identity import DeviceFingerprint, JobIdentity, canonical, device_fingerprint
-from ..core.ledger_records import clock_domain, comm_records, empty_records
-from ..core.metrics import COMM, COMPUTE, DeviceTimeline, EventColumns
+from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device_fingerprint, identify
+from ..core.ledger_records import clock_domains, comm_records, empty_records
+from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
 from ..core.projection import empty_replay_table, empty_syncs, replay_table
 from ..core.scopes import (
     OP_FLOP_COLUMNS,
@@ -40,27 +40,9 @@ from ..insight.stack import stack_facts
 from ..options import StepOptions
 from ..words import plural
 
-# per (op, kind, device): sums the merge adds up across files (collectives, opportunities, bandwidth)
-COMM_AGG_COLUMNS = [
-    "key",
-    "kind",
-    "device",
-    "count",
-    "total_ns",
-    "exposed_ns",
-    "bytes_sum",
-    "bytes_known",
-    "ib_ns",
-    "unknown_ns",
-    "exposed_ib_ns",
-    "exposed_unknown_ns",
-    "ib_sum",
-    "ib_known",
-    "ib_zero",
-    "ib_one",
-    "ib_max",
-    "xla",
-]
+# per (op, kind, device): the sums the merge adds up across files (collectives, opportunities, bandwidth), the
+# largest IB fraction, and whether any activity is XLA's
+COMM_AGG_COLUMNS = ["key", "kind", "device", *COMM_SUMS, "ib_max", "xla"]
 
 
 @dataclass
@@ -86,9 +68,9 @@ class FileResult:
     job: dict = field(default_factory=dict)  # world_size, rank: what the ledger's whole-job rule needs
     timeline: list[TimelineView] = field(default_factory=list)
     step_count: int = 0  # steps found in the file (selected or not)
-    # the file's activities as any format of its capture shows them (the merge reads a capture once)
-    fingerprint: tuple[DeviceFingerprint, ...] = ()
-    identity: JobIdentity = field(default_factory=JobIdentity)  # what the file says of its job
+    # what decides whether the file joins the job (core.identity), made beside its figures: what it says of its
+    # job, its activities as any format of its capture shows them, the devices it claims; the merge compares
+    who: FileIdentity = field(default_factory=lambda: FileIdentity("", "", JobIdentity(), (), ()))
     # §9: per device activity, the replay's columns (core.projection.REPLAY_COLUMNS), comm rows in the
     # order of ``records``; and the host synchronizations that launches move with
     replay: pd.DataFrame = field(default_factory=empty_replay_table)
@@ -104,13 +86,6 @@ class FileResult:
     op_flops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=OP_FLOP_COLUMNS))
     step_flops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_FLOP_COLUMNS))
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> the peaks its plane states
-
-
-def _group_sizes(groups: np.ndarray) -> np.ndarray:
-    """Members in each comma-separated group string (0 unknown), counted once per distinct string."""
-    codes, uniques = pd.factorize(groups)
-    sizes = np.array([len(str(g).split(",")) if g else 0 for g in uniques], dtype=np.int64)
-    return sizes[codes] if len(uniques) else np.zeros(len(groups), dtype=np.int64)
 
 
 def _independent_compute(
@@ -220,21 +195,7 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
         }
     )
     agg = frame.groupby("group", sort=True).agg(
-        count=("count", "sum"),
-        total_ns=("total_ns", "sum"),
-        exposed_ns=("exposed_ns", "sum"),
-        bytes_sum=("bytes_sum", "sum"),
-        bytes_known=("bytes_known", "sum"),
-        ib_ns=("ib_ns", "sum"),
-        unknown_ns=("unknown_ns", "sum"),
-        exposed_ib_ns=("exposed_ib_ns", "sum"),
-        exposed_unknown_ns=("exposed_unknown_ns", "sum"),
-        ib_sum=("ib_sum", "sum"),
-        ib_known=("ib_known", "sum"),
-        ib_zero=("ib_zero", "sum"),
-        ib_one=("ib_one", "sum"),
-        ib_max=("ib_max", "max"),
-        xla=("xla", "any"),
+        **{c: (c, "sum") for c in COMM_SUMS}, ib_max=("ib_max", "max"), xla=("xla", "any")
     )
     first = first_rows(group_id)  # group ids count from 0 in order of appearance
     devices = np.array([p.device for p in parts], dtype=object)
@@ -414,7 +375,7 @@ def measure_file(
         dropped_activities=trace.dropped_activities,
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
-        clocks=_clocks(trace),
+        clocks=clock_domains(trace),
         records=pd.concat(record_parts, ignore_index=True) if record_parts else empty_records(),
         windows=_segments_frame(windows),
         exposed=_segments_frame(exposed_parts),
@@ -425,8 +386,7 @@ def measure_file(
         syncs=trace.host_syncs if len(trace.host_syncs) else empty_syncs(),
         models=dict(trace.device_models),
         step_positions=step_positions(all_steps, selected, step_options.skip_first),
-        fingerprint=canonical(prints),
-        identity=job_identity(trace),
+        who=identify(trace, prints),
         scopes=_stacked(scope_parts, SCOPE_COLUMNS),
         op_flops=_stacked(op_flop_parts, OP_FLOP_COLUMNS),
         step_flops=_stacked(step_flop_parts, STEP_FLOP_COLUMNS),
@@ -437,25 +397,6 @@ def measure_file(
 def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
-
-
-def job_identity(trace: Trace) -> JobIdentity:
-    """What the trace says of its job (core.identity): the merge refuses files that cannot be one job."""
-    events = trace.events
-    has = bool(len(events))
-    return JobIdentity(
-        format=trace.format,
-        world_size=trace.job.world_size,
-        rank=trace.job.rank,
-        devices=len(trace.device_names) if has or trace.devices else 0,
-        device_models=tuple(sorted({str(m) for m in trace.device_models.values() if m})),
-        framework=trace.framework,
-        hlo_modules=tuple(sorted({str(module) for module, _ in trace.hlo})),
-        hosts=tuple(trace.job.hosts),
-        start_ns=int(events["start_ns"].min()) if has else None,
-        end_ns=int(events["end_ns"].max()) if has else None,
-        process_groups=tuple(sorted((str(k), tuple(v)) for k, v in trace.process_groups.items())),
-    )
 
 
 def step_positions(all_steps: pd.DataFrame, selected: pd.DataFrame, skip_first: int) -> dict[int, int]:
@@ -506,8 +447,3 @@ def _device_ids(activity: pd.DataFrame) -> dict[str, int]:
         return {}
     pairs = activity[["device", "global_id"]].drop_duplicates("device")
     return dict(zip(pairs["device"].astype(str), pairs["global_id"].astype(int), strict=True))
-
-
-def _clocks(trace: Trace) -> dict[str, str]:
-    """Device -> clock domain (spec §8)."""
-    return {device: clock_domain(trace, device) for device in trace.device_names}

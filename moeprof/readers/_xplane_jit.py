@@ -24,7 +24,7 @@ def _varint(data, pos, end):  # pragma: no cover - compiled
     """(value as int64 bits, position after it); position -1 (truncated) or -2 (too long) on error.
 
     Written so that LLVM keeps the loop tight: the same function with a ``while True`` loop and the
-    too-long test on ``shift`` after it compiled about 10x slower.
+    too-long test on ``shift`` after it compiled to much slower code (docs/performance.md).
     """
     b = np.int64(data[pos]) if pos < end else np.int64(0x80)
     if b < 0x80:
@@ -203,7 +203,7 @@ def events(
                 e = p + length
                 done = False
                 # the stat layout XLA writes, decoded here: 08 <id> <value key> <value>, the value ending the
-                # message (the same code in a function inlined here compiled ~8x slower)
+                # message (the same code in a function inlined here compiled to slower code: docs/performance.md)
                 if length >= 4 and data[p] == 0x08:
                     mid_s, t = _varint(data, p + 1, e)
                     tag = np.int64(data[t]) if 0 < t < e else np.int64(0)

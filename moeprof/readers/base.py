@@ -46,6 +46,7 @@ class ReadContext:
 
     options: LoadOptions = field(default_factory=LoadOptions)
     placement: Placement = field(default_factory=lambda: Placement(0))
+    kind: str | None = None  # what sniff found the file to be, where the caller sniffed it already
 
 
 class Reader(Protocol):

@@ -25,8 +25,23 @@ from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
 from .discovery import capture_stem
+from .tpu_ops import (
+    ASYNC,
+    MODULES,
+    OPS,
+    STEPS,
+    TPU_LINES,
+    ChipLines,
+    OpEvents,
+    device_times,
+    step_markers,
+    tpu_activity,
+)
 
 _GPU_PROCESS = re.compile(r"/device:GPU:(\d+)")
+# a TPU chip's process: "/device:TPU:0" (JAX, xprof's legacy trace viewer), "<host> /device:TPU:0" (xprof's
+# streaming viewer); "/device:TPU:0 SparseCore 0" is not a chip
+_TPU_PROCESS = re.compile(r"/device:TPU:(\d{1,9})$")
 _STREAM_THREAD = re.compile(r"^Stream #")
 
 
@@ -67,8 +82,8 @@ def _inflate_limit() -> tuple[int | None, int | None]:
 
 
 def _deflate_module() -> tuple[Any, type[Exception]]:
-    """(the zlib-like module that inflates, its error): ISA-L's (python-isal, ~1.8x zlib's speed on
-    trace JSON: 125 MB in 0.15 s against 0.27 s) where it imports, else zlib. Same interface."""
+    """(the zlib-like module that inflates, its error): ISA-L's (python-isal, faster than zlib on trace JSON:
+    docs/performance.md) where it imports, else zlib. Same interface."""
     try:
         from isal import isal_zlib
     except ImportError:
@@ -190,6 +205,7 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
         if not isinstance(ev, dict):
             raise InputError(path, f"traceEvents[{i}] is {_json_type(ev)}, not an event object")
     gpu_pids: dict[object, int] = {}
+    tpu_pids: dict[object, int] = {}
     stream_tids: dict[tuple[object, object], str] = {}
     derived_tids: dict[tuple[object, object], str] = {}
     host = capture_stem(path.name)
@@ -207,6 +223,8 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
                 if len(m.group(1)) > 9:
                     raise InputError(path, f"process {_text(args.get('name'))[:60]!r}: a GPU ordinal past 10^9")
                 gpu_pids[pid] = int(m.group(1))
+            elif tpu := _TPU_PROCESS.search(_text(args.get("name")).strip()):
+                tpu_pids[pid] = int(tpu.group(1))
         elif name == "thread_name":
             tname = _text(args.get("name"))
             key = (pid, _ident(ev.get("tid")))
@@ -214,6 +232,8 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
                 stream_tids[key] = tname
             else:
                 derived_tids[key] = tname
+    if tpu_pids and not gpu_pids:
+        return _read_tpu(events, path, host, host_index, tpu_pids, derived_tids)
     rows = [ev for ev in events if ev.get("ph") == "X" and _ident(ev.get("pid")) in gpu_pids]
     gpus = len(gpu_pids)
     activity = [ev for ev in rows if (_ident(ev["pid"]), _ident(ev.get("tid"))) in stream_tids]
@@ -282,6 +302,99 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
         job=Job(hosts=(host,)),
         devices={f"{host}/GPU:{o}": host_index * gpus + o for o in sorted(set(gpu_pids.values()))},
     )
+
+
+def _read_tpu(
+    events: list[dict],
+    path: Path,
+    host: str,
+    host_index: int,
+    tpu_pids: dict[object, int],
+    thread_names: dict[tuple[object, object], str],
+) -> Trace:
+    """TPU chips in trace JSON (xprof's trace viewer, JAX's ``.trace.json.gz``): each ``/device:TPU:N``
+    process's ``XLA Ops`` (and ``Async XLA Ops`` where written), ``Steps`` and ``XLA Modules`` threads, read as
+    the XPlane reader reads the same lines (:mod:`.tpu_ops`). An op's HLO expression is ``args.long_name``
+    (its event name is the short op name), its figures the other args."""
+    chips_here = len(tpu_pids)
+    by_line: dict[tuple[object, str], list[dict]] = {}
+    for ev in events:
+        if ev.get("ph") != "X":
+            continue
+        pid = _ident(ev.get("pid"))
+        if pid not in tpu_pids:
+            continue
+        role = TPU_LINES.get(thread_names.get((pid, _ident(ev.get("tid"))), ""))
+        if role is not None:
+            by_line.setdefault((pid, role), []).append(ev)
+    chips: dict[object, ChipLines] = {}
+    for pid, ordinal in sorted(tpu_pids.items(), key=lambda kv: kv[1]):
+        chips[pid] = ChipLines(f"{host}/TPU:{ordinal}", host_index * chips_here + ordinal)
+    for (pid, role), line in by_line.items():
+        chip = chips[pid]
+        ts = _numbers(line, "ts", path, "a TPU op" if role in (OPS, ASYNC) else "a step or module range")
+        dur = _numbers(line, "dur", path, "a TPU op" if role in (OPS, ASYNC) else "a step or module range")
+        start, end = us_interval_to_ns(ts, dur)
+        args = [_args(ev) for ev in line]
+        offset = np.array([_ps(a.get("device_offset_ps")) for a in args], dtype=np.int64)
+        duration = np.array([_ps(a.get("device_duration_ps")) for a in args], dtype=np.int64)
+        has = (offset >= 0) & (duration >= 0)
+        start, end = device_times(start, end, np.maximum(offset, 0), np.maximum(duration, 0), has)
+        names = np.array([_name(ev, path) for ev in line], dtype=object)
+        if role in (MODULES, STEPS):
+            chip.markers.extend(step_markers(chip.device, "step" if role == STEPS else "module", names, start, end))
+            continue
+        expression = np.array([_text(a.get("long_name")) or n for a, n in zip(args, names.tolist())], dtype=object)
+        ops = OpEvents(
+            chip.device,
+            chip.global_id,
+            expression,
+            start,
+            end,
+            category=np.array([_text(a.get("hlo_category")) for a in args], dtype=object),
+            program_id=np.array([_program_id(a.get("program_id")) for a in args], dtype=np.int64),
+            flops=np.array([_float_arg(a.get("flops")) for a in args]),
+            model_flops=np.array([_float_arg(a.get("model_flops")) for a in args]),
+            bytes_accessed=np.array([_float_arg(a.get("bytes_accessed")) for a in args]),
+            tf_op=np.array([_text(a.get("tf_op")) for a in args], dtype=object),
+            deduplicated=np.array([_text(a.get("deduplicated_name")) for a in args], dtype=object),
+            done=np.array([_text(a.get("hlo_op")) for a in args], dtype=object) if role == ASYNC else None,
+        )
+        if role == OPS:
+            chip.ops = ops
+        else:
+            chip.asyncs = ops
+    table = tpu_activity(list(chips.values()), host, source="chrome")
+    rows = [(c.device, *m) for c in chips.values() for m in c.markers]
+    markers = make_markers(
+        host=host,
+        device=[r[0] for r in rows],
+        kind=[r[1] for r in rows],
+        name=[r[2] for r in rows],
+        start_ns=np.array([r[3] for r in rows], dtype=np.int64),
+        end_ns=np.array([r[4] for r in rows], dtype=np.int64),
+        number=np.array([r[5] for r in rows], dtype=np.int64),
+    )
+    return Trace(
+        events=table,
+        path=str(path),
+        format="chrome",
+        markers=markers,
+        framework="jax",
+        job=Job(hosts=(host,)),
+        devices={c.device: c.global_id for c in chips.values()},
+    )
+
+
+def _ps(value: object) -> int:
+    """A picosecond arg (xprof writes integers as text: "78061575000"); -1 where it is none."""
+    number = _number(value)
+    return int(number) if number is not None and 0 <= number < 2**62 and number == int(number) else -1
+
+
+def _float_arg(value: object) -> float:
+    number = _number(value)
+    return float("nan") if number is None else number
 
 
 _NO_ID = object()  # what an unhashable pid/tid (a list, an object) becomes: it names no process or thread

@@ -1,21 +1,24 @@
 """From what the user typed to trace files: folders, TensorBoard log dirs, run folders, and the
-layout of a job's files over hosts."""
+layout of a job's files over hosts, decided once into a :class:`JobPlan` that the pipeline follows."""
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import InputError
 from ..options import LoadOptions
-from .base import Placement
+from .base import Placement, sniff
 from .marks import ANNOTATED_SCHEMA, moeprof_output, no_trace_structure
 from .rocpd_schema import RESULTS_SUFFIX
 from .rocpd_schema import hostname as rocpd_host
 from .rocprof_names import capture_prefix
 from .rocprof_names import host_name as rocprof_host
-from .sources import TraceSource, is_url
+from .sources import TraceSource, file_url_path, filesystem, is_url, url_info
 
 P = TypeVar("P", bound=PurePath)
 
@@ -40,7 +43,93 @@ TRACE_SUFFIXES = (
 )
 
 
-def plan_placements(files: list[TraceSource]) -> list[Placement]:
+_TPU_CHIP = re.compile(r"^/device:TPU:\d{1,9}$")  # a TPU chip's plane (its SparseCore planes are not chips)
+
+
+# a file's kind in a plan where it is no sniffed format: a URL or a folder (its read decides), or a file whose
+# first bytes could not be read (its read says why)
+OTHER, UNREADABLE = "other", "bad"
+INSPECTOR_KIND = "nccl-inspector"
+
+
+def file_kind(f: TraceSource) -> str:
+    """What a file of a job is (:func:`~.base.sniff`), read once when the job is planned: the reader reads it
+    by this kind, and a folder of NCCL Inspector logs takes their route."""
+    if not isinstance(f, Path):
+        return OTHER  # a URL: its local copy is sniffed when read
+    if is_nsys_parquet_dir(f):
+        return "nsys-parquet"
+    if not f.is_file():
+        return OTHER
+    try:
+        return sniff(f)
+    except InputError:
+        return UNREADABLE
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What the user's inputs name, decided once and handed on: the trace files in host/rank order, each
+    one's kind (:func:`file_kind`) and place in the job (:func:`plan_placements`), what discovery left out
+    and why, and the run folder's manifest where an input is one."""
+
+    files: tuple[TraceSource, ...]
+    kinds: tuple[str, ...]
+    placements: tuple[Placement, ...]
+    single_host: bool  # every file on one host: one NVLink domain unless --nvlink-domain-size says otherwise
+    inspector: bool  # NCCL Inspector logs (no timeline): the pipeline takes their route
+    notes: tuple[str, ...] = ()
+    manifest: dict[str, Any] | None = None
+
+    def keeping(self, kept: Sequence[int]) -> JobPlan | None:
+        """The plan of the files at ``kept`` alone, where their layout differs from theirs among every file
+        named (one capture's second format set aside may leave one host where there were two), else None."""
+        alone = _planned([self.files[i] for i in kept], [self.kinds[i] for i in kept], self.notes, self.manifest)
+        same = alone.single_host == self.single_host and alone.placements == tuple(self.placements[i] for i in kept)
+        return None if same else alone
+
+
+def plan_job(inputs: Sequence[str | Path], options: LoadOptions | None = None) -> JobPlan:
+    """The :class:`JobPlan` of what the user typed: discovery, each file sniffed and placed, once."""
+    from .runfolder import read_manifest
+
+    files, notes = discover_job(list(inputs), options)
+    manifest = next((m for raw in inputs if Path(raw).is_dir() and (m := read_manifest(Path(raw)))), None)
+    return _planned(files, [file_kind(f) for f in files], notes, manifest)
+
+
+def _planned(
+    files: Sequence[TraceSource], kinds: Sequence[str], notes: Sequence[str], manifest: dict[str, Any] | None
+) -> JobPlan:
+    placements = tuple(plan_placements(files))
+    return JobPlan(
+        files=tuple(files),
+        kinds=tuple(kinds),
+        placements=placements,
+        single_host=len({p.host_index for p in placements}) == 1,
+        inspector=_inspector_logs(files, kinds),
+        notes=tuple(notes),
+        manifest=manifest,
+    )
+
+
+def _inspector_logs(files: Sequence[TraceSource], kinds: Sequence[str]) -> bool:
+    """Whether the files are NCCL Inspector logs (all of them: a mix with timeline traces is refused). A file
+    that cannot be read goes with the logs: reading it says what is wrong (or --skip-bad skips it)."""
+    logs = [f for f, k in zip(files, kinds) if k == INSPECTOR_KIND]
+    if not logs:
+        return False
+    others = [f for f, k in zip(files, kinds) if k not in (INSPECTOR_KIND, UNREADABLE)]
+    if others:
+        raise InputError(
+            others[0],
+            f"a timeline trace given with NCCL Inspector logs ({logs[0]}, ...): they measure different things;"
+            " analyze them apart",
+        )
+    return True
+
+
+def plan_placements(files: Sequence[TraceSource]) -> list[Placement]:
     """Lay a job's trace files out over hosts before reading them.
 
     One XPlane per host is the common case. When several XPlanes name the same
@@ -60,7 +149,7 @@ def plan_placements(files: list[TraceSource]) -> list[Placement]:
             except (OSError, WireError, IndexError):
                 peeked.append(None)  # the full read reports what is wrong with it
                 continue
-            gpus = sum(1 for p in planes if p.startswith("/device:GPU:"))
+            gpus = sum(1 for p in planes if p.startswith("/device:GPU:") or _TPU_CHIP.match(p))
             peeked.append((hostnames[0] if hostnames else capture_stem(f.name), gpus))
         else:
             peeked.append(None)
@@ -153,8 +242,6 @@ def discover_job(inputs: list[str | Path], options: LoadOptions | None = None) -
     notes: list[str] = []
     for raw in inputs:
         if is_url(raw):
-            from .sources import discover_url
-
             found.extend(discover_url(str(raw), options, notes))
             continue
         path = Path(raw)
@@ -351,3 +438,54 @@ def select_trace_files(files: list[P], folder: Path | str, notes: list[str]) -> 
         }
         keep.extend(p for p in group if p is not best and p.name.lower() not in expected)
     return sorted(keep)
+
+
+def discover_url(url: str, options: LoadOptions | None = None, notes: list[str] | None = None) -> list[TraceSource]:
+    """Trace files a URL names, in name order, as URLs (``file://``: as local paths).
+
+    What discovery leaves out (one capture in several formats) is appended to ``notes``.
+    """
+    notes = [] if notes is None else notes
+    local = file_url_path(url)
+    if local is not None:
+        local_files, local_notes = discover_job([local], options)
+        notes.extend(local_notes)
+        return local_files
+    fs, root = filesystem(url)
+    found = url_info(fs, root, url)
+    if found.get("type") != "directory" or fs.isfile(f"{root.rstrip('/')}/CUPTI_ACTIVITY_KIND_KERNEL.parquet"):
+        return [url]  # a file, or an nsys parquet export (read as one)
+
+    def listing(folder: str) -> tuple[list[str], list[str]]:
+        try:
+            entries = fs.ls(folder, detail=True)
+        except Exception as exc:
+            raise InputError(fs.unstrip_protocol(folder), f"cannot list: {exc}") from None
+        files = sorted(e["name"] for e in entries if e.get("type") != "directory")
+        dirs = sorted(e["name"] for e in entries if e.get("type") == "directory")
+        return files, dirs
+
+    def traces_in(folder: str) -> list[str]:
+        files, _ = listing(folder)
+        chosen = select_trace_files([PurePosixPath(f) for f in files], fs.unstrip_protocol(folder), notes)
+        return [str(p) for p in chosen]
+
+    def runs_of(folder: str) -> list[str]:
+        base: str | None = f"{folder.rstrip('/')}/plugins/profile"
+        if not fs.isdir(base):
+            parts = PurePosixPath(folder).parts
+            base = folder if parts[-2:] == ("plugins", "profile") else None
+        return listing(base)[1] if base else []
+
+    runs = runs_of(root)
+    if runs:
+        run = choose_run(url, [PurePosixPath(r) for r in runs], options or LoadOptions())
+        files = traces_in(str(run))
+    else:
+        files = traces_in(root)
+        if not files:  # a moeprof run folder keeps its traces one level down
+            for sub in listing(root)[1]:
+                files.extend(traces_in(sub) or [f for r in runs_of(sub)[-1:] for f in traces_in(r)])
+    if not files:
+        raise InputError(url, "directory holds no trace files")
+    return [str(fs.unstrip_protocol(f)) for f in files]

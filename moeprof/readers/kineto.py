@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import empty_table, make_table, us_interval_to_ns
+from ..core.steps import step_marker_pattern
 from ..core.trace import Job, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
@@ -170,12 +171,9 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         [trailing_number(m.group(1)) if (m := vocab.profiler_step.match(u)) else -1 for u in unique_names],
         dtype=np.int64,
     )
-    if options.step_marker:
+    user_step = step_marker_pattern(options.step_marker)
+    if user_step is not None:
         # ranges the user names as steps (--step-marker): numbered by their trailing digits, else in order
-        try:
-            user_step = re.compile(options.step_marker)
-        except re.error as exc:
-            raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
         for i, u in enumerate(unique_names):
             if step_no[i] < 0 and user_step.search(u):
                 number = trailing_number(u)
@@ -461,7 +459,7 @@ def _nccl_tests_bytes(args: dict) -> float:
 
 
 def _check_times(ts: np.ndarray, dur: np.ndarray | None, bad: np.ndarray, path: Path, what: str) -> None:
-    """The dict reader's checks, in its order: every ts a finite number, then every dur."""
+    """The time checks, in their order: every ts a finite number, then every dur (the first failing one is named)."""
     for values, bit in ((ts, 1), (dur, 2)):
         if values is None:
             continue

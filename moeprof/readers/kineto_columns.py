@@ -13,14 +13,14 @@ Two schemas share one set of field names:
 
 * the *strict* one types every field as Kineto writes it (names are strings, ids
   integers, times numbers): values of those types convert to columns with
-  vectorized numpy, exactly as the dict reader converted them;
+  vectorized numpy (a name as text, an id as an integer, a time as a float);
 * a chunk that does not fit (a string ``ts``, a ``null`` id, ``args`` that is not
   an object, an unknown ``ph``...) is decoded again with the *permissive* one,
-  whose fields take any JSON value and are brought one by one to what the dict
-  reader made of them (``str(name)``, ``np.asarray(ts, float)``, ints else -1).
+  whose fields take any JSON value and are brought one by one to the same types
+  (``str(name)``, ``np.asarray(ts, float)``, ints else -1).
   Odd input costs time, never correctness.
 
-Rows keep the dict reader's order: within a group, by category in the order the
+Rows keep one order, whichever schema decoded them: within a group, by category in the order the
 categories are listed here (kernels, then memcpys, then memsets), then file order.
 """
 
@@ -138,8 +138,8 @@ class _Complete(msgspec.Struct, tag_field="ph", tag="X", frozen=True, gc=False):
     name: str = ""
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: float = _NAN  # absent: NaN, as the dict reader's float(None)
-    dur: float = 0.0  # absent: 0, as the dict reader's e.get("dur", 0)
+    ts: float = _NAN  # absent: NaN (no time: the row is refused by the time checks)
+    dur: float = 0.0  # absent: 0 (an instant)
     args: _Args = _NO_ARGS
 
 
@@ -170,7 +170,7 @@ _STRICT = msgspec.json.Decoder(list[Union[(_Complete, _FlowStart, *_skipped(Fals
 _STRICT_WITH_CATS = msgspec.json.Decoder(list[Union[(_Complete, _FlowStart, *_skipped(True))]])  # type: ignore[misc]
 
 
-# ---- the permissive schema: any JSON value, brought to what the dict reader made of it ------------
+# ---- the permissive schema: any JSON value, brought to the strict schema's types ------------------
 
 
 class _LooseArgs(msgspec.Struct, frozen=True, gc=False):
@@ -207,7 +207,7 @@ class _LooseEvent(msgspec.Struct, frozen=True, gc=False):
     ts: Any = None
     dur: Any = 0
     id: Any = None
-    # any JSON value; only an object is args (the dict reader took anything else as {})
+    # any JSON value; only an object is args (anything else counts as no args, {})
     args: _LooseArgs | list | str | int | float | bool | None = None
 
 
@@ -252,14 +252,14 @@ def _bytes(value: Any) -> float:
 
 
 def _canonical(loose: list[_LooseEvent], path: Path | None) -> tuple[list, np.ndarray, bool]:
-    """The strict Structs the dict reader's reading of these events amounts to; per-event bad-number bits."""
+    """The strict Structs these loosely typed events amount to; per-event bad-number bits."""
     events: list = []
     bad = np.zeros(len(loose), dtype=np.uint8)
     any_device_cat = False
     for i, e in enumerate(loose):
         try:
             hash(e.cat)
-        except TypeError:  # the dict reader failed on an unhashable category
+        except TypeError:  # an unhashable category (a list, an object): no event
             raise InputError(path, "traceEvents holds an entry that is not an event object") from None
         any_device_cat |= type(e.cat) is str and e.cat in DEVICE_CATS
         if e.ph == "s" and type(e.ph) is str:
@@ -534,8 +534,7 @@ class _Builder:
             return out
         k = len(_COMM_ATTRS)
         calls = [_COMM_FIELDS(args[i]) for i in rows.tolist()]
-        # strict values are str/int/UNSET, exact as a key; any other JSON value is keyed by str(), as the
-        # dict reader's cache was
+        # strict values are str/int/UNSET, exact as a key; any other JSON value is keyed by its str()
         keys = [c[:k] for c in calls] if strict else [tuple(_COMM_ABSENT if v is UNSET else str(v) for v in c[:k])
                                                       for c in calls]  # fmt: skip
         codes = []
@@ -567,7 +566,7 @@ class _Builder:
                 cols = {c: np.concatenate([p[c] for p in parts]) for c in columns}
             else:
                 cols = {c: np.zeros(0, dtype=_DTYPES.get(c, np.int64)) for c in columns}
-            if len(cols["cat"]) and (np.diff(cols["cat"]) < 0).any():  # the dict reader's order
+            if len(cols["cat"]) and (np.diff(cols["cat"]) < 0).any():  # category order (module docstring)
                 order = np.argsort(cols["cat"], kind="stable")
                 cols = {c: v[order] for c, v in cols.items()}
             groups[g] = Group(cols)

@@ -24,7 +24,8 @@ import sqlite3
 import zlib
 from pathlib import Path
 
-from ..core.events import COLUMNS
+from ..core.events import EVENTS_V1_COLUMNS
+from .sqlite_files import SQLITE_ERRORS
 
 ANNOTATED_SCHEMA = "moeprof.annotated-trace/1"
 EVENTS_SCHEMA = "moeprof.events/1"
@@ -67,7 +68,7 @@ def moeprof_output(path: Path) -> str | None:
     if m:
         return m.group(1).decode()
     header = head.split(b"\n", 1)[0].strip().replace(b'"', b"").split(b",")
-    if {c.encode() for c in COLUMNS} <= set(header):
+    if {c.encode() for c in EVENTS_V1_COLUMNS} <= set(header):
         return EVENTS_SCHEMA
     return None
 
@@ -93,7 +94,7 @@ def _history_mark(path: Path, head: bytes) -> str | None:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         finally:
             conn.close()
-    except sqlite3.Error:
+    except SQLITE_ERRORS:  # a damaged file is not ours: its reader says what is wrong with it
         return None
     ours = _HISTORY_TABLES <= tables and not any(t.startswith("CUPTI") for t in tables)
     return "moeprof.history-db/1" if ours else None

@@ -166,11 +166,11 @@ def _read_arrow(path: Path, gz: bool) -> InspectorLog:
 
 # ---- the typed route: msgspec decodes only the fields read, into Structs, a chunk of lines at a time -----
 #
-# Why not Arrow's JSON reader first: on one core it parses ~3x slower than this route (benchmarks/
-# bench_inspector.py). A record's header and metadata repeat on every line of a dump, so they are kept as raw
-# text and decoded once per distinct text; only the operation is decoded per line. Every type is the one the
-# plugin writes (inspector_json.cc); a line that does not fit sends the whole file to Arrow's route, which
-# accepts what it can with the same rows and names what it refuses.
+# Why not Arrow's JSON reader first: on one core it parses slower than this route (benchmarks/
+# bench_inspector.py, docs/performance.md). A record's header and metadata repeat on every line of a dump,
+# so they are kept as raw text and decoded once per distinct text; only the operation is decoded per line.
+# Every type is the one the plugin writes (inspector_json.cc); a line that does not fit sends the whole file
+# to Arrow's route, which accepts what it can with the same rows and names what it refuses.
 
 _TYPED_CHUNK = 1 << 22  # bytes of lines decoded at once: their Structs become columns before the next chunk
 _DTYPES = {"int": np.int64, "float": np.float64}

@@ -4,101 +4,45 @@ content calls for (each reader says from the sniffed content, and the name, whet
 from __future__ import annotations
 
 import gc
+import importlib
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..core.trace import Trace
 from ..errors import InputError
-from .base import ReadContext, Reader, check_fits_in_memory, screen_times, sniff
-from .discovery import NOT_FILE_OR_DIR, is_nsys_parquet_dir
+from .base import ReadContext, check_fits_in_memory, screen_times, sniff
+from .discovery import NOT_FILE_OR_DIR, OTHER, UNREADABLE, is_nsys_parquet_dir
 from .sources import TraceSource, is_url
 
 if TYPE_CHECKING:
     from .nccl_inspector import InspectorLog
 
 
-class _XPlane:
-    format = "xplane"
+@dataclass(frozen=True)
+class Format:
+    """One trace format as a row of :data:`READERS`: the kinds :func:`~.base.sniff` finds in its files, and the
+    module whose ``read(path, context)`` reads each kind (imported when a file of it is read). ``format`` names
+    it in errors ("cannot read as nsys: ...")."""
+
+    format: str
+    modules: Mapping[str, str | None]  # sniffed kind -> reading module (None: a kind that is refused as a Trace)
 
     def sniff(self, path: Path, kind: str) -> bool:
-        return kind == "xplane"
+        return kind in self.modules
 
     def read(self, path: Path, context: ReadContext) -> Trace:
-        from .xplane import read
-
-        return read(path, context)
-
-
-class _Json:
-    """Chrome trace-event JSON: xprof trace-viewer exports and PyTorch Kineto traces (the content decides)."""
-
-    format = "json"
-
-    def sniff(self, path: Path, kind: str) -> bool:
-        return kind == "json"
-
-    def read(self, path: Path, context: ReadContext) -> Trace:
-        from .chrome import read
-
-        return read(path, context)
-
-
-class _Nsight:
-    format = "nsys"
-
-    def sniff(self, path: Path, kind: str) -> bool:
-        return kind in ("sqlite", "nsys-rep", "nsys-parquet")
-
-    def read(self, path: Path, context: ReadContext) -> Trace:
-        from .nsys import read
-
-        return read(path, context)
-
-
-class _Rocprof:
-    """AMD rocprofv3 output: CSV (kernel trace, memory copies, agent list) and JSON."""
-
-    format = "rocprof"
-
-    def sniff(self, path: Path, kind: str) -> bool:
-        return kind in ("rocprof-csv", "rocprof-json")
-
-    def read(self, path: Path, context: ReadContext) -> Trace:
-        if sniff(path) == "rocprof-json":
-            from .rocprof_json import read as read_json
-
-            return read_json(path, context)
-        from .rocprof import read
-
-        return read(path, context)
-
-
-class _Rocpd:
-    """AMD rocprofv3's rocpd SQLite database (ROCm 7's default output)."""
-
-    format = "rocpd"
-
-    def sniff(self, path: Path, kind: str) -> bool:
-        return kind == "rocpd"
-
-    def read(self, path: Path, context: ReadContext) -> Trace:
-        from .rocpd import read
-
-        return read(path, context)
-
-
-class _NcclInspector:
-    """NCCL Inspector logs: per-collective rows without a timeline (:func:`read_inspector`), never a Trace
-    of device activities (that would make up the §4 figures)."""
-
-    format = "nccl-inspector"
-
-    def sniff(self, path: Path, kind: str) -> bool:
-        return kind == "nccl-inspector"
-
-    def read(self, path: Path, context: ReadContext) -> Trace:
-        raise InputError(path, INSPECTOR_NOT_A_TIMELINE)
+        targets = set(self.modules.values())
+        # one module for every kind (Nsight's SQLite, report and parquet folder alike), else the content decides
+        kind = context.kind if context.kind in self.modules else None
+        module = targets.pop() if len(targets) == 1 else self.modules.get(kind or sniff(path))
+        if module is None:
+            # NCCL Inspector logs: per-collective rows without a timeline (:func:`read_inspector`), never a Trace of
+            # device activities (that would make up the §4 figures)
+            raise InputError(path, INSPECTOR_NOT_A_TIMELINE)
+        return cast(Trace, importlib.import_module(module, __package__).read(path, context))
 
 
 INSPECTOR_NOT_A_TIMELINE = (
@@ -124,14 +68,26 @@ def read_inspector(path: Path) -> InspectorLog:
         raise InputError(path, f"cannot read as nccl-inspector: {_exception_line(exc)}") from None
 
 
-READERS: tuple[Reader, ...] = (_XPlane(), _Json(), _Nsight(), _Rocprof(), _Rocpd(), _NcclInspector())
+# the readers in the order they are tried
+READERS: tuple[Format, ...] = (
+    Format("xplane", {"xplane": ".xplane"}),
+    Format("json", {"json": ".chrome"}),  # xprof trace-viewer exports and PyTorch Kineto: the content decides
+    Format("nsys", {"sqlite": ".nsys", "nsys-rep": ".nsys", "nsys-parquet": ".nsys"}),
+    # AMD rocprofv3: CSV (kernel trace, memory copies, agent list) and JSON; its rocpd SQLite (ROCm 7's default)
+    Format("rocprof", {"rocprof-csv": ".rocprof", "rocprof-json": ".rocprof_json"}),
+    Format("rocpd", {"rocpd": ".rocpd"}),
+    Format("nccl-inspector", {"nccl-inspector": None}),
+)
 
 
-def reader_for(path: Path) -> tuple[Reader, str]:
-    """The reader of a file (and the sniffed kind), or an InputError naming the file."""
+def reader_for(path: Path, kind: str | None = None) -> tuple[Format, str]:
+    """The reader of a file (and the sniffed kind), or an InputError naming the file. ``kind``: what the job's
+    plan already sniffed (``discovery.file_kind``); a kind that is no format is found again here, where its
+    refusal names the file."""
     if path.exists() and not path.is_file() and not path.is_dir():
         raise InputError(path, NOT_FILE_OR_DIR)  # opening a FIFO would wait for a writer
-    kind = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
+    if kind is None or kind in (OTHER, UNREADABLE):
+        kind = "nsys-parquet" if is_nsys_parquet_dir(path) else sniff(path)
     for reader in READERS:
         if reader.sniff(path, kind):
             return reader, kind
@@ -142,8 +98,9 @@ def reader_for(path: Path) -> tuple[Reader, str]:
     )
 
 
-def read_file(path: TraceSource, context: ReadContext | None = None) -> Trace:
-    """Read one trace file into a :class:`Trace` (raw columns; not yet classified).
+def read_file(path: TraceSource, context: ReadContext | None = None, kind: str | None = None) -> Trace:
+    """Read one trace file into a :class:`Trace` (raw columns; not yet classified); ``kind``: its sniffed kind
+    where the job's plan holds it (not sniffed again).
 
     A URL is read through a local copy (``moeprof.readers.sources``).
     """
@@ -153,13 +110,13 @@ def read_file(path: TraceSource, context: ReadContext | None = None) -> Trace:
 
         return read_url(str(path), context)
     path = Path(path)
-    reader, kind = reader_for(path)
+    reader, kind = reader_for(path, kind)
     check_fits_in_memory(path, kind)
     # readers build many small objects and no cycles: the cyclic GC would only rescan them
     enabled = gc.isenabled()
     gc.disable()
     try:
-        trace = reader.read(path, context)
+        trace = reader.read(path, replace(context, kind=kind))
     except (InputError, KeyboardInterrupt):
         raise
     except MemoryError:

@@ -40,9 +40,10 @@ from ..core.events import categorical
 from ..core.trace import Trace
 from ..errors import InputError
 from .base import ReadContext
-from .nsys import _nccl_launch_info, open_read_only
+from .nccl_calls import launch_info
 from .rocpd_schema import REQUIRED_VIEWS, RESULTS_SUFFIX
 from .rocprof import Agents, build_trace, copy_kinds, roctx_steps
+from .sqlite_files import open_read_only
 
 FORMAT = "rocpd"
 _OPTIONAL_VIEWS = ("rocpd_info_kernel_symbol", "rocpd_memory_copy", "rocpd_region", "rocpd_info_stream",
@@ -474,7 +475,7 @@ def _collectives(
         }
     )
     payload = pd.DataFrame({"peer": peers, "nbytes": np.full(len(rccl), np.nan), "comm": np.full(len(rccl), np.nan)})
-    info = _nccl_launch_info(calls, payload)
+    info = launch_info(calls, payload)
     coll_of_call = pd.Series(info["coll"].to_numpy(dtype=object), index=rccl["stack_id"].to_numpy(dtype=np.float64))
     coll_of_call = coll_of_call[~coll_of_call.index.duplicated()]
     rccl_kernel = np.asarray(names.categories.str.contains(_RCCL_KERNEL, regex=True), dtype=bool)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .sqlite_files import SQLITE_ERRORS
+
 RESULTS_SUFFIX = "_results.db"
 # the views a reader needs, every rocpd schema version has them (rocpd_views.sql 3.0.0 on)
 REQUIRED_VIEWS = ("rocpd_info_agent", "rocpd_kernel_dispatch", "rocpd_string", "rocpd_event")
@@ -33,7 +35,7 @@ def is_rocpd(path: Path) -> bool:
             "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name LIKE 'rocpd\\_%' ESCAPE '\\' LIMIT 1"
         ).fetchone()
         return row is not None
-    except sqlite3.Error:
+    except SQLITE_ERRORS:
         return False
     finally:
         conn.close()
@@ -48,7 +50,7 @@ def hostname(path: Path) -> str | None:
     try:
         row = conn.execute("SELECT hostname FROM rocpd_info_node WHERE hostname <> '' LIMIT 1").fetchone()
         return str(row[0]) if row and row[0] is not None else None
-    except sqlite3.Error:
+    except SQLITE_ERRORS:
         return None
     finally:
         conn.close()

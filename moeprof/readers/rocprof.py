@@ -30,6 +30,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from ..core.events import categorical, categorical_of, column_codes, lookup, make_table
+from ..core.steps import step_marker_pattern
 from ..core.trace import Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
@@ -334,13 +335,11 @@ def roctx_steps(marks: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.D
     """ROCTx ranges (rows whose ``category`` starts with ``MARKER``) named like steps (or matching
     ``--step-marker``), on the process's device when it drove one GPU, else on every device of the host.
     A step's number is the one its text ends with, else its order among the ranges of that text."""
-    from .nsys import _step_marker  # the --step-marker rule of every reader (nsys is not imported up front)
-
     marks = marks.loc[marks["category"].fillna("").astype(str).str.startswith("MARKER")]
     if not len(marks):
         return empty_markers()
     vocab = vocabulary()
-    user = _step_marker(context.options)
+    user = step_marker_pattern(context.options.step_marker)
     codes, uniques = pd.factorize(marks["text"].to_numpy(dtype=object))
     step = np.array([bool(vocab.step_range.match(u)) or bool(user and user.search(u)) for u in uniques], dtype=bool)
     s = marks.loc[step[codes]].sort_values("start", kind="stable")

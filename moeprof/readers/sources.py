@@ -4,9 +4,10 @@ A source is a local :class:`~pathlib.Path` or a URL kept as text (a ``Path``
 would fold its ``//``). Local paths never import fsspec: ``is_url`` is a
 regular expression, and fsspec is imported only when a URL is met.
 
-- ``discover_url`` expands a URL the way ``discover`` expands a local path (a
-  file; a folder of rank/host files; a TensorBoard log dir; a run folder).
-  ``file://`` URLs become local paths at once, and take the local route.
+- ``discovery.discover_url`` expands a URL the way ``discover`` expands a local path
+  (a file; a folder of rank/host files; a TensorBoard log dir; a run folder), with
+  :func:`filesystem` and :func:`url_info` from here. ``file://`` URLs become local paths at
+  once, and take the local route.
 - ``local_file`` gives a reader a real file: the path itself for local sources,
   else a copy in a fresh temporary folder of the process that reads it (a Dask
   worker's own TMPDIR; never beside the user's trace), removed afterwards. The
@@ -30,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import InputError
-from ..options import LoadOptions
 
 if TYPE_CHECKING:
     from ..core.trace import Trace
@@ -55,7 +55,7 @@ def file_url_path(url: str) -> Path | None:
     return Path(unquote(parsed.path))
 
 
-def _filesystem(url: str) -> tuple[Any, str]:
+def filesystem(url: str) -> tuple[Any, str]:
     """(fsspec filesystem, path inside it) for a URL; one-line errors for unknown or uninstalled protocols."""
     import fsspec
 
@@ -65,66 +65,13 @@ def _filesystem(url: str) -> tuple[Any, str]:
         raise InputError(url, f"cannot open this URL: {exc}") from None
 
 
-def _info(fs: Any, path: str, url: str) -> dict:
+def url_info(fs: Any, path: str, url: str) -> dict:
     try:
         return fs.info(path)
     except FileNotFoundError:
         raise InputError(url, "no such file or directory") from None
     except Exception as exc:  # each backend has its own errors (HTTP, auth): the message is what matters
         raise InputError(url, f"cannot read: {exc}") from None
-
-
-def discover_url(url: str, options: LoadOptions | None = None, notes: list[str] | None = None) -> list[TraceSource]:
-    """Trace files a URL names, in name order, as URLs (``file://``: as local paths).
-
-    What discovery leaves out (one capture in several formats) is appended to ``notes``.
-    """
-    from .discovery import choose_run, discover_job, select_trace_files
-
-    notes = [] if notes is None else notes
-    local = file_url_path(url)
-    if local is not None:
-        local_files, local_notes = discover_job([local], options)
-        notes.extend(local_notes)
-        return local_files
-    fs, root = _filesystem(url)
-    info = _info(fs, root, url)
-    if info.get("type") != "directory" or fs.isfile(f"{root.rstrip('/')}/CUPTI_ACTIVITY_KIND_KERNEL.parquet"):
-        return [url]  # a file, or an nsys parquet export (read as one)
-
-    def listing(folder: str) -> tuple[list[str], list[str]]:
-        try:
-            entries = fs.ls(folder, detail=True)
-        except Exception as exc:
-            raise InputError(fs.unstrip_protocol(folder), f"cannot list: {exc}") from None
-        files = sorted(e["name"] for e in entries if e.get("type") != "directory")
-        dirs = sorted(e["name"] for e in entries if e.get("type") == "directory")
-        return files, dirs
-
-    def traces_in(folder: str) -> list[str]:
-        files, _ = listing(folder)
-        chosen = select_trace_files([PurePosixPath(f) for f in files], fs.unstrip_protocol(folder), notes)
-        return [str(p) for p in chosen]
-
-    def runs_of(folder: str) -> list[str]:
-        base: str | None = f"{folder.rstrip('/')}/plugins/profile"
-        if not fs.isdir(base):
-            parts = PurePosixPath(folder).parts
-            base = folder if parts[-2:] == ("plugins", "profile") else None
-        return listing(base)[1] if base else []
-
-    runs = runs_of(root)
-    if runs:
-        run = choose_run(url, [PurePosixPath(r) for r in runs], options or LoadOptions())
-        files = traces_in(str(run))
-    else:
-        files = traces_in(root)
-        if not files:  # a moeprof run folder keeps its traces one level down
-            for sub in listing(root)[1]:
-                files.extend(traces_in(sub) or [f for r in runs_of(sub)[-1:] for f in traces_in(r)])
-    if not files:
-        raise InputError(url, "directory holds no trace files")
-    return [str(fs.unstrip_protocol(f)) for f in files]
 
 
 @contextmanager
@@ -138,8 +85,8 @@ def local_file(source: TraceSource) -> Iterator[Path]:
     if local is not None:
         yield local
         return
-    fs, path = _filesystem(url)
-    is_dir = _info(fs, path, url).get("type") == "directory"  # an nsys parquet export is a folder
+    fs, path = filesystem(url)
+    is_dir = url_info(fs, path, url).get("type") == "directory"  # an nsys parquet export is a folder
     with tempfile.TemporaryDirectory(prefix="moeprof-") as tmp:
         target = Path(tmp) / (PurePosixPath(path).name or "trace")
         try:

@@ -7,10 +7,10 @@ step/module markers, never as activity; without an ``XLA Modules`` line (raw GPU
 captures), module executions come from launch evidence (:mod:`.xplane_launches`).
 Traces without GPU planes (CPU captures) use each XLA CPU device's thunk executions instead.
 
-jaxlib's ``ProfileData`` walks events natively and resolves stats (event and
-metadata stats merged, references resolved); the HLO of each program and the
-host name, which ``ProfileData`` does not expose, are read from the file's
-``/host:metadata`` plane and ``XSpace.hostnames`` with a tiny wire-format walk.
+The events are decoded by moeprof's own wire decoder (:mod:`.xplane_wire`: C kernels where they were built,
+else numba or numpy), which reads only the lines and stats the analysis uses; jaxlib's ``ProfileData`` (events
+walked natively, stats resolved) is the fallback for a file the decoder refuses. The HLO of each program and
+the host name are read from the file's ``/host:metadata`` plane and ``XSpace.hostnames``.
 """
 
 from __future__ import annotations
@@ -35,13 +35,27 @@ from ..options import LoadOptions
 from ..workers import default_decode_threads
 from .base import Placement, ReadContext, native_log
 from .discovery import capture_stem
+from .tpu_ops import (
+    ASYNC,
+    OPS,
+    TPU_LINES,
+    TPU_PLANE,
+    TPU_STATS,
+    ChipLines,
+    OpEvents,
+    device_times,
+    step_markers,
+    tpu_activity,
+)
 from .xplane_launches import host_evidence, jaxlib_launch_evidence, launch_bounds, launch_runs, sync_copies, sync_names
 from .xspace_proto import WireError, length_delimited, messages, peek, plane_stats
 
 if TYPE_CHECKING:
-    from .xplane_wire import Line, Plane
+    from .xplane_wire import Line, Plane, StatColumn
 
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d{1,9})$")  # an ordinal of 10 digits or more is no GPU's
+# the host-side action graph of DCN collectives between TPU slices (megascale); events there mean a multi-slice job
+MEGASCALE_PLANE = "/device:CUSTOM:Megascale Trace"
 _STREAM_LINE = re.compile(r"^Stream #")
 _MODULE_KEY = re.compile(r"^(.*)\((\d+)\)$")
 HLO_STAT_NAMES = ("Hlo Proto", "hlo_proto")
@@ -96,6 +110,20 @@ def device_description(stats: dict[str, object]) -> str | None:
         parts.append(f"{round(clock / 1000)} MHz")  # kHz in the file
     arch = f"AMD gfx{int(major)}{int(minor)}x" if amd else f"NVIDIA compute capability {int(major)}.{int(minor)}"
     return f"{arch} ({', '.join(parts)})" if parts else arch
+
+
+# a TPU plane's own peaks (stat -> Trace.device_peaks key): the chip's, before any preset's
+_PEAK_STATS = {"peak_teraflops_per_second": "tflops", "peak_hbm_bw_gigabytes_per_second": "hbm_gbps"}
+
+
+def plane_peaks(stats: dict[str, object]) -> dict[str, float]:
+    """The peaks a device plane states (positive finite numbers only), keyed as ``Trace.device_peaks``."""
+    out = {}
+    for stat, key in _PEAK_STATS.items():
+        value = stats.get(stat)
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 < float(value) < float("inf"):
+            out[key] = float(value)
+    return out
 
 
 def device_models(
@@ -357,6 +385,10 @@ class _Walk:
     syncs: pd.DataFrame | None = None  # the host's calls that wait for the device (line, start_ns, end_ns, corr)
     # the GPU planes' own stats by ordinal (the wire route decodes them with the planes; None: read apart)
     gpu_stats: dict[int, dict[str, object]] | None = None
+    # TPU chips (/device:TPU:N planes): their op lines and markers, and the planes' own stats by ordinal
+    tpu: list[ChipLines] = field(default_factory=list)
+    tpu_stats: dict[int, dict[str, object]] = field(default_factory=dict)
+    multislice: bool = False  # the Megascale Trace plane holds events: DCN collectives between slices
 
 
 def _reader_route() -> str:
@@ -406,6 +438,8 @@ def read(path: Path, context: ReadContext) -> Trace:
     if walk is None:
         with native_log(path):  # jaxlib's C++ logs to fd 2 on what it cannot parse: one line, or nothing
             walk = _walk_jaxlib(*walk_args)
+    if walk.tpu:
+        return _tpu_trace(path, walk, header, host, placement, user_step)
     gpu_ordinals, chunks, line_names = walk.gpu_ordinals, walk.chunks, walk.line_names
     gpus = placement.devices_per_host or len(gpu_ordinals)
     gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
@@ -465,6 +499,65 @@ def read(path: Path, context: ReadContext) -> Trace:
     return trace if host_syncs is None else trace.replace(host_syncs=host_syncs)
 
 
+def _tpu_trace(
+    path: Path, walk: _Walk, header: XSpaceHeader, host: str, placement: Placement, user_step: re.Pattern | None
+) -> Trace:
+    """The trace of a file with TPU planes: its chips' ops (:mod:`.tpu_ops`), their Steps and XLA Modules.
+
+    A chip's scale-up domain is its slice (ICI). The slice is every chip the collectives name (their replica
+    groups) when the capture shows no traffic between slices; where it does (the Megascale Trace plane holds
+    events) the trace does not say how many chips a slice has, so the default is one host's chips and a
+    warning asks for ``--slice-size``."""
+    chips_here = placement.devices_per_host or len(walk.tpu)
+    events = tpu_activity(walk.tpu, host, chips_here if walk.multislice else None, header.hlo, source="xplane")
+    rows = [(chip.device, *m) for chip in walk.tpu for m in chip.markers]
+    parts = [_marker_part([(d, kind, name, s, e, k) for d, kind, name, s, e, k in rows])]
+    device_steps = any(kind == "step" for _, kind, *_ in rows)
+    for part in walk.markers:  # host markers: a StepTraceAnnotation yields to the chips' own Steps line
+        if device_steps:
+            keep = np.array(
+                [bool(user_step and user_step.search(str(n))) for n in part["name"].tolist()], dtype=bool
+            )
+            part = {k: v[keep] for k, v in part.items()}
+        parts.append(part)
+    markers = make_markers(
+        host=host,
+        **{col: np.concatenate([part[col] for part in parts]) for col in ("device", "kind", "name")},
+        **{
+            col: np.concatenate([part[col] for part in parts]).astype(np.int64)
+            for col in ("start_ns", "end_ns", "number")
+        },
+    )
+    models, peaks = {}, {}
+    for chip in walk.tpu:
+        ordinal = int(chip.device.rsplit(":", 1)[1]) - placement.first_ordinal
+        stats = walk.tpu_stats.get(ordinal, {})
+        described = device_description(stats)
+        if described:
+            models[chip.device] = described
+        if stated := plane_peaks(stats):
+            peaks[chip.device] = stated
+    warnings: tuple[str, ...] = ()
+    if walk.multislice:
+        warnings = (
+            f"{path.name}: a multi-slice capture (its Megascale Trace plane holds DCN traffic) that does not say how "
+            f"many chips a slice has: one host's {chips_here} chips are taken as a slice; give --slice-size N",
+        )
+    return Trace(
+        events=events,
+        path=str(path),
+        format="xplane",
+        markers=markers,
+        framework="jax",
+        hlo=header.hlo,
+        job=Job(hosts=tuple(header.hostnames)),
+        devices={chip.device: chip.global_id for chip in walk.tpu},
+        device_models=models,
+        device_peaks=peaks,
+        warnings=warnings,
+    )
+
+
 def _walk_jaxlib(
     path: Path,
     host: str,
@@ -476,7 +569,7 @@ def _walk_jaxlib(
     user_step: re.Pattern | None,
 ) -> _Walk:
     """Walk every event through jaxlib's ProfileData (a Python step per event)."""
-    # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax (~0.5 s)
+    # jax.profiler.ProfileData is this class; importing it from jaxlib skips importing all of jax
     try:
         from jaxlib._profile_data import ProfileData
     except ImportError:  # pragma: no cover - a jaxlib that moved it
@@ -491,12 +584,20 @@ def _walk_jaxlib(
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step
     gpu_planes = []
     host_planes = []
+    tpu_planes = []
+    multislice = False
     for plane in profile.planes:
         m = _GPU_PLANE.match(plane.name)
         if m:
             gpu_planes.append((int(m.group(1)), plane))
+        elif TPU_PLANE.match(plane.name):
+            tpu_planes.append(plane)
+        elif plane.name == MEGASCALE_PLANE:
+            multislice = any(True for line in plane.lines for _ in line.events)
         elif plane.name.startswith("/host:CPU"):
             host_planes.append(plane)
+    chips = devices_per_host or len(tpu_planes)
+    tpu = [_tpu_chip_jaxlib(path, plane, host, host_index, first, chips) for plane in tpu_planes]
     gpus = devices_per_host or len(gpu_planes)
     reader = _StatReader(hlo, read_all=read_all)
     line_names: set[str] = set()
@@ -529,7 +630,12 @@ def _walk_jaxlib(
                 stats = ev.stats
                 sd = dict(stats) if stats else {}
                 is_step = "step_num" in sd or bool(user_step and user_step.search(name))
-                is_thunk = not gpu_planes and "hlo_op" in sd and 0 <= _stat_ints([sd.get("device_ordinal")])[0] < 2**31
+                is_thunk = (
+                    not gpu_planes
+                    and not tpu_planes
+                    and "hlo_op" in sd
+                    and 0 <= _stat_ints([sd.get("device_ordinal")])[0] < 2**31
+                )
                 if name not in host_names:
                     host_names[name] = is_step or is_thunk
                 if is_step:
@@ -572,8 +678,124 @@ def _walk_jaxlib(
         "number": frame["number"].to_numpy(dtype=np.int64),
     }
     return _Walk(
-        [o for o, _ in gpu_planes], chunks, [part], line_names, launches=launches, executions=executions, syncs=syncs
+        [o for o, _ in gpu_planes],
+        chunks,
+        [part],
+        line_names,
+        launches=launches,
+        executions=executions,
+        syncs=syncs,
+        tpu=[chip for chip, _ in tpu],
+        tpu_stats={_tpu_ordinal(p.name): own for p, (_, own) in zip(tpu_planes, tpu, strict=True)},
+        multislice=multislice,
     )
+
+
+def _tpu_chip_jaxlib(
+    path: Path, plane, host: str, host_index: int, first: int, chips: int
+) -> tuple[ChipLines, dict[str, object]]:
+    """One TPU chip's op lines and markers through jaxlib's ProfileData (a Python step per event), and the
+    plane's own stats. ProfileData gives an event its own stats only: the op's figures, which XLA writes
+    on the event metadata, come from the plane's metadata map (protobuf parse of that plane)."""
+    ordinal = _tpu_ordinal(plane.name)
+    chip = ChipLines(f"{host}/TPU:{first + ordinal}", host_index * chips + first + ordinal)
+    metadata = _tpu_metadata_stats(path, plane.name)
+    for line in plane.lines:
+        role = TPU_LINES.get(line.name)
+        if role is None:
+            continue
+        names, starts, ends, offsets, durations, has, done = [], [], [], [], [], [], []
+        for ev in line.events:
+            stats = dict(ev.stats)
+            names.append(ev.name)
+            starts.append(ev.start_ns)
+            ends.append(ev.start_ns + ev.duration_ns)
+            off, dur = stats.get("device_offset_ps"), stats.get("device_duration_ps")
+            ok = isinstance(off, int) and isinstance(dur, int) and 0 <= off < 2**63 and 0 <= dur < 2**63
+            has.append(ok)
+            offsets.append(off if ok else 0)
+            durations.append(dur if ok else 0)
+            hlo_op = stats.get("hlo_op")
+            done.append(hlo_op if isinstance(hlo_op, str) else "")
+        if not names:
+            continue
+        start, end = device_times(
+            floats_to_ns(np.asarray(starts, dtype=np.float64)),
+            floats_to_ns(np.asarray(ends, dtype=np.float64)),
+            np.asarray(offsets, dtype=np.int64),
+            np.asarray(durations, dtype=np.int64),
+            np.asarray(has, dtype=bool),
+        )
+        name_array = np.asarray(names, dtype=object)
+        if role not in (OPS, ASYNC):
+            chip.markers.extend(
+                step_markers(chip.device, "step" if line.name == "Steps" else "module", name_array, start, end)
+            )
+            continue
+        codes, distinct = pd.factorize(name_array)
+        meta = [metadata.get(str(n), {}) for n in distinct.tolist()]
+
+        def per_event(stat: str, kind: str, meta: list[dict[str, object]] = meta, codes: np.ndarray = codes):
+            values = [m.get(stat) for m in meta]
+            if kind == "str":
+                column = np.array([v if isinstance(v, str) else "" for v in values], dtype=object)
+            elif kind == "int":  # a uint64 id as the int64 bit pattern the wire route reads
+                ints = [v if type(v) is int and 0 <= v < 1 << 64 else -1 for v in values]
+                column = np.array([v - (1 << 64) if v >= 1 << 63 else v for v in ints], dtype=np.int64)
+            else:
+                column = np.array(
+                    [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else np.nan for v in values],
+                    dtype=np.float64,
+                )
+            return column[codes]
+
+        events = OpEvents(
+            chip.device,
+            chip.global_id,
+            name_array,
+            start,
+            end,
+            category=per_event("hlo_category", "str"),
+            program_id=per_event("program_id", "int"),
+            flops=per_event("flops", "float"),
+            model_flops=per_event("model_flops", "float"),
+            bytes_accessed=per_event("bytes_accessed", "float"),
+            tf_op=per_event("tf_op", "str"),
+            deduplicated=per_event("deduplicated_name", "str"),
+            done=np.asarray(done, dtype=object) if role == ASYNC else None,
+            line=line.name,
+        )
+        if role == OPS:
+            chip.ops = events
+        else:
+            chip.asyncs = events
+    own = {k: v for k, v in plane.stats if not isinstance(v, bytes)}
+    return chip, own
+
+
+def _tpu_metadata_stats(path: Path, plane_name: str) -> dict[str, dict[str, object]]:
+    """A TPU plane's event metadata stats by event name (the op figures XLA keeps there)."""
+    _, _, data = peek(path, read_plane=plane_name)
+    if not data:
+        return {}
+    plane = messages()["XPlane"]()
+    plane.ParseFromString(data)
+    stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+    wanted = set(TPU_STATS)
+    out: dict[str, dict[str, object]] = {}
+    for meta in plane.event_metadata.values():
+        stats: dict[str, object] = {}
+        for stat in meta.stats:
+            name = stat_names.get(stat.metadata_id)
+            if name not in wanted:
+                continue
+            field_name = stat.WhichOneof("value")
+            if field_name == "ref_value":
+                stats[name] = stat_names.get(stat.ref_value, "")
+            elif field_name in ("str_value", "int64_value", "uint64_value", "double_value"):
+                stats[name] = getattr(stat, field_name)
+        out.setdefault(meta.name, {}).update(stats)
+    return out
 
 
 def _by_first(rows: list[tuple]) -> dict:
@@ -709,21 +931,35 @@ def _walk_wire(
     def gpu_plane(name: str) -> bool:
         return bool(_GPU_PLANE.match(name))
 
+    def tpu_plane(name: str) -> bool:
+        return bool(TPU_PLANE.match(name))
+
     def wanted_line(plane: str, line: str) -> bool:
+        if tpu_plane(plane):
+            return line in TPU_LINES
         return not gpu_plane(plane) or bool(_STREAM_LINE.match(line)) or line in ("Steps", "XLA Modules")
 
-    # with GPU planes, host lines matter for their step markers only (CPU thunks are read without GPUs)
-    gpu_trace = any(gpu_plane(n) for n in plane_names or ())
+    def stats_of(plane: str) -> tuple[str, ...]:
+        if tpu_plane(plane):
+            return TPU_STATS
+        if plane == MEGASCALE_PLANE:
+            return ()
+        return HOST_STATS_WITH_GPUS if accelerator_trace and not gpu_plane(plane) else WIRE_STATS
+
+    # with GPU or TPU planes, host lines matter for their step markers only (CPU thunks are read without them)
+    accelerator_trace = any(gpu_plane(n) or tpu_plane(n) for n in plane_names or ())
     space = read_xspace(
         path,
-        planes=lambda n: gpu_plane(n) or n.startswith("/host:CPU"),
+        planes=lambda n: gpu_plane(n) or tpu_plane(n) or n == MEGASCALE_PLANE or n.startswith("/host:CPU"),
         stats=WIRE_STATS,
         lines=wanted_line,
-        plane_stats=lambda n: HOST_STATS_WITH_GPUS if gpu_trace and not gpu_plane(n) else WIRE_STATS,
+        plane_stats=stats_of,
         threads=threads,
     )
     gpu_planes = [p for p in space.planes if gpu_plane(p.name)]
-    host_planes = [p for p in space.planes if not gpu_plane(p.name)]
+    tpu_planes = [p for p in space.planes if tpu_plane(p.name)]
+    multislice = any(len(ln) for p in space.planes if p.name == MEGASCALE_PLANE for ln in p.lines)
+    host_planes = [p for p in space.planes if p.name.startswith("/host:CPU")]
     ordinals = [int(_GPU_PLANE.match(p.name).group(1)) for p in gpu_planes]  # type: ignore[union-attr]
     gpus = devices_per_host or len(gpu_planes)
     line_names = {line.name for plane in gpu_planes for line in plane.lines}
@@ -784,7 +1020,7 @@ def _walk_wire(
         if user_step is not None:
             is_step |= np.concatenate([v.labels.matches(user_step, v.codes) for v in host_lines])
         is_thunk = np.zeros(len(names), dtype=bool)
-        if not gpu_planes:
+        if not gpu_planes and not tpu_planes:
             is_thunk = np.concatenate([v.present("hlo_op") & v.present("device_ordinal") for v in host_lines])
         # a name's first event decides whether its later events are looked at
         processed = _first_decides(names, is_step | is_thunk)
@@ -818,7 +1054,72 @@ def _walk_wire(
         executions,
         syncs,
         {o: p.own_stats for o, p in zip(ordinals, gpu_planes, strict=True)},
+        tpu=[_tpu_chip_wire(p, host, host_index, first, devices_per_host or len(tpu_planes)) for p in tpu_planes],
+        tpu_stats={_tpu_ordinal(p.name): p.own_stats for p in tpu_planes},
+        multislice=multislice,
     )
+
+
+def _tpu_ordinal(plane_name: str) -> int:
+    return int(TPU_PLANE.match(plane_name).group(1))  # type: ignore[union-attr]
+
+
+def _tpu_chip_wire(plane: Plane, host: str, host_index: int, first: int, chips: int) -> ChipLines:
+    """One TPU chip's op lines and markers, from the wire decoder's columns (no Python step per event)."""
+    ordinal = _tpu_ordinal(plane.name)
+    chip = ChipLines(f"{host}/TPU:{first + ordinal}", host_index * chips + first + ordinal)
+    labels = np.array([*plane.event_names, ""], dtype=object)
+    for line in plane.lines:
+        role = TPU_LINES.get(line.name)
+        if role is None or not len(line):
+            continue
+        offset, has_offset = line.stats["device_offset_ps"].integers(0)
+        duration, has_duration = line.stats["device_duration_ps"].integers(0)
+        start, end = device_times(line.start_ns, line.end_ns, offset, duration, has_offset & has_duration)
+        names = labels[plane.name_index(line)]
+        if role not in (OPS, ASYNC):
+            kind = "step" if line.name == "Steps" else "module"
+            chip.markers.extend(step_markers(chip.device, kind, names, start, end))
+            continue
+        events = OpEvents(
+            chip.device,
+            chip.global_id,
+            names,
+            start,
+            end,
+            category=_wire_strings(line.stats["hlo_category"]),
+            program_id=line.stats["program_id"].integers(-1)[0],
+            flops=_wire_numbers(line.stats["flops"]),
+            model_flops=_wire_numbers(line.stats["model_flops"]),
+            bytes_accessed=_wire_numbers(line.stats["bytes_accessed"]),
+            tf_op=_wire_strings(line.stats["tf_op"]),
+            deduplicated=_wire_strings(line.stats["deduplicated_name"]),
+            done=_wire_strings(line.stats["hlo_op"]) if role == ASYNC else None,
+            line=line.name,
+        )
+        if role == OPS:
+            chip.ops = events
+        else:
+            chip.asyncs = events
+    return chip
+
+
+def _wire_strings(column: StatColumn) -> np.ndarray:
+    """A string stat as an object array ("" where absent or not a string)."""
+    codes, categories = column.string_codes()
+    values = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in categories]
+    return np.array([*values, ""], dtype=object)[codes]
+
+
+def _wire_numbers(column: StatColumn) -> np.ndarray:
+    """A numeric stat as float64 (integers and doubles alike; NaN where absent or text)."""
+    from .xplane_wire import STAT_DOUBLE
+
+    ints, is_int = column.integers(0)
+    out = np.where(is_int, ints.astype(np.float64), np.nan)
+    if column.doubles is not None:
+        out = np.where(column.kind == STAT_DOUBLE, column.doubles, out)
+    return out
 
 
 class _Labels:

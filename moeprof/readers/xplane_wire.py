@@ -177,6 +177,7 @@ class XSpaceColumns:
     planes: list[Plane]  # the selected planes, in file order
     plane_names: list[str]  # every plane's name, in file order
     hostnames: list[str]
+    route: str = "numpy"  # the decoder route that read this file: native, numba or numpy
 
 
 # --------------------------------------------------------------------------------------------- entry point
@@ -211,7 +212,9 @@ def read_xspace(
     hostnames: list[str] = []
     with open(path, "rb") as fh, _LinePool(threads) as pool:
         size = fh.seek(0, 2)
-        _choose_route(size)
+        # chosen per file and handed down with each plane's buffer: files read on threads never share it
+        route = _choose_route(size)
+        kernels = None if route == "numpy" else _KERNELS[route]
         for number, wire, start, end in _file_fields(fh, size):
             if wire != 2:
                 continue
@@ -219,12 +222,12 @@ def read_xspace(
                 fh.seek(start)
                 hostnames.append(_utf8(fh.read(end - start), "a host name"))
             elif number == 1:
-                buf = _Buffer.read(fh, start, end - start)
+                buf = _Buffer.read(fh, start, end - start, kernels)
                 plane = _read_plane(buf, planes, wanted, lines, plane_names, pool)
                 if plane is not None:
                     out_planes.append(plane)
                 del buf
-    return XSpaceColumns(out_planes, plane_names, hostnames)
+    return XSpaceColumns(out_planes, plane_names, hostnames, route)
 
 
 # --------------------------------------------------------------------------------------------- Python-level walks
@@ -308,7 +311,7 @@ def _strings(buf: _Buffer, starts: np.ndarray, ends: np.ndarray, what: str) -> l
     object straight from each range), else one decode of the lot when it is all ASCII (the usual case)."""
     if not len(starts):
         return []
-    kernels = _kernels()
+    kernels = buf.kernels
     if kernels is not None and hasattr(kernels, "strings"):  # numba's have no strings: numpy's below
         try:
             return kernels.strings(
@@ -346,11 +349,13 @@ def _signed(value: int) -> int:
 
 
 class _Buffer:
-    """One plane's bytes (zero-padded), with an 8-byte little-endian word view at every byte offset."""
+    """One plane's bytes (zero-padded), with an 8-byte little-endian word view at every byte offset, and the
+    compiled kernels that decode them (None: the numpy route), chosen for the file the plane is part of."""
 
-    def __init__(self, data: np.ndarray, size: int) -> None:
+    def __init__(self, data: np.ndarray, size: int, kernels: ModuleType | None = None) -> None:
         self.data = data
         self.size = size
+        self.kernels = kernels
         self.mv = memoryview(data)[:size]  # type: ignore[arg-type]  # numpy arrays are buffers
         # overlapping unaligned words: words[i] = bytes i..i+7 (the padding keeps the last ones in bounds)
         self.words = np.ndarray((size + _PAD - 7,), dtype="<u8", buffer=data, offset=0, strides=(1,))
@@ -358,13 +363,14 @@ class _Buffer:
         self.itype = np.int32 if size + _PAD < 2**31 else np.int64
 
     @classmethod
-    def read(cls, fh: BinaryIO, start: int, size: int) -> _Buffer:  # fh: a file opened "rb"
+    def read(cls, fh: BinaryIO, start: int, size: int, kernels: ModuleType | None = None) -> _Buffer:
+        """``size`` bytes of ``fh`` (a file opened "rb") from ``start``."""
         data = np.empty(size + _PAD, dtype=np.uint8)
         data[size:] = 0
         fh.seek(start)
         if fh.readinto(memoryview(data)[:size]) != size:  # type: ignore[attr-defined,arg-type]
             raise WireError("file shorter than its fields say")
-        return cls(data, size)
+        return cls(data, size, kernels)
 
 
 _PAIRS = (
@@ -567,7 +573,7 @@ def _field_run(
     (grown until the run is seen to stop inside it): a run of small fields
     followed by large ones costs what the run does.
     """
-    kernels = _kernels()
+    kernels = buf.kernels
     if kernels is not None:
         return _kernels_field_run(kernels, buf, first, end, tag)
     while True:
@@ -997,8 +1003,7 @@ def _stat_column(
 # --------------------------------------------------------------------------------------------- planes and lines
 
 # a plane whose lines are decoded on threads: below, thread hand-offs and the GIL on small arrays cost
-# more than they save (10M generated events on 2 cores: decoding 8.3 s -> 4.8 s with numpy, 8.0 -> 4.3 s
-# with numba; 1M: 0.66 -> 0.56 s)
+# more than they save (docs/performance.md)
 THREADED_FROM_BYTES = 4 << 20
 
 
@@ -1014,7 +1019,7 @@ class _LinePool:
         if self.threads == 1 or len(spans) < 2 or not threaded:
             return [fn(span) for span in spans]
         if self._executor is None:
-            from concurrent.futures import ThreadPoolExecutor  # (~6 ms of imports a small trace never needs)
+            from concurrent.futures import ThreadPoolExecutor  # (imports a small trace never needs)
 
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="moeprof-xplane")
         # results in line order; the first line (in order) that fails raises, as one thread would
@@ -1299,7 +1304,7 @@ def _read_line(
     body = np.concatenate(bodies) if len(bodies) > 1 else bodies[0]
     body_end = np.concatenate(body_ends) if len(body_ends) > 1 else body_ends[0]
     del bodies, body_ends
-    kernels = _kernels()
+    kernels = buf.kernels
     if kernels is not None:
         events, slots = _decode_events_kernels(
             kernels, buf, body, body_end, int(head["timestamp_ns"]), req_ids, req_which, wanted
@@ -1342,7 +1347,7 @@ def _slots_numpy(
 
 # Three routes decode the same bytes to the same columns (the tests run each against the others and
 # against jaxlib): "native", the C kernels of _xplane_native.c (built by setup.py where a C compiler is
-# there; ~1 ms to load, so used at any size); "numba", the same loops in _xplane_jit.py (the `fast`
+# there; they load at once, so they serve any size); "numba", the same loops in _xplane_jit.py (the `fast`
 # extra); "numpy", lockstep array passes (always there).
 DECODER_ROUTES = ("native", "numba", "numpy")
 # what the compiled kernels return instead of raising (the C module defines the same numbers: a test checks)
@@ -1357,17 +1362,12 @@ KERNEL_ERRORS = {
 }
 DECODER_ENV = "MOEPROF_XPLANE_DECODER"  # native | numba | numpy; unset (or auto): the fastest there
 _KERNELS: dict[str, ModuleType | None] = {}  # route -> its kernels, None where they do not load
-_ROUTE: list[str] = ["numpy"]  # for the file being read
-# numba costs ~0.6 s of CPU per process: its import (~0.17 s), and a first dispatch that, even from its
-# cache, loads numba's typing registries, whose BLAS check imports scipy.linalg where jax installed scipy
-# (0.15-0.4 s). It then decodes ~2.8x faster than numpy (10M generated events, 440 MiB: 3.2 s against 8.9 s
-# of CPU with the reader's stats, one thread each). At 1M events of the benchmark's XLA shape (48 MiB) it
-# loses (0.93 s against 0.80 s); at 1M compute kernels with their stats (59 MiB) it wins (1.07 s against
-# 1.39 s): from about this size on (where the native kernels are not built)
+# numba costs CPU in every process: its import, and a first dispatch that, even from its cache, loads
+# numba's typing registries, whose BLAS check imports scipy.linalg where jax installed scipy. It then decodes
+# faster than numpy: from about this size on, where the native kernels are not built (docs/performance.md)
 JIT_FROM_BYTES = 56 << 20
 # In moeprof's own processes the BLAS check is skipped (_numba_without_blas_check), which moves the
-# crossover down: `moeprof analyze --json`, medians of 3, numpy against numba: 37 MiB (750k XLA-shaped
-# events) 1.27 s against 1.30 s, 48 MiB (1M) 1.49 s against 1.42 s (numba, BLAS check kept: 1.67 s)
+# crossover down (docs/performance.md)
 JIT_FROM_BYTES_OWNED = 40 << 20
 
 
@@ -1387,11 +1387,6 @@ def _load_kernels(route: str) -> ModuleType | None:
     return _KERNELS[route]
 
 
-def _kernels() -> ModuleType | None:
-    """The compiled kernels chosen for the file being read, else None (the numpy route)."""
-    return None if _ROUTE[0] == "numpy" else _KERNELS[_ROUTE[0]]
-
-
 def installed_routes() -> list[str]:
     """The routes this install has, found without loading them: numpy always, numba with the `fast`
     extra, native where the C kernels were built (``_choose_route`` still falls back if one fails to load)."""
@@ -1399,11 +1394,6 @@ def installed_routes() -> list[str]:
 
     found = {"numba": "numba", "native": f"{__package__}._xplane_native"}
     return [r for r in DECODER_ROUTES if r == "numpy" or importlib.util.find_spec(found[r]) is not None]
-
-
-def decoder_route() -> str:
-    """The route that decodes the file being read (or the last one read): native, numba or numpy."""
-    return _ROUTE[0]
 
 
 _BLAS_PROBE = "scipy.linalg.cython_blas"  # what numba imports to decide whether BLAS is there
@@ -1414,7 +1404,7 @@ def _numba_without_blas_check() -> Iterator[None]:
     """In moeprof's own processes, let numba's typing registries load without importing scipy.linalg.
 
     numba sets ``numba.np.arraymath._HAVE_BLAS`` once, on its first dispatch, by importing
-    scipy.linalg (0.15-0.4 s here, more than the decoding it serves below ~40 MiB). With the probe
+    scipy.linalg (more than the decoding it serves below ~40 MiB: docs/performance.md). With the probe
     blocked it reads False, which only makes numba's own np.correlate/convolve use a plain loop in
     this process; np.dot still finds BLAS when compiled. A library call in someone else's process
     keeps numba's default: the setting outlives this call.
@@ -1434,8 +1424,8 @@ def _numba_without_blas_check() -> Iterator[None]:
             del sys.modules[_BLAS_PROBE]
 
 
-def _choose_route(size: int) -> None:
-    """Pick the route for a file of ``size`` bytes: MOEPROF_XPLANE_DECODER when it names one that loads,
+def _choose_route(size: int) -> str:
+    """The route for a file of ``size`` bytes: MOEPROF_XPLANE_DECODER when it names one that loads,
     else native where built, else numba from the size where its start-up pays, else numpy."""
     from ..workers import process_is_owned
 
@@ -1445,7 +1435,7 @@ def _choose_route(size: int) -> None:
     else:
         threshold = JIT_FROM_BYTES_OWNED if process_is_owned() else JIT_FROM_BYTES
         wanted = ["native", "numba"] if size >= threshold else ["native"]
-    _ROUTE[0] = next((r for r in wanted if r == "numpy" or _load_kernels(r) is not None), "numpy")
+    return next((r for r in wanted if r == "numpy" or _load_kernels(r) is not None), "numpy")
 
 
 def _kernels_field_run(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import heapq
 import re
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -33,7 +34,7 @@ from .._version import __version__
 from ..core import intervals as iv
 from ..core.analysis import Analysis
 from ..core.events import BUCKETS, bucket_codes, column_codes, combine_codes, concat, first_rows, lookup
-from ..core.timeline import CATEGORIES, EXPOSED, WAITING, category_codes_of
+from ..core.timeline import CATEGORIES, EXPOSED, WAITING, TimelineView, category_codes_of
 from ..core.trace import Trace
 from ..readers.marks import ANNOTATED_SCHEMA
 
@@ -225,9 +226,9 @@ def _tail(name: str, args: dict) -> bytes:
     return b',"name":' + orjson.dumps(name) + b',"args":' + orjson.dumps(args) + b"}"
 
 
-# ISA-L's deflate (python-isal) at level 1: on annotate's 1M compute kernels (259 MB of JSON) 27.4 MB in
-# 0.20 s, where zlib at level 3 gave 28.2 MB in 0.95 s (level 9 is ~20% smaller and ~10x slower still).
-# zlib writing on its thread was what annotate waited for; zlib remains where isal does not import.
+# ISA-L's deflate (python-isal) at level 1: about zlib level 3's size in a fraction of its time
+# (docs/performance.md). zlib writing on its thread was what annotate waited for; zlib remains where isal
+# does not import.
 ISAL_LEVEL = 1
 GZIP_LEVEL = 3
 
@@ -292,19 +293,25 @@ class _Writer:
 
 
 def write_annotated(
-    traces: list[Trace], result: Analysis, out: Path, critical: pd.DataFrame | None = None, what_if: str = ""
+    traces: list[Trace],
+    result: Analysis,
+    timeline: Sequence[TimelineView],
+    out: Path,
+    critical: pd.DataFrame | None = None,
+    what_if: str = "",
 ) -> dict:
     """Write the annotated trace (gzipped when ``out`` ends in ``.gz``); returns counts for the CLI.
 
     Activities come from the traces as read; exposed communication and steps from the
-    analysis' timeline view, so the file shows exactly what the figures measured. For a
+    devices' timeline views (``timeline``, measured with the analysis), so the file shows exactly what the
+    figures measured. For a
     projection (``annotate --what-if``, spec §9) the traces are the projected timeline,
     ``critical`` its critical path's activities (device, start_ns, end_ns: a ``moeprof:
     critical path`` thread per device) and ``what_if`` the change, said in ``otherData``.
     """
     activity = concat([t.events for t in traces])
     devices = device_order(activity)
-    views = {v.device: v for v in result.timeline}
+    views = {v.device: v for v in timeline}
     starts = [activity["start_ns"].to_numpy(dtype=np.int64)]
     starts += [v.steps["start_ns"].to_numpy(dtype=np.int64) for v in views.values() if len(v.steps)]
     low = int(min(s.min() for s in starts if s.size)) if len(activity) else 0

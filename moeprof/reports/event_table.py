@@ -1,7 +1,7 @@
 """``moeprof events``: the classified event table as parquet or CSV, both written by Arrow.
 
-CSV goes through ``pyarrow.csv`` (multi-threaded C++), not ``DataFrame.to_csv``: 333k
-activities took 1.38 s through pandas and 0.26 s here. Strings are quoted, a missing
+CSV goes through ``pyarrow.csv`` (multi-threaded C++), not ``DataFrame.to_csv`` (several times faster:
+docs/performance.md). Strings are quoted, a missing
 value is an empty field (an empty string is ``""``), booleans read ``true``/``false``.
 """
 

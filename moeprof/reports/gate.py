@@ -12,6 +12,7 @@ from ..gate.check import FIGURES, CheckConfig, GateResult, fmt
 from ..gate.history import Run
 from ..words import plural
 from .terminal import human_bytes, make_console, natural_width
+from .text import fabric_words, on_fabric
 
 
 def gate_table(results: list[GateResult], title: str) -> Table:
@@ -165,7 +166,7 @@ def _diff_table(doc: dict, layout: int) -> Table:
             _delta(row["delta_previous"][i], row["change_previous"][i], unit, noise_previous[i], layout)
             for i in range(2, n if previous else 2)
         ]
-        table.add_row(row["name"], *cells)
+        table.add_row(on_fabric(row["name"]), *cells)
     return table
 
 
@@ -248,7 +249,8 @@ def render_diff(doc: dict) -> None:
             markup=False,
             highlight=False,
         )
-    console.print(diff_table(doc, console.width))
+    with fabric_words(tuple(doc["fabrics"]) if doc.get("fabrics") else ("NVLink", "InfiniBand", "domain")):
+        console.print(diff_table(doc, console.width))
     if doc["ablation"]:
         console.print(ablation_table(doc, console.width))
     for e in doc.get("explanations") or ():
@@ -282,12 +284,17 @@ def explanation_lines(e: dict) -> list[str]:
     ref, run = e["reference"], e["run"]
     residual = e["residual_ms"]
     share = "" if e["residual_fraction"] is None else f" ({e['residual_fraction']:+.1%} of {run}'s step)"
+
+    def change(ms: float) -> str:  # a step difference in words: "12.500 ms shorter", "no change"
+        return f"{abs(ms):,.3f} ms {'shorter' if ms > 0 else 'longer'}" if round(ms, 3) else "the same"
+
+    measured, explained = e["measured_change_ms"], e["explained_ms"]
     return [
         f"{ref} step {e['reference_step_ms']:,.3f} ms; {ref} with {run}'s changes, projected: "
         f"{e['projected_step_ms']:,.3f} ms; {run} measured: {e['measured_step_ms']:,.3f} ms.",
-        f"The changes explain {e['explained_ms']:+,.3f} ms of the {e['measured_change_ms']:+,.3f} ms {run} saves;"
-        f" residual {residual:+,.3f} ms{share}: what the ratios do not carry (contention, a new kernel,"
-        " a different schedule).",
+        f"{run}'s step is {change(measured)} than {ref}'s; {run}'s changes, applied to {ref}, make it"
+        f" {change(explained)} (projected); residual {residual:+,.3f} ms{share}: what the ratios do not carry"
+        " (contention, a new kernel, a different schedule).",
     ]
 
 

@@ -58,8 +58,7 @@ from markupsafe import Markup
 
 from .._version import __version__
 from ..core import intervals as iv
-from ..core.analysis import Analysis, Collective, Figures, Opportunity
-from ..core.projection import CAUSES, Projection
+from ..core.analysis import CAUSES, Analysis, Collective, Figures, Projection
 from ..core.summary import ArrivalSkew, LedgerSummary, arrival_skew, ledger_summary, mean_figures, verdict
 from ..core.timeline import (
     CATEGORIES,
@@ -73,23 +72,31 @@ from ..core.timeline import (
     detail_window,
 )
 from ..errors import InputError
+from ..insight.projector import DRAWN_UNASKED_LIMIT
 from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
-from ..pipeline import analyze_paths
-from ..readers import TraceSource, discover
+from ..pipeline import JobState, analyze_paths_state
+from ..pipeline.projected import ProjectedJob, project_timeline
+from ..readers import TraceSource
+from ..readers.discovery import JobPlan, plan_job
 from .annotate import natural_key
-from .projected import ProjectedJob, can_project, project_timeline
 from .terminal import human_bytes
 from .text import (
+    asked_line,
+    bound_text,
     duration,
     evidence_text,
     fabric_words,
     hardware_line,
     ledger_line,
     on_fabric,
+    opportunity_ranking,
+    opportunity_savings_text,
+    payoff_rows,
     remedy_texts,
     scale_up_word,
     scopes_shown,
     utilization_line,
+    verdict_lines,
 )
 from .text import headline as text_headline
 
@@ -130,6 +137,7 @@ class ReportInput:
 
     label: str
     analysis: Analysis
+    state: JobState = field(default_factory=JobState)  # the devices' timeline views, §8 instances, the projector
     # §9: set on a projected input: the projection and its critical path's activities (device, start_ns, end_ns)
     projection: Projection | None = None
     critical: pd.DataFrame | None = None
@@ -348,7 +356,7 @@ def _empty_timeline(lanes: str) -> dict:
 
 def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> dict:
     """The compact timeline of one input, encoded from its devices' views (see the module doc)."""
-    views = {v.device: v for v in item.analysis.timeline if v.window[0].size}
+    views = {v.device: v for v in item.state.timeline if v.window[0].size}
     if not views:
         return _empty_timeline(lanes)
     all_devices = sorted(views, key=natural_key)
@@ -429,7 +437,7 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
         "devices_total": len(all_devices),
     }
     if ledger:
-        out["skew"] = skew_data(arrival_skew(item.analysis, SKEW_ROWS), t0, t1, unit)
+        out["skew"] = skew_data(arrival_skew(item.analysis, item.state.instances, SKEW_ROWS), t0, t1, unit)
     if grid is not None:
         out["bins"] = {
             "n": grid.n,
@@ -684,39 +692,53 @@ def ledger_section(analysis: Analysis, led: LedgerSummary, skew: Sequence[Arriva
 @dataclass(frozen=True)
 class OpportunityItem:
     title: str
-    saving: str
-    bound: str
+    hidden: str  # spec §6: hidden under compute, at most what on the worst device
+    projected: str  # §9: taken away, what the step gains ("" where not projected)
     exposed: str
     evidence: str
     remedy: str
-    projected: str = ""  # §9: the step saving if its activities took no time ("" where not projected)
 
 
-def opportunity_items(opportunities: Sequence[Opportunity], top: int = 12, step_ns: int = 0) -> list[OpportunityItem]:
-    """The opportunities as listed; ``step_ns``: the job's mean step (§9), for a projected saving's share."""
+def opportunity_items(analysis: Analysis, top: int = 12) -> list[OpportunityItem]:
+    """The opportunities as listed, each with its two answers: hidden under compute (the bound) and taken
+    away (the §9 projection), in the terminal's words."""
+    shown = analysis.opportunities[:top]
+    steps = len({s.step for s in analysis.steps})
+    out = []
+    for o, remedy in zip(shown, remedy_texts(shown), strict=True):
+        hidden, removed = opportunity_savings_text(o, steps, analysis.step_ns)
+        out.append(OpportunityItem(o.title, hidden, removed, fmt_ms(o.exposed_ns), evidence_text(o), remedy))
+    return out
 
-    def projected(o: Opportunity) -> str:
-        if o.projected_saving_ns is None:
-            if o.projected_saving_max_ns is not None:
-                share = f" ({fmt_pct(o.projected_saving_max_ns / step_ns)})" if step_ns else ""
-                return f"at most {fmt_ms(o.projected_saving_max_ns)} ms{share}"
-            return ""
-        share = f" ({fmt_pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
-        return f"{fmt_ms(o.projected_saving_ns)} ms{share}"
 
-    shown = opportunities[:top]
-    return [
-        OpportunityItem(
-            o.title,
-            fmt_ms(o.saving_bound_ns),
-            "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "its exposed time",
-            fmt_ms(o.exposed_ns),
-            evidence_text(o),
-            remedy,
-            projected(o),
-        )
-        for o, remedy in zip(shown, remedy_texts(shown), strict=True)
-    ]
+def page_verdict(analysis: Analysis) -> list[str]:
+    """The verdict, as the terminal says it first: the answer to ``--what-if``, where to look, the first try."""
+    asked = analysis.projection("asked")
+    lines = [asked_line(asked)] if asked is not None else []
+    if analysis.devices:
+        lines += verdict_lines(verdict(analysis))
+    return lines
+
+
+@dataclass(frozen=True)
+class PayoffView:
+    title: str
+    table: Table
+    notes: list[str]
+
+
+def payoff_view(analysis: Analysis) -> PayoffView | None:
+    """What would it buy (§9): the projections the analysis carries, as the terminal's table."""
+    rows = payoff_rows(analysis)
+    if not rows:
+        return None
+    table = Table(
+        ["change", "what-if", "projected ms", "saving ms", "saving"],
+        [[r.label, r.terms, r.projected_ms, r.saving_ms, r.saving] for r in rows],
+        numeric_from=2,
+    )
+    title = f"What would it buy (projected; the step is {fmt_ms(analysis.step_ns)} ms, the job's mean)"
+    return PayoffView(title, table, [f"{r.terms}: {r.note}" for r in rows if r.note])
 
 
 def throughput_line(throughput: Mapping | None) -> str:
@@ -816,6 +838,9 @@ class InputPage:
     inspector: Markup | None = None  # NCCL Inspector logs: their view instead of a timeline
     scopes: Table | None = None  # time per JAX scope, where the trace names scopes
     utilization: str | None = None  # the FLOPs the ops state against the chip's peak
+    ranking: str = ""  # how the opportunities are ordered, in words
+    verdict: list[str] = field(default_factory=list)  # the terminal's first lines: the answer asked for, the verdict
+    payoffs: PayoffView | None = None  # "what would it buy" (§9), as the terminal shows it
 
 
 def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
@@ -877,11 +902,12 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         collectives=collectives_table(r.collectives, ledger=led is not None and led.instances > 0),
         more_collectives=max(0, len(r.collectives) - 40),
         # the projected page shows the changed timeline; its remedies are the measured page's, said once there
-        opportunities=[]
-        if item.projection is not None
-        else opportunity_items(r.opportunities, step_ns=r.projections[0].measured_step_ns if r.projections else 0),
+        opportunities=[] if item.projection is not None else opportunity_items(r),
+        ranking=opportunity_ranking(r),
+        verdict=[] if item.projection is not None else page_verdict(r),
+        payoffs=None if item.projection is not None else payoff_view(r),
         manifest=manifest_view(r),
-        ledger=None if led is None else ledger_section(r, led, arrival_skew(r, SKEW_ROWS)),
+        ledger=None if led is None else ledger_section(r, led, arrival_skew(r, item.state.instances, SKEW_ROWS)),
         skew_rows=len((timeline.get("skew") or {}).get("rows", ())),
         projection=None if item.projection is None else projection_view(item.projection),
         inspector=inspector_view(r),
@@ -915,7 +941,9 @@ def projection_view(p: Projection) -> ProjectionView:
         what_if=" ".join(p.what_if) or "(no change)",
         measured_ms=fmt_ms(p.measured_step_ns),
         projected_ms=fmt_ms(p.projected_step_ns),
-        saving=f"{fmt_ms(p.saving_ns)} ms ({fmt_pct(p.saving_fraction)} of the step)",
+        saving=f"saving {fmt_ms(p.saving_ns)} ms ({fmt_pct(p.saving_fraction)} of the step)"
+        if p.shortens
+        else "it would not shorten the step" + (f": {bound_text(p.bound)}" if p.bound is not None else ""),
         critical_step=p.critical_step,
         path=Table(["cause", "ms", "of the path"], rows, numeric_from=1, cls="path"),
         devices=", ".join(crossed[:8]) + (f" and {len(crossed) - 8} more" if len(crossed) > 8 else ""),
@@ -931,9 +959,12 @@ def inspector_view(r: Analysis) -> Markup | None:
     return Markup(html(r.inspector))
 
 
-def _median_step_ns(analysis: Analysis) -> float | None:
-    spans = [s.span_ns for s in analysis.spread.steps]
-    return float(np.median(spans)) if spans else None
+def step_of(item: ReportInput) -> float | None:
+    """§9's step time of an input (the one every screen shows): the measured job's, or, for a projected
+    input, the projection's."""
+    if item.projection is not None:
+        return float(item.projection.projected_step_ns)
+    return None if item.analysis.step_ns is None else float(item.analysis.step_ns)
 
 
 @dataclass(frozen=True)
@@ -955,7 +986,7 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
         ("comm share", "comm_share", True),
         ("exposed comm ms", "exposed_comm_ns", False),
         ("exposed comm / span", "exposed_comm_fraction", True),
-        ("median step span ms", "", False),
+        ("step ms (the job's)", "", False),
     ]
     headers = ["figure (mean device)"] + [it.label for it in items]
     headers += [f"{it.label} vs {items[0].label}" for it in items[1:]]
@@ -963,8 +994,8 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
     def value(item: ReportInput, label: str, key: str) -> float | None:
         if label == "devices":
             return float(len(item.analysis.devices))
-        if label.startswith("median step"):
-            return _median_step_ns(item.analysis)
+        if label.startswith("step ms"):
+            return step_of(item)
         if is_ratio_key(key):
             return item.analysis.total.value(key)
         return mean_figures(item.analysis.devices).value(key) if item.analysis.devices else None
@@ -1040,11 +1071,11 @@ def render(
     if not items:
         raise ValueError("a report needs at least one input")
     for it in items:
-        if it.analysis.devices and not it.analysis.timeline:
+        if it.analysis.devices and not it.state.timeline:
             raise ValueError(f"{it.label}: the analysis holds no timeline views (measure it with a TimelineOptions)")
     words = {scale_up_word(it.analysis) for it in items}
     # one legend for every input: their fabric's name where they share one
-    with fabric_words(words.pop() if len(words) == 1 else "NVLink"):
+    with fabric_words(words.pop() if len(words) == 1 else ("NVLink", "InfiniBand", "domain")):
         return _render(items, lanes, max_events, bin_budget, title)
 
 
@@ -1107,7 +1138,7 @@ def distinct_labels(labels: Iterable[str]) -> list[str]:
 
 
 def analyze_input(
-    paths: Sequence[Path],
+    paths: Sequence[Path] | JobPlan,
     options: LoadOptions | None = None,
     step_options: StepOptions | None = None,
     link_peaks: dict[str, float] | None = None,
@@ -1116,13 +1147,14 @@ def analyze_input(
     inputs: int = 1,
     execution: ExecOptions | None = None,
     progress: Callable[[TraceSource], None] | None = None,
-) -> Analysis:
+) -> tuple[Analysis, JobState]:
     """One input of a page of ``inputs`` inputs: its files read once (in worker processes, or on a Dask
-    cluster, when there are several), measured with the timeline views the page draws."""
-    files = len(discover(list(paths), options))
-    timeline = timeline_options(lanes, max_events, inputs, files)
-    return analyze_paths(
-        list(paths), options, step_options, link_peaks=link_peaks, timeline=timeline, execution=execution,
+    cluster, when there are several), measured with the timeline views the page draws. ``paths``: the input's
+    paths, or their plan where the caller made it."""
+    plan = paths if isinstance(paths, JobPlan) else plan_job(list(paths), options)
+    timeline = timeline_options(lanes, max_events, inputs, len(plan.files))
+    return analyze_paths_state(
+        plan, options, step_options, link_peaks=link_peaks, timeline=timeline, execution=execution,
         progress=progress,
     )  # fmt: skip
 
@@ -1138,43 +1170,61 @@ def report_paths(
     execution: ExecOptions | None = None,
     progress: Callable[[TraceSource], None] | None = None,
     what_if: Sequence[str] | None = None,
+    plans: Sequence[JobPlan] | None = None,
 ) -> int:
-    """``moeprof report``: each group of paths is one input (one job); several are compared.
+    """``moeprof report``: each group of paths is one input (one job); several are compared. ``plans``: the
+    groups' plans (``plan_job``) where the caller made them, one a group.
 
     One job is drawn beside its projection (§9): ``what_if``'s terms when given (an empty list: no
     projection), else ``balance`` where :func:`projected_by_default`. Returns the size written, in bytes.
     """
     labels = distinct_labels(input_label(list(g)) for g in groups)
+    plans = list(plans) if plans is not None else [plan_job(list(g), options) for g in groups]
     project_one = len(groups) == 1 and what_if != []
     inputs = 2 if project_one else len(groups)
     items = [
         ReportInput(
             label,
-            analyze_input(g, options, step_options, link_peaks, lanes, max_events, inputs, execution, progress),
+            *analyze_input(plan, options, step_options, link_peaks, lanes, max_events, inputs, execution, progress),
         )
-        for label, g in zip(labels, groups)
+        for label, plan in zip(labels, plans, strict=True)
     ]
-    if project_one and (what_if or projected_by_default(items[0].analysis)):
-        files = len(discover(list(groups[0]), options))
-        timeline = timeline_options(lanes, max_events, inputs, files)
-        projected = project_timeline([], items[0].analysis, list(what_if or ["balance"]), timeline)
+    if project_one and (what_if or projected_by_default(items[0])):
+        timeline = timeline_options(lanes, max_events, inputs, len(plans[0].files))
+        terms = list(what_if or [default_projection(items[0].analysis)])
+        projected = project_timeline(items[0].analysis, items[0].state, terms, timeline)
         items.append(projected_input(items[0].label, projected))
     return write_report(items, out, lanes=lanes, max_events=max_events)
 
 
-def projected_by_default(analysis: Analysis) -> bool:
-    """Whether the page draws the balance projection unasked: a job of several devices and at most
-    ``DEFAULT_PROJECTION_ACTIVITIES`` activities. Measuring the projected timeline costs about what
-    measuring the job did, so a larger job gets it with ``--what-if balance`` (the report stays within
-    1.3x analyze's time, benchmarks/bench_xplane.py)."""
+def projected_by_default(item: ReportInput) -> bool:
+    """Whether the page draws a projection unasked: a job of several devices, affordable, of at most
+    ``DRAWN_UNASKED_LIMIT`` activities. Measuring the projected timeline costs about what measuring the job
+    did, so a larger job gets it with ``--what-if`` (the report stays within 1.3x analyze's time)."""
+    projector = item.state.projector
     return (
-        len(analysis.devices) > 1
-        and can_project(analysis)
-        and analysis.replay is not None
-        and analysis.replay.size <= DEFAULT_PROJECTION_ACTIVITIES
+        len(item.analysis.devices) > 1
+        and projector is not None
+        and projector.affordable
+        and projector.size <= DRAWN_UNASKED_LIMIT
     )
+
+
+def default_projection(analysis: Analysis) -> str:
+    """The change the page draws unasked: the first try where it is the router's or the straggler fix (the
+    changes that move work between devices), else ``balance``."""
+    first = analysis.first_try()
+    if first is not None and first.role in ("router", "straggler"):
+        return " ".join(first.what_if)
+    return "balance"
 
 
 def projected_input(label: str, projected: ProjectedJob) -> ReportInput:
     """The projected timeline as an input of the page, beside the measured one."""
-    return ReportInput(f"{label} · {projected.label}", projected.analysis, projected.projection, projected.critical)
+    return ReportInput(
+        f"{label} · {projected.label}",
+        projected.analysis,
+        JobState(projected.timeline),
+        projected.projection,
+        projected.critical,
+    )

@@ -13,7 +13,6 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -26,7 +25,6 @@ from ..core.summary import (
     LedgerSummary,
     device_stats,
     mean_figures,
-    per_step,
     step_count,
     verdict,
     worst_devices,
@@ -35,8 +33,7 @@ from ..core.summary import (
 from ..words import plural
 from .text import (
     NBSP,
-    balance_sentence,
-    duration,
+    asked_line,
     evidence_text,
     fabric_words,
     hardware_line,
@@ -45,6 +42,9 @@ from .text import (
     ledger_line,
     ms,
     on_fabric,
+    opportunity_ranking,
+    opportunity_savings_text,
+    payoff_rows,
     pct,
     remedy_texts,
     scale_up_word,
@@ -53,9 +53,6 @@ from .text import (
     utilization_line,
     verdict_lines,
 )
-
-if TYPE_CHECKING:  # the projection is imported by whoever computes it, not by every report
-    from ..insight.payoff import BalanceVerdict, Payoff
 
 PIPED_WIDTH = 160  # a report piped into a CI log without COLUMNS: wide, tables are not folded
 DEVICE_ROWS_AUTO = 16  # up to this many devices every one gets a row; more: statistics and the worst ones
@@ -418,37 +415,22 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     The number sits in its own column so that wrapped lines keep their indent.
     """
     steps = step_count(result)
-    # §9: the job's mean step, for a projected saving's share of it (any projection measured it)
-    step_ns = result.projections[0].measured_step_ns if result.projections else 0
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
     shown = result.opportunities[:top]
     for i, (o, remedy) in enumerate(zip(shown, remedy_texts(shown), strict=True), 1):
-        bound = "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "exposed time"
-        saving = per_step(o.saving_bound_ns, steps)
-        if saving is not None and steps > 1:
-            amount = f"{spaced(duration(saving))} per step ({spaced(duration(o.saving_bound_ns))} over {steps} steps)"
-        else:
-            amount = spaced(duration(o.saving_bound_ns))
+        hidden, removed = opportunity_savings_text(o, steps, result.step_ns)
         head = Text(o.title[:90], style="bold", overflow="fold")
-        head.append(f"  save up to {amount} on the worst device ({bound})", style="bold red")
-        if o.projected_saving_ns is not None:
-            share = f" ({pct(o.projected_saving_ns / step_ns)})" if step_ns else ""
-            projected = f"projected without it: the step {spaced(duration(o.projected_saving_ns))}{share} shorter"
-            head.append(f"; {projected}", style="bold")
-        elif o.projected_saving_max_ns is not None:
-            share = f" ({pct(o.projected_saving_max_ns / step_ns)})" if step_ns else ""
-            head.append(f"; projected without it: at most {spaced(duration(o.projected_saving_max_ns))}{share}")
+        head.append(f"  {removed}" if removed else "", style="bold red")
+        head.append(f"{';' if removed else ''} {hidden}")
         # a flag list longer than the line folds instead of being cut
         body = Text(f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {remedy}", overflow="fold")
         grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))
     content: RenderableType = grid
     if not result.opportunities:
         content = Text("No exposed communication or launch overhead found: nothing to hide.")
-    ranked_by_projection = any(o.projected_saving_ns is not None for o in result.opportunities)
-    ranking = "projected saving" if ranked_by_projection else "saving bound"
-    return Panel(content, title=f"Opportunities (ranked by {ranking})", title_align="left")
+    return Panel(content, title=f"Opportunities (ranked by {opportunity_ranking(result)})", title_align="left")
 
 
 def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | None:
@@ -474,16 +456,21 @@ def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | N
     return table
 
 
-def payoff_table(bought: Sequence[Payoff], width: int = PIPED_WIDTH) -> Table:
-    """What would it buy (§9): per change the projected step and the saving; the measured step (the job's,
-    the same for every row) is in the title. Narrower than ``width``, the what-if column goes."""
-    step = bought[0].projection.measured_step_ns if bought else 0
+def payoff_table(result: Analysis, width: int = PIPED_WIDTH) -> Table | None:
+    """What would it buy (§9): the projections the analysis carries, the asked one first; per change the
+    projected step and the saving; the measured step (the job's, the same for every row) is in the title.
+    Narrower than ``width``, the what-if column goes. None where the job was not projected."""
+    rows = payoff_rows(result)
+    if not rows:
+        return None
+    notes = [f"{r.terms}: {r.note}" for r in rows if r.note]
     table = Table()
     for with_terms in (True, False):
+        caption = "each row is `analyze --what-if TERM`" + ("" if with_terms else " (a wider console shows TERM)")
         table = Table(
-            title=f"What would it buy (projected; the step is {ms(step)} ms, the job's mean)",
+            title=f"What would it buy (projected; the step is {ms(result.step_ns)} ms, the job's mean)",
             title_justify="left",
-            caption="each row is `analyze --what-if TERM`" + ("" if with_terms else " (a wider console shows TERM)"),
+            caption="\n".join([caption, *notes]),
             caption_justify="left",
             box=box.SIMPLE_HEAD,
             show_edge=False,
@@ -494,10 +481,8 @@ def payoff_table(bought: Sequence[Payoff], width: int = PIPED_WIDTH) -> Table:
         table.add_column("projected ms", justify="right", no_wrap=True)
         table.add_column("saving ms", justify="right", no_wrap=True)
         table.add_column("saving", justify="right", no_wrap=True)
-        for b in bought:
-            p = b.projection
-            cells = [ms(p.projected_step_ns), ms(p.saving_ns), pct(b.saving_fraction)]
-            table.add_row(b.label, *([" ".join(b.terms)] if with_terms else []), *cells)
+        for r in rows:
+            table.add_row(r.label, *([r.terms] if with_terms else []), r.projected_ms, r.saving_ms, r.saving)
         if natural_width(table) <= width:
             break
     return table
@@ -550,21 +535,16 @@ def render(
     console: Console | None = None,
     top: int = 8,
     devices: int | str | None = None,
-    bought: Sequence[Payoff] = (),
-    balance: BalanceVerdict | None = None,
 ) -> None:
     """The report. ``devices``: "all", a number of worst devices to list, or None (automatic, see above).
-
-    ``bought``: the projections of the "what would it buy" table (:func:`moeprof.insight.payoff.payoffs`);
-    ``balance``: the verdict's balance line, where balancing the ranks matters.
-    """
+    The "what would it buy" table is the projections the analysis carries (§9)."""
     if result.timeline_free and result.inspector is not None:
         from .inspector import render as render_inspector
 
         render_inspector(result.inspector, console or make_console(), top, result.warnings)
         return
     with fabric_words(scale_up_word(result)):
-        _render(result, console or make_console(), top, devices, bought, balance)
+        _render(result, console or make_console(), top, devices)
 
 
 def _render(
@@ -572,16 +552,15 @@ def _render(
     console: Console,
     top: int,
     devices: int | str | None,
-    bought: Sequence[Payoff],
-    balance: BalanceVerdict | None,
 ) -> None:
     width = console.width
     colour = has_colour(console)
     v = verdict(result)
-    sentences = verdict_lines(v)
-    if balance is not None:
-        sentences.append(balance_sentence(balance.balance, balance.kind, balance.kind_bound))
-    for sentence in sentences:
+    asked = result.projection("asked")
+    if asked is not None:  # the question asked is answered first
+        for line in wrap(asked_line(asked), width):
+            console.print(Text(line, style="bold"), soft_wrap=True)
+    for sentence in verdict_lines(v):
         for line in wrap(sentence, width):
             console.print(Text(line, style="bold"), soft_wrap=True)
     for parts in (headline(v), ledger_headline(v)):
@@ -611,8 +590,9 @@ def _render(
         stragglers = straggler_table(v.ledger)
         if stragglers is not None:
             console.print(stragglers)
-    if bought:
-        console.print(payoff_table(bought, width))
+    bought = payoff_table(result, width)
+    if bought is not None:
+        console.print(bought)
     if result.collectives:
         console.print(collectives_table(result, top, width))
     if (scopes := scope_table(result, top, width)) is not None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
-from ..core.analysis import Analysis, Opportunity, ScopeRow
+from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projection, ScopeRow, StepBound
+from ..core.hardware import fabric_text
 from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
 from ..insight.remedies import by_id
@@ -17,24 +20,30 @@ from ..words import plural  # re-exported: renderers count with it
 NBSP = "\u00a0"  # between a number and its unit: a wrapped line never ends in "88.9" and starts with "ms"
 LINK_WORDS = {"nvlink": "over NVLink", "ib": "over InfiniBand", "unknown": "on links moeprof could not tell"}
 
-# what the scale-up fabric is called while a report is rendered: NVLink, or xGMI for AMD GPUs (the analysis
-# calls every scale-up domain's link "nvlink"; on screen it takes the name of the trace's own fabric)
-SCALE_UP: ContextVar[str] = ContextVar("moeprof_scale_up", default="NVLink")
+# what the fabrics are called while a report is rendered: (scale-up, scale-out, what a scale-up domain is):
+# NVLink and InfiniBand, xGMI on AMD GPUs, ICI and DCN on TPUs (an ICI slice). The analysis calls every
+# scale-up domain's link "nvlink" and the scale-out's "ib"; on screen they take the trace's own names
+FABRICS: ContextVar[tuple[str, str, str]] = ContextVar("moeprof_fabrics", default=("NVLink", "InfiniBand", "domain"))
 
 
-def scale_up_word(analysis: Analysis | None) -> str:
+def scale_up_word(analysis: Analysis | None) -> tuple[str, str, str]:
+    """The fabric names an analysis is rendered with (its ``hardware`` object's ``scale_up``, ``scale_out``)."""
     hardware: Any = (analysis.hardware if analysis is not None else None) or {}
-    return str(hardware.get("scale_up") or "NVLink")
+    return (
+        str(hardware.get("scale_up") or "NVLink"),
+        str(hardware.get("scale_out") or "InfiniBand"),
+        str(hardware.get("scale_up_domain") or "domain"),
+    )
 
 
 @contextmanager
-def fabric_words(word: str) -> Iterator[None]:
-    """Render with ``word`` for the scale-up fabric (see :func:`on_fabric`)."""
-    token = SCALE_UP.set(word)
+def fabric_words(words: tuple[str, str, str]) -> Iterator[None]:
+    """Render with ``words`` for the fabrics (see :func:`on_fabric`)."""
+    token = FABRICS.set(words)
     try:
         yield
     finally:
-        SCALE_UP.reset(token)
+        FABRICS.reset(token)
 
 
 def hardware_line(analysis: Analysis) -> str | None:
@@ -44,8 +53,8 @@ def hardware_line(analysis: Analysis) -> str | None:
     if not hw:
         return None
     models = ", ".join(f"{n} x {name}" for name, n in (hw.get("models") or {}).items())
-    tpu = hw.get("scale_out") == "DCN"  # a TPU preset (GPU summaries carry no scale_out)
-    unit, label = ("chip", "Chips") if tpu else ("GPU", "GPUs")
+    tpu = hw.get("accelerator") == "TPU" or hw.get("scale_out") == "DCN"  # TPU chips, or a TPU preset
+    unit, label = ("chip", f"{hw.get('accelerator') or 'TPU'}s") if tpu else ("GPU", "GPUs")
     line = f"{label}: {models}" if models else f"{label}: not named in the trace"
     if hw.get("preset"):
         peaks = hw.get("link_peaks_gbps") or {}
@@ -90,11 +99,10 @@ def utilization_line(result: Analysis) -> str | None:
 
 
 def on_fabric(text: str) -> str:
-    """``text`` with "NVLink" (and a link column's "nvlink") named as the fabric being rendered."""
-    word = SCALE_UP.get()
-    if word == "NVLink":
-        return text
-    return text.replace("NVLink", word).replace("nvlink", word.lower())
+    """``text`` with "NVLink" and "InfiniBand" (and a link column's "nvlink", "ib") named as the fabrics being
+    rendered (:func:`moeprof.core.hardware.fabric_text`)."""
+    scale_up, scale_out, domain = FABRICS.get()
+    return fabric_text(text, scale_up, scale_out, domain)
 
 
 def ms(ns: int | float | None) -> str:
@@ -232,18 +240,14 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             f" The straggler is the hot device: {hot.device} gets {hot.tokens_over_mean:.1f}x the mean device's"
             f" routed tokens and arrives last in {pct(hot.last_share)} of its collectives; the others wait for it."
         )
-    if v.first is not None:
+    if v.projected:
+        first = first_try_line(v)
+    elif v.first is not None:
+        # not projected (a saved analysis from before §9, a job too large for this install): §6's bound only
         if v.first_saving_per_step_ns is not None:
-            saving = f"save up to {duration(v.first_saving_per_step_ns)} per step on the worst device"
-            bound = v.first_saving_per_step_ns
+            saving = f"hidden: at most {duration(v.first_saving_per_step_ns)} per step on the worst device"
         else:
-            saving = f"save up to {duration(v.first.saving_bound_ns)} on the worst device over the capture"
-            bound = v.first.saving_bound_ns
-        projected = v.first.projected_saving_ns
-        if projected is not None:  # §9: what the replay says taking it away buys the step
-            # the bound only where it says more: hiding it on the worst device vs the job's step
-            more = f"; {saving} if hidden" if bound > projected else ""
-            saving = f"projected to save {duration(projected)} of the mean step{more}"
+            saving = f"hidden: at most {duration(v.first.saving_bound_ns)} on the worst device over the capture"
         first = f"First try: {v.first.title} ({saving}) — see opportunity 1."
     elif v.has_exposed:
         first = "moeprof ranked no opportunity for it: the collectives below show where it is."
@@ -259,9 +263,12 @@ def headline(v: Verdict | None) -> list[str]:
     scope = f"{plural(v.devices, 'device')} from {plural(v.files, 'trace file')}"
     if v.steps:
         scope += f", {plural(v.steps, 'step')}"
-    per = f"per device: span {duration(v.span.mean_ns)}"
+    # one step time everywhere: §9's (the job's, latest end − earliest start over its devices, mean over steps)
+    per = f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''}) · per device:" if (
+        v.step_ns is not None
+    ) else f"per device: span {duration(v.span.mean_ns)}"
     if v.has_comm:
-        per += f", exposed comm {duration(v.exposed.mean_ns)}"
+        per += f"{',' if v.step_ns is None else ''} exposed comm {duration(v.exposed.mean_ns)}"
         if v.devices > 1:
             per += f" mean, {duration(v.exposed.worst_ns)} worst ({v.exposed.worst_device})"
     return [scope, f"comm share {pct(v.comm_share)}", per]
@@ -346,10 +353,133 @@ def step_name(number: int, position: int | None) -> str:
     return f"step {number} (--steps {position})"
 
 
-def balance_sentence(balance: float, kind: str | None, kind_bound: float | None) -> str:
-    """The verdict's projection line (§9): what balancing the ranks saves, beside the most a faster
-    collective could ("balancing the ranks would save 31% of the step; a faster all-to-all at most 2%")."""
-    text = f"Balancing the ranks would save {balance:.0%} of the step"
-    if kind is not None and kind_bound is not None:
-        text += f"; a faster {kind} at most {kind_bound:.0%}"
-    return text + " (projected, see what would it buy)."
+CAUSE_WORDS = {
+    "launch": "launch/host gaps",
+    "compute": "compute",
+    "transfer": "moving bytes",
+    "copy": "copies",
+    "other": "other device work",
+    "wait": "waiting",
+}
+_OPPORTUNITY = re.compile(r"opportunity=(\d+)")
+
+
+def and_join(items: Sequence[str]) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+def bound_text(b: StepBound) -> str:
+    """What sets a step's end, in a clause: "its critical path is 98.4% launch/host gaps: the hosts of
+    rank4/GPU:4 and rank5/GPU:5 set its end"."""
+    where = and_join(b.devices[:3])
+    if b.cause == "launch":
+        return f"its critical path is {pct(b.share)} launch/host gaps: the hosts of {where} set its end"
+    return f"its critical path is {pct(b.share)} {CAUSE_WORDS.get(b.cause, b.cause)}, on {where}"
+
+
+def opportunity_number(p: Projection) -> int | None:
+    """The opportunity a projection of role ``opportunity`` makes free (from 1)."""
+    m = _OPPORTUNITY.search(" ".join(p.what_if)) if p.role == "opportunity" else None
+    return int(m.group(1)) if m else None
+
+
+def first_try_line(v: Verdict) -> str:
+    """The verdict's first try (§9): the change of "what would it buy" that saves the most, or, where none
+    shortens the step by ``SIGNIFICANT_SAVING``, what sets the step's end."""
+    p = v.first_try
+    if p is None:
+        floor = f"{SIGNIFICANT_SAVING:.0%}"
+        why = f": {bound_text(v.step_bound)}" if v.step_bound is not None else ""
+        return f"No change moeprof projects shortens the step by {floor} or more{why}."
+    saving = f"projected to save {duration(p.saving_ns)} of the {duration(p.measured_step_ns)} step"
+    saving += f" ({pct(p.saving_fraction)})"
+    n = opportunity_number(p)
+    if n is not None:
+        return f"First try: {v.first_try_title or p.label} — {saving}; see opportunity {n}."
+    what = {
+        "straggler": "make every rank as fast as the median rank (the straggler fix)",
+        "router": "balance the router, so that every device gets the same expert work",
+    }.get(p.role, p.label)
+    return f"First try: {what} — {saving}; see what would it buy."
+
+
+@dataclass(frozen=True)
+class PayoffRow:
+    """One row of "what would it buy": the change in words, its terms, the projected step, the saving (blank
+    where it does not shorten the step), and what to say of it."""
+
+    label: str
+    terms: str
+    projected_ms: str
+    saving_ms: str
+    saving: str
+    note: str
+
+
+def payoff_rows(analysis: Analysis) -> list[PayoffRow]:
+    """The projections the analysis carries, as the table shows them: the one asked for first, then the rest
+    by saving, most first (the first of those is the verdict's first try)."""
+    asked = [p for p in analysis.projections if p.role == "asked"]
+    rest = sorted((p for p in analysis.projections if p.role != "asked"), key=lambda p: -p.saving_ns)
+    rows = []
+    for p in [*asked, *rest]:
+        note = p.note
+        if p.selected == 0:
+            note = note or "selects no activity: the step is the measured one"
+        elif not p.shortens and p.role in ("straggler", "router", "asked"):  # the questions asked by name
+            why = f": {bound_text(p.bound)}" if p.bound is not None else ""
+            note = f"would not shorten this step{why}" + (f"; {note}" if note else "")
+        shortens = p.shortens
+        rows.append(
+            PayoffRow(
+                p.label,
+                " ".join(p.what_if),
+                ms(p.projected_step_ns),
+                ms(p.saving_ns) if shortens else "-",
+                pct(p.saving_fraction) if shortens else "none",
+                note,
+            )
+        )
+    return rows
+
+
+def opportunity_savings_text(o: Opportunity, steps: int, step_ns: int | None) -> tuple[str, str]:
+    """An opportunity's two answers, to two questions: hidden under compute, at most what (spec §6's bound,
+    per step, on the worst device); taken away, what the replay says the step gains (§9)."""
+    per = o.saving_bound_ns / steps if steps else None
+    amount = duration(per if per is not None else o.saving_bound_ns)
+    amount += " per step" if per is not None and steps > 1 else ""
+    bound = "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "its exposed time"
+    hidden = f"hidden: at most {amount} on the worst device ({bound})"
+    if o.projected_saving_ns is not None and step_ns:
+        if o.projected_saving_ns >= SIGNIFICANT_SAVING * step_ns:
+            share = pct(o.projected_saving_ns / step_ns)
+            return hidden, f"taken away: the step {duration(o.projected_saving_ns)} ({share}) shorter (projected)"
+        return hidden, f"taken away: the step under {SIGNIFICANT_SAVING:.0%} shorter (projected)"
+    if o.projected_saving_max_ns is not None:
+        return hidden, f"taken away: the step at most {duration(o.projected_saving_max_ns)} shorter (bounded)"
+    return hidden, ""
+
+
+def asked_line(p: Projection) -> str:
+    """The answer to ``--what-if``, first on the screen: the step measured and projected, or that the terms
+    select no activity, or that the change would not shorten the step and what sets its end."""
+    head = f"Asked: --what-if {' '.join(p.what_if)}: "
+    note = f" ({p.note})" if p.note else ""
+    if p.selected == 0:
+        return head + f"the terms select no activity: the step stays {ms(p.measured_step_ns)} ms{note}."
+    # to the µs: the change asked for may move the step by less than three significant digits show
+    step = f"the step {ms(p.measured_step_ns)} ms → {ms(p.projected_step_ns)} ms (projected)"
+    if p.shortens:
+        return head + f"{step}, {duration(p.saving_ns)} ({pct(p.saving_fraction)}) shorter{note}."
+    why = f": {bound_text(p.bound)}" if p.bound is not None else ""
+    return head + f"{step}: it would not shorten the step{why}{note}."
+
+
+def opportunity_ranking(analysis: Analysis) -> str:
+    """How the opportunities are ordered, in words: by the §9 saving (those under ``SIGNIFICANT_SAVING`` of the
+    step tie, then by their bound), or by the bound alone where nothing was projected."""
+    if any(o.projected_saving_ns is not None for o in analysis.opportunities):
+        return f"projected saving; under {SIGNIFICANT_SAVING:.0%} of the step, by what hiding it could save"
+    return "what hiding it could save"

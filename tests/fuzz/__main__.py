@@ -21,14 +21,19 @@ from pathlib import Path
 from . import known
 from .engine import Harness, Result
 from .known import escaped_type
-from .mutators import Case, generate, generate_rocprof, special_cases
+from .mutators import Case, generate, generate_rocprof, generate_tpu, special_cases
 from .oracle import Violation
 from .rocpd_cases import generate_rocpd
 from .runner import Outcome
 
 # the random cases, drawn apart per route so that each route's earlier campaigns replay as they were; a case's key
 # is SEED:INDEX on the main route, ROUTE:SEED:INDEX on the others (NCCL Inspector logs: tests/test_fuzz_inspector.py)
-ROUTES: dict[str, Callable[[int, int], Case]] = {"main": generate, "rocprof": generate_rocprof, "rocpd": generate_rocpd}
+ROUTES: dict[str, Callable[[int, int], Case]] = {
+    "main": generate,
+    "rocprof": generate_rocprof,
+    "rocpd": generate_rocpd,
+    "tpu": generate_tpu,
+}
 
 
 def case_of_key(key: str) -> Case:

@@ -1214,6 +1214,8 @@ SEED_WEIGHTS = {
 }  # fmt: skip
 # rocprofv3 cases are drawn apart (generate_rocprof), so that the cases of earlier campaigns replay as they were
 ROCPROF_SEED_WEIGHTS = {"rocprof-2proc": 3, "rocprof-gz": 2, "rocprof-json": 3}
+# TPU XPlanes likewise (generate_tpu)
+TPU_SEED_WEIGHTS = {"xplane-tpu": 1}
 COMMANDS = [("analyze", 88), ("events", 3), ("report", 3), ("annotate", 3), ("check", 3)]
 HUGE_DURATIONS_SHARE = 0.06
 SUBPROCESS_EVERY = 25  # one case in N runs through `python -m moeprof` instead of the in-process worker
@@ -1468,6 +1470,16 @@ def generate_rocprof(base_seed: int, index: int) -> Case:
     target = rng.choice(seed.targets)
     files, steps, expects = _mutate_rocprof(rng, seed, target, _steps(rng))
     return drawn_case(rng, f"rocprof:{base_seed}:{index}", index, name, seed, seed.fmt, files, target, steps, expects)
+
+
+def generate_tpu(base_seed: int, index: int) -> Case:
+    """A TPU XPlane case: the XPlane mutations on a real TPU capture (replay: ``--replay tpu:SEED:INDEX``)."""
+    rng = random.Random(f"moeprof-fuzz-tpu:{base_seed}:{index}")
+    name = rng.choices(list(TPU_SEED_WEIGHTS), list(TPU_SEED_WEIGHTS.values()))[0]
+    seed = all_seeds()[name]
+    target = rng.choice(seed.targets)
+    files, steps, expects = mutate(rng, seed, target, random.Random(f"moeprof-fuzz-tpu-extra:{base_seed}:{index}"))
+    return drawn_case(rng, f"tpu:{base_seed}:{index}", index, name, seed, seed.fmt, files, target, steps, expects)
 
 
 def seed_case(name: str, mode: str = "worker") -> Case:

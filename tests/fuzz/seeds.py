@@ -266,6 +266,9 @@ def all_seeds() -> dict[str, Seed]:
         Seed("xplane-small", XPLANE, {"node0.xplane.pb": shrink_xplane(xplane_8, 2, 0.35)}, "node0.xplane.pb",
              ("node0.xplane.pb",), "synthetic_1host_8gpu cut to 2 GPUs and its first step"),
         Seed("xplane-2host", XPLANE, two_host, "job", tuple(two_host), "synthetic_2host_4gpu, 2 GPUs per host, cut"),
+        Seed("xplane-tpu", XPLANE, {"runsc.xplane.pb": shrink_xplane((SAMPLES / "tpu_v5e_demo" / "runsc.xplane.pb")
+             .read_bytes(), 1, 0.2)}, "runsc.xplane.pb", ("runsc.xplane.pb",),
+             "tpu_v5e_demo (a real TPU v5e capture), first fifth of every line"),
         Seed("xplane-cpu-logdir", XPLANE, {cpu_file: shrink_xplane((cpu_run / "vm.xplane.pb").read_bytes(), 8, 0.1)},
              "logdir", (cpu_file,), "cpu_moe_8dev TensorBoard log dir (XLA:CPU), first tenth of every line"),
         Seed("xprof-json", XPROF_JSON, {"node0.trace.json.gz": xprof},

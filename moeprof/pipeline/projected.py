@@ -1,8 +1,9 @@
 """The projected timeline as a trace of its own (spec §9): what the HTML report draws beside the
 measured one and what ``annotate --what-if`` writes for Perfetto.
 
-:func:`moeprof.insight.whatif.projected_events` gives every activity of the job its projected start
-and end (each device's own clock) and marks the critical path's activities. Here those rows become
+:meth:`moeprof.insight.projector.Projector.events` gives every activity of the job its projected start
+and end (each device's own clock) and marks the critical path's activities, from the same replay as the
+projection it draws. Here those rows become
 one :class:`Trace` (its step markers are each device's projected steps: the earliest start to the
 latest end of the activities the replay put in that step), measured like any trace, so the report
 and the annotated file show the projected timeline's §4 figures, exposed communication and steps
@@ -17,16 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..core.analysis import Analysis
+from ..core.analysis import Analysis, Projection
 from ..core.events import make_table
-from ..core.projection import Projection
-from ..core.replay import has_compiled
-from ..core.timeline import TimelineOptions
+from ..core.timeline import TimelineOptions, TimelineView
 from ..core.trace import Trace, make_markers
 from ..errors import InputError
-from ..insight.whatif import project, projected_events
-from ..pipeline import analyze
-from ..pipeline.merge import NUMPY_REPLAY_LIMIT
+from ..insight.projector import Projector
+from . import JobState, analyze_state
 
 # a comm row's §3 kind as the HLO opcode that says it: the annotated file (annotate --what-if) read back
 # classifies its collectives as the measured trace's were (the replay keeps kinds, not opcodes)
@@ -46,18 +44,13 @@ class ProjectedJob:
 
     projection: Projection
     trace: Trace
-    analysis: Analysis  # the projected timeline measured (§4 figures, timeline views, steps)
+    analysis: Analysis  # the projected timeline measured (§4 figures, steps)
+    timeline: tuple[TimelineView, ...]  # its devices' timeline views
     critical: pd.DataFrame  # device, start_ns, end_ns, name: the critical path's activities (own clock)
 
     @property
     def label(self) -> str:
         return "projected: " + " ".join(self.projection.what_if) if self.projection.what_if else "replayed"
-
-
-def can_project(analysis: Analysis) -> bool:
-    """Whether projections of this analysis take seconds: it kept its replay columns, and the compiled
-    replay is installed or the job is small enough for the numpy one (as ``analyze`` decides)."""
-    return analysis.replay is not None and (analysis.replay.size <= NUMPY_REPLAY_LIMIT or has_compiled())
 
 
 def projected_trace(events: pd.DataFrame, path: str = "projected") -> Trace:
@@ -106,20 +99,22 @@ def projected_trace(events: pd.DataFrame, path: str = "projected") -> Trace:
 
 
 def project_timeline(
-    traces: Sequence[Trace], analysis: Analysis, terms: Sequence[str], timeline: TimelineOptions | None = None
+    analysis: Analysis,
+    state: JobState,
+    terms: Sequence[str],
+    timeline: TimelineOptions | None = None,
 ) -> ProjectedJob:
-    """``terms`` projected over the job: the :class:`Projection`, and its timeline as a measured trace."""
-    if not can_project(analysis):
-        size = analysis.replay.size if analysis.replay is not None else 0
-        raise InputError(
-            None,
-            f"--what-if {' '.join(terms)}: {size:,} activities need the compiled replay (pip install "
-            f"'moeprof[fast]' installs numba); without it only jobs up to {NUMPY_REPLAY_LIMIT:,} are projected",
-        )
-    projection = project(list(traces), analysis, list(terms))
-    events = projected_events(list(traces), analysis, list(terms))
+    """``terms`` projected over the job (one replay): the :class:`Projection` (the analysis' own where it holds
+    the same terms), and its timeline as a measured trace."""
+    projector: Projector | None = state.projector
+    if projector is None:
+        raise InputError(None, f"--what-if {' '.join(terms)}: the analysis has no device activity to project")
+    projector.check(terms)
+    held = next((p for p in analysis.projections if list(p.what_if) == list(terms) and p.devices), None)
+    projection = held or projector.project(list(terms))
+    events = projector.events(list(terms))
     trace = projected_trace(events, f"{' '.join(projection.what_if) or 'replay'} of {', '.join(analysis.inputs)}")
-    measured = analyze([trace], timeline=timeline or TimelineOptions())
+    measured, measured_state = analyze_state([trace], timeline=timeline or TimelineOptions())
     crit = events[events["critical"].to_numpy(bool)]
     critical = pd.DataFrame(
         {
@@ -130,4 +125,10 @@ def project_timeline(
         }
     )
     # the projected job runs on the measured job's GPUs: its fabric and peaks are theirs (xGMI on AMD)
-    return ProjectedJob(projection, trace, measured.with_(inputs=analysis.inputs, hardware=analysis.hardware), critical)
+    return ProjectedJob(
+        projection,
+        trace,
+        measured.with_(inputs=analysis.inputs, hardware=analysis.hardware),
+        measured_state.timeline,
+        critical,
+    )
