@@ -120,7 +120,7 @@ def test_every_kind_has_a_fallback_for_any_situation(kind: str) -> None:
         for workload in ("training", "inference", "unknown"):
             for flags in ((), FLAGS):
                 stack = Stack(framework, workload, False, frozenset(flags))
-                for devices in ("gpu", "cpu"):
+                for devices in ("gpu", "cpu", "tpu"):
                     for bound in ("wait", "transfer", "unknown"):
                         for hidden in (None, 0.1, 0.95):
                             for role in ("expert", "exchange", "data-parallel", "tensor-parallel", "none"):
@@ -129,6 +129,7 @@ def test_every_kind_has_a_fallback_for_any_situation(kind: str) -> None:
                                 assert kind in chosen.kinds
                                 assert chosen.framework in (None, framework)
                                 assert chosen.workload in (None, workload)
-                                assert chosen.devices in (None, devices)
+                                # a row that names no devices is for GPUs and CPUs; a TPU gets a TPU row
+                                assert devices in (chosen.devices or ("gpu", "cpu"))
                                 assert not chosen.bound or bound in chosen.bound
                                 assert not chosen.roles or role in chosen.roles

@@ -369,7 +369,7 @@ def test_help_names_option_values_not_python_types() -> None:
         text = runner.invoke(app, [*command, "--help"], terminal_width=200).output
         assert not python_type.search(text), (command, python_type.findall(text))
     text = runner.invoke(app, ["analyze", "--help"], terminal_width=200).output
-    for shown in (r"--top +N ", r"--rules +PATH ", r"--gpu +GPU "):
+    for shown in (r"--top +N ", r"--rules +PATH ", r"--chip, ?--gpu +CHIP "):
         assert re.search(shown, text), text
     assert re.search(r"--json +Print", text) and "{PATHS}..." in text
 

@@ -210,10 +210,10 @@ def test_gpu_flag_wins_and_disagreement_is_said():
     assert own.preset.name == "A100 SXM" and own.peaks == {"nvlink": 300.0, "ib": 25.0} and not own.warnings
     forced = job_hardware(models, link_peaks("H100", None))
     assert forced.peaks == {"nvlink": 450.0, "ib": 50.0}
-    assert forced.summary["preset_from"] == "--gpu"
+    assert forced.summary["preset_from"] == "--chip"
     assert forced.warnings == (
-        "--gpu H100 (H100 SXM) is not what the trace names: NVIDIA A100-PG509-200 (A100 SXM); "
-        "the peaks of --gpu are used",
+        "--chip H100 (H100 SXM) is not what the trace names: NVIDIA A100-PG509-200 (A100 SXM); "
+        "the peaks of --chip are used",
     )
     assert not job_hardware(models, link_peaks("A100", None)).warnings
     # --link-peak wins over both
@@ -235,7 +235,7 @@ def test_gpu_a100_works():
     nvlink = [c for c in doc["collectives"] if c["link"] == "nvlink" and c.get("bus_bandwidth_gbps")]
     assert nvlink and all(c["link_peak_gbps"] == 300.0 for c in nvlink)
     bad = runner.invoke(app, ["analyze", str(SAMPLES / "synthetic_1host_8gpu"), "--gpu", "RTX 3090"])
-    assert bad.exit_code == 2 and "--gpu 'RTX 3090': unknown; presets: V100 PCIe" in bad.output
+    assert bad.exit_code == 2 and "--chip 'RTX 3090': unknown; presets: V100 PCIe" in bad.output
 
 
 # ---------------------------------------------------------------- latency-bound only below the knee

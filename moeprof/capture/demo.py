@@ -106,7 +106,7 @@ def capture_demo(
     manifest = new_manifest(
         "demo",
         devices={"count": result["device_count"], "kind": result["device_kind"], "platform": result["platform"]},
-        topology={"hosts": 1, "devices_per_host": result["device_count"], "nvlink_domain": "one host"},
+        topology=demo_topology(result["platform"], result["device_count"]),
         precision=cfg["dtype"],
         model=cfg,
         tokens_per_step=tokens_per_step,
@@ -136,6 +136,11 @@ def capture_demo(
     return out
 
 
+def demo_topology(platform: str, devices: int) -> dict:
+    """The manifest's topology: one host; its scale-up domain is the fabric of the platform (a TPU's chips
+    are one ICI slice; GPUs and XLA:CPU devices keep the one-host NVLink domain they were recorded with)."""
+    domain = {"ici_domain": "one slice"} if platform.lower() == "tpu" else {"nvlink_domain": "one host"}
+    return {"hosts": 1, "devices_per_host": devices, **domain}
 def _remove_new(out: Path, before: set[Path], made: list[Path]) -> None:
     """Remove what a capture added to ``out`` and the folders it made (deepest first, where left empty)."""
     for entry in set(out.iterdir()) - before if out.is_dir() else ():
@@ -151,13 +156,19 @@ def _remove_new(out: Path, before: set[Path], made: list[Path]) -> None:
 
 
 def _child(config_json: str, trace_dir: str, result_path: str) -> None:
-    from ..demo.model import DemoConfig, run_demo
+    import jax
+
+    from ..demo.model import DemoConfig, run_demo, sized_for
 
     def progress(message: str) -> None:
         print(PROGRESS_MARK + message, file=sys.stderr, flush=True)
 
     fields = {f.name for f in dataclasses.fields(DemoConfig)}
-    config = DemoConfig(**{k: v for k, v in json.loads(config_json).items() if k in fields})
+    platform = jax.devices()[0].platform
+    given = sized_for(platform, json.loads(config_json))
+    if platform != "cpu":
+        progress(f"sized for the {platform.upper()}: " + ", ".join(f"{k} {given[k]}" for k in sorted(given)))
+    config = DemoConfig(**{k: v for k, v in given.items() if k in fields})
     result = run_demo(config, Path(trace_dir), progress)
     doc: dict[str, Any] = result.to_dict(include_hlo=False)
     Path(result_path).write_text(json.dumps(doc, default=str))

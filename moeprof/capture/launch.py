@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from .live import LOOPBACK, trace
+from .live import LOOPBACK, refuse_without_tcp, trace
 from .runfolder import MANIFEST, TRACE_DIR, new_manifest, write_json
 
 PORT_ENV = "MOEPROF_PROFILER_PORT"
@@ -406,6 +406,7 @@ def capture_run(
         raise InputError(None, f"--duration must be positive (got {duration_s:g})")
     if port is not None and not 0 < port < 65536:
         raise InputError(None, f"--port must be from 1 to 65535 (got {port})")
+    refuse_without_tcp("capture run", "it talks to the job's profiler over loopback")
     if port is not None and port_in_use(port):
         raise InputError(None, f"port {port} is already in use; pick another --port or leave it out")
     host = profiler_host(host)

@@ -124,10 +124,36 @@ def trace(addresses: list[str], logdir: Path, duration_s: float) -> list[Path]:
     return written
 
 
+LIBRARY_ROUTE = (
+    "profile in-process instead: run the steps inside moeprof.profile_steps(\"runs/mine\") (or "
+    "jax.profiler.trace(LOGDIR)) in the training script, then moeprof analyze the folder"
+)
+
+
+def tcp_refused() -> str | None:
+    """Why no TCP socket can be opened here (a sandbox that allows none: errno 97), None where one can.
+    ``capture run`` reaches the job's profiler over loopback TCP; the library route needs no socket."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+    except OSError as exc:
+        code = f"[Errno {exc.errno}] " if exc.errno is not None else ""
+        return f"OSError {code}{exc.strerror or exc}"
+    return None
+
+
+def refuse_without_tcp(command: str, why: str) -> None:
+    """One line, exit 2, where this machine allows no TCP socket: what needs one, and the route that does not."""
+    if (refused := tcp_refused()) is not None:
+        said = f"{command} cannot open a TCP socket on this machine ({refused}): {why}"
+        raise InputError(None, f"{said}; {LIBRARY_ROUTE}")
+
+
 def capture_live(addresses: list[str], out: Path, duration_s: float) -> Path:
     """Capture the running job at ``addresses`` into the run folder ``out`` (trace and manifest)."""
     if duration_s <= 0:
         raise InputError(None, f"--duration must be positive (got {duration_s:g})")
+    refuse_without_tcp("capture live", "it reaches the job's profiler servers over TCP")
     check_serving(addresses)
     print(f"moeprof: capturing {duration_s:g} s from {','.join(addresses)} into {out}", file=sys.stderr, flush=True)
     files = trace(addresses, out / TRACE_DIR, duration_s)

@@ -99,8 +99,8 @@ def analyze_command(
             "--what-if",
             metavar="TERM",
             help="Project a change, answered first: 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE,"
-            " scope~RE, opportunity=N), 'scale()=F', 'balance' (every rank as fast as the median rank), "
-            "'balance(FILTERS)', "
+            " scope~RE (the JAX name scope), opportunity=N), 'scale()=F', "
+            "'balance' (every rank as fast as the median rank), 'balance(FILTERS)', "
             "'balance-router' (the experts' work spread evenly, work conserved). Repeatable: the terms combine.",
         ),
     ] = None,

@@ -91,18 +91,22 @@ def demo_command(
     ] = DEMO_DEVICES,
     experts: Annotated[int | None, typer.Option(help="Routed experts (default 16).")] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", help="Experts per token (default 2).")] = None,
-    tokens: Annotated[int | None, typer.Option(help="Tokens per device per step (default 256).")] = None,
-    hidden: Annotated[int | None, typer.Option(help="Model width (default 64).")] = None,
+    tokens: Annotated[
+        int | None, typer.Option(help="Tokens per device per step (default 256; 16384 on an accelerator).")
+    ] = None,
+    hidden: Annotated[int | None, typer.Option(help="Model width (default 64; 2048 on an accelerator).")] = None,
     expert_ffn: Annotated[
         int | None, typer.Option("--expert-ffn", help=f"Expert FFN width (default {DEMO_EXPERT_FFN}).")
     ] = None,
-    layers: Annotated[int | None, typer.Option(help="MoE layers (default 2).")] = None,
+    layers: Annotated[int | None, typer.Option(help="MoE layers (default 2; 3 on an accelerator).")] = None,
     router: Annotated[str | None, typer.Option(help="sigmoid (DeepSeek-V3) or softmax.")] = None,
     capacity_factor: Annotated[
         float | None,
         typer.Option("--capacity-factor", help="Pad and drop to this capacity instead of dropless routing."),
     ] = None,
-    dtype: Annotated[str | None, typer.Option(help="float32 or bfloat16.")] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="float32 or bfloat16 (default float32; bfloat16 on an accelerator).")
+    ] = None,
     router_skew: Annotated[
         float | None,
         typer.Option(
@@ -125,7 +129,10 @@ def demo_command(
     seed: Annotated[int | None, typer.Option(help="Random seed (default 0).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run the built-in dropless MoE training step (JAX, expert parallel) under the profiler and analyze it."""
+    """Run the built-in dropless MoE training step (JAX, expert parallel) under the profiler and analyze it.
+
+    On a TPU or GPU the step runs there, sized to keep the chip busy (bf16, hidden 2048, 16384 tokens per
+    device, 3 layers) where the options leave the sizes out; on CPU it runs on virtual CPU devices."""
 
     def body() -> None:
         from ..capture.demo import capture_demo

@@ -294,6 +294,38 @@ class Opportunity:
 
 
 @dataclass(frozen=True, slots=True)
+class ScopeRow:
+    """One row of ``scopes``: the activities of one JAX name scope (its layers folded: ``layer*/experts``),
+    over every device, and the FLOPs and bytes their ops state where the trace gives them (TPU XPlanes)."""
+
+    scope: str
+    count: int
+    devices: int
+    total_ns: int
+    share: float  # of the job's accumulated_ns
+    compute_ns: int = 0
+    comm_ns: int = 0
+    backward_ns: int = 0  # of total_ns, in the backward pass (transpose in the name stack)
+    members: tuple[str, ...] = ()  # the scopes folded into this row (layer0/experts, layer1/experts, ...)
+    flops: float | None = None  # the ops' flops stat (XLA's cost model)
+    model_flops: float | None = None  # the ops' model_flops stat
+    bytes_accessed: float | None = None
+    tflops_per_s: float | None = None  # (model_flops where stated, else flops) over total_ns
+    peak_fraction: float | None = None  # tflops_per_s over the chip's peak
+
+    def to_json(self) -> dict[str, Any]:
+        out = _plain_to_json(self)
+        out["members"] = list(self.members)
+        return {k: v for k, v in out.items() if v is not None}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ScopeRow:
+        kw = dict(doc)
+        kw["members"] = tuple(kw.get("members") or ())
+        return _plain_from_json(cls, kw)
+
+
+@dataclass(frozen=True, slots=True)
 class FigureSpread:
     min: float
     median: float
@@ -541,6 +573,9 @@ class Analysis:
     step_ns: int | None = None
     # what sets the end of the measured job's longest step: its critical path's largest cause, and where
     step_bound: StepBound | None = None
+    scopes: tuple[ScopeRow, ...] = ()  # per JAX name scope (traces that name scopes: XLA programs)
+    # FLOPs the trace's ops state (TPU XPlanes) against the chip's peak: MFU, ops and steps above the peak
+    utilization: Mapping[str, Any] | None = None
 
     schema: ClassVar[str] = SCHEMA
 
@@ -614,6 +649,10 @@ class Analysis:
             doc["step_bound"] = self.step_bound.to_json()
         if self.projections:
             doc["projections"] = [p.to_json() for p in self.projections]
+        if self.scopes:
+            doc["scopes"] = [r.to_json() for r in self.scopes]
+        if self.utilization:
+            doc["utilization"] = dict(self.utilization)
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -648,6 +687,8 @@ class Analysis:
             "inspector",
             "step_ns",
             "step_bound",
+            "scopes",
+            "utilization",
         }
         try:
             return cls(
@@ -670,6 +711,8 @@ class Analysis:
                 inspector=doc.get("inspector") if isinstance(doc.get("inspector"), dict) else None,
                 step_ns=_int(doc["step_ns"]) if doc.get("step_ns") is not None else None,
                 step_bound=StepBound.from_json(doc["step_bound"]) if isinstance(doc.get("step_bound"), dict) else None,
+                scopes=tuple(ScopeRow.from_json(r) for r in _dicts(doc.get("scopes"))),
+                utilization=doc.get("utilization") if isinstance(doc.get("utilization"), dict) else None,
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

@@ -34,6 +34,9 @@ RAW_COLUMNS: dict[str, str] = {
     "hlo_op": "str",
     "program_id": "int64",  # XLA program id, -1 unknown
     "opcode": "str",  # HLO opcode of hlo_op (async wrappers resolved), "" unknown
+    # JAX name scope path (tf_op stat without its trailing ":<type>", or the HLO op_name of hlo_op; core.scopes),
+    # e.g. "jit(step)/jvp(layer0)/experts/ragged_dot_general/ragged-dot-none"; "" unknown
+    "scope": "str",
     "collective": "str",  # collective named by kernel args / NCCL NVTX ("allreduce", "all_to_all", ...)
     "annotation": "str",  # enclosing CPU-side op or NVTX range ("nccl:all_to_all", ...)
     "bytes": "float64",  # bytes moved by one execution (NaN unknown)
@@ -51,9 +54,6 @@ RAW_COLUMNS: dict[str, str] = {
     # what XLA states about the op itself (TPU XPlanes and their xprof/JAX JSON, from the op's event metadata;
     # empty elsewhere): per-scope tables, MFU against the chip's peak and scope filters are built on these
     "category": "str",  # XLA's hlo_category ("convolution fusion", "all-reduce", "copy-start", ...), "" unknown
-    # the framework scope of the op: the JAX name-scope path (tf_op without its trailing ":<type>"), e.g.
-    # "jit(step)/jvp(layer0)/experts/ragged_dot_general/ragged-dot-none"; "" unknown
-    "scope": "str",
     "flops": "float64",  # FLOPs of one execution as XLA's cost model counts them (stat `flops`), NaN unknown
     # FLOPs of one execution the model asked for (stat `model_flops`: a ragged_dot counts its real groups where
     # `flops` counts it dense over every expert), NaN unknown

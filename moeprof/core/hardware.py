@@ -1,9 +1,9 @@
-"""GPU presets as data (``hardware.toml``): compute peaks, scale-up fabric and NIC bandwidth, fabric latencies.
+"""GPU and TPU presets as data (``hardware.toml``): compute peaks, scale-up fabric and NIC bandwidth, fabric latencies.
 
-A trace names its GPUs (Kineto ``deviceProperties``, Nsight ``TARGET_INFO_GPU``, an XPlane device
-plane's stats); :func:`match` maps such a name to a preset, and says why where it cannot (a variant
-whose figures the table lacks, or a model it does not hold). Every figure carries its source in the
-table, and a test checks that none is missing.
+A trace names its chips (Kineto ``deviceProperties``, Nsight ``TARGET_INFO_GPU``, an XPlane device
+plane's stats, a TPU plane's ``device_type_string``); :func:`match` maps such a name to a preset, and says
+why where it cannot (a variant whose figures the table lacks, or a model it does not hold). Every figure
+carries its source in the table, and a test checks that none is missing.
 """
 
 from __future__ import annotations
@@ -33,11 +33,17 @@ class GpuPreset:
     vendor: str
     bf16_tflops: float  # dense tensor-core peak (FP16 where the GPU has no BF16)
     fp8_tflops: float | None
-    scale_up: str  # fabric key of the scale-up domain: nvlink | xgmi
+    scale_up: str  # fabric key of the scale-up domain: nvlink | xgmi | ici
     scale_up_gbps: float | None  # per GPU, one direction; None: no scale-up fabric on this board
     nic_gbps: float | None  # scale-out per GPU, one direction, on the reference system
     sources: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
+    scale_out: str = "ib"  # fabric key of scale-out: ib (a NIC per GPU) | dcn (TPU slices)
+    hbm_gbps: float | None = None  # HBM bandwidth per chip (the TPU presets state it)
+
+    @property
+    def is_tpu(self) -> bool:
+        return self.scale_up == "ici"
 
     def link_peaks(self) -> dict[str, float]:
         """Peak GB/s of the analysis's links: ``nvlink`` is the scale-up domain's fabric (xGMI on AMD)."""
@@ -69,7 +75,14 @@ class HardwareTable:
     fabrics: dict[str, Fabric]
     base_latency_us: float
     base_latency_source: str
+    tpus: tuple[GpuPreset, ...] = ()
+    tpu_variants: tuple[Variant, ...] = ()
     vendors: tuple[Vendor, ...] = ()
+
+    @property
+    def chips(self) -> tuple[GpuPreset, ...]:
+        """Every preset, GPUs first: what a name is matched against."""
+        return (*self.gpus, *self.tpus)
 
 
 def _patterns(values: list[str]) -> tuple[re.Pattern[str], ...]:
@@ -91,8 +104,9 @@ def table() -> HardwareTable:
         )
         for key, f in doc["fabric"].items()
     }
-    gpus = tuple(
-        GpuPreset(
+
+    def preset(g: dict) -> GpuPreset:
+        return GpuPreset(
             name=g["name"],
             vendor=g["vendor"],
             bf16_tflops=float(g["bf16_tflops"]),
@@ -102,13 +116,21 @@ def table() -> HardwareTable:
             nic_gbps=float(g["nic_gbps"]) if "nic_gbps" in g else None,
             sources=tuple(g["sources"]),
             patterns=_patterns(g["match"]),
+            scale_out=g.get("scale_out", "ib"),
+            hbm_gbps=float(g["hbm_gbps"]) if "hbm_gbps" in g else None,
         )
-        for g in doc["gpu"]
-    )
-    variants = tuple(Variant(_patterns(v["match"]), v["reason"]) for v in doc.get("variant", []))
-    vendors = tuple(Vendor(name, v["scale_up"], _patterns(v["match"])) for name, v in doc.get("vendor", {}).items())
+
     model = doc["model"]
-    return HardwareTable(gpus, variants, fabrics, float(model["base_latency_us"]), model["source"], vendors)
+    return HardwareTable(
+        gpus=tuple(preset(g) for g in doc["gpu"]),
+        variants=tuple(Variant(_patterns(v["match"]), v["reason"]) for v in doc.get("variant", [])),
+        fabrics=fabrics,
+        base_latency_us=float(model["base_latency_us"]),
+        base_latency_source=model["source"],
+        tpus=tuple(preset(g) for g in doc.get("tpu", [])),
+        tpu_variants=tuple(Variant(_patterns(v["match"]), v["reason"]) for v in doc.get("tpu_variant", [])),
+        vendors=tuple(Vendor(name, v["scale_up"], _patterns(v["match"])) for name, v in doc.get("vendor", {}).items()),
+    )
 
 
 def _normal(name: str) -> str:
@@ -118,7 +140,7 @@ def _normal(name: str) -> str:
 
 @dataclass(frozen=True)
 class Match:
-    """What a GPU name resolves to: a preset, or why none (``note``)."""
+    """What a chip name resolves to: a preset, or why none (``note``)."""
 
     name: str
     preset: GpuPreset | None
@@ -127,21 +149,21 @@ class Match:
 
 @cache
 def match(name: str) -> Match:
-    """The preset for a GPU name as a trace (or ``--gpu``) spells it, case-insensitive."""
+    """The preset for a chip name as a trace (or ``--chip``) spells it, case-insensitive."""
     text = _normal(name)
     t = table()
-    for variant in t.variants:
+    for variant in (*t.variants, *t.tpu_variants):
         if any(p.search(text) for p in variant.patterns):
             return Match(name, None, f"{name}: no preset ({variant.reason})")
-    for gpu in t.gpus:
-        if any(p.search(text) for p in gpu.patterns):
-            return Match(name, gpu)
-    device = "chip" if re.search(r"\btpu\b", text) else "GPU"
-    return Match(name, None, f"{name}: no preset for this {device} (presets: {', '.join(preset_names())})")
+    for chip in t.chips:
+        if any(p.search(text) for p in chip.patterns):
+            return Match(name, chip)
+    what = "TPU" if re.search(r"\btpu", text) else "GPU"
+    return Match(name, None, f"{name}: no preset for this {what} (presets: {', '.join(preset_names())})")
 
 
 def preset_names() -> list[str]:
-    return [g.name for g in table().gpus]
+    return [g.name for g in table().chips]
 
 
 def fabric(key: str) -> Fabric:
@@ -149,8 +171,13 @@ def fabric(key: str) -> Fabric:
 
 
 def scale_up_name(preset: GpuPreset | None) -> str:
-    """What the scale-up fabric is called on screen: NVLink, or xGMI on AMD."""
+    """What the scale-up fabric is called on screen: NVLink, xGMI on AMD, ICI on a TPU."""
     return fabric(preset.scale_up).name if preset is not None else "NVLink"
+
+
+def scale_out_name(preset: GpuPreset | None) -> str:
+    """What the scale-out fabric is called on screen: InfiniBand, DCN between TPU slices."""
+    return fabric(preset.scale_out).name if preset is not None else "InfiniBand"
 
 
 _TPU_DEVICE = re.compile(r"/TPU:\d+$")
@@ -179,6 +206,8 @@ def fabric_text(text: str, scale_up: str = "NVLink", scale_out: str = "InfiniBan
         text = re.sub(r"\bIB\b", scale_out, text)
         text = re.sub(r"\bib\b", scale_out.lower(), text)
     return text
+
+
 @cache
 def vendor_of(name: str) -> Vendor | None:
     """The vendor a GPU name says (first of the table's vendors that matches), or None."""

@@ -57,6 +57,7 @@ REPLAY_COLUMNS: dict[str, str] = {
     "end_ns": "int64",
     "launch_ns": "int64",  # the launching call's time on the host clock (-1 unknown)
     "launch_thread": "str",  # "" unknown
+    "scope": "str",  # the JAX name scope path (what --what-if scope~REGEX searches), "" unknown
     "moe_role": "str",  # MOE_ROLES: the routed experts' compute, the dispatch/combine exchange, or ""
 }
 # what a row is to the router (the balance-router term): the routed experts' compute, a dispatch/combine exchange
@@ -137,6 +138,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "end_ns": np.maximum(columns.numbers("end_ns")[rows], start),
             "launch_ns": launch,
             "launch_thread": thread,
+            "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
             "moe_role": _categorical(role_codes[rows], roles),
         },
         copy=False,  # fresh arrays each: not stacked into blocks (a copy of the four int64 columns)

@@ -118,6 +118,9 @@ class Trace:
     # the devices this file holds, even those that ran nothing (device -> global id)
     devices: Mapping[str, int] = field(default_factory=dict)
     device_models: Mapping[str, str] = field(default_factory=dict)  # device -> GPU model, where the file says
+    # device -> the peaks its plane states (TPU planes: "tflops" from peak_teraflops_per_second, "hbm_gbps"
+    # from peak_hbm_bw_gigabytes_per_second); they come before any preset's
+    device_peaks: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # host synchronizations that waited for a device (cudaDeviceSynchronize, ...): device, thread, start_ns,
     # end_ns; what the §9 replay moves a host's later launches with
     host_syncs: pd.DataFrame = field(

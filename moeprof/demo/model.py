@@ -65,6 +65,8 @@ CallArgs = ParamSpec("CallArgs")
 Result = TypeVar("Result")
 # Name scope of the routed experts' computation (forward and backward), in the HLO op metadata.
 EXPERT_SCOPE = "moe_experts"
+# Name scopes of the rest of the step, as a trace's per-scope table shows them (core.scopes)
+DISPATCH_SCOPE, COMBINE_SCOPE, OPTIMIZER_SCOPE = "dispatch", "combine", "optimizer"
 
 # Keys of the routed-expert weights (split by expert); all other weights are FSDP-split.
 EXPERT_KEYS = frozenset({"w_gate", "w_up", "w_down"})
@@ -111,6 +113,24 @@ class DemoConfig:
     warmup_steps: int = 2
     learning_rate: float = 1e-2
     seed: int = 0
+
+
+# On an accelerator the sizes the user left unset take these: bf16 and a model wide and long enough that
+# one step keeps the chip busy (DemoConfig's CPU sizes leave a TPU v5e mostly idle; docs/capture.md has the
+# measurements). XLA:CPU keeps DemoConfig's small defaults: the tests and the README's quick demo use them.
+ACCELERATOR_DEFAULTS: dict[str, Any] = {
+    "dtype": "bfloat16",
+    "hidden": 2048,
+    "tokens_per_device": 16384,
+    "expert_ffn": 1024,
+    "layers": 3,
+}
+
+
+def sized_for(platform: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The config fields to run with on ``platform``: what was given, and on an accelerator (not cpu) the
+    accelerator sizes for the fields it leaves out."""
+    return dict(given) if platform.lower() == "cpu" else {**ACCELERATOR_DEFAULTS, **given}
 
 
 @dataclass(frozen=True)
@@ -540,7 +560,8 @@ def _moe_local(
     """
     D, E, El, K, T, H, C = dims.D, dims.E, dims.El, dims.K, dims.T, dims.H, dims.C
     me = jax.lax.axis_index(AXIS)
-    ids, weights = route(h, w_router, bias, cfg)
+    with jax.named_scope("router"):
+        ids, weights = route(h, w_router, bias, cfg)
     flat_e = ids.reshape(-1)
     order = jnp.argsort(flat_e, stable=True)  # sorted slot -> assignment (t * K + k)
     sorted_e = flat_e[order]
@@ -556,16 +577,18 @@ def _moe_local(
         dropped = jax.lax.psum(jnp.sum(~keep, dtype=jnp.int32), AXIS)
         # one buffer of C rows per expert; layout [dest device, local expert, C] == [expert, C]
         dest_row = jnp.where(keep, sorted_e * C + rank, E * C)  # E * C is out of range: dropped
-        send = jnp.zeros((E * C, H), h.dtype).at[dest_row].add(x_sorted, mode="drop")
-        recv = jax.lax.all_to_all(send.reshape(D, El * C, H), AXIS, 0, 0, tiled=True)
+        with jax.named_scope(DISPATCH_SCOPE):
+            send = jnp.zeros((E * C, H), h.dtype).at[dest_row].add(x_sorted, mode="drop")
+            recv = jax.lax.all_to_all(send.reshape(D, El * C, H), AXIS, 0, 0, tiled=True)
         xs = recv.reshape(D, El, C, H).transpose(1, 0, 2, 3).reshape(El * D * C, H)
         ys = _expert_ffn(xs, w_experts, jnp.full((El,), D * C, jnp.int32), cfg.activation, expert_impl, tile)
         # the buffers are full-size whatever the routing; the rows that carry a kept assignment:
         kept_from = jax.lax.all_gather(jnp.minimum(counts, C), AXIS)  # [src, E]
         received = jax.lax.dynamic_slice_in_dim(kept_from, me * El, El, axis=1).sum()
-        back = ys.reshape(El, D, C, H).transpose(1, 0, 2, 3).reshape(D, El * C, H)
-        ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(E * C, H)
-        y_sorted = ret.at[dest_row].get(mode="fill", fill_value=0)
+        with jax.named_scope(COMBINE_SCOPE):
+            back = ys.reshape(El, D, C, H).transpose(1, 0, 2, 3).reshape(D, El * C, H)
+            ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(E * C, H)
+            y_sorted = ret.at[dest_row].get(mode="fill", fill_value=0)
     else:
         all_counts = jax.lax.all_gather(counts, AXIS)  # [D, E]: every device's load per expert
         counts_from = jax.lax.dynamic_slice_in_dim(all_counts, me * El, El, axis=1)  # [src, local expert]
@@ -578,17 +601,19 @@ def _moe_local(
             # B rows per destination: enough for every assignment of this device (dropless worst case)
             B = T * K
             dest_row = dev_of * B + jnp.arange(T * K, dtype=jnp.int32) - dev_starts[dev_of]
-            send = jnp.zeros((D * B, H), h.dtype).at[dest_row].add(x_sorted)
-            recv = jax.lax.all_to_all(send.reshape(D, B, H), AXIS, 0, 0, tiled=True).reshape(D * B, H)
+            with jax.named_scope(DISPATCH_SCOPE):
+                send = jnp.zeros((D * B, H), h.dtype).at[dest_row].add(x_sorted)
+                recv = jax.lax.all_to_all(send.reshape(D, B, H), AXIS, 0, 0, tiled=True).reshape(D * B, H)
             # local expert of received row (src, j); El marks padding
             j = jnp.arange(B, dtype=jnp.int32)
             ends = jnp.cumsum(counts_from, axis=1)  # [D, El]
             row_expert = (j[None, :, None] >= ends[:, None, :]).sum(axis=2, dtype=jnp.int32).reshape(D * B)
             perm, inverse = _local_expert_order(row_expert)
             ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation, expert_impl, tile)
-            back = ys[inverse].reshape(D, B, H)
-            ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(D * B, H)
-            y_sorted = ret[dest_row]
+            with jax.named_scope(COMBINE_SCOPE):
+                back = ys[inverse].reshape(D, B, H)
+                ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(D * B, H)
+                y_sorted = ret[dest_row]
         else:
             # exact-size exchange; S[s, d] = rows device s sends to device d
             S = all_counts.reshape(D, D, El).sum(axis=2)
@@ -596,9 +621,11 @@ def _moe_local(
             recv_base = _exclusive_cumsum(recv_sizes)  # where source s's rows land here
             out_offsets = _exclusive_cumsum(S, axis=0)[me]  # where my rows land on each destination
             R = D * T * K  # dropless worst case: every device sends everything here
-            recv = jax.lax.ragged_all_to_all(
-                x_sorted, jnp.zeros((R, H), h.dtype), dev_starts, dev_counts, out_offsets, recv_sizes, axis_name=AXIS
-            )
+            with jax.named_scope(DISPATCH_SCOPE):
+                recv = jax.lax.ragged_all_to_all(
+                    x_sorted, jnp.zeros((R, H), h.dtype), dev_starts, dev_counts, out_offsets, recv_sizes,
+                    axis_name=AXIS,
+                )  # fmt: skip
             # received rows are source-major, expert-minor: segment (s, e) ends at cumsum over that order
             ends = jnp.cumsum(counts_from.reshape(-1))
             segment = (jnp.arange(R, dtype=jnp.int32)[:, None] >= ends[None, :]).sum(axis=1, dtype=jnp.int32)
@@ -608,13 +635,16 @@ def _moe_local(
             back = ys[inverse]
             # send each source's rows home, to where they sat in its sorted buffer
             home_offsets = _exclusive_cumsum(S, axis=1)[:, me]
-            y_sorted = jax.lax.ragged_all_to_all(
-                back, jnp.zeros((T * K, H), h.dtype), recv_base, recv_sizes, home_offsets, dev_counts, axis_name=AXIS
-            )
+            with jax.named_scope(COMBINE_SCOPE):
+                y_sorted = jax.lax.ragged_all_to_all(
+                    back, jnp.zeros((T * K, H), h.dtype), recv_base, recv_sizes, home_offsets, dev_counts,
+                    axis_name=AXIS,
+                )  # fmt: skip
 
     # un-sort back to (token, k) and weight by the router
-    y_assign = y_sorted[jnp.argsort(order)].reshape(T, K, H)
-    out = jnp.einsum("tk,tkh->th", weights, y_assign.astype(jnp.float32))
+    with jax.named_scope(COMBINE_SCOPE):
+        y_assign = y_sorted[jnp.argsort(order)].reshape(T, K, H)
+        out = jnp.einsum("tk,tkh->th", weights, y_assign.astype(jnp.float32))
     return out, load, dropped, received.astype(jnp.int32).reshape(1)
 
 
@@ -641,17 +671,19 @@ def _local_loss(
     dt = jnp.dtype(cfg.dtype)
     h = x
     loads, dropped, received = [], [], []
-    for layer, layer_bias in zip(params, bias, strict=True):
-        # norm and router stay float32 (routing decisions are precision-sensitive); matmul weights go to dt
-        full = {name: _gather_fsdp(w) for name, w in layer.items() if name not in EXPERT_KEYS}
-        experts = {name: w.astype(dt) for name, w in layer.items() if name in EXPERT_KEYS}
-        hn = _rms_norm(h, full["norm"]).astype(dt)
-        out, load, drop, rows = _moe_local(hn, full["router"], experts, layer_bias, cfg, dims, impl, expert_impl)
-        if cfg.shared_expert:
-            gate = full["shared_gate"].astype(dt) if "shared_gate" in full else None
-            shared = _dense_ffn(hn, full["shared_up"].astype(dt), full["shared_down"].astype(dt), gate)
-            out = out + shared.astype(jnp.float32)
-        h = h + out  # residual stream stays float32
+    for index, (layer, layer_bias) in enumerate(zip(params, bias, strict=True)):
+        with jax.named_scope(f"layer{index}"):  # a trace's per-scope table folds them into layer*
+            # norm and router stay float32 (routing decisions are precision-sensitive); matmul weights go to dt
+            full = {name: _gather_fsdp(w) for name, w in layer.items() if name not in EXPERT_KEYS}
+            experts = {name: w.astype(dt) for name, w in layer.items() if name in EXPERT_KEYS}
+            hn = _rms_norm(h, full["norm"]).astype(dt)
+            out, load, drop, rows = _moe_local(hn, full["router"], experts, layer_bias, cfg, dims, impl, expert_impl)
+            if cfg.shared_expert:
+                with jax.named_scope("shared_expert"):
+                    gate = full["shared_gate"].astype(dt) if "shared_gate" in full else None
+                    shared = _dense_ffn(hn, full["shared_up"].astype(dt), full["shared_down"].astype(dt), gate)
+                out = out + shared.astype(jnp.float32)
+            h = h + out  # residual stream stays float32
         loads.append(load)
         dropped.append(drop)
         received.append(rows)
@@ -701,7 +733,8 @@ def make_train_step(
         params: Params, opt: dict[str, Any], bias: jax.Array, x: jax.Array, y: jax.Array
     ) -> tuple[Params, dict[str, Any], jax.Array, dict[str, jax.Array]]:
         (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, bias, x, y)
-        new_params, new_opt = _adam(params, grads, opt, cfg.learning_rate)
+        with jax.named_scope(OPTIMIZER_SCOPE):
+            new_params, new_opt = _adam(params, grads, opt, cfg.learning_rate)
         new_bias = bias
         if cfg.aux_free_bias:
             # DeepSeek-V3: raise the bias of under-loaded experts, lower it for over-loaded ones

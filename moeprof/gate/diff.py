@@ -77,7 +77,7 @@ def run_info(label: str, source: Source) -> RunInfo:
     for d in devices:
         per_host[d.host] = per_host.get(d.host, 0) + 1
     topo = (a.manifest or {}).get("topology") or {}
-    domain = topo.get("nvlink_domain")
+    domain = topo.get("nvlink_domain") or topo.get("ici_domain")
     return RunInfo(
         label=label,
         path=str(source.path),

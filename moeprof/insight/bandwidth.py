@@ -34,13 +34,13 @@ IB_PRESETS = {"ndr": 50.0, "xdr": 100.0, "hdr": 25.0}
 
 
 class LinkPeaks(dict[str, float]):
-    """Peak GB/s per link as the command line gives them (``--gpu`` preset, ``--link-peak`` over it).
+    """Peak GB/s per link as the command line gives them (``--chip`` preset, ``--link-peak`` over it).
 
     A plain dict works too (the library's ``link_peaks=``): it is taken as overrides. The peaks the
     analysis uses are the trace's own GPU's (:func:`job_hardware`) unless these say otherwise.
     """
 
-    gpu: Match | None = None  # the --gpu preset
+    gpu: Match | None = None  # the --chip (--gpu) preset
     overrides: dict[str, float]
 
     def __init__(
@@ -64,16 +64,18 @@ def bus_factor(kind: str, n: int) -> float:
     return 1.0  # send-recv, broadcast: every byte crosses once
 
 
-def gpu_preset(gpu: str) -> Match:
-    """``--gpu NAME``: its preset, or a one-line error listing them."""
+def gpu_preset(gpu: str, option: str = "--chip") -> Match:
+    """``--chip NAME`` (``--gpu NAME``): its preset, or a one-line error listing them."""
     found = match(gpu)
     if found.preset is None:
-        raise InputError(None, f"--gpu {gpu!r}: unknown; presets: {', '.join(preset_names())}")
+        why = f" ({found.note.split('(', 1)[1]}" if found.note and "no preset (" in found.note else ""
+        raise InputError(None, f"{option} {gpu!r}: unknown{why}; presets: {', '.join(preset_names())}")
     return found
 
 
 def link_peaks(gpu: str | None, override: str | None) -> LinkPeaks:
-    """Peak GB/s per link from a GPU preset and/or ``--link-peak nvlink=450,ib=50`` (override wins)."""
+    """Peak GB/s per link from a chip preset (``--chip``, alias ``--gpu``) and/or ``--link-peak nvlink=450,ib=50``
+    (override wins)."""
     peaks: dict[str, float] = {}
     chosen = None
     if gpu:
@@ -118,13 +120,14 @@ def job_vendor(models: Mapping[str, str], hint: str | None = None) -> Vendor | N
 
 
 def job_hardware(
-    models: Mapping[str, str], given: Mapping[str, float] | None = None, vendor_hint: str | None = None,
+    models: Mapping[str, str],
+    given: Mapping[str, float] | None = None,
+    vendor_hint: str | None = None,
     devices: Iterable[str] = (),
-
 ) -> JobHardware:
-    """The job's GPU (from the names its traces carry, or ``--gpu``), its link peaks, and what disagrees.
+    """The job's chip (from the names its traces carry, or ``--chip``), its link peaks, and what disagrees.
 
-    ``--gpu`` wins over the trace (and a disagreement is a warning); ``--link-peak`` wins over both.
+    ``--chip`` wins over the trace (and a disagreement is a warning); ``--link-peak`` wins over both.
     A model without a preset gets a note, never a guess; its vendor still names the scale-up fabric
     (xGMI on AMD: :func:`job_vendor`, ``vendor_hint`` where no name says). A job of TPU chips (``devices``
     named ``<host>/TPU:N``) names its fabrics ICI and DCN, with or without a preset.
@@ -146,14 +149,14 @@ def job_hardware(
     overrides = getattr(given, "overrides", dict(given or {}))
     warnings = []
     if gpu is not None and gpu.preset is not None:
-        preset, origin = gpu.preset, "--gpu"
+        preset, origin = gpu.preset, "--chip"
         if per_name and (trace_preset is None or trace_preset.name != preset.name):
             named = ", ".join(
                 f"{n} ({m.preset.name if m.preset else 'no preset'})"
                 for n, m in zip(sorted(per_name), matches, strict=True)
             )
             warnings.append(
-                f"--gpu {gpu.name} ({preset.name}) is not what the trace names: {named}; the peaks of --gpu are used"
+                f"--chip {gpu.name} ({preset.name}) is not what the trace names: {named}; the peaks of --chip are used"
             )
     else:
         preset, origin = trace_preset, "trace"
@@ -179,6 +182,8 @@ def job_hardware(
             nic_gbps=preset.nic_gbps,
             sources=list(preset.sources),
         )
+        if preset.is_tpu:  # (GPU summaries keep their keys as they were)
+            summary.update(scale_out=fabric(preset.scale_out).name, hbm_gbps=preset.hbm_gbps)
     if tpu:
         up, out = (fabric(k) for k in TPU_FABRICS)
         summary.update(accelerator="TPU", scale_up=up.name, scale_out=out.name, scale_up_domain=up.domain)
@@ -202,8 +207,9 @@ def latency_knee_bytes(kind: str, n: int, link: str, peak_gbps: float, scale_up:
     if factor <= 0 or peak_gbps <= 0:
         return None
     t = table()
-    hop = t.fabrics["ib" if link in ("ib", "mixed") else scale_up].hop_latency_us
-    if hop is None:  # a fabric outside NCCL's cost model (TPU ICI, DCN): no latency to set a knee by
+    scale_out = "dcn" if scale_up == "ici" else "ib"
+    hop = t.fabrics[scale_out if link in ("ib", "mixed") else scale_up].hop_latency_us
+    if hop is None:  # a fabric without a published latency (TPU ICI/DCN): no knee is drawn
         return None
     if kind == "all-reduce":
         steps = 2 * (n - 1)

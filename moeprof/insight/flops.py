@@ -442,7 +442,7 @@ def device_peak(device_kind: str | None) -> DevicePeak | None:
     return DevicePeak(preset.name, preset.bf16_tflops, preset.fp8_tflops, preset.sources[0])
 
 
-def _dtype_kind(dtype: str) -> str | None:
+def dtype_kind(dtype: str) -> str | None:
     d = dtype.strip().lower()
     if d in ("bf16", "bfloat16", "fp16", "float16", "half"):
         return "bf16"  # FP16 and BF16 tensor-core peaks are equal on these devices
@@ -454,7 +454,7 @@ def _dtype_kind(dtype: str) -> str | None:
 def peak_for(device_kind: str | None, dtype: str = "bf16") -> float | None:
     """Dense tensor-core peak TFLOPS of one device for ``dtype`` (bf16/fp16 or fp8), None when unknown."""
     peak = device_peak(device_kind)
-    kind = _dtype_kind(dtype)
+    kind = dtype_kind(dtype)
     if peak is None or kind is None:
         return None
     return peak.bf16_tflops if kind == "bf16" else peak.fp8_tflops

@@ -127,7 +127,35 @@ def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int
     return out
 
 
+def host_gap_signal(
+    device: str, module_starts: np.ndarray, module_ends: np.ndarray, win_s: np.ndarray, win_e: np.ndarray, steps: int
+) -> list[dict]:
+    """A TPU runs one XLA program per step: its idle time between two executions of its programs (the
+    ``XLA Modules`` line) inside its window is the host dispatching the next one late. One signal per
+    device where there is any (GPU launch gaps are :func:`device_signals`' own)."""
+    if "/TPU:" not in device or module_starts.size < 2:
+        return []
+    s, e = iv.union(module_starts, module_ends)
+    gap_s, gap_e = e[:-1], s[1:]  # between consecutive executions
+    gaps = iv.overlap_each(gap_s, gap_e, win_s, win_e)
+    gaps = gaps[gaps > 0]
+    if not gaps.size:
+        return []
+    return [
+        {
+            "type": "host-gaps",
+            "device": device,
+            "time_ns": int(gaps.sum()),
+            "saving_ns": int(gaps.sum()),
+            "count": int(gaps.size),
+            "detail": f"{gaps.size} gaps between program executions, {gaps.sum() / max(steps, 1) / 1e6:.3f} ms per "
+            "step: the chip waits for the host to dispatch the next step",
+        }
+    ]
+
+
 SIGNAL_TITLES = {
+    "host-gaps": "host-bound: the chip idles between its step programs",
     "launch-gaps": "launch-bound: the GPU idles in short gaps between kernels",
     "d2h-sync": "device-to-host syncs inside the step",
     "host-copies": "exposed host<->device copies (offload traffic)",
@@ -151,7 +179,7 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
-        fix = choose(Situation(str(kind)), stack)
+        fix = choose(Situation(str(kind), devices=devices_kind(g["device"].unique())), stack)
         out.append(
             Opportunity(
                 title=signal_title(str(kind), stack),

@@ -24,6 +24,7 @@ from .stack import Stack
 _LAYOUT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine", "all-gather", "reduce-scatter")
 EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
 _CPU_DEVICE = re.compile(r"\bCPU:\d+$")
+UNNAMED_DEVICES = ("gpu", "cpu")  # what a row that names no devices fits: the rows written before TPUs
 _TPU_DEVICE = re.compile(r"/TPU:\d+$")
 
 
@@ -70,12 +71,13 @@ class Remedy:
     vendor: str | None = None  # AMD | NVIDIA: the GPUs' vendor (HIP graphs, not CUDA graphs, on AMD)
     workload: str | None = None
     links: tuple[str, ...] = ()
-    devices: str | None = None
+    devices: tuple[str, ...] = ()  # empty: GPUs and CPUs (UNNAMED_DEVICES)
     bound: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
     hidden_at_least: float | None = None
     hidden_below: float | None = None
+    sources: tuple[str, ...] = ()  # where the flags and options it names come from
 
     def fits(self, situation: Situation, stack: Stack) -> bool:
         s = situation
@@ -87,7 +89,7 @@ class Remedy:
             and (self.vendor is None or self.vendor == stack.vendor)
             and (self.workload is None or self.workload == stack.workload)
             and (not self.links or s.link in self.links)
-            and (self.devices is None or self.devices == s.devices)
+            and s.devices in (self.devices or UNNAMED_DEVICES)
             and (not self.bound or s.bound in self.bound)
             and all(stack.uses(flag) for flag in self.requires)
             and not any(stack.uses(flag) for flag in self.excludes)
@@ -101,7 +103,8 @@ def _tuple(value: object) -> tuple[str, ...]:
 
 
 @cache
-def catalogue() -> tuple[tuple[Remedy, ...], dict[str, str]]:
+def catalogue() -> tuple[tuple[Remedy, ...], dict[str, dict[str, str]]]:
+    """The remedy rows, and the sentences added to a collective's remedy: by device kind ("gpu", "tpu")."""
     raw = tomllib.loads(resources.files("moeprof.insight").joinpath("remedies.toml").read_text(encoding="utf-8"))
     rules = tuple(
         Remedy(
@@ -114,16 +117,17 @@ def catalogue() -> tuple[tuple[Remedy, ...], dict[str, str]]:
             vendor=r.get("vendor"),
             workload=r.get("workload"),
             links=_tuple(r.get("links", ())),
-            devices=r.get("devices"),
+            devices=_tuple(r.get("devices", ())),
             bound=_tuple(r.get("bound", ())),
             requires=_tuple(r.get("requires", ())),
             excludes=_tuple(r.get("excludes", ())),
             hidden_at_least=r.get("hidden_at_least"),
             hidden_below=r.get("hidden_below"),
+            sources=_tuple(r.get("sources", ())),
         )
         for r in raw["remedy"]
     )
-    return rules, dict(raw["addendum"])
+    return rules, {"gpu": dict(raw["addendum"]), "tpu": dict(raw["addendum_tpu"])}
 
 
 def by_id(remedy_id: str) -> Remedy | None:
@@ -144,7 +148,7 @@ def for_collective(situation: Situation, stack: Stack, bandwidth_verdict: str | 
     collective's bandwidth and link add to it (not on CPU devices, which have no fabric, and not where it
     is mostly waiting, since its bus bandwidth then measures the wait)."""
     base = choose(situation, stack)
-    _, addenda = catalogue()
+    addenda = catalogue()[1]["tpu" if situation.devices == "tpu" else "gpu"]
     text = base.text
     if situation.devices == "cpu" or situation.bound == "wait":
         return base, text

@@ -42,7 +42,7 @@ def with_throughput(
     job needs 64). The step time is the median over steps of the slowest device's step
     span; without steps it is the longest device window (the trace is taken as one step).
     """
-    from .flops import flops_per_token, load_model_config, throughput_figures
+    from .flops import dtype_kind, flops_per_token, load_model_config, throughput_figures
 
     cfg = load_model_config(model)
     per_token = flops_per_token(cfg, seq_len).total
@@ -58,9 +58,12 @@ def with_throughput(
     # the GPU: --gpu, else the run folder's, else the preset the traces' own device names matched
     manifest_kind = ((analysis.manifest or {}).get("devices") or {}).get("kind")
     kind = gpu or manifest_kind or (analysis.hardware or {}).get("preset")
+    # the chip's own peak where its plane states one (a TPU plane's peak_teraflops_per_second, a bf16 peak)
+    stated = (analysis.utilization or {}) if gpu is None and dtype_kind(dtype) == "bf16" else {}
+    own_peak = stated.get("peak_tflops") if "device plane" in str(stated.get("peak_from", "")) else None
     figures = {
         **throughput_figures(
-            tokens_per_step, step_ns / 1e9, per_token, job_devices or len(analysis.devices), kind, dtype
+            tokens_per_step, step_ns / 1e9, per_token, job_devices or len(analysis.devices), kind, dtype, own_peak
         ),
         "model": cfg.name,
         "seq_len": seq_len,

@@ -6,9 +6,11 @@ gives each selected compute activity the median duration of its counterparts (th
 straggler fix); ``balance-router`` spreads the routed experts' work evenly over each
 EP group, work conserved (:func:`moeprof.core.projection.router_balanced`).
 FILTERS (all must hold, comma-separated): ``bucket=``, ``kind=``, ``link=``,
-``device=``, ``host=``, ``name~REGEX``, ``opportunity=N`` (the N-th opportunity of
-the analysis, from 1; launch gaps and small GEMMs select the gaps they are made of).
-Terms combine: applied in order, each on the durations the previous ones left.
+``device=``, ``host=``, ``name~REGEX``, ``scope~REGEX`` (a search in the activity's JAX
+name scope path, ``jit(step)/jvp(layer0)/experts/dot_general``: what ``tf_op`` and the HLO
+``op_name`` say), ``opportunity=N`` (the N-th opportunity of the analysis, from 1; launch
+gaps and small GEMMs select the gaps they are made of). Terms combine: applied in order,
+each on the durations the previous ones left.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from ..errors import InputError
 from .opportunities import MANY_GEMMS_PER_STEP, SMALL_GAP_NS, SMALL_GEMM_NS, name_flags
 
 LINKS = ("nvlink", "ib", "unknown")
-FILTER_KEYS = ("bucket", "kind", "link", "device", "host", "name", "opportunity")
+FILTER_KEYS = ("bucket", "kind", "link", "device", "host", "name", "scope", "opportunity")
+PATTERN_KEYS = ("name", "scope")  # the filters that take a pattern (KEY~REGEX)
 _TERM = re.compile(r"^\s*(scale|balance-router|balance)\s*(?:\((.*)\))?\s*(?:=\s*(\S+))?\s*$", re.DOTALL)
 BALANCE = "balance"
 BALANCE_ROUTER = "balance-router"
@@ -102,8 +105,8 @@ def parse_terms(terms: Sequence[str]) -> list[WhatIf]:
             if "~" in part and ("=" not in part or part.index("~") < part.index("=")):
                 key, _, value = part.partition("~")
                 key = key.strip()
-                if key != "name":
-                    raise _bad(term, f"only name takes a pattern (name~REGEX), not {key!r}")
+                if key not in PATTERN_KEYS:
+                    raise _bad(term, f"only name and scope take a pattern (name~REGEX, scope~REGEX), not {key!r}")
                 try:
                     re.compile(value)
                 except re.error as exc:
@@ -113,8 +116,8 @@ def parse_terms(terms: Sequence[str]) -> list[WhatIf]:
                 key, value = key.strip(), value.strip()
                 if not sep or not value:
                     raise _bad(term, f"filter {part!r} is not KEY=VALUE")
-                if key == "name":
-                    raise _bad(term, "name takes a pattern: name~REGEX")
+                if key in PATTERN_KEYS:
+                    raise _bad(term, f"{key} takes a pattern: {key}~REGEX")
                 if key not in FILTER_KEYS:
                     raise _bad(term, f"unknown filter {key!r} (known: {', '.join(FILTER_KEYS)})")
                 if key == "bucket" and value not in BUCKETS:
@@ -285,8 +288,8 @@ def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = 
             mask &= _string_mask(job, "device", f.value.__eq__)
         elif f.key == "host":
             mask &= _string_mask(job, "device", _on_host(f.value))
-        elif f.key == "name":
-            mask &= _string_mask(job, "name", _matches(re.compile(f.value)))
+        elif f.key in PATTERN_KEYS:
+            mask &= _string_mask(job, f.key, _matches(re.compile(f.value)))
         elif f.key == "opportunity":
             index = int(f.value) - 1
             if index >= len(opportunities):

@@ -7,7 +7,7 @@ merge of a 1,000-file job costs what its results weigh, not what its events do.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TypeVar
 
 import numpy as np
@@ -33,6 +33,7 @@ from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
+from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.opportunities import (
     comm_opportunities,
@@ -44,6 +45,7 @@ from ..insight.opportunities import (
 )
 from ..insight.projector import Projector, project_analysis
 from ..insight.stack import Stack
+from ..insight.utilization import job_peak, utilization
 from ..insight.waiting import op_stragglers, straggler_opportunity
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
@@ -134,6 +136,7 @@ class _FileTake:
     step_positions: dict[int, int]  # step number -> position as --steps counts it
     models: dict[str, str]  # device -> GPU model its file names
     dropped_activities: int  # device activities the reader dropped (unplaceable or outliers)
+    peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> the peaks its plane states
 
 
 def _first_seen(maps: Iterable[Mapping[K, V]]) -> dict[K, V]:
@@ -164,7 +167,19 @@ class JobResults:
     """
 
     COMPACT_EVERY = 64
-    _TABLES = ("comm", "group_sizes", "independent", "records", "windows", "exposed", "replay", "syncs")
+    _TABLES = (
+        "comm",
+        "group_sizes",
+        "independent",
+        "records",
+        "windows",
+        "exposed",
+        "replay",
+        "syncs",
+        "scopes",
+        "op_flops",
+        "step_flops",
+    )
     _FILE = "_file_index"
 
     def __init__(self) -> None:
@@ -194,6 +209,7 @@ class JobResults:
             step_positions=dict(part.step_positions),
             models=dict(part.models),
             dropped_activities=part.dropped_activities,
+            peaks=dict(part.peaks),
         )
         for name in self._TABLES:
             frame = getattr(part, name)
@@ -269,6 +285,14 @@ class JobResults:
         out: dict[str, str] = {}
         for f in self._kept():
             out.update(f.models)
+        return out
+
+    @property
+    def peaks(self) -> dict[str, dict[str, float]]:
+        """Device -> the peaks its plane states (TPU planes)."""
+        out: dict[str, dict[str, float]] = {}
+        for f in self._kept():
+            out.update(f.peaks)
         return out
 
     @property
@@ -488,6 +512,18 @@ def finish_job(
     )
     signals = sorted(job.signals, key=lambda s: (s["type"], s["device"]))
     order = sorted(job.inputs)
+    # the JAX scopes and the FLOPs the trace's ops state, against the chip's own peak first
+    scope_frame = job.table("scopes", SCOPE_COLUMNS)
+    peak, peak_from = job_peak(job.peaks, hardware.preset, (hardware.summary or {}).get("preset_from"))
+    used, flop_notes = utilization(
+        scope_frame,
+        job.table("op_flops", OP_FLOP_COLUMNS),
+        job.table("step_flops", STEP_FLOP_COLUMNS),
+        steps,
+        devices,
+        peak,
+        peak_from,
+    )
     analysis = Analysis(
         inputs=tuple(i for k in order for i in job.inputs[k]),
         devices=tuple(devices),
@@ -508,11 +544,13 @@ def finish_job(
             hardware.summary,
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
-        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings),
+        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings, *flop_notes),
         dropped_activities=job.dropped_activities,
         spread=spread(devices, steps, job.step_positions),
         ledger=ledger_summary(ledger) if ledger is not None else None,
         hardware=hardware.summary,
+        scopes=scope_rows(scope_frame, sum(d.accumulated_ns for d in devices), peak),
+        utilization=used,
     )
     projected, projector = with_projections(analysis, replay_job(job, records, ledger), what_if)
     return projected, matched, projector

@@ -22,12 +22,20 @@ from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device
 from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
 from ..core.projection import empty_replay_table, empty_syncs, replay_table
+from ..core.scopes import (
+    OP_FLOP_COLUMNS,
+    SCOPE_COLUMNS,
+    STEP_FLOP_COLUMNS,
+    device_op_flops,
+    device_scopes,
+    device_step_flops,
+)
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import Trace
 from ..errors import InputError
 from ..insight.dependency import independent_ops
-from ..insight.opportunities import device_signals
+from ..insight.opportunities import device_signals, host_gap_signal
 from ..insight.stack import stack_facts
 from ..options import StepOptions
 from ..words import plural
@@ -72,6 +80,12 @@ class FileResult:
     # (0-based among the file's steps after --skip-first), for the measured steps
     step_positions: dict[int, int] = field(default_factory=dict)
     dropped_activities: int = 0  # device activities the reader dropped as unplaceable
+    # per (device, JAX scope, pass): time and the FLOPs its ops state (core.scopes.SCOPE_COLUMNS)
+    scopes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SCOPE_COLUMNS))
+    # per (device, op) whose FLOPs the trace states, and per (step, device) their FLOPs
+    op_flops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=OP_FLOP_COLUMNS))
+    step_flops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_FLOP_COLUMNS))
+    peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> the peaks its plane states
 
 
 def _independent_compute(
@@ -286,9 +300,17 @@ def measure_file(
     exposed_parts: list[tuple[str, np.ndarray, np.ndarray]] = []
     views: list[TimelineView] = []
     replay_rows: list[np.ndarray] = []
+    scope_parts: list[pd.DataFrame] = []
+    op_flop_parts: list[pd.DataFrame] = []
+    step_flop_parts: list[pd.DataFrame] = []
     steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
     all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
     prints: list[DeviceFingerprint] = []
+    modules = trace.markers[trace.markers["kind"] == "module"]
+    modules_by_device = {
+        str(d): (g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
+        for d, g in modules.groupby("device", sort=False, observed=True)
+    }
     for host, device, positions in _device_groups(activity) if len(activity) else []:
         timeline_rows = DeviceTimeline(activity, positions, columns)
         prints.append(device_fingerprint(timeline_rows.start, timeline_rows.end, by_start=True))
@@ -314,8 +336,16 @@ def measure_file(
                 steps.append(
                     StepFigures(step=int(step), device=device, host=host, start_ns=s, end_ns=e, **_fields(figures))
                 )
+            step_flop_parts.append(device_step_flops(device, timeline_rows, whole.clipped, numbers, starts, ends))
+        scope_parts.append(device_scopes(device, timeline_rows, whole.clipped))
+        op_flop_parts.append(device_op_flops(device, timeline_rows, whole.clipped))
         n_steps = len(device_steps) if (selecting and device_steps is not None) else int(all_by_device.get(device, 0))
         signals.extend(device_signals(timeline_rows, whole, max(n_steps, 1), device))
+        if "/TPU:" in device:  # one program per step: its idle time between programs is the host's
+            runs = modules_by_device.get(device)
+            if runs is not None:
+                starts_m, ends_m = runs
+                signals.extend(host_gap_signal(device, starts_m, ends_m, win_s, win_e, max(n_steps, 1)))
         if trace.hlo:
             independent.extend(_independent_compute(device, timeline_rows, whole.clipped, dict(trace.hlo)))
         comm = timeline_rows.is_comm & (whole.clipped > 0)
@@ -357,7 +387,16 @@ def measure_file(
         models=dict(trace.device_models),
         step_positions=step_positions(all_steps, selected, step_options.skip_first),
         who=identify(trace, prints),
+        scopes=_stacked(scope_parts, SCOPE_COLUMNS),
+        op_flops=_stacked(op_flop_parts, OP_FLOP_COLUMNS),
+        step_flops=_stacked(step_flop_parts, STEP_FLOP_COLUMNS),
+        peaks={d: dict(p) for d, p in trace.device_peaks.items()},
     )
+
+
+def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
 def step_positions(all_steps: pd.DataFrame, selected: pd.DataFrame, skip_first: int) -> dict[int, int]:

@@ -112,6 +112,20 @@ def device_description(stats: dict[str, object]) -> str | None:
     return f"{arch} ({', '.join(parts)})" if parts else arch
 
 
+# a TPU plane's own peaks (stat -> Trace.device_peaks key): the chip's, before any preset's
+_PEAK_STATS = {"peak_teraflops_per_second": "tflops", "peak_hbm_bw_gigabytes_per_second": "hbm_gbps"}
+
+
+def plane_peaks(stats: dict[str, object]) -> dict[str, float]:
+    """The peaks a device plane states (positive finite numbers only), keyed as ``Trace.device_peaks``."""
+    out = {}
+    for stat, key in _PEAK_STATS.items():
+        value = stats.get(stat)
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 < float(value) < float("inf"):
+            out[key] = float(value)
+    return out
+
+
 def device_models(
     path: Path, host: str, first: int, ordinals: list[int], decoded: dict[int, dict[str, object]] | None = None
 ) -> dict[str, str]:
@@ -521,12 +535,15 @@ def _tpu_trace(
             for col in ("start_ns", "end_ns", "number")
         },
     )
-    models = {}
+    models, peaks = {}, {}
     for chip in walk.tpu:
         ordinal = int(chip.device.rsplit(":", 1)[1]) - placement.first_ordinal
-        described = device_description(walk.tpu_stats.get(ordinal, {}))
+        stats = walk.tpu_stats.get(ordinal, {})
+        described = device_description(stats)
         if described:
             models[chip.device] = described
+        if stated := plane_peaks(stats):
+            peaks[chip.device] = stated
     warnings: tuple[str, ...] = ()
     if walk.multislice and not slice_size:
         warnings = (
@@ -543,6 +560,7 @@ def _tpu_trace(
         job=Job(hosts=tuple(header.hostnames)),
         devices={chip.device: chip.global_id for chip in walk.tpu},
         device_models=models,
+        device_peaks=peaks,
         warnings=warnings,
     )
 

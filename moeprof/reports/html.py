@@ -94,6 +94,8 @@ from .text import (
     payoff_rows,
     remedy_texts,
     scale_up_word,
+    scopes_shown,
+    utilization_line,
     verdict_lines,
 )
 from .text import headline as text_headline
@@ -559,6 +561,25 @@ def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: 
     return Table(headers, rows, numeric_from=3, cls="coll")
 
 
+def scopes_table(r: Analysis) -> Table | None:
+    """Time per JAX scope (layers folded) and, where the ops state them, FLOPs against the peak."""
+    rows = scopes_shown(r)
+    if not rows:
+        return None
+    flops = any(s.tflops_per_s is not None for s in rows)
+    out = []
+    for s in rows:
+        n = max(s.devices, 1)
+        row = [s.scope, f"{s.count:,}", fmt_ms(s.total_ns / n), fmt_pct(s.share),
+               fmt_pct(s.backward_ns / s.total_ns if s.total_ns else 0), fmt_ms(s.comm_ns / n)]  # fmt: skip
+        if flops:
+            rate, of_peak = s.tflops_per_s, s.peak_fraction
+            row += ["-" if rate is None else f"{rate:,.1f}", "-" if of_peak is None else fmt_pct(of_peak)]
+        out.append(row)
+    headers = ["scope", "calls", "ms/device", "share", "backward", "comm ms/device"]
+    return Table(headers + (["TFLOP/s", "of peak"] if flops else []), out, numeric_from=1, cls="scopes")
+
+
 @dataclass(frozen=True)
 class LedgerSection:
     """What the page says about the cross-rank ledger (§8) of one input."""
@@ -815,6 +836,8 @@ class InputPage:
     skew_rows: int  # arrival-skew rows drawn under the timeline
     projection: ProjectionView | None = None  # a projected input (§9)
     inspector: Markup | None = None  # NCCL Inspector logs: their view instead of a timeline
+    scopes: Table | None = None  # time per JAX scope, where the trace names scopes
+    utilization: str | None = None  # the FLOPs the ops state against the chip's peak
     ranking: str = ""  # how the opportunities are ordered, in words
     verdict: list[str] = field(default_factory=list)  # the terminal's first lines: the answer asked for, the verdict
     payoffs: PayoffView | None = None  # "what would it buy" (§9), as the terminal shows it
@@ -888,6 +911,8 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         skew_rows=len((timeline.get("skew") or {}).get("rows", ())),
         projection=None if item.projection is None else projection_view(item.projection),
         inspector=inspector_view(r),
+        scopes=scopes_table(r),
+        utilization=utilization_line(r),
     )
 
 

@@ -48,7 +48,9 @@ from .text import (
     pct,
     remedy_texts,
     scale_up_word,
+    scopes_shown,
     step_name,
+    utilization_line,
     verdict_lines,
 )
 
@@ -385,6 +387,28 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
     return table
 
 
+def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table | None:
+    """Time per JAX name scope (xprof's framework op stats by scope; layers folded), largest first; the FLOPs
+    columns where the trace's ops state them. None where the trace names no scope."""
+    rows = scopes_shown(result)
+    if not rows:
+        return None
+    flops = any(r.tflops_per_s is not None for r in rows)
+    title = f"JAX scopes ({len(result.scopes)}, layers folded), ms per device"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("scope", overflow="fold", min_width=min(24, max(len(r.scope) for r in rows)))
+    for head in ("calls", "ms", "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ())):
+        table.add_column(head, justify="right", no_wrap=True)
+    for r in rows[:top]:
+        n = max(r.devices, 1)
+        cells = [r.scope, f"{r.count:,}", ms(r.total_ns / n), pct(r.share), pct(r.backward_ns / r.total_ns if
+                 r.total_ns else None), ms(r.comm_ns / n)]  # fmt: skip
+        if flops:
+            cells += ["-" if r.tflops_per_s is None else f"{r.tflops_per_s:,.1f}", pct(r.peak_fraction)]
+        table.add_row(*cells)
+    return table
+
+
 def opportunities_panel(result: Analysis, top: int) -> Panel:
     """Each opportunity: what, the saving bound (per step where there are steps), evidence and remedy.
 
@@ -545,6 +569,9 @@ def _render(
     if (gpus := hardware_line(result)) is not None:
         for line in wrap(gpus, width):
             console.print(Text(line), soft_wrap=True)
+    if (flops := utilization_line(result)) is not None:
+        for line in wrap(flops, width):
+            console.print(Text(line), soft_wrap=True)
     if result.throughput:
         for line in pack(throughput_parts(result), width, "  "):
             console.print(Text(line), soft_wrap=True)
@@ -568,6 +595,8 @@ def _render(
         console.print(bought)
     if result.collectives:
         console.print(collectives_table(result, top, width))
+    if (scopes := scope_table(result, top, width)) is not None:
+        console.print(scopes)
     console.print(opportunities_panel(result, top))
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")

@@ -10,8 +10,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projection, StepBound
+from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projection, ScopeRow, StepBound
 from ..core.hardware import fabric_text
+from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
 from ..insight.remedies import by_id
 from ..words import plural  # re-exported: renderers count with it
@@ -52,19 +53,48 @@ def hardware_line(analysis: Analysis) -> str | None:
     if not hw:
         return None
     models = ", ".join(f"{n} x {name}" for name, n in (hw.get("models") or {}).items())
-    devices = f"{hw['accelerator']}s" if hw.get("accelerator") else "GPUs"
-    line = f"{devices}: {models}" if models else f"{devices}: not named in the trace"
+    tpu = hw.get("accelerator") == "TPU" or hw.get("scale_out") == "DCN"  # TPU chips, or a TPU preset
+    unit, label = ("chip", f"{hw.get('accelerator') or 'TPU'}s") if tpu else ("GPU", "GPUs")
+    line = f"{label}: {models}" if models else f"{label}: not named in the trace"
     if hw.get("preset"):
         peaks = hw.get("link_peaks_gbps") or {}
         links = [
             f"{hw.get('scale_up', 'NVLink')} {peaks['nvlink']:,.0f} GB/s" if "nvlink" in peaks else "",
-            f"{hw.get('scale_out', 'NIC')} {peaks['ib']:,.0f} GB/s" if "ib" in peaks else "",
+            f"{'DCN' if tpu else 'NIC'} {peaks['ib']:,.{1 if tpu else 0}f} GB/s" if "ib" in peaks else "",
         ]
-        said = "--gpu " if hw.get("preset_from") == "--gpu" else ""
-        line += f" = {said}{hw['preset']} ({', '.join(x for x in links if x)} per {devices[:-1]} each way; "
-        line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16)"
+        said = "--chip " if hw.get("preset_from") in ("--chip", "--gpu") else ""
+        shown = ", ".join(x for x in links if x)
+        line += f" = {said}{hw['preset']} ({shown + f' per {unit} each way; ' if shown else ''}"
+        line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16"
+        line += f", HBM {hw['hbm_gbps']:,.0f} GB/s)" if hw.get("hbm_gbps") else ")"
     if hw.get("note"):
-        line += f"; {hw['note']}: no peaks (give --gpu or --link-peak)"
+        line += f"; {hw['note']}: no peaks (give --chip or --link-peak)"
+    return line
+
+
+def scopes_shown(result: Analysis) -> list[ScopeRow]:
+    """The scope rows, where at least one is a scope a user named (not only top-level ops or none)."""
+    named = [r for r in result.scopes if r.scope not in (NO_SCOPE, TOP_LEVEL)]
+    return list(result.scopes) if named else []
+
+
+def utilization_line(result: Analysis) -> str | None:
+    """``FLOPs the ops state (XLA model_flops): 3.72 T per step, 50.1 TFLOP/s per chip: MFU 24.7% of
+    202.7 TFLOP/s (the device plane)``; None where the trace states no FLOPs."""
+    u = result.utilization
+    if not u:
+        return None
+    line = f"FLOPs the ops state (XLA {u['flops_source']})"
+    if u.get("flops_per_step") is not None:
+        line += f": {u['flops_per_step'] / 1e12:,.3g} TFLOP per step"
+    if u.get("tflops_per_s_per_device") is not None:
+        line += f", {u['tflops_per_s_per_device']:,.1f} TFLOP/s per device"
+    if u.get("mfu") is not None:
+        line += f": MFU {pct(u['mfu'])} of {u['peak_tflops']:,.1f} TFLOP/s ({u.get('peak_from', '')})"
+        if u.get("ops_above_peak_count"):
+            line += f"; overstated: {u['ops_above_peak_count']} ops state more FLOPs than the peak allows"
+    elif u.get("note"):
+        line += f"; {u['note']}"
     return line
 
 

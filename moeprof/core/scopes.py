@@ -1,0 +1,360 @@
+"""The JAX name scope of every activity, and the scopes a per-scope table groups by.
+
+The scope is what JAX records for each op: its name stack (``jax.named_scope``, Flax module names,
+transformations), as XLA keeps it in the HLO metadata ``op_name`` and as profilers show it in the
+``tf_op`` stat (``jit(step)/transpose(jvp(layer0))/experts/dot_general``). A reader that reads the
+``tf_op`` stat fills the ``scope`` column itself; elsewhere :func:`attach_scopes` fills it from the
+HLO of the trace's programs, by (module, program, op). GPU XPlanes carry ``hlo_op`` on the first
+event of a compute kernel's name in the file only (readers/xplane.py): its other events take the
+scope of their name on their device, else in the file.
+
+:func:`scope_key` turns a path into what a table row is (docs/metrics.md, "Scopes"): the outermost
+``jit(...)`` (the program) is dropped, transformations are unwrapped (``jvp(layer0)`` is ``layer0``;
+``transpose`` marks the backward pass), the calls of nested jitted functions (``jit(argsort)``, library
+helpers) and the primitive at the end are dropped; an HLO name XLA appended after the primitive (it has
+hyphens: ``ragged_dot_general/ragged-dot-none``) goes with it; an op with a name stack but no scope left is
+``(top level)``, one without a name stack ``(no scope)``; an einsum's spec (``tk,tkh->th``) is no scope,
+and of several names XLA joined with ``;`` (a fusion of ops) the first counts. :func:`fold_layers` then
+writes the numbered repeats of a scope once (``layer0``, ``layer1`` -> ``layer*``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from .analysis import ScopeRow, ratio
+from .events import categorical, categorical_of, column_codes, combine_codes, first_rows, lookup
+from .metrics import DeviceTimeline
+from .trace import Trace
+
+NO_SCOPE = "(no scope)"
+# transformations JAX writes around a name in its name stack; transpose is the backward pass
+_WRAPPER = re.compile(
+    r"^(jvp|transpose|vmap|pmap|remat|checkpoint|remat2|rematted_computation|custom_jvp_call|custom_vjp_call"
+    r"|custom_vjp_call_jaxpr|named_call|shard_map|xmap|pjit|jit|core_call|closed_call|cond|while|scan)\((.*)\)$"
+)
+_CALLS = ("jit", "pjit", "core_call", "closed_call")  # a call of a jitted function, not a name scope
+# transformations and control flow that also appear as bare components of the stack (jax.shard_map writes
+# "shard_map", a while loop's body "while/body"): structure, not a scope a user named
+_BARE_TRANSFORMS = frozenset(
+    {"shard_map", "vmap", "pmap", "xmap", "remat", "checkpoint", "rematted_computation", "custom_jvp_call",
+     "custom_vjp_call", "while", "body", "cond", "scan"}
+)  # fmt: skip
+TOP_LEVEL = "(top level)"  # ops of the program outside any name scope (the optimizer update, often)
+_NUMBERED = re.compile(r"^(.*?[A-Za-z_])(\d+)$")
+
+
+def clean_path(text: str) -> str:
+    """A tf_op / op_name as a scope path: TensorFlow's ``name:type`` loses an empty type (TPU tf_op stats
+    end in ``:``)."""
+    return text[:-1] if text.endswith(":") else text
+
+
+def _split(path: str) -> list[str]:
+    """``/``-separated components; a ``/`` inside parentheses stays in its component."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in path:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(depth - 1, 0)
+        if ch == "/" and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in parts if p]
+
+
+def scope_key(path: str) -> tuple[str, bool]:
+    """(the scope a table groups ``path`` under, whether it is backward): see the module's docstring."""
+    # XLA joins the names of the ops it fused with ";": the first one names the fusion
+    parts = _split(clean_path(path.split(";", 1)[0]))
+    if not parts:
+        return NO_SCOPE, False
+    backward = False
+    scopes: list[str] = []
+    for part in parts:
+        call = False
+        while m := _WRAPPER.match(part):
+            backward |= m.group(1) == "transpose"
+            call |= m.group(1) in _CALLS
+            part = m.group(2)
+        if call or not part or part in _BARE_TRANSFORMS or "->" in part:  # "->": an einsum's own name
+            continue  # the program itself (the first jit), a nested jitted function (a call), a transformation
+        if scopes and scopes[-1] == part:
+            continue  # a scope entered twice in a row (a scoped function that scopes its body again)
+        scopes.append(part)
+    if len(scopes) > 1 and _appended(scopes[-2], scopes[-1]):
+        scopes.pop()  # an HLO name XLA appended after the primitive it expands
+    if scopes:
+        scopes.pop()  # the primitive (dot_general, reduce_sum, scatter-add, ...)
+    return ("/".join(scopes) if scopes else TOP_LEVEL), backward
+
+
+def _appended(primitive: str, last: str) -> bool:
+    """Whether ``last`` is the HLO instruction XLA named after ``primitive`` (TPU: ``ragged_dot_general``
+    then ``ragged-dot-none``): HLO names spell the primitive's words with hyphens."""
+    words = primitive.split("_")
+    return len(words) > 1 and "-" in last and last.startswith("-".join(words[:-1]) + "-")
+
+
+def fold_layers(keys: Iterable[str]) -> dict[str, str]:
+    """Each key with its numbered repeats written once: a component ``<name><N>`` that occurs with two or
+    more numbers at the same depth under the same parent, and has scopes inside it in some key (a layer,
+    not a leaf such as ``fc1``/``fc2``), becomes ``<name>*``."""
+    keys = list(dict.fromkeys(keys))
+    numbers: dict[tuple[str, int, str], set[str]] = {}
+    nests: set[tuple[str, int, str]] = set()  # the numbered names that hold scopes of their own
+    split = {k: k.split("/") if k not in (NO_SCOPE, TOP_LEVEL) else [k] for k in keys}
+    for parts in split.values():
+        for depth, part in enumerate(parts):
+            m = _NUMBERED.match(part)
+            if m:
+                where = ("/".join(parts[:depth]), depth, m.group(1))
+                numbers.setdefault(where, set()).add(m.group(2))
+                if depth < len(parts) - 1:
+                    nests.add(where)
+    out = {}
+    for key, parts in split.items():
+        folded = list(parts)
+        for depth, part in enumerate(parts):
+            m = _NUMBERED.match(part)
+            if m is None:
+                continue
+            # the parent as written before folding: layers nest under one parent
+            at = ("/".join(parts[:depth]), depth, m.group(1))
+            if at in nests and len(numbers[at]) > 1:
+                folded[depth] = f"{at[2]}*"
+        out[key] = "/".join(folded)
+    return out
+
+
+def _hlo_op_names(trace: Trace, modules: np.ndarray, programs: np.ndarray, ops: np.ndarray) -> list[str]:
+    """The HLO metadata op_name of each (module, program id, op), "" where the HLO does not say."""
+    out = []
+    for module_name, program, op in zip(modules.tolist(), programs.tolist(), ops.tolist(), strict=True):
+        module = trace.hlo.get((str(module_name), int(program))) or trace.hlo.get((str(module_name), -1))
+        inst = module.instructions.get(str(op)) if module is not None and op else None
+        out.append(inst.op_name if inst is not None else "")
+    return out
+
+
+def _fill_from_first(scope: np.ndarray, group: np.ndarray) -> None:
+    """Each row of ``scope`` that is "" takes the first non-empty value of its group (in place)."""
+    known = np.flatnonzero(scope != "")
+    if not known.size or known.size == scope.size:
+        return
+    firsts = pd.Series(known).groupby(group[known]).first()
+    fill = np.full(int(group.max()) + 1, -1, dtype=np.int64)
+    fill[firsts.index.to_numpy()] = firsts.to_numpy()
+    donor = np.where(group >= 0, fill[np.maximum(group, 0)], -1)
+    missing = (scope == "") & (donor >= 0)
+    scope[missing] = scope[donor[missing]]
+
+
+def attach_scopes(trace: Trace) -> Trace:
+    """The trace with its ``scope`` column filled: the reader's where it gave one, else the HLO op_name of
+    the row's op, else (GPU kernels read once per name) the scope of the row's name on its device, else
+    in the file."""
+    events = trace.events
+    if not len(events):
+        return trace
+    n = len(events)
+    have_c, have_v = column_codes(events["scope"]) if "scope" in events.columns else (np.full(n, -1), np.zeros(0))
+    have_v = np.array([clean_path(str(v)) for v in have_v.tolist()], dtype=object)
+    given = lookup(have_c, have_v != "", False)
+    scope = np.where(given, lookup(have_c, have_v, ""), "").astype(object) if given.any() else None
+    if trace.hlo and not given.all():
+        mod_c, mod_v = column_codes(events["hlo_module"])
+        op_c, op_v = column_codes(events["hlo_op"])
+        programs = events["program_id"].to_numpy(np.int64)
+        key = combine_codes(mod_c, programs, op_c)
+        first = first_rows(key)
+        names = _hlo_op_names(trace, lookup(mod_c[first], mod_v, ""), programs[first], lookup(op_c[first], op_v, ""))
+        from_hlo = np.array([clean_path(s) for s in names], dtype=object)[key]
+        scope = from_hlo if scope is None else np.where(given, scope, from_hlo)
+    if scope is None:
+        if "scope" not in events.columns:
+            trace = trace.replace(events=events.assign(scope=categorical("", n)))
+        return trace
+    # rows without a scope take the first scope their name has on their device, else in the file: an XPlane
+    # reader reads a compute kernel's stats on the first event of its name in the file (readers/xplane.py)
+    dev_c, _ = column_codes(events["device"])
+    name_c, _ = column_codes(events["name"])
+    for group in (combine_codes(dev_c, name_c), name_c):
+        _fill_from_first(scope, group)
+    codes, values = pd.factorize(scope)
+    return trace.replace(events=events.assign(scope=categorical_of(codes, np.asarray(values, dtype=object))))
+
+
+# ---------------------------------------------------------------- per device: scopes, ops' FLOPs
+
+FLOP_COLUMNS = ("flops", "model_flops", "bytes_accessed")  # per-op stats a reader may give (TPU XPlanes)
+SCOPE_COLUMNS = [
+    "device",
+    "scope",
+    "backward",
+    "count",
+    "total_ns",
+    "compute_ns",
+    "comm_ns",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "flops_known",
+    "model_flops_known",
+]
+OP_FLOP_COLUMNS = ["device", "op", "scope", "count", "time_ns", "flops", "model_flops"]
+STEP_FLOP_COLUMNS = ["step", "device", "flops", "model_flops"]
+
+
+def _stat(rows: DeviceTimeline, column: str) -> np.ndarray:
+    """A per-op stat of the device's rows as floats (NaN unknown; all NaN where the reader gave none)."""
+    if column not in rows.columns.table.columns:
+        return np.full(rows.positions.size, np.nan)
+    return rows.numbers(column, np.float64)
+
+
+def _keys(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct scope path: its table key and whether it is backward."""
+    pairs = [scope_key(str(v)) if v else (NO_SCOPE, False) for v in values.tolist()]
+    return (np.array([k for k, _ in pairs] + [NO_SCOPE], dtype=object),
+            np.array([b for _, b in pairs] + [False], dtype=bool))  # fmt: skip
+
+
+def device_flops(rows: DeviceTimeline, clipped: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flops, model_flops, bytes accessed) of each row inside the window: a stat times the share of the op's
+    time inside it (0 where unknown)."""
+    duration = np.maximum(rows.end - rows.start, 1)
+    share = np.where(clipped > 0, clipped / duration, 0.0)
+    flops, model, accessed = (np.nan_to_num(_stat(rows, c)) * share for c in FLOP_COLUMNS)
+    return flops, model, accessed
+
+
+def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.DataFrame:
+    """Per (scope, pass) of one device: activities, time inside the window (all, compute, comm) and the
+    FLOPs and bytes its ops state (SCOPE_COLUMNS)."""
+    inside = clipped > 0
+    if not inside.any():
+        return pd.DataFrame(columns=SCOPE_COLUMNS)
+    codes, values = rows.strings("scope")
+    key_of, backward_of = _keys(values)
+    flops, model, accessed = device_flops(rows, clipped)
+    frame = pd.DataFrame(
+        {
+            "scope": key_of[codes][inside],
+            "backward": backward_of[codes][inside],
+            "count": 1,
+            "total_ns": clipped[inside],
+            "compute_ns": np.where(rows.is_compute, clipped, 0)[inside],
+            "comm_ns": np.where(rows.is_comm, clipped, 0)[inside],
+            "flops": flops[inside],
+            "model_flops": model[inside],
+            "bytes_accessed": accessed[inside],
+            "flops_known": ~np.isnan(_stat(rows, "flops"))[inside],
+            "model_flops_known": ~np.isnan(_stat(rows, "model_flops"))[inside],
+        }
+    )
+    out = frame.groupby(["scope", "backward"], sort=True).sum().reset_index()
+    out.insert(0, "device", device)
+    return out[SCOPE_COLUMNS]
+
+
+def device_op_flops(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.DataFrame:
+    """Per op (its HLO op, else its name) of one device whose FLOPs the trace states: calls, time inside the
+    window, FLOPs and model FLOPs (OP_FLOP_COLUMNS); what an op above the chip's peak is found in."""
+    stated = ~np.isnan(_stat(rows, "flops")) | ~np.isnan(_stat(rows, "model_flops"))
+    keep = stated & (clipped > 0)
+    if not keep.any():
+        return pd.DataFrame(columns=OP_FLOP_COLUMNS)
+    op_c, op_v = rows.strings("hlo_op")
+    name_c, name_v = rows.strings("name")
+    ops = np.where(lookup(op_c, op_v != "", False), lookup(op_c, op_v, ""), lookup(name_c, name_v, ""))
+    scope_c, scope_v = rows.strings("scope")
+    flops, model, _ = device_flops(rows, clipped)
+    frame = pd.DataFrame(
+        {
+            "op": ops[keep].astype(str),
+            "scope": _keys(scope_v)[0][scope_c][keep],
+            "count": 1,
+            "time_ns": clipped[keep],
+            "flops": flops[keep],
+            "model_flops": model[keep],
+        }
+    )
+    out = frame.groupby(["op", "scope"], sort=True).sum().reset_index()
+    out.insert(0, "device", device)
+    return out[OP_FLOP_COLUMNS]
+
+
+def device_step_flops(
+    device: str, rows: DeviceTimeline, clipped: np.ndarray, numbers: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> pd.DataFrame:
+    """Per step of one device: the FLOPs of the ops that start in it (STEP_FLOP_COLUMNS); empty where the
+    trace states none."""
+    flops, model, _ = device_flops(rows, clipped)
+    if not (flops.any() or model.any()) or not numbers.size:
+        return pd.DataFrame(columns=STEP_FLOP_COLUMNS)
+    order = np.argsort(starts, kind="stable")
+    at = np.searchsorted(starts[order], rows.start, side="right") - 1
+    inside = (at >= 0) & (rows.start < ends[order][np.maximum(at, 0)])
+    step = np.where(inside, order[np.maximum(at, 0)], -1)
+    frame = pd.DataFrame({"step": step[inside], "flops": flops[inside], "model_flops": model[inside]})
+    out = frame.groupby("step").sum().reindex(range(numbers.size), fill_value=0.0).reset_index(drop=True)
+    out.insert(0, "step", numbers.astype(np.int64))
+    out.insert(1, "device", device)
+    return out[STEP_FLOP_COLUMNS]
+
+
+# ---------------------------------------------------------------- the job's table
+
+
+def flops_source(frame: pd.DataFrame) -> str | None:
+    """Which FLOPs stat the figures use: model_flops where the trace states it, else flops, else None."""
+    if len(frame) and frame["model_flops_known"].sum() > 0:
+        return "model_flops"
+    if len(frame) and frame["flops_known"].sum() > 0:
+        return "flops"
+    return None
+
+
+def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | None = None) -> tuple[ScopeRow, ...]:
+    """The job's per-scope table from the files' SCOPE_COLUMNS rows: numbered repeats folded (``layer*``),
+    summed over devices and passes, largest first. Empty where no activity has a scope."""
+    if not len(frame) or set(frame["scope"].astype(str)) == {NO_SCOPE}:
+        return ()
+    folded = fold_layers(sorted(frame["scope"].astype(str).unique()))
+    frame = frame.assign(row=frame["scope"].astype(str).map(folded))
+    source = flops_source(frame)
+    out = []
+    for scope, g in frame.groupby("row", sort=False):
+        total = int(g["total_ns"].sum())
+        stated = float(g[source].sum()) if source else None
+        rate = stated / total / 1e3 if stated is not None and total > 0 else None  # flops per ns -> TFLOP/s
+        out.append(
+            ScopeRow(
+                scope=str(scope),
+                count=int(g["count"].sum()),
+                devices=int(g["device"].nunique()),
+                total_ns=total,
+                share=ratio(total, accumulated_ns),
+                compute_ns=int(g["compute_ns"].sum()),
+                comm_ns=int(g["comm_ns"].sum()),
+                backward_ns=int(g.loc[g["backward"].astype(bool), "total_ns"].sum()),
+                members=tuple(sorted(set(g["scope"].astype(str)))),
+                flops=float(g["flops"].sum()) if g["flops_known"].sum() else None,
+                model_flops=float(g["model_flops"].sum()) if g["model_flops_known"].sum() else None,
+                bytes_accessed=float(g["bytes_accessed"].sum()) if source else None,
+                tflops_per_s=rate,
+                peak_fraction=rate / peak_tflops if rate is not None and peak_tflops else None,
+            )
+        )
+    return tuple(sorted(out, key=lambda r: (-r.total_ns, r.scope)))

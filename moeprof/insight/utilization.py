@@ -1,0 +1,120 @@
+"""The chip's FLOPs utilization from the FLOPs the trace's own ops state (TPU XPlanes: XLA's ``flops`` and
+``model_flops`` per op), against the chip's peak; and every op or step whose stated FLOPs the chip could
+not have done in its time.
+
+The peak is the chip's own first (a TPU plane's ``peak_teraflops_per_second``), then the preset of the
+chip the trace names; ``--chip`` overrides both. ``model_flops`` is used where the trace states it, else
+``flops``. XLA's cost model can count more than an op computes (a ragged dot counted dense over every
+expert): an op whose stated FLOPs over its time exceed the peak is named, with its factor, and so is a step
+above the peak; the MFU is then said to be overstated, never silently capped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.analysis import DeviceFigures, StepFigures
+from ..core.hardware import GpuPreset
+from ..core.scopes import flops_source
+
+OPS_LISTED = 10  # ops above the peak listed by name in the JSON (all are counted)
+
+
+def job_peak(
+    plane_peaks: Mapping[str, Mapping[str, float]], preset: GpuPreset | None, preset_from: str | None
+) -> tuple[float | None, str]:
+    """(bf16 peak TFLOP/s of one chip, where it comes from): ``--chip``'s preset, else what the planes
+    state (one value for every device that states one), else the preset the trace names."""
+    if preset is not None and preset_from in ("--chip", "--gpu"):
+        return preset.bf16_tflops, f"--chip {preset.name}"
+    stated = {round(float(p["tflops"]), 6) for p in plane_peaks.values() if p.get("tflops")}
+    if len(stated) == 1:
+        return stated.pop(), "the device plane's peak_teraflops_per_second"
+    if preset is not None:
+        return preset.bf16_tflops, f"preset {preset.name}"
+    return None, ""
+
+
+def utilization(
+    scopes: pd.DataFrame,
+    op_flops: pd.DataFrame,
+    step_flops: pd.DataFrame,
+    steps: Sequence[StepFigures],
+    devices: Sequence[DeviceFigures],
+    peak_tflops: float | None,
+    peak_from: str,
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The ``utilization`` summary and its warnings; (None, []) where the trace states no FLOPs."""
+    source = flops_source(scopes)
+    if source is None:
+        return None, []
+    stated = float(scopes[source].sum())
+    if len(step_flops) and steps:
+        spans = pd.DataFrame({"step": [s.step for s in steps], "device": [s.device for s in steps],
+                              "span_ns": [s.span_ns for s in steps]})  # fmt: skip
+        per = step_flops.astype({"step": np.int64}).merge(spans, on=["step", "device"], how="inner")
+        flops, span = float(per[source].sum()), float(per["span_ns"].sum())
+        n_steps = int(per["step"].nunique())
+    else:
+        per = None
+        flops, span = stated, float(sum(d.span_ns for d in devices))
+        n_steps = 0
+    rate = flops / span / 1e3 if span > 0 else None  # FLOPs per ns -> TFLOP/s, per device
+    out: dict[str, Any] = {
+        "flops_source": source,
+        "flops": stated,
+        "flops_per_step": flops / n_steps if n_steps else None,
+        "tflops_per_s_per_device": rate,
+    }
+    warnings: list[str] = []
+    if not peak_tflops:
+        out["note"] = "no peak known for this chip (give --chip)"
+        return {k: v for k, v in out.items() if v is not None}, warnings
+    out.update(peak_tflops=peak_tflops, peak_from=peak_from, mfu=rate / peak_tflops if rate is not None else None)
+    above = _ops_above(op_flops, source, peak_tflops)
+    if len(above):
+        out["ops_above_peak"] = above.head(OPS_LISTED).to_dict("records")
+        out["ops_above_peak_count"] = int(len(above))
+        out["ops_above_peak_flops_share"] = float(above["flops_stated"].sum()) / stated if stated else 0.0
+        named = ", ".join(f"{r.op} ({r.of_peak:.1f}x)" for r in above.head(3).itertuples())
+        warnings.append(
+            f"XLA's {source} stat puts {len(above)} ops above the chip's {peak_tflops:,.1f} TFLOP/s peak, "
+            f"{out['ops_above_peak_flops_share']:.0%} of the stated FLOPs: {named}; the stat overstates their "
+            "FLOPs (XLA counts a ragged dot and its gradients dense over every expert), and the MFU from it "
+            "with them"
+        )
+    if per is not None and len(per):
+        per = per.assign(tflops=per[source] / per["span_ns"].clip(lower=1) / 1e3)
+        high = per[per["tflops"] > peak_tflops].sort_values(["tflops", "step"], ascending=[False, True])
+        if len(high):
+            rates = high["tflops"].to_numpy(np.float64)
+            out["steps_above_peak"] = [
+                {"step": int(step), "device": str(device), "tflops_per_s": float(t), "of_peak": float(t / peak_tflops)}
+                for step, device, t in zip(
+                    high["step"].to_numpy(np.int64).tolist(), high["device"].astype(str).tolist(), rates.tolist()
+                )
+            ]
+            worst = out["steps_above_peak"][0]
+            warnings.append(
+                f"{len(high)} step(s) state more FLOPs than the chip can do in their time: step {worst['step']} "
+                f"on {worst['device']} at {worst['tflops_per_s']:,.1f} TFLOP/s, "
+                f"{worst['of_peak']:.0%} of the {peak_tflops:,.1f} TFLOP/s peak"
+            )
+    return {k: v for k, v in out.items() if v is not None}, warnings
+
+
+def _ops_above(op_flops: pd.DataFrame, source: str, peak_tflops: float) -> pd.DataFrame:
+    """The ops whose stated FLOPs over their time exceed the peak, fastest first, summed over devices."""
+    if not len(op_flops):
+        return pd.DataFrame(columns=["op", "scope", "count", "time_ns", "flops_stated", "tflops_per_s", "of_peak"])
+    per = op_flops.groupby(["op", "scope"], sort=True)[["count", "time_ns", source]].sum().reset_index()
+    per = per.rename(columns={source: "flops_stated"})
+    per["tflops_per_s"] = per["flops_stated"] / per["time_ns"].clip(lower=1) / 1e3
+    per["of_peak"] = per["tflops_per_s"] / peak_tflops
+    high = per[per["tflops_per_s"] > peak_tflops]
+    high = high.astype({"count": np.int64, "time_ns": np.int64})
+    return high.sort_values(["of_peak", "op"], ascending=[False, True]).reset_index(drop=True)
