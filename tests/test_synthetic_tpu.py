@@ -335,3 +335,14 @@ def test_the_changed_job_reads_back_as_its_truth(tmp_path: Path) -> None:
     got = moeprof.analyze(moeprof.load(tmp_path)).to_json()
     assert_equals_truth(got, want)
     assert got["ledger"]["clock_offsets_ns"] == want["ledger"]["clock_offsets_ns"]
+
+
+def test_mfu_counts_the_model_flops(result: dict, truth: dict) -> None:
+    """XLA's ``flops`` counts the expert ragged_dots dense over all experts (above the chip's peak); the step's
+    FLOPs are the ops' ``model_flops``, summed per step over the job's chips, against the plane's own peak."""
+    utilization = result["utilization"]
+    per_step = {row["model_flops"] for row in truth["flops_per_step"]}
+    assert len(per_step) == 1 and truth["ops_above_peak"]
+    assert utilization["flops_source"] == "model_flops"
+    assert utilization["flops_per_step"] == per_step.pop()
+    assert utilization["peak_tflops"] == truth["peak_tflops"]
