@@ -30,6 +30,10 @@ How the two op lines combine, so that nothing is counted twice and busy time is 
   activity: its async interval, the time the transfer is in flight. Its ``-start`` and ``-done`` ops on
   ``XLA Ops`` lie inside that interval and are dropped. Exposed communication is then the part of the
   interval where no compute op runs (the ``-start``, the ``-done`` op's wait, and any gap);
+* a **DCN collective** between slices (MegaScale: ``send``, ``recv``, ``send-done``, ``recv-done`` to the host,
+  the send naming its recv's channel and the collective in its frontend attributes) is one comm activity from
+  the ``send``'s start to the end of its ``recv-done``, as xprof's Megascale Stats measure it; its kind is the
+  rendezvous's prefix (``all-reduce.49_47``), its group the chip at its position in every slice;
 * an async **copy** (``copy-start``/``copy-done`` to another memory space, async slices: the chip's
   DMAs within its own memory) is not comm: its ``-start`` and ``-done`` ops on ``XLA Ops`` are memcpy
   activity (the TensorCore's time issuing it and waiting for it), and the DMA interval is not counted
