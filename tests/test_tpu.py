@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,37 @@ def test_the_ledger_matches_the_async_collective_across_chips(job):
     assert rows["tpuhost/TPU:1"]["comm_wait_ns"] == 0
     assert rows["tpuhost/TPU:1"]["straggler_count"] == 1
     assert out["ledger"]["instances"] == 2
+
+
+def test_a_group_of_one_chip_has_nobody_to_wait_for(tmp_path):
+    """One chip whose all-gather and ragged all-to-all name the group {0} (an expert-parallel program run on one
+    chip): both are complete §8 instances of one member, all transfer (5015 + 1000 ns), no straggler, no bus
+    bandwidth (nothing crosses a link); the screen says no collective spans two devices."""
+    chip = two_chip_job()[0]
+    alone = "replica_groups={{0}}"
+    ops = [replace(o, expression=o.expression.replace("replica_groups={{0,1}}", alone)) for o in chip.ops]
+    asyncs = [replace(a, start_op=ops[chip.ops.index(a.start_op)]) for a in chip.asyncs]
+    path = tmp_path / "one" / "tpuhost.xplane.pb"
+    path.parent.mkdir()
+    write_xplane(path, "tpuhost", [replace(chip, ops=ops, asyncs=asyncs)])
+    out = moeprof.analyze_paths([path]).to_json()
+    assert out["ledger"]["instances"] == 2 and out["ledger"]["single_member"] == 2
+    assert out["ledger"]["stragglers"] == []
+    row = device_rows(out)["tpuhost/TPU:0"]
+    assert (row["comm_wait_ns"], row["comm_transfer_ns"], row["straggler_count"]) == (0, 5015 + 1000, 0)
+    assert all(c.get("bus_bandwidth_gbps") is None and c.get("group_size") == 1 for c in out["collectives"])
+    res = CliRunner().invoke(app, ["analyze", str(path)], terminal_width=200)
+    assert "no collective spans two devices: 2 instances of a one-member group" in res.output, res.output
+    assert "Last to arrive" not in res.output
+    two = moeprof.analyze_paths([write_two(tmp_path)]).to_json()
+    assert "single_member" not in two["ledger"]
+
+
+def write_two(tmp: Path) -> Path:
+    path = tmp / "two" / "tpuhost.xplane.pb"
+    path.parent.mkdir()
+    write_xplane(path, "tpuhost", two_chip_job())
+    return path
 
 
 def test_collectives_by_opcode_with_bytes_and_groups_from_the_expression(job):
