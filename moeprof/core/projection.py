@@ -22,7 +22,7 @@ Readings of §9 (docs/metrics.md, "Projection", holds them all):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, cast
@@ -161,8 +161,7 @@ def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
 
 
 def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's role to the router (codes into ``("", *MOE_ROLES)``), decided once per distinct
-    (bucket, kind, name, HLO module, HLO op, opcode).
+    """Each row's role to the router (codes into ``("", *MOE_ROLES)``).
 
     * ``expert``: compute whose HLO op_name scope (XLA traces carry it in the HLO) names the routed experts
       (vocabulary ``expert_scope``), or whose kernel name does (megablox gmm, fused_moe, GroupedMLP), or a
@@ -170,43 +169,73 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
     * ``exchange-ragged``: EP dispatch/combine kernels (DeepEP, NCCL EP) and the ragged all-to-all, whose bytes
       follow the routing;
     * ``exchange``: any other all-to-all, unless its HLO op_name is known and names no MoE scope (an
-      embedding exchange): its bytes are fixed by its shape (padded, capacity-bound)."""
+      embedding exchange): its bytes are fixed by its shape (padded, capacity-bound).
+
+    Each test runs once per distinct string of its column (names, opcodes, kinds) or per distinct HLO op,
+    then maps over the rows: no key over the six columns, no pass per distinct tuple."""
     n = len(columns)
-    vocab = vocabulary()
-    parts = ("bucket", "kind", "name", "hlo_module", "hlo_op", "opcode")
-    codes = [columns.strings(c) for c in parts]
-    key = combine_codes(*(c for c, _ in codes)) if n else np.zeros(0, dtype=np.int64)
+    roles = np.array(("", *MOE_ROLES), dtype=object)
     if not n:
-        return np.zeros(0, dtype=np.int64), np.array(("", *MOE_ROLES), dtype=object)
-    first = np.unique(key, return_index=True)[1]
+        return np.zeros(0, dtype=np.int64), roles
+    vocab = vocabulary()
+
+    def per_value(column: str, test: Callable[[str], bool]) -> np.ndarray:
+        """Per row: ``test`` of its string ("" where missing), evaluated once per distinct string."""
+        codes, values = columns.strings(column)
+        flags = np.array([test(str(v)) for v in values.tolist()], dtype=bool)
+        return lookup(codes, flags, test(""))
+
+    bucket = per_value("bucket", "compute".__eq__), per_value("bucket", "comm".__eq__)
+    compute, comm = bucket
+    name_expert = per_value(
+        "name",
+        lambda s: bool(
+            vocab.expert_scope.search(s) or (vocab.gemm.search(s) and vocab.grouped_gemm.search(s))
+        ),
+    )
+    scope_expert, scope_moe, scope_known = _scope_flags(trace, columns, vocab)
+    expert = compute & (scope_expert | name_expert | per_value("opcode", "ragged-dot".__eq__))
+    ragged = (
+        per_value("kind", lambda s: s in ("ep-dispatch", "ep-combine"))
+        | per_value("opcode", lambda s: s.startswith("ragged-all-to-all"))
+        | per_value("name", lambda s: "RaggedAllToAll" in s)
+    )
+    exchange_ragged = comm & ragged
+    exchange = comm & ~ragged & per_value("kind", "all-to-all".__eq__) & (~scope_known | scope_moe)
+    role = np.zeros(n, dtype=np.int64)
+    role[expert] = 1 + MOE_ROLES.index("expert")
+    role[exchange] = 1 + MOE_ROLES.index("exchange")
+    role[exchange_ragged] = 1 + MOE_ROLES.index("exchange-ragged")
+    return role, roles
+
+
+def _scope_flags(trace: Trace, columns: EventColumns, vocab: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row, from the HLO op_name of its (HLO module, HLO op): whether it names the routed experts, whether
+    it names an MoE scope, whether it is known (not "")."""
+    n = len(columns)
     op_names: dict[tuple[str, str], str] = {}
     for (module, _), hlo in trace.hlo.items():
         for op, inst in hlo.instructions.items():
             op_names.setdefault((module, op), inst.op_name)
-    role_of_key = np.zeros(int(key.max()) + 1, dtype=np.int64)  # 0: "" (no role)
-    for row in first.tolist():
-        bucket, kind, name, module, op, opcode = (
-            str(values[c[row]]) if c[row] >= 0 else "" for c, values in codes
+    if not any(op_names.values()):  # every scope ""
+        return (
+            np.full(n, bool(vocab.expert_scope.search("")), dtype=bool),
+            np.full(n, bool(vocab.moe_scope.search("")), dtype=bool),
+            np.zeros(n, dtype=bool),
         )
-        scope = op_names.get((module, op), "")
-        role = ""
-        if bucket == "compute":
-            if (
-                vocab.expert_scope.search(scope)
-                or vocab.expert_scope.search(name)
-                or (vocab.gemm.search(name) and vocab.grouped_gemm.search(name))
-                or opcode == "ragged-dot"
-            ):
-                role = "expert"
-        elif bucket == "comm":
-            ragged = opcode.startswith("ragged-all-to-all") or "RaggedAllToAll" in name
-            if kind in ("ep-dispatch", "ep-combine") or ragged:
-                role = "exchange-ragged"
-            elif kind == "all-to-all" and (not scope or vocab.moe_scope.search(scope)):
-                role = "exchange"
-        if role:
-            role_of_key[key[row]] = 1 + MOE_ROLES.index(role)
-    return role_of_key[key], np.array(("", *MOE_ROLES), dtype=object)
+    mod_c, mod_v = columns.strings("hlo_module")
+    op_c, op_v = columns.strings("hlo_op")
+    # the distinct (module, op) pairs the rows hold, each looked up once
+    pair = (mod_c + 1) * (len(op_v) + 1) + (op_c + 1)
+    row_pair, pairs = pd.factorize(pair)
+    mod_of, op_of = pairs // (len(op_v) + 1) - 1, pairs % (len(op_v) + 1) - 1
+    mods = np.array([*(str(v) for v in mod_v.tolist()), ""], dtype=object)
+    ops = np.array([*(str(v) for v in op_v.tolist()), ""], dtype=object)
+    scopes = [op_names.get((m, o), "") for m, o in zip(mods[mod_of].tolist(), ops[op_of].tolist())]
+    expert = np.array([bool(vocab.expert_scope.search(s)) for s in scopes], dtype=bool)
+    moe = np.array([bool(vocab.moe_scope.search(s)) for s in scopes], dtype=bool)
+    known = np.array([s != "" for s in scopes], dtype=bool)
+    return expert[row_pair], moe[row_pair], known[row_pair]
 
 
 def _codes_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:

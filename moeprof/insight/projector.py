@@ -47,9 +47,9 @@ from .whatif import (
     BALANCE_ROUTER,
     GAP_OPPORTUNITIES,
     Change,
+    change_of,
     opportunity_savings,
     parse_terms,
-    replayed,
 )
 
 # the replay's size limits, here only
@@ -107,6 +107,7 @@ class Projector:
     opportunities: tuple[Opportunity, ...] = ()
     throughput: Mapping[str, Any] | None = None
     _last: tuple[tuple[str, ...], tuple[Change, np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
+    _change: tuple[tuple[str, ...], tuple[Opportunity, ...], Change] | None = field(default=None, repr=False)
 
     @property
     def size(self) -> int:
@@ -121,12 +122,22 @@ class Projector:
         if not self.affordable:
             raise InputError(None, f"--what-if {' '.join(terms)}: {too_large(self.job.size)}")
 
+    def change(self, terms: Sequence[str]) -> Change:
+        """The change of ``terms`` without its replay (kept for the replay that may follow): what a term
+        selects is known before the replay is paid for."""
+        key = tuple(terms)
+        kept = self._change
+        if kept is None or kept[0] != key or kept[1] is not self.opportunities:
+            kept = self._change = (key, self.opportunities, change_of(self.job, parse_terms(terms), self.opportunities))
+        return kept[2]
+
     def _replay(self, terms: Sequence[str]) -> tuple[Change, np.ndarray, np.ndarray]:
         """The change of ``terms`` and its replay; the last one is kept (a projection and its timeline are
         drawn from one replay)."""
         key = tuple(terms)
         if self._last is None or self._last[0] != key:
-            _, change, s, e = replayed(self.job, terms, self.opportunities)
+            change = self.change(terms)
+            s, e = self.job.run(change.duration, change.transfer, change.gap)
             self._last = (key, (change, s, e))
         return self._last[1]
 
@@ -275,10 +286,9 @@ def project_analysis(
         projections.append(projector.project([BALANCE], role="straggler", label=LABELS["straggler"]))
     if parsed:
         projections.append(projector.project(list(what_if), role="asked", label=LABELS["asked"]))
-    if several:
-        router = projector.project([BALANCE_ROUTER], role="router", label=LABELS["router"])
-        if router.selected:  # no expert work found: no row (asked for, its own row says why)
-            projections.append(router)
+    # no expert work found: no row (asked for, its own row says why), and no replay to make it
+    if several and sum(projector.change([BALANCE_ROUTER]).selected):
+        projections.append(projector.project([BALANCE_ROUTER], role="router", label=LABELS["router"]))
     for i, o in enumerate(opportunities[:TOP_OPPORTUNITIES], 1):
         if o.projected_saving_ns is None:
             continue  # bounded only: under 1% of the step, not replayed
