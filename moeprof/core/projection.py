@@ -150,13 +150,16 @@ def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     order of ``values``: a count over the codes, not a hash of every row (``categorical_of`` numbers them by
     first appearance instead; a few columns of a million rows cost more that way than the replay)."""
     values = np.asarray(values, dtype=object)
-    slot = np.asarray(codes, dtype=np.int64) + 1
-    used = np.flatnonzero(np.bincount(slot, minlength=len(values) + 1)[1:])
+    codes = np.asarray(codes, dtype=np.int64)
+    # a code of -1 reads the last slot (numpy's negative index): the missing one, no shifted copy of the codes
+    seen = np.zeros(len(values) + 1, dtype=bool)
+    seen[codes] = True
+    used = np.flatnonzero(seen[:-1])
     merged, distinct = pd.factorize(values[used])  # distinct codes may spell one string
-    renumber = np.full(len(values) + 1, -1, dtype=np.int64)
-    renumber[used + 1] = merged
     width = np.int8 if len(distinct) < 127 else np.int16 if len(distinct) < 32_767 else np.int32  # pandas' own
-    codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[slot].astype(width))
+    renumber = np.full(len(values) + 1, -1, dtype=width)
+    renumber[used] = merged
+    codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[codes])
     return pd.Categorical.from_codes(codes_out, categories=pd.Index(distinct, dtype=object), validate=False)
 
 

@@ -247,11 +247,16 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
         return pd.DataFrame(columns=SCOPE_COLUMNS)
     codes, values = rows.strings("scope")
     key_of, backward_of = _keys(values)
+    # rows grouped by an integer code numbered in (scope, backward) order, not by a string column: pandas
+    # makes a string column of every row first (an Arrow array), which cost more than the sums
+    pairs = list(zip(key_of.tolist(), backward_of.tolist()))
+    ordered = sorted(set(pairs))
+    number = {pair: i for i, pair in enumerate(ordered)}
+    group_of = np.array([number[pair] for pair in pairs], dtype=np.int64)
     flops, model, accessed = device_flops(rows, clipped)
     frame = pd.DataFrame(
         {
-            "scope": key_of[codes][inside],
-            "backward": backward_of[codes][inside],
+            "group": group_of[codes][inside],
             "count": 1,
             "total_ns": clipped[inside],
             "compute_ns": np.where(rows.is_compute, clipped, 0)[inside],
@@ -263,8 +268,12 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
             "model_flops_known": ~np.isnan(_stat(rows, "model_flops"))[inside],
         }
     )
-    out = frame.groupby(["scope", "backward"], sort=True).sum().reset_index()
+    out = frame.groupby("group", sort=True).sum()
+    held = [ordered[i] for i in out.index.tolist()]
+    out = out.reset_index(drop=True)
     out.insert(0, "device", device)
+    out.insert(1, "scope", pd.Series([k for k, _ in held], dtype=str))
+    out.insert(2, "backward", np.array([b for _, b in held], dtype=bool))
     return out[SCOPE_COLUMNS]
 
 
