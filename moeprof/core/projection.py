@@ -381,6 +381,12 @@ class ReplayJob:
         return np.where(hi >= lo, hi - lo, 0)
 
     @cached_property
+    def counterpart_medians(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, its duration balanced (§9 ``balance``: in-step compute rows get their median counterpart
+        duration), and which rows have counterparts; computed once (:func:`counterpart_durations`)."""
+        return _counterpart_medians(self)
+
+    @cached_property
     def step_rows(self) -> np.ndarray:
         """The rows of activities inside a step (every saving end to end is measured over them)."""
         return np.flatnonzero(self.step != _NO_STEP)
@@ -638,12 +644,20 @@ def counterpart_durations(job: ReplayJob, selected: np.ndarray) -> np.ndarray:
     """§9 balance: each selected compute row's median counterpart duration (same name, same occurrence
     index among its device's rows of that name in the same step); even counts: the mean of the two
     middle values, half to even. Other rows keep their duration."""
+    balanced, has_counterparts = job.counterpart_medians
+    return np.where(selected & has_counterparts, balanced, job.graph.duration)
+
+
+def _counterpart_medians(job: ReplayJob) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's duration with each in-step compute row's median counterpart duration in its place, and
+    which rows those are (one computation per job: the balance projection and each straggler's share it)."""
     g = job.graph
     duration = g.duration.copy()
     compute = job.bucket == BUCKETS.index("compute")
-    rows = np.flatnonzero(compute & (job.step != _NO_STEP))
+    has_counterparts = compute & (job.step != _NO_STEP)
+    rows = np.flatnonzero(has_counterparts)
     if not rows.size:
-        return duration
+        return duration, has_counterparts
     name_c = job.codes("name")[0][rows]
     dev = g.device[rows]
     stp = job.step[rows]
@@ -672,11 +686,11 @@ def counterpart_durations(job: ReplayJob, selected: np.ndarray) -> np.ndarray:
     # (step, name, occurrence) numbered densely: each kernel's occurrences follow the kernels before it, as
     # many as its device with the most of them has
     width = np.bincount(cell, minlength=kernels * n_dev).reshape(kernels, n_dev).max(axis=1)
+    del cell, key, first, run_start, order, start, stp, name_c  # the peak of the projection: keep it low
     group = (np.cumsum(width) - width)[kernel] + occurrence
-    median = _group_medians(group, dev, duration[rows])
-    chosen = selected[rows]
-    duration[rows[chosen]] = median[chosen]
-    return duration
+    del kernel, occurrence
+    duration[rows] = _group_medians(group, dev, duration[rows])
+    return duration, has_counterparts
 
 
 def _stable_order(codes: np.ndarray) -> np.ndarray:
