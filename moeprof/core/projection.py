@@ -264,6 +264,7 @@ class ReplayJob:
     device_ids: Mapping[int, str] = field(default_factory=dict)
     hosts: Mapping[str, str] = field(default_factory=dict)  # device -> host
     _codes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
+    _step_rows: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -381,6 +382,17 @@ class ReplayJob:
         return np.where(hi >= lo, hi - lo, 0)
 
     @cached_property
+    def measured_spans(self) -> np.ndarray:
+        """:meth:`step_spans` of the measured timeline (every projection compares with it)."""
+        return self.step_spans(self.graph.start, self.graph.end)
+
+    def rows_of_step(self, step: int) -> np.ndarray:
+        """The rows of one step (kept: every projection's critical path lies in its worst step, mostly one)."""
+        if step not in self._step_rows:
+            self._step_rows[step] = np.flatnonzero(self.step == step)
+        return self._step_rows[step]
+
+    @cached_property
     def counterpart_medians(self) -> tuple[np.ndarray, np.ndarray]:
         """Per row, its duration balanced (§9 ``balance``: in-step compute rows get their median counterpart
         duration), and which rows have counterparts; computed once (:func:`counterpart_durations`)."""
@@ -435,8 +447,7 @@ class ReplayJob:
         throughput: Mapping[str, Any] | None = None,
     ) -> Projection:
         """The :class:`Projection` of a replayed timeline (``s``, ``e`` from :meth:`run`)."""
-        g = self.graph
-        measured = self.step_spans(g.start, g.end)
+        measured = self.measured_spans
         projected = self.step_spans(s, e)
         steps = tuple(
             StepProjection(int(n), int(m), int(p)) for n, m, p in zip(self.step_numbers.tolist(), measured, projected)
@@ -478,7 +489,7 @@ class ReplayJob:
 
     def _critical(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[tuple[PathSegment, ...], np.ndarray]:
         g = self.graph
-        rows = np.flatnonzero(self.step == step)
+        rows = self.rows_of_step(step)
         if not rows.size:
             return (), np.zeros(0, dtype=np.int64)
         step_start = int(s[rows].min())

@@ -190,7 +190,7 @@ class Projector:
     def measured_bound(self) -> StepBound | None:
         """What sets the end of the measured job's longest step (its critical path without any change)."""
         g = self.job.graph
-        spans = self.job.step_spans(g.start, g.end)
+        spans = self.job.measured_spans
         if not spans.size:
             return None
         worst = int(self.job.step_numbers[int(np.argmax(spans))])
@@ -198,8 +198,7 @@ class Projector:
 
     def measured_step_ns(self) -> int:
         """§9's step time, measured: the mean over steps of (latest end − earliest start), aligned."""
-        g = self.job.graph
-        spans = self.job.step_spans(g.start, g.end)
+        spans = self.job.measured_spans
         return int(round(float(spans.mean()))) if spans.size else 0
 
 
