@@ -487,11 +487,18 @@ class ReplayJob:
         """The activities on the step's critical path (rows, in path order)."""
         return self._critical(s, e, step)[1]
 
-    def _critical(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[tuple[PathSegment, ...], np.ndarray]:
+    def critical_time(self, s: np.ndarray, e: np.ndarray, step: int) -> dict[str, dict[str, int]]:
+        """The time of the step's critical path per cause, per device (what :meth:`critical_path`'s segments
+        sum to), without the segments."""
+        return cast("dict[str, dict[str, int]]", self._critical(s, e, step, segments=False)[0])
+
+    def _critical(
+        self, s: np.ndarray, e: np.ndarray, step: int, segments: bool = True
+    ) -> tuple[Any, np.ndarray]:
         g = self.graph
         rows = self.rows_of_step(step)
         if not rows.size:
-            return (), np.zeros(0, dtype=np.int64)
+            return () if segments else {}, np.zeros(0, dtype=np.int64)
         step_start = int(s[rows].min())
         x = int(rows[np.argmax(e[rows])])
         visited, arrived, pred = walk_back(g, s, e, x, after=step_start)
@@ -516,6 +523,13 @@ class ReplayJob:
 
         device = self.device_names[g.device[visited]].tolist()
         device_arrived = self.device_names[g.device[arrived]].tolist()
+        if not segments:
+            return _time_on_path(
+                np.r_[cause, np.full(visited.size, "launch", dtype=object)],
+                np.r_[g.device[visited], g.device[arrived]],
+                np.r_[work_hi - work_lo, np.where(gap_ok, arrival - gap_lo, 0)],
+                self.device_names,
+            ), visited
         out: list[PathSegment] = []
         steps = zip(
             device, bucket.tolist(), text(kind_c[visited], kind_v), cause.tolist(), text(names_c[visited], names_v),
@@ -587,6 +601,22 @@ class ReplayJob:
 
 
 _NO_STEP = -(2**62)
+
+
+def _time_on_path(
+    cause: np.ndarray, device: np.ndarray, ns: np.ndarray, device_names: np.ndarray
+) -> dict[str, dict[str, int]]:
+    """Per cause, per device: the summed ``ns`` of the path's pieces that last (``ns`` > 0)."""
+    keep = ns > 0
+    causes, cause_of = np.unique(cause[keep].astype(str), return_inverse=True)
+    n_dev = int(device_names.size)
+    total = np.zeros(causes.size * n_dev, dtype=np.int64)
+    np.add.at(total, cause_of.reshape(-1) * n_dev + device[keep], ns[keep])
+    out: dict[str, dict[str, int]] = {}
+    for i, c in enumerate(causes.tolist()):
+        per = total[i * n_dev : (i + 1) * n_dev]
+        out[str(c)] = {str(device_names[d]): int(per[d]) for d in np.flatnonzero(per).tolist()}
+    return out
 
 
 def _mean(values: np.ndarray) -> int:

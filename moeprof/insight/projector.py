@@ -83,13 +83,17 @@ def too_large(size: int) -> str:
 def step_bound(path: Sequence[PathSegment]) -> StepBound | None:
     """What sets a step's end: the cause with the most time on its critical path, its share of the path,
     and the devices that time lies on (the most first, at most 4)."""
-    by_cause: dict[str, int] = {}
     by_device: dict[str, dict[str, int]] = {}
     for seg in path:
         ns = seg.end_ns - seg.start_ns
-        by_cause[seg.cause] = by_cause.get(seg.cause, 0) + ns
         by_device.setdefault(seg.cause, {})
         by_device[seg.cause][seg.device] = by_device[seg.cause].get(seg.device, 0) + ns
+    return bound_of(by_device)
+
+
+def bound_of(by_device: Mapping[str, Mapping[str, int]]) -> StepBound | None:
+    """:func:`step_bound` from a path's time per cause, per device."""
+    by_cause = {c: sum(per.values()) for c, per in by_device.items()}
     total = sum(by_cause.values())
     if total <= 0:
         return None
@@ -194,7 +198,7 @@ class Projector:
         if not spans.size:
             return None
         worst = int(self.job.step_numbers[int(np.argmax(spans))])
-        return step_bound(self.job.critical_path(g.start, g.end, worst))
+        return bound_of(self.job.critical_time(g.start, g.end, worst))
 
     def measured_step_ns(self) -> int:
         """§9's step time, measured: the mean over steps of (latest end − earliest start), aligned."""
