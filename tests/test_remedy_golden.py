@@ -180,10 +180,20 @@ GOLDEN: dict[str, Rows] = {
         ("device-to-host syncs inside the step", "values-stay-on-device"),
     ],
     # moeprof capture demo on one TPU v5e chip (a real capture, its HLO plane left out): the ragged
-    # all-to-all of a one-chip group is all the communication, none of it hidden; the generic exchange remedy
-    # (TPU-specific advice is issue 31's part 5: this row changes with it)
+    # all-to-all of a one-chip group is all the communication, none of it hidden: it already sends only routed
+    # tokens, so the TPU remedy hides it (async all-to-all); the chip idles between its step programs (host)
     "sample:tpu_v5e_demo": [
-        ("expert dispatch/combine exchange dominates communication", "shrink-exchange"),
+        ("expert dispatch/combine exchange dominates communication", "hide-expert-exchange"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    # the synthetic 2-slice TPU v5e job: a DCN all-reduce between slices near the DCN peak (keep only data
+    # parallelism on DCN), ragged expert exchanges on ICI, FSDP reduce-scatter and all-gather, host gaps
+    "sample:synthetic_tpu_2slice": [
+        ("exposed all-reduce send.47 (moving bytes)", "keep-off-dcn"),
+        ("expert dispatch/combine exchange dominates communication", "hide-expert-exchange"),
+        ("exposed reduce-scatter reduce-scatter-start.44 (moving bytes)", "overlap-reduce-scatter"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        ("exposed all-gather all-gather-start.41 (moving bytes)", "prefetch-all-gather"),
     ],
     # saxpy over MPI (old schema): a large exposed copy and launch gaps
     "shared:nsys/saxpy_mpi_old_schema.sqlite": [
