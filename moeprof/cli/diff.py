@@ -53,7 +53,7 @@ def diff_command(
     ] = True,
     top: Annotated[
         int,
-        typer.Option("--top", min=1, help="Parts the explanation table shows, largest change first; the rest in one row."),
+        typer.Option("--top", min=1, help="Parts the explanation shows, largest change first; the rest in one row."),
     ] = EXPLAIN_TOP_PARTS,
 ) -> None:
     """Compare runs: buckets, comm share, exposed comm, collectives and opportunities, with deltas."""

@@ -16,9 +16,9 @@ activity of the device runs) and ``overlap = accumulated − busy`` (activities 
 an identity, so a change of the step is the change of every part plus the change of ``idle − overlap``.
 
 The op of an activity (:func:`op_classes`) is what it is, never an HLO op name (``fusion.123`` does not
-survive a recompilation): XLA's hlo_category, else the collective kind (comm), else the HLO opcode; an
-activity with neither, outside any JAX scope, is its kernel name (GPU traces without XLA); inside a scope,
-its bucket.
+survive a recompilation): XLA's hlo_category (an async collective's without its ``-start``: ``all-gather``),
+else the collective kind (comm), else the HLO opcode; an activity with neither, outside any JAX scope, is its
+kernel name (GPU traces without XLA); inside a scope, its bucket.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def op_classes(
         zip(category.tolist(), opcode.tolist(), kind.tolist(), bucket.tolist(), name.tolist(), scoped.tolist())
     ):
         if cat:
-            out[i] = cat
+            # an async collective's activity spans -start to -done and carries its -start op's category
+            out[i] = cat.removesuffix("-start") if b == "comm" else cat
         elif b == "comm" and k:
             out[i] = k
         elif opc:
@@ -132,9 +133,7 @@ def step_parts(job: ReplayJob) -> StepParts:
     op_key = combine_codes(cat, opc, kind, bucket, np.where(named, name, -1), has_scope)
     at = first_rows(op_key)
     texts = {c: _text(codes[c][0][rows][at], codes[c][1]) for c in ("category", "opcode", "kind", "bucket", "name")}
-    op_of = op_classes(
-        texts["category"], texts["opcode"], texts["kind"], texts["bucket"], texts["name"], has_scope[at]
-    )
+    op_of = op_classes(texts["category"], texts["opcode"], texts["kind"], texts["bucket"], texts["name"], has_scope[at])
     bucket_of = texts["bucket"]
     frame = pd.DataFrame({"scope": scope_c[rows], "op": op_key, "count": 1, "total_ns": duration})
     summed = frame.groupby(["scope", "op"], sort=False).sum().reset_index()

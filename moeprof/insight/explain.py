@@ -70,19 +70,29 @@ def explain_change(a: StepParts, b: StepParts) -> dict[str, Any]:
     both["size"] = both["delta"].abs()
     both = both.sort_values(["size", "scope", "backward", "op", "bucket"], ascending=[False, True, True, True, True])
     rows = []
-    for r in both.itertuples(index=False):  # one per matched part (tens to thousands), not per activity
-        key = (r.scope, r.backward, r.op, r.bucket)
+    columns = zip(
+        both["scope"].astype(str).tolist(),
+        both["backward"].astype(bool).tolist(),
+        both["op"].astype(str).tolist(),
+        both["bucket"].astype(str).tolist(),
+        both["calls_a"].astype(float).tolist(),
+        both["calls_b"].astype(float).tolist(),
+        both["ns_a"].astype(float).tolist(),
+        both["ns_b"].astype(float).tolist(),
+        strict=True,
+    )
+    for scope, backward, op, bucket, calls_a, calls_b, ns_a, ns_b in columns:  # per matched part, not per activity
         rows.append(
             {
-                "scope": str(r.scope),
-                "backward": bool(r.backward),
-                "op": str(r.op),
-                "bucket": str(r.bucket),
-                "primitives": [str(p) for p in primitives.get(key, [])],
-                "change": _change(float(r.calls_a), float(r.calls_b), float(r.delta)),
-                **_figures(float(r.ns_a), float(r.ns_b)),
-                "reference_calls": float(r.calls_a),
-                "run_calls": float(r.calls_b),
+                "scope": scope,
+                "backward": backward,
+                "op": op,
+                "bucket": bucket,
+                "primitives": [str(x) for x in primitives.get((scope, backward, op, bucket), [])],
+                "change": _change(calls_a, calls_b, ns_b - ns_a),
+                **_figures(ns_a, ns_b),
+                "reference_calls": calls_a,
+                "run_calls": calls_b,
             }
         )
     step_delta = b.step_ns - a.step_ns
@@ -109,7 +119,9 @@ def explain_change(a: StepParts, b: StepParts) -> dict[str, Any]:
     }
 
 
-def ranked(parts: list[dict[str, Any]], top: int = EXPLAIN_TOP_PARTS) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def ranked(
+    parts: list[dict[str, Any]], top: int = EXPLAIN_TOP_PARTS
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The ``top`` parts (already ranked by |Δ|) and the rest summed in one row (None when none is left)."""
     shown, rest = parts[:top], parts[top:]
     if not rest:
@@ -127,4 +139,3 @@ def ranked(parts: list[dict[str, Any]], top: int = EXPLAIN_TOP_PARTS) -> tuple[l
         "run_ms": b,
         "delta_ms": sum(p["delta_ms"] for p in rest),
     }
-

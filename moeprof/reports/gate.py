@@ -308,19 +308,19 @@ def explanation_table(e: dict, top: int = EXPLAIN_TOP_PARTS) -> Table:
     shown, rest = ranked(e["parts"], top)
     for p in shown:
         add(p["change"], part_scope(p), part_op(p), p["reference_ms"], p["run_ms"], p["delta_ms"])
+
+    def total(label: str, a: float, b: float, d: float, style: str = "") -> None:
+        # a row that names no part: its words in the scope column where there is one
+        add("", label if scoped else "", "" if scoped else label, a, b, d, style)
+
     if rest is not None:
-        add("", rest["scope"] if scoped else "", "" if scoped else rest["scope"],
-            rest["reference_ms"], rest["run_ms"], rest["delta_ms"], style="dim")  # fmt: skip
+        total(rest["scope"], rest["reference_ms"], rest["run_ms"], rest["delta_ms"], style="dim")
     table.add_section()
-    acc, step = e["accumulated"], e["step"]
-    label = "all parts: activity time"
-    add("", label if scoped else "", "" if scoped else label, acc["reference_ms"], acc["run_ms"], acc["delta_ms"])
-    idle, overlap = e["idle"], e["overlap"]
-    label = "residual: idle − overlap"
-    add("", label if scoped else "", "" if scoped else label,
-        idle["reference_ms"] - overlap["reference_ms"], idle["run_ms"] - overlap["run_ms"], e["residual_ms"])  # fmt: skip
-    label = "step"
-    add("", label if scoped else "", "" if scoped else label, step["reference_ms"], step["run_ms"], step["delta_ms"])
+    acc, step, idle, overlap = e["accumulated"], e["step"], e["idle"], e["overlap"]
+    total("all parts: activity time", acc["reference_ms"], acc["run_ms"], acc["delta_ms"])
+    total("residual: idle − overlap", idle["reference_ms"] - overlap["reference_ms"],
+          idle["run_ms"] - overlap["run_ms"], e["residual_ms"])  # fmt: skip
+    total("step", step["reference_ms"], step["run_ms"], step["delta_ms"])
     return table
 
 
