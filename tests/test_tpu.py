@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 import moeprof
 from moeprof.cli.main import app
+from moeprof.options import LoadOptions
+from moeprof.readers.base import Placement, ReadContext
 from moeprof.readers.registry import read_file
 from synthetic.tpu import AsyncOp, Chip, Op, write_trace_json, write_xplane
 
@@ -250,6 +252,67 @@ def two_hosts(tmp_path: Path, megascale: bool = False) -> Path:
         keys = ("device_200000_gid_rendezvous1$1^i0",) if megascale else ()
         write_xplane(folder / f"host{h}.xplane.pb", f"host{h}", chips, megascale_graph_keys=keys)
     return folder
+
+
+SHARD = "(f32[256]{0}, u32[], token[])"
+DCN_OPS = {
+    "send": (
+        f"%send.3 = {SHARD} send(f32[256]{{0}} %g, token[] %t), channel_id=3, is_host_transfer=true, "
+        'frontend_attributes={_xla_dcn_recv_channel="4",_xla_host_transfer_rendezvous="all-reduce.9_3"}'
+    ),
+    "recv": (
+        f"%recv.4 = {SHARD} recv(token[] %t), channel_id=4, is_host_transfer=true, "
+        'frontend_attributes={_xla_host_transfer_rendezvous="all-reduce.9_3"}'
+    ),
+    "send-done": f"%send-done.3 = token[] send-done({SHARD} %send.3), channel_id=3, is_host_transfer=true",
+    "recv-done": f"%recv-done.4 = (f32[256]{{0}}, token[]) recv-done({SHARD} %recv.4), channel_id=4, "
+    "is_host_transfer=true",
+}
+ICI_PAIRS = (
+    "%all-reduce.2 = f32[64]{0} all-reduce(f32[64]{0} %x), channel_id=2, replica_groups={{0,1},{2,3}}, to_apply=%add"
+)
+
+
+def test_a_dcn_collective_is_its_send_to_its_recv_done(tmp_path):
+    """Two slices of two chips (one host each). Each chip: fusion [1000,1100), an ICI all-reduce within its slice
+    [1100,1300), then the DCN all-reduce: send at 1300 (slice 0) or 1400 (slice 1), recv 50 later, a fusion of 500
+    under it, send-done, and recv-done ending at 3000 on every chip, then a fusion [3000,3100). By hand: the DCN
+    collective is one comm activity [send start, 3000) of kind all-reduce (its rendezvous) on DCN, the four ops
+    inside it not counted again (no memcpy); its group is the chip at the same position in the other slice
+    ({c, c+2}, the program's 4 chips in slices of 2); in the ledger slice 0's chips wait 100 ns for slice 1's."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for h in range(2):
+        send = 1300 + 100 * h
+        chips = []
+        for c in range(2):
+            ops = [
+                Op(fusion(1), 1000, 100, "loop fusion"),
+                Op(ICI_PAIRS, 1100, 200, "all-reduce"),
+                Op(DCN_OPS["send"], send, 50, "send"),
+                Op(DCN_OPS["recv"], send + 50, 20, "recv"),
+                Op(fusion(2), send + 70, 500, "loop fusion"),
+                Op(DCN_OPS["send-done"], send + 570, 10, "send-done"),
+                Op(DCN_OPS["recv-done"], send + 580, 3000 - send - 580, "recv-done"),
+                Op(fusion(3), 3000, 100, "loop fusion"),
+            ]
+            chips.append(Chip(c, ops, [], [(1000, 3100)]))
+        keys = (f"device_{100_000 * (h + 1)}_gid_all-reduce.9_3$1^i0",)
+        write_xplane(folder / f"slice{h}.xplane.pb", f"slice{h}", chips, megascale_graph_keys=keys)
+    out = moeprof.analyze_paths([folder], LoadOptions(nvlink_domain_size=2)).to_json()
+    assert not out.get("warnings")  # --slice-size given: nothing to ask
+    for dev in out["devices"]:
+        send = 1300 if dev["host"] == "slice0" else 1400
+        dcn = 3000 - send
+        assert (dev["comm_ib_ns"], dev["comm_nvlink_ns"], dev["memcpy_ns"]) == (dcn, 200, 0), dev["device"]
+        assert dev["exposed_comm_ns"] == 200 + dcn - 500
+        wait = 100 if dev["host"] == "slice0" else 0
+        assert (dev["comm_wait_ns"], dev["comm_transfer_ns"]) == (wait, 200 + dcn - wait), dev["device"]
+    rows = {c["name"]: c for c in out["collectives"]}
+    assert (rows["send.3"]["kind"], rows["send.3"]["link"], rows["send.3"]["count"]) == ("all-reduce", "ib", 4)
+    assert out["ledger"]["instances"] == 2 + 2  # the ICI pairs of each slice, the DCN pairs {0,2} and {1,3}
+    table = read_file(folder / "slice1.xplane.pb", ReadContext(LoadOptions(nvlink_domain_size=2), Placement(1))).events
+    assert sorted(table.loc[table["name"] == "send.3", "group"].astype(str)) == ["0,2", "1,3"]
 
 
 def test_one_slice_over_two_hosts_is_ici_and_slice_size_splits_it(tmp_path):

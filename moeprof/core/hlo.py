@@ -317,9 +317,14 @@ class HloExpression:
     source_target_pairs: tuple[tuple[int, ...], ...] | None = None
     host_transfer: bool = False  # is_host_transfer=true: a send/recv between the device and its host
     dcn: bool = False  # a frontend attribute names a DCN channel (_xla_dcn_*): a transfer between slices
+    channel_id: int = -1  # channel_id=N (-1 absent): a DCN send names its recv's channel
+    dcn_recv_channel: int = -1  # _xla_dcn_recv_channel="N" (-1 absent): the channel of the send's recv
+    rendezvous: str = ""  # _xla_host_transfer_rendezvous: a DCN collective's name ("all-reduce.49_47")
 
 
 _DCN_ATTRIBUTE = re.compile(r"\b_xla_dcn_\w*=")
+_DCN_RECV_CHANNEL = re.compile(r'\b_xla_dcn_recv_channel="?(\d+)')
+_RENDEZVOUS = re.compile(r'\b_xla_host_transfer_rendezvous="([^"]*)"')
 
 
 def parse_expression(text: str) -> HloExpression | None:
@@ -353,6 +358,9 @@ def parse_expression(text: str) -> HloExpression | None:
         source_target_pairs=parse_groups(_attribute(attrs, "source_target_pairs")),
         host_transfer=_attribute(attrs, "is_host_transfer") == "true",
         dcn=bool(_DCN_ATTRIBUTE.search(attrs)),
+        channel_id=int(channel) if (channel := _attribute(attrs, "channel_id")) and channel.isdigit() else -1,
+        dcn_recv_channel=int(m.group(1)) if (m := _DCN_RECV_CHANNEL.search(attrs)) else -1,
+        rendezvous=m.group(1) if (m := _RENDEZVOUS.search(attrs)) else "",
     )
 
 

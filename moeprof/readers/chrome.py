@@ -190,11 +190,12 @@ def read(path: Path, context: ReadContext) -> Trace:
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError(path, "JSON without a traceEvents list: not a Chrome/Kineto trace")
-    return read_xprof_chrome(doc, path, context.placement.host_index)
+    return read_xprof_chrome(doc, path, context.placement.host_index, context.options.nvlink_domain_size)
 
 
-def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
-    """xprof's trace-viewer JSON: ``/device:GPU:N`` processes, ``Stream #N`` threads, µs floats.
+def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0, slice_size: int | None = None) -> Trace:
+    """xprof's trace-viewer JSON: ``/device:GPU:N`` processes, ``Stream #N`` threads, µs floats; TPU chips
+    (``/device:TPU:N``) with ``slice_size`` chips per slice where given (``--slice-size``).
 
     Every entry of ``traceEvents`` must be an object; a device activity (or step) must have a
     ``ts`` that is a number (a numeric string counts) and a ``dur`` that is one or absent. Ids
@@ -233,7 +234,7 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0) -> Trace:
             else:
                 derived_tids[key] = tname
     if tpu_pids and not gpu_pids:
-        return _read_tpu(events, path, host, host_index, tpu_pids, derived_tids)
+        return _read_tpu(events, path, host, host_index, tpu_pids, derived_tids, slice_size)
     rows = [ev for ev in events if ev.get("ph") == "X" and _ident(ev.get("pid")) in gpu_pids]
     gpus = len(gpu_pids)
     activity = [ev for ev in rows if (_ident(ev["pid"]), _ident(ev.get("tid"))) in stream_tids]
@@ -311,6 +312,7 @@ def _read_tpu(
     host_index: int,
     tpu_pids: dict[object, int],
     thread_names: dict[tuple[object, object], str],
+    slice_size: int | None = None,
 ) -> Trace:
     """TPU chips in trace JSON (xprof's trace viewer, JAX's ``.trace.json.gz``): each ``/device:TPU:N``
     process's ``XLA Ops`` (and ``Async XLA Ops`` where written), ``Steps`` and ``XLA Modules`` threads, read as
@@ -364,7 +366,7 @@ def _read_tpu(
             chip.ops = ops
         else:
             chip.asyncs = ops
-    table = tpu_activity(list(chips.values()), host, source="chrome")
+    table = tpu_activity(list(chips.values()), host, slice_size, source="chrome")
     rows = [(c.device, *m) for c in chips.values() for m in c.markers]
     markers = make_markers(
         host=host,

@@ -30,6 +30,10 @@ How the two op lines combine, so that nothing is counted twice and busy time is 
   activity: its async interval, the time the transfer is in flight. Its ``-start`` and ``-done`` ops on
   ``XLA Ops`` lie inside that interval and are dropped. Exposed communication is then the part of the
   interval where no compute op runs (the ``-start``, the ``-done`` op's wait, and any gap);
+* a **DCN collective** between slices (MegaScale: ``send``, ``recv``, ``send-done``, ``recv-done`` to the host,
+  the send naming its recv's channel and the collective in its frontend attributes) is one comm activity from
+  the ``send``'s start to the end of its ``recv-done``, as xprof's Megascale Stats measure it; its kind is the
+  rendezvous's prefix (``all-reduce.49_47``), its group the chip at its position in every slice;
 * an async **copy** (``copy-start``/``copy-done`` to another memory space, async slices: the chip's
   DMAs within its own memory) is not comm: its ``-start`` and ``-done`` ops on ``XLA Ops`` are memcpy
   activity (the TensorCore's time issuing it and waiting for it), and the DMA interval is not counted
@@ -102,6 +106,8 @@ _HOST_COPY = {
 }
 _HOST_FEEDS = ("infeed", "outfeed")
 _DEVICE_COPY = "DtoD"
+# the collectives a DCN rendezvous can name (its prefix); the reader writes collective = "dcn:<kind>"
+DCN_KINDS = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all"})
 # xprof's hlo_category values that are collectives between chips (XLA's TPU collective fusions included;
 # "megacore fusion" syncs the two TensorCores of one chip and stays compute)
 _COLLECTIVE_CATEGORIES = re.compile(
@@ -206,6 +212,9 @@ class _Op:
     first_operand: str
     num_devices: int
     op_name: str  # the HLO's op_name metadata (a scope where the trace gives none)
+    channel: int = -1  # channel_id (-1 absent)
+    dcn_recv_channel: int = -1  # a DCN send: the channel of the recv that completes its collective
+    dcn_kind: str = ""  # a DCN transfer: the collective its rendezvous names ("all-reduce"), "" none
 
 
 def _describe(expression: str, category: str, module: HloModule | None, program_devices: int) -> _Op:
@@ -241,7 +250,17 @@ def _describe(expression: str, category: str, module: HloModule | None, program_
         parsed.operands[0] if parsed.operands else "",
         module.num_devices if module is not None else program_devices,
         inst.op_name if inst is not None else "",
+        parsed.channel_id,
+        parsed.dcn_recv_channel,
+        _dcn_kind(parsed.rendezvous) if host else "",
     )
+
+
+def _dcn_kind(rendezvous: str) -> str:
+    """The collective a DCN rendezvous names by its prefix (``all-reduce.49_47`` -> ``all-reduce``: xprof's
+    DCN analysis reads it so); "" for a point-to-point one (``one-to-one``) or an unknown prefix."""
+    prefix = rendezvous.split(".", 1)[0]
+    return prefix if prefix in DCN_KINDS else ""
 
 
 def _scope(tf_op: str) -> str:
@@ -337,6 +356,12 @@ def tpu_activity(
         intervals = pd.DataFrame(
             {"start_row": start_rows, "done_row": done_rows, "start": start[start_rows], "end": end[done_rows]}
         )
+    # a DCN collective (send ... recv-done) is one interval of its own; its ops leave the async pairs
+    dcn_intervals, dcn_ops = _dcn_collectives(descs, key_codes, device, start, end)
+    if len(dcn_intervals):
+        drop[dcn_ops] = True
+        intervals = intervals[~np.isin(intervals["start_row"].to_numpy(dtype=np.int64), dcn_ops)]
+        async_rows.append(dcn_intervals)
     if len(intervals):
         rows = intervals["start_row"].to_numpy(dtype=np.int64)
         is_coll = collective[rows]
@@ -373,13 +398,16 @@ def tpu_activity(
     groups = _groups(descs, out_key, gid[rows])
     n = len(rows)
     is_dcn = described("dcn", bool)
+    named = [
+        max((max(g, default=-1) for g in (*(d.replica_groups or ()), *(d.source_target_pairs or ()))), default=-1)
+        for d in descs
+        if d.collective
+    ]
+    program_chips = max([len(chips), *(i + 1 for i in named)])
     if chips_per_domain is None:
-        named = [
-            max((max(g, default=-1) for g in (*(d.replica_groups or ()), *(d.source_target_pairs or ()))), default=-1)
-            for d in descs
-            if d.collective
-        ]
-        chips_per_domain = max([len(chips), *(i + 1 for i in named)])
+        chips_per_domain = program_chips
+    groups = _dcn_groups(groups, is_dcn, gid[rows], chips_per_domain, program_chips)
+    dcn_kind = described("dcn_kind")
     table = make_table(
         {
             "host": host,
@@ -396,7 +424,7 @@ def tpu_activity(
             "hlo_op": names[rows],
             "program_id": pid[rows],
             "opcode": described("opcode"),
-            "collective": np.where(is_dcn, "dcn", ""),
+            "collective": np.where(is_dcn, np.where(dcn_kind != "", "dcn:" + dcn_kind, "dcn"), ""),
             "bytes": described("bytes", np.float64),
             "group": groups,
             "category": category[rows],
@@ -410,6 +438,69 @@ def tpu_activity(
     )
     order = np.lexsort((table["start_ns"].to_numpy(), table["device"].cat.codes.to_numpy()))
     return table.iloc[order].reset_index(drop=True)
+
+
+def _dcn_collectives(
+    descs: list[_Op], key_codes: np.ndarray, device: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The DCN collectives between slices, each one interval from its ``send`` op's start to the end of the
+    ``recv-done`` that completes it (what xprof's Megascale Stats measure: "a collective is initiated by a send
+    operation and completed by the matching recv-done operation"), and the rows of the ops it spans: its
+    ``send``, ``recv-done``, and the ``recv`` and ``send-done`` that lie inside it. A send's recv is the one on
+    the channel its ``_xla_dcn_recv_channel`` names; a ``-done`` op's first operand names its op. A send
+    without a ``recv-done`` after it (cut by the capture) stays an activity of its own."""
+    none = (pd.DataFrame({"start_row": [], "done_row": [], "start": [], "end": []}), np.zeros(0, dtype=np.int64))
+    sends = {d.name for d in descs if d.dcn and d.written == "send"}
+    if not sends:
+        return none
+    recv_on = {d.dcn_recv_channel: d.name for d in descs if d.name in sends and d.dcn_recv_channel >= 0}
+    recv_of = {d.name: recv_on[d.channel] for d in descs if d.written == "recv" and d.channel in recv_on}
+    roles = {name: (name, "send") for name in sends}
+    for d in descs:
+        if d.written == "recv" and d.name in recv_of:
+            roles[d.name] = (recv_of[d.name], "inside")
+    for d in descs:
+        if d.written == "recv-done" and roles.get(d.first_operand, ("", ""))[1] == "inside":
+            roles[d.name] = (roles[d.first_operand][0], "done")
+        elif d.written == "send-done" and d.first_operand in sends:
+            roles[d.name] = (d.first_operand, "inside")
+    owner = np.array([roles.get(d.name, ("", ""))[0] for d in descs], dtype=object)[key_codes]
+    role = np.array([roles.get(d.name, ("", ""))[1] for d in descs], dtype=object)[key_codes]
+    ops = pd.DataFrame({"device": device, "send": owner, "start": start, "end": end, "row": np.arange(len(start))})
+    ops = ops[role != ""].assign(role=role[role != ""]).sort_values("start", kind="stable")
+    begun = ops[ops["role"] == "send"]
+    done = ops[ops["role"] == "done"].rename(columns={"row": "done_row", "end": "done_end"})
+    done = done.assign(at=done["start"])[["device", "send", "at", "done_row", "done_end"]]
+    # each send: the first recv-done of its collective on its chip that starts after it
+    paired = pd.merge_asof(
+        begun.assign(at=begun["start"]), done, on="at", by=["device", "send"], direction="forward"
+    ).dropna(subset=["done_row"])
+    paired = paired.drop_duplicates("done_row", keep="last")  # a recv-done completes the latest send before it
+    if not len(paired):
+        return none
+    intervals = pd.DataFrame(
+        {
+            "start_row": paired["row"].to_numpy(dtype=np.int64),
+            "done_row": paired["done_row"].to_numpy(dtype=np.int64),
+            "start": paired["start"].to_numpy(dtype=np.int64),
+            "end": paired["done_end"].to_numpy(dtype=np.int64),
+        }
+    )
+    # the recv and send-done of each collective: the latest send's interval before them, if they lie inside it
+    inside = ops[ops["role"] == "inside"]
+    begins = intervals["start_row"].to_numpy()
+    spans = intervals.assign(device=device[begins], send=owner[begins])
+    spans = spans.rename(columns={"start": "span_start", "end": "span_end"}).sort_values("span_start")
+    within = pd.merge_asof(
+        inside.assign(at=inside["start"]),
+        spans.assign(at=spans["span_start"])[["device", "send", "at", "span_start", "span_end"]],
+        on="at",
+        by=["device", "send"],
+        direction="backward",
+    )
+    held = within["span_end"].notna().to_numpy() & (within["end"].to_numpy() <= within["span_end"].to_numpy())
+    rows = np.concatenate([intervals["start_row"], intervals["done_row"], within["row"].to_numpy()[held]])
+    return intervals, np.unique(rows.astype(np.int64))
 
 
 def _running_module(chips: Sequence[ChipLines], device: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -496,6 +587,24 @@ def _scopes(tf_op: np.ndarray, deduplicated: np.ndarray, names: np.ndarray, pid:
         scopes = scopes.copy()
         scopes[np.flatnonzero(wanted)] = found
     return scopes
+
+
+def _dcn_groups(
+    groups: np.ndarray, is_dcn: np.ndarray, gids: np.ndarray, slice_chips: int, program_chips: int
+) -> np.ndarray:
+    """The group of each DCN transfer that names none (a send/recv to the host carries no replica groups): the
+    chip at the same position in every slice of the program, as a collective between slices runs over DCN
+    (each chip exchanges with its counterparts; the part within a slice runs over ICI). Unknown ("") where the
+    program's chips (those its collectives name) are not whole slices of more than one."""
+    wanted = is_dcn & (groups == "")
+    slices = program_chips // slice_chips if slice_chips > 0 else 0
+    if not wanted.any() or slices < 2 or program_chips % slice_chips:
+        return groups
+    out = groups.copy()
+    positions, codes = np.unique(gids[wanted] % slice_chips, return_inverse=True)
+    texts = [",".join(str(p + slice_chips * k) for k in range(slices)) for p in positions.tolist()]
+    out[wanted] = np.array(texts, dtype=object)[codes]
+    return out
 
 
 def _groups(descs: list[_Op], keys: np.ndarray, gids: np.ndarray) -> np.ndarray:

@@ -439,7 +439,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         with native_log(path):  # jaxlib's C++ logs to fd 2 on what it cannot parse: one line, or nothing
             walk = _walk_jaxlib(*walk_args)
     if walk.tpu:
-        return _tpu_trace(path, walk, header, host, placement, user_step)
+        return _tpu_trace(path, walk, header, host, placement, user_step, options.nvlink_domain_size)
     gpu_ordinals, chunks, line_names = walk.gpu_ordinals, walk.chunks, walk.line_names
     gpus = placement.devices_per_host or len(gpu_ordinals)
     gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
@@ -500,16 +500,23 @@ def read(path: Path, context: ReadContext) -> Trace:
 
 
 def _tpu_trace(
-    path: Path, walk: _Walk, header: XSpaceHeader, host: str, placement: Placement, user_step: re.Pattern | None
+    path: Path,
+    walk: _Walk,
+    header: XSpaceHeader,
+    host: str,
+    placement: Placement,
+    user_step: re.Pattern | None,
+    slice_size: int | None = None,
 ) -> Trace:
     """The trace of a file with TPU planes: its chips' ops (:mod:`.tpu_ops`), their Steps and XLA Modules.
 
-    A chip's scale-up domain is its slice (ICI). The slice is every chip the collectives name (their replica
-    groups) when the capture shows no traffic between slices; where it does (the Megascale Trace plane holds
-    events) the trace does not say how many chips a slice has, so the default is one host's chips and a
-    warning asks for ``--slice-size``."""
+    A chip's scale-up domain is its slice (ICI): ``slice_size`` (``--slice-size``) where given; else every chip
+    the collectives name (their replica groups) when the capture shows no traffic between slices; where it
+    does (the Megascale Trace plane holds events) the trace does not say how many chips a slice has, so the
+    default is one host's chips and a warning asks for ``--slice-size``."""
     chips_here = placement.devices_per_host or len(walk.tpu)
-    events = tpu_activity(walk.tpu, host, chips_here if walk.multislice else None, header.hlo, source="xplane")
+    per_slice = slice_size or (chips_here if walk.multislice else None)
+    events = tpu_activity(walk.tpu, host, per_slice, header.hlo, source="xplane")
     rows = [(chip.device, *m) for chip in walk.tpu for m in chip.markers]
     parts = [_marker_part([(d, kind, name, s, e, k) for d, kind, name, s, e, k in rows])]
     device_steps = any(kind == "step" for _, kind, *_ in rows)
@@ -538,7 +545,7 @@ def _tpu_trace(
         if stated := plane_peaks(stats):
             peaks[chip.device] = stated
     warnings: tuple[str, ...] = ()
-    if walk.multislice:
+    if walk.multislice and not slice_size:
         warnings = (
             f"{path.name}: a multi-slice capture (its Megascale Trace plane holds DCN traffic) that does not say how "
             f"many chips a slice has: one host's {chips_here} chips are taken as a slice; give --slice-size N",
