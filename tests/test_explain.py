@@ -422,6 +422,15 @@ def test_a_real_tpu_ablation_by_scope(moe_step_pair):
     assert abs(e["step_change_ms"]) < 0.01 * e["step"]["reference_ms"]
 
 
+def test_collectives_are_named_by_what_they_do():
+    """The 2-slice TPU sample: its async collectives carry XLA's category of their -start op (all-gather-start,
+    or async-start for the wrapped ones): a part names the collective, never "async"."""
+    e = explain(SAMPLES / "synthetic_tpu_2slice", SAMPLES / "synthetic_tpu_2slice")
+    comm = {p["op"] for p in e["parts"] if p["bucket"] == "comm"}
+    assert comm == {"ragged-all-to-all", "send", "all-to-all", "reduce-scatter", "all-gather"}
+    assert all(p["change"] == "same" for p in e["parts"]) and e["residual_ms"] == 0
+
+
 RUNS = Path("/work/data/runs")  # the device machine's captures of this project's sessions (not in the repository)
 
 

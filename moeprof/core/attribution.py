@@ -16,9 +16,10 @@ activity of the device runs) and ``overlap = accumulated − busy`` (activities 
 an identity, so a change of the step is the change of every part plus the change of ``idle − overlap``.
 
 The op of an activity (:func:`op_classes`) is what it is, never an HLO op name (``fusion.123`` does not
-survive a recompilation): XLA's hlo_category (an async collective's without its ``-start``: ``all-gather``),
-else the collective kind (comm), else the HLO opcode; an activity with neither, outside any JAX scope, is its
-kernel name (GPU traces without XLA); inside a scope, its bucket.
+survive a recompilation): XLA's hlo_category (an async collective's without its ``-start``: ``all-gather``;
+a wrapped one's, ``async-start``, is its collective kind), else the collective kind (comm), else the HLO
+opcode; an activity with neither, outside any JAX scope, is its kernel name (GPU traces without XLA);
+inside a scope, its bucket.
 """
 
 from __future__ import annotations
@@ -75,9 +76,11 @@ def op_classes(
     for i, (cat, opc, k, b, n, s) in enumerate(
         zip(category.tolist(), opcode.tolist(), kind.tolist(), bucket.tolist(), name.tolist(), scoped.tolist())
     ):
-        if cat:
-            # an async collective's activity spans -start to -done and carries its -start op's category
-            out[i] = cat.removesuffix("-start") if b == "comm" else cat
+        # an async collective's activity spans -start to -done and carries its -start op's category; a
+        # wrapped one's (async-start) names no collective: its kind does
+        named = cat.removesuffix("-start") if b == "comm" else cat
+        if named and not (b == "comm" and named == "async" and k):
+            out[i] = named
         elif b == "comm" and k:
             out[i] = k
         elif opc:
