@@ -30,9 +30,14 @@ share a core slow each other down when all of them compute at once, the balanced
 skewed job with its work moved, and the benchmark says so and stops instead of printing figures.
 ``--reuse`` of captures made elsewhere (a machine with the cores) is measured whatever this one has.
 
-Measured on the TPU machine's 13 host cores (``JAX_PLATFORMS=cpu``), captures in /work/data/runs:
-``balance-router`` within -0.2..+3.2% (4 devices) and -2.1..+5.9% (8 devices) of the balanced
-captures' mean step; ``balance`` +120..+125% and +158..+182%.
+Measured on the TPU machine's 13 host cores (``JAX_PLATFORMS=cpu``): with ``--reuse`` of the
+captures made there by main be72e35, ``balance-router`` within -0.2..+3.2% (4 devices) and
+-2.1..+5.9% (8 devices) of the balanced captures' mean step; ``balance`` +120..+125% and
++158..+182%. Fresh captures by the merged code (2026-12-05, mean over steps): 4 devices
+balance-router -7.8%, -0.3%, +13.2% (mean +1.7%), balance +103..+140%; 8 devices -3.4..+7.9%
+(mean +3.4%), balance +147..+184%. The +13.2% capture's own skewed step was 218 ms against 186-194
+ms for the other two, its compute summed over devices 387 ms against 318-343: the host was slower
+during that capture, and a projection carries its input's pace.
 
     python benchmarks/bench_demo_ablation.py --repeat 3 [--devices 4] [--keep DIR [--reuse]]
 """

@@ -7,6 +7,8 @@ from pathlib import Path
 
 # the HTML report's raw events kept one by one (~12 bytes each once base64'd: ~3 MB of raw events at most)
 RAW_EVENTS_CAP = 250_000
+# diff's explanation: the parts its terminal table shows, largest change first (the rest in one row)
+EXPLAIN_TOP_PARTS = 12
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ import pytest
 from hypothesis import strategies as st
 
 if TYPE_CHECKING:
+    from moeprof.core.projection import ReplayJob
+
     from .fuzz.engine import Result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -413,3 +415,12 @@ def timelines(draw: st.DrawFn) -> dict:
     out = {k: np.array(v, dtype=np.int64) for k, v in rows.items()}
     out["mask"] = np.array(draw(st.lists(st.booleans(), min_size=out["start"].size, max_size=out["start"].size)))
     return out
+
+
+def replay_job_of(traces: list) -> ReplayJob:
+    """The replay columns and graph the analysis of ``traces`` built (its projector's)."""
+    from moeprof.pipeline import analyze_state
+
+    _, state = analyze_state(traces)
+    assert state.projector is not None
+    return state.projector.job

@@ -124,7 +124,8 @@ def test_when_nothing_shortens_the_step_the_first_line_says_what_bounds_it(relat
     line = " ".join(text.splitlines()[1:3])
     assert "First try" not in text and " 0 ns" not in line
     b = result.step_bound
-    assert f"No change moeprof projects shortens the step by 1% or more: its critical path is {pct(b.share)}" in line
+    said = "None of the changes moeprof tries by itself shortens the step by 1% or more: its critical path is"
+    assert f"{said} {pct(b.share)}" in line
     if b.cause == "launch":
         assert "launch/host gaps: the hosts of " in line and b.devices[0] in line
 
@@ -257,4 +258,4 @@ def test_diff_says_a_slower_run_is_slower_with_one_step_time(slower_pair):
     text = " ".join(invoke("diff", a, b).stdout.split())
     assert f"B's step is {b_ms - a_ms:,.3f} ms longer than A's" in text
     assert "saves" not in text
-    assert f"B measured: {b_ms:,.3f} ms" in text
+    assert f"B measured {b_ms:,.3f} ms" in text

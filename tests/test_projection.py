@@ -31,7 +31,7 @@ from moeprof.pipeline import JobState, analyze_state, load
 from synthetic.counterfactual import A2A_RAGGED, CHANGES, ROUTER_CHANGE, simulate, write_job
 from synthetic.counterfactual import EXPERT as EXPERT_KERNEL
 
-from .helpers import NATIVE_REQUIRED, shared_trace, timelines
+from .helpers import NATIVE_REQUIRED, replay_job_of, shared_trace, timelines
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -407,13 +407,6 @@ def test_c_sweep_refuses_a_graph_whose_indices_leave_their_arrays() -> None:
         _replay_native.sweep(*(getattr(nodes, f) for f in ("order", "floor", "stream_pred", "trigger", "gap")),
                              nodes.launch_pred, nodes.launch_gap, nodes.member_lo, nodes.member_k, nodes.member_order,
                              nodes.duration, nodes.transfer, None, None, s, s.copy(), 4)  # fmt: skip
-
-
-def replay_job_of(traces: list) -> ReplayJob:
-    """The replay columns and graph the analysis of ``traces`` built (its projector's)."""
-    _, state = analyze_state(traces)
-    assert state.projector is not None
-    return state.projector.job
 
 
 # ---------------------------------------------------------------- balance-router: what a balanced router does

@@ -17,8 +17,7 @@ from moeprof.core.projection import ReplayJob
 from moeprof.core.replay import NEG, _sweep_numpy, _sweep_shortest, build_graph, has_compiled, replay
 from moeprof.readers import nsys, read_file
 
-from .helpers import shared_trace, timelines, to_parquetdir
-from .test_projection import replay_job_of
+from .helpers import replay_job_of, shared_trace, timelines, to_parquetdir
 
 ROUTES = [True, False] if has_compiled() else [False]
 

@@ -226,11 +226,15 @@ def test_diff_of_a_run_with_itself_explains_nothing_and_leaves_no_residual():
     res = invoke("diff", CPU, CPU, "--json")
     assert res.exit_code == 0, res.output
     (e,) = json.loads(res.stdout)["explanations"]
-    assert e["changes"] and all(c["ratio"] == pytest.approx(1.0) for c in e["changes"])
-    assert all(c["term"].endswith("=1") for c in e["changes"])
-    assert e["projected_step_ms"] == pytest.approx(e["reference_step_ms"])
+    p = e["projection"]
+    assert p["changes"] and all(c["ratio"] == pytest.approx(1.0) for c in p["changes"])
+    assert all(c["term"].endswith("=1") for c in p["changes"])
+    assert p["projected_step_ms"] == pytest.approx(e["reference_step_ms"])
     assert e["measured_step_ms"] == pytest.approx(e["reference_step_ms"])
-    assert e["explained_ms"] == pytest.approx(0) and e["residual_ms"] == pytest.approx(0)
+    assert p["explained_ms"] == pytest.approx(0) and p["missed_ms"] == pytest.approx(0)
+    # part by part: every part the same, nothing left over
+    assert e["parts"] and all(x["delta_ms"] == 0 and x["change"] == "same" for x in e["parts"])
+    assert e["residual_ms"] == 0 and e["step_change_ms"] == 0
 
 
 @pytest.mark.slow
@@ -244,13 +248,14 @@ def test_diff_explains_a_projected_ablation(tmp_path, job):
     res = invoke("diff", CPU, b_path, "--json")
     assert res.exit_code == 0, res.output
     (e,) = json.loads(res.stdout)["explanations"]
-    compute = next(c for c in e["changes"] if c["what"] == "compute")
+    p = e["projection"]
+    compute = next(c for c in p["changes"] if c["what"] == "compute")
     assert compute["ratio"] == pytest.approx(0.5, abs=0.01)
-    direct = projector.project(e["what_if"], figures=False)
-    assert e["projected_step_ms"] == pytest.approx(direct.projected_step_ns / 1e6)
-    assert e["residual_ms"] == pytest.approx(e["measured_step_ms"] - e["projected_step_ms"])
+    direct = projector.project(p["what_if"], figures=False)
+    assert p["projected_step_ms"] == pytest.approx(direct.projected_step_ns / 1e6)
+    assert p["missed_ms"] == pytest.approx(e["measured_step_ms"] - p["projected_step_ms"])
     res = invoke("diff", CPU, b_path)
-    assert res.exit_code == 0 and "changes, applied to A, make it" in " ".join(res.stdout.split())
+    assert res.exit_code == 0 and "A replayed with B's uniform ratios (scale(" in " ".join(res.stdout.split())
 
 
 # ---------------------------------------------------------------- annotate --what-if
@@ -384,15 +389,16 @@ def test_diff_explains_a_halved_all_to_all(ablation_pair):
     res = invoke("diff", a, b, "--json")
     assert res.exit_code == 0, res.output
     (e,) = json.loads(res.stdout)["explanations"]
-    ratios = {c["what"]: c for c in e["changes"]}
+    p = e["projection"]
+    ratios = {c["what"]: c for c in p["changes"]}
     # the ledger splits both runs: the all-to-all's transfer (end minus last arrival) is what halved
     assert ratios["all-to-all transfer"]["ratio"] == pytest.approx(0.5, abs=0.005)
     assert ratios["compute"]["ratio"] == pytest.approx(1.0, abs=0.005)
     # B's measured step is the simulation's (mean over steps); the projection explains it within 5%
     assert e["measured_step_ms"] == pytest.approx(np.mean(truth["step_ns"]) / 1e6, rel=1e-6)
-    assert abs(e["residual_fraction"]) < 0.05
-    assert e["explained_ms"] == pytest.approx(e["reference_step_ms"] - e["projected_step_ms"])
-    assert e["explained_ms"] > 0.5 * e["measured_change_ms"] > 0
+    assert abs(p["missed_fraction"]) < 0.05
+    assert p["explained_ms"] == pytest.approx(e["reference_step_ms"] - p["projected_step_ms"])
+    assert p["explained_ms"] > 0.5 * -e["step_change_ms"] > 0
 
 
 @needs_chromium

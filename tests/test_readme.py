@@ -1,12 +1,12 @@
 """Every code block of the README runs as written (issue 25: its library example raised "no device activity").
 
-Each ```python block runs in a fresh interpreter, and each moeprof command of each ```bash block in a
-shell, in a folder laid out with the README's own names: ``trace_dir/`` a TensorBoard log dir,
-``node0.xplane.pb node1.xplane.pb`` the hosts of a job, ``worker*.pt.trace.json.gz`` its Kineto rank
-files, ``report.sqlite`` an Nsight export, ``run/`` and ``runs/*`` run folders, ``node0/`` one host's
+Each ```python block runs in a fresh interpreter, and each moeprof command of each ```bash block in a shell, in
+a folder laid out with the README's own names: ``trace_dir/`` a TensorBoard log dir, ``node0.xplane.pb
+node1.xplane.pb`` the hosts of a job, ``worker*.pt.trace.json.gz`` its Kineto rank files, ``report.sqlite`` an
+Nsight export, ``run/`` and ``runs/*`` run folders, ``tpu_job/`` a 2-slice TPU job, ``node0/`` one host's
 rocprofv3 output (CSV sets and rocpd databases), ``nccl-inspector-1234/`` NCCL Inspector logs, ``TRACE`` a trace
-(all copied from ``sample_traces/``). What the README leaves to the reader's own program is given a
-stand-in, stated in ``USER_CODE``: ``train_step``, ``state``, ``batch``.
+(all copied from ``sample_traces/``). What the README leaves to the reader's own program is given a stand-in,
+stated in ``USER_CODE``: ``train_step``, ``state``, ``batch``.
 
 Not run here, and why (each is covered elsewhere where it can be):
 
@@ -110,6 +110,9 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for db in (SAMPLES / "synthetic_rocpd_mi300x" / "mi300x-node0").glob("*_results.db"):
         shutil.copy(db, here / "node0" / db.name)
     shutil.copytree(SAMPLES / "nccl_inspector_8rank", here / "nccl-inspector-1234")
+    shutil.copytree(SAMPLES / "synthetic_tpu_2slice", here / "tpu_job")  # two slices of 4 TPU v5e chips
+    for name in ("padded", "dropless"):  # a TPU ablation: moe_step's padded (a) and dropless (b) captures
+        shutil.copytree(SAMPLES / "tpu_v5e_moe_step" / "ab"[name == "dropless"], here / "runs" / name)
     for name in ("baseline", "grouped-gemm", "ep-fusion"):
         shutil.copytree(SAMPLES / "cpu_moe_8dev", here / "runs" / name)
     assert moeprof("baseline save run/ -o base.json", here).returncode == 0

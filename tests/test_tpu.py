@@ -488,6 +488,26 @@ def test_the_sample_reads_the_same_from_both_xplane_routes(monkeypatch):
     assert np.array_equal(wire["start_ns"].to_numpy(), jaxlib["start_ns"].to_numpy())
 
 
+def test_a_gzipped_xplane_reads_as_the_xplane(tmp_path):
+    """``.xplane.pb.gz`` (how captures are kept): found in a folder, read as the raw file, the input untouched;
+    a cut gzip is one line naming the file."""
+    import gzip
+
+    from .helpers import assert_refused
+
+    packed = tmp_path / "run" / "runsc.xplane.pb.gz"
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    before = packed.read_bytes()
+    raw, gz = moeprof.analyze_paths([SAMPLE]).to_json(), moeprof.analyze_paths([packed.parent]).to_json()
+    assert gz["devices"] == raw["devices"] and gz["steps"] == raw["steps"] and gz["inputs"] == [str(packed)]
+    assert packed.read_bytes() == before and [p.name for p in packed.parent.iterdir()] == [packed.name]
+    cut = tmp_path / "cut" / "runsc.xplane.pb.gz"
+    cut.parent.mkdir()
+    cut.write_bytes(before[: len(before) // 2])
+    assert_refused(cut, "corrupt gzip data")
+
+
 def test_xprof_trace_viewer_json_reads_as_the_xplane(tmp_path):
     """xprof's trace-viewer JSON of the sample (made here by xprof's own converter) is the XPlane's table."""
     from xprof.convert import raw_to_tool_data

@@ -3,12 +3,16 @@ less the HLO protos of ``/host:metadata`` (822 KB of the 1.45 MB), so a fresh cl
 
 python tools/tpu_sample.py ../shared/traces/tpu/demo_v5e_1chip.xplane.pb sample_traces/tpu_v5e_demo/runsc.xplane.pb
 
+An output named ``*.gz`` is gzipped (no name, no time in its header: the same bytes each time); the readers
+take XPlanes uncompressed, so a test decompresses it first (sample_traces/tpu_v5e_moe_step).
+
 Only whole top-level fields of the XSpace are copied (a protobuf message is the concatenation of its fields):
 the bytes of every plane kept are the capture's own.
 """
 
 from __future__ import annotations
 
+import gzip
 import sys
 from pathlib import Path
 
@@ -26,8 +30,9 @@ def main(source: Path, out: Path) -> None:
             kept += data[head:end]
         head = end
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(bytes(kept))
-    print(f"{out}: {len(kept):,} bytes (from {len(data):,})")
+    written = gzip.compress(bytes(kept), compresslevel=9, mtime=0) if out.suffix == ".gz" else bytes(kept)
+    out.write_bytes(written)
+    print(f"{out}: {len(written):,} bytes (from {len(data):,})")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..options import EXPLAIN_TOP_PARTS
 from .check import options_given
 from .common import (
     DomainOption,
@@ -45,10 +46,15 @@ def diff_command(
         bool,
         typer.Option(
             "--explain/--no-explain",
-            help="Replay the first run with the changes each other run shows and print what they "
-            "explain of its step. --no-explain reads the inputs in worker processes (--jobs, --scheduler) instead.",
+            help="Say where each run's step went against the first: per JAX scope and op, what got cheaper, "
+            "dearer, is new or gone, and the residual no part carries (idle, overlap). --no-explain reads the "
+            "inputs in worker processes (--jobs, --scheduler) instead.",
         ),
     ] = True,
+    top: Annotated[
+        int,
+        typer.Option("--top", min=1, help="Parts the explanation shows, largest change first; the rest in one row."),
+    ] = EXPLAIN_TOP_PARTS,
 ) -> None:
     """Compare runs: buckets, comm share, exposed comm, collectives and opportunities, with deltas."""
 
@@ -77,20 +83,20 @@ def diff_command(
         names = labels(len(sources))
         first, first_projector = loaded[0]
         doc["explanations"] = [
-            explanation(first.analysis, first_projector, s.analysis, (names[0], names[i]))
+            explanation(first.analysis, first_projector, s.analysis, projector, (names[0], names[i]))
             for i, (s, projector) in enumerate(loaded[1:], 1)
             if first_projector is not None and projector is not None
         ]
         if explain and (first_projector is None or any(p is None for _, p in loaded[1:])):
             doc["warnings"].append(
-                "no projection explains the differences of a saved analysis: diff the traces or run folders"
-                " to see what the changes explain"
+                "a saved analysis has no activities to explain a change with: diff the traces or run folders"
+                " to see where the step went"
             )
         for w in doc["warnings"]:
             stderr_console().print(f"moeprof: warning: {w}", markup=False, highlight=False, soft_wrap=True)
         if json:
             typer.echo(jsonlib.dumps(doc, indent=2))
             return
-        render_diff(doc)
+        render_diff(doc, top)
 
     guarded(body)

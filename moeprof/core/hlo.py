@@ -104,6 +104,16 @@ def _top_level_tuple_bytes(shape: str) -> list[int]:
     return [shape_bytes(p) for p in parts]
 
 
+def _shape_and_rest(body: str) -> tuple[str, str]:
+    """An instruction's text after ``name =``: its shape (a balanced tuple or one token) and what follows."""
+    if body.startswith("("):
+        cut = _balanced(body, 0)
+    else:
+        cut = body.find(" ")
+        cut = len(body) if cut < 0 else cut
+    return body[:cut], body[cut:].lstrip()
+
+
 def _balanced(text: str, start: int) -> int:
     """Index just past the bracket group that opens at ``text[start]``."""
     depth = 0
@@ -250,13 +260,7 @@ def parse_hlo_text(text: str) -> HloModule:
             continue
         body = _COMMENT.sub("", line[m.end() :])
         name = m.group(1).lstrip("%")
-        # shape: a balanced tuple or one token
-        if body.startswith("("):
-            cut = _balanced(body, 0)
-        else:
-            cut = body.find(" ")
-            cut = len(body) if cut < 0 else cut
-        shape, rest = body[:cut], body[cut:].lstrip()
+        shape, rest = _shape_and_rest(body)
         paren = rest.find("(")
         if paren < 0:
             continue
@@ -334,12 +338,7 @@ def parse_expression(text: str) -> HloExpression | None:
     if not head:
         return None
     body = _COMMENT.sub("", text[head.end() :])
-    if body.startswith("("):
-        cut = _balanced(body, 0)
-    else:
-        cut = body.find(" ")
-        cut = len(body) if cut < 0 else cut
-    shape, rest = body[:cut], body[cut:].lstrip()
+    shape, rest = _shape_and_rest(body)
     paren = rest.find("(")
     opcode = rest[:paren].strip() if paren >= 0 else ""
     if paren < 0 or not re.fullmatch(r"[a-z][a-z0-9\-]*", opcode):

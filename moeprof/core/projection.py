@@ -59,6 +59,10 @@ REPLAY_COLUMNS: dict[str, str] = {
     "launch_thread": "str",  # "" unknown
     "scope": "str",  # the JAX name scope path (what --what-if scope~REGEX searches), "" unknown
     "moe_role": "str",  # MOE_ROLES: the routed experts' compute, the dispatch/combine exchange, or ""
+    # what the op is, for diff's explanation by scope and op (never by an HLO op name: it does not survive a
+    # recompilation): XLA's hlo_category and the HLO opcode, "" unknown
+    "category": "str",
+    "opcode": "str",
 }
 # what a row is to the router (the balance-router term): the routed experts' compute, a dispatch/combine exchange
 # whose bytes are fixed by shape (padded, capacity), one whose bytes follow the routing (ragged, EP kernels)
@@ -140,6 +144,8 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "launch_thread": thread,
             "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
             "moe_role": _categorical(role_codes[rows], roles),
+            "category": strings("category") if "category" in table.columns else categorical("", rows.size),
+            "opcode": strings("opcode") if "opcode" in table.columns else categorical("", rows.size),
         },
         copy=False,  # fresh arrays each: not stacked into blocks (a copy of the four int64 columns)
     )

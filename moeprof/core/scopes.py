@@ -75,10 +75,18 @@ def _split(path: str) -> list[str]:
 
 def scope_key(path: str) -> tuple[str, bool]:
     """(the scope a table groups ``path`` under, whether it is backward): see the module's docstring."""
+    key, backward, _ = scope_parts(path)
+    return key, backward
+
+
+def scope_parts(path: str) -> tuple[str, bool, str]:
+    """:func:`scope_key`, and the primitive it drops from the path's end (``dot_general``, ``scatter-add``,
+    ``ragged_dot_general``; an HLO name where the path is nothing else, ``ragged-dot-none``; "" where the path
+    has none): what the op is, in JAX's words."""
     # XLA joins the names of the ops it fused with ";": the first one names the fusion
     parts = _split(clean_path(path.split(";", 1)[0]))
     if not parts:
-        return NO_SCOPE, False
+        return NO_SCOPE, False, ""
     backward = False
     scopes: list[str] = []
     for part in parts:
@@ -94,9 +102,9 @@ def scope_key(path: str) -> tuple[str, bool]:
         scopes.append(part)
     if len(scopes) > 1 and _appended(scopes[-2], scopes[-1]):
         scopes.pop()  # an HLO name XLA appended after the primitive it expands
-    if scopes:
-        scopes.pop()  # the primitive (dot_general, reduce_sum, scatter-add, ...)
-    return ("/".join(scopes) if scopes else TOP_LEVEL), backward
+    # the primitive (dot_general, reduce_sum, scatter-add, ...)
+    primitive = scopes.pop() if scopes else ""
+    return ("/".join(scopes) if scopes else TOP_LEVEL), backward, primitive
 
 
 def _appended(primitive: str, last: str) -> bool:

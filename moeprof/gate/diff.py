@@ -24,7 +24,9 @@ from typing import Any
 import pandas as pd
 
 from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Collective, Opportunity
+from ..core.attribution import step_parts
 from ..errors import InputError
+from ..insight.explain import explain_change
 from ..insight.projector import Projector
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_job
@@ -493,37 +495,50 @@ def change_ratios(a: Analysis, b: Analysis) -> list[ChangeRatio]:
 
 
 def explanation(
-    a: Analysis, a_projector: Projector, b: Analysis, labels_ab: tuple[str, str] = ("A", "B")
+    a: Analysis,
+    a_projector: Projector,
+    b: Analysis,
+    b_projector: Projector,
+    labels_ab: tuple[str, str] = ("A", "B"),
 ) -> dict:
-    """What the changes B shows explain of B's step: A projected with them (§9), beside B's measured step.
+    """Where B's step went against A's: per (JAX scope, pass, op) what got cheaper, dearer, is new or gone,
+    per device and step, and the residual no part carries (:func:`moeprof.insight.explain.explain_change`).
 
-    ``explained`` is A's measured step minus that projection; ``residual`` is B's measured step minus
-    the projection: what the ratios do not carry (contention, a new kernel, a different schedule).
-    Both steps are §9's ``step_ns`` (mean over steps), the step every table shows (B's is its own measured
-    ``step_ns``).
+    Beside it, ``projection``: A replayed with the uniform ratios B shows per collective kind and for compute
+    (§9, :func:`change_ratios`), against B's measured step: ``explained_ms`` is A's step minus that projection,
+    ``missed_ms`` B's measured step minus it (what uniform ratios do not carry: a new kernel, a change that is
+    not uniform, a different schedule); left out where the install cannot replay the job in seconds.
     """
+    parts = explain_change(step_parts(a_projector.job), step_parts(b_projector.job))
+    return {
+        "reference": labels_ab[0],
+        "run": labels_ab[1],
+        "reference_step_ms": parts["step"]["reference_ms"],
+        "measured_step_ms": parts["step"]["run_ms"],
+        "step_change_ms": parts["step"]["delta_ms"],
+        **parts,
+        "projection": _ratio_projection(a, a_projector, b) if a_projector.affordable else None,
+    }
+
+
+def _ratio_projection(a: Analysis, a_projector: Projector, b: Analysis) -> dict:
+    """A projected with B's uniform change ratios (§9), beside B's measured step."""
     ratios = change_ratios(a, b)
     terms = [r.term for r in ratios]
-    a_projector.check(terms)
     projected = a_projector.project(terms, figures=False)
     b_step = float(step_time_ns(b))
     a_step = float(projected.measured_step_ns)
     p_step = float(projected.projected_step_ns)
     return {
-        "reference": labels_ab[0],
-        "run": labels_ab[1],
         "changes": [
             {"what": r.what, "term": r.term, "reference_ms": r.a_ns / 1e6, "run_ms": r.b_ns / 1e6, "ratio": r.ratio}
             for r in ratios
         ],
         "what_if": terms,
-        "reference_step_ms": a_step / 1e6,
         "projected_step_ms": p_step / 1e6,
-        "measured_step_ms": b_step / 1e6,
         "explained_ms": (a_step - p_step) / 1e6,
-        "measured_change_ms": (a_step - b_step) / 1e6,
-        "residual_ms": (b_step - p_step) / 1e6,
-        "residual_fraction": (b_step - p_step) / b_step if b_step else None,
+        "missed_ms": (b_step - p_step) / 1e6,
+        "missed_fraction": (b_step - p_step) / b_step if b_step else None,
     }
 
 

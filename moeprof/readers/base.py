@@ -93,6 +93,8 @@ def sniff(path: Path) -> str:
                 inner = fh.read(64)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(path, f"corrupt gzip data: {exc}") from None
+        if name.endswith(".pb.gz"):  # a gzipped XPlane (protobuf has no magic: its name says it)
+            return "xplane"
         if _ROCPROF_CSV.match(inner):
             return "rocprof-csv"
         if _ROCPROF_JSON in inner:
@@ -135,6 +137,8 @@ def _json_kind(path: Path, head: bytes) -> str:
 # 107 MiB of it imports), a gzip of it capped while it inflates as Kineto's)
 MEMORY_FACTOR = {
     "xplane": 4,
+    # a gzipped XPlane is inflated to a temporary file first (protobuf varints compress ~3-5x)
+    "xplane.gz": 20,
     "json": 4,
     "json.gz": 40,
     "sqlite": 3,
@@ -174,7 +178,9 @@ def check_fits_in_memory(path: Path, fmt: str) -> None:
     if available is None:
         return
     size = path.stat().st_size
-    gz = fmt in ("json", "rocprof-csv", "rocprof-json", "nccl-inspector") and path.name.lower().endswith(".gz")
+    gz = fmt in ("xplane", "json", "rocprof-csv", "rocprof-json", "nccl-inspector") and path.name.lower().endswith(
+        ".gz"
+    )
     need = size * MEMORY_FACTOR.get(f"{fmt}.gz" if gz else fmt, 12)
     if need > available:
         gib = 2**30

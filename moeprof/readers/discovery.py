@@ -24,6 +24,7 @@ P = TypeVar("P", bound=PurePath)
 
 TRACE_SUFFIXES = (
     ".xplane.pb",
+    ".xplane.pb.gz",
     ".pt.trace.json.gz",
     ".pt.trace.json",
     ".trace.json.gz",

@@ -396,14 +396,39 @@ def _reader_route() -> str:
     return "jaxlib" if os.environ.get("MOEPROF_XPLANE_READER", "").lower() == "jaxlib" else "wire"
 
 
+def _read_gzipped(path: Path, context: ReadContext) -> Trace:
+    """A gzipped XPlane (``.xplane.pb.gz``: how captures are kept and shipped): inflated into a temporary
+    folder under its own name (both decoders read a file; the input is never touched), read, removed."""
+    import gzip
+    import shutil
+    import tempfile
+    import zlib
+
+    with tempfile.TemporaryDirectory(prefix="moeprof-xplane-") as folder:
+        inflated = Path(folder) / path.name[: -len(".gz")]
+        try:
+            with gzip.open(path, "rb") as src, inflated.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(path, f"corrupt gzip data: {exc}") from None
+        try:
+            trace = read(inflated, context)
+        except InputError as exc:  # said of the file the user named
+            raise InputError(path, exc.problem) from None
+    return trace.replace(path=str(path))
+
+
 def read(path: Path, context: ReadContext) -> Trace:
-    """Read one ``.xplane.pb``: device activity (raw columns), step/module markers and the HLO.
+    """Read one ``.xplane.pb`` (or a gzipped ``.xplane.pb.gz``): device activity (raw columns), step/module
+    markers and the HLO.
 
     The placement's ``host_index`` is this host's position among the job's hosts:
     GPU ``N`` of host ``h`` gets global id ``h * gpus + N`` (the ids HLO replica groups use).
     The wire decoder (:mod:`.xplane_wire`) reads the file; jaxlib's ``ProfileData``
     reads it instead where the decoder refuses it (or when MOEPROF_XPLANE_READER=jaxlib).
     """
+    if path.name.lower().endswith(".gz"):
+        return _read_gzipped(path, context)
     options = context.options
     placement: Placement = context.placement
     host_index = placement.host_index

@@ -10,6 +10,8 @@ from rich.table import Table
 
 from ..gate.check import FIGURES, CheckConfig, GateResult, fmt
 from ..gate.history import Run
+from ..insight.explain import ranked
+from ..options import EXPLAIN_TOP_PARTS
 from ..words import plural
 from .terminal import human_bytes, make_console, natural_width
 from .text import fabric_words, on_fabric
@@ -240,7 +242,7 @@ def _ablation_table(doc: dict, stacked: bool, drop: tuple[str, ...]) -> Table:
     return table
 
 
-def render_diff(doc: dict) -> None:
+def render_diff(doc: dict, top: int = EXPLAIN_TOP_PARTS) -> None:
     console = make_console()
     for r in doc["runs"]:
         hosts = "? hosts" if r["hosts"] is None else plural(r["hosts"], "host")
@@ -254,48 +256,95 @@ def render_diff(doc: dict) -> None:
     if doc["ablation"]:
         console.print(ablation_table(doc, console.width))
     for e in doc.get("explanations") or ():
-        console.print(explanation_table(e))
+        console.print(explanation_table(e, top))
         for line in explanation_lines(e):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def explanation_table(e: dict) -> Table:
-    """The changes one run shows against the reference, per device and step, as the projection applies them."""
+def part_scope(part: dict) -> str:
+    """A part's scope as the table shows it: ``layer*/experts (bwd)`` for the backward pass."""
+    return part["scope"] + (" (bwd)" if part.get("backward") else "")
+
+
+def part_op(part: dict, most: int = 2) -> str:
+    """A part's op and the JAX primitives in it, largest first: ``custom fusion: scatter-add, gather``."""
+    primitives = part.get("primitives") or []
+    if not primitives:
+        return part["op"]
+    more = f" +{len(primitives) - most}" if len(primitives) > most else ""
+    return f"{part['op']}: {', '.join(primitives[:most])}{more}"
+
+
+def _signed(ms: float) -> str:
+    text = f"{ms:+,.3f}"
+    if abs(ms) < 5e-4:
+        return text
+    return f"[{'red' if ms > 0 else 'green'}]{text}[/]"  # more time is worse; the sign is the fact
+
+
+def explanation_table(e: dict, top: int = EXPLAIN_TOP_PARTS) -> Table:
+    """Where the step went, per device and step: the ``top`` parts by |Δ|, the rest in one row, then the
+    sum of the parts, the residual (idle − overlap) and the step, so the rows add up to the step."""
     ref, run = e["reference"], e["run"]
+    scoped = e["scoped"]
     table = Table(
-        title=f"What {run} changed, per device and step (applied to {ref} as the what-if)",
+        title=f"Where {run}'s step went against {ref}'s (ms per device and step; "
+        + ("by JAX scope, pass and op)" if scoped else "by kernel and collective kind: the traces have no JAX scopes)"),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,
     )
-    table.add_column("change", justify="left")
-    table.add_column(f"{ref} ms", justify="right", no_wrap=True)
-    table.add_column(f"{run} ms", justify="right", no_wrap=True)
-    table.add_column(f"{run}/{ref}", justify="right", no_wrap=True)
-    table.add_column("what-if", justify="left", overflow="fold")
-    for c in e["changes"]:
-        cells = (f"{c['reference_ms']:,.3f}", f"{c['run_ms']:,.3f}", f"{c['ratio']:.3f}")
-        table.add_row(escape(c["what"]), *cells, escape(c["term"]))
+    table.add_column("change", justify="left", no_wrap=True)
+    if scoped:
+        table.add_column("scope", justify="left", overflow="fold")
+    table.add_column("op" if scoped else "kernel / collective kind", justify="left", overflow="fold")
+    for header in (f"{ref} ms", f"{run} ms", f"Δ {run}−{ref}"):
+        table.add_column(header, justify="right", no_wrap=True)
+
+    def add(change: str, scope: str, op: str, a: float, b: float, d: float, style: str = "") -> None:
+        cells = [escape(change), *([escape(scope)] if scoped else []), escape(op)]
+        table.add_row(*cells, f"{a:,.3f}", f"{b:,.3f}", _signed(d), style=style)
+
+    shown, rest = ranked(e["parts"], top)
+    for p in shown:
+        add(p["change"], part_scope(p), part_op(p), p["reference_ms"], p["run_ms"], p["delta_ms"])
+
+    def total(label: str, a: float, b: float, d: float, style: str = "") -> None:
+        # a row that names no part: its words in the scope column where there is one
+        add("", label if scoped else "", "" if scoped else label, a, b, d, style)
+
+    if rest is not None:
+        total(rest["scope"], rest["reference_ms"], rest["run_ms"], rest["delta_ms"], style="dim")
+    table.add_section()
+    acc, step, idle, overlap = e["accumulated"], e["step"], e["idle"], e["overlap"]
+    total("all parts: activity time", acc["reference_ms"], acc["run_ms"], acc["delta_ms"])
+    total("residual: idle − overlap", idle["reference_ms"] - overlap["reference_ms"],
+          idle["run_ms"] - overlap["run_ms"], e["residual_ms"])  # fmt: skip
+    total("step", step["reference_ms"], step["run_ms"], step["delta_ms"])
     return table
 
 
 def explanation_lines(e: dict) -> list[str]:
-    """The projection beside the measured step: what the changes explain, and the residual they do not."""
+    """The identity in words, and the uniform-ratio projection beside B's measured step."""
     ref, run = e["reference"], e["run"]
-    residual = e["residual_ms"]
-    share = "" if e["residual_fraction"] is None else f" ({e['residual_fraction']:+.1%} of {run}'s step)"
-
-    def change(ms: float) -> str:  # a step difference in words: "12.500 ms shorter", "no change"
-        return f"{abs(ms):,.3f} ms {'shorter' if ms > 0 else 'longer'}" if round(ms, 3) else "the same"
-
-    measured, explained = e["measured_change_ms"], e["explained_ms"]
-    return [
-        f"{ref} step {e['reference_step_ms']:,.3f} ms; {ref} with {run}'s changes, projected: "
-        f"{e['projected_step_ms']:,.3f} ms; {run} measured: {e['measured_step_ms']:,.3f} ms.",
-        f"{run}'s step is {change(measured)} than {ref}'s; {run}'s changes, applied to {ref}, make it"
-        f" {change(explained)} (projected); residual {residual:+,.3f} ms{share}: what the ratios do not carry"
-        " (contention, a new kernel, a different schedule).",
+    step = e["step"]
+    d = step["delta_ms"]
+    how = f"{abs(d):,.3f} ms {'longer' if d > 0 else 'shorter'} than" if round(d, 3) else "as long as"
+    idle, overlap = e["idle"]["delta_ms"], e["overlap"]["delta_ms"]
+    lines = [
+        f"{run}'s step is {how} {ref}'s ({step['reference_ms']:,.3f} → {step['run_ms']:,.3f} ms):"
+        f" the parts change by {e['parts_delta_ms']:+,.3f} ms of activity time per device and step; the residual"
+        f" {e['residual_ms']:+,.3f} ms is idle {idle:+,.3f} ms less overlap {overlap:+,.3f} ms"
+        " (time no activity ran; time activities ran on top of one another)."
     ]
+    p = e.get("projection")
+    if p:
+        terms = " ".join(p["what_if"]) or "no term"
+        lines.append(
+            f"{ref} replayed with {run}'s uniform ratios ({terms}) projects {p['projected_step_ms']:,.3f} ms;"
+            f" {run} measured {step['run_ms']:,.3f} ms: the ratios miss {p['missed_ms']:+,.3f} ms."
+        )
+    return lines
 
 
 # what ``history`` shows for each stored figure (the stored names stay: they are the database's and the JSON's)

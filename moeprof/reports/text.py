@@ -395,7 +395,7 @@ def first_try_line(v: Verdict) -> str:
     if p is None:
         floor = f"{SIGNIFICANT_SAVING:.0%}"
         why = f": {bound_text(v.step_bound)}" if v.step_bound is not None else ""
-        return f"No change moeprof projects shortens the step by {floor} or more{why}."
+        return f"None of the changes moeprof tries by itself shortens the step by {floor} or more{why}."
     saving = f"projected to save {duration(p.saving_ns)} of the {duration(p.measured_step_ns)} step"
     saving += f" ({pct(p.saving_fraction)})"
     n = opportunity_number(p)
