@@ -28,6 +28,11 @@ floor's 30.17 s (27.22 s CPU, 9,608 MiB): 0.42x wall, 0.22x RSS; a bench run the
 Before the projection's runs (main be72e35) 12.68 s; with the replay patched out 12.24 s: the projection
 costs ~0.3 s here (1.22 s before, in-process CPU), the Kineto reader the rest. On this machine the floor
 pays ~9.4 GB of Python dicts; the issue's 3.5 s floor was measured elsewhere.
+
+Issue 32 item 4 (2026-12-05, load 1.0, best of 2 round-robin in one run, the same 1M-device-activity file;
+before = main 99ed2a3, after = branch i32-cost): floor 32.44 s wall, 32.42 s CPU, 9,608 MiB; analyze
+before 12.45 s (0.38x), 12.49 s CPU (0.39x), 2,080 MiB (0.22); after 12.26 s (0.38x), 12.35 s CPU (0.38x),
+2,080 MiB (0.22). A Kineto rank's projection is small beside its reader: this shape was met before and is.
 """
 
 from __future__ import annotations

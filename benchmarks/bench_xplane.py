@@ -124,6 +124,37 @@ What is left at 1M kernels (CPU in the process, quiet machine): the replay colum
 graph 0.13 s (8 nodes: one run per device), the balance projection 0.27 s (its counterpart medians
 0.10 s, the projected device figures 0.085 s, the critical path's 26,163 segments 0.035 s), the
 critical path in the JSON 0.09 s.
+
+Issue 32 item 4, after main merged balance-router, "what would it buy" (several projections per run), TPU
+reading and scopes (2026-12-05; shared 2-core machine, uptime load 0.9-1.1, best of 3 round-robin, two runs
+(ranges: the two runs; "no projection" in the second only); before = main 99ed2a3, after = branch
+i32-cost; "no projection" = the same code with the replay columns and graph patched out). Every
+`analyze --json` of the samples and shared traces byte-identical:
+
+    shape (--events 1000000)      floor           before             after              no projection
+    kernel-only, wall             0.97-0.99 s     2.57-2.91 s        1.94-2.11 s        1.42 s (1.44x)
+                                                  (2.66-2.95x)       (2.00-2.14x)
+    kernel-only, CPU              0.96-0.98 s     2.67-3.01 s        2.04-2.22 s        1.52 s (1.54x)
+                                                  (2.77-3.06x)       (2.11-2.25x)
+    kernel-only, peak RSS         653 MiB         590-594 (0.90)     593-600 (0.91)     491 MiB (0.75)
+    xla, wall                     0.85-0.86 s     2.22-2.27 s        1.85 s             1.18 s (1.38x)
+                                                  (2.59-2.67x)       (2.16-2.17x)
+    xla, CPU                      0.85-0.86 s     2.35-2.40 s        1.98 s             1.31 s (1.53x)
+                                                  (2.75-2.83x)       (2.32-2.34x)
+    xla, peak RSS                 539 MiB         352-353 (0.65)     340-344 (0.64)     292 MiB (0.54)
+
+What went: the balance-router projection is decided before its replay (a job with no routed-expert work,
+both shapes here, no longer pays a replay, a critical path and per-device figures for a row it leaves out);
+moe_roles tests each distinct name/opcode/kind/HLO op once (it hashed six columns of every row and ran
+regexes per distinct tuple: 0.4 s of cProfile time at 1M kernels); the JSON's NaN cleaning keeps plain
+values without a call each (the critical paths are tens of thousands of dicts); scopes group by an integer
+code, not a string column; the §9 counterpart medians are computed once per job; the measured step spans
+and a step's rows are kept; the measured step's bound is summed over arrays, not 26k PathSegments.
+What is left above the floor at 1M kernels (py-spy, share of analyze's wall): the balance projection ~11%
+(counterpart medians ~5%, its critical path's 26k PathSegments ~3.5%, projected device figures ~3%),
+the replay columns ~5%, the job's graph ~4%, the launch-gaps opportunity's replay ~2%. Even the
+"no projection" run is 1.38-1.54x the floor now (wall, CPU; both shapes) (main grew scopes, TPU op columns, FLOP tables since the
+1.25x above): 1.5x with the projection on needs the always-on part near zero, not trimmed.
 """
 
 from __future__ import annotations

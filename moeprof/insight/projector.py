@@ -290,7 +290,7 @@ def project_analysis(
     if parsed:
         projections.append(projector.project(list(what_if), role="asked", label=LABELS["asked"]))
     # no expert work found: no row (asked for, its own row says why), and no replay to make it
-    if several and sum(projector.change([BALANCE_ROUTER]).selected):
+    if several and any(n > 0 for n in projector.change([BALANCE_ROUTER]).selected):
         projections.append(projector.project([BALANCE_ROUTER], role="router", label=LABELS["router"]))
     for i, o in enumerate(opportunities[:TOP_OPPORTUNITIES], 1):
         if o.projected_saving_ns is None:
