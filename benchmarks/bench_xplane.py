@@ -153,8 +153,9 @@ and a step's rows are kept; the measured step's bound is summed over arrays, not
 What is left above the floor at 1M kernels (py-spy, share of analyze's wall): the balance projection ~11%
 (counterpart medians ~5%, its critical path's 26k PathSegments ~3.5%, projected device figures ~3%),
 the replay columns ~5%, the job's graph ~4%, the launch-gaps opportunity's replay ~2%. Even the
-"no projection" run is 1.38-1.54x the floor now (wall, CPU; both shapes) (main grew scopes, TPU op columns, FLOP tables since the
-1.25x above): 1.5x with the projection on needs the always-on part near zero, not trimmed.
+"no projection" run is 1.38-1.54x the floor now (wall, CPU; both shapes: main grew scopes, TPU op
+columns, FLOP tables since the 1.25x above): 1.5x with the projection on needs the always-on part near
+zero, not trimmed.
 """
 
 from __future__ import annotations
