@@ -141,6 +141,8 @@ def demo_topology(platform: str, devices: int) -> dict:
     are one ICI slice; GPUs and XLA:CPU devices keep the one-host NVLink domain they were recorded with)."""
     domain = {"ici_domain": "one slice"} if platform.lower() == "tpu" else {"nvlink_domain": "one host"}
     return {"hosts": 1, "devices_per_host": devices, **domain}
+
+
 def _remove_new(out: Path, before: set[Path], made: list[Path]) -> None:
     """Remove what a capture added to ``out`` and the folders it made (deepest first, where left empty)."""
     for entry in set(out.iterdir()) - before if out.is_dir() else ():

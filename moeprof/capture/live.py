@@ -125,7 +125,7 @@ def trace(addresses: list[str], logdir: Path, duration_s: float) -> list[Path]:
 
 
 LIBRARY_ROUTE = (
-    "profile in-process instead: run the steps inside moeprof.profile_steps(\"runs/mine\") (or "
+    'profile in-process instead: run the steps inside moeprof.profile_steps("runs/mine") (or '
     "jax.profiler.trace(LOGDIR)) in the training script, then moeprof analyze the folder"
 )
 

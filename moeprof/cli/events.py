@@ -48,9 +48,7 @@ def events_command(
             output_format(output)  # before anything is read: a wrong name fails at once
         except ValueError as exc:
             raise fail(str(exc)) from None
-        options = replace(
-            load_options(rules, gpus_per_node, domain, run), all_kernel_stats=all_kernel_stats
-        )
+        options = replace(load_options(rules, gpus_per_node, domain, run), all_kernel_stats=all_kernel_stats)
         from ..pipeline.inspector import read_logs
         from ..readers.discovery import plan_job
 

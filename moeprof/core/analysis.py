@@ -550,7 +550,6 @@ class Projection:
         )
 
 
-
 @dataclass(frozen=True, slots=True)
 class Analysis:
     """Everything moeprof measured about a job; ``to_json`` is the ``moeprof.analysis/1`` object."""

@@ -198,9 +198,7 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
     compute, comm = bucket
     name_expert = per_value(
         "name",
-        lambda s: bool(
-            vocab.expert_scope.search(s) or (vocab.gemm.search(s) and vocab.grouped_gemm.search(s))
-        ),
+        lambda s: bool(vocab.expert_scope.search(s) or (vocab.gemm.search(s) and vocab.grouped_gemm.search(s))),
     )
     scope_expert, scope_moe, scope_known = _scope_flags(trace, columns, vocab)
     expert = compute & (scope_expert | name_expert | per_value("opcode", "ragged-dot".__eq__))
@@ -498,9 +496,7 @@ class ReplayJob:
         sum to), without the segments."""
         return cast("dict[str, dict[str, int]]", self._critical(s, e, step, segments=False)[0])
 
-    def _critical(
-        self, s: np.ndarray, e: np.ndarray, step: int, segments: bool = True
-    ) -> tuple[Any, np.ndarray]:
+    def _critical(self, s: np.ndarray, e: np.ndarray, step: int, segments: bool = True) -> tuple[Any, np.ndarray]:
         g = self.graph
         rows = self.rows_of_step(step)
         if not rows.size:

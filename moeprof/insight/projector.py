@@ -299,14 +299,10 @@ def project_analysis(
         projections.append(_row("opportunity", label, (opportunity_term(i, o),), step_ns, o.projected_saving_ns))
     for kind in comm_kinds(analysis):
         terms = [f"scale(kind={kind})=0.5"]
-        projections.append(
-            projector.project(terms, figures=False, role="kind", label=f"{kind} at half its transfer")
-        )
+        projections.append(projector.project(terms, figures=False, role="kind", label=f"{kind} at half its transfer"))
     bound = projector.measured_bound()
     return (
-        analysis.with_(
-            projections=tuple(projections), opportunities=tuple(opportunities), step_bound=bound
-        ),
+        analysis.with_(projections=tuple(projections), opportunities=tuple(opportunities), step_bound=bound),
         projector,
     )
 

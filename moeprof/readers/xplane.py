@@ -547,9 +547,7 @@ def _tpu_trace(
     device_steps = any(kind == "step" for _, kind, *_ in rows)
     for part in walk.markers:  # host markers: a StepTraceAnnotation yields to the chips' own Steps line
         if device_steps:
-            keep = np.array(
-                [bool(user_step and user_step.search(str(n))) for n in part["name"].tolist()], dtype=bool
-            )
+            keep = np.array([bool(user_step and user_step.search(str(n))) for n in part["name"].tolist()], dtype=bool)
             part = {k: v[keep] for k, v in part.items()}
         parts.append(part)
     markers = make_markers(

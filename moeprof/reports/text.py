@@ -264,9 +264,11 @@ def headline(v: Verdict | None) -> list[str]:
     if v.steps:
         scope += f", {plural(v.steps, 'step')}"
     # one step time everywhere: §9's (the job's, latest end − earliest start over its devices, mean over steps)
-    per = f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''}) · per device:" if (
-        v.step_ns is not None
-    ) else f"per device: span {duration(v.span.mean_ns)}"
+    per = (
+        f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''}) · per device:"
+        if (v.step_ns is not None)
+        else f"per device: span {duration(v.span.mean_ns)}"
+    )
     if v.has_comm:
         per += f"{',' if v.step_ns is None else ''} exposed comm {duration(v.exposed.mean_ns)}"
         if v.devices > 1:
