@@ -39,7 +39,16 @@ balance-router -7.8%, -0.3%, +13.2% (mean +1.7%), balance +103..+140%; 8 devices
 ms for the other two, its compute summed over devices 387 ms against 318-343: the host was slower
 during that capture, and a projection carries its input's pace.
 
-    python benchmarks/bench_demo_ablation.py --repeat 3 [--devices 4] [--keep DIR [--reuse]]
+With one warm-up capture thrown away (``--warmup 1``, now the default: on a freshly started host
+the first capture was the slow one twice) and ``--repeat 5``, fresh on the same host the same day:
+4 devices balance-router -0.6, +1.8, +5.5, -0.0, -5.5% (mean +0.2%; the balanced reruns' own
+spread 9.9% of their mean), balance +111..+123%; 8 devices +5.4, +8.7, +9.8, +10.5, +8.4% (mean
++8.6%; reruns' spread 14.1%), balance +158..+171%. With ``--repeat 3``: 4 devices -0.9, +8.7, +5.0%,
+8 devices +6.2, -4.1, +12.0%. At 8 devices the skewed captures' compute summed over the devices
+was 585-620 ms per step against 504-599 for the balanced ones: the loaded devices ran the same
+work more slowly on that host, which a projection that conserves work cannot see (its bias here).
+
+    python benchmarks/bench_demo_ablation.py --repeat 3 [--devices 4] [--warmup 1] [--keep DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -113,6 +122,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="profiled steps per capture (the demo's default)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the captures in this folder")
     parser.add_argument("--reuse", action="store_true", help="use the captures already in --keep")
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="captures made first and not measured (a cold host's first is slow)"
+    )
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="moeprof-ablation-"))
     runs: dict[float, list[Path]] = {SKEWED: [], BALANCED: []}
@@ -131,6 +143,13 @@ def main() -> None:
             "with the cores and measure the captures with --keep DIR --reuse."
         )
     base.mkdir(parents=True, exist_ok=True)
+    # the first capture on a freshly started host ran slower than the rest, twice (its compute summed over the
+    # devices 387 and 403 ms per step against 295-343 for all later ones): one is made and thrown away first
+    for i in range(args.warmup if fresh else 0):
+        warm = base / f"warmup-{i}"
+        shutil.rmtree(warm, ignore_errors=True)
+        capture(warm, SKEWED, args.devices, args.expert_ffn, args.steps)
+        shutil.rmtree(warm)
     for i in range(args.repeat):
         for skew in (SKEWED, BALANCED):  # interleaved: a slow spell of the machine hits both settings
             out = base / f"skew{skew:g}-{i}"

@@ -156,6 +156,14 @@ the replay columns ~5%, the job's graph ~4%, the launch-gaps opportunity's repla
 "no projection" run is 1.38-1.54x the floor now (wall, CPU; both shapes: main grew scopes, TPU op
 columns, FLOP tables since the 1.25x above): 1.5x with the projection on needs the always-on part near
 zero, not trimmed.
+
+The same day on the TPU machine's host (13 idle cores, JAX_PLATFORMS=cpu; best of 5, round-robin; before =
+99ed2a3, after = main with i32-cost; floor 2.48 s at 1M kernels, 2.20 s at 1M events, its one core slower
+than this project's):
+
+    shape (--events 1000000)      before                          after
+    kernel-only                   2.00x wall, 2.57x CPU, RSS 1.00  1.67x wall, 2.25x CPU, RSS 1.00
+    xla                           1.91x wall, 2.62x CPU, RSS 0.75  1.63x wall, 2.33x CPU, RSS 0.73
 """
 
 from __future__ import annotations

@@ -171,3 +171,18 @@ def test_native_extension_is_built_where_required(name: str) -> None:
     instead of leaving the XPlane decoder or the replay on another route."""
     module = importlib.import_module(name)
     assert module.__file__ is not None and not module.__file__.endswith(".py")
+
+
+LARGEST_TRACKED_FILE = 2 * 2**20  # the largest sample today is 1.1 MB; a clone should stay small
+
+
+def test_no_tracked_file_is_large_or_named_like_an_option() -> None:
+    """A stray output (a 51 MB pickle once landed as a file named ``--json``) makes every clone pay for it."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    names = [n for n in listed.decode().split("\0") if n]
+    assert names, "git ls-files listed nothing"
+    large = {n: size for n in names if (p := ROOT / n).is_file() and (size := p.stat().st_size) > LARGEST_TRACKED_FILE}
+    assert not large, f"tracked files over {LARGEST_TRACKED_FILE} bytes: {large}"
+    assert not [n for n in names if PurePosixPath(n).name.startswith("-")], "a tracked file named like an option"
