@@ -844,7 +844,7 @@ def test_files_read_on_threads_each_keep_their_own_route(monkeypatch):
 @needs_native
 def test_native_kernels_share_the_readers_error_codes_and_check_their_arguments():
     import moeprof.readers._xplane_native as native
-    import moeprof.readers.xplane_wire as wire
+    import moeprof.readers.wire_status as wire
 
     for code in ("OK", "TRUNCATED_VARINT", "LONG_VARINT", "PAST_END", "FIELD_ZERO", "BAD_WIRE", "FULL"):
         assert getattr(native, code) == getattr(wire, code), code

@@ -14,7 +14,7 @@ import numba as nb
 import numpy as np
 
 # the error codes are the reader's (the native kernels return the same ones)
-from .xplane_wire import BAD_WIRE, FIELD_ZERO, FULL, LONG_VARINT, OK, PAST_END, TRUNCATED_VARINT
+from .wire_status import BAD_WIRE, FIELD_ZERO, FULL, LONG_VARINT, OK, PAST_END, TRUNCATED_VARINT
 
 # helpers are inlined into the two entry points: one compiled unit each, and a cheaper cache load
 

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 
 from ..core.time_window import TIME_LIMIT_NS, UNPLACEABLE_NS
+from .wire_status import FULL, KERNEL_ERRORS, OK
 from .xspace_proto import WireError
 
 if TYPE_CHECKING:
@@ -1350,16 +1351,6 @@ def _slots_numpy(
 # there; they load at once, so they serve any size); "numba", the same loops in _xplane_jit.py (the `fast`
 # extra); "numpy", lockstep array passes (always there).
 DECODER_ROUTES = ("native", "numba", "numpy")
-# what the compiled kernels return instead of raising (the C module defines the same numbers: a test checks)
-OK, TRUNCATED_VARINT, LONG_VARINT, PAST_END, FIELD_ZERO, BAD_WIRE = 0, 1, 2, 3, 4, 5
-FULL = 6  # output arrays full: grow them and call again from where it stopped
-KERNEL_ERRORS = {
-    TRUNCATED_VARINT: "truncated varint",
-    LONG_VARINT: "varint longer than 10 bytes",
-    PAST_END: "a field runs past the end of its message",
-    FIELD_ZERO: "field number 0",
-    BAD_WIRE: "unsupported wire type",
-}
 DECODER_ENV = "MOEPROF_XPLANE_DECODER"  # native | numba | numpy; unset (or auto): the fastest there
 _KERNELS: dict[str, ModuleType | None] = {}  # route -> its kernels, None where they do not load
 # numba costs CPU in every process: its import, and a first dispatch that, even from its cache, loads
