@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* error codes: the same numbers as xplane_wire's (a test compares them) */
+/* error codes: the same numbers as readers/wire_status.py's (a test compares them) */
 #define OK 0
 #define TRUNCATED_VARINT 1
 #define LONG_VARINT 2
