@@ -347,6 +347,7 @@ def _table_from_chunks(
             "source": "xplane",
         },
         n=total,
+        owned=True,  # every array above was made here for this table: no consolidating copy of 1M rows
     )
     if chunks and chunks[0].run_ids is not None:
         table["run_id"] = np.concatenate([c.run_ids for c in chunks if c.run_ids is not None])
