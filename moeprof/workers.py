@@ -9,12 +9,16 @@ moment the files are known, instead of after a second, serial import.
 
 from __future__ import annotations
 
+import importlib.abc
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from importlib.machinery import ModuleSpec
 from pathlib import Path
+from types import ModuleType
 
 PRELOAD = ["moeprof.pipeline"]  # what every worker needs, imported once in the fork server
 
@@ -25,8 +29,57 @@ _OWNED = [False]  # see own_process
 def own_process() -> None:
     """Mark this process as moeprof's own: the CLI, or a pool worker moeprof started. Only there may
     moeprof take process-wide shortcuts that a library must not take in its caller's process (the
-    XPlane decoder's numba import skips numba's BLAS check)."""
+    XPlane decoder's numba import skips numba's BLAS check; numpy loads with one BLAS thread)."""
     _OWNED[0] = True
+    if "numpy" not in sys.modules and not any(isinstance(f, _NumpyWithOneBlasThread) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NumpyWithOneBlasThread())
+
+
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """``OPENBLAS_NUM_THREADS=1`` in the environment while inside, unless the user set it.
+
+    numpy's OpenBLAS starts a thread per core (up to 64) as it loads, and each spins for a while before
+    it sleeps: 1.2 s of CPU per process on a 13-core host, where moeprof multiplies no matrices. Set only
+    while numpy loads (and while the fork server starts), the programs moeprof runs (a capture's command,
+    ``nsys``) and the environment a run folder records are the user's."""
+    if BLAS_THREADS in os.environ:
+        yield
+        return
+    os.environ[BLAS_THREADS] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(BLAS_THREADS, None)
+
+
+class _NumpyWithOneBlasThread(importlib.abc.MetaPathFinder):
+    """Finds numpy as the import system would and loads it inside :func:`one_blas_thread` (once)."""
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+        if name != "numpy":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find else None
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is not None:
+
+            def exec_with_one_blas_thread(module: ModuleType) -> None:
+                with one_blas_thread():
+                    exec_module(module)
+
+            loader.exec_module = exec_with_one_blas_thread  # this spec's loader only
+        return spec
 
 
 def process_is_owned() -> bool:
@@ -94,7 +147,7 @@ def start_fork_server() -> None:
     from multiprocessing import forkserver
 
     mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
-    with sigint_ignored():
+    with sigint_ignored(), one_blas_thread():  # the server imports numpy for every worker
         forkserver.ensure_running()
 
 

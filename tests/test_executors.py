@@ -499,3 +499,47 @@ def test_files_read_at_once_share_the_cores(monkeypatch) -> None:
     monkeypatch.setattr("moeprof.workers.usable_cores", lambda: 64)
     assert pipeline._share_cores(base, 2, None).decode_threads == 8
     assert pipeline._share_cores(base, 16, None).decode_threads == 4
+
+
+_THREADS_AFTER_NUMPY = """
+import os, sys
+{setup}
+import numpy
+assert "numpy" in sys.modules
+status = open("/proc/self/status").read()
+print(status.split("Threads:")[1].split()[0], os.environ.get("OPENBLAS_NUM_THREADS", "unset"))
+"""
+
+
+def _threads_after_numpy(setup: str, env: dict[str, str]) -> tuple[int, str]:
+    code = _THREADS_AFTER_NUMPY.format(setup=setup)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    threads, variable = out.split()
+    return int(threads), variable
+
+
+def _numpy_blas() -> str:
+    import numpy
+
+    return str(numpy.__config__.CONFIG["Build Dependencies"]["blas"]["name"])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="thread counts read from /proc (Linux)")
+@pytest.mark.skipif("openblas" not in _numpy_blas(), reason="numpy's BLAS here is not OpenBLAS")
+def test_moeprofs_own_processes_load_numpy_with_one_blas_thread_and_leave_the_environment_alone() -> None:
+    """OpenBLAS starts a spinning thread per core as numpy loads (1.2 s of CPU on 13 cores) though moeprof
+    multiplies no matrices: in moeprof's own processes numpy loads with one, the variable set only meanwhile
+    (children and the run folder's recorded environment see the user's), a user's own setting kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    own = "from moeprof.workers import own_process\nown_process()"
+    threads, variable = _threads_after_numpy(own, env)
+    assert (threads, variable) == (1, "unset")
+    # the user's setting is theirs: kept, and OpenBLAS follows it
+    cores = len(os.sched_getaffinity(0))
+    threads, variable = _threads_after_numpy(own, {**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert variable == "2"
+    assert threads == min(2, cores)
+    # a library import of moeprof changes nothing in its caller's process
+    threads, variable = _threads_after_numpy("import moeprof.workers", env)
+    assert variable == "unset"
+    assert threads == min(cores, 64)  # OpenBLAS: a thread per core, its build's MAX_THREADS=64 at most

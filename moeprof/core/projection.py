@@ -520,11 +520,6 @@ class ReplayJob:
         bucket = np.array(bucket_names, dtype=object)[bucket_of]
         cause = np.array([_BUCKET_CAUSE.get(x, "other") for x in bucket_names], dtype=object)[bucket_of]
 
-        def text(codes: np.ndarray, values: np.ndarray) -> list[str]:
-            return [str(v) for v in lookup(codes, np.asarray(values, dtype=object), "").tolist()]
-
-        device = self.device_names[g.device[visited]].tolist()
-        device_arrived = self.device_names[g.device[arrived]].tolist()
         if not segments:
             return _time_on_path(
                 np.r_[cause, np.full(visited.size, "launch", dtype=object)],
@@ -532,18 +527,32 @@ class ReplayJob:
                 np.r_[work_hi - work_lo, np.where(gap_ok, arrival - gap_lo, 0)],
                 self.device_names,
             ), visited
-        out: list[PathSegment] = []
-        steps = zip(
-            device, bucket.tolist(), text(kind_c[visited], kind_v), cause.tolist(), text(names_c[visited], names_v),
-            work_lo.tolist(), work_hi.tolist(), gap_ok.tolist(), device_arrived, gap_lo.tolist(), arrival.tolist(),
-        )  # fmt: skip
-        for dev, bkt, kind, why, name, lo, hi, has_gap, dev_gap, g_lo, g_hi in steps:
-            if hi > lo:
-                out.append(PathSegment(str(dev), bkt, kind, why, name, lo, hi))
-            if has_gap and g_hi > g_lo:
-                out.append(PathSegment(str(dev_gap), "", "", "launch", "launch/host gap", g_lo, g_hi))
-        out.reverse()
-        return tuple(out), visited[::-1].copy()
+
+        def text(codes: np.ndarray, values: np.ndarray) -> np.ndarray:
+            """Each row's string ("" where missing), ``str`` taken once per distinct value."""
+            return lookup(codes, np.array([str(v) for v in np.asarray(values).tolist()], dtype=object), "")
+
+        # slot 2i: step i's work, slot 2i + 1: the gap before its arrival; the path runs from the last slot back
+        keep = np.empty(2 * visited.size, dtype=bool)
+        keep[0::2] = work_hi > work_lo
+        keep[1::2] = gap_ok & (arrival > gap_lo)
+
+        def column(work: np.ndarray, gap: Any) -> list[Any]:
+            both = np.empty(2 * visited.size, dtype=work.dtype)
+            both[0::2], both[1::2] = work, gap
+            return both[keep][::-1].tolist()
+
+        devices = text(np.arange(len(self.device_names)), self.device_names)
+        segments_of = zip(
+            column(devices[g.device[visited]], devices[g.device[arrived]]),
+            column(bucket, ""),
+            column(text(kind_c[visited], kind_v), ""),
+            column(cause, "launch"),
+            column(text(names_c[visited], names_v), "launch/host gap"),
+            column(work_lo, gap_lo),
+            column(work_hi, arrival),
+        )
+        return tuple(PathSegment(*seg) for seg in segments_of), visited[::-1].copy()
 
     # ------------------------------------------------------------ §4/§8 figures of the projected timeline
 
