@@ -552,7 +552,7 @@ class ReplayJob:
             column(work_lo, gap_lo),
             column(work_hi, arrival),
         )
-        return tuple(PathSegment(*seg) for seg in segments_of), visited[::-1].copy()
+        return tuple(map(PathSegment._make, segments_of)), visited[::-1].copy()
 
     # ------------------------------------------------------------ §4/§8 figures of the projected timeline
 
