@@ -486,20 +486,26 @@ def merge_same_time(
     ``evidence.same_time_as``. ``ranked``: in :func:`rank` order (the first of a group is kept)."""
     times = [counted_time(o, comm, matched) for o in ranked]
     kept: list[int] = []
+    kept_with: dict[tuple[str, str], list[int]] = {}  # per (op, kind): the kept ones that count its time
     merged: dict[int, list[Opportunity]] = {}
     for i, time in enumerate(times):
         total = sum(time.values())
-        into = next(
-            (
-                k
-                for k in kept
-                if total > 0
-                and sum(min(v, times[k][op]) for op, v in time.items() if op in times[k]) > SAME_TIME_SHARE * total
-            ),
-            None,
-        )
+        # only a kept one that counts some of the same ops can count more than half of this one's time (the
+        # first such in rank order takes it): hundreds of findings are not each held against every one kept
+        into = None
+        if total > 0:
+            into = next(
+                (
+                    k
+                    for k in sorted({k for op in time for k in kept_with.get(op, ())})
+                    if sum(min(v, times[k][op]) for op, v in time.items() if op in times[k]) > SAME_TIME_SHARE * total
+                ),
+                None,
+            )
         if into is None:
             kept.append(i)
+            for op in time:
+                kept_with.setdefault(op, []).append(i)
         else:
             merged.setdefault(into, []).append(ranked[i])
     out = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -299,8 +300,14 @@ def _sparse_categorical(n: int, idx: np.ndarray, values: list[np.ndarray]) -> pd
 
 
 def _table_from_chunks(
-    chunks: list[_Chunk], host: str, gpus_per_domain: int, activity: str | None, name_table: np.ndarray | None = None
+    chunks: list[_Chunk],
+    host: str,
+    gpus_per_domain: int,
+    activity: str | None,
+    name_table: np.ndarray | None = None,
+    launch: Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
+    """The event table of the stream chunks (``launch``: the §9 launch columns, made for this table)."""
     counts = np.array([len(c.names) for c in chunks], dtype=np.int64)
     total = int(counts.sum())
     if name_table is not None:  # names as ids: factorized as ints, in the order the names appear
@@ -345,6 +352,7 @@ def _table_from_chunks(
             "hlo_op": ops,
             "program_id": program_ids,
             "source": "xplane",
+            **(launch or {}),
         },
         n=total,
         owned=True,  # every array above was made here for this table: no consolidating copy of 1M rows
@@ -470,13 +478,12 @@ def read(path: Path, context: ReadContext) -> Trace:
     gpus = placement.devices_per_host or len(gpu_ordinals)
     gpu_planes = gpu_ordinals  # (the tail below only asks whether there are any, and their ordinals)
 
-    events = _table_from_chunks(chunks, host, gpus, None if gpu_planes else "kernel", walk.name_table)
     host_syncs = None
-    if gpu_planes and len(events):
+    launch: dict[str, object] = {}
+    if gpu_planes and any(len(c.start_ns) for c in chunks):
         # §9: each kernel's launching host call and thread, and the host's synchronizations
-        launch_ns, launch_thread, host_syncs = launch_bounds(chunks, walk.launches, walk.syncs)
-        events["launch_ns"] = launch_ns
-        events["launch_thread"] = launch_thread
+        launch["launch_ns"], launch["launch_thread"], host_syncs = launch_bounds(chunks, walk.launches, walk.syncs)
+    events = _table_from_chunks(chunks, host, gpus, None if gpu_planes else "kernel", walk.name_table, launch)
     if not gpu_planes and len(events):
         run_ids = events.pop("run_id").to_numpy()
         events = _drop_nested(events)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..core.events import categorical, categorical_of
 from ..core.steps import event_modules, launch_module_runs
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def host_evidence(
 
 def launch_bounds(
     chunks: list[_Chunk], launches: pd.DataFrame | None, syncs: pd.DataFrame | None
-) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+) -> tuple[np.ndarray, pd.Categorical, pd.DataFrame]:
     """Spec §9 for the stream chunks' rows, in table order: ``launch_ns`` (the launching host call's end, or its
     start where the call returned after its activity ended: a synchronous copy; -1 unknown), ``launch_thread``
     (the host line's number as text; "" unknown) and the host synchronizations (``device, thread, start_ns,
@@ -125,7 +126,7 @@ def launch_bounds(
         }
     )
     if launches is None or launches.empty or not n or any(c.correlation is None for c in chunks):
-        return launch_ns, np.full(n, "", dtype=object), empty
+        return launch_ns, categorical("", n), empty
     corr = np.concatenate([c.correlation for c in chunks if c.correlation is not None])
     end = np.concatenate([c.end_ns for c in chunks])
     ids, first = np.unique(launches["correlation_id"].to_numpy(dtype=np.int64), return_index=True)
@@ -136,8 +137,9 @@ def launch_bounds(
     call_end = launches["end_ns"].to_numpy(dtype=np.int64)[row]
     launch_ns[found] = np.where(call_end > end[found], call_start, call_end)
     line[found] = launches["line"].to_numpy(dtype=np.int64)[row]
-    # a string per host line, not per row (line -1, unknown: the last, "")
-    thread = np.array([*map(str, range(int(line.max(initial=-1)) + 1)), ""], dtype=object)[line]
+    # a string per host line, not per row (line -1, unknown: the last, ""), as the table's categorical column
+    lines = int(line.max(initial=-1)) + 1
+    thread = categorical_of(np.where(line < 0, lines, line), np.array([*map(str, range(lines)), ""], dtype=object))
     if syncs is None or syncs.empty:
         return launch_ns, thread, empty
     device = np.repeat(np.array([c.device for c in chunks], dtype=object), [len(c.start_ns) for c in chunks])
