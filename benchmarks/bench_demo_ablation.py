@@ -47,6 +47,9 @@ spread 9.9% of their mean), balance +111..+123%; 8 devices +5.4, +8.7, +9.8, +10
 8 devices +6.2, -4.1, +12.0%. At 8 devices the skewed captures' compute summed over the devices
 was 585-620 ms per step against 504-599 for the balanced ones: the loaded devices ran the same
 work more slowly on that host, which a projection that conserves work cannot see (its bias here).
+The next day, ``--devices 8 --repeat 3`` (warm-up 1) on a freshly started host: +2.5, +8.5, -6.7%
+(mean +1.5%; the balanced reruns' spread 13.4%), balance +146..+160%: of the 11 captures at 8
+devices so far, 9 are within 10%.
 
     python benchmarks/bench_demo_ablation.py --repeat 3 [--devices 4] [--warmup 1] [--keep DIR [--reuse]]
 """

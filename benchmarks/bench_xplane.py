@@ -164,6 +164,26 @@ than this project's):
     shape (--events 1000000)      before                          after
     kernel-only                   2.00x wall, 2.57x CPU, RSS 1.00  1.67x wall, 2.25x CPU, RSS 1.00
     xla                           1.91x wall, 2.62x CPU, RSS 0.75  1.63x wall, 2.33x CPU, RSS 0.73
+
+Those runs imported moeprof from the checkout the device machine copies, on a file system slow to stat
+(~0.1 ms a stat: 0.28 s of 2,900 import look-ups per `analyze`, none for the floor). 2026-12-06, on the
+same host (floor 2.54 s at 1M kernels, 2.15 s at 1M events), each tree copied under /tmp, compiled, and
+run from an empty folder, as an installed package is; before = 12c6591 (the code above), after = the XPlane
+table without pandas' consolidating copy, the launch columns made with the table (the thread categorical),
+the critical path's segments as named tuples built from columns and kept out of the JSON's NaN check,
+numpy loaded with one OpenBLAS thread (1.2 s of CPU per process on 13 cores), opportunities merged
+against the kept ones that share an op; every `analyze --json` of the 28 samples and shared inputs
+byte-identical:
+
+    shape (--events 1000000)      before                          after
+    kernel-only                   1.55x wall, 2.10x CPU, RSS 1.00  1.41x wall, 1.44x CPU, RSS 0.86
+                                                                   (median of 5: 1.44x wall)
+    xla                           1.59x wall, 2.35x CPU, RSS 0.73  1.48x wall, 1.56x CPU, RSS 0.67
+                                                                   (median of 5: 1.51x wall)
+
+On this project's 2 shared cores the same day (best of 5; editable install, run from /tmp): kernel-only
+2.08x -> 1.67x wall, 2.18x -> 1.67x CPU; xla 2.14x -> 1.94x wall, 2.28x -> 1.97x CPU: here the fixed cost
+of importing pandas, pyarrow, typer and pydantic (~0.45 s) weighs more against a faster floor.
 """
 
 from __future__ import annotations
