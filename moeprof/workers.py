@@ -44,8 +44,9 @@ def one_blas_thread() -> Iterator[None]:
 
     numpy's OpenBLAS starts a thread per core (up to 64) as it loads, and each spins for a while before
     it sleeps: 1.2 s of CPU per process on a 13-core host, where moeprof multiplies no matrices. Set only
-    while numpy loads (and while the fork server starts), the programs moeprof runs (a capture's command,
-    ``nsys``) and the environment a run folder records are the user's."""
+    while numpy loads, the programs the CLI runs (a capture's command, ``nsys profile``) and the environment
+    a run folder records are the user's. The fork server starts inside it and keeps it, and so do its
+    workers (they run no program that multiplies matrices: at most ``nsys export``)."""
     if BLAS_THREADS in os.environ:
         yield
         return

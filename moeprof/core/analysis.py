@@ -446,7 +446,7 @@ class PathSegment(NamedTuple):
     """One piece of a critical path: an activity's time, or the launch/host gap before one.
 
     A named tuple, not a frozen dataclass like its neighbours: a projection's path holds tens of thousands,
-    and a frozen dataclass takes five times as long to make (its fields are set one call each)."""
+    and a frozen dataclass takes about four times as long to make (its fields are set one call each)."""
 
     device: str
     bucket: str  # the activity's bucket ("" for a gap)
