@@ -542,7 +542,7 @@ class ReplayJob:
             both[0::2], both[1::2] = work, gap
             return both[keep][::-1].tolist()
 
-        devices = text(np.arange(len(self.device_names)), self.device_names)
+        devices = np.array([str(d) for d in self.device_names.tolist()], dtype=object)
         segments_of = zip(
             column(devices[g.device[visited]], devices[g.device[arrived]]),
             column(bucket, ""),

@@ -83,12 +83,10 @@ def too_large(size: int) -> str:
 def step_bound(path: Sequence[PathSegment]) -> StepBound | None:
     """What sets a step's end: the cause with the most time on its critical path, its share of the path,
     and the devices that time lies on (the most first, at most 4)."""
-    totals: dict[tuple[str, str], int] = {}
-    for device, _, _, cause, _, start_ns, end_ns in path:  # (tens of thousands of segments: no attribute look-ups)
-        totals[cause, device] = totals.get((cause, device), 0) + end_ns - start_ns
     by_device: dict[str, dict[str, int]] = {}
-    for (cause, device), ns in totals.items():
-        by_device.setdefault(cause, {})[device] = ns
+    for device, _, _, cause, _, start_ns, end_ns in path:  # (tens of thousands of segments: no attribute look-ups)
+        per = by_device.setdefault(cause, {})
+        per[device] = per.get(device, 0) + end_ns - start_ns
     return bound_of(by_device)
 
 
