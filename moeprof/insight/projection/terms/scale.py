@@ -32,6 +32,8 @@ class Scale:
             raise bad(text, f"factor {factor!r} is not a number") from None
         if not np.isfinite(value) or value < 0:
             raise bad(text, f"factor {factor!r} must be a finite number >= 0")
+        if {part.strip() for part in body.split(",")} & {"tokens", "routed"}:
+            raise bad(text, "the batch is a term of its own: tokens=F, tokens(FILTERS)=F, tokens(routed)=F")
         return WhatIf(text.strip(), NAME, parse_filters(text, body), value)
 
     def apply(self, job: ReplayJob, term: WhatIf, state: Changing, opportunities: Sequence[Opportunity]) -> int:
@@ -41,12 +43,18 @@ class Scale:
             gap[mask] = np.rint(gap[mask].astype(np.float64) * term.factor).astype(np.int64)
             state.gap = gap
         else:
-            member = job.graph.is_member
-            scaled_d = np.rint(state.duration.astype(np.float64) * term.factor).astype(np.int64)
-            scaled_t = np.rint(state.transfer.astype(np.float64) * term.factor).astype(np.int64)
-            state.duration = np.where(mask & ~member, scaled_d, state.duration)
-            state.transfer = np.where(mask & member, scaled_t, state.transfer)
+            scale_rows(job, state, mask, term.factor)
         return int(mask.sum())
 
 
 TERM = Scale()
+
+
+def scale_rows(job: ReplayJob, state: Changing, mask: np.ndarray, factor: float) -> None:
+    """The rows of ``mask`` take ``factor`` times their duration (an instance member its transfer ``τ``),
+    rounded half to even."""
+    member = job.graph.is_member
+    scaled_d = np.rint(state.duration.astype(np.float64) * factor).astype(np.int64)
+    scaled_t = np.rint(state.transfer.astype(np.float64) * factor).astype(np.int64)
+    state.duration = np.where(mask & ~member, scaled_d, state.duration)
+    state.transfer = np.where(mask & member, scaled_t, state.transfer)
