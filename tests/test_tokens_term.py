@@ -2,6 +2,8 @@
 hand-written HLO program (each expected class worked out by hand from the shapes below), and what it does to a
 replayed job."""
 
+# ruff: noqa: E501  (HLO lines are long)
+
 from __future__ import annotations
 
 import pytest
@@ -129,7 +131,12 @@ def test_shape_dims_reads_tuples_and_scalars() -> None:
         ("tokens=0.5", 0.5, (), ()),
         ("tokens(routed)=0.5", 0.5, ("routed",), ()),
         ("tokens(scope~moe)=2", 2.0, (), (("scope", "moe"),)),
-        ("tokens(routed, scope~layer0, bucket=compute)=0", 0.0, ("routed",), (("scope", "layer0"), ("bucket", "compute"))),
+        (
+            "tokens(routed, scope~layer0, bucket=compute)=0",
+            0.0,
+            ("routed",),
+            (("scope", "layer0"), ("bucket", "compute")),
+        ),
     ],
 )
 def test_tokens_terms_parse(term: str, factor: float, options: tuple[str, ...], filters: tuple) -> None:
@@ -155,3 +162,10 @@ def test_bad_tokens_terms_are_one_line_errors(term: str, said: str) -> None:
         parse_terms([term])
     assert term in str(info.value) and said in str(info.value) and "\n" not in str(info.value)
 
+
+def test_a_batch_of_one_reads_its_next_dimension() -> None:
+    # x: [1, 64, 32], one sequence of 64 tokens: T is 64, not 1 (every dimension is a multiple of 1)
+    text = PROGRAM.replace("f32[64,32]", "f32[1,64,32]")
+    assert batch_of(parse_hlo_text(text)).tokens == 64
+    ones = PROGRAM.replace("f32[64,32]", "f32[1,1]")
+    assert batch_of(parse_hlo_text(ones)).tokens == 0

@@ -11,9 +11,9 @@ rows* (``k·T``: the rows the routed experts see, ``k`` copies of each token): t
 What an op is to the batch is decided once per HLO op in the per-file map (:func:`token_classes`, the
 replay's ``tokens`` column) from:
 
-* **the token count** ``T``: the leading dimension of the program's batch inputs, its entry parameters
-  whose shape is not among what the program returns (the state it returns, weights and optimizer moments
-  updated, is not the batch); the most common leading dimension where they differ (ties: the largest);
+* **the token count** ``T``: the leading dimension (past leading 1s) of the program's batch inputs, its
+  entry parameters whose shape is not among what the program returns (the state it returns, weights and
+  optimizer moments updated, is not the batch); the most common where they differ (ties: the largest);
 * **an array carries the tokens** where it is not shaped as a state parameter (its dimensions in any
   order) and one of its dimensions, or the product of consecutive dimensions short of all of them (XLA
   splits a token dimension: ``[4096, 8, 2, 1024]`` holds 32,768 rows), is a positive multiple of ``T``;
@@ -91,13 +91,19 @@ def batch_of(module: HloModule) -> Batch:
         else:
             inputs.append((parameter, arrays[0]))
     state_dims = frozenset(tuple(sorted(d)) for d in state)
-    leading = Counter(dims[0] for _, dims in inputs if dims[0] > 0)
-    if not leading:
+    leading = {p.name: _leading(dims) for p, dims in inputs}
+    count = Counter(d for d in leading.values() if d > 1)
+    if not count:
         return Batch(0, (), state_dims, ())
-    tokens = max(leading, key=lambda d: (leading[d], d))
-    named = tuple(f"{p.name} {p.shape.split('{')[0]}" for p, dims in inputs if dims[0] == tokens)
+    tokens = max(count, key=lambda d: (count[d], d))
+    named = tuple(f"{p.name} {p.shape.split('{')[0]}" for p, _ in inputs if leading[p.name] == tokens)
     shared = tuple(sorted({d for dims in state for d in dims if d % tokens == 0}))
     return Batch(tokens, named, state_dims, shared)
+
+
+def _leading(dims: tuple[int, ...]) -> int:
+    """An input's leading dimension, past leading 1s (a batch of one sequence: its tokens)."""
+    return next((d for d in dims if d != 1), 1)
 
 
 def token_rows(dims: tuple[int, ...], tokens: int) -> set[int]:
