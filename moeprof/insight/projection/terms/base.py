@@ -74,3 +74,17 @@ class Term(Protocol):
 def bad(term: str, why: str) -> InputError:
     """The one-line refusal of a term (exit 2)."""
     return InputError(None, f"--what-if {term!r}: {why}")
+
+
+def factor_of(term: str, factor: str | None, needs: str) -> float:
+    """A term's factor ``F``: a finite number >= 0; absent or bad, the one-line refusal (``needs``: the
+    sentence that says how the term is written)."""
+    if factor is None:
+        raise bad(term, needs)
+    try:
+        value = float(factor)
+    except ValueError:
+        raise bad(term, f"factor {factor!r} is not a number") from None
+    if not np.isfinite(value) or value < 0:
+        raise bad(term, f"factor {factor!r} must be a finite number >= 0")
+    return value

@@ -38,7 +38,7 @@ from ....core.trace import Trace
 from ....core.vocabulary import vocabulary
 from ..job import NO_STEP, ReplayJob
 from ..selection import parse_filters, select
-from .base import Changing, WhatIf, bad
+from .base import Changing, WhatIf, factor_of
 from .scale import scale_rows
 
 NAME = "tokens"
@@ -304,14 +304,7 @@ class Tokens:
     forms: tuple[str, ...] = ("tokens=F", "tokens(FILTERS)=F", "tokens(routed)=F")
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
-        if factor is None:
-            raise bad(text, "tokens needs a factor: tokens=F (F times the tokens per step)")
-        try:
-            value = float(factor)
-        except ValueError:
-            raise bad(text, f"factor {factor!r} is not a number") from None
-        if not np.isfinite(value) or value < 0:
-            raise bad(text, f"factor {factor!r} must be a finite number >= 0")
+        value = factor_of(text, factor, "tokens needs a factor: tokens=F (F times the tokens per step)")
         parts = [p.strip() for p in (body or "").split(",")]
         routed = ROUTED in parts
         rest = ",".join(p for p in parts if p != ROUTED) if routed else (body or "")
