@@ -190,11 +190,11 @@ def _class(op: _Op, routed: frozenset[int]) -> str:
     return f"{ROUTED} {kind}" if op.rows & routed else kind
 
 
-def op_classes(module: HloModule, ops: Sequence[str], expert: Sequence[bool]) -> list[str]:
+def op_classes(module: HloModule, ops: Sequence[str], expert: Sequence[bool], batch: Batch | None = None) -> list[str]:
     """The class (:data:`CLASSES`) of each op of ``module`` named in ``ops`` ("" where the module has no such
     op); ``expert``: per op, whether it is the routed experts' compute, whose token rows above ``T`` are the
-    routed rows (``k·T``)."""
-    batch = batch_of(module)
+    routed rows (``k·T``); ``batch``: the module's (:func:`batch_of`, made here where not given)."""
+    batch = batch_of(module) if batch is None else batch
     if not batch.tokens:
         return ["" if op not in module.instructions else "other" for op in ops]
     found = [_op(module, module.instructions[op], batch) if op in module.instructions else None for op in ops]
@@ -235,9 +235,10 @@ def token_classes(
     code = np.zeros(first.size, dtype=np.int64)
     texts = np.full(first.size, "", dtype=object)
     for module, at in by_module.values():
-        decided = op_classes(module, [ops[i] for i in at], is_expert[at].tolist())
+        batch = batch_of(module)
+        decided = op_classes(module, [ops[i] for i in at], is_expert[at].tolist(), batch)
         code[at] = [index[c] for c in decided]
-        texts[at] = batch_of(module).text
+        texts[at] = batch.text
     text_code, text_values = pd.factorize(texts)
     return code[key], classes, text_code[key].astype(np.int64), np.asarray(text_values, dtype=object)
 
