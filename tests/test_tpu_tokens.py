@@ -6,6 +6,7 @@ which ops' shapes did change: the two must agree, and the projection from the fi
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -59,6 +60,12 @@ def test_the_projection_of_half_the_tokens_lands_on_the_measured_step(base, half
     # one TPU core runs one op at a time: the step loses (1 - 0.5) of the time the term scaled
     scaled = sum(found["scaled_ns"].values())
     assert asked.projected_step_ns == pytest.approx(asked.measured_step_ns - 0.5 * scaled, rel=1e-3)
+    # the JSON says the same, and a saved analysis reads it back
+    (saved,) = [p for p in analysis.to_json()["projections"] if p.get("role") == "asked"]
+    held = sum(found["fixed_ns"].values()) / 1e6
+    assert saved["selection"] == [found] and f"held {held:.3g} ms (weights" in saved["note"]
+    back = moeprof.Analysis.from_json(json.loads(json.dumps(analysis.to_json())))
+    assert [p.selection for p in back.projections if p.role == "asked"] == [(found,)]
 
 
 def test_the_ops_it_scales_are_those_whose_shapes_xla_changed(base, half) -> None:
