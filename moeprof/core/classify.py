@@ -181,12 +181,47 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
     evidence = _Evidence({col: (codes[firsts], values) for col, (codes, values) in zip(FIELDS, per_column)})
     pair_codes, table = _classify_tuples(evidence, rules)
     per_event = pair_codes[combined]
+    if "group" in events:
+        per_event, table = _local_collectives(events["group"], per_event, table)
     return events.assign(
         **{
             column: expand([getattr(c, attr) for c in table], per_event)
             for attr, column in (("bucket", "bucket"), ("kind", "kind"), ("rule", "rule"), ("link", "link_hint"))
         }
     )
+
+
+LOCAL_RULE = "group-of-one"  # the rule id of a collective whose group is its own device (a local copy)
+
+
+def one_member_groups(values: np.ndarray) -> np.ndarray:
+    """Per distinct value of a ``group`` column: whether it names exactly one device (``"0"``)."""
+    return np.array([str(v or "").strip().isdigit() for v in values.tolist()], dtype=bool)
+
+
+def _local_collectives(
+    group: pd.Series, per_event: np.ndarray, table: list[Classification]
+) -> tuple[np.ndarray, list[Classification]]:
+    """A collective whose communicating group has one member moves no byte between devices (one TPU chip's
+    all-to-all of an expert-parallel program, a one-rank process group): spec §2 puts copies inside one
+    device in ``memcpy``. It keeps its kind (what it is called by), but no link (docs/metrics.md, "Buckets")."""
+    is_comm = np.array([c.bucket == "comm" for c in table], dtype=bool)
+    if not is_comm.any():
+        return per_event, table
+    codes, values = column_codes(group)
+    single = np.r_[one_member_groups(values), False][codes]  # code -1 (missing) reads False
+    local = single & is_comm[per_event]
+    if not local.any():
+        return per_event, table
+    # one more classification per comm classification that has local rows: the same kind, bucket memcpy
+    moved = {int(k): len(table) + i for i, k in enumerate(np.unique(per_event[local]).tolist())}
+    extra = [Classification("memcpy", table[k].kind, f"{LOCAL_RULE}+{table[k].rule}", "") for k in moved]
+    out = per_event.copy()
+    remap = np.arange(len(table), dtype=np.int64)
+    for k, new in moved.items():
+        remap[k] = new
+    out[local] = remap[per_event[local]]
+    return out, [*table, *extra]
 
 
 def _classify_tuples(evidence: _Evidence, rules: tuple[Rule, ...]) -> tuple[np.ndarray, list[Classification]]:

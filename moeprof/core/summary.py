@@ -261,7 +261,6 @@ class LedgerSummary:
     exposed_transfer: PerDevice  # exposed comm moving bytes
     exposed_unmatched: PerDevice  # exposed comm in no complete instance
     exposed_shares: tuple[float, float, float]  # wait, transfer, unmatched over all devices' exposed comm
-    single_member: int = 0  # of ``instances``: those of a one-member group (nobody to wait for)
 
     @property
     def has_unmatched(self) -> bool:
@@ -311,7 +310,6 @@ def ledger_summary(analysis: Analysis) -> LedgerSummary | None:
         exposed_transfer=per_device(devices, "exposed_transfer_ns"),
         exposed_unmatched=per_device(devices, "exposed_unmatched_ns"),
         exposed_shares=(ratio(exposed[0], whole), ratio(exposed[1], whole), ratio(exposed[2], whole)),
-        single_member=int(doc.get("single_member") or 0),
     )
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from ..core import intervals as iv
 from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
-from ..core.hardware import fabric_text
+from ..core.hardware import fabric_text, is_tpu_job
 from ..core.metrics import DeviceTimeline, WindowMeasure
 from ..core.vocabulary import vocabulary
 from .remedies import EXPERT_KINDS, Situation, choose, devices_kind, for_collective, role_of
@@ -105,6 +105,7 @@ def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int
                     + (f", {known.sum() / 2**20:,.1f} MiB" if known.size else ""),
                 }
             )
+    out.extend(_local_collectives(timeline, measured, steps, device))
     # many small GEMMs instead of one grouped GEMM
     if is_gpu:
         name_codes, names = timeline.strings("name")
@@ -125,6 +126,40 @@ def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int
                 }
             )
     return out
+
+
+def _local_collectives(timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str) -> list[dict]:
+    """Collectives whose group is the device itself (``core.classify``: bucket memcpy, kind kept): copies
+    inside the device, of which the part no compute hides is what skipping them could save."""
+    s, e, rows = measured.pieces
+    bcodes, buckets = timeline.strings("bucket")
+    kind_codes, _ = timeline.strings("kind")
+    local = lookup(bcodes[rows], buckets == "memcpy", False) & lookup(
+        kind_codes[rows], timeline.columns.nonempty("kind"), False
+    )
+    if not local.any():
+        return []
+    k_s, k_e = measured.compute_union
+    l_s, l_e = s[local], e[local]
+    dur = l_e - l_s
+    exposed = dur - iv.overlap_each(l_s, l_e, k_s, k_e)
+    name_codes, names = timeline.strings("name")
+    used, counts = np.unique(name_codes[rows[local]], return_counts=True)
+    ops = [str(names[c]) if c >= 0 else "?" for c in used[np.argsort(-counts, kind="stable")][:3]]
+    count = int(local.sum())
+    unit = "chip" if is_tpu_job([device]) else "device"
+    return [
+        {
+            "type": "local-collectives",
+            "device": device,
+            "time_ns": int(dur.sum()),
+            "saving_ns": int(exposed.sum()),
+            "count": count,
+            "detail": f"{count} collectives whose group is this {unit} alone ({', '.join(ops)}"
+            f"{', ...' if used.size > 3 else ''}), {dur.sum() / max(steps, 1) / 1e3:,.1f} µs per step: copies "
+            f"inside the {unit}, no byte crosses a link",
+        }
+    ]
 
 
 def host_gap_signal(
@@ -160,12 +195,15 @@ SIGNAL_TITLES = {
     "d2h-sync": "device-to-host syncs inside the step",
     "host-copies": "exposed host<->device copies (offload traffic)",
     "small-gemms": "many small GEMMs instead of one grouped GEMM",
+    "local-collectives": "collectives over a group of one device: local copies, not communication",
 }
 
 
-def signal_title(kind: str, stack: Stack) -> str:
+def signal_title(kind: str, stack: Stack, devices: str = "gpu") -> str:
     if kind == "small-gemms" and stack.uses("moe"):
         return "many small expert GEMMs instead of one grouped GEMM"
+    if kind == "local-collectives" and devices == "tpu":
+        return SIGNAL_TITLES[kind].replace("device", "chip")
     return SIGNAL_TITLES[kind]
 
 
@@ -179,10 +217,11 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
-        fix = choose(Situation(str(kind), devices=devices_kind(g["device"].unique())), stack)
+        on = devices_kind(g["device"].unique())
+        fix = choose(Situation(str(kind), devices=on), stack)
         out.append(
             Opportunity(
-                title=signal_title(str(kind), stack),
+                title=signal_title(str(kind), stack, on),
                 kind=str(kind),
                 name=str(kind),
                 link=None,

@@ -375,7 +375,7 @@ def with_wait_split(collectives: list[Collective], ledger: Ledger) -> list[Colle
             out.append(replace(c, wait_ns=0, transfer_ns=0))
             continue
         busbw = None
-        if c.bytes_per_call and c.count and s.transfer_ns > 0 and c.group_size and c.group_size > 1:
+        if c.bytes_per_call and c.count and s.transfer_ns > 0 and c.group_size:
             # bytes over the transfer part alone: what the link carried while data actually moved
             per_call = s.transfer_ns / c.count
             busbw = round(c.bytes_per_call / per_call * bus_factor(c.kind, c.group_size), 3)

@@ -323,11 +323,7 @@ def clock_text(led: LedgerSummary) -> str:
 
 def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
     """The ledger's matching in one sentence: instances matched, those that could not be, the clocks."""
-    across = led.instances - led.single_member
-    matched = f"{plural(across, 'collective instance')} matched across ranks"
-    if led.single_member:  # a group of one chip (one TPU's expert all-to-all): nothing to match, nobody waits
-        alone = f"{plural(led.single_member, 'instance')} of a one-member group (nobody to wait for)"
-        matched = f"{matched}, {alone}" if across else f"no collective spans two devices: {alone}"
+    matched = f"{plural(led.instances, 'collective instance')} matched across ranks"
     if not (led.incomplete or led.desynchronized):
         return f"{lead}{matched}, none incomplete or desynchronized; {clock_text(led)}."
     problems = []
