@@ -326,8 +326,13 @@ class ScopeRow:
     flops: float | None = None  # the ops' flops stat (XLA's cost model)
     model_flops: float | None = None  # the ops' model_flops stat
     bytes_accessed: float | None = None
-    tflops_per_s: float | None = None  # (model_flops where stated, else flops) over total_ns
+    # the FLOPs moeprof counts (model_flops where stated, else flops; the ragged dots the HLO shows recounted)
+    counted_flops: float | None = None
+    tflops_per_s: float | None = None  # counted_flops over total_ns
     peak_fraction: float | None = None  # tflops_per_s over the chip's peak
+    # XLA's own figure (its stat alone) where the recount changed it
+    tflops_per_s_xla: float | None = None
+    peak_fraction_xla: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)

@@ -79,12 +79,15 @@ def scopes_shown(result: Analysis) -> list[ScopeRow]:
 
 
 def utilization_line(result: Analysis) -> str | None:
-    """``FLOPs the ops state (XLA model_flops): 3.72 T per step, 50.1 TFLOP/s per chip: MFU 24.7% of
-    202.7 TFLOP/s (the device plane)``; None where the trace states no FLOPs."""
+    """``FLOPs the ops state (XLA model_flops; 27 ragged-dot ops recounted from the HLO shapes): 3.72 TFLOP per
+    step, 50.1 TFLOP/s per chip: MFU 24.7% of 202.7 TFLOP/s (the device plane's ...); XLA's count: 22.3
+    TFLOP per step, MFU 149%``; None where the trace states no FLOPs."""
     u = result.utilization
     if not u:
         return None
-    line = f"FLOPs the ops state (XLA {u['flops_source']})"
+    recounted = u.get("recounted_ops")
+    line = f"FLOPs the ops state (XLA {u['flops_source']}"
+    line += f"; {plural(int(recounted), 'op')} with ragged dots recounted from the HLO shapes)" if recounted else ")"
     if u.get("flops_per_step") is not None:
         line += f": {u['flops_per_step'] / 1e12:,.3g} TFLOP per step"
     if u.get("tflops_per_s_per_device") is not None:
@@ -95,6 +98,10 @@ def utilization_line(result: Analysis) -> str | None:
             line += f"; overstated: {u['ops_above_peak_count']} ops state more FLOPs than the peak allows"
     elif u.get("note"):
         line += f"; {u['note']}"
+    if recounted:
+        xla = [f"{u['flops_per_step_xla'] / 1e12:,.3g} TFLOP per step"] if u.get("flops_per_step_xla") else []
+        xla += [f"MFU {pct(u['mfu_xla'])}"] if u.get("mfu_xla") is not None else []
+        line += f"; XLA's own count: {', '.join(xla)}" if xla else ""
     return line
 
 
