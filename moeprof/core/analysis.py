@@ -281,6 +281,9 @@ class Opportunity:
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)
     remedy_family: str = ""  # what kind of fix it is, stable across the remedy's framework variants
+    # what the remedy was chosen on: each condition of its row with what the trace showed, and the facts its
+    # text depends on with the evidence for them (insight.remedies.Remedy.checked)
+    remedy_checked: tuple[Mapping[str, Any], ...] = ()
     # §9: the mean step saving if its activities took no time (None: not computed, or not activities)
     projected_saving_ns: int | None = None
     # the most that saving can be (the work on the measured critical chain); set where it was bounded,
@@ -290,7 +293,8 @@ class Opportunity:
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
         out["evidence"] = dict(self.evidence)
-        for key in ("remedy_id", "remedy_family"):
+        out["remedy_checked"] = [dict(c) for c in self.remedy_checked]
+        for key in ("remedy_id", "remedy_family", "remedy_checked"):
             if not out[key]:
                 del out[key]
         for key in ("projected_saving_ns", "projected_saving_max_ns"):
@@ -306,6 +310,7 @@ class Opportunity:
         kw.setdefault("bound_from", "exposed")
         kw.setdefault("evidence", {})
         kw.setdefault("remedy", "")
+        kw["remedy_checked"] = tuple(dict(c) for c in kw.get("remedy_checked") or () if isinstance(c, Mapping))
         return _plain_from_json(cls, kw)
 
 

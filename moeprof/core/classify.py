@@ -22,7 +22,7 @@ from .events import BUCKETS, KINDS, column_codes, combine_codes, first_rows
 from .trace import Trace
 
 FIELDS = ("opcode", "category", "collective", "annotation", "activity", "copy_kind", "name")
-LINKS = ("nvlink", "ib")
+LINKS = ("nvlink", "ib", "internode")  # internode: NVLink inside the node and RDMA across (DeepEP, core.topology)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def _rule_from_dict(raw: dict, origin: str) -> Rule:
     if raw.get("kind") is not None and raw["kind"] not in KINDS:
         raise bad(f"kind must be one of {', '.join(KINDS)}")
     if raw.get("link") is not None and raw["link"] not in LINKS:
-        raise bad("link must be nvlink or ib")
+        raise bad("link must be nvlink, ib or internode")
     if raw.get("bucket") is None and raw.get("kind") is None:
         raise bad("sets neither bucket nor kind")
     also_fields = [f for f in FIELDS if f != raw["field"] and raw.get(f) is not None]

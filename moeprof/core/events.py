@@ -68,7 +68,9 @@ DERIVED_COLUMNS: dict[str, str] = {
     "bucket": "str",  # compute | comm | memcpy | other
     "kind": "str",  # collective kind for comm rows, "" otherwise
     "rule": "str",  # id of the taxonomy rule that set the bucket (and kind)
-    "link_hint": "str",  # nvlink | ib | "" : a path named by the kernel itself (DeepEP intranode/internode)
+    # nvlink | ib | internode | "": a path named by the kernel itself (DeepEP intranode, internode_ll; internode:
+    # both, split by the RDMA ranks the kernels name)
+    "link_hint": "str",
     "ib_fraction": "float64",  # share of the activity carried over InfiniBand, NaN unknown
 }
 COLUMNS: dict[str, str] = {**RAW_COLUMNS, **DERIVED_COLUMNS}

@@ -126,6 +126,9 @@ class Trace:
     host_syncs: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["device", "thread", "start_ns", "end_ns"])
     )
+    # the longest duration (ns) of each host-side communication range the reader keeps (Kineto: DeepSeek's
+    # "dispatch(F)"): how long the CPU stayed inside it, evidence that it waited there
+    host_range_ns: Mapping[str, int] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Trace:
         return replace(self, **changes)

@@ -218,7 +218,8 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         if int(worst["saving_ns"]) <= 0:
             continue
         on = devices_kind(g["device"].unique())
-        fix = choose(Situation(str(kind), devices=on), stack)
+        situation = Situation(str(kind), devices=on)
+        fix = choose(situation, stack)
         out.append(
             Opportunity(
                 title=signal_title(str(kind), stack, on),
@@ -235,9 +236,10 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
                     "worst_device": str(worst["device"]),
                     "detail": str(worst["detail"]),
                 },
-                remedy=fix.text,
+                remedy=fix.said(stack),
                 remedy_id=fix.id,
                 remedy_family=fix.family,
+                remedy_checked=fix.checked(situation, stack),
             )
         )
     return out
@@ -349,6 +351,7 @@ def comm_opportunities(
                 remedy=f"{remedy} {note}" if note else remedy,
                 remedy_id=fix.id,
                 remedy_family=fix.family,
+                remedy_checked=fix.checked(situation, stack),
             )
         )
     return out
@@ -399,17 +402,15 @@ def expert_exchange_opportunity(
             exchange_bound = "transfer"
     exposed = int(a2a["exposed_ns"].sum())
     hidden = 1 - exposed / float(a2a["total_ns"].sum())
-    fix = choose(
-        Situation(
-            kind="expert-exchange",
-            role=role_of("expert-exchange", stack),
-            link=link,
-            devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique()),
-            bound=exchange_bound,
-            hidden_share=hidden,
-        ),
-        stack,
+    situation = Situation(
+        kind="expert-exchange",
+        role=role_of("expert-exchange", stack),
+        link=link,
+        devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique()),
+        bound=exchange_bound,
+        hidden_share=hidden,
     )
+    fix = choose(situation, stack)
     return [
         Opportunity(
             title=(
@@ -436,9 +437,10 @@ def expert_exchange_opportunity(
                 "detail": f"{share:.0%} of communication time is {what}, {hidden:.0%} of it hidden under compute;"
                 f" {bound}",
             },
-            remedy=fix.text,
+            remedy=fix.said(stack),
             remedy_id=fix.id,
             remedy_family=fix.family,
+            remedy_checked=fix.checked(situation, stack),
         )
     ]
 

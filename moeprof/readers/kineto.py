@@ -290,8 +290,17 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         job=Job(rank=rank, world_size=world, gpus_per_node=gpus),
         devices={str(d): rank for d in pd.unique(dev["device"])},
         host_syncs=_host_syncs(cols, names, threads, pd.unique(dev["device"])),
+        host_range_ns=_longest(ranges, comm_like[kept_codes] if len(keep) else np.zeros(0, dtype=bool)),
         device_models=_device_models(meta, [str(d) for d in pd.unique(dev["device"])]),
     )
+
+
+def _longest(ranges: dict, comm: np.ndarray) -> dict[str, int]:
+    """The longest duration of each name among the kept ranges that name communication (``comm``)."""
+    if not comm.any():
+        return {}
+    frame = pd.DataFrame({"name": ranges["name"][comm].astype(str), "ns": (ranges["end"] - ranges["start"])[comm]})
+    return {str(k): int(v) for k, v in frame.groupby("name", sort=True)["ns"].max().items()}
 
 
 def _device_models(meta: dict, devices: list[str]) -> dict[str, str]:
