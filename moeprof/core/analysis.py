@@ -428,18 +428,42 @@ SIGNIFICANT_SAVING = 0.01
 @dataclass(frozen=True, slots=True)
 class StepBound:
     """What sets a projected step's end: the largest cause on its critical path, its share of the path, and
-    the devices that cause lies on (in path order)."""
+    the devices that cause lies on (in path order); for the measured step, the activities that make most of
+    that cause's time on the path (``ops``: what bounds the step, by name and stream)."""
 
     cause: str  # one of CAUSES
     share: float
     devices: tuple[str, ...]
+    ops: tuple[PathOp, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"cause": self.cause, "share": self.share, "devices": list(self.devices)}
+        out: dict[str, Any] = {"cause": self.cause, "share": self.share, "devices": list(self.devices)}
+        if self.ops:
+            out["ops"] = [op._asdict() for op in self.ops]
+        return out
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StepBound:
-        return cls(str(doc.get("cause", "")), float(doc.get("share") or 0.0), tuple(map(str, doc.get("devices") or ())))
+        ops = tuple(
+            PathOp(str(o.get("name", "")), str(o.get("device", "")), str(o.get("stream", "")), int(o.get("ns") or 0))
+            for o in doc.get("ops") or ()
+            if isinstance(o, Mapping)
+        )
+        return cls(
+            str(doc.get("cause", "")),
+            float(doc.get("share") or 0.0),
+            tuple(map(str, doc.get("devices") or ())),
+            ops,
+        )
+
+
+class PathOp(NamedTuple):
+    """Activities of one name on one device's stream that lie on a critical path, and their time there."""
+
+    name: str
+    device: str
+    stream: str
+    ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,6 +628,12 @@ class Analysis:
     scopes: tuple[ScopeRow, ...] = ()  # per JAX name scope (traces that name scopes: XLA programs)
     # FLOPs the trace's ops state (TPU XPlanes) against the chip's peak: MFU, ops and steps above the peak
     utilization: Mapping[str, Any] | None = None
+    # the exposed time of each device's first and last collective, where a capture cuts the run of steps
+    # (insight.edges): JSON "edge_exposure"
+    edges: Mapping[str, Any] | None = None
+    # what the host's kernel launches say (readers.kineto.launch_facts, summed over the files): launches, those
+    # without their activity, those inside a graph capture; JSON "launches"
+    launches: Mapping[str, Any] | None = None
 
     schema: ClassVar[str] = SCHEMA
 
@@ -681,6 +711,10 @@ class Analysis:
             doc["scopes"] = [r.to_json() for r in self.scopes]
         if self.utilization:
             doc["utilization"] = dict(self.utilization)
+        if self.edges:
+            doc["edge_exposure"] = dict(self.edges)
+        if self.launches:
+            doc["launches"] = dict(self.launches)
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -717,6 +751,8 @@ class Analysis:
             "step_bound",
             "scopes",
             "utilization",
+            "edge_exposure",
+            "launches",
         }
         try:
             return cls(
@@ -741,6 +777,8 @@ class Analysis:
                 step_bound=StepBound.from_json(doc["step_bound"]) if isinstance(doc.get("step_bound"), dict) else None,
                 scopes=tuple(ScopeRow.from_json(r) for r in _dicts(doc.get("scopes"))),
                 utilization=doc.get("utilization") if isinstance(doc.get("utilization"), dict) else None,
+                edges=doc.get("edge_exposure") if isinstance(doc.get("edge_exposure"), dict) else None,
+                launches=doc.get("launches") if isinstance(doc.get("launches"), dict) else None,
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

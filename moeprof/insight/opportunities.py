@@ -458,16 +458,22 @@ def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
 PROJECTED_SIGNIFICANT = SIGNIFICANT_SAVING  # of the mean step: a projected saving below it ranks as none (replay noise)
 
 
-def rank_by_projection(opportunities: list[Opportunity], step_ns: float = 0.0) -> list[Opportunity]:
+def rank_by_projection(opportunities: list[Opportunity], step_ns: float = 0.0, steps: int = 1) -> list[Opportunity]:
     """The order opportunities are shown in: the §9 projected saving first (what taking their activities
-    away buys the step; none projected, or under 1% of the mean step ``step_ns``, counts as 0), then
-    :func:`rank`'s order. Without the floor a 2 µs host copy would outrank a 9 ms exchange whose
-    removal the replay says buys nothing either (the real DLRM: its step waits on the hosts)."""
+    away buys the step; under 1% of the mean step ``step_ns`` counts as 0), then :func:`rank`'s order.
+    An opportunity no replay can take away (not activities: a TPU's host gaps between programs, neither
+    projected nor bounded) counts by its §6 bound per step (``steps`` in the job): else a 15 µs copy the
+    replay can remove outranks 876 µs of host-bound idle per step (the one-chip TPU demo). Without the floor
+    a 2 µs host copy would outrank a 9 ms exchange whose removal the replay says buys nothing either (the
+    real DLRM: its step waits on the hosts)."""
     order = {id(o): i for i, o in enumerate(rank(opportunities))}
     floor = PROJECTED_SIGNIFICANT * step_ns
 
     def projected(o: Opportunity) -> int:
-        s = o.projected_saving_ns or 0
+        s = o.projected_saving_ns
+        if s is None and o.projected_saving_max_ns is None:
+            s = o.saving_bound_ns // max(steps, 1)
+        s = s or 0
         return s if s >= floor else 0
 
     return sorted(opportunities, key=lambda o: (-projected(o), order[id(o)]))

@@ -147,6 +147,17 @@ def _tuple(value: object) -> tuple[str, ...]:
 
 
 @cache
+def actions() -> dict[str, str]:
+    """Each remedy family's fix as one action (``[action]`` of remedies.toml): what a report's first try says."""
+    raw = tomllib.loads(resources.files("moeprof.insight").joinpath("remedies.toml").read_text(encoding="utf-8"))
+    return dict(raw["action"])
+
+
+def action_of(family: str) -> str | None:
+    return actions().get(family)
+
+
+@cache
 def catalogue() -> tuple[tuple[Remedy, ...], dict[str, dict[str, str]]]:
     """The remedy rows, and the sentences added to a collective's remedy: by device kind ("gpu", "tpu")."""
     raw = tomllib.loads(resources.files("moeprof.insight").joinpath("remedies.toml").read_text(encoding="utf-8"))

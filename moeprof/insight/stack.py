@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -172,7 +173,21 @@ def stack_facts(trace: Trace) -> dict:
         "hlo": bool(trace.hlo),
         "in_use": in_use,
         "evidence": evidence,
+        "launches": dict(trace.launches),
     }
+
+
+LAUNCH_COUNTS = ("kernel_launches", "without_activity", "captured", "captured_without_activity")
+
+
+def launch_summary(facts: Iterable[dict]) -> dict[str, Any] | None:
+    """The files' launch facts (``Trace.launches``) summed; None where no file read its launches."""
+    read = [f["launches"] for f in facts if f.get("launches")]
+    if not read:
+        return None
+    out: dict[str, Any] = {k: int(sum(int(r.get(k) or 0) for r in read)) for k in LAUNCH_COUNTS}
+    out["capture_api"] = next((str(r["capture_api"]) for r in read if r.get("capture_api")), "")
+    return out
 
 
 def trace_vendor(trace: Trace) -> str:

@@ -35,6 +35,7 @@ from ..core.metrics import collectives_table
 from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
+from ..insight.edges import capture_edges
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
@@ -44,7 +45,7 @@ from ..insight.opportunities import (
     signal_opportunities,
 )
 from ..insight.projector import Projector, project_analysis
-from ..insight.stack import Stack
+from ..insight.stack import Stack, launch_summary
 from ..insight.utilization import job_peak, utilization
 from ..insight.waiting import op_stragglers, straggler_opportunity
 from .per_file import COMM_AGG_COLUMNS, FileResult
@@ -494,7 +495,8 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
+    facts = [job.facts[k] for k in sorted(job.facts)]
+    stack = Stack.of(facts)
     hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.device for d in devices])
     collectives = annotate(collectives_table(comm), mode, hardware.peaks, hardware.scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
@@ -551,6 +553,12 @@ def finish_job(
         hardware=hardware.summary,
         scopes=scope_rows(scope_frame, sum(d.accumulated_ns for d in devices), peak),
         utilization=used,
+        edges=capture_edges(
+            matched if matched is not None else records,
+            job.table("windows", ("device", "start_ns", "end_ns")),
+            job.table("exposed", ("device", "start_ns", "end_ns")),
+        ),
+        launches=launch_summary(facts),
     )
     projected, projector = with_projections(analysis, replay_job(job, records, ledger), what_if)
     return projected, matched, projector
