@@ -711,7 +711,7 @@ def opportunity_items(analysis: Analysis, top: int = 12) -> list[OpportunityItem
     out = []
     for o, remedy in zip(shown, remedy_texts(shown), strict=True):
         hidden, removed = opportunity_savings_text(o, steps, analysis.step_ns)
-        out.append(OpportunityItem(o.title, hidden, removed, fmt_ms(o.exposed_ns), evidence_text(o), remedy))
+        out.append(OpportunityItem(on_fabric(o.title), hidden, removed, fmt_ms(o.exposed_ns), evidence_text(o), remedy))
     return out
 
 

@@ -425,7 +425,7 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     shown = result.opportunities[:top]
     for i, (o, remedy) in enumerate(zip(shown, remedy_texts(shown), strict=True), 1):
         hidden, removed = opportunity_savings_text(o, steps, result.step_ns)
-        head = Text(o.title[:90], style="bold", overflow="fold")
+        head = Text(on_fabric(o.title)[:90], style="bold", overflow="fold")
         head.append(f"  {removed}" if removed else "", style="bold red")
         head.append(f"{';' if removed else ''} {hidden}")
         # a flag list longer than the line folds instead of being cut

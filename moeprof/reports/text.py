@@ -181,7 +181,7 @@ def evidence_text(opportunity: Opportunity) -> str:
     if same:
         # the findings merged into this one: they count the same time, so they are not listed again
         parts.append(f"counts the same time as {_same_time(same)}")
-    return ", ".join(parts)
+    return on_fabric(", ".join(parts))
 
 
 def _remedy_parts(opportunity: Opportunity) -> tuple[str, str]:
@@ -212,7 +212,7 @@ def remedy_texts(opportunities: Sequence[Opportunity]) -> list[str]:
         else:
             same_note = note == parts[first - 1][1]
             out.append(f"the remedy of {first}." + (f" {note}" if note and not same_note else ""))
-    return out
+    return [on_fabric(r) for r in out]
 
 
 def _where_exposed(v: Verdict) -> str:
@@ -495,8 +495,10 @@ def ledger_headline(v: Verdict | None) -> list[str]:
                 "(analyze every member's trace together)"
             ]
         return [
-            "waiting vs moving bytes: unknown, no collective matched across ranks "
-            "(analyze the traces of every member of its groups together)"
+            on_fabric(
+                "waiting vs moving bytes: unknown, no collective matched across ranks "
+                "(analyze the traces of every member of its groups together)"
+            )
         ]
     unmatched = _mean_worst(led.exposed_unmatched) if led.has_unmatched else "none"
     return [
@@ -528,7 +530,7 @@ def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
     """The ledger's matching in one sentence: instances matched, those that could not be, the clocks."""
     matched = f"{plural(led.instances, 'collective instance')} matched across ranks"
     if not (led.incomplete or led.desynchronized):
-        return f"{lead}{matched}, none incomplete or desynchronized; {clock_text(led)}."
+        return on_fabric(f"{lead}{matched}, none incomplete or desynchronized; {clock_text(led)}.")
     problems = []
     if led.incomplete:
         # an incomplete key is a call that some members of its group have and others do not: with nothing
@@ -548,7 +550,7 @@ def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
     if led.desynchronized:
         problems.append(plural(led.desynchronized, "desynchronized key"))
     sep = ";" if led.instances else ":"
-    return f"{lead}{matched}{sep} {'; '.join(problems)}; {clock_text(led)}."
+    return on_fabric(f"{lead}{matched}{sep} {'; '.join(problems)}; {clock_text(led)}.")
 
 
 def step_name(number: int, position: int | None) -> str:
@@ -618,12 +620,12 @@ def payoff_rows(analysis: Analysis) -> list[PayoffRow]:
         shortens = p.shortens
         rows.append(
             PayoffRow(
-                p.label,
+                on_fabric(p.label),
                 " ".join(p.what_if),
                 ms(p.projected_step_ns),
                 ms(p.saving_ns) if shortens else "-",
                 pct(p.saving_fraction) if shortens else "none",
-                note,
+                on_fabric(note),
             )
         )
     return rows
