@@ -96,6 +96,8 @@ def test_a_capture_with_no_kernel_at_all_is_refused_naming_it(tmp_path):
         ("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8>(int4*, float*)", "internode::combine"),
         ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "ncclDevKernel_SendRecv"),
         ("fusion.12", "fusion.12"),
+        ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long)",
+         "multimem_all_reduce_kernel"),
     ],
 )  # fmt: skip
 def test_kernel_labels(name, said):

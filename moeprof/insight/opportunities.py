@@ -156,7 +156,7 @@ def _local_collectives(timeline: DeviceTimeline, measured: WindowMeasure, steps:
             "saving_ns": int(exposed.sum()),
             "count": count,
             "detail": f"{count} collectives whose group is this {unit} alone ({', '.join(ops)}"
-            f"{', ...' if used.size > 3 else ''}), {dur.sum() / max(steps, 1) / 1e3:,.1f} µs per step: copies "
+            f"{', ...' if used.size > 3 else ''}), {dur.sum() / max(steps, 1) / 1e6:.3f} ms per step: copies "
             f"inside the {unit}, no byte crosses a link",
         }
     ]

@@ -249,7 +249,7 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             f" The straggler is the hot device: {hot.device} gets {hot.tokens_over_mean:.1f}x the mean device's"
             f" routed tokens and arrives last in {pct(hot.last_share)} of its collectives; the others wait for it."
         )
-    if v.projected:
+    if v.projected or v.step_bound is not None or v.first_bounded:
         first = first_try_line(v)
     elif v.first is not None:
         # not projected (a saved analysis from before §9, a job too large for this install): §6's bound only
@@ -348,7 +348,7 @@ def kernel_label(name: str) -> str:
     """A kernel's name as one says it: no return type, arguments or template arguments, a
     ``cutlass::device_kernel<...>`` wrapper opened, two namespaces at most
     (``m_grouped_fp8_ptp128c::GemmKernel``, ``flash::FlashAttnBwd``, ``internode::combine``)."""
-    text = _CALL.sub("", name.strip())
+    text = _CALL.sub("", name.strip()).replace("(anonymous namespace)::", "")
     depth = 0
     for i, ch in enumerate(text):  # the argument list: the first "(" outside the template brackets
         depth += ch == "<"
