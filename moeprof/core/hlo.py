@@ -91,17 +91,7 @@ def _top_level_tuple_bytes(shape: str) -> list[int]:
     shape = shape.strip()
     if not shape.startswith("("):
         return [shape_bytes(shape)]
-    parts, depth, start = [], 0, 1
-    for i, ch in enumerate(shape):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 1:
-            parts.append(shape[start:i])
-            start = i + 1
-    parts.append(shape[start:-1])
-    return [shape_bytes(p) for p in parts]
+    return [shape_bytes(p) for p in _top_level_parts(shape[1:-1])] or [0]
 
 
 def _shape_and_rest(body: str) -> tuple[str, str]:
