@@ -173,16 +173,15 @@ def stack_facts(trace: Trace) -> dict:
         "hlo": bool(trace.hlo),
         "in_use": in_use,
         "evidence": evidence,
-        "launches": dict(trace.launches),
     }
 
 
 LAUNCH_COUNTS = ("kernel_launches", "without_activity", "captured", "captured_without_activity")
 
 
-def launch_summary(facts: Iterable[dict]) -> dict[str, Any] | None:
-    """The files' launch facts (``Trace.launches``) summed; None where no file read its launches."""
-    read = [f["launches"] for f in facts if f.get("launches")]
+def launch_summary(files: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The files' launch facts (``Trace.launches``, one per file) summed; None where no file read its launches."""
+    read = [f for f in files if f]
     if not read:
         return None
     out: dict[str, Any] = {k: int(sum(int(r.get(k) or 0) for r in read)) for k in LAUNCH_COUNTS}

@@ -138,6 +138,7 @@ class _FileTake:
     models: dict[str, str]  # device -> GPU model its file names
     dropped_activities: int  # device activities the reader dropped (unplaceable or outliers)
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> the peaks its plane states
+    launches: dict = field(default_factory=dict)  # the file's launch facts (Trace.launches), summed per job
 
 
 def _first_seen(maps: Iterable[Mapping[K, V]]) -> dict[K, V]:
@@ -210,6 +211,7 @@ class JobResults:
             step_positions=dict(part.step_positions),
             models=dict(part.models),
             dropped_activities=part.dropped_activities,
+            launches=dict(part.launches),
             peaks=dict(part.peaks),
         )
         for name in self._TABLES:
@@ -299,6 +301,11 @@ class JobResults:
     @property
     def dropped_activities(self) -> int:
         return sum(f.dropped_activities for f in self._kept())
+
+    @property
+    def launches(self) -> list[dict]:
+        """Each kept file's launch facts (files that read none give {})."""
+        return [f.launches for f in self._kept()]
 
     @property
     def hosts(self) -> set[str]:
@@ -558,7 +565,7 @@ def finish_job(
             job.table("windows", ("device", "start_ns", "end_ns")),
             job.table("exposed", ("device", "start_ns", "end_ns")),
         ),
-        launches=launch_summary(facts),
+        launches=launch_summary(job.launches),
     )
     projected, projector = with_projections(analysis, replay_job(job, records, ledger), what_if)
     return projected, matched, projector
