@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import moeprof
+from moeprof.insight.stack import stack_facts
 
 from .helpers import shared_trace
 
@@ -114,3 +115,30 @@ def test_deepseek_remedies_follow_its_evidence():
     # EP64 = 8 nodes of 8 GPUs: 56 of a GPU's 63 peers are on other nodes
     (device,) = out["devices"]
     assert device["comm_ib_ns"] == pytest.approx(device["comm_ns"] * 56 / 63, abs=1)
+
+
+def test_low_latency_kernels_say_their_fp8_and_wait_for_nothing_on_the_host(tmp_path):
+    """DeepEP's low-latency mode: its dispatch's first template argument (kUseFP8) is true, it sends every token
+    over RDMA (link ib), and no notify_dispatch hands counts to the host: no host wait, no graph advice against."""
+    doc = _doc(BF16_COPY)
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "kernel" and event["name"] in (LAYOUT, NOTIFY):
+            event["name"] = BF16_COPY
+        elif event.get("name") == DISPATCH:
+            event["name"] = "void deep_ep::internode_ll::dispatch<true, false, 7168>(void*, float*)"
+        elif event.get("name") == COMBINE:
+            event["name"] = "void deep_ep::internode_ll::combine<false, 7168, 9, 8>(void*, void*)"
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    trace = moeprof.load([path])[0]
+    facts = stack_facts(trace)
+    assert facts["in_use"]["deepep_low_latency"] and not facts["in_use"]["deepep_normal"]
+    assert (
+        facts["in_use"]["fp8_dispatch"] and "internode_ll::dispatch<true, ...>: 1" in facts["evidence"]["fp8_dispatch"]
+    )
+    assert not facts["in_use"]["cpu_waits_for_counts"]
+    out = moeprof.analyze_paths([path]).to_json()
+    (device,) = out["devices"]
+    assert device["comm_ib_ns"] == device["comm_ns"] == 250_000 + 200_000
+    gaps = _by_kind(out).get("launch-gaps")
+    assert gaps is None or gaps["remedy_id"] != "gaps-host-waits-counts"
