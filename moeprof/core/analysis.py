@@ -328,6 +328,12 @@ class ScopeRow:
     bytes_accessed: float | None = None
     tflops_per_s: float | None = None  # (model_flops where stated, else flops) over total_ns
     peak_fraction: float | None = None  # tflops_per_s over the chip's peak
+    # what the component costs: the activities that serve the scope (its own, its backward's, the updates and
+    # casts of its parameters; docs/metrics.md "Components"), clipped and summed like total_ns; None: not measured
+    attributed_count: int | None = None
+    attributed_ns: int | None = None
+    attributed_share: float | None = None  # of the job's accumulated_ns
+    attributed_backward_ns: int | None = None  # of attributed_ns, serving the backward pass
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)

@@ -58,6 +58,10 @@ REPLAY_COLUMNS: dict[str, str] = {
     "launch_ns": "int64",  # the launching call's time on the host clock (-1 unknown)
     "launch_thread": "str",  # "" unknown
     "scope": "str",  # the JAX name scope path (what --what-if scope~REGEX searches), "" unknown
+    # the scope key of the component the activity serves and its pass (core.components): scope~REGEX searches it
+    # too, diff's explanation groups by it
+    "component": "str",
+    "backward": "bool",
     "moe_role": "str",  # MOE_ROLES: the routed experts' compute, the dispatch/combine exchange, or ""
     # what the op is, for diff's explanation by scope and op (never by an HLO op name: it does not survive a
     # recompilation): XLA's hlo_category and the HLO opcode, "" unknown
@@ -73,7 +77,7 @@ SYNC_COLUMNS = ("device", "thread", "start_ns", "end_ns")  # host synchronizatio
 def empty_replay_table() -> pd.DataFrame:
     return pd.DataFrame(
         {
-            c: pd.Series(dtype={"str": object, "int64": np.int64, "float64": np.float64}[t])
+            c: pd.Series(dtype={"str": object, "int64": np.int64, "float64": np.float64, "bool": bool}[t])
             for c, t in REPLAY_COLUMNS.items()
         }
     )
@@ -143,6 +147,8 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "launch_ns": launch,
             "launch_thread": thread,
             "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
+            "component": strings("component") if "component" in table.columns else categorical("", rows.size),
+            "backward": columns.numbers("backward", bool)[rows] if "backward" in table.columns else np.zeros(rows.size, bool),
             "moe_role": _categorical(role_codes[rows], roles),
             "category": strings("category") if "category" in table.columns else categorical("", rows.size),
             "opcode": strings("opcode") if "opcode" in table.columns else categorical("", rows.size),

@@ -203,6 +203,35 @@ def attach_scopes(trace: Trace) -> Trace:
     return trace.replace(events=events.assign(scope=categorical_of(codes, np.asarray(values, dtype=object))))
 
 
+def own_pairs(values: np.ndarray) -> list[tuple[str, bool]]:
+    """The own scope key and pass of each distinct scope path."""
+    return [scope_key(clean_path(str(v))) if v else (NO_SCOPE, False) for v in values.tolist()]
+
+
+def served_rows(
+    scope: tuple[np.ndarray, np.ndarray], component: tuple[np.ndarray, np.ndarray] | None, backward: np.ndarray | None
+) -> tuple[np.ndarray, list[tuple[str, bool]]]:
+    """Per row, the index of the (component key, pass) it serves in the list returned beside: from the
+    ``component``/``backward`` columns (codes and distinct values), the row's own scope key and pass where the
+    component is "" or the table has none. One decision per distinct (component, pass, scope)."""
+    scope_c, scope_v = scope
+    n = scope_c.size
+    if component is None:
+        comp_c, comp_text = np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=object)
+    else:
+        comp_c, comp_text = component[0], np.array([str(v) for v in component[1].tolist()], dtype=object)
+    given = lookup(comp_c, comp_text != "", False)
+    passes = np.zeros(n, dtype=bool) if backward is None else np.asarray(backward, dtype=bool)
+    key = combine_codes(np.where(given, comp_c, -1), passes & given, np.where(given, -1, scope_c))
+    first = first_rows(key)
+    own = own_pairs(np.asarray(scope_v, dtype=object))
+    pairs = [
+        (str(comp_text[comp_c[r]]), bool(passes[r])) if given[r] else (own[scope_c[r]] if scope_c[r] >= 0 else (NO_SCOPE, False))
+        for r in first.tolist()
+    ]
+    return key, pairs
+
+
 # ---------------------------------------------------------------- per device: scopes, ops' FLOPs
 
 FLOP_COLUMNS = ("flops", "model_flops", "bytes_accessed")  # per-op stats a reader may give (TPU XPlanes)
@@ -219,6 +248,8 @@ SCOPE_COLUMNS = [
     "bytes_accessed",
     "flops_known",
     "model_flops_known",
+    "attributed_count",
+    "attributed_ns",
 ]
 OP_FLOP_COLUMNS = ["device", "op", "scope", "count", "time_ns", "flops", "model_flops"]
 STEP_FLOP_COLUMNS = ["step", "device", "flops", "model_flops"]
@@ -249,18 +280,24 @@ def device_flops(rows: DeviceTimeline, clipped: np.ndarray) -> tuple[np.ndarray,
 
 def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.DataFrame:
     """Per (scope, pass) of one device: activities, time inside the window (all, compute, comm) and the
-    FLOPs and bytes its ops state (SCOPE_COLUMNS)."""
+    FLOPs and bytes its ops state, of the activities whose own scope it is; and the activities and time of
+    those that serve it (``attributed_*``: the component column, core.components) (SCOPE_COLUMNS)."""
     inside = clipped > 0
     if not inside.any():
         return pd.DataFrame(columns=SCOPE_COLUMNS)
     codes, values = rows.strings("scope")
     key_of, backward_of = _keys(values)
+    table = rows.columns.table
+    component = rows.strings("component") if "component" in table.columns else None
+    passes = rows.numbers("backward", bool) if "backward" in table.columns else None
+    served, served_pairs = served_rows((codes, values), component, passes)
     # rows grouped by an integer code numbered in (scope, backward) order, not by a string column: pandas
     # makes a string column of every row first (an Arrow array), which cost more than the sums
     pairs = list(zip(key_of.tolist(), backward_of.tolist()))
-    ordered = sorted(set(pairs))
+    ordered = sorted(set(pairs) | set(served_pairs))
     number = {pair: i for i, pair in enumerate(ordered)}
     group_of = np.array([number[pair] for pair in pairs], dtype=np.int64)
+    served_group = np.array([number[pair] for pair in served_pairs], dtype=np.int64)[served]
     flops, model, accessed = device_flops(rows, clipped)
     frame = pd.DataFrame(
         {
@@ -276,12 +313,22 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
             "model_flops_known": ~np.isnan(_stat(rows, "model_flops"))[inside],
         }
     )
-    out = frame.groupby("group", sort=True).sum()
+    own = frame.groupby("group", sort=True).sum()
+    attributed = (
+        pd.DataFrame({"group": served_group[inside], "attributed_count": 1, "attributed_ns": clipped[inside]})
+        .groupby("group", sort=True)
+        .sum()
+    )
+    out = own.join(attributed, how="outer").fillna(0)
     held = [ordered[i] for i in out.index.tolist()]
     out = out.reset_index(drop=True)
     out.insert(0, "device", device)
     out.insert(1, "scope", pd.Series([k for k, _ in held], dtype=str))
     out.insert(2, "backward", np.array([b for _, b in held], dtype=bool))
+    for column in ("count", "total_ns", "compute_ns", "comm_ns", "attributed_count", "attributed_ns"):
+        out[column] = out[column].astype(np.int64)
+    for column in ("flops_known", "model_flops_known"):
+        out[column] = out[column].astype(np.int64)
     return out[SCOPE_COLUMNS]
 
 
@@ -352,10 +399,13 @@ def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | No
     frame = frame.assign(row=frame["scope"].astype(str).map(folded))
     source = flops_source(frame)
     out = []
+    attributed = "attributed_ns" in frame.columns
     for scope, g in frame.groupby("row", sort=False):
         total = int(g["total_ns"].sum())
         stated = float(g[source].sum()) if source else None
         rate = stated / total / 1e3 if stated is not None and total > 0 else None  # flops per ns -> TFLOP/s
+        served = int(g["attributed_ns"].sum()) if attributed else None
+        backward = g["backward"].astype(bool)
         out.append(
             ScopeRow(
                 scope=str(scope),
@@ -365,13 +415,18 @@ def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | No
                 share=ratio(total, accumulated_ns),
                 compute_ns=int(g["compute_ns"].sum()),
                 comm_ns=int(g["comm_ns"].sum()),
-                backward_ns=int(g.loc[g["backward"].astype(bool), "total_ns"].sum()),
+                backward_ns=int(g.loc[backward, "total_ns"].sum()),
                 members=tuple(sorted(set(g["scope"].astype(str)))),
                 flops=float(g["flops"].sum()) if g["flops_known"].sum() else None,
                 model_flops=float(g["model_flops"].sum()) if g["model_flops_known"].sum() else None,
                 bytes_accessed=float(g["bytes_accessed"].sum()) if source else None,
                 tflops_per_s=rate,
                 peak_fraction=rate / peak_tflops if rate is not None and peak_tflops else None,
+                attributed_count=int(g["attributed_count"].sum()) if attributed else None,
+                attributed_ns=served,
+                attributed_share=ratio(served, accumulated_ns) if served is not None else None,
+                attributed_backward_ns=int(g.loc[backward, "attributed_ns"].sum()) if attributed else None,
             )
         )
-    return tuple(sorted(out, key=lambda r: (-r.total_ns, r.scope)))
+    # what a component costs first (its own time where nothing is attributed)
+    return tuple(sorted(out, key=lambda r: (-(r.attributed_ns or 0), -r.total_ns, r.scope)))

@@ -78,6 +78,21 @@ def scopes_shown(result: Analysis) -> list[ScopeRow]:
     return list(result.scopes) if named else []
 
 
+def scopes_attributed(rows: Sequence[ScopeRow]) -> bool:
+    """Whether the table shows attributed time beside own time: some scope is served by activities outside it
+    (docs/metrics.md, "Components")."""
+    return any(r.attributed_ns is not None and r.attributed_ns != r.total_ns for r in rows)
+
+
+def scope_figures(r: ScopeRow, attributed: bool) -> tuple[float, float | None, float | None]:
+    """(the time a row is ranked and shared by, its share, its backward fraction): the attributed time where the
+    table shows it, else the own time."""
+    if attributed and r.attributed_ns is not None:
+        total, backward = r.attributed_ns, r.attributed_backward_ns or 0
+        return total, r.attributed_share, backward / total if total else None
+    return r.total_ns, r.share, r.backward_ns / r.total_ns if r.total_ns else None
+
+
 def utilization_line(result: Analysis) -> str | None:
     """``FLOPs the ops state (XLA model_flops): 3.72 T per step, 50.1 TFLOP/s per chip: MFU 24.7% of
     202.7 TFLOP/s (the device plane)``; None where the trace states no FLOPs."""
