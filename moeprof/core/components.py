@@ -11,14 +11,16 @@ of the program, each distinct op once (never per event):
 1. **own**: an op whose ``op_name`` names a scope (not ``(top level)``) serves it; a cast or copy of
    parameters (a movement op) serves the parameters' scope where that lies inside its own (a layer casting
    its weights at the layer's level: the cast serves the experts whose weights they are);
-2. **parameter**: an op that reads parameters (through movement ops: casts, copies, slices, bitcasts)
-   serves the scope they were created under, the deepest scope holding every op outside the movement ops
-   that reads them (``params[2]['w_down']`` is read by ``layer2/moe/moe_experts`` only: that scope);
-   several parameters, their common scope;
-3. **consumer**: an op with no name stack serves the common scope of the ops its result feeds (a weight
-   gradient feeds its parameter's update); a top-level op (``jit(step)/...``) the common scope of what it
-   feeds where all it feeds is placed by rule 2 or this one (a gradient reduction feeds updates only; the
-   loss feeds the backward of the last layer and stays top level);
+2. **parameter**: an op that reads weights (through movement ops: casts, copies, slices, bitcasts)
+   serves the scope they were created under, the deepest scope holding every op of the model outside the
+   movement ops that reads them (``params[2]['w_down']`` is read by ``layer2/moe/moe_experts`` only: that
+   scope); several weights, their common scope. An op of an optimizer written in a scope of its own
+   (``adam``, outside the differentiated model) that reads weights is their update: their scope;
+3. **consumer**: an op with no name stack serves the common scope of the placed ops its result feeds (a
+   weight gradient feeds its parameter's update, and a global gradient norm that serves no one scope);
+   a top-level op (``jit(step)/...``) the same where all it feeds is placed by rule 2 or this one (a
+   gradient reduction feeds updates only; the loss feeds the backward of the last layer and stays top
+   level);
 4. **producer**: an op with no name stack that feeds nothing placed serves the common scope of its operands.
 
 Where none holds the op keeps its own scope (``(top level)``, ``(no scope)``). An op serves the backward
@@ -33,6 +35,7 @@ itself, and where neither says, they are the activity's own scope key and pass.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -52,6 +55,7 @@ MOVEMENT_OPCODES = frozenset(
      "optimization-barrier", "opt-barrier", "bitcast-convert", "add-dependency"}
 )  # fmt: skip
 _UNPLACED = (TOP_LEVEL, NO_SCOPE)
+_DIFFERENTIATED = re.compile(r"(?:^|/)(?:jvp|transpose)\(")
 VIAS = ("own", "parameter", "consumer", "producer")
 
 
@@ -101,26 +105,42 @@ class _Computation:
         self.movement = movement
         self.own: dict[str, tuple[str, bool]] = {}
         self.named: dict[str, bool] = {}  # the op_name is a name stack (jit(step)/...), not a bare name
+        self.differentiated: dict[str, bool] = {}  # under jvp or transpose: the model, not its optimizer
         for n in self.names:
             path = clean_path(self.inst[n].op_name)
             self.named[n] = "/" in path
+            self.differentiated[n] = bool(_DIFFERENTIATED.search(path))
             self.own[n] = scope_key(path) if self.named[n] else (TOP_LEVEL if path else NO_SCOPE, False)
 
     def placed(self, n: str) -> bool:
         return self.own[n][0] not in _UNPLACED
 
     def parameter_scopes(self) -> dict[str, str]:
-        """Each parameter's scope: the common scope of the placed ops that read it past the movement ops."""
-        readers: dict[str, set[str]] = {}
+        """The scope of each of the program's weights: the common scope of the placed ops that read it past the
+        movement ops, under differentiation where the program differentiates (``jvp``, ``transpose`` in the
+        name stack). A weight, in a program that differentiates, is a parameter read both under
+        differentiation and outside it (by its update): not the optimizer's state (read by the update only),
+        not the batch (read by the model only); where no parameter is read outside (the optimizer is another
+        program), every parameter the model reads. In a program without differentiation, every parameter."""
+        # (own key, differentiated, named) of the non-movement ops that read each op's result
+        readers: dict[str, set[tuple[str, bool, bool]]] = {}
         for n in reversed(self.names):
-            found: set[str] = set()
+            found: set[tuple[str, bool, bool]] = set()
             for u in self.users[n]:
                 if self.movement[u]:
                     found |= readers.get(u, set())
-                elif self.placed(u):
-                    found.add(self.own[u][0])
+                else:
+                    found.add((self.own[u][0], self.differentiated[u], self.named[u]))
             readers[n] = found
-        return {n: common_scope(readers[n]) for n in self.names if self.inst[n].opcode == "parameter" and readers[n]}
+        params = [n for n in self.names if self.inst[n].opcode == "parameter"]
+        if any(self.differentiated.values()):
+            model = [p for p in params if any(d for _, d, _ in readers[p])]
+            # read outside differentiation by an op whose name stack says so (an op without one says nothing)
+            weights = [p for p in model if any(named and not d for _, d, named in readers[p])] or model
+            placed = {p: {k for k, d, _ in readers[p] if d and k not in _UNPLACED} for p in weights}
+        else:
+            placed = {p: {k for k, _, _ in readers[p] if k not in _UNPLACED} for p in params}
+        return {p: common_scope(keys) for p, keys in placed.items() if keys}
 
     def read_parameters(self) -> dict[str, frozenset[str]]:
         """Per op, the parameters it reads through movement ops."""
@@ -138,35 +158,35 @@ class _Computation:
     def serve(self) -> dict[str, Served]:
         scopes = self.parameter_scopes()
         reads = self.read_parameters()
+        differentiates = any(self.differentiated.values())
         out: dict[str, Served] = {}
         for n in self.names:
             key, backward = self.own[n]
-            params = [scopes[p] for p in reads[n] if p in scopes]
-            of_params = common_scope(params) if params else TOP_LEVEL
-            placed_params = of_params not in _UNPLACED
+            read = [scopes[p] for p in reads[n] if p in scopes]
+            of_params = common_scope(read) if read else TOP_LEVEL
+            known = of_params not in _UNPLACED
             if self.placed(n):
-                if self.movement[n] and placed_params and _inside(of_params, key):
+                # an update written in a scope of its own (an optimizer's), outside the differentiated model
+                update = differentiates and not self.differentiated[n]
+                refined = known and of_params != key and not _inside(key, of_params)
+                if refined and (update or (self.movement[n] and _inside(of_params, key))):
                     out[n] = Served(of_params, backward, "parameter")
                 else:
                     out[n] = Served(key, backward, "own")
-            elif placed_params:
+            elif known:
                 out[n] = Served(of_params, backward, "parameter")
         for n in reversed(self.names):  # rule 3: users come after their operands
             if n in out:
                 continue
-            fed = [out.get(u) for u in self.users[n]]
-            if self.named[n]:
-                if not fed or any(f is None or f.via in ("own", "producer") for f in fed if f is not None):
-                    continue
-                keys = [f.key for f in fed if f is not None and f.via in ("parameter", "consumer")]
-            else:
-                keys = [f.key for f in fed if f is not None]
-            if keys:
-                out[n] = Served(common_scope(keys), self.own[n][1], "consumer")
+            fed = [f for u in self.users[n] if (f := out.get(u)) is not None and f.key not in _UNPLACED]
+            if self.named[n] and any(f.via not in ("parameter", "consumer") for f in fed):
+                continue  # a top-level op that feeds the model (the loss) stays top level
+            if fed:
+                out[n] = Served(common_scope(f.key for f in fed), self.own[n][1], "consumer")
         for n in self.names:  # rule 4
             if n in out or self.named[n]:
                 continue
-            keys = [out[o].key for o in self.operands[n] if o in out]
+            keys = [out[o].key for o in self.operands[n] if o in out and out[o].key not in _UNPLACED]
             if keys:
                 out[n] = Served(common_scope(keys), self.own[n][1], "producer")
         for n in self.names:  # the pass: an op placed by dataflow is backward where what it reads is
