@@ -23,45 +23,45 @@ PROGRAM = """\
 HloModule jit_step, entry_computation_layout={()->()}
 
 %cast_body (p.0: f32[4,4]) -> bf16[4,4] {
-  %p.0 = f32[4,4]{1,0} parameter(0)
-  ROOT %c.0 = bf16[4,4]{1,0} convert(%p.0)
+  %p.0 = f32[4,4] parameter(0)
+  ROOT %c.0 = bf16[4,4] convert(%p.0)
 }
 
 %grad_body (a.0: bf16[8,4], b.0: bf16[8,4]) -> bf16[4,4] {
-  %a.0 = bf16[8,4]{1,0} parameter(0)
-  %b.0 = bf16[8,4]{1,0} parameter(1)
-  ROOT %d.0 = bf16[4,4]{1,0} dot(%a.0, %b.0), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %a.0 = bf16[8,4] parameter(0)
+  %b.0 = bf16[8,4] parameter(1)
+  ROOT %d.0 = bf16[4,4] dot(%a.0, %b.0)
 }
 
 ENTRY %main (w: f32[4,4], r: f32[4,2], v: f32[4,4], mu: f32[4,4], x: f32[8,4]) -> (f32[4,4]) {
-  %w = f32[4,4]{1,0} parameter(0), metadata={op_name="params[0]['w']"}
-  %r = f32[4,2]{1,0} parameter(1), metadata={op_name="params[0]['r']"}
-  %v = f32[4,4]{1,0} parameter(2), metadata={op_name="params[1]['v']"}
-  %mu = f32[4,4]{1,0} parameter(3), metadata={op_name="opt['mu']"}
-  %x = f32[8,4]{1,0} parameter(4), metadata={op_name="x"}
-  %xb = bf16[8,4]{1,0} convert(%x), metadata={op_name="x"}
-  %wc = bf16[4,4]{1,0} fusion(%w), kind=kLoop, calls=%cast_body, metadata={op_name="jit(step)/jvp(layer0)/convert_element_type"}
-  %fwd = bf16[8,4]{1,0} dot(%xb, %wc), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(step)/jvp(layer0)/experts/dot_general"}
-  %rb = bf16[4,2]{1,0} convert(%r), metadata={op_name="jit(step)/jvp(layer0)/router/convert_element_type"}
-  %route = bf16[8,2]{1,0} dot(%xb, %rb), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(step)/jvp(layer0)/router/dot_general"}
-  %vc = bf16[4,4]{1,0} convert(%v), metadata={op_name="jit(step)/jvp(layer1)/mlp/convert_element_type"}
-  %fwd1 = bf16[8,4]{1,0} dot(%fwd, %vc), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(step)/jvp(layer1)/mlp/dot_general"}
-  %loss = bf16[8,4]{1,0} multiply(%fwd1, %fwd1), metadata={op_name="jit(step)/jvp()/mul"}
-  %seed = bf16[8,4]{1,0} multiply(%loss, %xb), metadata={op_name="jit(step)/transpose(jvp())/mul"}
-  %dact1 = bf16[8,4]{1,0} negate(%seed), metadata={op_name="jit(step)/transpose(jvp(layer1))/mlp/neg"}
-  %vgrad = bf16[4,4]{1,0} fusion(%fwd, %dact1), kind=kOutput, calls=%grad_body
-  %dact = bf16[8,4]{1,0} negate(%dact1), metadata={op_name="jit(step)/transpose(jvp(layer0))/experts/neg"}
-  %bwd = bf16[8,4]{1,0} custom-call(%dact, %wc), custom_call_target="tpu_custom_call", metadata={op_name="ragged-dot-none"}
-  %wgrad = bf16[4,4]{1,0} fusion(%xb, %dact), kind=kOutput, calls=%grad_body
-  %rgrad = bf16[4,4]{1,0} fusion(%xb, %bwd), kind=kOutput, calls=%grad_body
-  %gn = bf16[4,4]{1,0} add(%wgrad, %vgrad), metadata={op_name="jit(step)/add"}
-  %upd = f32[4,4]{1,0} subtract(%w, %wgrad, %mu, %gn), metadata={op_name="jit(step)/adam/sub"}
-  %updv = f32[4,4]{1,0} subtract(%v, %vgrad, %gn), metadata={op_name="jit(step)/adam/sub"}
-  %updr = f32[4,2]{1,0} subtract(%r, %rgrad), metadata={op_name="jit(step)/adam/sub"}
+  %w = f32[4,4] parameter(0), metadata={op_name="params[0]['w']"}
+  %r = f32[4,2] parameter(1), metadata={op_name="params[0]['r']"}
+  %v = f32[4,4] parameter(2), metadata={op_name="params[1]['v']"}
+  %mu = f32[4,4] parameter(3), metadata={op_name="opt['mu']"}
+  %x = f32[8,4] parameter(4), metadata={op_name="x"}
+  %xb = bf16[8,4] convert(%x), metadata={op_name="x"}
+  %wc = bf16[4,4] fusion(%w), kind=kLoop, calls=%cast_body, metadata={op_name="jit(s)/jvp(layer0)/convert_element_type"}
+  %fwd = bf16[8,4] dot(%xb, %wc), metadata={op_name="jit(s)/jvp(layer0)/experts/dot_general"}
+  %rb = bf16[4,2] convert(%r), metadata={op_name="jit(s)/jvp(layer0)/router/convert_element_type"}
+  %route = bf16[8,2] dot(%xb, %rb), metadata={op_name="jit(s)/jvp(layer0)/router/dot_general"}
+  %vc = bf16[4,4] convert(%v), metadata={op_name="jit(s)/jvp(layer1)/mlp/convert_element_type"}
+  %fwd1 = bf16[8,4] dot(%fwd, %vc), metadata={op_name="jit(s)/jvp(layer1)/mlp/dot_general"}
+  %loss = bf16[8,4] multiply(%fwd1, %fwd1), metadata={op_name="jit(s)/jvp()/mul"}
+  %seed = bf16[8,4] multiply(%loss, %xb), metadata={op_name="jit(s)/transpose(jvp())/mul"}
+  %dact1 = bf16[8,4] negate(%seed), metadata={op_name="jit(s)/transpose(jvp(layer1))/mlp/neg"}
+  %vgrad = bf16[4,4] fusion(%fwd, %dact1), kind=kOutput, calls=%grad_body
+  %dact = bf16[8,4] negate(%dact1), metadata={op_name="jit(s)/transpose(jvp(layer0))/experts/neg"}
+  %bwd = bf16[8,4] custom-call(%dact, %wc), custom_call_target="k", metadata={op_name="ragged-dot-none"}
+  %wgrad = bf16[4,4] fusion(%xb, %dact), kind=kOutput, calls=%grad_body
+  %rgrad = bf16[4,4] fusion(%xb, %bwd), kind=kOutput, calls=%grad_body
+  %gn = bf16[4,4] add(%wgrad, %vgrad), metadata={op_name="jit(s)/add"}
+  %upd = f32[4,4] subtract(%w, %wgrad, %mu, %gn), metadata={op_name="jit(s)/adam/sub"}
+  %updv = f32[4,4] subtract(%v, %vgrad, %gn), metadata={op_name="jit(s)/adam/sub"}
+  %updr = f32[4,2] subtract(%r, %rgrad), metadata={op_name="jit(s)/adam/sub"}
   %tok = token[] after-all(%wgrad)
-  %dep = bf16[8,2]{1,0} add-dependency(%route, %tok)
-  %odd = bf16[8,2]{1,0} negate(%dep)
-  ROOT %t = (f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,2]{1,0}, bf16[8,2]{1,0}) tuple(%upd, %updv, %updr, %odd)
+  %dep = bf16[8,2] add-dependency(%route, %tok)
+  %odd = bf16[8,2] negate(%dep)
+  ROOT %t = (f32[4,4], f32[4,4], f32[4,2], bf16[8,2]) tuple(%upd, %updv, %updr, %odd)
 }
 """
 
@@ -123,13 +123,13 @@ INFERENCE = """\
 HloModule jit_serve, entry_computation_layout={()->()}
 
 ENTRY %main (w: f32[4,4], x: f32[8,4]) -> (bf16[8,4]) {
-  %w = f32[4,4]{1,0} parameter(0), metadata={op_name="params['w']"}
-  %x = f32[8,4]{1,0} parameter(1), metadata={op_name="x"}
-  %wc = bf16[4,4]{1,0} convert(%w), metadata={op_name="jit(serve)/layer0/convert_element_type"}
-  %xb = bf16[8,4]{1,0} convert(%x), metadata={op_name="jit(serve)/layer0/convert_element_type"}
-  %y = bf16[8,4]{1,0} dot(%xb, %wc), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(serve)/layer0/experts/dot_general"}
-  %z = bf16[8,4]{1,0} custom-call(%y, %wc), custom_call_target="tpu_custom_call", metadata={op_name="ragged-dot-none"}
-  ROOT %t = (bf16[8,4]{1,0}) tuple(%z)
+  %w = f32[4,4] parameter(0), metadata={op_name="params['w']"}
+  %x = f32[8,4] parameter(1), metadata={op_name="x"}
+  %wc = bf16[4,4] convert(%w), metadata={op_name="jit(serve)/layer0/convert_element_type"}
+  %xb = bf16[8,4] convert(%x), metadata={op_name="jit(serve)/layer0/convert_element_type"}
+  %y = bf16[8,4] dot(%xb, %wc), metadata={op_name="jit(serve)/layer0/experts/dot_general"}
+  %z = bf16[8,4] custom-call(%y, %wc), custom_call_target="k", metadata={op_name="ragged-dot-none"}
+  ROOT %t = (bf16[8,4]) tuple(%z)
 }
 """
 

@@ -62,7 +62,7 @@ def test_attributed_expert_time_accounts_for_the_saving(runs) -> None:
 
 
 def test_projection_of_the_halved_ffn_lands_on_the_measured_step(runs) -> None:
-    wide, narrow = runs
+    _, narrow = runs
     projected = _analysis(WIDE, "scale(scope~expert)=0.5")
     (asked,) = [p for p in projected.projections if p.role == "asked"]
     step = asked.projected_step_ns / 1e6

@@ -131,6 +131,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     else:
         thread = categorical("", rows.size)
     role_codes, roles = moe_roles(trace, columns)
+    passes = columns.numbers("backward", bool)[rows] if "backward" in table.columns else np.zeros(rows.size, bool)
     return pd.DataFrame(
         {
             "device": per_device(dev_v),
@@ -148,7 +149,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "launch_thread": thread,
             "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
             "component": strings("component") if "component" in table.columns else categorical("", rows.size),
-            "backward": columns.numbers("backward", bool)[rows] if "backward" in table.columns else np.zeros(rows.size, bool),
+            "backward": passes,
             "moe_role": _categorical(role_codes[rows], roles),
             "category": strings("category") if "category" in table.columns else categorical("", rows.size),
             "opcode": strings("opcode") if "opcode" in table.columns else categorical("", rows.size),

@@ -224,11 +224,8 @@ def served_rows(
     passes = np.zeros(n, dtype=bool) if backward is None else np.asarray(backward, dtype=bool)
     key = combine_codes(np.where(given, comp_c, -1), passes & given, np.where(given, -1, scope_c))
     first = first_rows(key)
-    own = own_pairs(np.asarray(scope_v, dtype=object))
-    pairs = [
-        (str(comp_text[comp_c[r]]), bool(passes[r])) if given[r] else (own[scope_c[r]] if scope_c[r] >= 0 else (NO_SCOPE, False))
-        for r in first.tolist()
-    ]
+    own = [*own_pairs(np.asarray(scope_v, dtype=object)), (NO_SCOPE, False)]  # -1 (missing) reads the last
+    pairs = [(str(comp_text[comp_c[r]]), bool(passes[r])) if given[r] else own[scope_c[r]] for r in first.tolist()]
     return key, pairs
 
 

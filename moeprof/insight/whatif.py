@@ -8,8 +8,9 @@ EP group, work conserved (:func:`moeprof.core.projection.router_balanced`).
 FILTERS (all must hold, comma-separated): ``bucket=``, ``kind=``, ``link=``,
 ``device=``, ``host=``, ``name~REGEX``, ``scope~REGEX`` (a search in the activity's JAX
 name scope path, ``jit(step)/jvp(layer0)/experts/dot_general``: what ``tf_op`` and the HLO
-``op_name`` say, and in the scope of the component it serves, ``layer0/experts``: its backward
-and its parameters' updates run outside the scope, core.components), ``opportunity=N`` (the N-th opportunity of the analysis, from 1; launch
+``op_name`` say, and in the scope of the component it serves, ``layer0/experts``: its
+backward and its parameters' updates run outside the scope, core.components),
+``opportunity=N`` (the N-th opportunity of the analysis, from 1; launch
 gaps and small GEMMs select the gaps they are made of). Terms combine: applied in order,
 each on the durations the previous ones left.
 """

@@ -18,8 +18,8 @@ import pandas as pd
 
 from ..core.analysis import Analysis
 from ..core.classify import classify, rules_with
-from ..core.identity import decide_files, identify
 from ..core.components import attach_components
+from ..core.identity import decide_files, identify
 from ..core.scopes import attach_scopes
 from ..core.timeline import TimelineOptions, TimelineView
 from ..core.topology import attribute_links

@@ -40,6 +40,7 @@ from ..errors import InputError
 from ..options import LoadOptions
 from .base import ReadContext
 from .kineto_columns import KinetoColumns, columns_of_document
+from .kineto_scopes import kernel_scopes
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}  # kineto_columns' order
 _MARKER_KEYS = ("deviceProperties", "distributedInfo", "schemaVersion")
@@ -192,6 +193,11 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     sel, hit = innermost_of(comm_like)
     found = np.flatnonzero(hit >= 0)
     annotation[found] = ranges["name"][sel[hit[found]]]
+    # the record_function stack around each launch, and the forward op a backward kernel serves
+    scope, component, backward = kernel_scopes(
+        cols, names, threads, is_step[codes] if len(unique_names) else np.zeros(0, bool), anchor_thread, anchor_t,
+        _innermost,
+    )  # fmt: skip
 
     # spec §8 rule 1: the launching record_param_comms is the one whose External id the kernel carries;
     # an op nested inside a call's range (a copy, a cat) launches its own kernels, not the call's
@@ -265,6 +271,9 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             "copy_kind": dev["copy_kind"],
             "collective": collective,
             "annotation": annotation,
+            "scope": scope,
+            "component": component,
+            "backward": backward,
             "bytes": nbytes,
             "group": group,
             "group_assumed": group_assumed,

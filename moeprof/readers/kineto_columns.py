@@ -126,6 +126,9 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     group_rank: int | UnsetType = msgspec.field(default=UNSET, name="Rank")
     src_rank: int | UnsetType = msgspec.field(default=UNSET, name="Src Rank")
     dst_rank: int | UnsetType = msgspec.field(default=UNSET, name="Dst Rank")
+    # autograd: the op's sequence number and, on a backward op, the forward op's thread (0 on a forward op)
+    sequence: int = msgspec.field(default=-1, name="Sequence number")
+    fwd_thread: int = msgspec.field(default=-1, name="Fwd thread id")
 
 
 _NO_ARGS = _Args()
@@ -196,6 +199,8 @@ class _LooseArgs(msgspec.Struct, frozen=True, gc=False):
     group_rank: Any = msgspec.field(default=UNSET, name="Rank")
     src_rank: Any = msgspec.field(default=UNSET, name="Src Rank")
     dst_rank: Any = msgspec.field(default=UNSET, name="Dst Rank")
+    sequence: Any = msgspec.field(default=None, name="Sequence number")
+    fwd_thread: Any = msgspec.field(default=None, name="Fwd thread id")
 
 
 class _LooseEvent(msgspec.Struct, frozen=True, gc=False):
@@ -281,6 +286,8 @@ def _canonical(loose: list[_LooseEvent], path: Path | None) -> tuple[list, np.nd
                 correlation=_int_or(a.correlation),
                 external=_int_or(a.external),
                 bytes=_bytes(a.bytes),
+                sequence=_int_or(a.sequence),
+                fwd_thread=_int_or(a.fwd_thread),
                 **{f: getattr(a, f) for f in (*_COMM_ATTRS, *_PER_CALL_ATTRS)},
             )
         else:
@@ -305,7 +312,9 @@ class Group:
     ``has_comms_id``), ``in_split``/``out_split`` (int32 into ``strings``). Device also: ``device``/
     ``stream`` (int32 into ``values``; absent: the event's pid/tid), ``correlation`` (int64), ``bytes``
     (float64, NaN absent) and ``own_comm`` (bool: the kernel's args name a collective or group ranks).
-    Launch: ``correlation``. Flow: ``id`` (int64). Integers absent or not integers are -1.
+    CPU also: ``sequence`` (autograd's ``Sequence number``) and ``fwd_thread`` (``Fwd thread id``: 0 on a
+    forward op, the forward op's thread on a backward op). Launch: ``correlation``. Flow: ``id`` (int64).
+    Integers absent or not integers are -1.
     """
 
     def __init__(self, columns: dict[str, np.ndarray]) -> None:
@@ -353,7 +362,7 @@ _GROUP_COLUMNS: dict[int, tuple[str, ...]] = {
     DEVICE: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "device", "stream", "correlation", "external", "bytes",
              "own_comm", *_PER_CALL_COLUMNS),
     LAUNCH: ("cat", "pid", "tid", "ts", "bad", "correlation", "name", "dur"),
-    CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", *_PER_CALL_COLUMNS),
+    CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", "sequence", "fwd_thread", *_PER_CALL_COLUMNS),
     FLOW: ("cat", "pid", "tid", "ts", "bad", "id"),
 }  # fmt: skip
 _DTYPES: dict[str, Any] = {
@@ -500,6 +509,8 @@ class _Builder:
                 [a.seq is not UNSET or a.comms_id is not UNSET or a.seq_lower is not UNSET for a in args], dtype=bool
             )
         else:
+            out["sequence"] = self._ints([a.sequence for a in args], m)
+            out["fwd_thread"] = self._ints([a.fwd_thread for a in args], m)
             rpc = self.names.codes.get(RECORD_PARAM_COMMS)
             with_comm = out["name"] == rpc if rpc is not None else np.zeros(m, dtype=bool)
         out.update(self._comm(args, with_comm, strict=strict))

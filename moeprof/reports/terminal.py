@@ -399,9 +399,10 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
         return None
     flops = any(r.tflops_per_s is not None for r in rows)
     attributed = scopes_attributed(rows)
-    title = f"JAX scopes ({len(result.scopes)}, layers folded), ms per device"
+    title = f"Scopes ({len(result.scopes)}, layers folded), ms per device"
     if attributed:
-        title += ": own (the scope's ops), attributed (the ops that serve it: its own, its backward's, the updates and casts of its parameters)"
+        title += ": own (the scope's ops), attributed (the ops that serve it: its own, its backward's, its weights'"
+        title += " updates and casts)"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("scope", overflow="fold", min_width=min(24, max(len(r.scope) for r in rows)))
     times = ("own ms", "attributed ms") if attributed else ("ms",)

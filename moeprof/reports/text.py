@@ -86,11 +86,15 @@ def scopes_attributed(rows: Sequence[ScopeRow]) -> bool:
 
 def scope_figures(r: ScopeRow, attributed: bool) -> tuple[float, float | None, float | None]:
     """(the time a row is ranked and shared by, its share, its backward fraction): the attributed time where the
-    table shows it, else the own time."""
-    if attributed and r.attributed_ns is not None:
-        total, backward = r.attributed_ns, r.attributed_backward_ns or 0
-        return total, r.attributed_share, backward / total if total else None
-    return r.total_ns, r.share, r.backward_ns / r.total_ns if r.total_ns else None
+    table shows it, else the own time; the backward fraction of the activities that serve the row wherever
+    they are known (a Kineto backward kernel's pass is its launch's, not its scope's)."""
+    total, share = (r.attributed_ns, r.attributed_share) if attributed and r.attributed_ns is not None else (
+        r.total_ns, r.share)  # fmt: skip
+    if r.attributed_ns is not None and r.attributed_backward_ns is not None:
+        backward = r.attributed_backward_ns / r.attributed_ns if r.attributed_ns else None
+    else:
+        backward = r.backward_ns / r.total_ns if r.total_ns else None
+    return total, share, backward
 
 
 def utilization_line(result: Analysis) -> str | None:
