@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from moeprof.core.components import attach_components
-from moeprof.core.scopes import NO_SCOPE
+from moeprof.core.scopes import NO_SCOPE, fold_layers, scope_key
 from moeprof.options import LoadOptions
 from moeprof.readers.base import ReadContext
 from moeprof.readers.kineto import read_kineto, us_pair_to_ns
@@ -164,3 +164,38 @@ def test_deepseek_scopes_match_a_brute_force() -> None:
     assert {"1F1B/dispatch(F)", "1F1B/combine(B)", "1F1B/attn(F)", "1F1B/attn(B)", "1F1B/mlp(W)"} <= keys
     # the backward of attention runs on autograd's thread, inside attn(B) on the main thread
     assert {b for _, _, k, b in got if k == "1F1B/attn(B)"} == {True}
+
+
+def test_module_ranges_and_their_numbering_fold() -> None:
+    """PyTorch's module ranges are scopes (``nn.Module: MLP_1`` is ``MLP_1``); it numbers a module class over the
+    whole model, so a module repeated once per layer folds under the folded layer, leaf or not, where two
+    modules of one parent (``Linear_0``, ``Linear_1`` in one MLP) stay apart."""
+    events = [
+        ev("user_annotation", "ProfilerStep#1", 0.0, 1000.0),
+        ev("python_function", "nn.Module: Model_0", 1.0, 900.0),
+    ]
+    for layer in range(2):
+        t = 10.0 + 400.0 * layer
+        events += [
+            ev("python_function", f"nn.Module: Block_{layer}", t, 300.0),
+            ev("python_function", f"nn.Module: MLP_{layer}", t + 10, 200.0),
+            ev("python_function", f"nn.Module: Linear_{2 * layer}", t + 20, 50.0),
+            launch(t + 30, 10 * layer + 1),
+            ev("python_function", f"nn.Module: Linear_{2 * layer + 1}", t + 100, 50.0),
+            launch(t + 110, 10 * layer + 2),
+            kernel(f"up{layer}", t + 31, 10 * layer + 1),
+            kernel(f"down{layer}", t + 111, 10 * layer + 2),
+        ]
+    trace = attach_components(read_kineto({"schemaVersion": 1, "traceEvents": events}, Path("m.json"),
+                                          ReadContext(LoadOptions())))  # fmt: skip
+    scope = dict(zip(trace.events["name"], trace.events["scope"].astype(str), strict=True))
+    assert scope["up1"] == "Model_0/Block_1/MLP_1/Linear_2/kernel"
+    folded = fold_layers(scope_key(s)[0] for s in scope.values())
+    # the blocks and their MLPs fold; the two linears of one MLP are two scopes of one parent (fc1 and fc2):
+    # they stay apart, numbered as PyTorch numbered them
+    assert [folded[scope_key(scope[k])[0]] for k in ("up0", "down0", "up1", "down1")] == [
+        f"Model_0/Block_*/MLP_*/Linear_{n}" for n in range(4)
+    ]
+    # a module once per layer folds, a leaf too (the MLP's own kernels under MLP_0, MLP_1)
+    once = fold_layers(["Model_0/Block_0/MLP_0", "Model_0/Block_1/MLP_1"])
+    assert set(once.values()) == {"Model_0/Block_*/MLP_*"}

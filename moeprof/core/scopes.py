@@ -116,33 +116,33 @@ def _appended(primitive: str, last: str) -> bool:
 
 def fold_layers(keys: Iterable[str]) -> dict[str, str]:
     """Each key with its numbered repeats written once: a component ``<name><N>`` that occurs with two or
-    more numbers at the same depth under the same parent, and has scopes inside it in some key (a layer,
-    not a leaf such as ``fc1``/``fc2``), becomes ``<name>*``."""
+    more numbers at the same depth under the same parent, as folded (PyTorch numbers a module class over the
+    whole model: ``TransformerBlock_1/MLPBlock_1``), becomes ``<name>*`` where it is a layer: it has scopes
+    inside it in some key, or no one parent holds two of its numbers (a module repeated once per layer), where
+    ``mlp/fc1`` and ``mlp/fc2`` are two scopes of one parent and stay apart."""
     keys = list(dict.fromkeys(keys))
-    numbers: dict[tuple[str, int, str], set[str]] = {}
-    nests: set[tuple[str, int, str]] = set()  # the numbered names that hold scopes of their own
     split = {k: k.split("/") if k not in (NO_SCOPE, TOP_LEVEL) else [k] for k in keys}
-    for parts in split.values():
-        for depth, part in enumerate(parts):
-            m = _NUMBERED.match(part)
-            if m:
-                where = ("/".join(parts[:depth]), depth, m.group(1))
-                numbers.setdefault(where, set()).add(m.group(2))
-                if depth < len(parts) - 1:
-                    nests.add(where)
-    out = {}
-    for key, parts in split.items():
-        folded = list(parts)
-        for depth, part in enumerate(parts):
-            m = _NUMBERED.match(part)
+    folded = {k: list(parts) for k, parts in split.items()}
+    for depth in range(max((len(p) for p in split.values()), default=0)):
+        numbers: dict[tuple[str, str], set[str]] = {}
+        nests: set[tuple[str, str]] = set()  # the numbered names that hold scopes of their own
+        siblings: dict[tuple[str, str], set[str]] = {}  # (unfolded parent, name) -> its numbers there
+        at: dict[str, tuple[str, str]] = {}
+        for key, parts in split.items():
+            m = _NUMBERED.match(parts[depth]) if depth < len(parts) else None
             if m is None:
                 continue
-            # the parent as written before folding: layers nest under one parent
-            at = ("/".join(parts[:depth]), depth, m.group(1))
-            if at in nests and len(numbers[at]) > 1:
-                folded[depth] = f"{at[2]}*"
-        out[key] = "/".join(folded)
-    return out
+            where = at[key] = ("/".join(folded[key][:depth]), m.group(1))
+            numbers.setdefault(where, set()).add(m.group(2))
+            siblings.setdefault(("/".join(parts[:depth]), m.group(1)), set()).add(m.group(2))
+            if depth < len(parts) - 1:
+                nests.add(where)
+        shared = {(folded_parent, name) for key, (folded_parent, name) in at.items()
+                  if len(siblings[("/".join(split[key][:depth]), name)]) > 1}  # fmt: skip
+        for key, where in at.items():
+            if len(numbers[where]) > 1 and (where in nests or where not in shared):
+                folded[key][depth] = f"{where[1]}*"
+    return {key: "/".join(parts) for key, parts in folded.items()}
 
 
 def _hlo_op_names(trace: Trace, modules: np.ndarray, programs: np.ndarray, ops: np.ndarray) -> list[str]:

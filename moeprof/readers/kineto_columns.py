@@ -43,7 +43,8 @@ from ..errors import InputError
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver")
-CPU_CATS = ("cpu_op", "user_annotation")
+# python_function: PyTorch's Python frames; its "nn.Module: <Class>_<N>" ranges are the module hierarchy
+CPU_CATS = ("cpu_op", "user_annotation", "python_function")
 FLOW_CAT = "ac2g"
 RECORD_PARAM_COMMS = "record_param_comms"
 # top-level keys that mark a Kineto trace; parse_kineto reads the first two
@@ -55,8 +56,10 @@ _FLOW_START = object()  # the category a flow start ("s") reports: no JSON value
 # event category -> code, numbered group by group in the order above; anything else: _OTHER
 _CAT_CODE: dict[Any, int] = {c: i for i, c in enumerate((*DEVICE_CATS, *LAUNCH_CATS, *CPU_CATS, _FLOW_START))}
 _OTHER = len(_CAT_CODE)
-_GROUP_OF_CODE = np.array([DEVICE] * 3 + [LAUNCH] * 4 + [CPU] * 2 + [FLOW] + [-1], dtype=np.int8)
-_FIRST_CODE = np.array([0, 3, 7, 9], dtype=np.int8)
+_GROUP_OF_CODE = np.array(
+    [DEVICE] * len(DEVICE_CATS) + [LAUNCH] * len(LAUNCH_CATS) + [CPU] * len(CPU_CATS) + [FLOW] + [-1], dtype=np.int8
+)
+_FIRST_CODE = np.cumsum([0, len(DEVICE_CATS), len(LAUNCH_CATS), len(CPU_CATS)]).astype(np.int8)
 _REPEAT_OTHER = itertools.repeat(_OTHER)
 
 CHUNK_BYTES = 1 << 18  # JSON text decoded at once: its event objects stay in cache while turned to columns
@@ -341,7 +344,7 @@ class KinetoColumns:
     strings: list[str]  # string code -> an In/Out split size
     device: Group  # kernel, gpu_memcpy, gpu_memset (ph X)
     launch: Group  # cuda_runtime, cuda_driver, hip_runtime, hip_driver (ph X)
-    cpu: Group  # cpu_op, user_annotation (ph X)
+    cpu: Group  # cpu_op, user_annotation, python_function (ph X)
     flow: Group  # ac2g flow starts (ph s)
     # some event (any phase) has a device category: what makes a document without META_KEYS Kineto
     # (only looked for when those keys are missing)
@@ -445,7 +448,6 @@ class _Builder:
 
     def _add(self, events: list, *, strict: bool, bad: np.ndarray | None = None, loose: bool = False) -> None:
         n = len(events)
-        self.events += n
         if not n:
             return
         # one list comprehension per field: far cheaper than a tuple per event
@@ -457,8 +459,10 @@ class _Builder:
         group = _GROUP_OF_CODE[code]
         wanted = np.flatnonzero(group >= 0)
         if not wanted.size:
+            self.events += n
             return
         every = np.fromiter(events, object, n)
+        parts: dict[int, dict] = {}  # kept only when every group converts (a _Redo decodes the chunk again)
         for g in _GROUP_COLUMNS:
             rows = wanted[group[wanted] == g]
             if not rows.size:
@@ -471,8 +475,10 @@ class _Builder:
                     chosen = every[rows].tolist()
                 if not rows.size:
                     continue
-            part = self._group(g, chosen, code[rows] - _FIRST_CODE[g], None if bad is None else bad[rows], strict)
+            parts[g] = self._group(g, chosen, code[rows] - _FIRST_CODE[g], None if bad is None else bad[rows], strict)
+        for g, part in parts.items():
             self.parts[g].append(part)
+        self.events += n
 
     def _group(self, g: int, events: list, cat: np.ndarray, bad: np.ndarray | None, strict: bool) -> dict:
         m = len(events)

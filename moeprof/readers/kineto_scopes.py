@@ -2,8 +2,9 @@
 GPU traces").
 
 A kernel's **scope** is the stack of ``record_function`` ranges (``user_annotation``: DeepSeek's ``1F1B`` and
-``attn(F)``, ``## forward ##``, ``DistributedDataParallel.forward``) that enclose its launch on the launching
-thread, outermost first, then the innermost CPU op around the launch as its primitive (``aten::mm``):
+``attn(F)``, ``## forward ##``, ``DistributedDataParallel.forward``) and PyTorch's module ranges (``nn.Module:
+TransformerBlock_0``, written ``TransformerBlock_0``) that enclose its launch on the launching thread, outermost
+first, then the innermost CPU op around the launch as its primitive (``aten::mm``):
 ``1F1B/attn(F)/RopeLoraFlashAttnVarlenFunc``. Step ranges (``ProfilerStep#N``, ``--step-marker``) are no
 scope. A kernel no annotation encloses has none (a primitive alone is no scope).
 
@@ -22,18 +23,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..core.events import us_interval_to_ns
+from ..core.events import lookup, us_interval_to_ns
 from ..core.scopes import NO_SCOPE, scope_key
-from .kineto_columns import KinetoColumns
+from .kineto_columns import CPU_CATS, KinetoColumns
 
 ENGINE_OP = "autograd::engine::evaluate_function: "  # what PyTorch's autograd engine runs a backward node in
-_CPU_OP, _ANNOTATION = 0, 1  # kineto_columns.CPU_CATS
+_CPU_OP, _ANNOTATION, _PYTHON = (CPU_CATS.index(c) for c in ("cpu_op", "user_annotation", "python_function"))
+MODULE = "nn.Module: "  # PyTorch's module ranges (with_modules / with_stack): "nn.Module: Linear_0"
 _SLASH = re.compile(r"/")
 
 
 def _component(name: str) -> str:
-    """A range's name as one component of a scope path: a ``/`` would split it."""
-    return _SLASH.sub(":", name.strip()) or "?"
+    """A range's name as one component of a scope path (a module range: its module, ``Linear_0``): a ``/``
+    would split it."""
+    return _SLASH.sub(":", name.removeprefix(MODULE).strip()) or "?"
 
 
 def _paths(thread: np.ndarray, start: np.ndarray, end: np.ndarray, names: np.ndarray) -> np.ndarray:
@@ -78,7 +81,9 @@ def kernel_scopes(
     start, end = us_interval_to_ns(np.where(timed, cpu.ts, 0.0), np.where(timed, np.maximum(cpu.dur, 0.0), 0.0))
     range_thread = np.where(timed, threads(cpu.pid, cpu.tid), -1)
     launched = anchor_thread >= 0
-    annotation = np.flatnonzero((cpu.cat == _ANNOTATION) & ~is_step)
+    used, inverse = np.unique(cpu.name, return_inverse=True)
+    module = np.array([str(names[u]).startswith(MODULE) for u in used.tolist()], dtype=bool)[inverse]
+    annotation = np.flatnonzero(((cpu.cat == _ANNOTATION) & ~is_step) | ((cpu.cat == _PYTHON) & module))
     ops = np.flatnonzero(cpu.cat == _CPU_OP)
     op_names = names[cpu.name[ops]]
     # the autograd engine's ops: what a backward kernel is launched inside
@@ -105,7 +110,7 @@ def kernel_scopes(
     has = at >= 0
     # the primitive: the innermost CPU op around the launch, on the launching thread
     op_at = innermost(range_thread[ops], start[ops], end[ops], np.where(has, anchor_thread, -1), anchor_t)
-    primitive = np.where(op_at >= 0, op_names[np.maximum(op_at, 0)], "")
+    primitive = lookup(op_at, np.asarray(op_names, dtype=object), "")
     base = paths[np.maximum(at, 0)]
     scope[has] = [f"{b}/{_component(str(p))}" if p else f"{b}/kernel" for b, p in zip(base[has], primitive[has])]
     own = np.array([scope_key(s)[0] if s else NO_SCOPE for s in scope.tolist()], dtype=object)
