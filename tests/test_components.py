@@ -234,3 +234,28 @@ def test_frame_columns_are_integers(module) -> None:
     rows = DeviceTimeline(trace.events)
     frame = device_scopes("h/TPU:0", rows, (rows.end - rows.start).astype(np.int64))
     assert pd.api.types.is_integer_dtype(frame["attributed_ns"]) and pd.api.types.is_integer_dtype(frame["count"])
+
+
+def test_split_keeps_a_slash_inside_parentheses() -> None:
+    """scopes._split against a character-by-character reading of random paths."""
+    import random
+
+    from moeprof.core.scopes import _split
+
+    def by_char(path: str) -> list[str]:
+        parts, cur, depth = [], [], 0
+        for ch in path:
+            depth = depth + 1 if ch == "(" else max(depth - 1, 0) if ch == ")" else depth
+            if ch == "/" and depth == 0:
+                parts.append("".join(cur))
+                cur = []
+            else:
+                cur.append(ch)
+        parts.append("".join(cur))
+        return [p for p in parts if p]
+
+    rng = random.Random(40)
+    for _ in range(20_000):
+        path = "".join(rng.choice("ab/()") for _ in range(rng.randint(0, 12)))
+        assert _split(path) == by_char(path), path
+    assert _split("jit(step)/transpose(jvp(a/b))/c") == ["jit(step)", "transpose(jvp(a/b))", "c"]

@@ -56,20 +56,24 @@ def clean_path(text: str) -> str:
 
 def _split(path: str) -> list[str]:
     """``/``-separated components; a ``/`` inside parentheses stays in its component."""
+    if "(" not in path:
+        return [p for p in path.split("/") if p]
     parts: list[str] = []
     cur: list[str] = []
     depth = 0
-    for ch in path:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth = max(depth - 1, 0)
-        if ch == "/" and depth == 0:
-            parts.append("".join(cur))
+    for piece in path.split("/"):
+        cur.append(piece)
+        if "(" in piece or ")" in piece:
+            for ch in piece:
+                if ch == "(":
+                    depth += 1
+                elif ch == ")":
+                    depth = max(depth - 1, 0)
+        if depth == 0:
+            parts.append("/".join(cur))
             cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
+    if cur:
+        parts.append("/".join(cur))
     return [p for p in parts if p]
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..core.events import lookup, us_interval_to_ns
+from ..core.events import combine_codes, first_rows, lookup, us_interval_to_ns
 from ..core.scopes import NO_SCOPE, scope_key
 from .kineto_columns import CPU_CATS, KinetoColumns
 
@@ -37,6 +37,22 @@ def _component(name: str) -> str:
     """A range's name as one component of a scope path (a module range: its module, ``Linear_0``): a ``/``
     would split it."""
     return _SLASH.sub(":", name.removeprefix(MODULE).strip()) or "?"
+
+
+class _Keys:
+    """The scope key of each annotation's path (the path less nothing: the CPU op after it is the primitive),
+    decided only for the annotations asked for (a model's module ranges are many; few launch a kernel)."""
+
+    def __init__(self, paths: np.ndarray) -> None:
+        self.paths = paths
+        self.keys = np.full(len(paths), None, dtype=object)
+
+    def of(self, rows: np.ndarray) -> np.ndarray:
+        """The keys, filled for ``rows`` (-1 ignored)."""
+        for r in np.unique(rows[rows >= 0]).tolist():
+            if self.keys[r] is None:
+                self.keys[r] = scope_key(f"{self.paths[r]}/kernel")[0]
+        return self.keys
 
 
 def _paths(thread: np.ndarray, start: np.ndarray, end: np.ndarray, names: np.ndarray) -> np.ndarray:
@@ -110,21 +126,26 @@ def kernel_scopes(
     has = at >= 0
     # the primitive: the innermost CPU op around the launch, on the launching thread
     op_at = innermost(range_thread[ops], start[ops], end[ops], np.where(has, anchor_thread, -1), anchor_t)
-    primitive = lookup(op_at, np.asarray(op_names, dtype=object), "")
-    base = paths[np.maximum(at, 0)]
-    scope[has] = [f"{b}/{_component(str(p))}" if p else f"{b}/kernel" for b, p in zip(base[has], primitive[has])]
-    own = np.array([scope_key(s)[0] if s else NO_SCOPE for s in scope.tolist()], dtype=object)
-    component[:] = np.where(has | backward, own, "")
+    # each distinct (annotation, CPU op) once: its path; the key is the annotation's (the op is the primitive)
+    keys = _Keys(paths)
+    pair = combine_codes(np.where(has, at, -1), np.where(has, op_at, -1))
+    first = first_rows(pair)
+    paths_of = [
+        f"{paths[a]}/{_component(str(op_names[o])) if o >= 0 else 'kernel'}" if a >= 0 else ""
+        for a, o in zip(np.where(has, at, -1)[first].tolist(), op_at[first].tolist(), strict=True)
+    ]
+    scope = np.array(paths_of, dtype=object)[pair]
+    component = np.where(has, lookup(at, keys.of(at), NO_SCOPE), np.where(backward, NO_SCOPE, "")).astype(object)
     # a backward kernel serves the scope of its forward op, where the trace holds it (same Sequence number)
-    joined = _forward_scopes(cpu, ops, names, paths, annotation, range_thread, start, end, anchor_thread, anchor_t,
-                             backward, innermost)  # fmt: skip
+    joined = _forward_scopes(cpu, ops, keys, annotation, range_thread, start, end, anchor_thread, anchor_t, backward,
+                             innermost)  # fmt: skip
     found = joined != ""
     component[found] = joined[found]
     return scope, component, backward
 
 
 def _forward_scopes(
-    cpu, ops, names, paths, annotation, range_thread, start, end, anchor_thread, anchor_t, backward, innermost
+    cpu, ops, keys, annotation, range_thread, start, end, anchor_thread, anchor_t, backward, innermost
 ) -> np.ndarray:
     """Per device activity launched in the backward pass, the scope key of the forward op it is the backward
     of ("" where the trace does not hold it or no annotation encloses it)."""
@@ -149,6 +170,5 @@ def _forward_scopes(
     rows, op = rows[ok], forward[pos[ok]]
     at = innermost(range_thread[annotation], start[annotation], end[annotation], range_thread[op], start[op])
     keep = at >= 0
-    keys = [scope_key(f"{p}/{_component(str(names[cpu.name[o]]))}")[0] for p, o in zip(paths[at[keep]], op[keep])]
-    out[rows[keep]] = np.array(keys, dtype=object)
+    out[rows[keep]] = keys.of(at[keep])[at[keep]]
     return out
