@@ -4,6 +4,8 @@ table, scope~ what-ifs, diff's parts)."""
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,7 +14,7 @@ from moeprof.core.components import Served, attach_components, common_scope, ser
 from moeprof.core.events import make_table
 from moeprof.core.hlo import parse_hlo_text
 from moeprof.core.metrics import DeviceTimeline
-from moeprof.core.scopes import NO_SCOPE, TOP_LEVEL, device_scopes, scope_rows, served_rows
+from moeprof.core.scopes import NO_SCOPE, TOP_LEVEL, _split, device_scopes, scope_rows, served_rows
 from moeprof.core.trace import Trace
 
 # A training step of two layers: layer0's experts (weight w, cast at the layer's level), layer0's router
@@ -238,9 +240,6 @@ def test_frame_columns_are_integers(module) -> None:
 
 def test_split_keeps_a_slash_inside_parentheses() -> None:
     """scopes._split against a character-by-character reading of random paths."""
-    import random
-
-    from moeprof.core.scopes import _split
 
     def by_char(path: str) -> list[str]:
         parts, cur, depth = [], [], 0
