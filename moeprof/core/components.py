@@ -29,8 +29,8 @@ pass where its own name stack says so (``transpose``) or, placed by rules 2-4, w
 Control edges (``after-all`` tokens, ``add-dependency``'s second operand) are no data.
 
 The ``component`` column holds the scope key an activity serves (``scope_key``, layers not folded) and
-``backward`` its pass; a reader that knows both (a Kineto trace's forward op, core/kineto scopes) fills them
-itself, and where neither says, they are the activity's own scope key and pass.
+``backward`` its pass; a reader that knows both fills them itself (readers/kineto_scopes.py: a backward
+kernel serves its forward op's scope), and where neither says, they are the activity's own scope key and pass.
 """
 
 from __future__ import annotations

@@ -40,18 +40,23 @@ def _component(name: str) -> str:
 
 
 class _Keys:
-    """The scope key of each annotation's path (the path less nothing: the CPU op after it is the primitive),
-    decided only for the annotations asked for (a model's module ranges are many; few launch a kernel)."""
+    """The scope key of each annotation's path (the CPU op after it is the primitive), decided once per distinct
+    path and only for the annotations asked for (a model's module ranges are many; few launch a kernel)."""
 
     def __init__(self, paths: np.ndarray) -> None:
         self.paths = paths
         self.keys = np.full(len(paths), None, dtype=object)
+        self.known: dict[str, str] = {}
 
     def of(self, rows: np.ndarray) -> np.ndarray:
         """The keys, filled for ``rows`` (-1 ignored)."""
         for r in np.unique(rows[rows >= 0]).tolist():
             if self.keys[r] is None:
-                self.keys[r] = scope_key(f"{self.paths[r]}/kernel")[0]
+                path = self.paths[r]
+                key = self.known.get(path)
+                if key is None:
+                    key = self.known[path] = scope_key(f"{path}/kernel")[0]
+                self.keys[r] = key
         return self.keys
 
 
@@ -97,15 +102,15 @@ def kernel_scopes(
     start, end = us_interval_to_ns(np.where(timed, cpu.ts, 0.0), np.where(timed, np.maximum(cpu.dur, 0.0), 0.0))
     range_thread = np.where(timed, threads(cpu.pid, cpu.tid), -1)
     launched = anchor_thread >= 0
-    used, inverse = np.unique(cpu.name, return_inverse=True)
-    module = np.array([str(names[u]).startswith(MODULE) for u in used.tolist()], dtype=bool)[inverse]
     annotation = np.flatnonzero(((cpu.cat == _ANNOTATION) & ~is_step) | ((cpu.cat == _PYTHON) & module))
     ops = np.flatnonzero(cpu.cat == _CPU_OP)
     op_names = names[cpu.name[ops]]
-    # the autograd engine's ops: what a backward kernel is launched inside
-    used, inverse = np.unique(cpu.name[ops], return_inverse=True)
-    engine = np.array([str(names[u]).startswith(ENGINE_OP) for u in used.tolist()], dtype=bool)[inverse]
-    engine_rows = ops[engine]
+    # per distinct name: an autograd engine op (what a backward kernel is launched inside), a module range
+    used, inverse = np.unique(cpu.name, return_inverse=True)
+    used_names = [str(names[u]) for u in used.tolist()]
+    engine = np.array([u.startswith(ENGINE_OP) for u in used_names], dtype=bool)[inverse]
+    module = np.array([u.startswith(MODULE) for u in used_names], dtype=bool)[inverse]
+    engine_rows = ops[engine[ops]]
     in_engine = innermost(range_thread[engine_rows], start[engine_rows], end[engine_rows], anchor_thread, anchor_t)
     backward = launched & (in_engine >= 0)
     if not annotation.size:
