@@ -102,7 +102,6 @@ def kernel_scopes(
     start, end = us_interval_to_ns(np.where(timed, cpu.ts, 0.0), np.where(timed, np.maximum(cpu.dur, 0.0), 0.0))
     range_thread = np.where(timed, threads(cpu.pid, cpu.tid), -1)
     launched = anchor_thread >= 0
-    annotation = np.flatnonzero(((cpu.cat == _ANNOTATION) & ~is_step) | ((cpu.cat == _PYTHON) & module))
     ops = np.flatnonzero(cpu.cat == _CPU_OP)
     op_names = names[cpu.name[ops]]
     # per distinct name: an autograd engine op (what a backward kernel is launched inside), a module range
@@ -110,6 +109,7 @@ def kernel_scopes(
     used_names = [str(names[u]) for u in used.tolist()]
     engine = np.array([u.startswith(ENGINE_OP) for u in used_names], dtype=bool)[inverse]
     module = np.array([u.startswith(MODULE) for u in used_names], dtype=bool)[inverse]
+    annotation = np.flatnonzero(((cpu.cat == _ANNOTATION) & ~is_step) | ((cpu.cat == _PYTHON) & module))
     engine_rows = ops[engine[ops]]
     in_engine = innermost(range_thread[engine_rows], start[engine_rows], end[engine_rows], anchor_thread, anchor_t)
     backward = launched & (in_engine >= 0)
