@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .events import combine_codes, first_rows, lookup
+from ..core.events import combine_codes, first_rows, lookup
+from ..core.scopes import scope_parts, served_rows
 from .projection import ReplayJob
-from .scopes import scope_parts, served_rows
 
 PART_COLUMNS = ["scope", "backward", "primitive", "op", "bucket", "count", "total_ns"]
 
