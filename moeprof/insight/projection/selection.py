@@ -3,10 +3,10 @@
 ``bucket=``, ``kind=``, ``link=``, ``device=``, ``host=``, ``name~REGEX``, ``scope~REGEX`` (a search in the
 activity's JAX name scope path, ``jit(step)/jvp(layer0)/experts/dot_general``: what ``tf_op`` and the HLO
 ``op_name`` say, and in the scope of the component it serves, ``layer0/experts``: its backward and its
-parameters' updates run outside the scope, core.components), ``opportunity=N`` (the N-th opportunity of the analysis, from 1; launch gaps and small GEMMs
-select the gaps they are made of). The terms that take filters (:mod:`.terms`) parse them here
-(:func:`parse_filters`) and select with them (:func:`select`); the opportunities' savings select each
-opportunity's activities here too (:func:`opportunity_rows`).
+parameters' updates run outside the scope, core.components), ``opportunity=N`` (the N-th opportunity of the
+analysis, from 1; launch gaps and small GEMMs select the gaps they are made of). The terms that take filters
+(:mod:`.terms`) parse them here (:func:`parse_filters`) and select with them (:func:`select`); the
+opportunities' savings select each opportunity's activities here too (:func:`opportunity_rows`).
 """
 
 from __future__ import annotations
