@@ -199,13 +199,17 @@ GOLDEN: dict[str, Rows] = {
     # and dropless ragged_dot (b); no collective on one chip, the chip idles between its step programs
     "sample:tpu_v5e_moe_step/a": [("host-bound: the chip idles between its step programs", "step-dispatch")],
     "sample:tpu_v5e_moe_step/b": [("host-bound: the chip idles between its step programs", "step-dispatch")],
-    # moeprof's demo on one TPU v5e chip, its expert FFN at 2048 then 1024 (gzipped XPlanes with their HLO): the
-    # ragged expert exchange on ICI (one chip: nothing hides it) and the gaps between step programs
+    # moeprof's demo on one TPU v5e chip (gzipped XPlanes with their HLO): its expert FFN at 2048, the default run,
+    # 8,192 tokens; the ragged expert exchange on ICI (one chip: nothing hides it) and the gaps between step programs
     "sample:tpu_v5e_ablation/ffn2048": [
         ("expert dispatch/combine exchange dominates communication", "hide-expert-exchange"),
         ("host-bound: the chip idles between its step programs", "step-dispatch"),
     ],
     "sample:tpu_v5e_ablation/base": [
+        ("expert dispatch/combine exchange dominates communication", "hide-expert-exchange"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    "sample:tpu_v5e_ablation/tok8192": [
         ("expert dispatch/combine exchange dominates communication", "hide-expert-exchange"),
         ("host-bound: the chip idles between its step programs", "step-dispatch"),
     ],

@@ -121,6 +121,7 @@ class Projector:
             selected=sum(change.selected),
             bound=step_bound(projection.critical_path),
             note=change.note,
+            selection=change.found,
         )
 
     def events(self, terms: Sequence[str]) -> pd.DataFrame:
