@@ -27,7 +27,7 @@ from moeprof.core.events import concat
 from moeprof.gate.check import Source
 from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
-from moeprof.reports.gate import render_diff
+from moeprof.gate.render import render_diff
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 

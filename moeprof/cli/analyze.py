@@ -113,7 +113,8 @@ def analyze_command(
         # imported here: `moeprof --help` and the other commands do not pay for the pipeline
         from ..insight.bandwidth import link_peaks
         from ..insight.projection import parse_terms
-        from ..pipeline import analyze_paths, with_throughput
+        from ..pipeline import Request, with_throughput
+        from ..pipeline import run as run_job
         from ..readers.discovery import plan_job
 
         terms = list(what_if or [])
@@ -126,10 +127,10 @@ def analyze_command(
         peaks = link_peaks(gpu, link_peak)
         plan = plan_job(list(paths), options)  # the files, decided once
         with file_progress(len(plan.files), enabled=not json) as advance:
-            result = analyze_paths(
-                plan, options, step_options, progress=advance, link_peaks=peaks,
-                execution=exec_options(jobs, scheduler, skip_bad), what_if=terms,
-            )  # fmt: skip
+            request = Request(
+                plan, options, step_options, exec_options(jobs, scheduler, skip_bad), peaks, terms, progress=advance
+            )
+            result = run_job(request).analysis
         if model or tokens_per_step:
             if not (model and tokens_per_step):
                 raise fail("--model and --tokens-per-step go together")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, NamedTuple, Self, TypeVar
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar, cast
 
 from ..errors import InputError
 from .ledger import DEVICE_KEYS
+from .sections import Hardware, InspectorResult, LedgerTotals, Throughput, Utilization
 
 SCHEMA = "moeprof.analysis/1"
 
@@ -212,6 +213,7 @@ class StepFigures(Figures):
 
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 def _plain_to_json(obj: Any) -> dict[str, Any]:
@@ -483,7 +485,7 @@ class Projection:
     critical_step: int | None = None
     path_by_cause: Mapping[str, int] = field(default_factory=dict)
     devices: tuple[DeviceFigures, ...] = ()
-    throughput: Mapping[str, Any] | None = None  # projected tokens/s, TFLOPS per device, MFU
+    throughput: Throughput | None = None  # projected tokens/s, TFLOPS per device, MFU
     # the question it answers (PROJECTION_ROLES): the straggler fix, the balanced router, the --what-if asked for,
     # an opportunity made free, a collective kind at half its transfer
     role: str = ""
@@ -551,7 +553,7 @@ class Projection:
             critical_step=doc.get("critical_step"),
             path_by_cause={str(k): int(v) for k, v in (doc.get("path_by_cause") or {}).items()},
             devices=tuple(DeviceFigures.from_json(d) for d in doc.get("devices") or ()),
-            throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
+            throughput=_section(Throughput, doc.get("throughput")),
             role=str(doc.get("role") or ""),
             label=str(doc.get("label") or ""),
             selected=_int(doc["selected_activities"]) if doc.get("selected_activities") is not None else None,
@@ -573,16 +575,16 @@ class Analysis:
     rules: Mapping[str, int] = field(default_factory=dict)  # activities per deciding taxonomy rule
     warnings: tuple[str, ...] = ()
     spread: Spread = field(default_factory=Spread)
-    throughput: Mapping[str, Any] | None = None  # tokens/s, TFLOPS per device, MFU
+    throughput: Throughput | None = None  # tokens/s, TFLOPS per device, MFU
     manifest: Mapping[str, Any] | None = None  # the run folder's reproduction record, when the input is one
-    ledger: Mapping[str, Any] | None = None  # §8 summary: instances, incomplete, desynchronized, clocks
+    ledger: LedgerTotals | None = None  # §8 summary: instances, incomplete, desynchronized, clocks
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a saved analysis this version does not know
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
     skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
-    hardware: Mapping[str, Any] | None = None  # the GPUs the traces name, the preset and peaks used
+    hardware: Hardware | None = None  # the GPUs the traces name, the preset and peaks used
     dropped_activities: int = 0  # device activities the readers dropped as unplaceable (in the JSON when > 0)
     # NCCL Inspector logs: per-collective figures without a timeline (devices empty, §4 total null)
-    inspector: Mapping[str, Any] | None = None
+    inspector: InspectorResult | None = None
     # §9: the balance projection (multi-device jobs), the one --what-if asked for, then the rest of "what would it
     # buy" (each with its role); the engine that made them is returned beside the analysis, never kept in it
     projections: tuple[Projection, ...] = ()
@@ -593,7 +595,7 @@ class Analysis:
     step_bound: StepBound | None = None
     scopes: tuple[ScopeRow, ...] = ()  # per JAX name scope (traces that name scopes: XLA programs)
     # FLOPs the trace's ops state (TPU XPlanes) against the chip's peak: MFU, ops and steps above the peak
-    utilization: Mapping[str, Any] | None = None
+    utilization: Utilization | None = None
 
     schema: ClassVar[str] = SCHEMA
 
@@ -719,23 +721,28 @@ class Analysis:
                 rules={str(k): int(v) for k, v in (doc.get("rules") or {}).items()},
                 warnings=tuple(str(w) for w in doc.get("warnings") or ()),
                 spread=Spread.from_json(doc.get("spread") or {}),
-                throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
+                throughput=_section(Throughput, doc.get("throughput")),
                 manifest=doc.get("manifest") if isinstance(doc.get("manifest"), dict) else None,
-                ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
+                ledger=_section(LedgerTotals, doc.get("ledger")),
                 skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
                 projections=tuple(Projection.from_json(p) for p in _dicts(doc.get("projections"))),
-                hardware=doc.get("hardware") if isinstance(doc.get("hardware"), dict) else None,
+                hardware=_section(Hardware, doc.get("hardware")),
                 dropped_activities=_int(doc.get("dropped_activities")),
-                inspector=doc.get("inspector") if isinstance(doc.get("inspector"), dict) else None,
+                inspector=_section(InspectorResult, doc.get("inspector")),
                 step_ns=_int(doc["step_ns"]) if doc.get("step_ns") is not None else None,
                 step_bound=StepBound.from_json(doc["step_bound"]) if isinstance(doc.get("step_bound"), dict) else None,
                 scopes=tuple(ScopeRow.from_json(r) for r in _dicts(doc.get("scopes"))),
-                utilization=doc.get("utilization") if isinstance(doc.get("utilization"), dict) else None,
+                utilization=_section(Utilization, doc.get("utilization")),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )
         except (TypeError, ValueError, KeyError) as exc:
             raise InputError(origin, f"not a valid {SCHEMA} object ({exc})") from None
+
+
+def _section(kind: type[S], value: Any) -> S | None:
+    """A JSON section of a saved analysis as its type (:mod:`.sections`), None where it is not an object."""
+    return cast(S, value) if isinstance(value, dict) else None
 
 
 def _dicts(items: Any) -> list[dict[str, Any]]:

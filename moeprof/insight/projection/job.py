@@ -35,6 +35,7 @@ from ...core.analysis import CAUSES, NS_KEYS, DeviceFigures, PathSegment, Projec
 from ...core.events import BUCKETS, bucket_codes, column_codes, lookup
 from ...core.ledger import Ledger, build_ledger
 from ...core.metrics import DeviceTimeline, EventColumns
+from ...core.sections import Throughput
 from ..throughput import projected_throughput
 from .replay import Graph, build_graph, latest_end_zeroed, replay, walk_back
 
@@ -248,7 +249,7 @@ class ReplayJob:
         s: np.ndarray,
         e: np.ndarray,
         figures: bool = True,
-        throughput: Mapping[str, Any] | None = None,
+        throughput: Throughput | None = None,
     ) -> Projection:
         """The :class:`Projection` of a replayed timeline (``s``, ``e`` from :meth:`run`)."""
         measured = self.measured_spans

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ...core.analysis import Opportunity, PathSegment, Projection, StepBound
+from ...core.analysis import Analysis, Opportunity, PathSegment, Projection, StepBound
+from ...core.sections import Throughput
 from ...core.trace import Trace
 from ...errors import InputError
 from .job import ReplayJob
@@ -71,7 +71,7 @@ class Projector:
 
     job: ReplayJob
     opportunities: tuple[Opportunity, ...] = ()
-    throughput: Mapping[str, Any] | None = None
+    throughput: Throughput | None = None
     _last: tuple[tuple[str, ...], tuple[Change, np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
     _change: tuple[tuple[str, ...], tuple[Opportunity, ...], Change] | None = field(default=None, repr=False)
 
@@ -112,8 +112,7 @@ class Projector:
         projected timeline's §4/§8 figures per device."""
         parsed = parse_terms(terms)
         change, s, e = self._replay([t.text for t in parsed])
-        throughput = dict(self.throughput) if self.throughput else None
-        projection = self.job.projection([t.text for t in parsed], s, e, figures=figures, throughput=throughput)
+        projection = self.job.projection([t.text for t in parsed], s, e, figures=figures, throughput=self.throughput)
         return replace(
             projection,
             role=role,
@@ -165,6 +164,19 @@ class Projector:
             }
         )
         return projection, trace, critical
+
+    def unasked(self, analysis: Analysis) -> list[str] | None:
+        """The change a page draws beside the measured timeline unasked (None: none): for a job of several
+        devices, affordable, of at most ``DRAWN_UNASKED_LIMIT`` activities (measuring the projected timeline
+        costs about what measuring the job did, so a larger job gets it with ``--what-if``), the first try
+        where it is the router's or the straggler fix (the changes that move work between devices), else
+        ``balance``."""
+        if len(analysis.devices) <= 1 or not self.affordable or self.size > DRAWN_UNASKED_LIMIT:
+            return None
+        first = analysis.first_try()
+        if first is not None and first.role in ("router", "straggler"):
+            return [" ".join(first.what_if)]
+        return ["balance"]
 
     def measured_bound(self) -> StepBound | None:
         """What sets the end of the measured job's longest step (its critical path without any change)."""
