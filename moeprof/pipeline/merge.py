@@ -430,9 +430,11 @@ def finish_job(
     link_peaks: dict[str, float] | None = None,
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
+    projections: str = "full",
 ) -> Merged:
     """The analysis of everything ``job`` took in, the comm records with their ledger view (instance, wait,
-    straggler), and the projector of its §9 projections."""
+    straggler), and the projector of its §9 projections (``projections``: what of them to compute,
+    :func:`moeprof.insight.projection.project_analysis`'s ``detail``)."""
     notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
@@ -510,7 +512,7 @@ def finish_job(
         scopes=scope_rows(scope_frame, sum(d.accumulated_ns for d in devices), peak),
         utilization=used,
     )
-    projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if)
+    projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if, projections)
     return projected, matched, projector
 
 

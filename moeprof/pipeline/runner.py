@@ -57,6 +57,9 @@ class Request:
     # gets one: Projector.unasked), or None
     projected: Sequence[str] | Literal["default"] | None = None
     progress: Callable[[TraceSource], None] | None = None  # called once per file done
+    # what of §9 to compute: "full" (every figure: JSON, report, gates), "screen" (what the terminal shows),
+    # "none" (--no-projection: the measured step time alone)
+    projections: Literal["full", "screen", "none"] = "full"
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def _loaded(r: Request, traces: list[Trace]) -> Result:
     """Loaded traces measured in this process (``moeprof.analyze``; a projected timeline)."""
     job = _job_of([measure_file(t, r.steps, r.timeline) for t in traces])
     notes = list(getattr(r.inputs, "notes", []))
-    result = _finish(finish_job(job, r.link_peaks, notes, r.what_if), r.timeline, job.timeline)
+    result = _finish(finish_job(job, r.link_peaks, notes, r.what_if, r.projections), r.timeline, job.timeline)
     result = replace(result, traces=tuple(traces) if r.traces else ())
     return _with_manifest(result, getattr(r.inputs, "manifest", None))
 
@@ -132,7 +135,9 @@ def _read(r: Request, plan: JobPlan) -> Result:
         )  # fmt: skip
         return _with_manifest(Result(analysis), plan.manifest)
     job, traces, skipped, notes = _measured(r, plan)
-    result = _finish(finish_job(job, r.link_peaks, [*plan.notes, *notes], r.what_if), r.timeline, job.timeline)
+    result = _finish(
+        finish_job(job, r.link_peaks, [*plan.notes, *notes], r.what_if, r.projections), r.timeline, job.timeline
+    )
     if skipped:
         skips = tuple({"file": s.file, "problem": s.problem} for s in skipped)
         result = replace(result, analysis=result.analysis.with_(skipped=skips))

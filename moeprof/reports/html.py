@@ -932,7 +932,7 @@ def projection_view(p: Projection) -> ProjectionView:
         for cause in CAUSES
         if p.path_by_cause.get(cause, 0)
     ]
-    crossed = list(dict.fromkeys(seg.device for seg in p.critical_path if seg.device))
+    crossed = list(p.critical_path.crossed or ())
     return ProjectionView(
         what_if=" ".join(p.what_if) or "(no change)",
         measured_ms=fmt_ms(p.measured_step_ns),

@@ -8,17 +8,17 @@ never in it: the analysis carries its projections as plain data (``Analysis.proj
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from ...core.analysis import Analysis, Opportunity, PathSegment, Projection, StepBound
+from ...core.analysis import Analysis, Opportunity, Projection, StepBound
 from ...core.sections import Throughput
 from ...core.trace import Trace
 from ...errors import InputError
-from .job import ReplayJob
+from .job import ReplayJob, bound_of
 from .replay import has_compiled
 from .terms import Change, change_of, parse_terms
 from .trace import projected_trace
@@ -41,27 +41,6 @@ def too_large(size: int) -> str:
         f"{size:,} activities need the compiled replay (pip install 'moeprof[fast]' installs numba); without it "
         f"only jobs up to {NUMPY_REPLAY_LIMIT:,} activities are projected"
     )
-
-
-def step_bound(path: Sequence[PathSegment]) -> StepBound | None:
-    """What sets a step's end: the cause with the most time on its critical path, its share of the path,
-    and the devices that time lies on (the most first, at most 4)."""
-    by_device: dict[str, dict[str, int]] = {}
-    for device, _, _, cause, _, start_ns, end_ns in path:  # (tens of thousands of segments: no attribute look-ups)
-        per = by_device.setdefault(cause, {})
-        per[device] = per.get(device, 0) + end_ns - start_ns
-    return bound_of(by_device)
-
-
-def bound_of(by_device: Mapping[str, Mapping[str, int]]) -> StepBound | None:
-    """:func:`step_bound` from a path's time per cause, per device."""
-    by_cause = {c: sum(per.values()) for c, per in by_device.items()}
-    total = sum(by_cause.values())
-    if total <= 0:
-        return None
-    cause = max(by_cause, key=lambda c: (by_cause[c], c))
-    devices = sorted(by_device[cause], key=lambda d: (-by_device[cause][d], d))[:4]
-    return StepBound(cause, by_cause[cause] / total, tuple(devices))
 
 
 @dataclass
@@ -107,20 +86,16 @@ class Projector:
             self._last = (key, (change, s, e))
         return self._last[1]
 
-    def project(self, terms: Sequence[str], figures: bool = True, role: str = "", label: str = "") -> Projection:
-        """The projection of ``terms``: step times, critical path, what bounds it, and (``figures``) the
-        projected timeline's §4/§8 figures per device."""
+    def project(
+        self, terms: Sequence[str], figures: bool = True, role: str = "", label: str = "", path: bool = True
+    ) -> Projection:
+        """The projection of ``terms``: step times, what bounds its longest step, (``path``) its critical path,
+        and (``figures``) the projected timeline's §4/§8 figures per device."""
         parsed = parse_terms(terms)
         change, s, e = self._replay([t.text for t in parsed])
-        projection = self.job.projection([t.text for t in parsed], s, e, figures=figures, throughput=self.throughput)
-        return replace(
-            projection,
-            role=role,
-            label=label,
-            selected=sum(change.selected),
-            bound=step_bound(projection.critical_path),
-            note=change.note,
-        )
+        what_if = [t.text for t in parsed]
+        projection = self.job.projection(what_if, s, e, figures=figures, throughput=self.throughput, path=path)
+        return replace(projection, role=role, label=label, selected=sum(change.selected), note=change.note)
 
     def events(self, terms: Sequence[str]) -> pd.DataFrame:
         """The job's activities (the replay's columns) with the projected ``start_ns``/``end_ns`` on each
