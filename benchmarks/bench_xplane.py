@@ -33,9 +33,12 @@ the derived lines ``XLA Ops`` (whose event metadata carry the op's stats),
 the ``StepTraceAnnotation`` of each step; fields in the order XLA's serializer
 writes them. Per kernel there are three events (kernel, XLA op, launch), so
 ``--events 1000000`` holds ~333k kernels. ``--shape kernel-only`` keeps compute
-kernels only (an easy input that hides costs).
+kernels only (an easy input that hides costs). ``--shape one-step`` is a one-step capture of a large
+job: one long step, every GPU running the same program (its collectives match across the 8 GPUs),
+collectives on three streams (~18% of kernels), a copy stream; a projection's critical path spans the
+whole step there, so it is the shape that shows what the projections and their output cost.
 
-    python benchmarks/bench_xplane.py [--events 1000000] [--repeat 3] [--shape xla|kernel-only]
+    python benchmarks/bench_xplane.py [--events 1000000] [--repeat 3] [--shape xla|kernel-only|one-step]
                                       [--keep out.xplane.pb] [--skip-analyze] [--skip-startup]
 
 Measured (shared 2-core machine, load ~2.3, each command in its own process, medians of 3 with
@@ -184,6 +187,16 @@ byte-identical:
 On this project's 2 shared cores the same day (best of 5; editable install, run from /tmp): kernel-only
 2.08x -> 1.67x wall, 2.18x -> 1.67x CPU; xla 2.14x -> 1.94x wall, 2.28x -> 1.97x CPU: here the fixed cost
 of importing pandas, pyarrow, typer and pydantic (~0.45 s) weighs more against a faster floor.
+
+Issue 41 items 1-2 (2026-12-06; 2 shared cores, no accelerator, load 9-18; CPU user+sys best of 3, RSS
+median, round-robin; before = 0360b42, after = the lean JSON, critical paths as numpy columns, projections
+computed for what the output shows):
+
+    input (1M events)    floor CPU/RSS     before --json           after --json            terminal  --no-projection
+    one-step             0.99 s / 541 MiB  2.90 s 558 MiB 91.8 MB  1.84 s 319 MiB 0.59 MB  1.80 s    1.28 s
+    xla                  0.98 s / 542 MiB  2.08 s 344 MiB 12.4 MB  1.81 s 343 MiB 0.64 MB  1.78 s    1.33 s
+    kernel-only          1.13 s / 656 MiB  2.55 s 586 MiB  7.7 MB  2.37 s 586 MiB 0.07 MB  2.21 s    1.80 s
+    one-step, 10M (once) 9.7 s / 4.2 GiB   25.0 s 4.5 GiB 924 MB   14.4 s 1.8 GiB 0.59 MB
 """
 
 from __future__ import annotations
