@@ -199,6 +199,16 @@ GOLDEN: dict[str, Rows] = {
     # and dropless ragged_dot (b); no collective on one chip, the chip idles between its step programs
     "sample:tpu_v5e_moe_step/a": [("host-bound: the chip idles between its step programs", "step-dispatch")],
     "sample:tpu_v5e_moe_step/b": [("host-bound: the chip idles between its step programs", "step-dispatch")],
+    # moeprof's demo on one TPU v5e chip at 16,384 then 8,192 tokens (gzipped XPlanes with their HLO): the
+    # ragged expert exchange on ICI (one chip: nothing hides it) and the gaps between step programs
+    "sample:tpu_v5e_ablation/base": [
+        ("expert dispatch/combine exchange dominates communication", "hide-expert-exchange"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    "sample:tpu_v5e_ablation/tok8192": [
+        ("expert dispatch/combine exchange dominates communication", "hide-expert-exchange"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
     # saxpy over MPI (old schema): a large exposed copy and launch gaps
     "shared:nsys/saxpy_mpi_old_schema.sqlite": [
         ("exposed host<->device copies", "async-host-copies"),

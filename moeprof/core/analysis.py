@@ -640,7 +640,9 @@ class Projection:
     label: str = ""  # what it changes, in words
     selected: int | None = None  # activities its terms change (0: the terms select none); None: not known
     bound: StepBound | None = None  # what sets the end of its longest projected step
-    note: str = ""  # what the change could not do (the router term without expert work found, ...)
+    note: str = ""  # what the terms say they did or could not do (the router term without expert work found, ...)
+    # what each term that says so selected (the tokens term: the batch found, time per class scaled and held)
+    selection: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def saving_fraction(self) -> float:
@@ -672,6 +674,8 @@ class Projection:
             out["selected_activities"] = self.selected
         if self.bound is not None:
             out["bound"] = self.bound.to_json()
+        if self.selection:
+            out["selection"] = [dict(found) for found in self.selection]
         return out
 
     @classmethod
@@ -696,6 +700,7 @@ class Projection:
             selected=_int(doc["selected_activities"]) if doc.get("selected_activities") is not None else None,
             bound=StepBound.from_json(doc["bound"]) if isinstance(doc.get("bound"), dict) else None,
             note=str(doc.get("note") or ""),
+            selection=tuple(dict(f) for f in doc.get("selection") or () if isinstance(f, dict)),
         )
 
 

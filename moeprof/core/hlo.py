@@ -86,6 +86,12 @@ def shape_bytes(shape: str) -> int:
     return total
 
 
+def shape_dims(shape: str) -> list[tuple[int, ...]]:
+    """The dimensions of every array in an HLO shape string, in order (a tuple's elements each; layouts and
+    element types left out): ``(bf16[8,128]{1,0}, s32[])`` -> ``[(8, 128), ()]``."""
+    return [tuple(int(d) for d in dims.split(",") if d) for _, dims in _ARRAY_SHAPE.findall(shape)]
+
+
 def _top_level_tuple_bytes(shape: str) -> list[int]:
     """Bytes of each top-level element of a tuple shape ``(a, b, ...)``."""
     shape = shape.strip()
@@ -191,6 +197,7 @@ class HloModule:
     instructions: dict[str, HloInstruction] = field(default_factory=dict)
     computations: dict[str, list[str]] = field(default_factory=dict)
     entry: str = ""
+    roots: dict[str, str] = field(default_factory=dict)  # computation -> its ROOT instruction
     num_partitions: int = 1
     replica_count: int = 1
     # computation -> (operands, users) edges, built on first use by moeprof.dependency
@@ -199,6 +206,16 @@ class HloModule:
     @property
     def num_devices(self) -> int:
         return max(1, self.num_partitions * self.replica_count)
+
+    def entry_parameters(self) -> list[HloInstruction]:
+        """The program's inputs: the ``parameter`` instructions of its entry computation, in text order."""
+        names = self.computations.get(self.entry, ())
+        return [self.instructions[n] for n in names if self.instructions[n].opcode == "parameter"]
+
+    def entry_result(self) -> str:
+        """The shape of what the program returns (its entry computation's ROOT), "" where unknown."""
+        root = self.instructions.get(self.roots.get(self.entry, ""))
+        return root.shape if root is not None else ""
 
     def group_of(self, instruction: HloInstruction, device_id: int) -> tuple[int, ...] | None:
         """The devices ``device_id`` exchanges data with in this collective (itself included)."""
@@ -301,6 +318,7 @@ def parse_hlo_text(text: str) -> HloModule:
         )
 
     module.instructions = {name: build(name) for name in raw}
+    module.roots = roots
     return module
 
 

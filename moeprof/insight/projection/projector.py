@@ -95,7 +95,14 @@ class Projector:
         change, s, e = self._replay([t.text for t in parsed])
         what_if = [t.text for t in parsed]
         projection = self.job.projection(what_if, s, e, figures=figures, throughput=self.throughput, path=path)
-        return replace(projection, role=role, label=label, selected=sum(change.selected), note=change.note)
+        return replace(
+            projection,
+            role=role,
+            label=label,
+            selected=sum(change.selected),
+            note=change.note,
+            selection=change.found,
+        )
 
     def events(self, terms: Sequence[str]) -> pd.DataFrame:
         """The job's activities (the replay's columns) with the projected ``start_ns``/``end_ns`` on each
