@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import moeprof
 import moeprof.pipeline.merge
-from moeprof.pipeline import analyze_paths_state, analyze_state
+from moeprof.pipeline import ExecOptions, Request, run
 from synthetic import tpu_multislice as tpu
 from synthetic.counterfactual import CHANGES, ROUTER_CHANGE, simulate, write_job
 
@@ -60,7 +60,8 @@ def accuracy(ranks: int, steps: int, layers: int, seeds: list[int]) -> None:
     for seed in seeds:
         with tempfile.TemporaryDirectory() as tmp:
             write_job(Path(tmp), ranks, steps, layers, seed)
-            analysis, state = analyze_state(moeprof.load(tmp))
+            state = run(Request(moeprof.load(tmp)))
+        analysis = state.analysis
         projector = state.projector
         assert projector is not None
         base = float(np.mean(simulate(ranks, steps, layers, seed).step_times()))
@@ -100,7 +101,7 @@ def tpu_accuracy(seeds: list[int]) -> None:
     for seed in seeds:
         with tempfile.TemporaryDirectory() as tmp:
             tpu.write_job(Path(tmp), seed=seed)
-            _, state = analyze_state(moeprof.load(tmp))
+            state = run(Request(moeprof.load(tmp)))
         projector = state.projector
         assert projector is not None
         base = float(np.mean(tpu.simulate(seed=seed).step_times()))
@@ -145,20 +146,21 @@ def speed(folder: Path) -> None:
     originals = {name: getattr(merge_module, name) for name in spent}
 
     def timed(name: str):
-        def run(*args, **kwargs):
+        def call(*args, **kwargs):
             t = time.perf_counter()
             try:
                 return originals[name](*args, **kwargs)
             finally:
                 spent[name] += time.perf_counter() - t
 
-        return run
+        return call
 
     for name in spent:
         setattr(merge_module, name, timed(name))
     try:
         t = time.perf_counter()
-        analysis, state = analyze_paths_state([str(folder)], jobs=1)
+        state = run(Request([str(folder)], execution=ExecOptions(jobs=1)))
+        analysis = state.analysis
         total = time.perf_counter() - t
     finally:
         for name, fn in originals.items():

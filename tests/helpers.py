@@ -419,8 +419,8 @@ def timelines(draw: st.DrawFn) -> dict:
 
 def projector_of(traces: list) -> Projector:
     """The projector the analysis of ``traces`` made (its replay columns and graph: ``.job``)."""
-    from moeprof.pipeline import analyze_state
+    from moeprof.pipeline import Request, run
 
-    _, state = analyze_state(traces)
-    assert state.projector is not None
-    return state.projector
+    projector = run(Request(traces)).projector
+    assert projector is not None
+    return projector

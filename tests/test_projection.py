@@ -19,7 +19,7 @@ from moeprof.insight.projection import Projector, ReplayJob, parse_terms
 from moeprof.insight.projection.replay import LANES, build_graph, latest_end_zeroed, replay, routes
 from moeprof.insight.projection.savings import opportunity_savings
 from moeprof.insight.projection.selection import opportunity_mask
-from moeprof.pipeline import JobState, analyze_state, load
+from moeprof.pipeline import Request, Result, load, run
 from synthetic.counterfactual import A2A_RAGGED, CHANGES, ROUTER_CHANGE, simulate, write_job
 from synthetic.counterfactual import EXPERT as EXPERT_KERNEL
 
@@ -134,20 +134,20 @@ def test_member_ends_at_last_arrival_plus_transfer() -> None:
 
 
 @pytest.fixture(scope="module")
-def counterfactual_state(tmp_path_factory: pytest.TempPathFactory) -> tuple[moeprof.Analysis, JobState]:
+def counterfactual_state(tmp_path_factory: pytest.TempPathFactory) -> Result:
     out = tmp_path_factory.mktemp("counterfactual")
     write_job(out, ranks=8, steps=3, layers=3, seed=4)
-    return analyze_state(moeprof.load(out))
+    return run(Request(moeprof.load(out)))
 
 
 @pytest.fixture(scope="module")
-def counterfactual(counterfactual_state: tuple[moeprof.Analysis, JobState]) -> moeprof.Analysis:
-    return counterfactual_state[0]
+def counterfactual(counterfactual_state: Result) -> moeprof.Analysis:
+    return counterfactual_state.analysis
 
 
 @pytest.fixture(scope="module")
-def counterfactual_projector(counterfactual_state: tuple[moeprof.Analysis, JobState]) -> Projector:
-    projector = counterfactual_state[1].projector
+def counterfactual_projector(counterfactual_state: Result) -> Projector:
+    projector = counterfactual_state.projector
     assert projector is not None
     return projector
 
@@ -232,12 +232,11 @@ def _saving_by_replay(job: ReplayJob, mask: np.ndarray) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sample", ["counterfactual", "cpu_moe_8dev", "synthetic_2host_4gpu_kineto"])
-def test_opportunity_savings_agree_with_one_replay_each(
-    sample: str, counterfactual_state: tuple[moeprof.Analysis, JobState]
-) -> None:
+def test_opportunity_savings_agree_with_one_replay_each(sample: str, counterfactual_state: Result) -> None:
     """Every exact saving equals a replay of its own; every bound holds; an opportunity with no work on
     the measured chain saves exactly 0; past the significant ones and the spare replays, only the bound."""
-    analysis, state = counterfactual_state if sample == "counterfactual" else analyze_state(load(SAMPLES / sample))
+    state = counterfactual_state if sample == "counterfactual" else run(Request(load(SAMPLES / sample)))
+    analysis = state.analysis
     assert state.projector is not None
     job = state.projector.job
     opps = analysis.opportunities

@@ -22,7 +22,7 @@ from moeprof.core.topology import attribute_links
 from moeprof.core.trace import Trace, make_markers
 from moeprof.insight.remedies import Situation, catalogue, choose, for_collective
 from moeprof.insight.stack import Stack
-from moeprof.pipeline import analyze_paths, analyze_state
+from moeprof.pipeline import Request, analyze_paths, run
 
 from .helpers import SAMPLES
 
@@ -236,7 +236,7 @@ def test_cpu_demo_scope_table_adds_up_and_names_the_moe_scopes():
 
 def test_scope_what_if_selects_by_name_scope():
     """name~moe_experts matches no activity (XLA names its ops fusion.N, all_to_all.N); scope~ does."""
-    _, state = analyze_state(moeprof.load(CPU_DEMO))
+    state = run(Request(moeprof.load(CPU_DEMO)))
     assert state.projector is not None
     job = state.projector.job
     scoped = job.codes("scope")

@@ -14,7 +14,8 @@ import pytest
 
 import moeprof
 from moeprof.core.hlo import HloModule, shape_dims
-from moeprof.pipeline import analyze_job
+from moeprof.core.timeline import TimelineOptions
+from moeprof.pipeline import Request, run
 
 from .helpers import SAMPLES
 
@@ -25,16 +26,16 @@ TOLERANCE = 0.10  # issue 40: each projection within 10% of the measured step
 
 @pytest.fixture(scope="module")
 def base():  # the first capture, its analysis asked for half the tokens, its replay table and its HLO
-    analysis, traces, state = analyze_job([BASE], what_if=["tokens=0.5"])
-    assert state.projector is not None
-    (trace,) = traces
-    return analysis, state.projector.job, trace
+    result = run(Request([BASE], what_if=["tokens=0.5"], timeline=TimelineOptions(), traces=True))
+    assert result.projector is not None
+    (trace,) = result.traces
+    return result.analysis, result.projector.job, trace
 
 
 @pytest.fixture(scope="module")
 def half():
-    analysis, traces, _ = analyze_job([HALF])
-    return analysis, traces[0]
+    result = run(Request([HALF], timeline=TimelineOptions(), traces=True))
+    return result.analysis, result.traces[0]
 
 
 def _program(trace: moeprof.Trace) -> HloModule:

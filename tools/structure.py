@@ -13,7 +13,7 @@ call is seen) under ``sys.setprofile``. A *stop* is a run of consecutive calls, 
 module, of functions that receive the user's paths: an argument that is one of them (as typed,
 absolute or a file under it), holds one (a list, tuple, set or dict of them), or is an object whose
 ``path``, ``source`` or ``files`` does. A *climb* is a stop in a higher layer than the stop
-before it (pyproject's layers: cli > capture, reports > gate > pipeline > readers, insight > core):
+before it (pyproject's layers: cli > capture > gate > pipeline > reports > readers, insight > core):
 the route went down, came back up, and went down again.
 """
 
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "moeprof"
 LONG_FUNCTION = 150  # lines
 
-LAYERS = {"core": 0, "readers": 1, "insight": 1, "pipeline": 2, "gate": 3, "capture": 4, "reports": 4, "cli": 5}
+LAYERS = {"core": 0, "readers": 1, "insight": 1, "reports": 2, "pipeline": 3, "gate": 4, "capture": 5, "cli": 6}
 
 
 def module_lines() -> list[tuple[int, str]]:

@@ -79,7 +79,16 @@ DERIVED_COLUMNS: dict[str, str] = {
     "ib_fraction": "float64",  # share of the activity carried over InfiniBand, NaN unknown
 }
 COLUMNS: dict[str, str] = {**RAW_COLUMNS, **DERIVED_COLUMNS}
-_OP_COLUMNS = ("category", "scope", "component", "backward", "flops", "model_flops", "bytes_accessed", "recounted_flops")
+_OP_COLUMNS = (
+    "category",
+    "scope",
+    "component",
+    "backward",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "recounted_flops",
+)
 # the columns of the first event table (schema moeprof.events/1): a CSV header that holds them all is
 # moeprof's own table (readers.marks), also one written before the op columns above were added
 EVENTS_V1_COLUMNS = (

@@ -233,7 +233,7 @@ def cannot_answer(launches: Mapping[str, Any] | None) -> Mapping[str, Any] | Non
 
 def edge_share(analysis: Analysis, o: Opportunity) -> float:
     """Of an opportunity's exposed time, the share that lies at the capture's edges (Analysis.edges)."""
-    edges = analysis.edges or {}
+    edges = analysis.edges
     if not edges or o.exposed_ns <= 0:
         return 0.0
     if o.kind == "expert-exchange":

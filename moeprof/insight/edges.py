@@ -12,15 +12,14 @@ look-up.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
+from ..core.sections import EdgeExposure
 
 
-def capture_edges(records: pd.DataFrame | None, windows: pd.DataFrame, exposed: pd.DataFrame) -> dict[str, Any] | None:
+def capture_edges(records: pd.DataFrame | None, windows: pd.DataFrame, exposed: pd.DataFrame) -> EdgeExposure | None:
     """The exposed time of each device's first and last collective (see the module docstring); None where no
     device communicates. ``records``: the comm activities (device, start_ns, end_ns, op, kind; ``wait_ns``
     where the §8 ledger matched them); ``windows`` and ``exposed``: per device, its window's and its exposed

@@ -18,6 +18,7 @@ from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
 from ..core.hardware import fabric_text, is_tpu_job
 from ..core.metrics import DeviceTimeline, WindowMeasure
+from ..core.sections import Hardware
 from ..core.vocabulary import vocabulary
 from .remedies import EXPERT_KINDS, Situation, choose, devices_kind, for_collective, role_of
 from .stack import Stack
@@ -587,7 +588,7 @@ def merge_same_time(
     return out
 
 
-def named_fabrics(opportunities: list[Opportunity], hardware: dict | None) -> tuple[Opportunity, ...]:
+def named_fabrics(opportunities: list[Opportunity], hardware: Hardware | None) -> tuple[Opportunity, ...]:
     """The opportunities with their remedies (and those of the findings they absorbed) written in the job's own
     fabric names where they are not NVLink and InfiniBand: ICI and DCN on TPUs (an ICI slice is the domain)."""
     hw = hardware or {}

@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from ..core.events import column_codes, lookup, present_values
 from ..core.hardware import vendor_of
+from ..core.sections import Launches
 from ..core.trace import Trace
 from ..core.vocabulary import vocabulary
 from ..words import plural
@@ -179,14 +180,14 @@ def stack_facts(trace: Trace) -> dict:
 LAUNCH_COUNTS = ("kernel_launches", "without_activity", "captured", "captured_without_activity")
 
 
-def launch_summary(files: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+def launch_summary(files: Iterable[Mapping[str, Any]]) -> Launches | None:
     """The files' launch facts (``Trace.launches``, one per file) summed; None where no file read its launches."""
     read = [f for f in files if f]
     if not read:
         return None
     out: dict[str, Any] = {k: int(sum(int(r.get(k) or 0) for r in read)) for k in LAUNCH_COUNTS}
     out["capture_api"] = next((str(r["capture_api"]) for r in read if r.get("capture_api")), "")
-    return out
+    return cast("Launches", out)
 
 
 def trace_vendor(trace: Trace) -> str:

@@ -14,7 +14,7 @@ peak; the MFU is then said to be overstated, never silently capped.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,7 @@ import pandas as pd
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.hardware import GpuPreset
 from ..core.scopes import COUNTED, flops_source
+from ..core.sections import Utilization
 
 OPS_LISTED = 10  # ops above the peak listed by name in the JSON (all are counted)
 
@@ -49,7 +50,7 @@ def utilization(
     devices: Sequence[DeviceFigures],
     peak_tflops: float | None,
     peak_from: str,
-) -> tuple[dict[str, Any] | None, list[str]]:
+) -> tuple[Utilization | None, list[str]]:
     """The ``utilization`` summary and its warnings; (None, []) where the trace states no FLOPs."""
     source = flops_source(scopes)
     if source is None:
@@ -86,7 +87,7 @@ def utilization(
     warnings: list[str] = []
     if not peak_tflops:
         out["note"] = "no peak known for this chip (give --chip)"
-        return {k: v for k, v in out.items() if v is not None}, warnings
+        return cast("Utilization", {k: v for k, v in out.items() if v is not None}), warnings
     out.update(peak_tflops=peak_tflops, peak_from=peak_from, mfu=rate / peak_tflops if rate is not None else None)
     if out.get("tflops_per_s_per_device_xla") is not None:
         out["mfu_xla"] = out["tflops_per_s_per_device_xla"] / peak_tflops
@@ -119,7 +120,7 @@ def utilization(
                 f"on {worst['device']} at {worst['tflops_per_s']:,.1f} TFLOP/s, "
                 f"{worst['of_peak']:.0%} of the {peak_tflops:,.1f} TFLOP/s peak"
             )
-    return {k: v for k, v in out.items() if v is not None}, warnings
+    return cast("Utilization", {k: v for k, v in out.items() if v is not None}), warnings
 
 
 def _ops_above(op_flops: pd.DataFrame, source: str, peak_tflops: float) -> pd.DataFrame:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,7 @@ from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
+from ..core.sections import LedgerTotals
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.edges import capture_edges
 from ..insight.opportunities import (
@@ -365,10 +366,11 @@ class JobResults:
         return records, build_ledger(records, windows, exposed, self.whole_job(), device_ids)
 
 
-def ledger_summary(ledger: Ledger) -> dict:
+def ledger_summary(ledger: Ledger) -> LedgerTotals:
     """The JSON ``ledger`` object (§8) with the straggler table."""
     rows = sorted(ledger.stragglers, key=lambda r: (-r.caused_wait_ns, r.device))
-    return {**ledger.summary(), "stragglers": [asdict(r) for r in rows if r.straggler_count]}
+    summary = {**ledger.summary(), "stragglers": [asdict(r) for r in rows if r.straggler_count]}
+    return cast("LedgerTotals", summary)
 
 
 def with_wait_split(collectives: list[Collective], ledger: Ledger) -> list[Collective]:
@@ -436,9 +438,11 @@ def finish_job(
     link_peaks: dict[str, float] | None = None,
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
+    projections: str = "full",
 ) -> Merged:
     """The analysis of everything ``job`` took in, the comm records with their ledger view (instance, wait,
-    straggler), and the projector of its §9 projections."""
+    straggler), and the projector of its §9 projections (``projections``: what of them to compute,
+    :func:`moeprof.insight.projection.project_analysis`'s ``detail``)."""
     notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
@@ -523,7 +527,7 @@ def finish_job(
         ),
         launches=launch_summary(job.launches),
     )
-    projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if)
+    projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if, projections)
     return projected, matched, projector
 
 

@@ -24,16 +24,14 @@ from __future__ import annotations
 from .columns import REPLAY_COLUMNS, SYNC_COLUMNS, empty_replay_table, empty_syncs, replay_table
 from .job import ReplayJob, joined_job
 from .plan import project_analysis
-from .projector import DRAWN_UNASKED_LIMIT, Projector, affordable
-from .terms import WhatIf, parse_terms
+from .projector import Projector, affordable
+from .terms import parse_terms
 
 __all__ = [
-    "DRAWN_UNASKED_LIMIT",
     "REPLAY_COLUMNS",
     "SYNC_COLUMNS",
     "Projector",
     "ReplayJob",
-    "WhatIf",
     "affordable",
     "empty_replay_table",
     "empty_syncs",

@@ -31,16 +31,42 @@ import numpy as np
 import pandas as pd
 
 from ...core import intervals as iv
-from ...core.analysis import CAUSES, NS_KEYS, DeviceFigures, PathSegment, Projection, StepFigures, StepProjection
+from ...core.analysis import (
+    CAUSES,
+    NS_KEYS,
+    CriticalPath,
+    DeviceFigures,
+    Projection,
+    StepBound,
+    StepFigures,
+    StepProjection,
+)
 from ...core.events import BUCKETS, bucket_codes, column_codes, lookup
 from ...core.ledger import Ledger, build_ledger
 from ...core.metrics import DeviceTimeline, EventColumns
+from ...core.sections import Throughput
 from ..throughput import projected_throughput
 from .replay import Graph, build_graph, latest_end_zeroed, replay, walk_back
 
 T = TypeVar("T")
 _BUCKET_CAUSE = {"compute": "compute", "comm": "transfer", "memcpy": "copy", "other": "other"}
 NO_STEP = -(2**62)  # the step of an activity outside every §5 step window
+
+
+def bound_of(by_device: Mapping[str, Mapping[str, int]]) -> StepBound | None:
+    """What sets a step's end, from its critical path's time per cause, per device: the cause with the most
+    time, its share of the path, and the devices that time lies on (the most first, at most 4)."""
+    by_cause = {c: sum(per.values()) for c, per in by_device.items()}
+    total = sum(by_cause.values())
+    if total <= 0:
+        return None
+    cause = max(by_cause, key=lambda c: (by_cause[c], c))
+    devices = sorted(by_device[cause], key=lambda d: (-by_device[cause][d], d))[:4]
+    return StepBound(cause, by_cause[cause] / total, tuple(devices))
+
+
+def _built() -> Graph:
+    raise AssertionError("the graph is built once")
 
 
 def _codes_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -50,10 +76,13 @@ def _codes_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass
 class ReplayJob:
-    """The whole job's activities as the replay sees them, and its graph (built once)."""
+    """The whole job's activities as the replay sees them, and its graph (built once, when first replayed:
+    the measured step times need only the aligned times)."""
 
     table: pd.DataFrame  # REPLAY_COLUMNS, one row per activity
-    graph: Graph
+    make_graph: Callable[[], Graph] = field(repr=False, compare=False)
+    start: np.ndarray  # per row: its aligned measured start ŝ
+    end: np.ndarray  # per row: its aligned measured end ê (>= start)
     delta: np.ndarray  # per row: the clock offset δ of its host (ŝ = start − δ)
     step: np.ndarray  # per row: its §5 step (-1: the whole trace when the job has no steps)
     step_numbers: np.ndarray  # the steps, sorted
@@ -72,6 +101,13 @@ class ReplayJob:
     @property
     def size(self) -> int:
         return len(self.table)
+
+    @cached_property
+    def graph(self) -> Graph:
+        """The dependency graph (:func:`.replay.build_graph`), built on first use."""
+        graph = self.make_graph()
+        self.make_graph = _built  # the arrays it was made from are let go
+        return graph
 
     def codes(self, column: str) -> tuple[np.ndarray, np.ndarray]:
         """A string column's (codes, distinct values), factorized once per job (every what-if filter and
@@ -133,23 +169,29 @@ class ReplayJob:
                 s_dev[keep],
             )
         has_launch = known_thread & (launch_ns >= 0)
-        graph = build_graph(
-            dev_c,
-            stream,
-            start - delta,
-            end - delta,
-            instance,
-            np.where(has_launch, launch_ns - delta, -1),
-            np.where(has_launch, thread, -1),
-            sync_arrays,
-        )
+        aligned_start, aligned_end = start - delta, end - delta
+
+        def make_graph() -> Graph:
+            return build_graph(
+                dev_c,
+                stream,
+                aligned_start,
+                aligned_end,
+                instance,
+                np.where(has_launch, launch_ns - delta, -1),
+                np.where(has_launch, thread, -1),
+                sync_arrays,
+            )
+
         step, numbers = _steps_of(dev_c, names, start, steps)
         record_rows = None
         if records is not None:
             record_rows = np.flatnonzero(bucket_codes(table["bucket"]) == BUCKETS.index("comm"))
         return cls(
             table=table,
-            graph=graph,
+            make_graph=make_graph,
+            start=aligned_start,
+            end=aligned_end,
             delta=delta,
             step=step,
             step_numbers=numbers,
@@ -187,7 +229,7 @@ class ReplayJob:
     @cached_property
     def measured_spans(self) -> np.ndarray:
         """:meth:`step_spans` of the measured timeline (every projection compares with it)."""
-        return self.step_spans(self.graph.start, self.graph.end)
+        return self.step_spans(self.start, self.end)
 
     def rows_of_step(self, step: int) -> np.ndarray:
         """The rows of one step (kept: every projection's critical path lies in its worst step, mostly one)."""
@@ -248,9 +290,12 @@ class ReplayJob:
         s: np.ndarray,
         e: np.ndarray,
         figures: bool = True,
-        throughput: Mapping[str, Any] | None = None,
+        throughput: Throughput | None = None,
+        path: bool = True,
     ) -> Projection:
-        """The :class:`Projection` of a replayed timeline (``s``, ``e`` from :meth:`run`)."""
+        """The :class:`Projection` of a replayed timeline (``s``, ``e`` from :meth:`run`): its step times, what
+        bounds its longest step, and (``figures``) the projected timeline's §4/§8 figures per device; ``path``:
+        with the critical path's segments (else only its time per cause, what the screen shows)."""
         measured = self.measured_spans
         projected = self.step_spans(s, e)
         steps = tuple(
@@ -258,15 +303,19 @@ class ReplayJob:
         )
         m_mean = _mean(measured)
         p_mean = _mean(projected)
-        path: tuple[PathSegment, ...] = ()
+        segments = CriticalPath.empty()
         by_cause: dict[str, int] = dict.fromkeys(CAUSES, 0)
         critical = None
+        bound = None
         if steps:
             worst = int(np.argmax(projected))
             critical = int(self.step_numbers[worst])
-            path = self.critical_path(s, e, critical)
-            for seg in path:
-                by_cause[seg.cause] += seg.end_ns - seg.start_ns
+            if path:
+                segments = self.critical_path(s, e, critical)
+                by_cause, bound = segments.by_cause(), bound_of(segments.by_cause_device())
+            else:
+                per = self.critical_time(s, e, critical)
+                by_cause, bound = {c: sum(per.get(c, {}).values()) for c in CAUSES}, bound_of(per)
         devices = self.device_figures(s, e) if figures else ()
         return Projection(
             what_if=tuple(what_if),
@@ -274,16 +323,17 @@ class ReplayJob:
             projected_step_ns=p_mean,
             saving_ns=m_mean - p_mean,
             steps=steps,
-            critical_path=path,
+            critical_path=segments,
             critical_step=critical if critical != NO_STEP else -1,
             path_by_cause=by_cause,
             devices=devices,
             throughput=projected_throughput(throughput, m_mean, p_mean),
+            bound=bound,
         )
 
     # ------------------------------------------------------------ the critical path
 
-    def critical_path(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[PathSegment, ...]:
+    def critical_path(self, s: np.ndarray, e: np.ndarray, step: int) -> CriticalPath:
         """The chain of tight edges from the step's last end back to a root (or to the step's start)."""
         return self._critical(s, e, step)[0]
 
@@ -305,7 +355,7 @@ class ReplayJob:
         g = self.graph
         rows = self.rows_of_step(step)
         if not rows.size:
-            return () if segments else {}, np.zeros(0, dtype=np.int64)
+            return CriticalPath.empty() if segments else {}, np.zeros(0, dtype=np.int64)
         step_start = int(s[rows].min())
         x = int(rows[np.argmax(e[rows])])
         visited, arrived, pred = walk_back(g, s, e, x, after=step_start)
@@ -342,13 +392,13 @@ class ReplayJob:
         keep[0::2] = work_hi > work_lo
         keep[1::2] = gap_ok & (arrival > gap_lo)
 
-        def column(work: np.ndarray, gap: Any) -> list[Any]:
+        def column(work: np.ndarray, gap: Any) -> np.ndarray:
             both = np.empty(2 * visited.size, dtype=work.dtype)
             both[0::2], both[1::2] = work, gap
-            return both[keep][::-1].tolist()
+            return np.ascontiguousarray(both[keep][::-1])
 
         devices = np.array([str(d) for d in self.device_names.tolist()], dtype=object)
-        segments_of = zip(
+        path = CriticalPath(
             column(devices[g.device[visited]], devices[g.device[arrived]]),
             column(bucket, ""),
             column(text(kind_c[visited], kind_v), ""),
@@ -357,7 +407,7 @@ class ReplayJob:
             column(work_lo, gap_lo),
             column(work_hi, arrival),
         )
-        return tuple(map(PathSegment._make, segments_of)), visited[::-1].copy()
+        return path, visited[::-1].copy()
 
     # ------------------------------------------------------------ §4/§8 figures of the projected timeline
 

@@ -44,6 +44,7 @@ LABELS = {
     "asked": "asked for (--what-if)",
 }
 ROLE_ORDER = ("straggler", "asked", "router", "opportunity", "kind")  # the JSON's order (spec §9: balance first)
+DETAILS = ("full", "screen", "none")  # what project_analysis computes: every figure, what the terminal shows, none
 
 
 def _end_saving(projector: Projector, e: np.ndarray) -> int:
@@ -103,10 +104,17 @@ def comm_kinds(analysis: Analysis) -> list[str]:
 
 
 def project_analysis(
-    analysis: Analysis, job: ReplayJob | None, what_if: Sequence[str] = ()
+    analysis: Analysis, job: ReplayJob | None, what_if: Sequence[str] = (), detail: str = "full"
 ) -> tuple[Analysis, Projector | None]:
     """§9 for a measured job: its step time, what bounds it, the opportunities' projected savings (ranked by
-    them), and the projections of "what would it buy"; with the :class:`Projector` beside it."""
+    them), and the projections of "what would it buy"; with the :class:`Projector` beside it.
+
+    ``detail`` (:data:`DETAILS`): ``full``, every figure (the JSON, the report, the gates); ``screen``, what the
+    terminal shows (every projection's step times, saving and bound, without the projected timeline's
+    figures per device or the critical path's segments); ``none``, the measured step time alone
+    (``--no-projection``: no replay, no graph)."""
+    if detail not in DETAILS:
+        raise ValueError(f"detail {detail!r} is not one of {', '.join(DETAILS)}")
     parsed = parse_terms(what_if)  # a bad term fails before any work
     if job is None:
         if parsed:
@@ -115,6 +123,10 @@ def project_analysis(
     projector = Projector(job, analysis.opportunities, analysis.throughput)
     step_ns = projector.measured_step_ns()
     analysis = analysis.with_(step_ns=step_ns)
+    if detail == "none":
+        if parsed:
+            raise InputError(None, f"--what-if {what_if[0]!r}: projections are off (--no-projection)")
+        return analysis, projector
     if not projector.affordable:
         note = f"projections skipped: {too_large(job.size)}"
         if parsed:
@@ -124,14 +136,15 @@ def project_analysis(
     opportunities = with_savings(projector, analysis.opportunities, float(step_ns))
     projector.opportunities = tuple(opportunities)
     several = len(job.device_names) > 1
+    full = detail == "full"
     projections: list[Projection] = []
     if several:
-        projections.append(projector.project([BALANCE], role="straggler", label=LABELS["straggler"]))
+        projections.append(projector.project([BALANCE], full, role="straggler", label=LABELS["straggler"], path=full))
     if parsed:
-        projections.append(projector.project(list(what_if), role="asked", label=LABELS["asked"]))
+        projections.append(projector.project(list(what_if), full, role="asked", label=LABELS["asked"], path=full))
     # no expert work found: no row (asked for, its own row says why), and no replay to make it
     if several and any(n > 0 for n in projector.change([BALANCE_ROUTER]).selected):
-        projections.append(projector.project([BALANCE_ROUTER], role="router", label=LABELS["router"]))
+        projections.append(projector.project([BALANCE_ROUTER], full, role="router", label=LABELS["router"], path=full))
     for i, o in enumerate(opportunities[:TOP_OPPORTUNITIES], 1):
         if o.projected_saving_ns is None:
             continue  # bounded only: under 1% of the step, not replayed
@@ -139,7 +152,8 @@ def project_analysis(
         projections.append(_row("opportunity", label, (opportunity_term(i, o),), step_ns, o.projected_saving_ns))
     for kind in comm_kinds(analysis):
         terms = [f"scale(kind={kind})=0.5"]
-        projections.append(projector.project(terms, figures=False, role="kind", label=f"{kind} at half its transfer"))
+        label = f"{kind} at half its transfer"
+        projections.append(projector.project(terms, figures=False, role="kind", label=label, path=full))
     bound = projector.measured_bound()
     return (
         analysis.with_(projections=tuple(projections), opportunities=tuple(opportunities), step_bound=bound),

@@ -8,18 +8,18 @@ never in it: the analysis carries its projections as plain data (``Analysis.proj
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ...core.analysis import Opportunity, PathOp, PathSegment, Projection, StepBound
+from ...core.analysis import Analysis, Opportunity, PathOp, Projection, StepBound
 from ...core.events import BUCKETS
+from ...core.sections import Throughput
 from ...core.trace import Trace
 from ...errors import InputError
-from .job import ReplayJob
+from .job import ReplayJob, bound_of
 from .replay import has_compiled
 from .terms import Change, change_of, parse_terms
 from .trace import projected_trace
@@ -42,16 +42,6 @@ def too_large(size: int) -> str:
         f"{size:,} activities need the compiled replay (pip install 'moeprof[fast]' installs numba); without it "
         f"only jobs up to {NUMPY_REPLAY_LIMIT:,} activities are projected"
     )
-
-
-def step_bound(path: Sequence[PathSegment]) -> StepBound | None:
-    """What sets a step's end: the cause with the most time on its critical path, its share of the path,
-    and the devices that time lies on (the most first, at most 4)."""
-    by_device: dict[str, dict[str, int]] = {}
-    for device, _, _, cause, _, start_ns, end_ns in path:  # (tens of thousands of segments: no attribute look-ups)
-        per = by_device.setdefault(cause, {})
-        per[device] = per.get(device, 0) + end_ns - start_ns
-    return bound_of(by_device)
 
 
 PATH_OPS = 3  # the activities by name a step's bound names
@@ -88,17 +78,6 @@ def path_ops(job: ReplayJob, rows: np.ndarray, cause: str) -> tuple[PathOp, ...]
     )
 
 
-def bound_of(by_device: Mapping[str, Mapping[str, int]]) -> StepBound | None:
-    """:func:`step_bound` from a path's time per cause, per device."""
-    by_cause = {c: sum(per.values()) for c, per in by_device.items()}
-    total = sum(by_cause.values())
-    if total <= 0:
-        return None
-    cause = max(by_cause, key=lambda c: (by_cause[c], c))
-    devices = sorted(by_device[cause], key=lambda d: (-by_device[cause][d], d))[:4]
-    return StepBound(cause, by_cause[cause] / total, tuple(devices))
-
-
 @dataclass
 class Projector:
     """The engine of a job's projections: its replay columns and graph (built once), the opportunities the
@@ -106,7 +85,7 @@ class Projector:
 
     job: ReplayJob
     opportunities: tuple[Opportunity, ...] = ()
-    throughput: Mapping[str, Any] | None = None
+    throughput: Throughput | None = None
     _last: tuple[tuple[str, ...], tuple[Change, np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
     _change: tuple[tuple[str, ...], tuple[Opportunity, ...], Change] | None = field(default=None, repr=False)
 
@@ -142,19 +121,20 @@ class Projector:
             self._last = (key, (change, s, e))
         return self._last[1]
 
-    def project(self, terms: Sequence[str], figures: bool = True, role: str = "", label: str = "") -> Projection:
-        """The projection of ``terms``: step times, critical path, what bounds it, and (``figures``) the
-        projected timeline's §4/§8 figures per device."""
+    def project(
+        self, terms: Sequence[str], figures: bool = True, role: str = "", label: str = "", path: bool = True
+    ) -> Projection:
+        """The projection of ``terms``: step times, what bounds its longest step, (``path``) its critical path,
+        and (``figures``) the projected timeline's §4/§8 figures per device."""
         parsed = parse_terms(terms)
         change, s, e = self._replay([t.text for t in parsed])
-        throughput = dict(self.throughput) if self.throughput else None
-        projection = self.job.projection([t.text for t in parsed], s, e, figures=figures, throughput=throughput)
+        what_if = [t.text for t in parsed]
+        projection = self.job.projection(what_if, s, e, figures=figures, throughput=self.throughput, path=path)
         return replace(
             projection,
             role=role,
             label=label,
             selected=sum(change.selected),
-            bound=step_bound(projection.critical_path),
             note=change.note,
             selection=change.found,
         )
@@ -201,6 +181,19 @@ class Projector:
             }
         )
         return projection, trace, critical
+
+    def unasked(self, analysis: Analysis) -> list[str] | None:
+        """The change a page draws beside the measured timeline unasked (None: none): for a job of several
+        devices, affordable, of at most ``DRAWN_UNASKED_LIMIT`` activities (measuring the projected timeline
+        costs about what measuring the job did, so a larger job gets it with ``--what-if``), the first try
+        where it is the router's or the straggler fix (the changes that move work between devices), else
+        ``balance``."""
+        if len(analysis.devices) <= 1 or not self.affordable or self.size > DRAWN_UNASKED_LIMIT:
+            return None
+        first = analysis.first_try()
+        if first is not None and first.role in ("router", "straggler"):
+            return [" ".join(first.what_if)]
+        return ["balance"]
 
     def measured_bound(self) -> StepBound | None:
         """What sets the end of the measured job's longest step (its critical path without any change), with

@@ -8,13 +8,13 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from ..gate.check import FIGURES, CheckConfig, GateResult, fmt
-from ..gate.history import Run
 from ..insight.explain import ranked
 from ..options import EXPLAIN_TOP_PARTS
+from ..reports.terminal import human_bytes, make_console, natural_width
+from ..reports.text import fabric_words, on_fabric
 from ..words import plural
-from .terminal import human_bytes, make_console, natural_width
-from .text import fabric_words, on_fabric
+from .check import FIGURES, CheckConfig, GateResult, fmt
+from .history import Run
 
 
 def gate_table(results: list[GateResult], title: str) -> Table:
