@@ -116,6 +116,11 @@ INNER_OPS = ["aten::mm", "aten::addmm", "aten::native_layer_norm", "aten::_flash
 GROUP_KINDS = ["compute", "triton", "comm", "memcpy", "memset", "sync"]
 GROUP_WEIGHTS = [0.66, 0.12, 0.10, 0.06, 0.03, 0.03]
 GROUPS_PER_STEP = 2000
+# --shape one-step: a one-step capture of a large MoE job's rank: one ProfilerStep over the whole capture, about
+# 19% of device activities collectives on five NCCL streams (the expert dispatch and combine all-to-alls on two,
+# FSDP's all-gathers and reduce-scatters on their own, the all-reduce on one): its critical path spans the step
+ONE_STEP_WEIGHTS = [0.58, 0.12, 0.19, 0.05, 0.03, 0.03]
+ONE_STEP_STREAMS = {"all_to_all": (20, 23), "allreduce": (21,), "_allgather_base": (22,), "_reduce_scatter_base": (24,)}
 
 
 def _kernel_args(corr: int, ext: int, stream: int, extra: dict | None = None) -> dict:
@@ -161,8 +166,9 @@ def _comm_args(coll: str, seq: int, nelems: int) -> dict:
 class _Timeline:
     """CPU and per-stream GPU clocks in integer ns; events are written with µs floats as Kineto does."""
 
-    def __init__(self, rng: np.random.Generator) -> None:
+    def __init__(self, rng: np.random.Generator, streams: dict[str, tuple[int, ...]] | None = None) -> None:
         self.rng = rng
+        self.streams = streams  # collective -> its NCCL streams (None: NCCL's table, one stream each)
         self.cpu = 1_000_000  # ns after BASE_US
         self.gpu: dict[int, int] = {}
         self.corr = 100
@@ -252,6 +258,9 @@ class _Timeline:
                 int(rng.integers(5))
             ]
             kname, stream, op, annotation = NCCL[coll]
+            if self.streams is not None:
+                choices = self.streams[coll]
+                stream = choices[int(rng.integers(len(choices)))]
             self.seq += 1
             meta = _comm_args(coll, self.seq, int(rng.choice([1 << 16, 1 << 20, 3 << 20])))
             body = []
@@ -290,10 +299,13 @@ class _Timeline:
         self.cpu += int(rng.integers(1_000, 6_000))
 
 
-def build(path: Path, n_events: int, seed: int = 0) -> dict:
-    """Write a ~``n_events``-event Kineto trace of rank 0 to ``path`` (and ``path``.gz); returns event counts."""
+def build(path: Path, n_events: int, seed: int = 0, one_step: bool = False) -> dict:
+    """Write a ~``n_events``-event Kineto trace of rank 0 to ``path`` (and ``path``.gz); returns event counts.
+    ``one_step``: the whole capture one ProfilerStep, collectives on five NCCL streams (``--shape one-step``)."""
     rng = np.random.default_rng(seed)
-    line = _Timeline(rng)
+    line = _Timeline(rng, ONE_STEP_STREAMS if one_step else None)
+    weights = ONE_STEP_WEIGHTS if one_step else GROUP_WEIGHTS
+    nccl_streams = sorted({s for v in ONE_STEP_STREAMS.values() for s in v}) if one_step else [20, 21, 22]
     counts: dict[str, int] = {}
     written = 0
     step = 0
@@ -356,44 +368,34 @@ def build(path: Path, n_events: int, seed: int = 0) -> dict:
             {"name": "process_labels", "ph": "M", "ts": line.us(0), "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
         ] + [
             {"name": "thread_name", "ph": "M", "ts": line.us(0), "pid": 0, "tid": s, "args": {"name": f"stream {s}"}}
-            for s in (7, 8, 20, 21, 22)
+            for s in (7, 8, *nccl_streams)
         ]
         fh.write(b",".join(orjson.dumps(e) for e in meta))
         written += len(meta)
+        step_start = line.cpu
         while written < n_events:
             out: list[dict] = []
-            step_start = line.cpu
+            if not one_step:
+                step_start = line.cpu
             tid = MAIN_TID
-            picks = rng.choice(len(GROUP_KINDS), GROUPS_PER_STEP, p=GROUP_WEIGHTS)
+            picks = rng.choice(len(GROUP_KINDS), GROUPS_PER_STEP, p=weights)
             for j, k in enumerate(picks.tolist()):
                 if j == GROUPS_PER_STEP // 2:
                     tid = BWD_TID  # the backward half runs on the autograd thread
                 line.group(out, GROUP_KINDS[k], tid)
                 if written + len(out) >= n_events - 2:
                     break
-            out.append(
-                line.x(
-                    "user_annotation",
-                    f"ProfilerStep#{step}",
-                    step_start,
-                    line.cpu - step_start,
-                    MAIN_TID,
-                    {"External id": 1},
-                )
-            )
-            out.append(
-                line.x(
-                    "gpu_user_annotation",
-                    f"ProfilerStep#{step}",
-                    step_start,
-                    line.cpu - step_start,
-                    7,
-                    {"External id": 1},
-                    pid=0,
-                )
-            )
-            step += 1
-            line.cpu += 50_000
+            last = written + len(out) >= n_events - 2
+            if not one_step or last:  # a step's markers close it (one-step: the one step, after every group)
+                marks = [
+                    line.x("user_annotation", f"ProfilerStep#{step}", step_start, line.cpu - step_start, MAIN_TID),
+                    line.x("gpu_user_annotation", f"ProfilerStep#{step}", step_start, line.cpu - step_start, 7, pid=0),
+                ]
+                for mark in marks:
+                    mark["args"] = {"External id": 1}
+                out.extend(marks)
+                step += 1
+                line.cpu += 50_000
             for e in out:
                 key = e["cat"] if e["ph"] == "X" else f"{e['cat']}:{e['ph']}"
                 counts[key] = counts.get(key, 0) + 1
@@ -463,6 +465,13 @@ def main() -> None:
         help="size the trace by its device activities instead (kernels, memcpys, memsets: ~1 in 5.92 events); "
         "1000000 is the projection's large shape (issue 32)",
     )
+    ap.add_argument(
+        "--shape",
+        choices=("steps", "one-step"),
+        default="steps",
+        help="steps: 2,000 launch groups a step (10%% collectives on three NCCL streams); one-step: the whole capture"
+        " one step, 19%% collectives on five NCCL streams (a one-step capture of a large job)",
+    )
     ap.add_argument("--skip-gz", action="store_true", help="leave out analyze of the .json.gz")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each moeprof/floor command (best is kept)")
     ap.add_argument("--hta-repeat", type=int, default=1, help="runs of HTA (slow)")
@@ -482,7 +491,7 @@ def main() -> None:
             trace.parent.mkdir(parents=True, exist_ok=True)
             gz.parent.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
-            counts = build(trace, args.events)
+            counts = build(trace, args.events, one_step=args.shape == "one-step")
             Path(str(trace) + ".gz").replace(gz)
             device = sum(counts.get(k, 0) for k in ("kernel", "gpu_memcpy", "gpu_memset"))
             took = time.perf_counter() - t0
