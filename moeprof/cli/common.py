@@ -53,6 +53,11 @@ class FittingHelp(typer.core.TyperCommand):
         for param in self.params:
             name_metavar(param)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        for param in self.get_params(ctx):
+            defer_coercion(param)
+        return super().parse_args(ctx, args)  # type: ignore[no-any-return]
+
     def format_help(self, ctx: Any, formatter: Any) -> None:
         for param in self.get_params(ctx):  # --help is made here, not in __init__
             name_metavar(param)
@@ -63,6 +68,52 @@ class FittingHelp(typer.core.TyperCommand):
             super(typer.core.TyperCommand, self).format_help(ctx, formatter)
 
 
+class _DeferredCoercion:
+    """typer's coercion of one parameter's value, its pydantic TypeAdapter built only for a value that needs one.
+
+    typer coerces every parameter through a pydantic TypeAdapter it builds on first use: importing pydantic
+    and building ~25 adapters cost ~0.1 s of CPU in every ``analyze`` (a tenth of reading a 1M-event trace),
+    while most parameters keep their defaults. What needs no adapter is answered as typer's adapter answers
+    it: no value (None; ``()`` for a parameter of several values), the parameter's own default, text for a
+    plain ``str``, and a list of text for ``list[str]``; any other value goes through typer's own coercion
+    (its checks and messages: ``--top abc``, ``--top 0``, a path)."""
+
+    def __init__(self, param: Any) -> None:
+        self.param = param
+        self.full: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:
+            return () if (param.multiple or param.nargs == -1) else None
+        default = param.default
+        if not callable(default) and type(value) is type(default) and value == default:
+            return value
+        descriptor = param.type_descriptor
+        plain = descriptor.parameter_info.parser is None and not (
+            descriptor.is_path or descriptor.is_file or descriptor.is_choice
+        )
+        if plain and descriptor.annotation is str and type(value) is str:
+            return value
+        if (
+            plain
+            and descriptor.annotation == list[str]
+            and isinstance(value, list | tuple)
+            and all(type(v) is str for v in value)
+        ):
+            return list(value)
+        if self.full is None:
+            from typer._coercion import build_runtime_param
+
+            self.full = build_runtime_param(descriptor)
+        return self.full.coerce(value, param=param, ctx=ctx)
+
+
+def defer_coercion(param: Any) -> None:
+    """Give a typer parameter :class:`_DeferredCoercion` (a typer without runtime coercion is left as it is)."""
+    if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+        param._runtime_param = _DeferredCoercion(param)
+
+
 class MoeprofGroup(typer.core.TyperGroup):
     """The command groups: a bad option value or a usage mistake is one line on stderr and exit 2, as every
     other refusal (typer draws a five-line box with the usage), and the help names option values as FittingHelp."""
@@ -71,6 +122,11 @@ class MoeprofGroup(typer.core.TyperGroup):
         for param in self.get_params(ctx):
             name_metavar(param)
         super().format_help(ctx, formatter)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        for param in self.get_params(ctx):
+            defer_coercion(param)
+        return super().parse_args(ctx, args)  # type: ignore[no-any-return]
 
     def main(
         self,
