@@ -266,9 +266,20 @@ STEP_FLOP_COLUMNS = ["step", "device", "flops", "model_flops", "flops_counted", 
 
 def _stat(rows: DeviceTimeline, column: str) -> np.ndarray:
     """A per-op stat of the device's rows as floats (NaN unknown; all NaN where the reader gave none)."""
-    if column not in rows.columns.table.columns:
+    if not _stated(rows, column):
         return np.full(rows.positions.size, np.nan)
     return rows.numbers(column, np.float64)
+
+
+def _stated(rows: DeviceTimeline, column: str) -> bool:
+    """Whether any activity of the table states this per-op stat (decided once per table: a GPU trace states
+    none, and its devices' FLOP figures are then zeros without a pass over their rows)."""
+    columns = rows.columns
+
+    def build() -> bool:
+        return column in columns.table.columns and not bool(np.isnan(columns.numbers(column, np.float64)).all())
+
+    return columns.derived(f"stated:{column}", build)
 
 
 def _keys(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -281,6 +292,10 @@ def _keys(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def device_flops(rows: DeviceTimeline, clipped: np.ndarray) -> dict[str, np.ndarray]:
     """Per FLOP_COLUMNS and COUNTED column, that figure of each row inside the window: a stat times the share
     of the op's time inside it (0 where unknown); ``recounted``: the rows whose ragged dots were recounted."""
+    n = rows.positions.size
+    if not any(_stated(rows, c) for c in (*FLOP_COLUMNS, "recounted_flops")):
+        zeros = np.zeros(n)
+        return {**{c: zeros for c in (*FLOP_COLUMNS, *COUNTED.values())}, "recounted": np.zeros(n, dtype=bool)}
     duration = np.maximum(rows.end - rows.start, 1)
     share = np.where(clipped > 0, clipped / duration, 0.0)
     out = {c: np.nan_to_num(_stat(rows, c)) * share for c in FLOP_COLUMNS}
@@ -289,6 +304,18 @@ def device_flops(rows: DeviceTimeline, clipped: np.ndarray) -> dict[str, np.ndar
     for stat, counted in COUNTED.items():
         out[counted] = np.where(known, np.nan_to_num(recounted) * share, out[stat])
     out["recounted"] = known & (clipped > 0)
+    return out
+
+
+_FLOAT_SUMS = (*FLOP_COLUMNS, *COUNTED.values())  # device_scopes' float columns
+
+
+def _int_sums(groups: np.ndarray, values: np.ndarray | None, size: int) -> np.ndarray:
+    """Per group in [0, size): the count of rows (``values`` None) or the sum of int ``values``, exact."""
+    if values is None:
+        return np.bincount(groups, minlength=size).astype(np.int64)
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, groups, values.astype(np.int64, copy=False))
     return out
 
 
@@ -305,49 +332,53 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
     component = rows.strings("component") if "component" in table.columns else None
     passes = rows.numbers("backward", bool) if "backward" in table.columns else None
     served, served_pairs = served_rows((codes, values), component, passes)
-    # rows grouped by an integer code numbered in (scope, backward) order, not by a string column: pandas
-    # makes a string column of every row first (an Arrow array), which cost more than the sums
+    # rows grouped by an integer code numbered in (scope, backward) order; the sums over numpy's ``add.at``
+    # (exact integers), the FLOP sums through pandas' group sum where a row states any (its compensated sum)
     pairs = list(zip(key_of.tolist(), backward_of.tolist()))
     ordered = sorted(set(pairs) | set(served_pairs))
     number = {pair: i for i, pair in enumerate(ordered)}
     group_of = np.array([number[pair] for pair in pairs], dtype=np.int64)
     figures = device_flops(rows, clipped)
     served_group = np.array([number[pair] for pair in served_pairs], dtype=np.int64)[served]
-    frame = pd.DataFrame(
-        {
-            "group": group_of[codes][inside],
-            "count": 1,
-            "total_ns": clipped[inside],
-            "compute_ns": np.where(rows.is_compute, clipped, 0)[inside],
-            "comm_ns": np.where(rows.is_comm, clipped, 0)[inside],
-            **{c: figures[c][inside] for c in FLOP_COLUMNS},
-            "flops_known": ~np.isnan(_stat(rows, "flops"))[inside],
-            "model_flops_known": ~np.isnan(_stat(rows, "model_flops"))[inside],
-            **{c: figures[c][inside] for c in COUNTED.values()},
-        }
-    )
-    own = frame.groupby("group", sort=True).sum()
-    attributed = (
-        pd.DataFrame({"group": served_group[inside], "attributed_count": 1, "attributed_ns": clipped[inside]})
-        .groupby("group", sort=True)
-        .sum()
-    )
-    out = own.join(attributed, how="outer").fillna(0)
-    held = [ordered[i] for i in out.index.tolist()]
-    out = out.reset_index(drop=True)
+    size = len(ordered)
+    own = group_of[codes][inside]
+    attributed = served_group[inside]
+    time = clipped[inside]
+    present = np.zeros(size, dtype=bool)
+    present[own] = True
+    present[attributed] = True
+    held_at = np.flatnonzero(present)  # the groups of the own and the attributed rows, in order
+    sums: dict[str, np.ndarray] = {
+        "count": _int_sums(own, None, size),
+        "total_ns": _int_sums(own, time, size),
+        "compute_ns": _int_sums(own, np.where(rows.is_compute, clipped, 0)[inside], size),
+        "comm_ns": _int_sums(own, np.where(rows.is_comm, clipped, 0)[inside], size),
+        "flops_known": _int_sums(own, ~np.isnan(_stat(rows, "flops"))[inside], size),
+        "model_flops_known": _int_sums(own, ~np.isnan(_stat(rows, "model_flops"))[inside], size),
+        "attributed_count": _int_sums(attributed, None, size),
+        "attributed_ns": _int_sums(attributed, time, size),
+    }
+    stated = [c for c in _FLOAT_SUMS if figures[c][inside].any()]
+    for column in _FLOAT_SUMS:
+        sums[column] = np.zeros(size)
+    if stated:
+        frame = pd.DataFrame({"group": own, **{c: figures[c][inside] for c in stated}})
+        summed = frame.groupby("group", sort=True).sum()
+        for column in stated:
+            sums[column][summed.index.to_numpy()] = summed[column].to_numpy()
+    out = pd.DataFrame({c: sums[c][held_at] for c in SCOPE_COLUMNS[3:]})
+    held = [ordered[i] for i in held_at.tolist()]
     out.insert(0, "device", device)
     out.insert(1, "scope", pd.Series([k for k, _ in held], dtype=str))
     out.insert(2, "backward", np.array([b for _, b in held], dtype=bool))
-    for column in ("count", "total_ns", "compute_ns", "comm_ns", "attributed_count", "attributed_ns"):
-        out[column] = out[column].astype(np.int64)
-    for column in ("flops_known", "model_flops_known"):
-        out[column] = out[column].astype(np.int64)
     return out[SCOPE_COLUMNS]
 
 
 def device_op_flops(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.DataFrame:
     """Per op (its HLO op, else its name) of one device whose FLOPs the trace states: calls, time inside the
     window, FLOPs and model FLOPs (OP_FLOP_COLUMNS); what an op above the chip's peak is found in."""
+    if not (_stated(rows, "flops") or _stated(rows, "model_flops")):
+        return pd.DataFrame(columns=OP_FLOP_COLUMNS)
     stated = ~np.isnan(_stat(rows, "flops")) | ~np.isnan(_stat(rows, "model_flops"))
     keep = stated & (clipped > 0)
     if not keep.any():
