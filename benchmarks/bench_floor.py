@@ -66,9 +66,11 @@ def build(shape: str, path: Path, events: int) -> None:
 
 
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """CPU seconds (user + system), peak RSS (MiB) and stdout bytes of one child process."""
+    """CPU seconds (user + system), peak RSS (MiB) and stdout bytes of one child process (run from the temporary
+    folder: ``python -m`` puts its working folder first on the path, which would choose the checkout)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, **(env or {})})
+        env = {**os.environ, **(env or {})}
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=tempfile.gettempdir())
         _, status, usage = os.wait4(proc.pid, 0)
         size = out.seek(0, os.SEEK_END)
         if os.waitstatus_to_exitcode(status) != 0:
