@@ -157,9 +157,9 @@ def warm_fork_server(paths: Sequence[object], jobs: int | None, scheduler: str |
     one core and one job, no Dask scheduler. Returns whether it started one."""
     if jobs == 1 or scheduler or os.environ.get("MOEPROF_SCHEDULER") or usable_cores() < 2:
         return False
-    if start_method() != "forkserver":
-        return False
     if len(paths) < 2 and not any(Path(str(p)).is_dir() for p in paths):
+        return False  # (asked first: multiprocessing, which start_method imports, is not needed for one file)
+    if start_method() != "forkserver":
         return False
     start_fork_server()
     return True

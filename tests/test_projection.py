@@ -395,6 +395,20 @@ def test_c_sweep_refuses_a_graph_whose_indices_leave_their_arrays() -> None:
         _replay_native.sweep(*(getattr(nodes, f) for f in ("order", "floor", "stream_pred", "trigger", "gap")),
                              nodes.launch_pred, nodes.launch_gap, nodes.member_lo, nodes.member_k, nodes.member_order,
                              nodes.duration, nodes.transfer, None, None, s, s.copy(), 4)  # fmt: skip
+    # the walk: a predecessor outside the nodes, a first node outside them, an output of the wrong length
+    ends = np.array([5, 20], dtype=np.int64)
+
+    def walk(nodes: object, first: int = 1, path: int = 3) -> object:
+        fields = ("launch_pred", "launch_gap", "trigger", "gap", "stream_pred", "member_lo", "member_k", "member_order")
+        return _replay_native.walk(*(getattr(nodes, f) for f in fields), np.array([0, 10]), ends, first, 0, False,
+                                   np.zeros(path, dtype=np.int64), np.zeros(3, dtype=np.int64))  # fmt: skip
+
+    assert walk(nodes) == (2, -1)  # node 1 back to node 0 (what set its start), then a root
+    with pytest.raises(ValueError, match="outside its array"):
+        walk(with_field(nodes, stream_pred=np.array([-1, 7])))
+    for bad in ({"first": 2}, {"path": 2}):
+        with pytest.raises(ValueError, match="inconsistent shapes"):
+            walk(nodes, **bad)
 
 
 # ---------------------------------------------------------------- balance-router: what a balanced router does

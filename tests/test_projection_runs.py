@@ -147,7 +147,8 @@ def test_runs_read_back_every_activitys_edges(job: dict) -> None:
 @given(run_jobs(), st.integers(0, 2**31))
 def test_runs_walk_and_lanes_as_the_full_graph(job: dict, seed: int) -> None:
     """The tight predecessors and the walk back from any activity (with and without a time to stop at) over
-    runs are the full graph's; the C sweep's lanes over runs give the latest end among any activities of
+    runs are the full graph's, on both of the walk's routes (the C loop deciding the visited nodes' edges
+    only, numpy's over every node); the C sweep's lanes over runs give the latest end among any activities of
     each set made free as one replay of the full graph per set."""
     g, full, rows = _graphs(job)
     duration, transfer, _ = _changes(job, full, rows)
@@ -157,9 +158,13 @@ def test_runs_walk_and_lanes_as_the_full_graph(job: dict, seed: int) -> None:
     rng = np.random.default_rng(seed)
     x = int(rng.integers(g.size))
     after = int(rng.integers(int(s.min()), int(e.max()) + 1))
+    walks = ["numpy", *(["native"] if _native() is not None else [])]
     for stop in (None, after):
-        for a, b in zip(walk_back(g, s, e, x, stop), walk_back(full, s, e, x, stop), strict=True):
-            assert np.array_equal(a, b), stop
+        want_walk = walk_back(full, s, e, x, stop, route="numpy")
+        for route in walks:
+            for graph in (g, full):
+                for a, b in zip(walk_back(graph, s, e, x, stop, route=route), want_walk, strict=True):
+                    assert np.array_equal(a, b), (stop, route)
     sets = [np.flatnonzero(rng.random(g.size) < p) for p in (0.1, 0.3, 0.6, 1.0)]
     sets.append(np.r_[sets[0], sets[0]])  # a row named twice is made free once
     among = np.flatnonzero(rng.random(g.size) < 0.5)

@@ -12,6 +12,8 @@
  * sweep: replay._sweep_kernel's semantics, line for line (the tests run the routes against each
  * other): a Gauss-Seidel sweep over the nodes' start and end events in measured-time order, repeated
  * until nothing moves.
+ * walk: the critical path's chain of tight edges back from a node (replay.walk_back's loop, with
+ * replay._tight_nodes decided for the nodes it visits only, not for the whole graph).
  *
  * Every index is checked before a loop follows it, so a wrong graph raises instead of reading out of
  * bounds. The loops run without the GIL.
@@ -363,6 +365,88 @@ done:
     return result;
 }
 
+
+/* ---------------------------------------------------------------- the critical path's walk */
+
+enum {
+    W_LAUNCH_PRED, W_LAUNCH_GAP, W_TRIGGER, W_GAP, W_STREAM_PRED, W_MEMBER_LO, W_MEMBER_K, W_MEMBER_ORDER, W_S, W_E,
+    W_PATH, W_ARRIVAL, W_N
+};
+static const char *W_NAMES[W_N] = {"launch_pred", "launch_gap", "trigger", "gap", "stream_pred", "member_lo",
+                                   "member_k", "member_order", "s", "e", "path", "arrival"};
+
+static PyObject *walk(PyObject *self, PyObject *args) {
+    PyObject *obj[W_N];
+    long long first, after;
+    int has_after;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOLLpOO:walk", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
+                          &obj[6], &obj[7], &obj[8], &obj[9], &first, &after, &has_after, &obj[10], &obj[11]))
+        return NULL;
+    Py_buffer v[W_N];
+    int got[W_N] = {0};
+    PyObject *result = NULL;
+    if (get_buffers(obj, v, got, W_N, W_NAMES, (1u << W_PATH) | (1u << W_ARRIVAL), NULL, 0) < 0) goto done;
+    const Py_ssize_t n = v[W_S].shape[0], m = v[W_MEMBER_ORDER].shape[0];
+    int bad = v[W_PATH].shape[0] != n + 1 || v[W_ARRIVAL].shape[0] != n + 1 || first < 0 || first >= (long long)n;
+    for (int j = W_LAUNCH_PRED; j <= W_E && !bad; j++)
+        if (j != W_MEMBER_ORDER && v[j].shape[0] != n) bad = 1;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "walk: arrays of inconsistent shapes, or a first node outside them");
+        goto done;
+    }
+    const int64_t *launch_pred = v[W_LAUNCH_PRED].buf, *launch_gap = v[W_LAUNCH_GAP].buf;
+    const int64_t *trigger = v[W_TRIGGER].buf, *gap = v[W_GAP].buf, *stream_pred = v[W_STREAM_PRED].buf;
+    const int64_t *member_lo = v[W_MEMBER_LO].buf, *member_k = v[W_MEMBER_K].buf;
+    const int64_t *member_order = v[W_MEMBER_ORDER].buf, *s = v[W_S].buf, *e = v[W_E].buf;
+    int64_t *path = v[W_PATH].buf, *arrival = v[W_ARRIVAL].buf;
+    for (Py_ssize_t x = 0; x < n && !bad; x++) {
+        if (launch_pred[x] < -1 || launch_pred[x] >= (int64_t)n || trigger[x] < -1 || trigger[x] >= (int64_t)n ||
+            stream_pred[x] < -1 || stream_pred[x] >= (int64_t)n)
+            bad = 1;
+        if (member_lo[x] >= 0 && (member_k[x] < 0 || member_lo[x] + member_k[x] > (int64_t)m)) bad = 1;
+    }
+    for (Py_ssize_t j = 0; j < m && !bad; j++)
+        if (member_order[j] < 0 || member_order[j] >= (int64_t)n) bad = 1;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "walk: an index of the graph lies outside its array");
+        goto done;
+    }
+    Py_ssize_t count = 0;
+    int64_t u = first, next = -1;
+    Py_BEGIN_ALLOW_THREADS
+    while (count <= n) {
+        /* the node whose start ends this step: an instance member's latest arrival among its first k members
+         * (the first in member order at the latest start), else the node itself */
+        int64_t a = u;
+        if (member_lo[u] >= 0) {
+            int64_t best = NEG;
+            for (int64_t j = member_lo[u]; j < member_lo[u] + member_k[u]; j++)
+                if (s[member_order[j]] > best) {
+                    best = s[member_order[j]];
+                    a = member_order[j];
+                }
+        }
+        path[count] = u;
+        arrival[count] = a;
+        count++;
+        /* what set a's start: the tight edge of the highest rank (stream > trigger > launch), -1 a floor */
+        next = -1;
+        if (stream_pred[a] >= 0 && e[stream_pred[a]] == s[a])
+            next = stream_pred[a];
+        else if (trigger[a] >= 0 && e[trigger[a]] + gap[a] == s[a])
+            next = trigger[a];
+        else if (launch_pred[a] >= 0 && e[launch_pred[a]] + launch_gap[a] == s[a])
+            next = launch_pred[a];
+        if (next < 0 || (has_after && (s[a] <= after || e[next] <= after))) break;
+        u = next;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("nL", count, (long long)next);
+done:
+    release(v, got, W_N);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"edges", edges, METH_VARARGS,
      "edges(order, device, stream, start, end, stream_pred, trigger) -> None: per activity (device order "
@@ -376,6 +460,11 @@ static PyMethodDef methods[] = {
      "duration, transfer, cut_of, cut, s, e, max_passes) -> passes: the replay's sweep over (n, K) lanes of s and "
      "e, in place; cut_of (a row of cut per node, -1 none) and cut ((rows, K), or both None): lane k takes "
      "cut[cut_of[x], k] off node x's duration (transfer, for an instance member)."},
+    {"walk", walk, METH_VARARGS,
+     "walk(launch_pred, launch_gap, trigger, gap, stream_pred, member_lo, member_k, member_order, s, e, first, "
+     "after, has_after, path, arrival) -> (count, next): the chain of tight edges from node `first` back "
+     "(replay.walk_back's), over the nodes' replayed s and e: the nodes in path[:count], the node whose start "
+     "ended each step in arrival[:count]; next: what set the last one's start (-1: a floor)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,3 +31,20 @@ def sweep(
     e: np.ndarray,
     max_passes: int,
 ) -> int: ...
+def walk(
+    launch_pred: np.ndarray,
+    launch_gap: np.ndarray,
+    trigger: np.ndarray,
+    gap: np.ndarray,
+    stream_pred: np.ndarray,
+    member_lo: np.ndarray,
+    member_k: np.ndarray,
+    member_order: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+    first: int,
+    after: int,
+    has_after: bool,
+    path: np.ndarray,
+    arrival: np.ndarray,
+) -> tuple[int, int]: ...

@@ -1053,17 +1053,31 @@ def tight_predecessor(g: Graph, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarra
 
 
 def walk_back(
-    g: Graph, s: np.ndarray, e: np.ndarray, x: int, after: int | None = None
+    g: Graph, s: np.ndarray, e: np.ndarray, x: int, after: int | None = None, route: str | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The chain of tight edges from activity ``x`` back to a root, in walk order: per step the activity
     visited, the one whose arrival set its end (``end_by`` of :func:`tight_predecessor`: itself unless an
     instance member) and the activity whose end set that one's start (-1: a floor, the walk's end). With
     ``after``, the walk also ends at the first step whose arrival starts at or before ``after`` or whose
     predecessor ends by it (that predecessor is still given). ``s``, ``e``: a replay of ``g``. The walk
-    goes node by node; a run's activities come out of it whole."""
+    goes node by node; a run's activities come out of it whole. ``route``: "native" (the C loop, which
+    decides each visited node's tight edges only; the default where built) or "numpy"."""
     nd = g.nodes
-    node_by, node_how, node_end_by = _tight_nodes(nd, s[g.first], e[g.last])
     is_member = nd.member_lo >= 0
+    native = _native() if route != "numpy" else None
+    if route == "native" and native is None:
+        raise ValueError("the native walk is not built here")
+    if native is not None:
+        node_s, node_e = np.ascontiguousarray(s[g.first]), np.ascontiguousarray(e[g.last])
+        path_out = np.empty(nd.size + 1, dtype=np.int64)
+        arrival_out = np.empty(nd.size + 1, dtype=np.int64)
+        count, last = native.walk(
+            nd.launch_pred, nd.launch_gap, nd.trigger, nd.gap, nd.stream_pred, nd.member_lo, nd.member_k,
+            nd.member_order, node_s, node_e, int(g.node_of[x]), 0 if after is None else int(after),
+            after is not None, path_out, arrival_out,
+        )  # fmt: skip
+        return _walk_rows(g, s, e, x, after, path_out[:count], arrival_out[:count], last, is_member)
+    node_by, node_how, node_end_by = _tight_nodes(nd, s[g.first], e[g.last])
     arrival = np.where(is_member, node_end_by, np.arange(nd.size))  # the node whose start ends a step
     nxt = np.where(node_how[arrival] > 0, node_by[arrival], -1)
     node_start = s[g.first[arrival]]
@@ -1077,6 +1091,22 @@ def walk_back(
             break
         u = v
     nodes = np.array(path, dtype=np.int64)
+    return _walk_rows(g, s, e, x, after, nodes, arrival[nodes], int(nxt[nodes[-1]]), is_member)
+
+
+def _walk_rows(
+    g: Graph,
+    s: np.ndarray,
+    e: np.ndarray,
+    x: int,
+    after: int | None,
+    nodes: np.ndarray,
+    arrival: np.ndarray,
+    last: int,
+    is_member: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`walk_back`'s steps from the nodes it walked (``arrival``: the node whose start ended each; ``last``:
+    what set the last one's start, -1 a floor): every node's activities from its entry back to its first."""
     # each node from its entry (x's place, then every node's last) back to its first
     entry = g.node_lo[nodes + 1] - 1
     entry[0] = g.position[x]
@@ -1085,8 +1115,7 @@ def walk_back(
     visited = g._run_rows[np.repeat(entry, length) - step]
     member_step = is_member[np.repeat(nodes, length)]
     arrived = visited.copy()
-    arrived[member_step] = g.first[node_end_by[g.node_of[visited[member_step]]]]
-    last = int(nxt[nodes[-1]])
+    arrived[member_step] = g.first[np.repeat(arrival, length)[member_step]]
     pred = np.append(visited[1:], g.last[last] if last >= 0 else -1)
     if after is not None:
         stop = (s[arrived] <= after) | ((pred >= 0) & (e[np.maximum(pred, 0)] <= after))
