@@ -238,7 +238,10 @@ def attach_components(trace: Trace) -> Trace:
         return trace
     scope_c, scope_v = column_codes(events["scope"]) if "scope" in events.columns else (np.full(n, -1), np.zeros(0))
     own = own_pairs(scope_v)
-    key = lookup(scope_c, np.array([k for k, _ in own], dtype=object), NO_SCOPE)
+    # each row's key as a code into ``texts`` (the distinct scopes' keys, then NO_SCOPE for a missing scope, then
+    # the keys the HLO and the reader give): a string per distinct value, never per row
+    texts: list[str] = [*(k for k, _ in own), NO_SCOPE]
+    key = lookup(scope_c, np.arange(len(own), dtype=np.int64), len(own))
     backward = lookup(scope_c, np.array([b for _, b in own], dtype=bool), False)
     if trace.hlo:
         mod_c, mod_v = column_codes(events["hlo_module"])
@@ -261,29 +264,31 @@ def attach_components(trace: Trace) -> Trace:
             passes.append(bool(s.backward) if s else False)
             known.append(s is not None)
         hit = np.array(known, dtype=bool)[distinct]
-        key = np.where(hit, np.array(keys, dtype=object)[distinct], key)
+        key = np.where(hit, len(texts) + distinct, key)
+        texts += keys
         backward = np.where(hit, np.array(passes, dtype=bool)[distinct], backward)
     given = _given(events)
     if given is not None:
-        given_key, given_backward, has = given
-        key = np.where(has, given_key, key)
+        given_codes, given_text, given_backward, has = given
+        key = np.where(has, len(texts) + given_codes, key)
+        texts += given_text
         backward = np.where(has, given_backward, backward)
-    codes, values = pd.factorize(key)
     return trace.replace(
         events=events.assign(
-            component=categorical_of(codes, np.asarray(values, dtype=object)), backward=backward.astype(bool)
+            component=categorical_of(key, np.array(texts, dtype=object)), backward=backward.astype(bool)
         )
     )
 
 
-def _given(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The component and pass a reader gave (rows with a non-empty ``component``), None where none did."""
+def _given(events: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray] | None:
+    """The component and pass a reader gave (rows with a non-empty ``component``: its code into the distinct
+    values' text, that text, the pass, and which rows), None where none did."""
     if "component" not in events.columns:
         return None
     codes, values = column_codes(events["component"])
-    text = np.array([str(v) for v in values.tolist()], dtype=object)
-    has = lookup(codes, text != "", False)
+    text = [str(v) for v in values.tolist()]
+    has = lookup(codes, np.array([t != "" for t in text], dtype=bool), False)
     if not has.any():
         return None
     passes = events["backward"].to_numpy(bool) if "backward" in events.columns else np.zeros(len(events), bool)
-    return lookup(codes, text, ""), passes, has
+    return codes, text, passes, has

@@ -84,6 +84,10 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     table = columns.table
 
     def strings(column: str) -> pd.Categorical:
+        series = table[column]
+        if isinstance(series.dtype, pd.CategoricalDtype):  # its own narrow codes: a gather of 1-2 bytes a row
+            cat = series.array
+            return _categorical(cat.codes[rows], np.asarray(cat.categories, dtype=object), unique=True)
         codes, values = columns.strings(column)
         return _categorical(codes[rows], values)
 
@@ -143,16 +147,19 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     )
 
 
-def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+def _categorical(codes: np.ndarray, values: np.ndarray, unique: bool = False) -> pd.Categorical:
     """The strings ``values[codes]`` (-1: missing) as a categorical of the distinct strings they hold, in the
     order of ``values``: a count over the codes, not a hash of every row (``categorical_of`` numbers them by
-    first appearance instead; a few columns of a million rows cost more that way than the replay)."""
+    first appearance instead; a few columns of a million rows cost more that way than the replay).
+    ``unique``: the values are distinct strings (a categorical's own), so that rows holding every one of them
+    keep their codes as they are. ``codes``: any integer width (a categorical's own narrow codes)."""
     values = np.asarray(values, dtype=object)
-    codes = np.asarray(codes, dtype=np.int64)
     # a code of -1 reads the last slot (numpy's negative index): the missing one, no shifted copy of the codes
     seen = np.zeros(len(values) + 1, dtype=bool)
     seen[codes] = True
     used = np.flatnonzero(seen[:-1])
+    if unique and used.size == len(values):
+        return pd.Categorical.from_codes(codes, categories=pd.Index(values, dtype=object), validate=False)
     merged, distinct = pd.factorize(values[used])  # distinct codes may spell one string
     width = np.int8 if len(distinct) < 127 else np.int16 if len(distinct) < 32_767 else np.int32  # pandas' own
     renumber = np.full(len(values) + 1, -1, dtype=width)
