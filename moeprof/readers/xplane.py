@@ -1200,11 +1200,15 @@ class _LineView:
 
     def strings(self, stat: str) -> tuple[np.ndarray, np.ndarray]:
         """(values as an object array, "" where absent or not a string; mask of non-empty values)."""
+        codes, values, nonempty = self.string_codes(stat)
+        return values[codes], nonempty[codes]
+
+    def string_codes(self, stat: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(codes into the values, -1 where absent or not a string; the distinct values as an object array with
+        "" last, which -1 reads; whether each value is non-empty)."""
         codes, categories = self.line.stats[stat].string_codes()
         cats = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in categories]
-        values = np.array([*cats, ""], dtype=object)
-        nonempty = np.array([bool(c) for c in cats] + [False], dtype=bool)
-        return values[codes], nonempty[codes]
+        return codes, np.array([*cats, ""], dtype=object), np.array([bool(c) for c in cats] + [False], dtype=bool)
 
     def integers(self, stat: str) -> np.ndarray:
         return self.line.stats[stat].integers(-1)[0]
@@ -1246,16 +1250,26 @@ def _stream_chunks(
         return []
     views = [v for *_, v in streams]
     ids = np.concatenate([v.ids for v in views])
-    ops_parts, mods_parts, pids_parts, has_parts = [], [], [], []
+    # the lines' ops and modules as codes into one table of their distinct values each (a line's codes offset
+    # by the values before it): an object array of the rows the stats are read on only, not of every event
+    op_parts, mod_parts, pids_parts, has_parts = [], [], [], []
+    op_tables, mod_tables = [], []
+    op_size = mod_size = 0
     for v in views:
-        ops, op_set = v.strings("hlo_op")
-        mods, mod_set = v.strings("hlo_module")
-        ops_parts.append(ops)
-        mods_parts.append(mods)
+        op_c, op_values, op_set = v.string_codes("hlo_op")
+        mod_c, mod_values, mod_set = v.string_codes("hlo_module")
+        # -1 reads the line's trailing "" (its last value)
+        op_parts.append(np.where(op_c < 0, len(op_values) - 1, op_c) + op_size)
+        mod_parts.append(np.where(mod_c < 0, len(mod_values) - 1, mod_c) + mod_size)
+        op_tables.append(op_values)
+        mod_tables.append(mod_values)
+        op_size += len(op_values)
+        mod_size += len(mod_values)
         # jaxlib's route takes the stat whatever its type; integers are what XLA writes
         pids_parts.append(v.integers("program_id"))
-        has_parts.append(op_set | mod_set)
-    ops, mods = np.concatenate(ops_parts), np.concatenate(mods_parts)
+        has_parts.append(op_set[op_c] | mod_set[mod_c])
+    op_codes, mod_codes = np.concatenate(op_parts), np.concatenate(mod_parts)
+    op_table, mod_table = np.concatenate(op_tables), np.concatenate(mod_tables)
     pids, has_stats = np.concatenate(pids_parts), np.concatenate(has_parts)
     codes, used = pd.factorize(ids)
     uniques = name_table[used]
@@ -1269,7 +1283,11 @@ def _stream_chunks(
             or (bool(op) and bool(_COPY_OR_SET.match(name)))
             or decider._collective_op(mod, int(pid), op)
             for name, op, mod, pid in zip(
-                uniques.tolist(), ops[first].tolist(), mods[first].tolist(), pids[first].tolist(), strict=True
+                uniques.tolist(),
+                op_table[op_codes[first]].tolist(),
+                mod_table[mod_codes[first]].tolist(),
+                pids[first].tolist(),
+                strict=True,
             )
         ],
         dtype=bool,
@@ -1292,8 +1310,8 @@ def _stream_chunks(
                 view.line.start_ns,
                 view.line.end_ns,
                 rows,
-                mods[at],
-                ops[at],
+                mod_table[mod_codes[at]],
+                op_table[op_codes[at]],
                 pids[at],
             )
         )
