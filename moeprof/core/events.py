@@ -158,12 +158,17 @@ def lookup(codes: np.ndarray, table: np.ndarray, missing: Any) -> np.ndarray:
     return np.append(np.asarray(table), np.asarray([missing], dtype=np.asarray(table).dtype))[codes]
 
 
-def categorical_of(codes: np.ndarray, values: np.ndarray) -> pd.Categorical[Any]:
+def categorical_of(codes: np.ndarray, values: np.ndarray, numbered: bool = False) -> pd.Categorical[Any]:
     """``categorical(values[codes])`` (categories in order of first appearance) without a string per row.
 
-    ``values``: distinct or not, one per code; ``codes`` of -1 read a missing value.
+    ``values``: distinct or not, one per code; ``codes`` of -1 read a missing value. ``numbered``: the codes
+    already number their values in order of first appearance, from 0, none missing (``pd.factorize``'s), so
+    that they need no hashing again.
     """
-    small, used = pd.factorize(np.asarray(codes, dtype=np.int64))
+    if numbered:
+        small, used = np.asarray(codes), np.arange(len(values), dtype=np.int64)
+    else:
+        small, used = pd.factorize(np.asarray(codes, dtype=np.int64))
     strings = lookup(used, np.asarray(values, dtype=object), np.nan)
     # distinct codes may spell the same string: one category each
     merged, uniques = pd.factorize(strings, use_na_sentinel=False)

@@ -294,7 +294,8 @@ def _repeat_categorical(values: list[str], counts: np.ndarray) -> pd.Categorical
 def _sparse_categorical(n: int, idx: np.ndarray, values: list[np.ndarray]) -> pd.Categorical:
     """A string column that is "" except at ``idx``."""
     codes, uniques = pd.factorize(np.concatenate([np.array([""], dtype=object), *values]))
-    full = np.zeros(n, dtype=codes.dtype)
+    width = np.int8 if len(uniques) < 127 else np.int16 if len(uniques) < 32_767 else np.int32  # pandas' own
+    full = np.zeros(n, dtype=width)
     full[idx] = codes[1:]
     return pd.Categorical.from_codes(full, categories=pd.Index(uniques, dtype=object))
 
@@ -333,7 +334,10 @@ def _table_from_chunks(
     copy: pd.Categorical | str
     if activity is None:
         act_of, copy_of = vocabulary().activity_of(np.asarray(name_uniques, dtype=object))
-        act, copy = categorical_of(name_codes, act_of), categorical_of(name_codes, copy_of)
+        # the name codes number the names in order of first appearance (pd.factorize's), none missing
+        numbered = not name_codes.size or int(name_codes.min()) >= 0
+        act = categorical_of(name_codes, act_of, numbered=numbered)
+        copy = categorical_of(name_codes, copy_of, numbered=numbered)
     else:
         act, copy = activity, ""
     table = make_table(
