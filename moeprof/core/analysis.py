@@ -589,9 +589,44 @@ class CriticalPath:
         for row in zip(*(getattr(self, c).tolist() for c in PATH_COLUMNS)):
             yield PathSegment(*row)
 
+    @classmethod
+    def coded(
+        cls,
+        columns: Mapping[str, np.ndarray],
+        device_codes: np.ndarray,
+        device_names: np.ndarray,
+        cause_codes: np.ndarray,
+        cause_names: np.ndarray,
+    ) -> CriticalPath:
+        """A path from its columns (:data:`PATH_COLUMNS`) and, beside them, each segment's device and cause as
+        codes into their names (the strings of the ``device`` and ``cause`` columns): the figures over devices and
+        causes (:meth:`by_cause`, :meth:`by_cause_device`, the devices crossed) are then read off the codes, not
+        hashed from a string per segment."""
+        start, end = columns["start_ns"], columns["end_ns"]
+        ns = end - start
+        keep = ns > 0
+        cause_of, cause_used = pd.factorize(cause_codes[keep])
+        device_of, device_used = pd.factorize(device_codes[keep])
+        device_names = np.asarray(device_names, dtype=object)
+        # the devices crossed, in path order (a device named "" is none)
+        named = device_codes[np.array([d != "" for d in device_names.tolist()], dtype=bool)[device_codes]]
+        crossed = tuple(str(d) for d in device_names[pd.unique(named)].tolist()) if named.size else ()
+        path = cls(
+            *(columns[c] for c in PATH_COLUMNS), segments=int(start.size), total_ns=int(ns.sum(dtype=np.int64)),
+            crossed=crossed,
+        )  # fmt: skip
+        pieces = (
+            ns[keep], cause_of, np.asarray(cause_names, dtype=object)[cause_used], device_of, device_names[device_used]
+        )
+        object.__setattr__(path, "_coded_pieces", pieces)
+        return path
+
     def _pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The pieces that last: their time, and their cause and device as codes into distinct values (one
-        hash of each column, not a comparison of strings per cause)."""
+        hash of each column, not a comparison of strings per cause; read off the codes of a :meth:`coded` path)."""
+        coded = self.__dict__.get("_coded_pieces")
+        if coded is not None:
+            return cast("tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]", coded)
         ns = self.ns
         keep = ns > 0
         cause_of, causes = pd.factorize(self.cause[keep])

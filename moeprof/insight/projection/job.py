@@ -373,11 +373,14 @@ class ReplayJob:
         bucket_of = np.where(b >= 0, b, len(BUCKETS))  # "other" where the bucket is none of them
         bucket_names = [*BUCKETS, "other"]
         bucket = np.array(bucket_names, dtype=object)[bucket_of]
-        cause = np.array([_BUCKET_CAUSE.get(x, "other") for x in bucket_names], dtype=object)[bucket_of]
+        # each step's cause as a code into CAUSES (its work's by its bucket; the gap before it: "launch")
+        cause_code = np.array([CAUSES.index(_BUCKET_CAUSE.get(x, "other")) for x in bucket_names])[bucket_of]
+        cause_names = np.array(CAUSES, dtype=object)
+        launch = CAUSES.index("launch")
 
         if not segments:
             return _time_on_path(
-                np.r_[cause, np.full(visited.size, "launch", dtype=object)],
+                cause_names[np.r_[cause_code, np.full(visited.size, launch)]],
                 np.r_[g.device[visited], g.device[arrived]],
                 np.r_[work_hi - work_lo, np.where(gap_ok, arrival - gap_lo, 0)],
                 self.device_names,
@@ -398,14 +401,22 @@ class ReplayJob:
             return np.ascontiguousarray(both[keep][::-1])
 
         devices = np.array([str(d) for d in self.device_names.tolist()], dtype=object)
-        path = CriticalPath(
-            column(devices[g.device[visited]], devices[g.device[arrived]]),
-            column(bucket, ""),
-            column(text(kind_c[visited], kind_v), ""),
-            column(cause, "launch"),
-            column(text(names_c[visited], names_v), "launch/host gap"),
-            column(work_lo, gap_lo),
-            column(work_hi, arrival),
+        device_code = column(g.device[visited], g.device[arrived])
+        cause_column = column(cause_code, launch)
+        path = CriticalPath.coded(
+            {
+                "device": devices[device_code],
+                "bucket": column(bucket, ""),
+                "kind": column(text(kind_c[visited], kind_v), ""),
+                "cause": cause_names[cause_column],
+                "name": column(text(names_c[visited], names_v), "launch/host gap"),
+                "start_ns": column(work_lo, gap_lo),
+                "end_ns": column(work_hi, arrival),
+            },
+            device_code,
+            devices,
+            cause_column,
+            cause_names,
         )
         return path, visited[::-1].copy()
 
