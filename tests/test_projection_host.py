@@ -400,3 +400,24 @@ def test_a_zero_length_activity_made_longer_needs_no_relaxation(monkeypatch: pyt
     empty = np.full(3, NEG, dtype=np.int64)
     s, e = _sweep_shortest(g, np.array([10, 5, 10]), g.transfer, empty.copy(), empty.copy())
     assert s.tolist() == [0, 10, 15] and e.tolist() == [10, 15, 25]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 200), min_size=1, max_size=40),
+    st.lists(st.integers(-1, 210), max_size=60),
+    st.sampled_from([1, 10**9]),
+)
+def test_first_calls_are_the_first_host_call_of_each_correlation_id(
+    calls: list[int], corr: list[int], scale: int
+) -> None:
+    """An activity's launch is the first host call with its correlation id: the table indexed by dense ids and the
+    search for sparse ones (ids scaled apart) give the brute force's rows."""
+    from moeprof.readers.xplane_launches import first_calls
+
+    call_ids = np.array(calls, dtype=np.int64) * scale
+    wanted = np.array([c * scale if c >= 0 else -1 for c in corr], dtype=np.int64)
+    found, rows = first_calls(call_ids, wanted)
+    want = [calls.index(c) if c >= 0 and c in calls else -1 for c in corr]
+    assert found.tolist() == [w >= 0 for w in want]
+    assert rows.tolist() == [w for w in want if w >= 0]

@@ -106,6 +106,26 @@ def host_evidence(
     )
 
 
+def first_calls(call_ids: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per activity correlation id (``corr``, -1 none): whether a host call has it, and (for those) the row of
+    the first call with it. Correlation ids count up from a small number: a table indexed by id where they are
+    that dense (no sort of the calls), else a search in the sorted distinct ids."""
+    lo = int(call_ids.min())
+    span = int(call_ids.max()) - lo + 1
+    if lo >= 0 and span <= 4 * call_ids.size + 4096:
+        first = np.full(span, call_ids.size, dtype=np.int64)
+        np.minimum.at(first, call_ids - lo, np.arange(call_ids.size, dtype=np.int64))  # the first call of each id
+        inside = (corr >= lo) & (corr < lo + span)
+        at = np.full(corr.size, call_ids.size, dtype=np.int64)
+        at[inside] = first[corr[inside] - lo]
+        found = at < call_ids.size
+        return found, at[found]
+    ids, first_of = np.unique(call_ids, return_index=True)
+    at = np.minimum(np.searchsorted(ids, corr), len(ids) - 1)
+    found = (corr >= 0) & (ids[at] == corr)
+    return found, first_of[at[found]]
+
+
 def launch_bounds(
     chunks: list[_Chunk], launches: pd.DataFrame | None, syncs: pd.DataFrame | None
 ) -> tuple[np.ndarray, pd.Categorical, pd.DataFrame]:
@@ -129,10 +149,7 @@ def launch_bounds(
         return launch_ns, categorical("", n), empty
     corr = np.concatenate([c.correlation for c in chunks if c.correlation is not None])
     end = np.concatenate([c.end_ns for c in chunks])
-    ids, first = np.unique(launches["correlation_id"].to_numpy(dtype=np.int64), return_index=True)
-    at = np.minimum(np.searchsorted(ids, corr), len(ids) - 1)
-    found = (corr >= 0) & (ids[at] == corr)
-    row = first[at[found]]
+    found, row = first_calls(launches["correlation_id"].to_numpy(dtype=np.int64), corr)
     call_start = launches["launch_ns"].to_numpy(dtype=np.int64)[row]
     call_end = launches["end_ns"].to_numpy(dtype=np.int64)[row]
     launch_ns[found] = np.where(call_end > end[found], call_start, call_end)
