@@ -217,14 +217,31 @@ class ReplayJob:
 
     def step_spans(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Per step (``step_numbers`` order): latest end − earliest start of its activities."""
-        code = np.searchsorted(self.step_numbers, self.step)
         size = self.step_numbers.size
         lo = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
         hi = np.full(size, np.iinfo(np.int64).min, dtype=np.int64)
-        inside = self.step != NO_STEP
-        np.minimum.at(lo, code[inside], s[inside])
-        np.maximum.at(hi, code[inside], e[inside])
+        rows, held, at = self._by_step
+        if rows is None:  # every activity in one step: no gather
+            if s.size:
+                lo[0], hi[0] = s.min(), e.max()
+        elif rows.size:
+            lo[held] = np.minimum.reduceat(s[rows], at)
+            hi[held] = np.maximum.reduceat(e[rows], at)
         return np.where(hi >= lo, hi - lo, 0)
+
+    @cached_property
+    def _by_step(self) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        """The activities inside a step grouped by step (rows in step order, the steps that hold any, where each
+        one's rows begin); rows None where every activity is in the one step."""
+        inside = self.step != NO_STEP
+        if self.step_numbers.size == 1 and bool(inside.all()):
+            return None, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        code = np.searchsorted(self.step_numbers, self.step)
+        rows = np.flatnonzero(inside)
+        rows = rows[np.argsort(code[rows], kind="stable")]
+        sorted_code = code[rows]
+        at = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]]) if rows.size else rows
+        return rows, sorted_code[at], at
 
     @cached_property
     def measured_spans(self) -> np.ndarray:
