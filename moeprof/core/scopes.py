@@ -328,10 +328,17 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
         return pd.DataFrame(columns=SCOPE_COLUMNS)
     codes, values = rows.strings("scope")
     key_of, backward_of = _keys(values)
-    table = rows.columns.table
-    component = rows.strings("component") if "component" in table.columns else None
-    passes = rows.numbers("backward", bool) if "backward" in table.columns else None
-    served, served_pairs = served_rows((codes, values), component, passes)
+    columns = rows.columns
+    table = columns.table
+
+    def served_in_table() -> tuple[np.ndarray, list[tuple[str, bool]]]:
+        component = columns.strings("component") if "component" in table.columns else None
+        passes = columns.numbers("backward", bool) if "backward" in table.columns else None
+        return served_rows(columns.strings("scope"), component, passes)
+
+    # what each row serves, decided once for the table's rows (its devices take their rows of it)
+    served_all, served_pairs = columns.derived("served", served_in_table)
+    served = served_all[rows.positions]
     # rows grouped by an integer code numbered in (scope, backward) order; the sums over numpy's ``add.at``
     # (exact integers), the FLOP sums through pandas' group sum where a row states any (its compensated sum)
     pairs = list(zip(key_of.tolist(), backward_of.tolist()))
