@@ -11,7 +11,8 @@
  * of their first activity, and lays every run out contiguously (a counting sort).
  * sweep: replay._sweep_kernel's semantics, line for line (the tests run the routes against each
  * other): a Gauss-Seidel sweep over the nodes' start and end events in measured-time order, repeated
- * until nothing moves.
+ * until nothing moves (after one pass whose every read found a value computed earlier in it, the next
+ * would move nothing: it is not run).
  * walk: the critical path's chain of tight edges back from a node (replay.walk_back's loop, with
  * replay._tight_nodes decided for the nodes it visits only, not for the whole graph).
  *
@@ -306,16 +307,27 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     int64_t *s = v[S].buf, *e = v[E].buf;
     const Py_ssize_t K = lanes;
     long long passes = 0;
+    /* settled[x]: bit 1, x's start was computed in this pass; bit 2, its end. A pass whose every read found
+     * its value computed earlier in that pass computed each value from settled ones: the next pass would
+     * move nothing, and is not run (the order is measured time, so a sweep mostly settles in one pass). */
+    unsigned char *settled = PyMem_Calloc((size_t)(n > 0 ? n : 1), 1);
+    if (settled == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS
     int64_t best[MAX_LANES];
     for (long long sweep_no = 0; sweep_no < max_passes; sweep_no++) {
-        int changed = 0;
+        int changed = 0, early = 0; /* early: a read of a value not yet computed in this pass */
         passes = sweep_no + 1;
         for (Py_ssize_t i = 0; i < 2 * n; i++) {
             const int64_t ev = order[i], x = ev >> 1;
             int64_t *sx = s + x * K, *ex = e + x * K;
             if ((ev & 1) == 0) {
                 const int64_t p = stream_pred[x], t = trigger[x], w = launch_pred[x];
+                if (sweep_no == 0 && ((p >= 0 && !(settled[p] & 2)) || (t >= 0 && !(settled[t] & 2)) ||
+                                      (w >= 0 && !(settled[w] & 2))))
+                    early = 1;
                 for (Py_ssize_t k = 0; k < K; k++) {
                     int64_t val = floor_[x];
                     if (p >= 0 && e[p * K + k] > val) val = e[p * K + k];
@@ -326,9 +338,17 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
                         changed = 1;
                     }
                 }
+                if (sweep_no == 0) settled[x] |= 1;
             } else {
                 const int64_t lo = member_lo[x];
                 const int64_t *cx = (cut_of && cut_of[x] >= 0) ? cut + cut_of[x] * K : NULL;
+                if (sweep_no == 0) {
+                    if (!(settled[x] & 1)) early = 1;
+                    if (lo >= 0)
+                        for (int64_t j = lo; j < lo + member_k[x]; j++)
+                            if (!(settled[member_order[j]] & 1)) early = 1;
+                    settled[x] |= 2;
+                }
                 if (lo < 0) {
                     for (Py_ssize_t k = 0; k < K; k++) {
                         const int64_t d = duration[x] - (cx ? cx[k] : 0);
@@ -357,8 +377,10 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
             }
         }
         if (!changed && sweep_no > 0) break;
+        if (sweep_no == 0 && !early) break;
     }
     Py_END_ALLOW_THREADS
+    PyMem_Free(settled);
     result = PyLong_FromLongLong(passes);
 done:
     release(v, got, N_ARGS);
