@@ -37,6 +37,11 @@ def main() -> None:
 
         print(f"moeprof {__version__}")
         return
+    # a command is one process that ends with it: the cyclic GC is off for its life. Importing typer, pandas,
+    # pyarrow and the pipeline builds ~10^5 objects that the collector would scan ~170 times (60 ms of a
+    # command's CPU; the readers turn it off themselves), and a command leaves ~1-3k objects in cycles
+    # (analyze, report, annotate of 1M events), far below what a collection costs (docs/performance.md)
+    gc.disable()
     atexit.register(_exit_interrupted)
     try:
         from ..workers import own_process
