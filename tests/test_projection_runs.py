@@ -257,3 +257,20 @@ def _one_node_each(g: Graph) -> Graph:
         member_lo=g.member_lo, member_k=g.member_k, transfer=g.transfer, order=g.order,
     )  # fmt: skip
     return Graph(g.start, g.end, g.device, nodes, rows, np.append(rows, g.size), None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 5), st.integers(0, 3)), max_size=30),
+    st.booleans(),
+)
+def test_device_order_is_the_sort_by_device_start_end_row(rows: list[tuple[int, int, int]], presort: bool) -> None:
+    """The activities by (device, start, end, row): rows that come by device and start (ties on the start sorted by
+    their ends where needed) or in any order give the full sort's."""
+    if presort:
+        rows = sorted(rows, key=lambda r: (r[0], r[1]))
+    device = np.array([r[0] for r in rows], dtype=np.int64)
+    start = np.array([r[1] for r in rows], dtype=np.int64)
+    end = start + np.array([r[2] for r in rows], dtype=np.int64)
+    want = sorted(range(len(rows)), key=lambda i: (device[i], start[i], end[i], i))
+    assert _device_order(device, start, end).tolist() == want

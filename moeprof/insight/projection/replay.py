@@ -289,13 +289,22 @@ def _device_order(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     """The activities by (device, start, end, row): the rows themselves when they already are (a merged job's
     rows come by device, each device's by start), else a sort."""
     n = start.size
-    if n > 1:
-        same = device[1:] == device[:-1]
-        later = (start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (end[1:] >= end[:-1]))
-        if bool(np.all((device[1:] > device[:-1]) | (same & later))):
-            return np.arange(n, dtype=np.int64)
-    elif n <= 1:
+    if n <= 1:
         return np.arange(n, dtype=np.int64)
+    same = device[1:] == device[:-1]
+    tie = same & (start[1:] == start[:-1])
+    if bool(np.all((device[1:] > device[:-1]) | (same & (start[1:] >= start[:-1])))):
+        # by (device, start) already: only the runs of one start on one device may need their ends sorted
+        order = np.arange(n, dtype=np.int64)
+        if bool(np.all(~tie | (end[1:] >= end[:-1]))):
+            return order
+        in_run = np.zeros(n, dtype=bool)
+        in_run[1:] |= tie
+        in_run[:-1] |= tie
+        rows = np.flatnonzero(in_run)
+        run = np.cumsum(in_run & ~np.r_[False, tie])[rows]  # the run each tied row is in (runs in row order)
+        order[rows] = rows[np.lexsort((rows, end[rows], run))]
+        return order
     return np.lexsort((np.arange(n), end, start, device))
 
 
