@@ -106,9 +106,12 @@ class Graph:
     def size(self) -> int:
         return int(self.start.size)
 
-    @property
+    @cached_property
     def duration(self) -> np.ndarray:
-        return self.end - self.start
+        """Every activity's measured duration (made once: every replay reads it; read-only)."""
+        out = self.end - self.start
+        out.setflags(write=False)
+        return out
 
     # ------------------------------------------------------------ the runs
 
