@@ -87,7 +87,13 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
         series = table[column]
         if isinstance(series.dtype, pd.CategoricalDtype):  # its own narrow codes: a gather of 1-2 bytes a row
             cat = series.array
-            return _categorical(cat.codes[rows], np.asarray(cat.categories, dtype=object), unique=True)
+            categories = np.asarray(cat.categories, dtype=object)
+            if len(categories) == 1 and rows.size and int(cat.codes.min()) == 0:
+                # one value on every row (a column the trace leaves empty): no gather
+                return pd.Categorical.from_codes(
+                    np.zeros(rows.size, dtype=np.int8), categories=pd.Index(categories, dtype=object), validate=False
+                )
+            return _categorical(cat.codes[rows], categories, unique=True)
         codes, values = columns.strings(column)
         return _categorical(codes[rows], values)
 
