@@ -8,8 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from moeprof.core.events import make_table
+from moeprof.core.events import distinct_rows, make_table
 from moeprof.reports.event_table import write_events
 
 NAMES = [
@@ -85,3 +87,16 @@ def test_parquet_reads_back_the_same_frame(tmp_path):
 def test_other_suffixes_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"parquet or \.csv"):
         write_events(_table(), tmp_path / "events.json")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from(["x", "y", "z"])), max_size=40))
+def test_distinct_rows_are_pandas_drop_duplicates(rows: list[tuple[str | None, str]]) -> None:
+    """Each distinct tuple's first row, in row order with its index label, as drop_duplicates gives it (a missing
+    value in a categorical column is a value of its own)."""
+    frame = pd.DataFrame(
+        {"host": pd.Categorical([r[0] for r in rows]), "device": np.array([r[1] for r in rows], dtype=object)}
+    )
+    want = frame[["host", "device"]].drop_duplicates()
+    got = distinct_rows(frame, ["host", "device"])
+    assert got.equals(want) and got.index.tolist() == want.index.tolist()

@@ -188,6 +188,26 @@ def first_rows(codes: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new)
 
 
+def distinct_rows(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``frame[columns].drop_duplicates()`` (each distinct tuple's first row, in row order, with its index
+    label) from the columns' codes: no hash of every row's tuple (17 ms for the device of 1M kernels)."""
+    if not len(frame):
+        return frame[columns].drop_duplicates()
+    n = len(frame)
+    packed = np.zeros(n, dtype=np.int64)
+    span = 1
+    for c in columns:
+        codes, values = column_codes(frame[c])
+        size = len(values) + 1  # code -1 (missing) is a value of its own
+        packed = packed * size + (codes + 1)
+        span *= size
+        if span > max(4 * n, 1 << 16):  # too wide for a table of first rows: one hash of the tuples
+            return frame[columns].take(first_rows(combine_codes(*(column_codes(frame[k])[0] for k in columns))))
+    first = np.full(span, n, dtype=np.int64)
+    np.minimum.at(first, packed, np.arange(n, dtype=np.int64))  # each tuple's first row
+    return frame[columns].take(np.sort(first[first < n]))
+
+
 _PACKED_LIMIT = 1 << 62  # mixed-radix keys stay below this: int64 without overflow
 
 

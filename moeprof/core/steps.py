@@ -10,6 +10,7 @@ import pandas as pd
 from ..errors import InputError
 from ..words import plural
 from . import intervals as iv
+from .events import distinct_rows
 from .trace import Trace
 
 STEP_COLUMNS = ["device", "step", "start_ns", "end_ns", "source", "name"]
@@ -43,7 +44,7 @@ def find_steps(trace: Trace, step_marker: str | None = None) -> pd.DataFrame:
     (``source`` then names the evidence that delimits them: a kind of :data:`MODULE_EVIDENCE`).
     """
     activity = trace.events
-    devices = activity[["host", "device"]].drop_duplicates()
+    devices = distinct_rows(activity, ["host", "device"])
     markers = trace.markers[trace.markers["kind"] == "step"]
     pattern = step_marker_pattern(step_marker)
     if pattern is not None:
