@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 
 import moeprof
@@ -65,3 +67,25 @@ def test_independent_compute_matches_an_event_by_event_walk(blank):
         assert got == want
         checked += len(want)
     assert checked > 0  # the capture's collectives were found in its HLO
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["n1", "n0", "n2"]), st.sampled_from(["n1/GPU:1", "n0/GPU:0", "n2/GPU:3"])),
+             min_size=1, max_size=40),
+    st.booleans(),
+)  # fmt: skip
+def test_group_numbers_are_a_sorted_groupbys(rows: list[tuple[str, str]], categorical: bool) -> None:
+    """Each row's group number is pandas' sorted group-by's (categories in the order they appear, unused ones, or
+    plain strings)."""
+    from moeprof.pipeline.per_file import _group_numbers
+
+    host, device = [r[0] for r in rows], [r[1] for r in rows]
+    make = (
+        (lambda v: pd.Series(pd.Categorical(v, categories=[*dict.fromkeys(v), "unused"])))
+        if categorical
+        else (lambda v: pd.Series(np.array(v, dtype=object)))
+    )
+    frame = pd.DataFrame({"host": make(host), "device": make(device)})
+    want = frame.groupby(["host", "device"], sort=True, observed=True).ngroup().to_numpy()
+    assert _group_numbers(frame["host"], frame["device"]).tolist() == want.tolist()

@@ -250,9 +250,24 @@ def _segments_frame(parts: list[tuple[str, np.ndarray, np.ndarray]]) -> pd.DataF
     )
 
 
+def _group_numbers(host: pd.Series, device: pd.Series) -> np.ndarray:
+    """Each row's group in a sorted group-by on (host, device) (``ngroup``): for two categorical columns without
+    missing values, the rank of each row's pair of codes among the pairs present (pandas sorts categorical
+    groups by their codes), not a group-by of every row (28 ms at 1M kernels)."""
+    if isinstance(host.dtype, pd.CategoricalDtype) and isinstance(device.dtype, pd.CategoricalDtype) and len(host):
+        host_c, device_c = host.cat.codes.to_numpy(), device.cat.codes.to_numpy()
+        if int(host_c.min()) >= 0 and int(device_c.min()) >= 0:
+            packed = host_c.astype(np.int64) * len(device.cat.categories) + device_c
+            present = np.zeros(int(packed.max()) + 1, dtype=bool)
+            present[packed] = True
+            return (np.cumsum(present) - 1)[packed]
+    frame = pd.DataFrame({"host": host, "device": device})
+    return frame.groupby(["host", "device"], sort=True, observed=True).ngroup().to_numpy()
+
+
 def _device_groups(activity: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
     """(host, device, rows) of every device, in the order a sorted group-by on (host, device) gives."""
-    number = activity.groupby(["host", "device"], sort=True, observed=True).ngroup().to_numpy()
+    number = _group_numbers(activity["host"], activity["device"])
     order = np.argsort(number, kind="stable")
     bounds = np.searchsorted(number[order], np.arange(int(number.max(initial=-1)) + 2))
     host_c, host_v = column_codes(activity["host"])
