@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 
 from moeprof.core.classify import FIELDS, classify_one, classify_table, default_rules, rules_with
 from moeprof.core.events import concat, make_table
+from moeprof.core.vocabulary import vocabulary
 from moeprof.errors import InputError
 
 
@@ -308,3 +311,24 @@ def test_table_classification_is_classify_one_per_row(rows, with_user_rules):
         want = classify_one({f: str(v or "") for f, v in zip(FIELDS, row)}, rules)
         got = tuple(table[col].iat[i] for col in ("bucket", "kind", "rule", "link_hint"))
         assert got == (want.bucket, want.kind, want.rule, want.link), row
+
+
+_ODD_TEXT = st.text(
+    alphabet=st.sampled_from(list("abcxyzAKSIkis_:<>(),. -/#") + ["ſ", "K", "İ", "ı", "ß"]), max_size=12
+)  # ASCII, and the letters Unicode case folding joins to ASCII ones (the long s, the Kelvin sign, dotted I)
+_WORDS = ["nccl", "NCCL", "AllReduce", "all_to_all", "Expert", "shared_expert", "GEMM", "nvjet", "RaggedAllToAll",
+          "deep_ep", "DeepEP", "Recv", "MoE", "gmm", "Grouped", "ragged-dot", "::EP::", "dispatch"]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_ODD_TEXT, st.sampled_from(_WORDS)), max_size=6).map("".join))
+def test_searches_is_the_patterns_own_search(text: str) -> None:
+    """Every pattern of the vocabulary and the default rules finds what its own ``search`` finds, the
+    case-insensitive ones through their case-sensitive twin on ASCII text."""
+    from moeprof.core.vocabulary import searches
+
+    vocab = vocabulary()
+    patterns = [getattr(vocab, f) for f in vocab.__dataclass_fields__ if isinstance(getattr(vocab, f), re.Pattern)]
+    patterns += [r.pattern for r in default_rules()] + [p for r in default_rules() for _, p in r.also]
+    for pattern in patterns:
+        assert searches(pattern, [text]) == [pattern.search(text) is not None], pattern.pattern

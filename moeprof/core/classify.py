@@ -20,6 +20,7 @@ import pandas as pd
 from ..errors import InputError
 from .events import BUCKETS, KINDS, column_codes, combine_codes, first_rows
 from .trace import Trace
+from .vocabulary import searches
 
 FIELDS = ("opcode", "category", "collective", "annotation", "activity", "copy_kind", "name")
 LINKS = ("nvlink", "ib", "internode")  # internode: NVLink inside the node and RDMA across (DeepEP, core.topology)
@@ -298,5 +299,5 @@ class _Evidence:
         unknown[picked[done[picked] < 0]] = True
         todo = np.flatnonzero(unknown)
         if todo.size:
-            done[todo] = [pattern.search(values[v]) is not None for v in todo.tolist()]
+            done[todo] = searches(pattern, [values[v] for v in todo.tolist()])
         return done[picked] == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -67,6 +68,33 @@ class Vocabulary:
             copy_kind[i] = kind
             activity[i] = "memcpy" if kind else ("memset" if self.memset_name.match(str(name)) else "kernel")
         return activity, copy_kind
+
+
+@cache
+def _cased_twin(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
+    """The case-sensitive twin of a case-insensitive pattern that spells no upper-case letter (None: there is
+    none): on lower-case ASCII text it matches where the pattern does. Python's ``re`` skips ahead by a
+    pattern's literal prefix or first characters only when matching case-sensitively: the twin searches a
+    kernel name ~10x faster (13 µs a name for ``comm_capable``)."""
+    text = pattern.pattern
+    if not (pattern.flags & re.IGNORECASE) or not isinstance(text, str) or text != text.lower():
+        return None
+    body = text[len("(?i)") :] if text.startswith("(?i)") else text
+    try:
+        return re.compile(body, pattern.flags & ~re.IGNORECASE)
+    except re.error:
+        return None
+
+
+def searches(pattern: re.Pattern[str], values: Iterable[str]) -> list[bool]:
+    """Whether ``pattern`` is found in each of ``values``: ``bool(pattern.search(v))``, through its
+    case-sensitive twin on the lower-cased value where the pattern ignores case and the value is ASCII (on ASCII
+    text, case-insensitive matching reads every letter as its lower case; Unicode's wider case folding, the
+    Kelvin sign for a k, is left to the pattern itself)."""
+    twin = _cased_twin(pattern)
+    if twin is None:
+        return [pattern.search(v) is not None for v in values]
+    return [(twin.search(v.lower()) if v.isascii() else pattern.search(v)) is not None for v in values]
 
 
 @cache

@@ -19,7 +19,7 @@ from ..core.events import lookup
 from ..core.hardware import fabric_text, is_tpu_job
 from ..core.metrics import DeviceTimeline, WindowMeasure
 from ..core.sections import Hardware
-from ..core.vocabulary import vocabulary
+from ..core.vocabulary import searches, vocabulary
 from .remedies import EXPERT_KINDS, Situation, choose, devices_kind, for_collective, role_of
 from .stack import Stack
 from .waiting import OpStraggler, bound_by, caused_wait_by_op, why_exposed
@@ -35,8 +35,8 @@ def name_flags(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(is a GEMM, is a grouped GEMM) of each distinct kernel name, each name matched once."""
     vocab = vocabulary()
     names = [str(n) for n in values.tolist()]
-    gemm = np.array([bool(vocab.gemm.search(n)) for n in names] + [False], dtype=bool)
-    grouped = np.array([bool(vocab.grouped_gemm.search(n)) for n in names] + [False], dtype=bool)
+    gemm = np.array([*searches(vocab.gemm, names), False], dtype=bool)
+    grouped = np.array([*searches(vocab.grouped_gemm, names), False], dtype=bool)
     return gemm, grouped  # a trailing False for the code -1 (a missing name)
 
 

@@ -19,7 +19,7 @@ from ..core.events import column_codes, lookup, present_values
 from ..core.hardware import vendor_of
 from ..core.sections import Launches
 from ..core.trace import Trace
-from ..core.vocabulary import vocabulary
+from ..core.vocabulary import searches, vocabulary
 from ..words import plural
 
 # formats only one vendor's tools write: rocprofv3 (CSV, JSON) and its rocpd database run on ROCm
@@ -123,9 +123,9 @@ def stack_facts(trace: Trace) -> dict:
     events = trace.events
     names = [str(n) for n in present_values(events["name"])] if len(events) else []
     in_use = {
-        "deepep": any(vocab.deepep.search(str(n)) for n in names),
-        "nccl_ep": any(vocab.nccl_ep.search(str(n)) for n in names),
-        "grouped_gemm": any(vocab.gemm.search(str(n)) and vocab.grouped_gemm.search(str(n)) for n in names),
+        "deepep": any(searches(vocab.deepep, names)),
+        "nccl_ep": any(searches(vocab.nccl_ep, names)),
+        "grouped_gemm": any(searches(vocab.grouped_gemm, [n for n, g in zip(names, searches(vocab.gemm, names)) if g])),
     }
     deepep, evidence = _deepep_facts(trace) if in_use["deepep"] else ({}, {})
     in_use.update(deepep)
@@ -138,9 +138,9 @@ def stack_facts(trace: Trace) -> dict:
     in_use["ragged_all_to_all"] = any(o.startswith("ragged-all-to-all") for o in opcodes) or any(
         "RaggedAllToAll" in str(n) for n in names
     )
-    in_use["symm_mem"] = any(vocab.symm_mem.search(n) for n in names)
+    in_use["symm_mem"] = any(searches(vocab.symm_mem, names))
     host = (*annotations, *trace.annotations)
-    in_use["embedding"] = any(vocab.sharded_embedding.search(n) for n in (*names, *host))
+    in_use["embedding"] = any(searches(vocab.sharded_embedding, [*names, *host]))
     in_use["fsdp"] = any(vocab.fsdp_range.search(a) for a in host)
     # an all-to-all whose HLO scope names an MoE layer (MaxText's MoeBlock, a "moe" named_scope)
     hlo_moe = any(

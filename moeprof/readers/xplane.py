@@ -30,7 +30,7 @@ from google.protobuf.message import DecodeError
 from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..core.trace import Job, Trace, make_markers, trailing_number
-from ..core.vocabulary import vocabulary
+from ..core.vocabulary import searches, vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
 from ..workers import default_decode_threads
@@ -1280,14 +1280,16 @@ def _stream_chunks(
     first = first_rows(codes)  # the first event of each name (codes count names in order of appearance)
     # the decision per distinct name, from its first event (as _StatReader.walk decides it)
     decider = _StatReader(hlo, read_all)
+    names = uniques.tolist()
+    capable = [True] * len(names) if read_all else searches(decider.comm_capable, names)
     every = np.array(
         [
-            read_all
-            or bool(decider.comm_capable.search(name))
+            can
             or (bool(op) and bool(_COPY_OR_SET.match(name)))
             or decider._collective_op(mod, int(pid), op)
-            for name, op, mod, pid in zip(
-                uniques.tolist(),
+            for can, name, op, mod, pid in zip(
+                capable,
+                names,
                 op_table[op_codes[first]].tolist(),
                 mod_table[mod_codes[first]].tolist(),
                 pids[first].tolist(),

@@ -16,7 +16,7 @@ from ....core.analysis import Opportunity
 from ....core.events import BUCKETS, combine_codes, lookup
 from ....core.metrics import EventColumns
 from ....core.trace import Trace
-from ....core.vocabulary import vocabulary
+from ....core.vocabulary import searches, vocabulary
 from ..job import NO_STEP, ReplayJob
 from .base import Changing, WhatIf, bad
 
@@ -74,12 +74,15 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
         flags = np.array([test(str(v)) for v in values.tolist()], dtype=bool)
         return lookup(codes, flags, test(""))
 
+    def per_name(test: Callable[[list[str]], list[bool]]) -> np.ndarray:
+        """Per row: ``test`` of its kernel name ("" where missing), over the distinct names at once."""
+        codes, values = columns.strings("name")
+        flags = test([str(v) for v in values.tolist()] + [""])
+        return lookup(codes, np.array(flags[:-1], dtype=bool), flags[-1])
+
     bucket = per_value("bucket", "compute".__eq__), per_value("bucket", "comm".__eq__)
     compute, comm = bucket
-    name_expert = per_value(
-        "name",
-        lambda s: bool(vocab.expert_scope.search(s) or (vocab.gemm.search(s) and vocab.grouped_gemm.search(s))),
-    )
+    name_expert = per_name(lambda names: _expert_names(vocab, names))
     scope_expert, scope_moe, scope_known = _scope_flags(trace, columns, vocab)
     expert = compute & (scope_expert | name_expert | per_value("opcode", "ragged-dot".__eq__))
     ragged = (
@@ -94,6 +97,18 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
     role[exchange] = 1 + MOE_ROLES.index("exchange")
     role[exchange_ragged] = 1 + MOE_ROLES.index("exchange-ragged")
     return role, roles
+
+
+def _expert_names(vocab: Any, names: list[str]) -> list[bool]:
+    """Per name: it names the routed experts (``expert_scope``), or it is a grouped GEMM (``gemm`` and
+    ``grouped_gemm``)."""
+    expert = searches(vocab.expert_scope, names)
+    rest = [i for i, e in enumerate(expert) if not e]
+    gemm = searches(vocab.gemm, [names[i] for i in rest])
+    candidates = [i for i, g in zip(rest, gemm) if g]
+    for i, grouped in zip(candidates, searches(vocab.grouped_gemm, [names[i] for i in candidates])):
+        expert[i] = grouped
+    return expert
 
 
 def _scope_flags(trace: Trace, columns: EventColumns, vocab: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
