@@ -658,7 +658,10 @@ class CriticalPath:
         ns = self.ns
         if ns.size <= k:
             return self
-        keep = np.sort(np.argsort(-ns, kind="stable")[:k])
+        # the segments at or above the k-th longest time (a partition), then the stable sort of those only
+        kth = np.partition(ns, ns.size - k)[ns.size - k]
+        candidates = np.flatnonzero(ns >= kth)
+        keep = np.sort(candidates[np.argsort(-ns[candidates], kind="stable")[:k]])
         return replace(self, **{c: getattr(self, c)[keep] for c in PATH_COLUMNS})
 
     def to_json(self) -> dict[str, Any]:
