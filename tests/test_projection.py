@@ -409,6 +409,11 @@ def test_c_sweep_refuses_a_graph_whose_indices_leave_their_arrays() -> None:
     for bad in ({"first": 2}, {"path": 2}):
         with pytest.raises(ValueError, match="inconsistent shapes"):
             walk(nodes, **bad)
+    # the times back from the nodes: a run's row outside the activities
+    out = np.zeros(2, dtype=np.int64)
+    with pytest.raises(ValueError, match="outside its array"):
+        _replay_native.expand(g.node_lo, np.array([0, 5]), np.array([0, 10]), ends, nodes.start, nodes.member_lo,
+                              g.first, g.end, g.duration, None, out, out.copy())  # fmt: skip
 
 
 # ---------------------------------------------------------------- balance-router: what a balanced router does

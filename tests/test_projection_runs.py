@@ -24,6 +24,7 @@ from moeprof.insight.projection.replay import (
     build_graph,
     latest_end_zeroed,
     replay,
+    replay_nodes,
     routes,
     tight_predecessor,
     walk_back,
@@ -123,6 +124,12 @@ def test_runs_replay_as_the_full_graph(job: dict) -> None:
         got = replay(g, duration, transfer, route=route, gap=gap)
         assert np.array_equal(got[0], want_gap[0]) and np.array_equal(got[1], want_gap[1]), route
         assert np.array_equal(replay(full, duration, transfer, route=route)[1], want[1]), route
+    if _native() is not None:  # the activities' times from their nodes': the C loop as numpy's
+        node_d, node_t, _, delta = g.compact(duration, transfer)
+        node_s, node_e = replay_nodes(g.nodes, node_d, node_t, route="numpy")
+        for d, dl in ((duration, delta), (None, None)):
+            for a, b in zip(g.expand(node_s, node_e, d, dl), g.expand(node_s, node_e, d, dl, route="numpy")):
+                assert np.array_equal(a, b)
 
 
 @settings(max_examples=200, deadline=None)

@@ -13,6 +13,7 @@
  * other): a Gauss-Seidel sweep over the nodes' start and end events in measured-time order, repeated
  * until nothing moves (after one pass whose every read found a value computed earlier in it, the next
  * would move nothing: it is not run).
+ * expand: every activity's replayed times from its node's, run by run (Graph.expand's).
  * walk: the critical path's chain of tight edges back from a node (replay.walk_back's loop, with
  * replay._tight_nodes decided for the nodes it visits only, not for the whole graph).
  *
@@ -388,6 +389,75 @@ done:
 }
 
 
+/* ---------------------------------------------------------------- nodes back to activities */
+
+enum {
+    X_NODE_LO, X_RUN_ROWS, X_S, X_E, X_NODE_START, X_MEMBER_LO, X_FIRST, X_END, X_DURATION, X_DELTA, X_START_OUT,
+    X_END_OUT, X_N
+};
+static const char *X_NAMES[X_N] = {"node_lo", "run_rows", "s", "e", "node_start", "member_lo", "first", "end",
+                                   "duration", "delta", "start_out", "end_out"};
+
+static PyObject *expand(PyObject *self, PyObject *args) {
+    PyObject *obj[X_N];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO:expand", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
+                          &obj[6], &obj[7], &obj[8], &obj[9], &obj[10], &obj[11]))
+        return NULL;
+    Py_buffer v[X_N];
+    int got[X_N] = {0};
+    PyObject *result = NULL;
+    if (get_buffers(obj, v, got, X_N, X_NAMES, (1u << X_START_OUT) | (1u << X_END_OUT), NULL, 1u << X_DELTA) < 0)
+        goto done;
+    const Py_ssize_t m = v[X_S].shape[0], n = v[X_END].shape[0];
+    int bad = v[X_NODE_LO].shape[0] != m + 1 || v[X_RUN_ROWS].shape[0] != n || v[X_E].shape[0] != m ||
+              v[X_NODE_START].shape[0] != m || v[X_MEMBER_LO].shape[0] != m || v[X_FIRST].shape[0] != m ||
+              v[X_DURATION].shape[0] != n || (got[X_DELTA] && v[X_DELTA].shape[0] != n) ||
+              v[X_START_OUT].shape[0] != n || v[X_END_OUT].shape[0] != n;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "expand: arrays of inconsistent shapes");
+        goto done;
+    }
+    const int64_t *node_lo = v[X_NODE_LO].buf, *rows = v[X_RUN_ROWS].buf, *s = v[X_S].buf, *e = v[X_E].buf;
+    const int64_t *node_start = v[X_NODE_START].buf, *member_lo = v[X_MEMBER_LO].buf, *first = v[X_FIRST].buf;
+    const int64_t *end = v[X_END].buf, *duration = v[X_DURATION].buf;
+    const int64_t *delta = got[X_DELTA] ? (const int64_t *)v[X_DELTA].buf : NULL;
+    int64_t *start_out = v[X_START_OUT].buf, *end_out = v[X_END_OUT].buf;
+    if (m > 0 && (node_lo[0] != 0 || node_lo[m] != (int64_t)n)) bad = 1;
+    for (Py_ssize_t u = 0; u < m && !bad; u++)
+        if (node_lo[u + 1] < node_lo[u] || first[u] < 0 || first[u] >= (int64_t)n) bad = 1;
+    for (Py_ssize_t p = 0; p < n && !bad; p++)
+        if (rows[p] < 0 || rows[p] >= (int64_t)n) bad = 1;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "expand: an index of the graph lies outside its array");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t u = 0; u < m; u++) {
+        if (s[u] <= NEG) { /* a node nothing reaches: its activities unreached */
+            for (int64_t p = node_lo[u]; p < node_lo[u + 1]; p++) start_out[rows[p]] = end_out[rows[p]] = NEG;
+        } else {
+            /* the node's start moved, plus the changes before each activity in its run (its own included) */
+            int64_t moved = s[u] - node_start[u];
+            for (int64_t p = node_lo[u]; p < node_lo[u + 1]; p++) {
+                const int64_t x = rows[p];
+                if (delta) moved += delta[x];
+                end_out[x] = end[x] + moved;
+                start_out[x] = end_out[x] - duration[x];
+            }
+        }
+        if (member_lo[u] >= 0) { /* an instance member is a node of its own: its times are the node's */
+            start_out[first[u]] = s[u];
+            end_out[first[u]] = e[u];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(v, got, X_N);
+    return result;
+}
+
 /* ---------------------------------------------------------------- the critical path's walk */
 
 enum {
@@ -482,6 +552,10 @@ static PyMethodDef methods[] = {
      "duration, transfer, cut_of, cut, s, e, max_passes) -> passes: the replay's sweep over (n, K) lanes of s and "
      "e, in place; cut_of (a row of cut per node, -1 none) and cut ((rows, K), or both None): lane k takes "
      "cut[cut_of[x], k] off node x's duration (transfer, for an instance member)."},
+    {"expand", expand, METH_VARARGS,
+     "expand(node_lo, run_rows, s, e, node_start, member_lo, first, end, duration, delta, start_out, end_out) -> "
+     "None: every activity's replayed start and end from its node's (Graph.expand's), written into the last two; "
+     "delta None: nothing moved inside a run."},
     {"walk", walk, METH_VARARGS,
      "walk(launch_pred, launch_gap, trigger, gap, stream_pred, member_lo, member_k, member_order, s, e, first, "
      "after, has_after, path, arrival) -> (count, next): the chain of tight edges from node `first` back "

@@ -48,3 +48,17 @@ def walk(
     path: np.ndarray,
     arrival: np.ndarray,
 ) -> tuple[int, int]: ...
+def expand(
+    node_lo: np.ndarray,
+    run_rows: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+    node_start: np.ndarray,
+    member_lo: np.ndarray,
+    first: np.ndarray,
+    end: np.ndarray,
+    duration: np.ndarray,
+    delta: np.ndarray | None,
+    start_out: np.ndarray,
+    end_out: np.ndarray,
+) -> None: ...

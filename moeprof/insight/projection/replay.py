@@ -257,10 +257,28 @@ class Graph:
         return node_duration, node_transfer, node_gap, delta
 
     def expand(
-        self, s: np.ndarray, e: np.ndarray, duration: np.ndarray | None, delta: np.ndarray | None
+        self,
+        s: np.ndarray,
+        e: np.ndarray,
+        duration: np.ndarray | None,
+        delta: np.ndarray | None,
+        route: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every activity's projected (start, end) from its node's: the node's start moved, plus the changes
-        before it in its run (``delta`` from :meth:`compact`)."""
+        before it in its run (``delta`` from :meth:`compact`). ``route``: "native" (the C loop, run by run; the
+        default where built) or "numpy"."""
+        native = _native() if route != "numpy" else None
+        if native is not None and self.size:
+            start = np.empty(self.size, dtype=np.int64)
+            end = np.empty(self.size, dtype=np.int64)
+            new = self.duration if duration is None else np.ascontiguousarray(duration, dtype=np.int64)
+            changes = None if delta is None else np.ascontiguousarray(delta, dtype=np.int64)
+            native.expand(
+                self.node_lo, self._run_rows, np.ascontiguousarray(s, dtype=np.int64),
+                np.ascontiguousarray(e, dtype=np.int64), self.nodes.start, self.nodes.member_lo, self.first, self.end,
+                new, changes, start, end,
+            )  # fmt: skip
+            return start, end
         shift = s - self.nodes.start
         if delta is None:
             moved = shift[self.node_of]
