@@ -46,8 +46,9 @@ TERM = Scale()
 def scale_rows(job: ReplayJob, state: Changing, mask: np.ndarray, factor: float) -> None:
     """The rows of ``mask`` take ``factor`` times their duration (an instance member its transfer ``τ``),
     rounded half to even."""
-    member = job.graph.is_member
-    scaled_d = np.rint(state.duration.astype(np.float64) * factor).astype(np.int64)
-    scaled_t = np.rint(state.transfer.astype(np.float64) * factor).astype(np.int64)
-    state.duration = np.where(mask & ~member, scaled_d, state.duration)
-    state.transfer = np.where(mask & member, scaled_t, state.transfer)
+    rows = np.flatnonzero(mask)
+    member = job.graph.is_member[rows]
+    for name, chosen in (("duration", rows[~member]), ("transfer", rows[member])):
+        values = getattr(state, name).copy()  # the rows chosen, scaled: not every row converted and rounded
+        values[chosen] = np.rint(values[chosen].astype(np.float64) * factor).astype(np.int64)
+        setattr(state, name, values)
