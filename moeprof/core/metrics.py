@@ -152,8 +152,12 @@ class DeviceTimeline:
         comm = code == COMM
         compute = code == COMPUTE
         fig: dict = {"accumulated_ns": int(dur.sum())}
+        if fig["accumulated_ns"] < 1 << 53:  # float64 sums of these non-negative ints are exact: one count
+            by_bucket = np.bincount(code.astype(np.int64) + 1, weights=dur, minlength=len(BUCKETS) + 1)[1:]
+        else:
+            by_bucket = np.array([dur[code == i].sum() for i in range(len(BUCKETS))])
         for i, name in enumerate(BUCKETS):
-            fig[f"{name}_ns"] = int(dur[code == i].sum())
+            fig[f"{name}_ns"] = int(by_bucket[i])
         fig["span_ns"] = iv.length(win_s, win_e)
         # pieces are in row order: sorted by start when the window is one segment
         b_s, b_e = iv.union(s, e, presorted=win_s.size == 1)
