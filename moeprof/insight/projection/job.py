@@ -241,7 +241,8 @@ class ReplayJob:
         rows = rows[np.argsort(code[rows], kind="stable")]
         sorted_code = code[rows]
         at = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]]) if rows.size else rows
-        return rows, sorted_code[at], at
+        # kept for the job's life: rows as 4-byte integers where they fit (half the memory of 1M activities')
+        return rows.astype(np.int32) if rows.size < 2**31 else rows, sorted_code[at], at
 
     @cached_property
     def measured_spans(self) -> np.ndarray:
