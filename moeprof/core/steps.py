@@ -47,7 +47,10 @@ def find_steps(trace: Trace, step_marker: str | None = None) -> pd.DataFrame:
     markers = trace.markers[trace.markers["kind"] == "step"]
     pattern = step_marker_pattern(step_marker)
     if pattern is not None:
-        markers = markers[markers["name"].astype(str).str.contains(pattern, regex=True).to_numpy(dtype=bool)]
+        # each distinct name tried once (pandas' str.contains also warns where the pattern has a group)
+        codes, names = pd.factorize(markers["name"].astype(str))
+        matching = np.array([pattern.search(name) is not None for name in names], dtype=bool)
+        markers = markers[matching[codes] if len(codes) else np.zeros(0, dtype=bool)]
     source = "marker"
     if markers.empty:
         markers = _dominant_module_runs(trace.markers, activity)

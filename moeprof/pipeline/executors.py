@@ -31,6 +31,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import tempfile
 import traceback
 import uuid
 from collections import deque
@@ -42,7 +43,16 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ..errors import InputError
-from ..workers import own_process, sigint_ignored, start_fork_server, start_method, unblock_sigint, usable_cores
+from ..workers import (
+    end_work_in,
+    own_process,
+    sigint_ignored,
+    start_fork_server,
+    start_method,
+    unblock_sigint,
+    usable_cores,
+    work_in,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -165,11 +175,13 @@ def _map_inline(
 
 
 # ---------------------------------------------------------------------------------------------- local pool
-def _worker_main(conn: Connection, fn: Callable[[Any], Any]) -> None:
-    """One pool worker: take (index, item), send back (index, ok, value or error, traceback)."""
+def _worker_main(conn: Connection, fn: Callable[[Any], Any], scratch: str) -> None:
+    """One pool worker: take (index, item), send back (index, ok, value or error, traceback). Its temporary
+    folders, and those of the programs it runs, go in ``scratch`` (:func:`~moeprof.workers.work_in`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # started so already (sigint_ignored); kept under any start method
     unblock_sigint()
     own_process()
+    work_in(scratch)
     while True:
         try:
             task = conn.recv()
@@ -193,6 +205,7 @@ def _worker_main(conn: Connection, fn: Callable[[Any], Any]) -> None:
 class _Worker:
     process: BaseProcess
     conn: Connection
+    scratch: str  # its own temporary folder (and its programs')
     task: int | None = None  # index of the file it holds
 
 
@@ -220,16 +233,21 @@ def _map_pool(
     if forked:
         start_fork_server()  # a no-op where the CLI started it already
 
+    # every worker's temporary folders under one of the run's own: a worker killed (out of memory, an error
+    # elsewhere that stops the run, Ctrl-C, SIGTERM) cannot remove its own, nor end the programs it started
+    scratch = tempfile.mkdtemp(prefix="moeprof-workers-")
+
     def start() -> _Worker:
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=_worker_main, args=(child, fn), daemon=True, name="moeprof-worker")
+        folder = tempfile.mkdtemp(prefix="worker-", dir=scratch)
+        process = ctx.Process(target=_worker_main, args=(child, fn, folder), daemon=True, name="moeprof-worker")
         # Ctrl-C is the coordinator's to answer, from a worker's first instruction: the fork server's
         # children inherit its ignoring it; a spawned worker is started ignoring it (a few ms, where a start
         # through the fork server can wait a second for its imports, with the coordinator's Ctrl-C held)
         with nullcontext() if forked else sigint_ignored():
             process.start()
         child.close()  # only the worker holds its end: its death reads as EOF here
-        return _Worker(process, parent)
+        return _Worker(process, parent, folder)
 
     pending = deque(range(len(items)))
     workers: list[_Worker] = []
@@ -243,6 +261,7 @@ def _map_pool(
         except OSError:  # it died while idle: no file to blame, hand the file to a fresh worker
             worker.process.kill()
             worker.process.join()
+            end_work_in(worker.scratch)
             workers.remove(worker)
             worker = start()
             workers.append(worker)
@@ -268,6 +287,7 @@ def _map_pool(
                     _, ok, payload, remote_tb = worker.conn.recv()
                 except (EOFError, OSError):
                     worker.process.join()
+                    end_work_in(worker.scratch)  # what it left: its folders, the programs it ran
                     workers.remove(worker)
                     worker.conn.close()
                     file = name(items[index])
@@ -285,10 +305,12 @@ def _map_pool(
                 assign(worker)
     finally:
         _stop(workers)
+        end_work_in(scratch)
 
 
 def _stop(workers: list[_Worker]) -> None:
-    """Idle workers are told to finish; busy ones (an error or Ctrl-C stopped the run) are killed."""
+    """Idle workers are told to finish; busy ones (an error or Ctrl-C stopped the run) are killed, and what they
+    left is removed (:func:`~moeprof.workers.end_work_in`)."""
     for w in workers:
         try:
             if w.task is None:
@@ -303,6 +325,7 @@ def _stop(workers: list[_Worker]) -> None:
             w.process.kill()
             w.process.join()
         w.conn.close()
+        end_work_in(w.scratch)
 
 
 # ---------------------------------------------------------------------------------------------- Dask

@@ -43,7 +43,7 @@ from .base import ReadContext
 from .nccl_calls import launch_info
 from .rocpd_schema import REQUIRED_VIEWS, RESULTS_SUFFIX
 from .rocprof import Agents, build_trace, copy_kinds, roctx_steps
-from .sqlite_files import open_read_only
+from .sqlite_files import open_read_only, sqlite_problem
 
 FORMAT = "rocpd"
 _OPTIONAL_VIEWS = ("rocpd_info_kernel_symbol", "rocpd_memory_copy", "rocpd_region", "rocpd_info_stream",
@@ -102,8 +102,7 @@ def _cells(column: tuple[Any, ...]) -> pd.Series:
 
 
 def _line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+    return sqlite_problem(exc)[:200]
 
 
 def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:

@@ -1037,6 +1037,7 @@ def _walk_wire(
     host_lines = [
         _LineView(plane, line, _Labels(plane.event_names, registry)) for plane in host_planes for line in plane.lines
     ]
+    host_lines = [v for v in host_lines if len(v.ids)]  # a host line without events (a thread that ran nothing)
     launches = executions = syncs = None
     if host_lines:
         names = np.concatenate([v.ids for v in host_lines])
@@ -1225,6 +1226,8 @@ class _LineView:
 
 def _first_decides(names: np.ndarray, decision: np.ndarray) -> np.ndarray:
     """Events that are looked at: the first event of each name, and every event of a name it accepted."""
+    if not len(names):
+        return np.zeros(0, dtype=bool)
     codes, _ = pd.factorize(names)
     order = np.argsort(codes, kind="stable")
     starts = np.r_[0, np.flatnonzero(np.diff(codes[order])) + 1]
