@@ -57,8 +57,36 @@ def measure_slowly(task: tuple[str, float]) -> dict[str, tuple[int, ...]]:
 
 def measure_or_die(path: str) -> dict[str, tuple[int, ...]]:
     if Path(path).name.startswith(f"rank{KILL_RANK:02d}"):
+        _alone_on_the_cluster()
         os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does to a worker
     return measure(path)
+
+
+def _alone_on_the_cluster(timeout_s: float = 120) -> None:
+    """On a Dask worker: wait until the scheduler holds no task but this one waiting or running.
+
+    The test cluster blames every task it has running on a worker that dies (allowed-failures 0): a task that
+    another worker's scheduling put beside this one, or one whose "finished" message was still in the dying
+    worker's outgoing buffer, would be named too, and the error could name it first (rank04 instead of rank05
+    under load). Alone, the death is this file's. Finished results that die with the worker are computed again
+    by the scheduler; the map must then still take them. Outside Dask (the local pool: a worker per file) at once.
+    """
+    try:
+        from distributed import get_client, get_worker
+
+        key = get_worker().get_current_task()
+    except (ImportError, ValueError):
+        return
+    client = get_client()
+    deadline = time.monotonic() + timeout_s
+    while client.run_on_scheduler(_busy_besides, key) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _busy_besides(key: str, dask_scheduler=None) -> int:  # noqa: ANN001 - the scheduler object Dask passes in
+    """On the scheduler: how many tasks other than ``key`` still wait or run (none of them may be blamed)."""
+    busy = ("processing", "queued", "waiting", "no-worker")
+    return sum(1 for k, ts in dask_scheduler.tasks.items() if k != key and ts.state in busy)
 
 
 def mark_and_wait(task: tuple[str, str]) -> str:

@@ -46,6 +46,7 @@ from ..errors import InputError
 from ..workers import (
     end_work_in,
     own_process,
+    process_is_owned,
     sigint_ignored,
     start_fork_server,
     start_method,
@@ -337,6 +338,8 @@ def connect(scheduler: str) -> Any:
         raise InputError(
             None, f"--scheduler {scheduler}: dask.distributed is not installed (pip install 'dask[distributed]')"
         ) from None
+    if process_is_owned():
+        _quiet_dask_logs()
     kwargs: dict[str, Any] = {"timeout": CONNECT_TIMEOUT_S, "set_as_default": False}
     if scheduler.endswith(".json") and os.path.isfile(scheduler):
         kwargs["scheduler_file"] = scheduler
@@ -346,6 +349,39 @@ def connect(scheduler: str) -> Any:
         return Client(**kwargs)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(None, f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+
+
+def _quiet_dask_logs() -> None:
+    """In moeprof's own process (the CLI): no log line of dask.distributed on stderr. Its warnings are about what
+    the map already answers in moeprof's words (a result lost with a dead worker is computed again: "Couldn't
+    gather 1 keys, rescheduling"; a task's error, a dead worker, an unreachable scheduler are each said in one
+    line); its timestamped lines would be a library speaking to the user. A library caller keeps its logging."""
+    import logging
+
+    dask_log = logging.getLogger("distributed")
+    dask_log.handlers.clear()
+    dask_log.propagate = False
+    dask_log.setLevel(logging.CRITICAL + 1)
+
+
+def _outcome(value: Any) -> tuple[str, Any]:
+    """What ``as_completed(with_results=True, raise_errors=False)`` handed over for a future, from the value
+    itself: ``("error", (type, exception, traceback))``, ``("cancelled", CancelledError)`` or ``("finished",
+    result)``. Not from ``future.status``, read later: a result fetched after its worker died (computed again,
+    then gathered) can read "lost" or "pending" by then, and a good file would be refused."""
+    from distributed.client import CancelledError
+
+    if isinstance(value, CancelledError):
+        return "cancelled", value
+    if (
+        isinstance(value, tuple)
+        and len(value) == 3
+        and isinstance(value[0], type)
+        and issubclass(value[0], BaseException)
+        and isinstance(value[1], BaseException)
+    ):
+        return "error", value
+    return "finished", value
 
 
 def _map_dask(
@@ -369,13 +405,13 @@ def _map_dask(
         # results are fetched in batches as tasks finish, not one round trip per file
         for future, value in as_completed(futures, loop=client.loop, with_results=True, raise_errors=False):
             index = index_of[future.key]
-            status = future.status
+            status, value = _outcome(value)
             future.release()  # the cluster forgets it: memory stays flat over 1,000 files
             if status == "finished":
                 on_result(index, value)
                 continue
             file = name(items[index])
-            if status != "error":  # cancelled by someone else, or lost with the scheduler: not the file's fault
+            if status != "error":  # cancelled by someone else, or with the scheduler: not the file's fault
                 raise InputError(None, f"{file}: its Dask task was {status} (scheduler restarted?)")
             _, error, tb = value
             if isinstance(error, KilledWorker):
