@@ -295,8 +295,8 @@ StepsOption = Annotated[
     str | None,
     typer.Option(
         "--steps",
-        help="Measure only steps A:B: 0-based positions, half-open, whatever numbers the trace gives its steps "
-        "(reports name a step by its number, with its position beside it where they differ).",
+        help="Measure only steps A:B (0-based positions, half-open, whatever numbers the trace gives its steps; "
+        "reports name a step by its number, with its position beside it where they differ).",
     ),
 ]
 StepMarkerOption = Annotated[str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")]
