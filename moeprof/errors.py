@@ -37,6 +37,17 @@ def unforeseen() -> str:
     return f"something {UNFORESEEN} (a moeprof bug: MOEPROF_DEBUG=1 prints the traceback to report)"
 
 
+def unforeseen_in(path: str | Path, what: str) -> InputError:
+    """A reader's own catch-all, called in its ``except`` block: a library's generic exception on the file
+    (a ValueError, a TypeError) that the reader did not turn into what is wrong with it. ``what`` says what
+    could not be read ("not a readable rocpd database"); with MOEPROF_DEBUG=1 the exception goes on as it is."""
+    import os
+
+    if os.environ.get("MOEPROF_DEBUG"):
+        raise  # noqa: PLE0704 - the exception being handled by the caller's except block
+    return InputError(path, f"{what}: {unforeseen()}")
+
+
 # import names whose package is installed under another name
 _PACKAGE_OF_MODULE = {"google": "protobuf", "yaml": "pyyaml"}
 

@@ -358,10 +358,14 @@ def _quiet_dask_logs() -> None:
     line); its timestamped lines would be a library speaking to the user. A library caller keeps its logging."""
     import logging
 
-    dask_log = logging.getLogger("distributed")
-    dask_log.handlers.clear()
-    dask_log.propagate = False
-    dask_log.setLevel(logging.CRITICAL + 1)
+    # distributed gives each logger of its configuration (distributed, distributed.client, tornado, ...) a stderr
+    # handler of its own and stops it propagating: each is silenced
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado", "bokeh")]
+    for name in {"distributed", *names}:
+        log = logging.getLogger(name)
+        log.handlers.clear()
+        log.propagate = False
+        log.setLevel(logging.CRITICAL + 1)
 
 
 def _outcome(value: Any) -> tuple[str, Any]:

@@ -38,7 +38,7 @@ import pandas as pd
 
 from ..core.events import categorical
 from ..core.trace import Trace
-from ..errors import InputError
+from ..errors import InputError, unforeseen_in
 from .base import ReadContext
 from .nccl_calls import launch_info
 from .rocpd_schema import REQUIRED_VIEWS, RESULTS_SUFFIX
@@ -70,8 +70,10 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
             raise InputError(path, f"not a readable rocpd database (cut short?): {_line(exc)}") from None
         except sqlite3.Error as exc:
             raise InputError(path, f"not a readable rocpd database (cut short?): {_line(exc)}") from None
-        except (pd.errors.DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        except (UnicodeDecodeError, pd.errors.DatabaseError) as exc:  # SQLite's messages (one may not decode)
             raise InputError(path, f"not a readable rocpd database: {_line(exc)}") from None
+        except (ValueError, TypeError, OverflowError):
+            raise unforeseen_in(path, "not a readable rocpd database") from None
         finally:
             conn.close()
 

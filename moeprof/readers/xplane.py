@@ -31,7 +31,7 @@ from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, 
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..core.trace import Job, Trace, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
-from ..errors import InputError
+from ..errors import InputError, unforeseen_in
 from ..options import LoadOptions
 from ..workers import default_decode_threads
 from .base import Placement, ReadContext, native_log
@@ -615,10 +615,11 @@ def _walk_jaxlib(
 
     try:
         profile = ProfileData.from_file(str(path))  # C++ reads the file: no copy of it in Python
-    except Exception as exc:  # jaxlib raises bare RuntimeErrors on bad protos
-        raise InputError(
-            path, f"not a valid XPlane file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-        ) from None
+    except RuntimeError as exc:  # jaxlib's answer to a file that is no XSpace proto: its message says why
+        first = str(exc).strip().splitlines()
+        raise InputError(path, f"not a valid XPlane file{f': {first[0]}' if first else ''}") from None
+    except Exception:  # anything else: the reader's own catch-all
+        raise unforeseen_in(path, "not a valid XPlane file") from None
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step
     gpu_planes = []
     host_planes = []

@@ -100,13 +100,13 @@ class Harness:
 
 
     def _exception_behind(self, case: Case, root: Path) -> str:
-        """The exception a catch-all answered for (its message names none): the case again with
-        MOEPROF_DEBUG=1, which lets it through, as "Type: message"."""
-        again = replace(case, env={**case.env, "MOEPROF_DEBUG": "1"})
-        outcome = run_subprocess(again, root) if case.mode == "subprocess" else self.worker.run(again, root)
-        if outcome.escaped:
-            return outcome.escaped
-        # the first line at the margin after the traceback's (indented) frames; notes follow it
+        """The exception a catch-all answered for (its message names none): the case again as ``python -m
+        moeprof`` with MOEPROF_DEBUG=1, which lets it through (a new process: the in-process worker's pool workers
+        would not see the variable), as "Type: message"; "" where it did not show."""
+        outcome = run_subprocess(replace(case, mode="subprocess", env={**case.env, "MOEPROF_DEBUG": "1"}), root)
+        if "Traceback (most recent call last):" not in outcome.stderr:
+            return ""
+        # the first line at the margin after the last traceback's (indented) frames; notes follow it
         after = outcome.stderr.split("Traceback (most recent call last):")[-1].splitlines()
         return next((ln for ln in after if ln.strip() and not ln[0].isspace()), "")
 
