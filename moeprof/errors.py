@@ -44,7 +44,7 @@ def unforeseen_in(path: str | Path, what: str) -> InputError:
     import os
 
     if os.environ.get("MOEPROF_DEBUG"):
-        raise  # noqa: PLE0704 - the exception being handled by the caller's except block
+        raise
     return InputError(path, f"{what}: {unforeseen()}")
 
 

@@ -42,7 +42,11 @@ def own_process() -> None:
 
 
 def _one_line_warning(
-    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None,
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
     """A library's Python warning that reached moeprof's own process (none should: moeprof avoids them or says

@@ -439,5 +439,7 @@ def test_a_library_warning_is_one_moeprof_line_that_the_fuzz_oracle_flags():
         "moeprof: warning: This pattern is interpreted as a regular expression, and has match groups. "
         f"({UNFORESEEN}; MOEPROF_DEBUG=1 shows where)"
     ]
-    debug = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "MOEPROF_DEBUG": "1"})
+    debug = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "MOEPROF_DEBUG": "1"}, timeout=60
+    )
     assert "UserWarning" in debug.stderr and "moeprof: warning" not in debug.stderr

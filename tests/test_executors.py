@@ -83,7 +83,7 @@ def _alone_on_the_cluster(timeout_s: float = 120) -> None:
         time.sleep(0.05)
 
 
-def _busy_besides(key: str, dask_scheduler=None) -> int:  # noqa: ANN001 - the scheduler object Dask passes in
+def _busy_besides(key: str, dask_scheduler=None) -> int:
     """On the scheduler: how many tasks other than ``key`` still wait or run (none of them may be blamed)."""
     busy = ("processing", "queued", "waiting", "no-worker")
     return sum(1 for k, ts in dask_scheduler.tasks.items() if k != key and ts.state in busy)

@@ -166,7 +166,9 @@ def test_oracle_error_contract() -> None:
     assert "stderr-lines" in _codes(_case(), Outcome(2, "", "E0000 log line\n" + line))
     assert "traceback" in _codes(_case(), Outcome(1, "", "Traceback (most recent call last):\n  x\n"))
     # the catch-alls' words, the CLI's and a reader's (which names the file, and is still a failure)
-    assert "unforeseen-exception" in _codes(_case(), Outcome(2, "", f"moeprof: cannot process the input: {unforeseen()}\n"))
+    assert "unforeseen-exception" in _codes(
+        _case(), Outcome(2, "", f"moeprof: cannot process the input: {unforeseen()}\n")
+    )
     assert _codes(
         _case(), Outcome(2, "", f"moeprof: in/rank0.pt.trace.json: cannot read as json: {unforeseen()}\n")
     ) == {"unforeseen-exception"}

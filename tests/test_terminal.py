@@ -27,8 +27,8 @@ from moeprof.core.events import concat
 from moeprof.gate.check import Source
 from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
-from moeprof.reports.gate import render_diff
 from moeprof.reports.fitting import NAME_MIN_WIDTH, cut, cut_path, widths
+from moeprof.reports.gate import render_diff
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 

@@ -616,8 +616,8 @@ def _walk_jaxlib(
     try:
         profile = ProfileData.from_file(str(path))  # C++ reads the file: no copy of it in Python
     except RuntimeError as exc:  # jaxlib's answer to a file that is no XSpace proto: its message says why
-        first = str(exc).strip().splitlines()
-        raise InputError(path, f"not a valid XPlane file{f': {first[0]}' if first else ''}") from None
+        said = str(exc).strip().splitlines()
+        raise InputError(path, f"not a valid XPlane file{f': {said[0]}' if said else ''}") from None
     except Exception:  # anything else: the reader's own catch-all
         raise unforeseen_in(path, "not a valid XPlane file") from None
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step

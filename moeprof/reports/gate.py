@@ -45,6 +45,7 @@ def gate_table(results: list[GateResult], title: str, width: int | None = None) 
         table = _gate_table(rows, title, shown, stacked, frame)
         if width is None or natural_width(table) <= width:
             return table
+    assert width is not None
     # still too wide: the device names cut in their middle to what is left, then the gate names may fold
     longest = max([len("device"), *(len(row["worst device"]) for row in rows)])
     room = longest - (natural_width(table) - width)
@@ -77,7 +78,7 @@ def _gate_table(
         else:
             table.add_column(col, justify="left" if col in ("worst device", "result") else "right", no_wrap=True)
     for row in rows:
-        cells = []
+        cells: list[str | Text] = []
         for col in names:
             if col == "gate" and stacked:
                 cells.append(Text(row["gate"], overflow="fold").append(f"\n{row['figure']}", style="dim"))
@@ -362,10 +363,10 @@ def explanation_table(e: dict, top: int = EXPLAIN_TOP_PARTS, width: int | None =
         return ("", label if scoped else "", "" if scoped else label, a, b, d, style)
 
     totals = [total(rest["scope"], rest["reference_ms"], rest["run_ms"], rest["delta_ms"], "dim")] if rest else []
+    residual = (idle["reference_ms"] - overlap["reference_ms"], idle["run_ms"] - overlap["run_ms"])
     sums = [
         total("all parts: activity time", acc["reference_ms"], acc["run_ms"], acc["delta_ms"]),
-        total("residual: idle − overlap", idle["reference_ms"] - overlap["reference_ms"],
-              idle["run_ms"] - overlap["run_ms"], e["residual_ms"]),  # fmt: skip
+        total("residual: idle − overlap", *residual, e["residual_ms"]),
         total("step", step["reference_ms"], step["run_ms"], step["delta_ms"]),
     ]
     title = f"Where {run}'s step went against {ref}'s (ms per device and step; " + (

@@ -66,13 +66,11 @@ def bandwidth_table(section: Mapping[str, Any], width: int | None = None) -> Tab
     folded (the NCCL name over its kind where they do not fit side by side)."""
     heads = ("collective", "link", "size", "calls", "mean ms", "bus GB/s", "of peak", "shortest member GB/s", "of peak")
     rows = [
-        (
-            r["op"], r["kind"], r["link"], r["size_bucket"], f"{r['instances']:,}", _ms(r["mean_exec_us"]),
-            _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
-            _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"]),
-        )  # fmt: skip
+        (r["op"], r["kind"], r["link"], r["size_bucket"], f"{r['instances']:,}", _ms(r["mean_exec_us"]),
+         _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
+         _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"]))
         for r in section["bandwidth"]
-    ]
+    ]  # fmt: skip
     caption = (
         "bus GB/s: bus bytes (NCCL's traffic rules) over every member's time; shortest member: over the "
         "instance's shortest call (the last arrival's, least wait). '-' for All2All: no traffic rule. "
@@ -105,7 +103,7 @@ def _bandwidth_table(rows: list[tuple], caption: str, heads: list[str], shown: l
     )
     for i, head in zip(shown, heads, strict=True):
         name = head.replace(" ", "\n") if stacked and i > 1 else head
-        table.add_column(name, justify="left" if i in (0, 1) else "right", no_wrap=True)  # type: ignore[arg-type]
+        table.add_column(name, justify="left" if i in (0, 1) else "right", no_wrap=True)
     for row in rows:
         op, kind, *rest = row
         label = Text(op).append(f"\n({kind})", style="dim") if stacked else f"{op} ({kind})"

@@ -455,7 +455,8 @@ def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) ->
     for i, (o, remedy) in enumerate(zip(shown, remedy_texts(shown), strict=True), 1):
         hidden, removed = opportunity_savings_text(o, steps, result.step_ns)
         # the op's name in the title cut in its middle (a kernel's demangled name runs to hundreds of characters)
-        title_text = o.title.replace(o.name, cut(o.name, max(NAME_MIN_WIDTH, min(48, width // 2)))) if o.name else o.title
+        room = max(NAME_MIN_WIDTH, min(48, width // 2))
+        title_text = o.title.replace(o.name, cut(o.name, room)) if o.name else o.title
         head = Text(title_text[:90], style="bold", overflow="fold")
         head.append(f"  {removed}" if removed else "", style="bold red")
         head.append(f"{';' if removed else ''} {hidden}")

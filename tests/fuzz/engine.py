@@ -98,7 +98,6 @@ class Harness:
             result.known = known.classify(case, outcome, violations)
         return result
 
-
     def _exception_behind(self, case: Case, root: Path) -> str:
         """The exception a catch-all answered for (its message names none): the case again as ``python -m
         moeprof`` with MOEPROF_DEBUG=1, which lets it through (a new process: the in-process worker's pool workers

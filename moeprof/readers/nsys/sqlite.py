@@ -12,7 +12,7 @@ import pandas as pd
 
 from ...core.trace import Trace
 from ...errors import InputError, unforeseen_in
-from ..sqlite_files import SQLITE_ERRORS, open_read_only, sqlite_problem
+from ..sqlite_files import open_read_only, sqlite_problem
 from .columns import one_number, texts
 from .events import build
 from .nvtx import NVTX_LIKE
@@ -230,7 +230,7 @@ def _parse_connection(
             frames = _sqlite_frames(tables, step_marker)
     except Unplaceable as exc:
         raise InputError(shown, str(exc)) from None
-    except (*SQLITE_ERRORS, pd.errors.DatabaseError) as exc:  # SQLite's messages (one may not decode)
+    except (sqlite3.Error, UnicodeDecodeError, pd.errors.DatabaseError) as exc:  # SQLite's (one may not decode)
         raise InputError(shown, f"not a readable Nsight Systems SQLite export: {sqlite_problem(exc)}") from None
     except ValueError:
         raise unforeseen_in(shown, "not a readable Nsight Systems SQLite export") from None
