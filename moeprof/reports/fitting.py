@@ -23,6 +23,18 @@ NAME_MIN_WIDTH = 12  # a name column narrower than this says too little to be wo
 _LIBRARY_PREFIXES = ("ncclDevKernel_", "ncclKernel_")
 
 
+def _outside(text: str) -> list[bool]:
+    """Whether each character of ``text`` lies outside every ``<...>`` and ``(...)`` (a bracket itself is not)."""
+    depth, out = 0, []
+    for c in text:
+        if c in "<(":
+            depth += 1
+        out.append(depth == 0)
+        if c in ">)":
+            depth -= 1
+    return out
+
+
 def _without_parameters(name: str) -> str:
     """A demangled C++ function's qualified name and template arguments: ``void ns::f<1>(int, float*)`` ->
     ``ns::f<1>``. Anything else as it is."""
@@ -42,32 +54,18 @@ def _without_parameters(name: str) -> str:
         return text
     # the return type: words before the qualified name, outside template brackets and parentheses
     # (``(anonymous namespace)::f``)
-    depth = 0
-    start = 0
-    for i, c in enumerate(head):
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        elif c == " " and depth == 0:
-            start = i + 1
-    return head[start:] or text
+    spaces = [i for i, (c, out) in enumerate(zip(head, _outside(head), strict=True)) if c == " " and out]
+    return head[spaces[-1] + 1 :] if spaces else head
 
 
 def _without_namespaces(name: str, width: int) -> str:
-    """Leading ``ns::`` qualifiers dropped one by one (outside template brackets) until the name fits."""
+    """Leading ``ns::`` qualifiers dropped one by one (outside brackets) until the name fits."""
     while len(name) > width:
-        depth = 0
-        cut = None
-        for i in range(len(name) - 1):
-            c = name[i]
-            depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(c, 0)
-            if depth == 0 and name[i : i + 2] == "::":
-                cut = i + 2
-                break
-        if cut is None:
+        outside = _outside(name)
+        at = next((i for i in range(len(name) - 1) if outside[i] and name[i : i + 2] == "::"), None)
+        if at is None:
             return name
-        name = name[cut:]
+        name = name[at + 2 :]
     return name
 
 
