@@ -33,9 +33,12 @@ the derived lines ``XLA Ops`` (whose event metadata carry the op's stats),
 the ``StepTraceAnnotation`` of each step; fields in the order XLA's serializer
 writes them. Per kernel there are three events (kernel, XLA op, launch), so
 ``--events 1000000`` holds ~333k kernels. ``--shape kernel-only`` keeps compute
-kernels only (an easy input that hides costs).
+kernels only (an easy input that hides costs). ``--shape one-step`` is a one-step capture of a large
+job: one long step, every GPU running the same program (its collectives match across the 8 GPUs),
+collectives on three streams (~18% of kernels), a copy stream; a projection's critical path spans the
+whole step there, so it is the shape that shows what the projections and their output cost.
 
-    python benchmarks/bench_xplane.py [--events 1000000] [--repeat 3] [--shape xla|kernel-only]
+    python benchmarks/bench_xplane.py [--events 1000000] [--repeat 3] [--shape xla|kernel-only|one-step]
                                       [--keep out.xplane.pb] [--skip-analyze] [--skip-startup]
 
 Measured (shared 2-core machine, load ~2.3, each command in its own process, medians of 3 with
@@ -184,6 +187,16 @@ byte-identical:
 On this project's 2 shared cores the same day (best of 5; editable install, run from /tmp): kernel-only
 2.08x -> 1.67x wall, 2.18x -> 1.67x CPU; xla 2.14x -> 1.94x wall, 2.28x -> 1.97x CPU: here the fixed cost
 of importing pandas, pyarrow, typer and pydantic (~0.45 s) weighs more against a faster floor.
+
+Issue 41 items 1-2 (2026-12-06; 2 shared cores, no accelerator, load 9-18; CPU user+sys best of 3, RSS
+median, round-robin; before = 0360b42, after = the lean JSON, critical paths as numpy columns, projections
+computed for what the output shows):
+
+    input (1M events)    floor CPU/RSS     before --json           after --json            terminal  --no-projection
+    one-step             0.99 s / 541 MiB  2.90 s 558 MiB 91.8 MB  1.84 s 319 MiB 0.59 MB  1.80 s    1.28 s
+    xla                  0.98 s / 542 MiB  2.08 s 344 MiB 12.4 MB  1.81 s 343 MiB 0.64 MB  1.78 s    1.33 s
+    kernel-only          1.13 s / 656 MiB  2.55 s 586 MiB  7.7 MB  2.37 s 586 MiB 0.07 MB  2.21 s    1.80 s
+    one-step, 10M (once) 9.7 s / 4.2 GiB   25.0 s 4.5 GiB 924 MB   14.4 s 1.8 GiB 0.59 MB
 """
 
 from __future__ import annotations
@@ -234,6 +247,14 @@ COMM = [
 COPY = [("MemcpyD2D", "copy-start"), ("MemcpyH2D", ""), ("MemcpyD2H", "copy-start")]
 LAYERS = 61  # distinct collective/copy ops per kind
 STREAM_SHARE = (0.72, 0.20, 0.08)  # compute, collective, copy
+# --shape one-step: a one-step capture of a large job (one long step, every GPU running the same program): a
+# compute stream, collectives on three streams (~18% of kernels), a copy stream; role of each stream and share
+ONE_STEP_ROLES = (0, 1, 1, 1, 2)  # 0 compute, 1 collective, 2 copy
+ONE_STEP_SHARE = (0.78, 0.06, 0.06, 0.06, 0.04)
+ONE_STEP_NAMES = (
+    "Stream #13(Compute)", "Stream #21(Collective)", "Stream #22(Collective)", "Stream #23(Collective)",
+    "Stream #35(MemcpyD2D)",
+)  # fmt: skip
 CHUNK = 200_000  # events encoded at a time
 
 
@@ -297,15 +318,22 @@ def _events(mids: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray) -> Field
     return Fields(len(mids)).varint(1, mids).varint(2, start_ns * 1000).varint(3, dur_ns * 1000)
 
 
-def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: bool = False) -> dict[str, int]:
+def build(
+    path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: bool = False, one_step: bool = False
+) -> dict[str, int]:
     """Write the benchmark trace; returns counts by kind (for the tests that read it back).
 
     ``kernel_only``: compute kernels on one stream per GPU and nothing else (no
     collectives, copies, XLA Ops line or host launches): an easy input that
-    hides the costs of the real shape, kept to show them apart.
+    hides the costs of the real shape, kept to show them apart. ``one_step``: one
+    long step of a large job: every GPU runs the same sequence of kernels (the same
+    program: its collectives match across GPUs), with collectives on three streams
+    (~18% of kernels; :data:`ONE_STEP_SHARE`), durations and gaps of its own.
     """
     rng = np.random.default_rng(seed)
     per_gpu = max(n_events // (gpus if kernel_only else 3 * gpus), 1)
+    n_steps = 1 if one_step else STEPS
+    roles = np.array(ONE_STEP_ROLES if one_step else (0, 1, 2))  # each stream's role: identity but for one-step
     host = _Plane(1, "/host:CPU")
     counts = {"kernels": 0, "comm": 0, "copies": 0}
     step_windows_all = []
@@ -313,29 +341,38 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: 
         planes = []
         for d in range(gpus):
             plane = _Plane(100 + d, f"/device:GPU:{d}")
-            stream = rng.choice(3, per_gpu, p=(1.0, 0.0, 0.0) if kernel_only else STREAM_SHARE)  # compute, coll., copy
+            program = np.random.default_rng(seed + 7) if one_step else rng  # one-step: the same program everywhere
+            if one_step:
+                stream = program.choice(len(roles), per_gpu, p=ONE_STEP_SHARE)
+            else:
+                stream = rng.choice(
+                    3, per_gpu, p=(1.0, 0.0, 0.0) if kernel_only else STREAM_SHARE
+                )  # compute, coll., copy
+            role = roles[stream]
             kind = np.where(
-                stream == 0,
-                rng.integers(0, len(COMPUTE), per_gpu),
-                np.where(stream == 1, rng.integers(0, len(COMM), per_gpu), rng.integers(0, len(COPY), per_gpu)),
+                role == 0,
+                program.integers(0, len(COMPUTE), per_gpu),
+                np.where(role == 1, program.integers(0, len(COMM), per_gpu), program.integers(0, len(COPY), per_gpu)),
             )
-            op_index = np.where(stream == 0, rng.integers(0, COMPUTE_OPS, per_gpu), rng.integers(0, LAYERS, per_gpu))
-            dur = np.where(stream == 0, rng.integers(2_000, 40_000, per_gpu), rng.integers(5_000, 120_000, per_gpu))
+            op_index = np.where(
+                role == 0, program.integers(0, COMPUTE_OPS, per_gpu), program.integers(0, LAYERS, per_gpu)
+            )
+            dur = np.where(role == 0, rng.integers(2_000, 40_000, per_gpu), rng.integers(5_000, 120_000, per_gpu))
             start = np.empty(per_gpu, dtype=np.int64)
-            for s in range(3):  # kernels of one stream run one after another
+            for s in range(len(roles)):  # kernels of one stream run one after another
                 on = stream == s
                 gaps = rng.integers(300, 4_000, int(on.sum()))
                 start[on] = np.cumsum(gaps + dur[on]) - dur[on] + 1_000_000 + s * 777
             counts["kernels"] += per_gpu
-            counts["comm"] += int((stream == 1).sum())
-            counts["copies"] += int((stream == 2).sum())
+            counts["comm"] += int((role == 1).sum())
+            counts["copies"] += int((role == 2).sum())
 
             # distinct (kernel name, op) per (stream, kind, op index): names and stats are decided once per key
             key = (stream * 10 + kind) * 1000 + op_index
             keys, inverse = np.unique(key, return_inverse=True)
             k_stream, k_kind, k_op = keys // 10_000, (keys // 1000) % 10, keys % 1000
             names, ops, details = [], [], []
-            for s, k, i in zip(k_stream.tolist(), k_kind.tolist(), k_op.tolist()):
+            for s, k, i in zip(roles[k_stream].tolist(), k_kind.tolist(), k_op.tolist()):
                 if s == 0:
                     kname, op, _ = COMPUTE[k]
                     names.append(kname.format(i=i))
@@ -365,9 +402,13 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: 
             # steps by time, as in a real capture: every stream's kernels of one step lie in its window (by
             # index, the slow collective stream's kernel k ran long after compute kernel k: steps overlapped)
             t0, t1 = int(start.min()), int((start + dur).max())
-            step_of = np.minimum((start - t0) * STEPS // (t1 - t0 + 1), STEPS - 1)
+            step_of = np.minimum((start - t0) * n_steps // (t1 - t0 + 1), n_steps - 1)
 
-            stream_names = ("Stream #13(Compute)", "Stream #21(Collective)", "Stream #35(MemcpyD2D)")
+            stream_names = (
+                ONE_STEP_NAMES
+                if one_step
+                else ("Stream #13(Compute)", "Stream #21(Collective)", "Stream #35(MemcpyD2D)")
+            )
             for s, sname in enumerate(stream_names):
                 idx = np.flatnonzero(stream == s)
                 idx = idx[np.argsort(start[idx], kind="stable")]
@@ -379,7 +420,7 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: 
                     n = len(j)
                     ev = _events(name_ids[j], start[j], dur[j])
                     ev.message(4, stat(sid["correlation_id"], n).varint(3, corr[j]))
-                    if s == 2:
+                    if roles[s] == 2:
                         ev.message(4, stat(sid["context_id"], n).varint(3, 1))
                         cats = [t.encode() for t in copy_sizes]
                         ev.message(4, stat(sid["memcpy_details"], n).strings(5, cats, copy_size[j]))
@@ -395,7 +436,7 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: 
             # derived lines: the XLA op of every kernel (stats on the op's event metadata, as XLA writes them)
             op_names = [o or nm for o, nm in zip(ops, names)]
             op_ids = plane.ids(op_names)
-            for key_i, (o, s) in enumerate(zip(op_names, k_stream.tolist())):
+            for key_i, (o, s) in enumerate(zip(op_names, roles[k_stream].tolist())):
                 meta = plane.header.event_metadata[int(op_ids[key_i])]
                 if len(meta.stats):
                     continue
@@ -413,18 +454,18 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: 
                 chunks.append(ev)
             if not kernel_only:
                 plane.add_line(90, "XLA Ops", chunks)
-            lo = np.full(STEPS, np.iinfo(np.int64).max)
-            hi = np.zeros(STEPS, dtype=np.int64)
+            lo = np.full(n_steps, np.iinfo(np.int64).max)
+            hi = np.zeros(n_steps, dtype=np.int64)
             np.minimum.at(lo, step_of, start)
             np.maximum.at(hi, step_of, start + dur)
             step_windows_all.append((lo, hi))
-            steps = np.arange(STEPS)
-            module_ev = _events(np.full(STEPS, plane.event_id(f"{MODULE}({PROGRAM_ID})")), lo, hi - lo)
-            module_ev.message(4, stat(sid["run_id"], STEPS).varint(4, steps + 100))
+            steps = np.arange(n_steps)
+            module_ev = _events(np.full(n_steps, plane.event_id(f"{MODULE}({PROGRAM_ID})")), lo, hi - lo)
+            module_ev.message(4, stat(sid["run_id"], n_steps).varint(4, steps + 100))
             plane.add_line(91, "XLA Modules", [module_ev])
-            step_ev = _events(plane.ids([str(s) for s in range(STEPS)]), lo, hi - lo)
-            step_ev.message(4, stat(sid["group_id"], STEPS).varint(4, steps))
-            step_ev.message(4, stat(sid["step_num"], STEPS).varint(4, steps))
+            step_ev = _events(plane.ids([str(s) for s in range(n_steps)]), lo, hi - lo)
+            step_ev.message(4, stat(sid["group_id"], n_steps).varint(4, steps))
+            step_ev.message(4, stat(sid["step_num"], n_steps).varint(4, steps))
             plane.add_line(92, "Steps", [step_ev])
             planes.append(plane.to_bytes())
 
@@ -439,7 +480,7 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: 
             for c in _chunks(0 if kernel_only else per_gpu):
                 j = order[c]
                 n = len(j)
-                ev = _events(launch_name[stream[j]], launch_start[j], rng.integers(1_500, 4_000, n))
+                ev = _events(launch_name[role[j]], launch_start[j], rng.integers(1_500, 4_000, n))
                 ev.message(4, stat(hs["correlation_id"], n).varint(3, corr[j]))
                 ev.message(4, stat(hs["device_id"], n).varint(3, d))
                 op_here = has_op[j]
@@ -451,15 +492,15 @@ def build(path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: 
                 host.add_line(40_000 + d, f"Host Threads/{40_000 + d}", chunks, display_name=f"gpu_launch_{d}")
         lo = np.min([w[0] for w in step_windows_all], axis=0)
         hi = np.max([w[1] for w in step_windows_all], axis=0)
-        train = _events(np.full(STEPS, host.event_id("train")), lo - 20_000, hi - lo + 20_000)
-        train.message(4, stat(host.stat_id("step_num"), STEPS).varint(4, np.arange(STEPS)))
+        train = _events(np.full(n_steps, host.event_id("train")), lo - 20_000, hi - lo + 20_000)
+        train.message(4, stat(host.stat_id("step_num"), n_steps).varint(4, np.arange(n_steps)))
         host.add_line(1, "python3", [train])
         for body in [host.to_bytes(), *planes]:
             out.write(b"\x0a" + varint_bytes(len(body)))
             out.write(body)
         host_name = b"bench0"
         out.write(b"\x22" + varint_bytes(len(host_name)) + host_name)
-    counts["events"] = (1 if kernel_only else 3) * counts["kernels"] + gpus * 2 * STEPS + STEPS
+    counts["events"] = (1 if kernel_only else 3) * counts["kernels"] + gpus * 2 * n_steps + n_steps
     return counts
 
 
@@ -524,7 +565,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--shape", choices=("xla", "kernel-only"), default="xla")
+    ap.add_argument("--shape", choices=("xla", "kernel-only", "one-step"), default="xla")
     ap.add_argument("--keep", type=Path, help="also keep the generated trace here")
     ap.add_argument("--skip-analyze", action="store_true", help="measure only the decoder against the floor")
     ap.add_argument("--skip-startup", action="store_true", help="leave out the start-up figures")
@@ -537,7 +578,9 @@ def main() -> None:
     args = ap.parse_args()
     compile_package()
     if args.build_only:
-        built = build(args.build_only, args.events, kernel_only=args.shape == "kernel-only")
+        built = build(
+            args.build_only, args.events, kernel_only=args.shape == "kernel-only", one_step=args.shape == "one-step"
+        )
         print(" ".join(f"{k}={v}" for k, v in built.items()))
         return
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from moeprof.errors import UNFORESEEN
 
 if TYPE_CHECKING:
-    from moeprof.core.projection import ReplayJob
+    from moeprof.insight.projection import Projector
 
     from .fuzz.engine import Result
 
@@ -480,10 +480,10 @@ def timelines(draw: st.DrawFn) -> dict:
     return out
 
 
-def replay_job_of(traces: list) -> ReplayJob:
-    """The replay columns and graph the analysis of ``traces`` built (its projector's)."""
-    from moeprof.pipeline import analyze_state
+def projector_of(traces: list) -> Projector:
+    """The projector the analysis of ``traces`` made (its replay columns and graph: ``.job``)."""
+    from moeprof.pipeline import Request, run
 
-    _, state = analyze_state(traces)
-    assert state.projector is not None
-    return state.projector.job
+    projector = run(Request(traces)).projector
+    assert projector is not None
+    return projector

@@ -504,7 +504,7 @@ def test_files_read_at_once_share_the_cores(monkeypatch) -> None:
     a pool reads several at once, one on a Dask worker; a user's choice stands."""
     from dataclasses import replace
 
-    import moeprof.pipeline as pipeline
+    import moeprof.pipeline.runner as pipeline
     from moeprof.options import LoadOptions
     from moeprof.pipeline.executors import concurrent_files
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import moeprof
-from moeprof.core.replay import (
+from moeprof.insight.projection.replay import (
     NEG,
     Graph,
     Nodes,
@@ -28,7 +28,7 @@ from moeprof.core.replay import (
     tight_predecessor,
     walk_back,
 )
-from moeprof.pipeline import analyze_state
+from moeprof.pipeline import Request, run
 
 from .helpers import shared_trace
 
@@ -230,7 +230,7 @@ def test_real_jobs_replay_over_runs_as_over_activities(path: str) -> None:
     launch bounds after synchronizations) and the same edges with one node per activity: halving compute,
     or removing every transfer, moves every activity alike."""
     source = SAMPLES / path.split(":")[1] if path.startswith("sample:") else shared_trace(path)
-    _, state = analyze_state(moeprof.load(source))
+    state = run(Request(moeprof.load(source)))
     assert state.projector is not None
     job = state.projector.job
     g = job.graph

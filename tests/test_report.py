@@ -28,7 +28,8 @@ from moeprof.core.events import concat
 from moeprof.core.summary import ArrivalSkew, ledger_summary
 from moeprof.core.timeline import Grid, TimelineOptions, coverage_bins
 from moeprof.options import StepOptions
-from moeprof.pipeline import analyze_paths, analyze_paths_state, load
+from moeprof.pipeline import Request, analyze_paths, load, run
+from moeprof.pipeline.pages import report_inputs
 from moeprof.reports import html as html_report
 
 from .helpers import ROOT, SAMPLES, chromium, needs_chromium, shared_trace
@@ -50,7 +51,8 @@ def measured_item(
     paths: list[Path], lanes: str = "device", max_events: int = html_report.RAW_EVENTS_CAP
 ) -> html_report.ReportInput:
     """The page's input: the analysis with the views a one-input page of these options holds beside it."""
-    return html_report.ReportInput("x", *html_report.analyze_input(paths, lanes=lanes, max_events=max_events))
+    (item,) = report_inputs([paths], lanes=lanes, max_events=max_events, what_if=[])
+    return item
 
 
 def device_activity(paths: list[Path]) -> pd.DataFrame:
@@ -195,7 +197,7 @@ def test_binned_past_the_cap(reports):
     (tl,) = embedded(text)["inputs"]
     item = measured_item([CPU], max_events=1000)
     result = item.analysis
-    views = {v.device: v for v in item.state.timeline}
+    views = {v.device: v for v in item.timeline}
     events = device_activity([CPU])
     bins = tl["bins"]
     assert 0 <= bins["w0"] < bins["w1"] <= tl["span"]
@@ -238,9 +240,12 @@ def assert_detail_is_exact(tl: dict, events: pd.DataFrame) -> None:
 
 @pytest.mark.slow
 def test_views_capped_to_their_first_steps_share_one_detail_window():
-    analysis, state = analyze_paths_state([CPU], timeline=TimelineOptions(raw_cap=150))
+    state = run(Request([CPU], timeline=TimelineOptions(raw_cap=150)))
+    analysis = state.analysis
     assert not any(v.complete for v in state.timeline)  # each view holds only its first ~150 activities
-    tl = html_report.timeline_data(html_report.ReportInput("x", analysis, state), "device", 1_000_000, 3_000_000)
+    tl = html_report.timeline_data(
+        html_report.ReportInput("x", analysis, state.timeline, state.instances), "device", 1_000_000, 3_000_000
+    )
     assert tl["events"] == len(device_activity([CPU])) < 1_000_000  # under the page's cap, yet binned:
     w0, w1 = tl["t0"] + tl["bins"]["w0"], tl["t0"] + tl["bins"]["w1"]
     assert all(v.detail[0] <= w0 < w1 <= v.detail[1] for v in state.timeline)  # inside every view's window
@@ -661,7 +666,7 @@ def test_arrival_skew_rows_are_the_instances_recomputed_from_the_comm_activities
     # the costliest collectives first (the collectives' order), as many as the page draws
     ranked = [c.name for c in result.collectives if c.name in set(brute["op"])]
     assert [r["name"] for r in rows] == ranked[: html_report.SKEW_ROWS]
-    table = item.state.instances
+    table = item.instances
     assert table is not None
     for row in rows:
         mine = brute[brute["op"] == row["name"]]
@@ -807,11 +812,11 @@ def test_browser_decodes_and_draws_the_ledger(reports, tmp_path, name):
         item = measured_item([TWO_HOST], lanes="stream")
         result = item.analysis
         figures = {d.device: d for d in result.devices}
-        for view in item.state.timeline:  # comm streams overlap here: the union of the wait parts
+        for view in item.timeline:  # comm streams overlap here: the union of the wait parts
             waited = got["wait"][f"{view.device} exposed comm"]
             assert 0 < waited["raw"] == iv.length(*view.wait) <= figures[view.device].ledger["comm_wait_ns"]
-        assert item.state.instances is not None
-        table = item.state.instances.sort_values(["first_ns", "instance"])
+        assert item.instances is not None
+        table = item.instances.sort_values(["first_ns", "instance"])
         spans = {op: (g["last_ns"] - g["first_ns"]).to_numpy() for op, g in table.groupby("op", sort=False)}
         last = {op: g["straggler"].tolist() for op, g in table.groupby("op", sort=False)}
     else:

@@ -21,8 +21,7 @@ from typer.testing import CliRunner
 
 import moeprof
 from moeprof.cli.main import app
-from moeprof.insight.whatif import project_job
-from moeprof.pipeline import JobState, analyze_state
+from moeprof.pipeline import Request, Result, run
 from moeprof.readers.xspace_proto import messages
 from synthetic import tpu_multislice as tpu
 
@@ -56,8 +55,8 @@ def result() -> dict:
 
 
 @pytest.fixture(scope="module")
-def state() -> tuple[moeprof.Analysis, JobState]:
-    return analyze_state(moeprof.load(SAMPLE))
+def state() -> Result:
+    return run(Request(moeprof.load(SAMPLE)))
 
 
 def _space(path: Path):
@@ -276,11 +275,11 @@ def test_terminal_shows_the_truth(truth: dict) -> None:
 # ---------------------------------------------------------------- the projection (spec §9)
 
 
-def test_replay_reproduces_the_measured_job(state: tuple[moeprof.Analysis, JobState], truth: dict) -> None:
+def test_replay_reproduces_the_measured_job(state: Result, truth: dict) -> None:
     """Unchanged, the replay gives back every measured step time (the truth's, aligned by the found offset)."""
-    analysis, job_state = state
+    job_state = state
     assert job_state.projector is not None
-    projection = project_job(job_state.projector.job, [], analysis.opportunities)
+    projection = job_state.projector.project([])
     measured = [s.measured_ns for s in projection.steps]
     assert [s.projected_ns for s in projection.steps] == measured
     # the job's step spans, aligned: within the few ns the found clock offset differs from the true one
@@ -293,18 +292,18 @@ def _rerun(change: str) -> list[int]:
 
 
 @pytest.mark.parametrize("change", [*(c for c in tpu.CHANGES if c != "none"), "balance"])
-def test_projection_equals_the_rerun_job(state: tuple[moeprof.Analysis, JobState], change: str) -> None:
+def test_projection_equals_the_rerun_job(state: Result, change: str) -> None:
     """Each change projected from the measured TPU job (``balance``: every chip as fast as the median one; the
     others the --what-if terms of :data:`CHANGES`: the slow chip fixed, the all-to-all transfers halved, the DCN
     transfer halved or taken away) against the job simulated again with it, step by step; the change matters far
     more than the difference."""
-    analysis, job_state = state
+    analysis, job_state = state.analysis, state
     assert job_state.projector is not None
     if change == "balance":
         projection = analysis.projections[0]
         assert projection.what_if == ("balance",)
     else:
-        projection = project_job(job_state.projector.job, tpu.CHANGES[change], analysis.opportunities)
+        projection = job_state.projector.project(tpu.CHANGES[change])
     rerun = _rerun(change)
     projected = [s.projected_ns for s in projection.steps]
     for got, want in zip(projected, rerun, strict=True):

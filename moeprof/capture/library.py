@@ -20,7 +20,7 @@ from typing import ParamSpec, TypeVar
 
 from ..core.analysis import Analysis
 from ..options import StepOptions
-from ..pipeline import analyze_paths
+from ..pipeline import Request, run
 from .runfolder import ANALYSIS, MANIFEST, TRACE_DIR, new_manifest, write_json
 
 P = ParamSpec("P")
@@ -146,7 +146,7 @@ class ProfileSteps:
             },
         )
         write_json(self.out_dir / MANIFEST, manifest)
-        self.result = analyze_paths([self.out_dir], step_options=step_options)
+        self.result = run(Request([self.out_dir], steps=step_options)).analysis
         write_json(self.out_dir / ANALYSIS, self.result.to_json())
 
 

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..core.analysis import Analysis
-from ..pipeline import analyze_paths, with_throughput
+from ..pipeline import Request, run, with_throughput
 from ..readers.runfolder import ANALYSIS, MANIFEST, MANIFEST_SCHEMA, TRACE_DIR, read_manifest
 
 __all__ = [
@@ -164,7 +164,7 @@ def analyze_run_folder(
     into the manifest, so the run's reproduction record carries it: from ``model`` and
     ``tokens_per_step`` when given, else from what the capture recorded (the demo knows its FLOPs).
     """
-    result = analyze_paths([out])
+    result = run(Request([out])).analysis
     manifest = read_manifest(out) or {}
     if model and tokens_per_step:
         result = with_throughput(result, model, tokens_per_step, seq_len, job_devices=job_devices)

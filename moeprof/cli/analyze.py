@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -106,6 +106,23 @@ def analyze_command(
             "'balance-router' (the experts' work spread evenly, work conserved). Repeatable: the terms combine.",
         ),
     ] = None,
+    no_projection: Annotated[
+        bool,
+        typer.Option(
+            "--no-projection",
+            help="Skip the projections (what would it buy, the opportunities' projected savings): the measured"
+            " figures alone, faster on a large job.",
+        ),
+    ] = False,
+    critical_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--critical-path",
+            metavar="FILE.parquet",
+            help="Write every projection's whole critical path, one row per segment, to this parquet file"
+            " (the JSON carries each path's figures and its longest segments).",
+        ),
+    ] = None,
 ) -> None:
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
@@ -114,12 +131,15 @@ def analyze_command(
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         # imported here: `moeprof --help` and the other commands do not pay for the pipeline
         from ..insight.bandwidth import link_peaks
-        from ..insight.whatif import parse_terms
-        from ..pipeline import analyze_paths, with_throughput
+        from ..insight.projection import parse_terms
+        from ..pipeline import Request, with_throughput
+        from ..pipeline import run as run_job
         from ..readers.discovery import plan_job
 
         terms = list(what_if or [])
         parse_terms(terms)  # a bad term fails before any trace is read
+        if no_projection and (terms or critical_path):
+            raise fail("--no-projection leaves out the projections: it excludes --what-if and --critical-path")
 
         device_rows = parse_devices(devices)
         options, step_options = analyze_options(
@@ -128,10 +148,16 @@ def analyze_command(
         peaks = link_peaks(gpu, link_peak)
         plan = plan_job(list(paths), options)  # the files, decided once
         with file_progress(len(plan.files), enabled=not json) as advance:
-            result = analyze_paths(
-                plan, options, step_options, progress=advance, link_peaks=peaks,
-                execution=exec_options(jobs, scheduler, skip_bad), what_if=terms,
+            # compute what the output shows: every figure for the JSON (and the paths asked for), the terminal's
+            # rows without the projected timelines' figures and critical paths, or no projection at all
+            detail: Literal["full", "screen", "none"] = (
+                "none" if no_projection else "full" if json or critical_path else "screen"
+            )
+            request = Request(
+                plan, options, step_options, exec_options(jobs, scheduler, skip_bad), peaks, terms,
+                progress=advance, projections=detail,
             )  # fmt: skip
+            result = run_job(request).analysis
         if model or tokens_per_step:
             if not (model and tokens_per_step):
                 raise fail("--model and --tokens-per-step go together")
@@ -140,10 +166,14 @@ def analyze_command(
             from ..gate.history import record_run
 
             record_run(history, "analyze", result)
-        if json:
-            from ..reports.json_report import to_json
+        if critical_path is not None:  # before any output: a file that cannot be written fails the command
+            from ..reports.critical_path import write_critical_paths
 
-            typer.echo(to_json(result))
+            write_critical_paths(result, critical_path)
+        if json:
+            from ..reports.json_report import write_json
+
+            write_json(result)
         else:
             from ..reports import terminal
 

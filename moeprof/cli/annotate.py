@@ -51,7 +51,9 @@ def annotate_command(
 
     def body() -> None:
         domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
-        from ..pipeline import analyze_job
+        from ..core.timeline import TimelineOptions
+        from ..pipeline import Request
+        from ..pipeline import run as run_job
         from ..reports.annotate import write_annotated
 
         if not output.name.lower().endswith((".json", ".json.gz")):
@@ -60,20 +62,19 @@ def annotate_command(
             steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         if what_if:
-            from ..insight.whatif import parse_terms
+            from ..insight.projection import parse_terms
 
             parse_terms(what_if)  # a bad term fails before any trace is read
-        result, traces, state = analyze_job(list(paths), options, step_options)
+        request = Request(
+            list(paths), options, step_options, timeline=TimelineOptions(), traces=True, projected=what_if or None
+        )
+        done = run_job(request)
+        result, projected = done.analysis, done.projected
         if result.timeline_free:
             raise fail(f"{paths[0]}: NCCL Inspector logs have no timeline to annotate (analyze or report them)")
-        projected = None
-        if what_if:
-            from ..pipeline.projected import project_timeline
-
-            projected = project_timeline(result, state, what_if)
         try:
             if projected is None:
-                counts = write_annotated(traces, result, state.timeline, output)
+                counts = write_annotated(list(done.traces), result, done.timeline, output)
             else:
                 change = " ".join(projected.projection.what_if)
                 counts = write_annotated(

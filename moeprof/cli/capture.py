@@ -65,13 +65,13 @@ class Throughput:
 def finish_run(out: Path, as_json: bool, throughput: Throughput | None = None) -> Analysis:
     from ..capture.runfolder import analyze_run_folder
     from ..reports import terminal
-    from ..reports.json_report import to_json
+    from ..reports.json_report import write_json
 
     """Analyze the run folder just written (analysis.json beside the trace) and show the report."""
     rate = throughput or Throughput()
     result = analyze_run_folder(out, rate.model, rate.tokens_per_step, rate.seq_len, rate.job_devices)
     if as_json:
-        typer.echo(to_json(result))
+        write_json(result)
     else:
         terminal.render(result)
         typer.echo(f"run folder: {out}  (moeprof analyze {out})", err=True)

@@ -152,7 +152,7 @@ def check_command(
         if path.is_dir():  # a folder of traces (a saved analysis or one file needs no pool)
             warm_fork_server([path], jobs, scheduler)
         from ..gate.check import checkable, evaluate, load_source, resolve_config, verdict, write_junit
-        from ..reports.gate import render_check
+        from ..gate.render import render_check
 
         if per_device and total:
             raise fail("--per-device and --total exclude each other")

@@ -61,7 +61,7 @@ def diff_command(
     def body() -> None:
         domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         from ..gate.diff import compare, explanation, labels, load_with_traces
-        from ..reports.gate import render_diff
+        from ..gate.render import render_diff
 
         if len(paths) < 2:
             raise fail("diff needs two or more inputs")

@@ -20,7 +20,7 @@ def history_command(
 
     def body() -> None:
         from ..gate.history import history_doc, last_flip, read_runs, trends
-        from ..reports.gate import render_history
+        from ..gate.render import render_history
 
         runs = read_runs(db, last)
         flip = last_flip(db)

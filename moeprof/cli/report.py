@@ -87,8 +87,9 @@ def report_command(
         domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         from ..insight.bandwidth import link_peaks
+        from ..pipeline.pages import report_inputs
         from ..readers.discovery import plan_job
-        from ..reports.html import report_paths
+        from ..reports.html import write_report
 
         if lanes not in ("device", "stream"):
             raise fail(f"--lanes must be 'device' or 'stream', not {lanes!r}")
@@ -97,7 +98,7 @@ def report_command(
         if what_if and (no_projection or (compare and len(paths) > 1)):
             raise fail("--what-if draws one job's projection: it excludes --no-projection and --compare")
         if what_if:
-            from ..insight.whatif import parse_terms
+            from ..insight.projection import parse_terms
 
             parse_terms(what_if)  # a bad term fails before any trace is read
         options, step_options = analyze_options(
@@ -108,11 +109,12 @@ def report_command(
         groups = [[p] for p in paths] if compare and len(paths) > 1 else [list(paths)]
         plans = [plan_job(g, options) for g in groups]  # each input's files, decided once
         with file_progress(sum(len(p.files) for p in plans)) as advance:
-            size = report_paths(
-                groups, output, options, step_options, peaks, lanes, max_events,
+            items = report_inputs(
+                groups, options, step_options, peaks, lanes, max_events,
                 execution=exec_options(jobs, scheduler, skip_bad), progress=advance,
                 what_if=[] if no_projection else what_if, plans=plans,
             )  # fmt: skip
+        size = write_report(items, output, lanes=lanes, max_events=max_events)
         typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)
 
     guarded(body)

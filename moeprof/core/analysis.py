@@ -9,12 +9,16 @@ Every ratio is computed here, from the ns sums, in one place (:func:`ratio`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, NamedTuple, Self, TypeVar
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar, cast
+
+import numpy as np
+import pandas as pd
 
 from ..errors import InputError
 from .ledger import DEVICE_KEYS
+from .sections import EdgeExposure, Hardware, InspectorResult, Launches, LedgerTotals, Throughput, Utilization
 
 SCHEMA = "moeprof.analysis/1"
 
@@ -60,16 +64,9 @@ def ratio(numerator: float, denominator: float) -> float:
 _PLAIN = frozenset((str, int, bool, type(None)))  # values _clean keeps as they are, without a call
 
 
-class PlainRecords(list[dict[str, Any]]):
-    """JSON records whose values are all str or int (a critical path's segments): :func:`_clean` keeps the
-    list as it is instead of looking at each of its values (tens of thousands of segments per projection)."""
-
-
 def _clean(value: Any) -> Any:
     """JSON has no NaN: unknown figures are null."""
     kind = type(value)
-    if kind is PlainRecords:
-        return value
     if kind is dict:  # the common containers first, their plain values kept in place (a call per value
         # cost more than the rest of the JSON: a projection's critical path holds tens of thousands)
         return {k: v if type(v) in _PLAIN else _clean(v) for k, v in value.items()}
@@ -212,6 +209,7 @@ class StepFigures(Figures):
 
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 def _plain_to_json(obj: Any) -> dict[str, Any]:
@@ -281,6 +279,9 @@ class Opportunity:
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)
     remedy_family: str = ""  # what kind of fix it is, stable across the remedy's framework variants
+    # what the remedy was chosen on: each condition of its row with what the trace showed, and the facts its
+    # text depends on with the evidence for them (insight.remedies.Remedy.checked)
+    remedy_checked: tuple[Mapping[str, Any], ...] = ()
     # §9: the mean step saving if its activities took no time (None: not computed, or not activities)
     projected_saving_ns: int | None = None
     # the most that saving can be (the work on the measured critical chain); set where it was bounded,
@@ -290,7 +291,8 @@ class Opportunity:
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
         out["evidence"] = dict(self.evidence)
-        for key in ("remedy_id", "remedy_family"):
+        out["remedy_checked"] = [dict(c) for c in self.remedy_checked]
+        for key in ("remedy_id", "remedy_family", "remedy_checked"):
             if not out[key]:
                 del out[key]
         for key in ("projected_saving_ns", "projected_saving_max_ns"):
@@ -306,6 +308,7 @@ class Opportunity:
         kw.setdefault("bound_from", "exposed")
         kw.setdefault("evidence", {})
         kw.setdefault("remedy", "")
+        kw["remedy_checked"] = tuple(dict(c) for c in kw.get("remedy_checked") or () if isinstance(c, Mapping))
         return _plain_from_json(cls, kw)
 
 
@@ -326,8 +329,19 @@ class ScopeRow:
     flops: float | None = None  # the ops' flops stat (XLA's cost model)
     model_flops: float | None = None  # the ops' model_flops stat
     bytes_accessed: float | None = None
-    tflops_per_s: float | None = None  # (model_flops where stated, else flops) over total_ns
+    # the FLOPs moeprof counts (model_flops where stated, else flops; the ragged dots the HLO shows recounted)
+    counted_flops: float | None = None
+    tflops_per_s: float | None = None  # counted_flops over total_ns
     peak_fraction: float | None = None  # tflops_per_s over the chip's peak
+    # XLA's own figure (its stat alone) where the recount changed it
+    tflops_per_s_xla: float | None = None
+    peak_fraction_xla: float | None = None
+    # what the component costs: the activities that serve the scope (its own, its backward's, the updates and
+    # casts of its parameters; docs/metrics.md "Components"), clipped and summed like total_ns; None: not measured
+    attributed_count: int | None = None
+    attributed_ns: int | None = None
+    attributed_share: float | None = None  # of the job's accumulated_ns
+    attributed_backward_ns: int | None = None  # of attributed_ns, serving the backward pass
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
@@ -418,18 +432,42 @@ SIGNIFICANT_SAVING = 0.01
 @dataclass(frozen=True, slots=True)
 class StepBound:
     """What sets a projected step's end: the largest cause on its critical path, its share of the path, and
-    the devices that cause lies on (in path order)."""
+    the devices that cause lies on (in path order); for the measured step, the activities that make most of
+    that cause's time on the path (``ops``: what bounds the step, by name and stream)."""
 
     cause: str  # one of CAUSES
     share: float
     devices: tuple[str, ...]
+    ops: tuple[PathOp, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"cause": self.cause, "share": self.share, "devices": list(self.devices)}
+        out: dict[str, Any] = {"cause": self.cause, "share": self.share, "devices": list(self.devices)}
+        if self.ops:
+            out["ops"] = [op._asdict() for op in self.ops]
+        return out
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StepBound:
-        return cls(str(doc.get("cause", "")), float(doc.get("share") or 0.0), tuple(map(str, doc.get("devices") or ())))
+        ops = tuple(
+            PathOp(str(o.get("name", "")), str(o.get("device", "")), str(o.get("stream", "")), int(o.get("ns") or 0))
+            for o in doc.get("ops") or ()
+            if isinstance(o, Mapping)
+        )
+        return cls(
+            str(doc.get("cause", "")),
+            float(doc.get("share") or 0.0),
+            tuple(map(str, doc.get("devices") or ())),
+            ops,
+        )
+
+
+class PathOp(NamedTuple):
+    """Activities of one name on one device's stream that lie on a critical path, and their time there."""
+
+    name: str
+    device: str
+    stream: str
+    ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,10 +481,8 @@ class StepProjection:
 
 
 class PathSegment(NamedTuple):
-    """One piece of a critical path: an activity's time, or the launch/host gap before one.
-
-    A named tuple, not a frozen dataclass like its neighbours: a projection's path holds tens of thousands,
-    and a frozen dataclass takes about four times as long to make (its fields are set one call each)."""
+    """One piece of a critical path: an activity's time, or the launch/host gap before one (what iterating a
+    :class:`CriticalPath` gives, one at a time)."""
 
     device: str
     bucket: str  # the activity's bucket ("" for a gap)
@@ -470,6 +506,160 @@ class PathSegment(NamedTuple):
         }
 
 
+PATH_COLUMNS = ("device", "bucket", "kind", "cause", "name", "start_ns", "end_ns")  # PathSegment's fields
+LONGEST_SEGMENTS = 5  # the longest segments a projection's JSON lists (the whole path: a parquet file on request)
+
+
+@dataclass(frozen=True, eq=False)
+class CriticalPath:
+    """A projected step's critical path as columns, one entry per segment in path order (spec §9): the strings
+    as object arrays of shared values, the times as int64 arrays; a path of a million segments makes a few
+    arrays, not a million Python objects.
+
+    The JSON carries its figures, not its list (docs/metrics.md, "Projection"): the number of segments, their
+    time, the devices it crosses (in path order) and the :data:`LONGEST_SEGMENTS` longest. A path read back
+    from that JSON holds those longest segments only (``complete`` False); the whole path of a fresh
+    projection is written with ``analyze --critical-path FILE.parquet`` (:meth:`frame`)."""
+
+    device: np.ndarray
+    bucket: np.ndarray
+    kind: np.ndarray
+    cause: np.ndarray
+    name: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    segments: int = -1  # segments on the whole path (-1: as many as the columns hold)
+    total_ns: int = -1  # their time (-1: the columns' sum)
+    crossed: tuple[str, ...] | None = None  # the devices it crosses, in path order (None: from the columns)
+
+    def __post_init__(self) -> None:
+        if self.segments < 0:
+            object.__setattr__(self, "segments", int(self.start_ns.size))
+        if self.total_ns < 0:
+            object.__setattr__(self, "total_ns", int(self.ns.sum(dtype=np.int64)))
+        if self.crossed is None:
+            named = self.device[self.device != ""] if self.device.size else self.device
+            first = pd.unique(named) if named.size else ()
+            object.__setattr__(self, "crossed", tuple(str(d) for d in first))
+
+    @classmethod
+    def empty(cls) -> CriticalPath:
+        none = np.zeros(0, dtype=object)
+        return cls(none, none, none, none, none, np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    @classmethod
+    def of_segments(
+        cls,
+        rows: Iterable[PathSegment],
+        segments: int = -1,
+        total_ns: int = -1,
+        crossed: tuple[str, ...] | None = None,
+    ) -> CriticalPath:
+        """A path from its segments (a few: tests, a saved analysis' longest)."""
+        held = list(rows)
+        cols = list(zip(*held)) if held else [()] * len(PATH_COLUMNS)
+        text = [np.array(c, dtype=object) for c in cols[:5]]
+        start, end = (np.array(c, dtype=np.int64) for c in cols[5:])
+        device, bucket, kind, cause, name = text
+        return cls(device, bucket, kind, cause, name, start, end, segments=segments, total_ns=total_ns, crossed=crossed)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the columns hold every segment of the path (a fresh projection's do)."""
+        return int(self.start_ns.size) == self.segments
+
+    @property
+    def ns(self) -> np.ndarray:
+        return self.end_ns - self.start_ns
+
+    def __len__(self) -> int:
+        return self.segments
+
+    def __bool__(self) -> bool:
+        return self.segments > 0
+
+    def __eq__(self, other: object) -> bool:
+        """Two paths are equal where their JSON is (a path read back from it equals the fresh one)."""
+        return isinstance(other, CriticalPath) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __iter__(self) -> Iterator[PathSegment]:
+        """The segments held, one at a time (a few: tests, the longest of a saved analysis)."""
+        for row in zip(*(getattr(self, c).tolist() for c in PATH_COLUMNS)):
+            yield PathSegment(*row)
+
+    def _pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces that last: their time, and their cause and device as codes into distinct values (one
+        hash of each column, not a comparison of strings per cause)."""
+        ns = self.ns
+        keep = ns > 0
+        cause_of, causes = pd.factorize(self.cause[keep])
+        device_of, devices = pd.factorize(self.device[keep])
+        return ns[keep], cause_of, np.asarray(causes, dtype=object), device_of, np.asarray(devices, dtype=object)
+
+    def by_cause(self) -> dict[str, int]:
+        """The path's time per cause (every one of ``CAUSES``, in their order)."""
+        ns, cause_of, causes, _, _ = self._pieces()
+        total = np.bincount(cause_of, weights=ns, minlength=causes.size) if ns.size else np.zeros(0)
+        got = {str(c): int(v) for c, v in zip(causes.tolist(), total.tolist())}
+        return {c: got.get(c, 0) for c in CAUSES}
+
+    def by_cause_device(self) -> dict[str, dict[str, int]]:
+        """The path's time per cause, per device (the pieces that last)."""
+        ns, cause_of, causes, device_of, devices = self._pieces()
+        if not ns.size:
+            return {}
+        # float64 sums of int64 ns are exact below 2^53 ns (104 days)
+        total = np.bincount(cause_of * devices.size + device_of, weights=ns, minlength=causes.size * devices.size)
+        total = total.reshape(causes.size, devices.size)
+        return {
+            str(c): {str(devices[d]): int(total[i, d]) for d in np.flatnonzero(total[i]).tolist()}
+            for i, c in enumerate(causes.tolist())
+        }
+
+    def longest(self, k: int = LONGEST_SEGMENTS) -> CriticalPath:
+        """The ``k`` longest segments held (ties: the earlier on the path), in path order."""
+        ns = self.ns
+        if ns.size <= k:
+            return self
+        keep = np.sort(np.argsort(-ns, kind="stable")[:k])
+        return replace(self, **{c: getattr(self, c)[keep] for c in PATH_COLUMNS})
+
+    def to_json(self) -> dict[str, Any]:
+        """The path's figures (module docstring): segments, ns, the devices crossed, the longest segments."""
+        return {
+            "segments": self.segments,
+            "ns": self.total_ns,
+            "devices": list(self.crossed or ()),
+            "longest": [s.to_json() for s in self.longest()],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> CriticalPath:
+        """The figures (:meth:`to_json`), or a saved analysis' whole list of segments (before the lean form)."""
+
+        def segment(p: Mapping[str, Any]) -> PathSegment:
+            return PathSegment(
+                str(p.get("device", "")), str(p.get("bucket", "")), str(p.get("kind", "")), str(p.get("cause", "")),
+                str(p.get("name", "")), int(p.get("start_ns", 0)), int(p.get("end_ns", 0)),
+            )  # fmt: skip
+
+        if isinstance(doc, dict):
+            rows = [segment(p) for p in doc.get("longest") or () if isinstance(p, dict)]
+            devices = tuple(str(d) for d in doc.get("devices") or ())
+            return cls.of_segments(
+                rows, segments=_int(doc.get("segments")), total_ns=_int(doc.get("ns")), crossed=devices
+            )
+        return cls.of_segments(segment(p) for p in doc or () if isinstance(p, dict))
+
+    def frame(self) -> pd.DataFrame:
+        """The segments held as a table (PATH_COLUMNS and ``ns``), in path order."""
+        out = pd.DataFrame({c: getattr(self, c) for c in PATH_COLUMNS})
+        out["ns"] = self.ns
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class Projection:
     """Spec §9: one projection of the job (the measured job replayed with some changes)."""
@@ -479,18 +669,20 @@ class Projection:
     projected_step_ns: int
     saving_ns: int
     steps: tuple[StepProjection, ...] = ()
-    critical_path: tuple[PathSegment, ...] = ()  # of the step with the longest projected time
+    critical_path: CriticalPath = field(default_factory=CriticalPath.empty)  # of the longest projected step
     critical_step: int | None = None
     path_by_cause: Mapping[str, int] = field(default_factory=dict)
     devices: tuple[DeviceFigures, ...] = ()
-    throughput: Mapping[str, Any] | None = None  # projected tokens/s, TFLOPS per device, MFU
+    throughput: Throughput | None = None  # projected tokens/s, TFLOPS per device, MFU
     # the question it answers (PROJECTION_ROLES): the straggler fix, the balanced router, the --what-if asked for,
     # an opportunity made free, a collective kind at half its transfer
     role: str = ""
     label: str = ""  # what it changes, in words
     selected: int | None = None  # activities its terms change (0: the terms select none); None: not known
     bound: StepBound | None = None  # what sets the end of its longest projected step
-    note: str = ""  # what the change could not do (the router term without expert work found, ...)
+    note: str = ""  # what the terms say they did or could not do (the router term without expert work found, ...)
+    # what each term that says so selected (the tokens term: the batch found, time per class scaled and held)
+    selection: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def saving_fraction(self) -> float:
@@ -509,7 +701,7 @@ class Projection:
             "saving_fraction": self.saving_fraction,
             "steps": [s.to_json() for s in self.steps],
             "critical_step": self.critical_step,
-            "critical_path": PlainRecords(p.to_json() for p in self.critical_path),
+            "critical_path": self.critical_path.to_json(),
             "path_by_cause": dict(self.path_by_cause),
             "devices": [d.to_json() for d in self.devices],
         }
@@ -522,6 +714,8 @@ class Projection:
             out["selected_activities"] = self.selected
         if self.bound is not None:
             out["bound"] = self.bound.to_json()
+        if self.selection:
+            out["selection"] = [dict(found) for found in self.selection]
         return out
 
     @classmethod
@@ -536,27 +730,17 @@ class Projection:
                 StepProjection(int(s["step"]), int(s["measured_ns"]), int(s["projected_ns"]))
                 for s in doc.get("steps") or ()
             ),
-            critical_path=tuple(
-                PathSegment(
-                    str(p.get("device", "")),
-                    str(p.get("bucket", "")),
-                    str(p.get("kind", "")),
-                    str(p.get("cause", "")),
-                    str(p.get("name", "")),
-                    int(p.get("start_ns", 0)),
-                    int(p.get("end_ns", 0)),
-                )
-                for p in doc.get("critical_path") or ()
-            ),
+            critical_path=CriticalPath.from_json(doc.get("critical_path")),
             critical_step=doc.get("critical_step"),
             path_by_cause={str(k): int(v) for k, v in (doc.get("path_by_cause") or {}).items()},
             devices=tuple(DeviceFigures.from_json(d) for d in doc.get("devices") or ()),
-            throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
+            throughput=_section(Throughput, doc.get("throughput")),
             role=str(doc.get("role") or ""),
             label=str(doc.get("label") or ""),
             selected=_int(doc["selected_activities"]) if doc.get("selected_activities") is not None else None,
             bound=StepBound.from_json(doc["bound"]) if isinstance(doc.get("bound"), dict) else None,
             note=str(doc.get("note") or ""),
+            selection=tuple(dict(f) for f in doc.get("selection") or () if isinstance(f, dict)),
         )
 
 
@@ -573,16 +757,16 @@ class Analysis:
     rules: Mapping[str, int] = field(default_factory=dict)  # activities per deciding taxonomy rule
     warnings: tuple[str, ...] = ()
     spread: Spread = field(default_factory=Spread)
-    throughput: Mapping[str, Any] | None = None  # tokens/s, TFLOPS per device, MFU
+    throughput: Throughput | None = None  # tokens/s, TFLOPS per device, MFU
     manifest: Mapping[str, Any] | None = None  # the run folder's reproduction record, when the input is one
-    ledger: Mapping[str, Any] | None = None  # §8 summary: instances, incomplete, desynchronized, clocks
+    ledger: LedgerTotals | None = None  # §8 summary: instances, incomplete, desynchronized, clocks
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a saved analysis this version does not know
     producer: str = field(default="", compare=False)  # moeprof version that wrote a saved analysis ("" = this one)
     skipped: tuple[Mapping[str, str], ...] = ()  # inputs left out with --skip-bad: file and problem
-    hardware: Mapping[str, Any] | None = None  # the GPUs the traces name, the preset and peaks used
+    hardware: Hardware | None = None  # the GPUs the traces name, the preset and peaks used
     dropped_activities: int = 0  # device activities the readers dropped as unplaceable (in the JSON when > 0)
     # NCCL Inspector logs: per-collective figures without a timeline (devices empty, §4 total null)
-    inspector: Mapping[str, Any] | None = None
+    inspector: InspectorResult | None = None
     # §9: the balance projection (multi-device jobs), the one --what-if asked for, then the rest of "what would it
     # buy" (each with its role); the engine that made them is returned beside the analysis, never kept in it
     projections: tuple[Projection, ...] = ()
@@ -593,7 +777,13 @@ class Analysis:
     step_bound: StepBound | None = None
     scopes: tuple[ScopeRow, ...] = ()  # per JAX name scope (traces that name scopes: XLA programs)
     # FLOPs the trace's ops state (TPU XPlanes) against the chip's peak: MFU, ops and steps above the peak
-    utilization: Mapping[str, Any] | None = None
+    utilization: Utilization | None = None
+    # the exposed time of each device's first and last collective, where a capture cuts the run of steps
+    # (insight.edges): JSON "edge_exposure"
+    edges: EdgeExposure | None = None
+    # what the host's kernel launches say (readers.kineto.launch_facts, summed over the files): launches, those
+    # without their activity, those inside a graph capture; JSON "launches"
+    launches: Launches | None = None
 
     schema: ClassVar[str] = SCHEMA
 
@@ -671,6 +861,10 @@ class Analysis:
             doc["scopes"] = [r.to_json() for r in self.scopes]
         if self.utilization:
             doc["utilization"] = dict(self.utilization)
+        if self.edges:
+            doc["edge_exposure"] = dict(self.edges)
+        if self.launches:
+            doc["launches"] = dict(self.launches)
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -707,6 +901,8 @@ class Analysis:
             "step_bound",
             "scopes",
             "utilization",
+            "edge_exposure",
+            "launches",
         }
         try:
             return cls(
@@ -719,23 +915,30 @@ class Analysis:
                 rules={str(k): int(v) for k, v in (doc.get("rules") or {}).items()},
                 warnings=tuple(str(w) for w in doc.get("warnings") or ()),
                 spread=Spread.from_json(doc.get("spread") or {}),
-                throughput=doc.get("throughput") if isinstance(doc.get("throughput"), dict) else None,
+                throughput=_section(Throughput, doc.get("throughput")),
                 manifest=doc.get("manifest") if isinstance(doc.get("manifest"), dict) else None,
-                ledger=doc.get("ledger") if isinstance(doc.get("ledger"), dict) else None,
+                ledger=_section(LedgerTotals, doc.get("ledger")),
                 skipped=tuple(s for s in doc.get("skipped") or () if isinstance(s, dict)),
                 projections=tuple(Projection.from_json(p) for p in _dicts(doc.get("projections"))),
-                hardware=doc.get("hardware") if isinstance(doc.get("hardware"), dict) else None,
+                hardware=_section(Hardware, doc.get("hardware")),
                 dropped_activities=_int(doc.get("dropped_activities")),
-                inspector=doc.get("inspector") if isinstance(doc.get("inspector"), dict) else None,
+                inspector=_section(InspectorResult, doc.get("inspector")),
                 step_ns=_int(doc["step_ns"]) if doc.get("step_ns") is not None else None,
                 step_bound=StepBound.from_json(doc["step_bound"]) if isinstance(doc.get("step_bound"), dict) else None,
                 scopes=tuple(ScopeRow.from_json(r) for r in _dicts(doc.get("scopes"))),
-                utilization=doc.get("utilization") if isinstance(doc.get("utilization"), dict) else None,
+                utilization=_section(Utilization, doc.get("utilization")),
+                edges=_section(EdgeExposure, doc.get("edge_exposure")),
+                launches=_section(Launches, doc.get("launches")),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )
         except (TypeError, ValueError, KeyError) as exc:
             raise InputError(origin, f"not a valid {SCHEMA} object ({exc})") from None
+
+
+def _section(kind: type[S], value: Any) -> S | None:
+    """A JSON section of a saved analysis as its type (:mod:`.sections`), None where it is not an object."""
+    return cast(S, value) if isinstance(value, dict) else None
 
 
 def _dicts(items: Any) -> list[dict[str, Any]]:

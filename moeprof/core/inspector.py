@@ -15,10 +15,12 @@ rows do give, and this module measures (definitions in docs/metrics.md, "NCCL In
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
+
+from .sections import InspectorResult
 
 # a process is "consistently" the last to arrive when its call is the shortest in at least this share of
 # the complete instances it took part in (a random member is shortest in 1/n of them)
@@ -76,7 +78,7 @@ def bytes_label(n: int) -> str:
 def measure(
     rows: pd.DataFrame | Mapping[str, Any], peaks: Mapping[str, float] | None = None,
     versions: Sequence[str] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> InspectorResult:  # fmt: skip
     """The ``inspector`` section of the analysis from every file's operation rows (concatenated): a table, or
     its columns by name (the pipeline's, not made into a table); ``versions`` else the table's attrs."""
     peaks = peaks or {}
@@ -88,7 +90,7 @@ def measure(
         cols = _Columns({name: _array(rows[name])[keep] for name in _READ})
     p2p = cols.is_p2p
     coll = ~p2p
-    return {
+    result = {
         "format": "nccl-inspector",
         "versions": sorted({str(v) for v in versions}),
         "records": cols.n,
@@ -102,6 +104,7 @@ def measure(
         "p2p": _p2p(cols, p2p),
         "cannot_tell": list(CANNOT_TELL) + ([P2P_CANNOT_TELL] if p2p.any() else []),
     }
+    return cast("InspectorResult", result)
 
 
 class _Columns:

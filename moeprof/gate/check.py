@@ -24,7 +24,7 @@ from ..core.analysis import Analysis, StepFigures, sum_figures
 from ..errors import InputError
 from ..insight.throughput import manifest_throughput, throughput_mismatch
 from ..options import ExecOptions, LoadOptions, StepOptions
-from ..pipeline import analyze_paths
+from ..pipeline import Request, run
 from ..readers import discover
 from ..readers.runfolder import ANALYSIS, read_manifest
 from .noise import DEFAULT_ALPHA, NoiseTest, welch_test
@@ -180,7 +180,7 @@ def load_source(
         if analysis.throughput is None and (tp := manifest_throughput(manifest)):
             analysis = analysis.with_(throughput=tp)
         return Source(path, "run", analysis)
-    analysis = analyze_paths([path], options, step_options, execution=execution)
+    analysis = run(Request([path], options or LoadOptions(), step_options, execution or ExecOptions())).analysis
     return Source(path, "run" if manifest is not None else "trace", analysis)
 
 
@@ -328,7 +328,8 @@ def inspector_value(analysis: Analysis, figure: str) -> Measure:
     name no device); the process the others waited for most is named."""
     section = analysis.inspector or {}
     total = float(section.get("exec_us") or 0.0)
-    top = (section.get("last_to_arrive") or [None])[0]
+    last = section.get("last_to_arrive") or []
+    top = last[0] if last else None
     if figure == "beyond_shortest_fraction":
         value = float(section.get("beyond_shortest_us") or 0.0)
     else:

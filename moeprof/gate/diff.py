@@ -24,12 +24,12 @@ from typing import Any
 import pandas as pd
 
 from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Collective, Opportunity
-from ..core.attribution import step_parts
 from ..errors import InputError
+from ..insight.attribution import step_parts
 from ..insight.explain import explain_change
-from ..insight.projector import Projector
+from ..insight.projection import Projector
 from ..options import ExecOptions, LoadOptions, StepOptions
-from ..pipeline import analyze_job
+from ..pipeline import Request, run
 from ..readers import discover
 from ..readers.runfolder import read_manifest
 from ..words import plural
@@ -549,15 +549,16 @@ def load_with_traces(
     execution: ExecOptions | None = None,
     keep_traces: bool = True,
 ) -> tuple[Source, Projector | None]:
-    """A trace or run folder analyzed in this process with its projector kept (a projection replays its
-    job); a saved analysis, a run folder that kept only its analysis, or any input when ``keep_traces`` is
-    False, as ``load_source`` reads it (in workers, per ``execution``), without one."""
+    """A trace or run folder analyzed with its projector kept (a projection replays its job); a saved
+    analysis, a run folder that kept only its analysis, or any input when ``keep_traces`` is False, as
+    ``load_source`` reads it, without one (both in workers, per ``execution``)."""
     if not (keep_traces and _replayable(path, options)):
         return load_source(path, options, step_options, execution), None
-    analysis, _, state = analyze_job([path], options, step_options)
+    result = run(Request([path], options or LoadOptions(), step_options, execution or ExecOptions()))
+    analysis = result.analysis
     kind = "run" if path.is_dir() and read_manifest(path) is not None else "trace"
     # NCCL Inspector logs have no timeline to replay: nothing for a projection to explain
-    return Source(path, kind, analysis), None if analysis.timeline_free else state.projector
+    return Source(path, kind, analysis), None if analysis.timeline_free else result.projector
 
 
 def _replayable(path: Path, options: LoadOptions | None) -> bool:

@@ -106,8 +106,11 @@ def key_figures(analysis: Analysis) -> dict[str, float]:
     out["devices"] = float(len(analysis.devices))
     for key in ("accumulated_ns", "compute_ns", "comm_ns", "comm_ib_ns", "exposed_comm_ns", "idle_ns", "span_ns"):
         out[key] = total.value(key)
-    for key in ("tokens_per_second", "tflops_per_device"):
-        value = (analysis.throughput or {}).get(key)
+    throughput = analysis.throughput or {}
+    for key, value in (
+        ("tokens_per_second", throughput.get("tokens_per_second")),
+        ("tflops_per_device", throughput.get("tflops_per_device")),
+    ):
         if value is not None:
             out[key] = float(value)
     return out

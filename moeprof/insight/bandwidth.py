@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from ..core.analysis import Collective
 from ..core.hardware import (
@@ -28,6 +28,7 @@ from ..core.hardware import (
     vendor_named,
     vendor_of,
 )
+from ..core.sections import Hardware
 from ..errors import InputError
 
 IB_PRESETS = {"ndr": 50.0, "xdr": 100.0, "hdr": 25.0}
@@ -105,7 +106,7 @@ class JobHardware:
 
     peaks: dict[str, float]
     preset: GpuPreset | None
-    summary: dict[str, Any] | None  # the JSON ``hardware`` object; None where nothing is known
+    summary: Hardware | None  # the JSON ``hardware`` object; None where nothing is known
     warnings: tuple[str, ...] = ()
     scale_up: str = "nvlink"  # fabric key of the scale-up domain: the preset's, else its vendor's
 
@@ -191,7 +192,7 @@ def job_hardware(
         summary["link_peaks_gbps"] = dict(sorted(peaks.items()))
     if notes:
         summary["note"] = notes[0]
-    return JobHardware(peaks, preset, summary, tuple(warnings), scale_up)
+    return JobHardware(peaks, preset, cast("Hardware", summary), tuple(warnings), scale_up)
 
 
 def latency_knee_bytes(kind: str, n: int, link: str, peak_gbps: float, scale_up: str = "nvlink") -> float | None:
@@ -247,8 +248,7 @@ def annotate(
             out.append(replace(c, group_size=n or None))
             continue
         algbw = c.bytes_per_call / per_call  # bytes per ns = GB/s
-        # a group of one moves nothing between devices (one TPU chip's all-to-all is a local copy): no bus figure
-        busbw = algbw * bus_factor(c.kind, n) if n > 1 else None
+        busbw = algbw * bus_factor(c.kind, n) if n else None
         # a mixed point-to-point collective is bounded by its slowest (InfiniBand) share
         link = "ib" if c.link in ("ib", "mixed") else c.link
         peak = peaks.get(link)

@@ -16,8 +16,9 @@ import pandas as pd
 from ..core import intervals as iv
 from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
-from ..core.hardware import fabric_text
+from ..core.hardware import fabric_text, is_tpu_job
 from ..core.metrics import DeviceTimeline, WindowMeasure
+from ..core.sections import Hardware
 from ..core.vocabulary import vocabulary
 from .remedies import EXPERT_KINDS, Situation, choose, devices_kind, for_collective, role_of
 from .stack import Stack
@@ -37,6 +38,20 @@ def name_flags(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     gemm = np.array([bool(vocab.gemm.search(n)) for n in names] + [False], dtype=bool)
     grouped = np.array([bool(vocab.grouped_gemm.search(n)) for n in names] + [False], dtype=bool)
     return gemm, grouped  # a trailing False for the code -1 (a missing name)
+
+
+def small_gemms(duration: np.ndarray, is_gemm: np.ndarray, is_grouped: np.ndarray, steps: int) -> np.ndarray | None:
+    """The small-GEMM rule over one GPU device's activities (``duration`` each, whether a GEMM, a grouped one):
+    where it holds (``MANY_GEMMS_PER_STEP`` or more GEMMs per step, their median under ``SMALL_GEMM_NS``, no
+    grouped GEMM on the device), which activities are its small GEMMs (plain GEMMs under ``SMALL_GEMM_NS``);
+    None where it does not hold. The opportunity and the projection's ``opportunity=N`` select by it."""
+    plain = is_gemm & ~is_grouped
+    count = int(plain.sum())
+    if count / max(steps, 1) < MANY_GEMMS_PER_STEP or is_grouped.any():
+        return None
+    if float(np.median(duration[plain])) >= SMALL_GEMM_NS:
+        return None
+    return plain & (duration < SMALL_GEMM_NS)
 
 
 def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str) -> list[dict]:
@@ -105,26 +120,62 @@ def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int
                     + (f", {known.sum() / 2**20:,.1f} MiB" if known.size else ""),
                 }
             )
+    out.extend(_local_collectives(timeline, measured, steps, device))
     # many small GEMMs instead of one grouped GEMM
     if is_gpu:
         name_codes, names = timeline.strings("name")
         gemm_of, grouped_of = timeline.columns.derived("name_flags", lambda: name_flags(names))
         codes = name_codes[rows]
         is_gemm, is_grouped = gemm_of[codes], grouped_of[codes]
-        gemm_dur = dur[is_gemm & ~is_grouped]
-        per_step = gemm_dur.size / max(steps, 1)
-        if per_step >= MANY_GEMMS_PER_STEP and np.median(gemm_dur) < SMALL_GEMM_NS and not is_grouped.any():
+        small = small_gemms(dur, is_gemm, is_grouped, steps)
+        if small is not None:
+            gemm_dur = dur[is_gemm & ~is_grouped]
+            per_step = gemm_dur.size / max(steps, 1)
             out.append(
                 {
                     "type": "small-gemms",
                     "device": device,
                     "time_ns": int(gemm_dur.sum()),
-                    "saving_ns": int(gemm_dur[gemm_dur < SMALL_GEMM_NS].sum() // 2),
+                    "saving_ns": int(dur[small].sum() // 2),
                     "count": int(gemm_dur.size),
                     "detail": f"{per_step:.0f} GEMM kernels per step, median {np.median(gemm_dur) / 1000:.1f} µs",
                 }
             )
     return out
+
+
+def _local_collectives(timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str) -> list[dict]:
+    """Collectives whose group is the device itself (``core.classify``: bucket memcpy, kind kept): copies
+    inside the device, of which the part no compute hides is what skipping them could save."""
+    s, e, rows = measured.pieces
+    bcodes, buckets = timeline.strings("bucket")
+    kind_codes, _ = timeline.strings("kind")
+    local = lookup(bcodes[rows], buckets == "memcpy", False) & lookup(
+        kind_codes[rows], timeline.columns.nonempty("kind"), False
+    )
+    if not local.any():
+        return []
+    k_s, k_e = measured.compute_union
+    l_s, l_e = s[local], e[local]
+    dur = l_e - l_s
+    exposed = dur - iv.overlap_each(l_s, l_e, k_s, k_e)
+    name_codes, names = timeline.strings("name")
+    used, counts = np.unique(name_codes[rows[local]], return_counts=True)
+    ops = [str(names[c]) if c >= 0 else "?" for c in used[np.argsort(-counts, kind="stable")][:3]]
+    count = int(local.sum())
+    unit = "chip" if is_tpu_job([device]) else "device"
+    return [
+        {
+            "type": "local-collectives",
+            "device": device,
+            "time_ns": int(dur.sum()),
+            "saving_ns": int(exposed.sum()),
+            "count": count,
+            "detail": f"{count} collectives whose group is this {unit} alone ({', '.join(ops)}"
+            f"{', ...' if used.size > 3 else ''}), {dur.sum() / max(steps, 1) / 1e6:.3f} ms per step: copies "
+            f"inside the {unit}, no byte crosses a link",
+        }
+    ]
 
 
 def host_gap_signal(
@@ -160,12 +211,15 @@ SIGNAL_TITLES = {
     "d2h-sync": "device-to-host syncs inside the step",
     "host-copies": "exposed host<->device copies (offload traffic)",
     "small-gemms": "many small GEMMs instead of one grouped GEMM",
+    "local-collectives": "collectives over a group of one device: local copies, not communication",
 }
 
 
-def signal_title(kind: str, stack: Stack) -> str:
+def signal_title(kind: str, stack: Stack, devices: str = "gpu") -> str:
     if kind == "small-gemms" and stack.uses("moe"):
         return "many small expert GEMMs instead of one grouped GEMM"
+    if kind == "local-collectives" and devices == "tpu":
+        return SIGNAL_TITLES[kind].replace("device", "chip")
     return SIGNAL_TITLES[kind]
 
 
@@ -179,10 +233,12 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
-        fix = choose(Situation(str(kind), devices=devices_kind(g["device"].unique())), stack)
+        on = devices_kind(g["device"].unique())
+        situation = Situation(str(kind), devices=on)
+        fix = choose(situation, stack)
         out.append(
             Opportunity(
-                title=signal_title(str(kind), stack),
+                title=signal_title(str(kind), stack, on),
                 kind=str(kind),
                 name=str(kind),
                 link=None,
@@ -196,9 +252,10 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
                     "worst_device": str(worst["device"]),
                     "detail": str(worst["detail"]),
                 },
-                remedy=fix.text,
+                remedy=fix.said(stack),
                 remedy_id=fix.id,
                 remedy_family=fix.family,
+                remedy_checked=fix.checked(situation, stack),
             )
         )
     return out
@@ -310,6 +367,7 @@ def comm_opportunities(
                 remedy=f"{remedy} {note}" if note else remedy,
                 remedy_id=fix.id,
                 remedy_family=fix.family,
+                remedy_checked=fix.checked(situation, stack),
             )
         )
     return out
@@ -360,17 +418,15 @@ def expert_exchange_opportunity(
             exchange_bound = "transfer"
     exposed = int(a2a["exposed_ns"].sum())
     hidden = 1 - exposed / float(a2a["total_ns"].sum())
-    fix = choose(
-        Situation(
-            kind="expert-exchange",
-            role=role_of("expert-exchange", stack),
-            link=link,
-            devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique()),
-            bound=exchange_bound,
-            hidden_share=hidden,
-        ),
-        stack,
+    situation = Situation(
+        kind="expert-exchange",
+        role=role_of("expert-exchange", stack),
+        link=link,
+        devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique()),
+        bound=exchange_bound,
+        hidden_share=hidden,
     )
+    fix = choose(situation, stack)
     return [
         Opportunity(
             title=(
@@ -397,9 +453,10 @@ def expert_exchange_opportunity(
                 "detail": f"{share:.0%} of communication time is {what}, {hidden:.0%} of it hidden under compute;"
                 f" {bound}",
             },
-            remedy=fix.text,
+            remedy=fix.said(stack),
             remedy_id=fix.id,
             remedy_family=fix.family,
+            remedy_checked=fix.checked(situation, stack),
         )
     ]
 
@@ -417,16 +474,22 @@ def rank(opportunities: list[Opportunity]) -> list[Opportunity]:
 PROJECTED_SIGNIFICANT = SIGNIFICANT_SAVING  # of the mean step: a projected saving below it ranks as none (replay noise)
 
 
-def rank_by_projection(opportunities: list[Opportunity], step_ns: float = 0.0) -> list[Opportunity]:
+def rank_by_projection(opportunities: list[Opportunity], step_ns: float = 0.0, steps: int = 1) -> list[Opportunity]:
     """The order opportunities are shown in: the §9 projected saving first (what taking their activities
-    away buys the step; none projected, or under 1% of the mean step ``step_ns``, counts as 0), then
-    :func:`rank`'s order. Without the floor a 2 µs host copy would outrank a 9 ms exchange whose
-    removal the replay says buys nothing either (the real DLRM: its step waits on the hosts)."""
+    away buys the step; under 1% of the mean step ``step_ns`` counts as 0), then :func:`rank`'s order.
+    An opportunity no replay can take away (not activities: a TPU's host gaps between programs, neither
+    projected nor bounded) counts by its §6 bound per step (``steps`` in the job): else a 15 µs copy the
+    replay can remove outranks 876 µs of host-bound idle per step (the one-chip TPU demo). Without the floor
+    a 2 µs host copy would outrank a 9 ms exchange whose removal the replay says buys nothing either (the
+    real DLRM: its step waits on the hosts)."""
     order = {id(o): i for i, o in enumerate(rank(opportunities))}
     floor = PROJECTED_SIGNIFICANT * step_ns
 
     def projected(o: Opportunity) -> int:
-        s = o.projected_saving_ns or 0
+        s = o.projected_saving_ns
+        if s is None and o.projected_saving_max_ns is None:
+            s = o.saving_bound_ns // max(steps, 1)
+        s = s or 0
         return s if s >= floor else 0
 
     return sorted(opportunities, key=lambda o: (-projected(o), order[id(o)]))
@@ -525,7 +588,7 @@ def merge_same_time(
     return out
 
 
-def named_fabrics(opportunities: list[Opportunity], hardware: dict | None) -> tuple[Opportunity, ...]:
+def named_fabrics(opportunities: list[Opportunity], hardware: Hardware | None) -> tuple[Opportunity, ...]:
     """The opportunities with their remedies (and those of the findings they absorbed) written in the job's own
     fabric names where they are not NVLink and InfiniBand: ICI and DCN on TPUs (an ICI slice is the domain)."""
     hw = hardware or {}

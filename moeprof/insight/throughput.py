@@ -4,22 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ..core.analysis import Analysis
-from ..core.projection import projected_throughput
+from ..core.sections import Throughput
 
 
-def manifest_throughput(manifest: Mapping[str, Any]) -> dict | None:
+def projected_throughput(throughput: Throughput | None, measured: int, projected: int) -> Throughput | None:
+    """tokens/s, TFLOPS per device and MFU at the projected step (they scale with 1 / step time)."""
+    if not throughput or measured <= 0 or projected <= 0:
+        return None
+    factor = measured / projected
+    out: dict[str, Any] = {}
+    for key in ("tokens_per_second", "tflops_per_device", "mfu"):
+        value = cast("Mapping[str, Any]", throughput).get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = value * factor
+    if "step_ns" in throughput:
+        out["step_ns"] = round(float(throughput["step_ns"]) / factor)
+    return cast("Throughput", out) if out else None
+
+
+def manifest_throughput(manifest: Mapping[str, Any]) -> Throughput | None:
     """tokens/s and model TFLOPS per device from a manifest's run figures, where it has them."""
     tokens_per_second = manifest.get("tokens_per_second")
     flops = manifest.get("model_flops_per_token")
     devices = (manifest.get("devices") or {}).get("count")
     if not tokens_per_second:
         return None
-    out = {"tokens_per_second": tokens_per_second}
+    out: Throughput = {"tokens_per_second": tokens_per_second}
     if flops and devices:
         out["model_flops_per_token"] = flops
         out["tflops_per_device"] = tokens_per_second * flops / devices / 1e12
@@ -61,7 +76,7 @@ def with_throughput(
     # the chip's own peak where its plane states one (a TPU plane's peak_teraflops_per_second, a bf16 peak)
     stated = (analysis.utilization or {}) if gpu is None and dtype_kind(dtype) == "bf16" else {}
     own_peak = stated.get("peak_tflops") if "device plane" in str(stated.get("peak_from", "")) else None
-    figures = {
+    figures: Throughput = {
         **throughput_figures(
             tokens_per_step, step_ns / 1e9, per_token, job_devices or len(analysis.devices), kind, dtype, own_peak
         ),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -27,14 +27,14 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
-from ..core.events import BUCKETS, bucket_codes, column_codes
 from ..core.events import concat as concat_tables
 from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
-from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
+from ..core.sections import LedgerTotals
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
+from ..insight.edges import capture_edges
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
@@ -43,8 +43,8 @@ from ..insight.opportunities import (
     rank,
     signal_opportunities,
 )
-from ..insight.projector import Projector, project_analysis
-from ..insight.stack import Stack
+from ..insight.projection import REPLAY_COLUMNS, SYNC_COLUMNS, Projector, ReplayJob, joined_job, project_analysis
+from ..insight.stack import Stack, launch_summary
 from ..insight.utilization import job_peak, utilization
 from ..insight.waiting import op_stragglers, straggler_opportunity
 from .per_file import COMM_AGG_COLUMNS, FileResult
@@ -137,6 +137,7 @@ class _FileTake:
     models: dict[str, str]  # device -> GPU model its file names
     dropped_activities: int  # device activities the reader dropped (unplaceable or outliers)
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> the peaks its plane states
+    launches: dict = field(default_factory=dict)  # the file's launch facts (Trace.launches), summed per job
 
 
 def _first_seen(maps: Iterable[Mapping[K, V]]) -> dict[K, V]:
@@ -209,6 +210,7 @@ class JobResults:
             step_positions=dict(part.step_positions),
             models=dict(part.models),
             dropped_activities=part.dropped_activities,
+            launches=dict(part.launches),
             peaks=dict(part.peaks),
         )
         for name in self._TABLES:
@@ -300,6 +302,11 @@ class JobResults:
         return sum(f.dropped_activities for f in self._kept())
 
     @property
+    def launches(self) -> list[dict]:
+        """Each kept file's launch facts (files that read none give {})."""
+        return [f.launches for f in self._kept()]
+
+    @property
     def hosts(self) -> set[str]:
         return {h for f in self._kept() for h in f.hosts}
 
@@ -359,10 +366,11 @@ class JobResults:
         return records, build_ledger(records, windows, exposed, self.whole_job(), device_ids)
 
 
-def ledger_summary(ledger: Ledger) -> dict:
+def ledger_summary(ledger: Ledger) -> LedgerTotals:
     """The JSON ``ledger`` object (§8) with the straggler table."""
     rows = sorted(ledger.stragglers, key=lambda r: (-r.caused_wait_ns, r.device))
-    return {**ledger.summary(), "stragglers": [asdict(r) for r in rows if r.straggler_count]}
+    summary = {**ledger.summary(), "stragglers": [asdict(r) for r in rows if r.straggler_count]}
+    return cast("LedgerTotals", summary)
 
 
 def with_wait_split(collectives: list[Collective], ledger: Ledger) -> list[Collective]:
@@ -375,7 +383,7 @@ def with_wait_split(collectives: list[Collective], ledger: Ledger) -> list[Colle
             out.append(replace(c, wait_ns=0, transfer_ns=0))
             continue
         busbw = None
-        if c.bytes_per_call and c.count and s.transfer_ns > 0 and c.group_size and c.group_size > 1:
+        if c.bytes_per_call and c.count and s.transfer_ns > 0 and c.group_size:
             # bytes over the transfer part alone: what the link carried while data actually moved
             per_call = s.transfer_ns / c.count
             busbw = round(c.bytes_per_call / per_call * bus_factor(c.kind, c.group_size), 3)
@@ -407,61 +415,19 @@ def merge_job(
 
 
 def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | None) -> ReplayJob | None:
-    """The §9 replay columns of the whole job, joined with the §8 instances and clock offsets."""
-    table = job.table("replay", tuple(REPLAY_COLUMNS))
-    if table.empty:
-        return None
-    comm = bucket_codes(table["bucket"]) == BUCKETS.index("comm")
-    instance = np.full(len(table), -1, dtype=np.int64)
-    offsets: dict[str, int] = {}
-    record_of = np.cumsum(comm) - 1  # the i-th comm row is the i-th record
-    if ledger is not None and records is not None:
-        if int(comm.sum()) != len(records):
-            raise AssertionError(f"{int(comm.sum())} comm activities to replay but {len(records)} ledger records")
-        instance[comm] = ledger.records["instance"].to_numpy(np.int64)
-        offsets = dict(ledger.clock_offsets_ns)
-    # one row order whatever order the files' results arrived in: devices by name (each device's rows
-    # come from one file, in start order), so that ties in the replay break the same way
-    codes, names = column_codes(table["device"])  # codes of the categorical: no string per row
-    if (codes < 0).any():
-        codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
-    rank_of = np.argsort(np.argsort(np.asarray([str(v) for v in names], dtype=object)))
-    order = np.argsort(rank_of[codes], kind="stable")
-    if not bool(np.all(order[1:] > order[:-1])):  # already in that order (one file's devices): no copy
-        table = table.iloc[order].reset_index(drop=True)
-        instance = instance[order]
-        if records is not None:
-            records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
-    elif records is not None:
-        records = records.reset_index(drop=True)
-    steps = pd.DataFrame(
-        {
-            "step": [s.step for s in job.steps],
-            "device": [s.device for s in job.steps],
-            "start_ns": np.array([s.start_ns for s in job.steps], dtype=np.int64),
-            "end_ns": np.array([s.end_ns for s in job.steps], dtype=np.int64),
-        }
-    )
-    return ReplayJob.build(
-        table,
-        instance,
-        offsets,
-        steps,
+    """The §9 job graph of the whole job (:func:`moeprof.insight.projection.joined_job`) from what the
+    coordinator kept: the files' replay columns, steps and windows, joined with the §8 instances."""
+    return joined_job(
+        job.table("replay", tuple(REPLAY_COLUMNS)),
+        records,
+        ledger,
+        job.steps,
         job.table("windows", ("device", "start_ns", "end_ns")),
-        syncs=job.table("syncs", SYNC_COLUMNS),
-        records=records if ledger is not None else None,
-        whole_job=job.whole_job(),
-        device_ids={gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
-        hosts={d.device: d.host for d in job.devices},
+        job.table("syncs", SYNC_COLUMNS),
+        job.whole_job(),
+        {gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
+        {d.device: d.host for d in job.devices},
     )
-
-
-def with_projections(
-    analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()
-) -> tuple[Analysis, Projector | None]:
-    """§9 (:func:`moeprof.insight.projector.project_analysis`): the analysis with its projections and the
-    opportunities' projected savings, and the projector beside it."""
-    return project_analysis(analysis, replay, what_if)
 
 
 Merged = tuple[Analysis, pd.DataFrame | None, Projector | None]
@@ -472,9 +438,11 @@ def finish_job(
     link_peaks: dict[str, float] | None = None,
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
+    projections: str = "full",
 ) -> Merged:
     """The analysis of everything ``job`` took in, the comm records with their ledger view (instance, wait,
-    straggler), and the projector of its §9 projections."""
+    straggler), and the projector of its §9 projections (``projections``: what of them to compute,
+    :func:`moeprof.insight.projection.project_analysis`'s ``detail``)."""
     notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
@@ -494,7 +462,8 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
+    facts = [job.facts[k] for k in sorted(job.facts)]
+    stack = Stack.of(facts)
     hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.device for d in devices])
     collectives = annotate(collectives_table(comm), mode, hardware.peaks, hardware.scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
@@ -551,8 +520,14 @@ def finish_job(
         hardware=hardware.summary,
         scopes=scope_rows(scope_frame, sum(d.accumulated_ns for d in devices), peak),
         utilization=used,
+        edges=capture_edges(
+            matched if matched is not None else records,
+            job.table("windows", ("device", "start_ns", "end_ns")),
+            job.table("exposed", ("device", "start_ns", "end_ns")),
+        ),
+        launches=launch_summary(job.launches),
     )
-    projected, projector = with_projections(analysis, replay_job(job, records, ledger), what_if)
+    projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if, projections)
     return projected, matched, projector
 
 

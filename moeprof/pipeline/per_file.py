@@ -21,7 +21,6 @@ from ..core.hlo import HloModule
 from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device_fingerprint, identify
 from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
-from ..core.projection import empty_replay_table, empty_syncs, replay_table
 from ..core.scopes import (
     OP_FLOP_COLUMNS,
     SCOPE_COLUMNS,
@@ -36,6 +35,7 @@ from ..core.trace import Trace
 from ..errors import InputError
 from ..insight.dependency import independent_ops
 from ..insight.opportunities import device_signals, host_gap_signal
+from ..insight.projection import empty_replay_table, empty_syncs, replay_table
 from ..insight.stack import stack_facts
 from ..options import StepOptions
 from ..words import plural
@@ -71,7 +71,7 @@ class FileResult:
     # what decides whether the file joins the job (core.identity), made beside its figures: what it says of its
     # job, its activities as any format of its capture shows them, the devices it claims; the merge compares
     who: FileIdentity = field(default_factory=lambda: FileIdentity("", "", JobIdentity(), (), ()))
-    # §9: per device activity, the replay's columns (core.projection.REPLAY_COLUMNS), comm rows in the
+    # §9: per device activity, the replay's columns (insight.projection.REPLAY_COLUMNS), comm rows in the
     # order of ``records``; and the host synchronizations that launches move with
     replay: pd.DataFrame = field(default_factory=empty_replay_table)
     syncs: pd.DataFrame = field(default_factory=empty_syncs)
@@ -80,6 +80,7 @@ class FileResult:
     # (0-based among the file's steps after --skip-first), for the measured steps
     step_positions: dict[int, int] = field(default_factory=dict)
     dropped_activities: int = 0  # device activities the reader dropped as unplaceable
+    launches: dict = field(default_factory=dict)  # what the host's kernel launches say (Trace.launches)
     # per (device, JAX scope, pass): time and the FLOPs its ops state (core.scopes.SCOPE_COLUMNS)
     scopes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SCOPE_COLUMNS))
     # per (device, op) whose FLOPs the trace states, and per (step, device) their FLOPs
@@ -373,6 +374,7 @@ def measure_file(
         rules=rules,
         warnings=warnings,
         dropped_activities=trace.dropped_activities,
+        launches=dict(trace.launches),
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
         clocks=clock_domains(trace),

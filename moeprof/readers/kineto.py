@@ -39,7 +39,8 @@ from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
 from .base import ReadContext
-from .kineto_columns import KinetoColumns, columns_of_document
+from .kineto_columns import CPU_CATS, KinetoColumns, columns_of_document
+from .kineto_scopes import kernel_scopes
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}  # kineto_columns' order
 _MARKER_KEYS = ("deviceProperties", "distributedInfo", "schemaVersion")
@@ -129,7 +130,8 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         cols = columns_of_document(doc, path)
 
     if not len(cols.device):
-        return Trace(events=empty_table(), path=str(path), format="kineto", framework="pytorch")
+        launches = launch_facts(cols, cols.name_array(), _Threads(cols.values)) if len(cols.launch) else {}
+        return Trace(events=empty_table(), path=str(path), format="kineto", framework="pytorch", launches=launches)
 
     meta = cols.meta
     rank = _rank(meta, path, host_index)
@@ -162,7 +164,11 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
 
     # 2. the CPU side of the launch: only the few ranges that can carry evidence are decoded
     cpu = cols.cpu
-    used_names, codes = np.unique(cpu.name, return_inverse=True)
+    # CPU ops and annotations; Python frames (python_function) are read for the module hierarchy only
+    host_rows = np.flatnonzero(cpu.cat != CPU_CATS.index("python_function"))
+    used_names, host_codes = np.unique(cpu.name[host_rows], return_inverse=True)
+    codes = np.full(len(cpu), -1, dtype=np.int64)
+    codes[host_rows] = host_codes
     unique_names = names[used_names]
     vocab = vocabulary()
     comm_like = np.array([vocab.is_comm_range(u) for u in unique_names], dtype=bool)
@@ -179,7 +185,7 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
                 number = trailing_number(u)
                 step_no[i] = number if number >= 0 else _BY_ORDER
     is_step = (step_no >= 0) | (step_no == _BY_ORDER)
-    keep = np.flatnonzero((comm_like | is_rpc | is_step)[codes]) if len(unique_names) else np.zeros(0, int)
+    keep = host_rows[(comm_like | is_rpc | is_step)[host_codes]] if len(unique_names) else np.zeros(0, int)
     ranges = _ranges(cols, names, threads, keep, path)
     kept_codes = codes[keep]
     range_thread = ranges["thread"]
@@ -192,6 +198,10 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     sel, hit = innermost_of(comm_like)
     found = np.flatnonzero(hit >= 0)
     annotation[found] = ranges["name"][sel[hit[found]]]
+    # the record_function stack around each launch, and the forward op a backward kernel serves
+    step_rows = np.zeros(len(cpu), dtype=bool)
+    step_rows[host_rows] = is_step[host_codes] if len(unique_names) else False
+    scope, component, backward = kernel_scopes(cols, names, threads, step_rows, anchor_thread, anchor_t, _innermost)
 
     # spec §8 rule 1: the launching record_param_comms is the one whose External id the kernel carries;
     # an op nested inside a call's range (a copy, a cat) launches its own kernels, not the call's
@@ -265,6 +275,9 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             "copy_kind": dev["copy_kind"],
             "collective": collective,
             "annotation": annotation,
+            "scope": scope,
+            "component": component,
+            "backward": backward,
             "bytes": nbytes,
             "group": group,
             "group_assumed": group_assumed,
@@ -290,8 +303,63 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         job=Job(rank=rank, world_size=world, gpus_per_node=gpus),
         devices={str(d): rank for d in pd.unique(dev["device"])},
         host_syncs=_host_syncs(cols, names, threads, pd.unique(dev["device"])),
+        host_range_ns=_longest(ranges, comm_like[kept_codes] if len(keep) else np.zeros(0, dtype=bool)),
+        launches=launch_facts(cols, names, threads),
         device_models=_device_models(meta, [str(d) for d in pd.unique(dev["device"])]),
     )
+
+
+def launch_facts(cols: KinetoColumns, names: np.ndarray, threads: _Threads) -> dict[str, object]:
+    """What the host's kernel launches say (``Trace.launches``): ``kernel_launches``, those whose correlation
+    id no device activity of the file carries (``without_activity``), those issued inside a stream capture
+    (``captured``: between a ``cudaStreamBeginCapture``/``hipStreamBeginCapture`` and its ``...EndCapture``
+    on the same thread: they record a graph and do not run) and the call that opened it (``capture_api``)."""
+    launch = cols.launch
+    if not len(launch):
+        return {}
+    vocab = vocabulary()
+    codes, inverse = np.unique(launch.name, return_inverse=True)
+    text = [str(names[c]) if c >= 0 else "" for c in codes.tolist()]
+
+    def calls(pattern: re.Pattern[str]) -> np.ndarray:
+        return np.array([bool(pattern.search(t)) for t in text], dtype=bool)[inverse]
+
+    is_launch, begin, end = calls(vocab.kernel_launch), calls(vocab.capture_begin), calls(vocab.capture_end)
+    if not is_launch.any():
+        return {}
+    device_ids = cols.device.correlation[cols.device.correlation >= 0]
+    unmatched = is_launch & ~np.isin(launch.correlation, device_ids)
+    captured = np.zeros(len(launch), dtype=bool)
+    api = ""
+    if begin.any():
+        thread = threads(launch.pid, launch.tid)
+        ts = launch.ts
+        api = text[int(codes.tolist().index(launch.name[np.flatnonzero(begin)[0]]))]
+        for t in np.unique(thread[begin]).tolist():
+            mine = thread == t
+            opens = np.sort(ts[begin & mine])
+            closes = np.sort(ts[end & mine])
+            # each capture runs from its begin to the first end after it (to the file's end when none comes)
+            after = np.searchsorted(closes, opens, side="left")
+            stops = np.where(after < closes.size, closes[np.minimum(after, max(closes.size - 1, 0))], np.inf)
+            at = np.searchsorted(opens, ts, side="right") - 1
+            inside = (at >= 0) & (ts < stops[np.maximum(at, 0)]) if opens.size else np.zeros(len(ts), dtype=bool)
+            captured |= mine & is_launch & inside
+    return {
+        "kernel_launches": int(is_launch.sum()),
+        "without_activity": int(unmatched.sum()),
+        "captured": int(captured.sum()),
+        "captured_without_activity": int((captured & unmatched).sum()),
+        "capture_api": api,
+    }
+
+
+def _longest(ranges: dict, comm: np.ndarray) -> dict[str, int]:
+    """The longest duration of each name among the kept ranges that name communication (``comm``)."""
+    if not comm.any():
+        return {}
+    frame = pd.DataFrame({"name": ranges["name"][comm].astype(str), "ns": (ranges["end"] - ranges["start"])[comm]})
+    return {str(k): int(v) for k, v in frame.groupby("name", sort=True)["ns"].max().items()}
 
 
 def _device_models(meta: dict, devices: list[str]) -> dict[str, str]:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -72,12 +72,7 @@ from ..core.timeline import (
     detail_window,
 )
 from ..errors import InputError
-from ..insight.projector import DRAWN_UNASKED_LIMIT
-from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
-from ..pipeline import JobState, analyze_paths_state
-from ..pipeline.projected import ProjectedJob, project_timeline
-from ..readers import TraceSource
-from ..readers.discovery import JobPlan, plan_job
+from ..options import RAW_EVENTS_CAP
 from .annotate import natural_key
 from .terminal import human_bytes
 from .text import (
@@ -94,6 +89,8 @@ from .text import (
     payoff_rows,
     remedy_texts,
     scale_up_word,
+    scope_figures,
+    scopes_attributed,
     scopes_shown,
     utilization_line,
     verdict_lines,
@@ -137,7 +134,8 @@ class ReportInput:
 
     label: str
     analysis: Analysis
-    state: JobState = field(default_factory=JobState)  # the devices' timeline views, §8 instances, the projector
+    timeline: tuple[TimelineView, ...] = ()  # the devices' timeline views (measured with timeline_options)
+    instances: pd.DataFrame | None = None  # the §8 instances (the arrival skew drawn)
     # §9: set on a projected input: the projection and its critical path's activities (device, start_ns, end_ns)
     projection: Projection | None = None
     critical: pd.DataFrame | None = None
@@ -356,7 +354,7 @@ def _empty_timeline(lanes: str) -> dict:
 
 def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> dict:
     """The compact timeline of one input, encoded from its devices' views (see the module doc)."""
-    views = {v.device: v for v in item.state.timeline if v.window[0].size}
+    views = {v.device: v for v in item.timeline if v.window[0].size}
     if not views:
         return _empty_timeline(lanes)
     all_devices = sorted(views, key=natural_key)
@@ -437,7 +435,7 @@ def timeline_data(item: ReportInput, lanes: str, cap: int, bin_budget: int) -> d
         "devices_total": len(all_devices),
     }
     if ledger:
-        out["skew"] = skew_data(arrival_skew(item.analysis, item.state.instances, SKEW_ROWS), t0, t1, unit)
+        out["skew"] = skew_data(arrival_skew(item.analysis, item.instances, SKEW_ROWS), t0, t1, unit)
     if grid is not None:
         out["bins"] = {
             "n": grid.n,
@@ -562,22 +560,31 @@ def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: 
 
 
 def scopes_table(r: Analysis) -> Table | None:
-    """Time per JAX scope (layers folded) and, where the ops state them, FLOPs against the peak."""
+    """Time per JAX scope (layers folded), the time of the activities that serve it beside its own where some
+    run outside it, and, where the ops state them, FLOPs against the peak."""
     rows = scopes_shown(r)
     if not rows:
         return None
     flops = any(s.tflops_per_s is not None for s in rows)
+    xla = any(s.peak_fraction_xla is not None for s in rows)
+    attributed = scopes_attributed(rows)
     out = []
     for s in rows:
         n = max(s.devices, 1)
-        row = [s.scope, f"{s.count:,}", fmt_ms(s.total_ns / n), fmt_pct(s.share),
-               fmt_pct(s.backward_ns / s.total_ns if s.total_ns else 0), fmt_ms(s.comm_ns / n)]  # fmt: skip
+        _, share, backward = scope_figures(s, attributed)
+        served = [fmt_ms((s.attributed_ns or 0) / n)] if attributed else []
+        row = [s.scope, f"{s.count:,}", fmt_ms(s.total_ns / n), *served, fmt_pct(share or 0), fmt_pct(backward or 0),
+               fmt_ms(s.comm_ns / n)]  # fmt: skip
         if flops:
             rate, of_peak = s.tflops_per_s, s.peak_fraction
             row += ["-" if rate is None else f"{rate:,.1f}", "-" if of_peak is None else fmt_pct(of_peak)]
+        if xla:  # XLA's own count where the ragged dots were recounted
+            row.append("" if s.peak_fraction_xla is None else fmt_pct(s.peak_fraction_xla))
         out.append(row)
-    headers = ["scope", "calls", "ms/device", "share", "backward", "comm ms/device"]
-    return Table(headers + (["TFLOP/s", "of peak"] if flops else []), out, numeric_from=1, cls="scopes")
+    times = ["own ms/device", "attributed ms/device"] if attributed else ["ms/device"]
+    headers = ["scope", "calls", *times, "share", "backward", "comm ms/device"]
+    headers += ["TFLOP/s", "of peak"] if flops else []
+    return Table(headers + (["of peak by XLA's count"] if xla else []), out, numeric_from=1, cls="scopes")
 
 
 @dataclass(frozen=True)
@@ -707,7 +714,7 @@ def opportunity_items(analysis: Analysis, top: int = 12) -> list[OpportunityItem
     out = []
     for o, remedy in zip(shown, remedy_texts(shown), strict=True):
         hidden, removed = opportunity_savings_text(o, steps, analysis.step_ns)
-        out.append(OpportunityItem(o.title, hidden, removed, fmt_ms(o.exposed_ns), evidence_text(o), remedy))
+        out.append(OpportunityItem(on_fabric(o.title), hidden, removed, fmt_ms(o.exposed_ns), evidence_text(o), remedy))
     return out
 
 
@@ -907,7 +914,7 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         verdict=[] if item.projection is not None else page_verdict(r),
         payoffs=None if item.projection is not None else payoff_view(r),
         manifest=manifest_view(r),
-        ledger=None if led is None else ledger_section(r, led, arrival_skew(r, item.state.instances, SKEW_ROWS)),
+        ledger=None if led is None else ledger_section(r, led, arrival_skew(r, item.instances, SKEW_ROWS)),
         skew_rows=len((timeline.get("skew") or {}).get("rows", ())),
         projection=None if item.projection is None else projection_view(item.projection),
         inspector=inspector_view(r),
@@ -936,7 +943,7 @@ def projection_view(p: Projection) -> ProjectionView:
         for cause in CAUSES
         if p.path_by_cause.get(cause, 0)
     ]
-    crossed = list(dict.fromkeys(seg.device for seg in p.critical_path if seg.device))
+    crossed = list(p.critical_path.crossed or ())
     return ProjectionView(
         what_if=" ".join(p.what_if) or "(no change)",
         measured_ms=fmt_ms(p.measured_step_ns),
@@ -1071,7 +1078,7 @@ def render(
     if not items:
         raise ValueError("a report needs at least one input")
     for it in items:
-        if it.analysis.devices and not it.state.timeline:
+        if it.analysis.devices and not it.timeline:
             raise ValueError(f"{it.label}: the analysis holds no timeline views (measure it with a TimelineOptions)")
     words = {scale_up_word(it.analysis) for it in items}
     # one legend for every input: their fabric's name where they share one
@@ -1135,96 +1142,3 @@ def distinct_labels(labels: Iterable[str]) -> list[str]:
     """Two inputs with the same file name still need distinct labels."""
     labels = list(labels)
     return [f"{i + 1}: {lab}" if labels.count(lab) > 1 else lab for i, lab in enumerate(labels)]
-
-
-def analyze_input(
-    paths: Sequence[Path] | JobPlan,
-    options: LoadOptions | None = None,
-    step_options: StepOptions | None = None,
-    link_peaks: dict[str, float] | None = None,
-    lanes: str = "device",
-    max_events: int = RAW_EVENTS_CAP,
-    inputs: int = 1,
-    execution: ExecOptions | None = None,
-    progress: Callable[[TraceSource], None] | None = None,
-) -> tuple[Analysis, JobState]:
-    """One input of a page of ``inputs`` inputs: its files read once (in worker processes, or on a Dask
-    cluster, when there are several), measured with the timeline views the page draws. ``paths``: the input's
-    paths, or their plan where the caller made it."""
-    plan = paths if isinstance(paths, JobPlan) else plan_job(list(paths), options)
-    timeline = timeline_options(lanes, max_events, inputs, len(plan.files))
-    return analyze_paths_state(
-        plan, options, step_options, link_peaks=link_peaks, timeline=timeline, execution=execution,
-        progress=progress,
-    )  # fmt: skip
-
-
-def report_paths(
-    groups: Sequence[Sequence[Path]],
-    out: Path,
-    options: LoadOptions | None = None,
-    step_options: StepOptions | None = None,
-    link_peaks: dict[str, float] | None = None,
-    lanes: str = "device",
-    max_events: int = RAW_EVENTS_CAP,
-    execution: ExecOptions | None = None,
-    progress: Callable[[TraceSource], None] | None = None,
-    what_if: Sequence[str] | None = None,
-    plans: Sequence[JobPlan] | None = None,
-) -> int:
-    """``moeprof report``: each group of paths is one input (one job); several are compared. ``plans``: the
-    groups' plans (``plan_job``) where the caller made them, one a group.
-
-    One job is drawn beside its projection (§9): ``what_if``'s terms when given (an empty list: no
-    projection), else ``balance`` where :func:`projected_by_default`. Returns the size written, in bytes.
-    """
-    labels = distinct_labels(input_label(list(g)) for g in groups)
-    plans = list(plans) if plans is not None else [plan_job(list(g), options) for g in groups]
-    project_one = len(groups) == 1 and what_if != []
-    inputs = 2 if project_one else len(groups)
-    items = [
-        ReportInput(
-            label,
-            *analyze_input(plan, options, step_options, link_peaks, lanes, max_events, inputs, execution, progress),
-        )
-        for label, plan in zip(labels, plans, strict=True)
-    ]
-    if project_one and (what_if or projected_by_default(items[0])):
-        timeline = timeline_options(lanes, max_events, inputs, len(plans[0].files))
-        terms = list(what_if or [default_projection(items[0].analysis)])
-        projected = project_timeline(items[0].analysis, items[0].state, terms, timeline)
-        items.append(projected_input(items[0].label, projected))
-    return write_report(items, out, lanes=lanes, max_events=max_events)
-
-
-def projected_by_default(item: ReportInput) -> bool:
-    """Whether the page draws a projection unasked: a job of several devices, affordable, of at most
-    ``DRAWN_UNASKED_LIMIT`` activities. Measuring the projected timeline costs about what measuring the job
-    did, so a larger job gets it with ``--what-if`` (the report stays within 1.3x analyze's time)."""
-    projector = item.state.projector
-    return (
-        len(item.analysis.devices) > 1
-        and projector is not None
-        and projector.affordable
-        and projector.size <= DRAWN_UNASKED_LIMIT
-    )
-
-
-def default_projection(analysis: Analysis) -> str:
-    """The change the page draws unasked: the first try where it is the router's or the straggler fix (the
-    changes that move work between devices), else ``balance``."""
-    first = analysis.first_try()
-    if first is not None and first.role in ("router", "straggler"):
-        return " ".join(first.what_if)
-    return "balance"
-
-
-def projected_input(label: str, projected: ProjectedJob) -> ReportInput:
-    """The projected timeline as an input of the page, beside the measured one."""
-    return ReportInput(
-        f"{label} · {projected.label}",
-        projected.analysis,
-        JobState(projected.timeline),
-        projected.projection,
-        projected.critical,
-    )

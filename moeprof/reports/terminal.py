@@ -49,6 +49,8 @@ from .text import (
     pct,
     remedy_texts,
     scale_up_word,
+    scope_figures,
+    scopes_attributed,
     scopes_shown,
     step_name,
     utilization_line,
@@ -397,23 +399,34 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
 
 
 def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table | None:
-    """Time per JAX name scope (xprof's framework op stats by scope; layers folded), largest first; the FLOPs
-    columns where the trace's ops state them. None where the trace names no scope."""
+    """Time per JAX name scope (xprof's framework op stats by scope; layers folded), largest first; the time of
+    the activities that serve each scope beside its own where some run outside it (the backward custom calls,
+    the parameters' updates: docs/metrics.md "Components"); the FLOPs columns where the trace's ops state them.
+    None where the trace names no scope."""
     rows = scopes_shown(result)
     if not rows:
         return None
     flops = any(r.tflops_per_s is not None for r in rows)
-    title = f"JAX scopes ({len(result.scopes)}, layers folded), ms per device"
+    xla = any(r.peak_fraction_xla is not None for r in rows[:top])  # ragged dots recounted: XLA's own beside
+    attributed = scopes_attributed(rows)
+    title = f"Scopes ({len(result.scopes)}, layers folded), ms per device"
+    if attributed:
+        title += ": own (the scope's ops), attributed (the ops that serve it: its own, its backward's, its weights'"
+        title += " updates and casts)"
+    times = ("own ms", "attributed ms") if attributed else ("ms",)
+    heads = ["scope", "calls", *times, "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ())]
+    heads += ["XLA's"] if xla else []
     lines = []
     for r in rows[:top]:
         n = max(r.devices, 1)
-        cells = [r.scope, f"{r.count:,}", ms(r.total_ns / n), pct(r.share), pct(r.backward_ns / r.total_ns if
-                 r.total_ns else None), ms(r.comm_ns / n)]  # fmt: skip
+        _, share, backward = scope_figures(r, attributed)
+        served = [ms((r.attributed_ns or 0) / n)] if attributed else []
+        cells = [r.scope, f"{r.count:,}", ms(r.total_ns / n), *served, pct(share), pct(backward), ms(r.comm_ns / n)]
         if flops:
             cells += ["-" if r.tflops_per_s is None else f"{r.tflops_per_s:,.1f}", pct(r.peak_fraction)]
+        if xla:
+            cells.append("" if r.peak_fraction_xla is None else pct(r.peak_fraction_xla))
         lines.append(cells)
-
-    heads = ["scope", "calls", "ms", "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ())]
     shown = list(range(len(heads)))
 
     def build(scopes: list[str]) -> Table:
@@ -429,7 +442,7 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
     # components kept) to what the numbers leave
     longest = max([len("scope"), *(len(c[0]) for c in lines)])
     room = width - (natural_width(build([""] * len(lines))) - len("scope"))
-    silent = [i for i in shown if i and all(c[i] in ("-", ms(0)) for c in lines)]
+    silent = [i for i in shown if i and all(c[i] in ("-", "", ms(0)) for c in lines)]
     if room < longest and silent:
         shown = [i for i in shown if i not in silent]
         room = width - (natural_width(build([""] * len(lines))) - len("scope"))
@@ -457,7 +470,7 @@ def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) ->
         # the op's name in the title cut in its middle (a kernel's demangled name runs to hundreds of characters)
         room = max(NAME_MIN_WIDTH, min(48, width // 2))
         title_text = o.title.replace(o.name, cut(o.name, room)) if o.name else o.title
-        head = Text(title_text[:90], style="bold", overflow="fold")
+        head = Text(on_fabric(title_text)[:90], style="bold", overflow="fold")
         head.append(f"  {removed}" if removed else "", style="bold red")
         head.append(f"{';' if removed else ''} {hidden}")
         # a flag list longer than the line folds instead of being cut

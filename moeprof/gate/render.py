@@ -9,14 +9,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..gate.check import FIGURES, CheckConfig, GateResult, fmt
-from ..gate.history import Run
 from ..insight.explain import ranked
 from ..options import EXPLAIN_TOP_PARTS
+from ..reports.fitting import NAME_MIN_WIDTH, cut, cut_path, widths
+from ..reports.terminal import human_bytes, make_console, natural_width, wrap
+from ..reports.text import fabric_words, on_fabric
 from ..words import plural
-from .fitting import NAME_MIN_WIDTH, cut, cut_path, widths
-from .terminal import human_bytes, make_console, natural_width, wrap
-from .text import fabric_words, on_fabric
+from .check import FIGURES, CheckConfig, GateResult, fmt
+from .history import Run
 
 
 def gate_table(results: list[GateResult], title: str, width: int | None = None) -> Table:
@@ -370,7 +370,9 @@ def explanation_table(e: dict, top: int = EXPLAIN_TOP_PARTS, width: int | None =
         total("step", step["reference_ms"], step["run_ms"], step["delta_ms"]),
     ]
     title = f"Where {run}'s step went against {ref}'s (ms per device and step; " + (
-        "by JAX scope, pass and op)" if scoped else "by kernel and collective kind: the traces have no JAX scopes)"
+        "by the scope each op serves, pass and op)"
+        if scoped
+        else "by kernel and collective kind: the traces have no JAX scopes)"
     )
 
     def build(rows: list[tuple], names: tuple[int | None, ...] = (None, None), stacked: bool = False) -> Table:
