@@ -894,3 +894,26 @@ def test_a_missing_package_is_named_with_how_to_install_it(monkeypatch) -> None:
         f"{XPLANE}: cannot read as xplane: reading it needs the Python package protobuf, which is not installed "
         "here (pip install protobuf)"
     )
+
+
+def test_rocprof_kernel_time_past_int64_is_dropped_not_a_categories_clash(tmp_path: Path) -> None:
+    """Fuzz (rocprof:42:113, found by the catch-all oracle of issue 42): a kernel's Start_Timestamp of 1e20 made
+    the kernel trace read by pandas (string categories) while the copies kept object ones, and joining them
+    raised ``TypeError: dtype of categories must be the same`` in the catch-all. The kernel is dropped with the
+    warning every reader gives, the rest read: one activity less than the unmutated process."""
+    src = SAMPLES / "synthetic_rocprof_mi300x" / "mi300x-node0"
+    folder = tmp_path / "node0"
+    folder.mkdir()
+    for f in src.glob("41200_*"):
+        shutil.copy(f, folder / f.name)
+    kernels = folder / "41200_kernel_trace.csv"
+    lines = kernels.read_text().splitlines()
+    header = lines[0].split(",")
+    at = header.index('"Start_Timestamp"')
+    row = lines[8].split(",")
+    row[at] = "100000000000000000000"
+    lines[8] = ",".join(row)
+    kernels.write_text("\n".join(lines) + "\n")
+    trace = read_file(kernels)
+    assert len(trace.events) == len(read_file(src / "41200_kernel_trace.csv").events) - 1
+    assert any("dropped 1 device activity" in w for w in trace.warnings)

@@ -459,7 +459,15 @@ def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, 
 
 def _concat(values: list[Any]) -> Any:
     if isinstance(values[0], pd.Categorical):
-        return union_categoricals(values) if len(values) > 1 else values[0]
+        if len(values) == 1:
+            return values[0]
+        # one kind of record may come with string categories (a CSV read by pandas' fallback, pandas 3's str
+        # dtype), another with object ones: union_categoricals refuses a mix
+        same = [
+            v if v.categories.dtype == object else pd.Categorical.from_codes(v.codes, v.categories.astype(object))
+            for v in values
+        ]
+        return union_categoricals(same)
     return np.concatenate(values)
 
 
