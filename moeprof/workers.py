@@ -208,11 +208,37 @@ def unblock_sigint() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+# a Unix socket's path holds at most 107 bytes (Linux; 103 on macOS): multiprocessing puts the fork server's in
+# <temp dir>/pymp-XXXXXXXX/listener-XXXXXXXX, 33 bytes more than the temp dir
+SOCKET_DIR_ROOM = 103 - 33
+
+
+def short_socket_dir() -> None:
+    """Where the temp dir (``$TMPDIR``) is too long for a socket path under it, multiprocessing's own folder goes
+    in a short one instead (``/tmp``, ``/var/tmp``): else every local pool failed to start its fork server
+    ("AF_UNIX path too long"). multiprocessing makes that folder once per process and removes it at exit."""
+    import tempfile
+    from multiprocessing import util
+
+    if len(tempfile.gettempdir()) <= SOCKET_DIR_ROOM:
+        return
+    for short in ("/tmp", "/var/tmp"):
+        if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
+            saved = tempfile.tempdir
+            tempfile.tempdir = short
+            try:
+                util.get_temp_dir()  # made now, under the short folder, and kept for the process
+            finally:
+                tempfile.tempdir = saved
+            return
+
+
 def start_fork_server() -> None:
     """The fork server, started (once) with Ctrl-C ignored, importing what every worker needs."""
     import multiprocessing as mp
     from multiprocessing import forkserver
 
+    short_socket_dir()
     mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
     with sigint_ignored(), one_blas_thread():  # the server imports numpy for every worker
         forkserver.ensure_running()

@@ -210,3 +210,19 @@ def test_sighup_ignored_at_start_stays_ignored(runs, tmp_path: Path) -> None:
     assert (proc.returncode, err) == (0, ""), err
     assert '"devices"' in out
     run.assert_nothing_left()
+
+
+def test_a_long_tmpdir_does_not_stop_the_local_pool(runs, tmp_path: Path) -> None:
+    """multiprocessing puts the fork server's socket under the temp dir: with a ``TMPDIR`` of ~75 characters or
+    more its path passed what a Unix socket holds, and every run of several files failed ("cannot process the
+    input: OSError: AF_UNIX path too long"). Its folder goes in a short temp dir then (multiprocessing removes
+    it at exit); nothing is left in TMPDIR."""
+    run = runs()
+    deep = run.tmp / ("d" * 40) / ("e" * 40)
+    deep.mkdir(parents=True)
+    run.env["TMPDIR"] = str(deep)
+    proc = run.start("analyze", SAMPLES / "synthetic_2host_4gpu_kineto", "--jobs", "2", "--json")
+    out, err = proc.communicate(timeout=300)
+    assert (proc.returncode, err) == (0, ""), err
+    assert len(json.loads(out)["devices"]) == 8
+    assert list(deep.iterdir()) == []
