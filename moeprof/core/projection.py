@@ -36,6 +36,7 @@ from .events import BUCKETS, bucket_codes, categorical, categorical_of, column_c
 from .ledger_records import clock_domain
 from .metrics import EventColumns
 from .replay import NEG, Graph, build_graph, latest_end_zeroed, replay, walk_back
+from .steps import StepEdges, step_edges
 from .trace import Trace
 from .vocabulary import vocabulary
 
@@ -259,6 +260,9 @@ class ReplayJob:
     delta: np.ndarray  # per row: the clock offset δ of its host (ŝ = start − δ)
     step: np.ndarray  # per row: its §5 step (-1: the whole trace when the job has no steps)
     step_numbers: np.ndarray  # the steps, sorted
+    # each device's §5 step windows, their edges tied to the activities that bound them (the idle a device-side
+    # marker holds at its edges, a TPU's Steps line, kept as measured): a replayed timeline's steps
+    step_edges: StepEdges
     device_names: np.ndarray  # device code -> name
     bucket: np.ndarray  # int8 index into BUCKETS
     windows: pd.DataFrame  # device, start_ns, end_ns: the measured windows (own clock)
@@ -345,6 +349,8 @@ class ReplayJob:
             sync_arrays,
         )
         step, numbers = _steps_of(dev_c, names, start, steps)
+        windows_of_steps = _aligned_windows(steps, names, dev_c, delta)
+        edges = step_edges(dev_c, step, start - delta, end - delta, numbers, windows_of_steps)
         record_rows = None
         if records is not None:
             record_rows = np.flatnonzero(bucket_codes(table["bucket"]) == BUCKETS.index("comm"))
@@ -354,6 +360,7 @@ class ReplayJob:
             delta=delta,
             step=step,
             step_numbers=numbers,
+            step_edges=edges,
             device_names=names,
             bucket=bucket_codes(table["bucket"]),
             windows=windows,
@@ -375,15 +382,30 @@ class ReplayJob:
         return replay(self.graph, duration, transfer, gap=gap)
 
     def step_spans(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-        """Per step (``step_numbers`` order): latest end − earliest start of its activities."""
-        code = np.searchsorted(self.step_numbers, self.step)
-        size = self.step_numbers.size
-        lo = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
-        hi = np.full(size, np.iinfo(np.int64).min, dtype=np.int64)
-        inside = self.step != _NO_STEP
-        np.minimum.at(lo, code[inside], s[inside])
-        np.maximum.at(hi, code[inside], e[inside])
-        return np.where(hi >= lo, hi - lo, 0)
+        """Per step (``step_numbers`` order): its step time on a replayed timeline: the job's window over its
+        devices' §5 windows, each moved with the activities that bound it (:class:`StepEdges`; the measured
+        timeline gives the measured windows exactly: §5's step, the one every screen shows); a step without
+        windows (a job without steps): the latest end − earliest start of its activities."""
+        spans, windowed = self.step_edges.spans(s, e)
+        return np.where(windowed, spans, _activity_spans(self.step, self.step_numbers, s, e))
+
+    def step_windows(self, s: np.ndarray, e: np.ndarray) -> pd.DataFrame:
+        """Each device's §5 step windows on a replayed timeline (:class:`StepEdges`), on its own clock:
+        ``device, step, start_ns, end_ns``."""
+        edges = self.step_edges
+        lo, hi = edges.windows(s, e)
+        first_row = np.zeros(len(self.device_names), dtype=np.int64)
+        dev_c = self.codes("device")[0]
+        first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
+        shift = self.delta[first_row[edges.device]] if self.delta.size else np.zeros(edges.size, dtype=np.int64)
+        return pd.DataFrame(
+            {
+                "device": self.device_names[edges.device],
+                "step": self.step_numbers[edges.step],
+                "start_ns": lo + shift,
+                "end_ns": hi + shift,
+            }
+        )
 
     @cached_property
     def measured_spans(self) -> np.ndarray:
@@ -644,6 +666,39 @@ def _segments(parts: list[tuple[str, np.ndarray, np.ndarray]]) -> pd.DataFrame:
             ),
             "start_ns": np.concatenate([s for _, s, _ in parts]).astype(np.int64),
             "end_ns": np.concatenate([e for _, _, e in parts]).astype(np.int64),
+        }
+    )
+
+
+def _activity_spans(step: np.ndarray, numbers: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per step (``numbers`` order): latest end − earliest start of its activities (0 without any)."""
+    code = np.searchsorted(numbers, step)
+    lo = np.full(numbers.size, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(numbers.size, np.iinfo(np.int64).min, dtype=np.int64)
+    inside = step != _NO_STEP
+    np.minimum.at(lo, code[inside], s[inside])
+    np.maximum.at(hi, code[inside], e[inside])
+    return np.where(hi >= lo, hi - lo, 0)
+
+
+def _aligned_windows(steps: pd.DataFrame, names: np.ndarray, dev_c: np.ndarray, delta: np.ndarray) -> pd.DataFrame:
+    """The §5 step windows (``steps``: device, step, start_ns, end_ns on each device's own clock) with device
+    codes and aligned times (less the δ of the device's host), for :func:`moeprof.core.steps.step_edges`."""
+    if steps is None or not len(steps):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ("device", "step", "start_ns", "end_ns")})
+    code_of = {str(n): i for i, n in enumerate(names.tolist())}
+    first_row = np.zeros(len(names), dtype=np.int64)
+    first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
+    codes, values = column_codes(steps["device"])
+    dev = lookup(codes, np.array([code_of.get(str(v), -1) for v in values.tolist()], dtype=np.int64), -1)
+    ok = dev >= 0
+    shift = delta[first_row[np.maximum(dev, 0)]] if delta.size else np.zeros(dev.size, dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "device": dev[ok],
+            "step": steps["step"].to_numpy(np.int64)[ok],
+            "start_ns": steps["start_ns"].to_numpy(np.int64)[ok] - shift[ok],
+            "end_ns": steps["end_ns"].to_numpy(np.int64)[ok] - shift[ok],
         }
     )
 

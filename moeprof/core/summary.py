@@ -82,6 +82,9 @@ class Verdict:
     first_try: Projection | None = None
     first_try_title: str = ""  # the opportunity the first try makes free, where it is one
     step_bound: StepBound | None = None
+    # per device, the mean over its steps of its exposed comm inside each step (the window of the headline's
+    # step time); None without steps
+    exposed_per_step: PerDevice | None = None
 
     @property
     def has_comm(self) -> bool:
@@ -108,6 +111,17 @@ def per_device(devices: Sequence[DeviceFigures], key: str) -> PerDevice:
         return PerDevice(0.0, 0, "")
     worst = int(np.argmax(values))
     return PerDevice(float(values.mean()), int(values[worst]), devices[worst].device)
+
+
+def per_device_step(analysis: Analysis, key: str) -> PerDevice | None:
+    """A figure per device and step (each device's mean over its steps), its mean over devices and worst device;
+    None when the trace has no steps."""
+    if not analysis.steps:
+        return None
+    frame = pd.DataFrame({"device": [s.device for s in analysis.steps], "v": [s.value(key) for s in analysis.steps]})
+    means = frame.groupby("device", sort=True)["v"].mean()
+    worst = str(means.idxmax())
+    return PerDevice(float(means.mean()), round(float(means[worst])), worst)
 
 
 def largest_part(parts: dict[str, float]) -> Part | None:
@@ -163,6 +177,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         first_try=(first_try := analysis.first_try()),
         first_try_title=_opportunity_title(analysis, first_try),
         step_bound=analysis.step_bound,
+        exposed_per_step=per_device_step(analysis, "exposed_comm_ns"),
     )
 
 

@@ -190,6 +190,12 @@ class Projector:
         out["critical"] = critical
         return out
 
+    def step_windows(self, terms: Sequence[str]) -> pd.DataFrame:
+        """Each device's §5 step windows on the timeline ``terms`` project (device, step, start_ns, end_ns, on
+        the device's own clock): the projected timeline's step markers."""
+        _, s, e = self._replay([t.text for t in parse_terms(terms)])
+        return self.job.step_windows(s, e)
+
     def measured_bound(self) -> StepBound | None:
         """What sets the end of the measured job's longest step (its critical path without any change)."""
         g = self.job.graph

@@ -53,8 +53,10 @@ class ProjectedJob:
         return "projected: " + " ".join(self.projection.what_if) if self.projection.what_if else "replayed"
 
 
-def projected_trace(events: pd.DataFrame, path: str = "projected") -> Trace:
-    """The projected activities (``projected_events``' rows) as a trace, with per-device step markers."""
+def projected_trace(events: pd.DataFrame, path: str = "projected", windows: pd.DataFrame | None = None) -> Trace:
+    """The projected activities (``projected_events``' rows) as a trace, with per-device step markers:
+    ``windows`` (device, step, start_ns, end_ns: the projection's step windows), else each step's projected
+    earliest start to latest end of its activities on each device."""
     device = events["device"].astype(str).to_numpy(dtype=object)
     host = np.array([d.split("/", 1)[0] if "/" in d else d for d in device.tolist()], dtype=object)
     start = events["start_ns"].to_numpy(np.int64)
@@ -81,18 +83,22 @@ def projected_trace(events: pd.DataFrame, path: str = "projected") -> Trace:
             "source": "moeprof-projection",
         }
     )
-    step = events["step"].to_numpy(np.int64)
-    in_step = step >= 0
-    frame = pd.DataFrame({"device": device[in_step], "step": step[in_step], "s": start[in_step], "e": end[in_step]})
-    windows = frame.groupby(["device", "step"], sort=True).agg(s=("s", "min"), e=("e", "max")).reset_index()
+    if windows is None:
+        step = events["step"].to_numpy(np.int64)
+        in_step = step >= 0
+        frame = pd.DataFrame({"device": device[in_step], "step": step[in_step], "s": start[in_step], "e": end[in_step]})
+        windows = (
+            frame.groupby(["device", "step"], sort=True).agg(start_ns=("s", "min"), end_ns=("e", "max")).reset_index()
+        )
+    windows = windows[windows["step"].to_numpy(np.int64) >= 0]
     dev = windows["device"].to_numpy(dtype=object)
     markers = make_markers(
         host=np.array([d.split("/", 1)[0] if "/" in d else d for d in dev.tolist()], dtype=object),
         device=dev,
         kind="step",
         name=np.array([f"Step {n}" for n in windows["step"].tolist()], dtype=object),
-        start_ns=windows["s"].to_numpy(np.int64),
-        end_ns=windows["e"].to_numpy(np.int64),
+        start_ns=windows["start_ns"].to_numpy(np.int64),
+        end_ns=windows["end_ns"].to_numpy(np.int64),
         number=windows["step"].to_numpy(np.int64),
     )
     return Trace(events=table, path=path, format="chrome", markers=markers)
@@ -113,7 +119,8 @@ def project_timeline(
     held = next((p for p in analysis.projections if list(p.what_if) == list(terms) and p.devices), None)
     projection = held or projector.project(list(terms))
     events = projector.events(list(terms))
-    trace = projected_trace(events, f"{' '.join(projection.what_if) or 'replay'} of {', '.join(analysis.inputs)}")
+    label = f"{' '.join(projection.what_if) or 'replay'} of {', '.join(analysis.inputs)}"
+    trace = projected_trace(events, label, projector.step_windows(list(terms)))
     measured, measured_state = analyze_state([trace], timeline=timeline or TimelineOptions())
     crit = events[events["critical"].to_numpy(bool)]
     critical = pd.DataFrame(

@@ -263,16 +263,20 @@ def headline(v: Verdict | None) -> list[str]:
     scope = f"{plural(v.devices, 'device')} from {plural(v.files, 'trace file')}"
     if v.steps:
         scope += f", {plural(v.steps, 'step')}"
-    # one step time everywhere: §9's (the job's, latest end − earliest start over its devices, mean over steps)
+    # one step time everywhere: §9's (the job's, latest end − earliest start over its devices, mean over steps);
+    # every figure of the line over that window: beside it, exposed comm per device and step
+    stepped = v.step_ns is not None
+    exposed = v.exposed_per_step if (stepped and v.exposed_per_step is not None) else v.exposed
+    per_what = "per device and step" if exposed is v.exposed_per_step else "per device"
     per = (
-        f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''}) · per device:"
-        if (v.step_ns is not None)
+        f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''}) · {per_what}:"
+        if stepped
         else f"per device: span {duration(v.span.mean_ns)}"
     )
     if v.has_comm:
-        per += f"{',' if v.step_ns is None else ''} exposed comm {duration(v.exposed.mean_ns)}"
+        per += f"{'' if stepped else ','} exposed comm {duration(exposed.mean_ns)}"
         if v.devices > 1:
-            per += f" mean, {duration(v.exposed.worst_ns)} worst ({v.exposed.worst_device})"
+            per += f" mean, {duration(exposed.worst_ns)} worst ({exposed.worst_device})"
     return [scope, f"comm share {pct(v.comm_share)}", per]
 
 
