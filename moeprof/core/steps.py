@@ -97,12 +97,12 @@ def launched_windows(markers: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFr
     window on a device from the earliest start to the latest end of them. The GPU may run tens of ms behind
     the host, so the range itself, laid on device time, would cut the step short.
 
-    An activity belongs to one step only: the marker of its host that holds its launch (of overlapping
-    ranges, the one that started last). An activity whose launch the trace does not link (``launch_ns``
-    -1: no correlation, a reader without launch columns) is placed by its start, the only evidence left.
-    Markers of one step number (a range per process of the host) make one step. Returns marker rows
-    (``MARKER_COLUMNS``) with ``device`` set and ``start_ns``/``end_ns`` the window; a marker that launched
-    nothing on a device has no row for it.
+    An activity belongs to one step only: the range of its host that holds its launch (of nested or
+    overlapping ranges, the one that started last). An activity whose launch the trace does not link
+    (``launch_ns`` -1: no correlation, a reader without launch columns) is placed by its start, the only
+    evidence left. The ranges of one step number on a host (one per process) are one range, from the first
+    start to the last end. Returns marker rows (``MARKER_COLUMNS``) with ``device`` set and
+    ``start_ns``/``end_ns`` the window; a step that launched nothing on a device has no row for it.
     """
     if markers.empty or activity.empty:
         return markers.iloc[:0]
@@ -113,25 +113,42 @@ def launched_windows(markers: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFr
     host_c, host_v = column_codes(activity["host"])
     dev_c, dev_v = column_codes(activity["device"])
     m_host = markers["host"].astype(str).to_numpy(dtype=object)
-    m_start = markers["start_ns"].to_numpy(dtype=np.int64)
-    m_end = markers["end_ns"].to_numpy(dtype=np.int64)
+    number = markers["number"].to_numpy(dtype=np.int64)
+    # one range per (host, step number): several processes' ranges of one step; unnumbered ones stay apart
+    key = np.where(number >= 0, number, -2 - np.arange(number.size))
+    hull = pd.DataFrame(
+        {
+            "host": m_host,
+            "key": key,
+            "s": markers["start_ns"].to_numpy(dtype=np.int64),
+            "e": markers["end_ns"].to_numpy(dtype=np.int64),
+        }
+    ).groupby(["host", "key"], sort=False)
+    m_start = hull["s"].transform("min").to_numpy(dtype=np.int64)
+    m_end = hull["e"].transform("max").to_numpy(dtype=np.int64)  # fmt: skip
     marker_of = np.full(start.size, -1, dtype=np.int64)
     for h, host in enumerate(host_v.tolist()):  # a file holds a few hosts: one pass each
         mine = np.flatnonzero(m_host == str(host))
         if not mine.size:
             continue
         mine = mine[np.argsort(m_start[mine], kind="stable")]
+        reach = np.maximum.accumulate(m_end[mine])  # the latest end among the ranges started by each
         rows = np.flatnonzero(host_c == h)
         k = np.searchsorted(m_start[mine], when[rows], side="right") - 1
-        ok = k >= 0
-        ok[ok] = when[rows[ok]] < m_end[mine[k[ok]]]
-        marker_of[rows[ok]] = mine[k[ok]]
+        # the range that started last and holds it; where that one ended, an earlier one still open
+        while True:
+            open_ = k >= 0
+            open_[open_] = when[rows[open_]] < reach[k[open_]]
+            holds = open_.copy()
+            holds[open_] = when[rows[open_]] < m_end[mine[k[open_]]]
+            marker_of[rows[holds]] = mine[k[holds]]
+            left = open_ & ~holds
+            if not left.any():
+                break
+            rows, k = rows[left], k[left] - 1
     inside = np.flatnonzero(marker_of >= 0)
     if not inside.size:
         return markers.iloc[:0]
-    number = markers["number"].to_numpy(dtype=np.int64)
-    # one step per number (several processes' ranges of one step), else per marker
-    key = np.where(number >= 0, number, -2 - np.arange(number.size))
     frame = pd.DataFrame(
         {"key": key[marker_of[inside]], "device": dev_c[inside], "marker": marker_of[inside], "s": start[inside],
          "e": end[inside]}
