@@ -586,8 +586,9 @@ class Analysis:
     # §9: the balance projection (multi-device jobs), the one --what-if asked for, then the rest of "what would it
     # buy" (each with its role); the engine that made them is returned beside the analysis, never kept in it
     projections: tuple[Projection, ...] = ()
-    # §9's step time of the job, measured: the mean over steps of (latest end − earliest start over its devices,
-    # aligned); the one step time every screen shows (None: no device activity)
+    # §9's step time of the job, measured: the mean over steps of the job's §5 window (its devices' step windows
+    # from the earliest start to the latest end, aligned); the one step time every screen shows (None: no device
+    # activity)
     step_ns: int | None = None
     # what sets the end of the measured job's longest step: its critical path's largest cause, and where
     step_bound: StepBound | None = None

@@ -11,8 +11,10 @@ here a change is only new durations (and transfers ``τ`` for instance members).
 Readings of §9 (docs/metrics.md, "Projection", holds them all):
 
 * an activity belongs to the §5 step whose window on its device holds its start;
-  ``step_ns`` of a step is the latest end minus the earliest start of the job's
-  activities in that step (aligned); a job without steps is one step, numbered -1;
+  ``step_ns`` of a step is the job's window of it: its devices' §5 windows from the earliest
+  start to the latest end (aligned), each window's edges tied to the activities that bound them
+  in a replay (:class:`moeprof.core.steps.StepEdges`: the idle a TPU's Steps line holds is kept);
+  a job without steps is one step, numbered -1, its activities' span;
 * the critical path is the one of the step with the longest projected time; it follows
   the last arrival through each instance, so waiting for peers is never on it (its
   ``wait`` is 0 by construction) and shows as the peers' work it waited for;

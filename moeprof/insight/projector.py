@@ -206,7 +206,7 @@ class Projector:
         return bound_of(self.job.critical_time(g.start, g.end, worst))
 
     def measured_step_ns(self) -> int:
-        """§9's step time, measured: the mean over steps of (latest end − earliest start), aligned."""
+        """§9's step time, measured: the mean over steps of the job's §5 window (aligned)."""
         spans = self.job.measured_spans
         return int(round(float(spans.mean()))) if spans.size else 0
 

@@ -263,7 +263,7 @@ def headline(v: Verdict | None) -> list[str]:
     scope = f"{plural(v.devices, 'device')} from {plural(v.files, 'trace file')}"
     if v.steps:
         scope += f", {plural(v.steps, 'step')}"
-    # one step time everywhere: §9's (the job's, latest end − earliest start over its devices, mean over steps);
+    # one step time everywhere: §9's (the job's §5 window over its devices, mean over steps);
     # every figure of the line over that window: beside it, exposed comm per device and step
     stepped = v.step_ns is not None
     exposed = v.exposed_per_step if (stepped and v.exposed_per_step is not None) else v.exposed
