@@ -902,3 +902,13 @@ def test_times_on_the_page_are_per_device(reports):
     # a collective's times are the mean over the devices it ran on
     c = result.collectives[0]
     assert "ms/device" in text and f"<td>{c.total_ns / c.devices / 1e6:,.3f}</td>" in text.replace(' class="num"', "")
+
+
+def test_a_one_chip_tpu_capture_reports_its_ledger_without_a_straggler(tmp_path):
+    """The TPU v5e demo on one chip: its ragged all-to-all's instances have one member each (spec §8: complete,
+    no straggler), so the ledger section has no arrival-skew row (it ended the report with a ValueError, NaN
+    to integer, before); an instance table without stragglers names none."""
+    _, text = make(tmp_path, "one_chip", str(SAMPLES / "tpu_v5e_demo"))
+    assert "Cross-rank ledger" in html.unescape(text)
+    skew = ArrivalSkew("x", "all-to-all", np.array([1, 2]), np.array([1, 2]), np.array(["", ""], dtype=object))
+    assert skew.most_often_last() == ("", 0)

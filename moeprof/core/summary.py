@@ -357,10 +357,12 @@ class ArrivalSkew:
         return int(self.spread_ns.max()) if self.count else 0
 
     def most_often_last(self) -> tuple[str, int]:
-        """The device last in the most instances, and in how many (ties: the first device name)."""
-        if not self.count:
+        """The device last in the most instances, and in how many (ties: the first device name); ("", 0) where
+        no instance has a straggler (a group of one chip has none, spec §8)."""
+        named = [str(d) for d in self.straggler.tolist() if isinstance(d, str) and d]
+        if not named:
             return "", 0
-        counts = pd.Series(self.straggler).value_counts()
+        counts = pd.Series(named).value_counts()
         top = int(counts.max())
         return min(str(d) for d, n in counts.items() if n == top), top
 
@@ -371,6 +373,10 @@ def arrival_skew(analysis: Analysis, table: pd.DataFrame | None, top: int = 6) -
     if table is None or not len(table):
         return []
     table = table[table["op"].notna() & table["kind"].notna()]  # as a groupby on them would drop them
+    if "members" in table:  # an instance of one member (a group of one chip) has no arrival to spread
+        table = table[table["members"].to_numpy() > 1]
+    if not len(table):
+        return []
     rank = {(c.name, c.kind): i for i, c in enumerate(analysis.collectives)}
     # rank the distinct (op, kind) pairs first: a capture holds thousands of them, and only `top` are drawn
     pairs = table[["op", "kind"]].drop_duplicates()

@@ -596,4 +596,5 @@ def instance_table(matched: pd.DataFrame) -> pd.DataFrame:
         last_ns=("aligned_start_ns", "max"),
     ).reset_index()
     last = complete[complete["straggler"]].drop_duplicates("instance").set_index("instance")["device"]
-    return table.assign(straggler=table["instance"].map(last).astype(str))
+    # an instance of one member has no straggler (§8): "" rather than a missing value
+    return table.assign(straggler=table["instance"].map(last).astype(object).fillna("").astype(str))
