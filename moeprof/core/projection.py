@@ -273,6 +273,7 @@ class ReplayJob:
     whole_job: bool = False
     device_ids: Mapping[int, str] = field(default_factory=dict)
     hosts: Mapping[str, str] = field(default_factory=dict)  # device -> host
+    kinds: Mapping[str, str] = field(default_factory=dict)  # device -> GPU | TPU | CPU (its reader's record)
     _codes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
     _step_rows: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
@@ -300,6 +301,7 @@ class ReplayJob:
         whole_job: bool = False,
         device_ids: Mapping[int, str] | None = None,
         hosts: Mapping[str, str] | None = None,
+        kinds: Mapping[str, str] | None = None,
     ) -> ReplayJob:
         """``table``: REPLAY_COLUMNS; ``instance``: complete §8 instance per row (-1 none); ``steps``:
         (step, device, start_ns, end_ns) on each device's own clock; ``windows``: measured windows."""
@@ -371,6 +373,7 @@ class ReplayJob:
             whole_job=whole_job,
             device_ids=dict(device_ids or {}),
             hosts=dict(hosts or {}),
+            kinds=dict(kinds or {}),
         )
 
     # ------------------------------------------------------------ running
@@ -620,7 +623,10 @@ class ReplayJob:
             exposed.append((name, *measured.exposed_segments))
             out.append(
                 DeviceFigures(
-                    device=name, host=self.hosts.get(name, name.split("/")[0]), **{k: getattr(figs, k) for k in NS_KEYS}
+                    device=name,
+                    host=self.hosts.get(name, name.split("/")[0]),
+                    kind=self.kinds.get(name, ""),
+                    **{k: getattr(figs, k) for k in NS_KEYS},
                 )
             )
         if self.records is not None and self.record_rows is not None and len(self.records) == self.record_rows.size:

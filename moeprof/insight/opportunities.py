@@ -18,6 +18,7 @@ from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
 from ..core.hardware import fabric_text
 from ..core.metrics import DeviceTimeline, WindowMeasure
+from ..core.trace import GPU
 from ..core.vocabulary import vocabulary
 from .remedies import EXPERT_KINDS, Situation, choose, devices_kind, for_collective, role_of
 from .stack import Stack
@@ -39,7 +40,9 @@ def name_flags(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return gemm, grouped  # a trailing False for the code -1 (a missing name)
 
 
-def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str) -> list[dict]:
+def device_signals(
+    timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str, kind: str = GPU
+) -> list[dict]:
     """Non-collective opportunities of one device over its window (one dict per signal found).
 
     ``measured``: the device's figures over its window, with the pieces of activity inside it
@@ -50,7 +53,7 @@ def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int
     if not s.size:
         return out
     dur = e - s
-    is_gpu = "GPU" in device
+    is_gpu = kind == GPU
     # launch-bound: many short gaps between busy segments
     if is_gpu:
         b_s, b_e = measured.busy_union
@@ -132,8 +135,9 @@ def host_gap_signal(
 ) -> list[dict]:
     """A TPU runs one XLA program per step: its idle time between two executions of its programs (the
     ``XLA Modules`` line) inside its window is the host dispatching the next one late. One signal per
-    device where there is any (GPU launch gaps are :func:`device_signals`' own)."""
-    if "/TPU:" not in device or module_starts.size < 2:
+    device where there is any (for TPU chips: the caller asks; GPU launch gaps are :func:`device_signals`'
+    own)."""
+    if module_starts.size < 2:
         return []
     s, e = iv.union(module_starts, module_ends)
     gap_s, gap_e = e[:-1], s[1:]  # between consecutive executions
@@ -179,7 +183,7 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
-        fix = choose(Situation(str(kind), devices=devices_kind(g["device"].unique())), stack)
+        fix = choose(Situation(str(kind), devices=devices_kind(g["device"].unique(), stack.device_kinds)), stack)
         out.append(
             Opportunity(
                 title=signal_title(str(kind), stack),
@@ -277,7 +281,7 @@ def comm_opportunities(
             evidence["independent_compute_ns"] = int(worst["independent_ns"])
         if c.bus_bandwidth_gbps is not None:
             evidence["bus_bandwidth_gbps"] = c.bus_bandwidth_gbps
-        on = devices_kind(devices[group == g])
+        on = devices_kind(devices[group == g], stack.device_kinds)
         title = f"exposed {role(str(kind), stack)} {key}"
         why = why_exposed(c, (stragglers or {}).get((str(key), str(kind))))
         note = ""
@@ -365,7 +369,7 @@ def expert_exchange_opportunity(
             kind="expert-exchange",
             role=role_of("expert-exchange", stack),
             link=link,
-            devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique()),
+            devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique(), stack.device_kinds),
             bound=exchange_bound,
             hidden_share=hidden,
         ),

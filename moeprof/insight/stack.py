@@ -7,7 +7,7 @@ kernels already run. Each distinct kernel name is matched once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..core.events import present_values
@@ -96,6 +96,8 @@ class Stack:
     workload: str = "unknown"  # training | inference | unknown
     hlo: bool = False  # the trace carries the programs' HLO (dependency bounds are known)
     in_use: frozenset[str] = field(default_factory=frozenset)
+    # device -> GPU | TPU | CPU as the readers recorded it (core.trace.DEVICE_KINDS): what remedies fit
+    device_kinds: Mapping[str, str] = field(default_factory=dict)
 
     def uses(self, flag: str) -> bool:
         return flag in self.in_use

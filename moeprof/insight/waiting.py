@@ -110,7 +110,7 @@ def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], s
         return []
     per_victim = {str(d): min(int(w), int(exposed_wait.get(str(d), 0))) for d, w in caused.items()}
     worst = max(per_victim, key=lambda d: (per_victim[d], d))
-    fix = choose(Situation("straggler", devices=devices_kind([device])), stack)
+    fix = choose(Situation("straggler", devices=devices_kind([device], stack.device_kinds)), stack)
     return [
         Opportunity(
             title=f"{device} arrives last in {share.iloc[0]:.0%} of collectives: the others wait for it",

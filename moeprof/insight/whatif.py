@@ -25,6 +25,7 @@ from ..core.analysis import Opportunity
 from ..core.events import BUCKETS, KINDS, lookup
 from ..core.projection import Projection, ReplayJob, RouterBalance, counterpart_durations, router_balanced
 from ..core.replay import LANES
+from ..core.trace import GPU
 from ..errors import InputError
 from .opportunities import MANY_GEMMS_PER_STEP, SMALL_GAP_NS, SMALL_GEMM_NS, name_flags
 
@@ -216,7 +217,7 @@ GAP_OPPORTUNITIES = ("launch-gaps", "small-gemms")  # made of the gaps before ac
 
 def _gpu_devices(job: ReplayJob) -> np.ndarray:
     """Per row: on a GPU device (the device signals of §6 are GPU-only)."""
-    return _string_mask(job, "device", lambda d: "GPU" in d)
+    return _string_mask(job, "device", lambda d: job.kinds.get(d) == GPU)
 
 
 def _small_gemm_rows(job: ReplayJob) -> np.ndarray:

@@ -479,6 +479,7 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
         whole_job=job.whole_job(),
         device_ids={gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
         hosts={d.device: d.host for d in job.devices},
+        kinds={d.device: d.kind for d in job.devices},
     )
 
 
@@ -520,8 +521,8 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    stack = Stack.of(job.facts[k] for k in sorted(job.facts))
-    hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.device for d in devices])
+    stack = replace(Stack.of(job.facts[k] for k in sorted(job.facts)), device_kinds={d.device: d.kind for d in devices})
+    hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.kind for d in devices])
     collectives = annotate(collectives_table(comm), mode, hardware.peaks, hardware.scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)

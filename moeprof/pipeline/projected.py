@@ -12,7 +12,7 @@ by the same code as the measured ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,10 +53,16 @@ class ProjectedJob:
         return "projected: " + " ".join(self.projection.what_if) if self.projection.what_if else "replayed"
 
 
-def projected_trace(events: pd.DataFrame, path: str = "projected", windows: pd.DataFrame | None = None) -> Trace:
+def projected_trace(
+    events: pd.DataFrame,
+    path: str = "projected",
+    windows: pd.DataFrame | None = None,
+    kinds: Mapping[str, str] | None = None,
+) -> Trace:
     """The projected activities (``projected_events``' rows) as a trace, with per-device step markers:
     ``windows`` (device, step, start_ns, end_ns: the projection's step windows), else each step's projected
-    earliest start to latest end of its activities on each device."""
+    earliest start to latest end of its activities on each device; ``kinds``: the measured devices' kinds
+    (the projected job runs on the same chips)."""
     device = events["device"].astype(str).to_numpy(dtype=object)
     host = np.array([d.split("/", 1)[0] if "/" in d else d for d in device.tolist()], dtype=object)
     start = events["start_ns"].to_numpy(np.int64)
@@ -101,7 +107,7 @@ def projected_trace(events: pd.DataFrame, path: str = "projected", windows: pd.D
         end_ns=windows["end_ns"].to_numpy(np.int64),
         number=windows["step"].to_numpy(np.int64),
     )
-    return Trace(events=table, path=path, format="chrome", markers=markers)
+    return Trace(events=table, path=path, format="chrome", markers=markers, device_kinds=dict(kinds or {}))
 
 
 def project_timeline(
@@ -120,7 +126,8 @@ def project_timeline(
     projection = held or projector.project(list(terms))
     events = projector.events(list(terms))
     label = f"{' '.join(projection.what_if) or 'replay'} of {', '.join(analysis.inputs)}"
-    trace = projected_trace(events, label, projector.step_windows(list(terms)))
+    kinds = {d.device: d.kind for d in analysis.devices}
+    trace = projected_trace(events, label, projector.step_windows(list(terms)), kinds)
     measured, measured_state = analyze_state([trace], timeline=timeline or TimelineOptions())
     crit = events[events["critical"].to_numpy(bool)]
     critical = pd.DataFrame(

@@ -31,7 +31,7 @@ from pandas.api.types import union_categoricals
 
 from ..core.events import categorical, categorical_of, column_codes, lookup, make_table
 from ..core.steps import step_marker_pattern
-from ..core.trace import Trace, empty_markers, make_markers, trailing_number
+from ..core.trace import GPU, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
@@ -513,5 +513,6 @@ def build_trace(
         format=fmt,
         devices={str(dev_names[g]): int(host_index * per_host + g) for g in used.tolist()},
         device_models={str(dev_names[g]): agents.names[g] for g in used.tolist() if g in agents.names},
+        device_kinds={str(dev_names[g]): GPU for g in used.tolist()},
         warnings=tuple(warnings),
     )

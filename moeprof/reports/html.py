@@ -71,6 +71,7 @@ from ..core.timeline import (
     TimelineView,
     detail_window,
 )
+from ..core.trace import CPU
 from ..errors import InputError
 from ..insight.projector import DRAWN_UNASKED_LIMIT
 from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
@@ -904,7 +905,7 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         timeline_mode="one lane per device and stream" if timeline["mode"] == "stream" else "one lane per device",
         detail=detail,
         timeline_note=note,
-        cpu=bool(r.devices) and all("/CPU:" in d.device for d in r.devices),
+        cpu=r.device_kind == CPU,
         device_bars=device_bars,
         step_bars=step_bars,
         collectives=collectives_table(r.collectives, ledger=led is not None and led.instances > 0),
