@@ -333,7 +333,8 @@ def with_roctx_steps(trace: Trace, marks: pd.DataFrame, context: ReadContext) ->
 
 def roctx_steps(marks: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.DataFrame:
     """ROCTx ranges (rows whose ``category`` starts with ``MARKER``) named like steps (or matching
-    ``--step-marker``), on the process's device when it drove one GPU, else on every device of the host.
+    ``--step-marker``), host ranges: each one's step on a GPU of the process is what it launched there
+    (spec §5; without launch evidence, what started inside it: ``core.steps.launched_windows``).
     A step's number is the one its text ends with, else its order among the ranges of that text."""
     marks = marks.loc[marks["category"].fillna("").astype(str).str.startswith("MARKER")]
     if not len(marks):
@@ -349,11 +350,10 @@ def roctx_steps(marks: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.D
     numbers = np.array([trailing_number(str(t)) for t in texts.tolist()], dtype=np.int64)
     number = pd.Series(numbers[text_codes] if len(text_codes) else np.zeros(0, dtype=np.int64), index=s.index)
     ordinal = s.groupby("text").cumcount()
-    devices = list(trace.devices)
     host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""
     return make_markers(
         host=host,
-        device=devices[0] if len(devices) == 1 else "",
+        device="",  # a ROCTx range times the host: its step on each GPU is what it launched (spec §5)
         kind="step",
         name=s["text"].to_numpy(dtype=object),
         start_ns=s["start"].to_numpy(dtype=np.int64),
