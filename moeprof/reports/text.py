@@ -269,12 +269,13 @@ def headline(v: Verdict | None) -> list[str]:
     exposed = v.exposed_per_step if (stepped and v.exposed_per_step is not None) else v.exposed
     per_what = "per device and step" if exposed is v.exposed_per_step else "per device"
     per = (
-        f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''}) · {per_what}:"
+        f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''})"
         if stepped
         else f"per device: span {duration(v.span.mean_ns)}"
     )
     if v.has_comm:
-        per += f"{'' if stepped else ','} exposed comm {duration(exposed.mean_ns)}"
+        per += f" · {per_what}:" if stepped else ","
+        per += f" exposed comm {duration(exposed.mean_ns)}"
         if v.devices > 1:
             per += f" mean, {duration(exposed.worst_ns)} worst ({exposed.worst_device})"
     return [scope, f"comm share {pct(v.comm_share)}", per]
