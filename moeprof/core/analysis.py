@@ -387,7 +387,7 @@ class ComputeStraggler:
 @dataclass(frozen=True, slots=True)
 class StepSummary:
     step: int
-    span_ns: int  # the slowest device's span in this step
+    span_ns: int  # the job's step: its devices' §5 windows from the earliest start to the latest end (aligned)
     exposed_comm_ns: int  # mean over devices
     comm_share: float
 
