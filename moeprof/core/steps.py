@@ -133,32 +133,33 @@ def launched_windows(markers: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFr
             continue
         mine = mine[np.argsort(m_start[mine], kind="stable")]
         reach = np.maximum.accumulate(m_end[mine])  # the latest end among the ranges started by each
-        rows = np.flatnonzero(host_c == h)
-        k = np.searchsorted(m_start[mine], when[rows], side="right") - 1
+        rows = np.arange(start.size) if len(host_v) == 1 else np.flatnonzero(host_c == h)
+        t = when if len(host_v) == 1 else when[rows]
+        ends = m_end[mine]
+        k = np.searchsorted(m_start[mine], t, side="right") - 1
         # the range that started last and holds it; where that one ended, an earlier one still open
         while True:
-            open_ = k >= 0
-            open_[open_] = when[rows[open_]] < reach[k[open_]]
-            holds = open_.copy()
-            holds[open_] = when[rows[open_]] < m_end[mine[k[open_]]]
-            marker_of[rows[holds]] = mine[k[holds]]
+            at = np.maximum(k, 0)
+            open_ = (k >= 0) & (t < reach[at])
+            holds = open_ & (t < ends[at])
+            marker_of[rows[holds]] = mine[at[holds]]
             left = open_ & ~holds
             if not left.any():
                 break
-            rows, k = rows[left], k[left] - 1
+            rows, k, t = rows[left], k[left] - 1, t[left]
     inside = np.flatnonzero(marker_of >= 0)
     if not inside.size:
         return markers.iloc[:0]
-    frame = pd.DataFrame(
-        {"key": key[marker_of[inside]], "device": dev_c[inside], "marker": marker_of[inside], "s": start[inside],
-         "e": end[inside]}
-    )  # fmt: skip
-    win = frame.groupby(["key", "device"], sort=True).agg(marker=("marker", "min"), s=("s", "min"), e=("e", "max"))
-    first = win["marker"].to_numpy(dtype=np.int64)
-    out = markers.iloc[first].reset_index(drop=True)
-    out["device"] = lookup(win.index.get_level_values("device").to_numpy(dtype=np.int64), dev_v, "")
-    out["start_ns"] = win["s"].to_numpy(dtype=np.int64)
-    out["end_ns"] = win["e"].to_numpy(dtype=np.int64)
+    # one cell per (step, device): the marker of the step that comes first names it; its activities' hull
+    step_c, first_marker = np.unique(key, return_index=True)  # key -> its first marker (keys sorted)
+    cell = np.searchsorted(step_c, key[marker_of[inside]]) * len(dev_v) + dev_c[inside]
+    lo = pd.Series(start[inside]).groupby(cell, sort=True).min()
+    hi = pd.Series(end[inside]).groupby(cell, sort=True).max()
+    cells = lo.index.to_numpy(dtype=np.int64)
+    out = markers.iloc[first_marker[cells // len(dev_v)]].reset_index(drop=True)
+    out["device"] = lookup(cells % len(dev_v), dev_v, "")
+    out["start_ns"] = lo.to_numpy(dtype=np.int64)
+    out["end_ns"] = hi.to_numpy(dtype=np.int64)
     return out
 
 
@@ -266,24 +267,27 @@ def step_edges(
         act_cell, win_cell = cell[: inside.size], cell[inside.size :]
         first = np.full(int(cell.max()) + 1, -1, dtype=np.int64)
         last = first.copy()
-        order = np.lexsort((start[inside], act_cell))
-        head = np.r_[True, act_cell[order][1:] != act_cell[order][:-1]] if order.size else order.astype(bool)
-        first[act_cell[order][head]] = inside[order][head]
-        order = np.lexsort((end[inside], act_cell))
-        tail = np.r_[act_cell[order][1:] != act_cell[order][:-1], True] if order.size else order.astype(bool)
-        last[act_cell[order][tail]] = inside[order][tail]
+        if inside.size:
+            lo = pd.Series(start[inside]).groupby(act_cell, sort=False).idxmin()  # positions into ``inside``
+            hi = pd.Series(end[inside]).groupby(act_cell, sort=False).idxmax()
+            first[lo.index.to_numpy(dtype=np.int64)] = inside[lo.to_numpy(dtype=np.int64)]
+            last[hi.index.to_numpy(dtype=np.int64)] = inside[hi.to_numpy(dtype=np.int64)]
         first_row, end_row = first[win_cell], last[win_cell]
-        # the device's latest activity ending by the window's start (the program before)
-        prev = np.full(w_dev.size, -1, dtype=np.int64)
-        order = np.lexsort((end, device))
-        bounds = np.searchsorted(device[order], np.arange(int(max(device.max(), w_dev.max())) + 2))
-        for d in np.unique(w_dev).tolist():  # a job's devices: one search each
-            mine = np.flatnonzero(w_dev == d)
-            rows = order[bounds[d] : bounds[d + 1]]
-            k = np.searchsorted(end[rows], w_start[mine], side="right") - 1
-            ok = k >= 0
-            prev[mine[ok]] = rows[k[ok]]
         idle_before = (first_row < 0) | (start[np.maximum(first_row, 0)] > w_start)
+        # where idle leads the window: the device's latest activity ending by its start (the program before);
+        # only those devices' activities are sorted (a host marker's windows start at their first activity)
+        prev = np.full(w_dev.size, -1, dtype=np.int64)
+        needed = np.unique(w_dev[idle_before])
+        if needed.size:
+            rows = np.flatnonzero(np.isin(device, needed))
+            rows = rows[np.lexsort((end[rows], device[rows]))]
+            bounds = np.searchsorted(device[rows], np.r_[needed, needed.max() + 1])
+            for i, d in enumerate(needed.tolist()):  # a job's devices: one search each
+                mine = np.flatnonzero((w_dev == d) & idle_before)
+                own = rows[bounds[i] : bounds[i + 1]]
+                k = np.searchsorted(end[own], w_start[mine], side="right") - 1
+                ok = k >= 0
+                prev[mine[ok]] = own[k[ok]]
         from_end = idle_before & (prev >= 0)
         start_row = np.where(from_end, prev, first_row)
         end_row = np.where(end_row >= 0, end_row, np.where(from_end, prev, -1))  # nothing in it: moves with prev
