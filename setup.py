@@ -17,6 +17,10 @@ OPTIONAL = os.environ.get("MOEPROF_REQUIRE_NATIVE") != "1"
 setup(
     ext_modules=[
         Extension("moeprof.readers._xplane_native", ["moeprof/readers/_xplane_native.c"], optional=OPTIONAL),
-        Extension("moeprof.core._replay_native", ["moeprof/core/_replay_native.c"], optional=OPTIONAL),
+        Extension(
+            "moeprof.insight.projection._replay_native",
+            ["moeprof/insight/projection/_replay_native.c"],
+            optional=OPTIONAL,
+        ),
     ]
 )

@@ -46,7 +46,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import moeprof
 import moeprof.pipeline.merge
-from moeprof.insight.whatif import project_job
 from moeprof.pipeline import analyze_paths_state, analyze_state
 from synthetic import tpu_multislice as tpu
 from synthetic.counterfactual import CHANGES, ROUTER_CHANGE, simulate, write_job
@@ -62,15 +61,15 @@ def accuracy(ranks: int, steps: int, layers: int, seeds: list[int]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             write_job(Path(tmp), ranks, steps, layers, seed)
             analysis, state = analyze_state(moeprof.load(tmp))
-        assert state.projector is not None
-        job = state.projector.job
+        projector = state.projector
+        assert projector is not None
         base = float(np.mean(simulate(ranks, steps, layers, seed).step_times()))
         rows = [(change, terms) for change, terms in CHANGES.items() if change != "none"]
         rows.append(("balance", ["balance"]))
         for change, terms in rows:
             rerun_change = "fix-slow-rank" if change == "balance" else change
             truth = float(np.mean(simulate(ranks, steps, layers, seed, rerun_change).step_times()))
-            projected = project_job(job, terms, analysis.opportunities, figures=False).projected_step_ns
+            projected = projector.project(terms, figures=False).projected_step_ns
             error = (projected - truth) / truth
             worst = max(worst, abs(error)) if change != "balance" else worst
             label = f"{change} (s{seed})"
@@ -101,15 +100,15 @@ def tpu_accuracy(seeds: list[int]) -> None:
     for seed in seeds:
         with tempfile.TemporaryDirectory() as tmp:
             tpu.write_job(Path(tmp), seed=seed)
-            analysis, state = analyze_state(moeprof.load(tmp))
-        assert state.projector is not None
-        job = state.projector.job
+            _, state = analyze_state(moeprof.load(tmp))
+        projector = state.projector
+        assert projector is not None
         base = float(np.mean(tpu.simulate(seed=seed).step_times()))
         rows = [(change, terms) for change, terms in tpu.CHANGES.items() if change != "none"]
         rows.append(("balance", ["balance"]))
         for change, terms in rows:
             truth = float(np.mean(tpu.simulate("fix-slow-chip" if change == "balance" else change, seed).step_times()))
-            projected = project_job(job, terms, analysis.opportunities, figures=False).projected_step_ns
+            projected = projector.project(terms, figures=False).projected_step_ns
             error = (projected - truth) / truth
             label = f"{change} (s{seed})"
             print(f"{label:<22} {base / 1e6:>12.3f} {truth / 1e6:>10.3f} {projected / 1e6:>13.3f} {error:>+8.2%}")
@@ -142,7 +141,7 @@ def build_job(out: Path, events: int, ranks: int) -> None:
 
 
 def speed(folder: Path) -> None:
-    spent = {"replay_job": 0.0, "with_projections": 0.0}
+    spent = {"replay_job": 0.0, "project_analysis": 0.0}
     originals = {name: getattr(merge_module, name) for name in spent}
 
     def timed(name: str):
@@ -167,7 +166,7 @@ def speed(folder: Path) -> None:
     assert state.projector is not None
     job = state.projector.job
     t = time.perf_counter()
-    project_job(job, ["scale(kind=all-to-all)=0.5"], analysis.opportunities)
+    state.projector.project(["scale(kind=all-to-all)=0.5"])
     one = time.perf_counter() - t
     projecting = sum(spent.values())
     rest = total - projecting
@@ -179,7 +178,7 @@ def speed(folder: Path) -> None:
     print(f"  analyze without the projection: {rest:.2f} s")
     print(
         f"  projection work inside analyze: {projecting:.2f} s (replay columns and graph {spent['replay_job']:.2f} s; "
-        f"balance and {len(analysis.opportunities)} opportunities' savings {spent['with_projections']:.2f} s)"
+        f"balance and {len(analysis.opportunities)} opportunities' savings {spent['project_analysis']:.2f} s)"
     )
     print(f"  one more --what-if projection (scale(kind=all-to-all)=0.5, with §4/§8 figures): {one:.2f} s")
     print(f"  ratio projection / analyze: {projecting / rest:.2f} (target <= 1)")

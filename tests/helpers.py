@@ -22,7 +22,7 @@ import pytest
 from hypothesis import strategies as st
 
 if TYPE_CHECKING:
-    from moeprof.core.projection import ReplayJob
+    from moeprof.insight.projection import Projector
 
     from .fuzz.engine import Result
 
@@ -417,10 +417,10 @@ def timelines(draw: st.DrawFn) -> dict:
     return out
 
 
-def replay_job_of(traces: list) -> ReplayJob:
-    """The replay columns and graph the analysis of ``traces`` built (its projector's)."""
+def projector_of(traces: list) -> Projector:
+    """The projector the analysis of ``traces`` made (its replay columns and graph: ``.job``)."""
     from moeprof.pipeline import analyze_state
 
     _, state = analyze_state(traces)
     assert state.projector is not None
-    return state.projector.job
+    return state.projector

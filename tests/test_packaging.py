@@ -26,7 +26,7 @@ from .helpers import NATIVE_REQUIRED, ROOT
 
 PACKAGE = ROOT / "moeprof"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-NATIVE = ("moeprof.readers._xplane_native", "moeprof.core._replay_native")
+NATIVE = ("moeprof.readers._xplane_native", "moeprof.insight.projection._replay_native")
 WHEEL_ENV = "MOEPROF_TEST_WHEEL"  # a wheel already built (CI builds one): its file list, instead of building
 
 

@@ -14,24 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import moeprof
-import moeprof.core.projection
-import moeprof.pipeline.merge
-from moeprof.core.projection import ReplayJob
-from moeprof.core.replay import LANES, build_graph, latest_end_zeroed, replay, routes
 from moeprof.errors import InputError
-from moeprof.insight.whatif import (
-    apply_terms,
-    change_of,
-    opportunity_mask,
-    opportunity_savings,
-    parse_terms,
-    project_job,
-)
+from moeprof.insight.projection import Projector, ReplayJob, parse_terms
+from moeprof.insight.projection.replay import LANES, build_graph, latest_end_zeroed, replay, routes
+from moeprof.insight.projection.savings import opportunity_savings
+from moeprof.insight.projection.selection import opportunity_mask
 from moeprof.pipeline import JobState, analyze_state, load
 from synthetic.counterfactual import A2A_RAGGED, CHANGES, ROUTER_CHANGE, simulate, write_job
 from synthetic.counterfactual import EXPERT as EXPERT_KERNEL
 
-from .helpers import NATIVE_REQUIRED, replay_job_of, shared_trace, timelines
+from .helpers import NATIVE_REQUIRED, projector_of, shared_trace, timelines
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -62,7 +54,7 @@ ROUTES = routes() if "native" in routes() or not NATIVE_REQUIRED else ("native",
 
 
 def _assert_identity(path: Path) -> None:
-    job = replay_job_of(moeprof.load(path))
+    job = projector_of(moeprof.load(path)).job
     g = job.graph
     for route in ROUTES:
         if route == "numpy" and g.size > 5_000:
@@ -154,21 +146,18 @@ def counterfactual(counterfactual_state: tuple[moeprof.Analysis, JobState]) -> m
 
 
 @pytest.fixture(scope="module")
-def counterfactual_job(counterfactual_state: tuple[moeprof.Analysis, JobState]) -> ReplayJob:
+def counterfactual_projector(counterfactual_state: tuple[moeprof.Analysis, JobState]) -> Projector:
     projector = counterfactual_state[1].projector
     assert projector is not None
-    return projector.job
+    return projector
 
 
 @pytest.mark.parametrize("change", [c for c in CHANGES if c != "none"])
-def test_projection_matches_the_rerun_job(
-    counterfactual: moeprof.Analysis, counterfactual_job: ReplayJob, change: str
-) -> None:
+def test_projection_matches_the_rerun_job(counterfactual_projector: Projector, change: str) -> None:
     """Each change projected from the measured job is within 5% of the job simulated again with it."""
     truth = simulate(ranks=8, steps=3, layers=3, seed=4, change=change).step_times()
     base = simulate(ranks=8, steps=3, layers=3, seed=4).step_times()
-    job = counterfactual_job
-    projection = project_job(job, CHANGES[change], counterfactual.opportunities)
+    projection = counterfactual_projector.project(CHANGES[change])
     assert [s.measured_ns for s in projection.steps] == base
     for step, expected in zip(projection.steps, truth, strict=True):
         assert abs(step.projected_ns - expected) <= 0.05 * expected, (change, step, expected)
@@ -185,11 +174,11 @@ def test_balance_is_the_slow_rank_fixed(counterfactual: moeprof.Analysis) -> Non
     assert balance.saving_ns > 0.1 * balance.measured_step_ns
 
 
-def test_balance_takes_the_median_of_counterparts(counterfactual_job: ReplayJob) -> None:
+def test_balance_takes_the_median_of_counterparts(counterfactual_projector: Projector) -> None:
     """By brute force: each compute activity's new duration is the median over ranks of the same
     (step, name, occurrence) durations (even counts: mean of the two middle, half to even)."""
-    job = counterfactual_job
-    duration, _ = apply_terms(job, parse_terms(["balance"]))
+    job = counterfactual_projector.job
+    duration = counterfactual_projector.change(["balance"]).duration
     names = job.table["name"].astype(str).to_numpy()
     devices = job.table["device"].astype(str).to_numpy()
     buckets = job.table["bucket"].astype(str).to_numpy()
@@ -370,7 +359,7 @@ def test_cli_what_if(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_large_jobs_without_numba_are_not_projected(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the compiled replay a big job gets a warning instead of an hours-long relaxation."""
-    projector = sys.modules["moeprof.insight.projector"]
+    projector = sys.modules["moeprof.insight.projection.projector"]
     monkeypatch.setattr(projector, "has_compiled", lambda: False)
     monkeypatch.setattr(projector, "NUMPY_REPLAY_LIMIT", 10)
     traces = moeprof.load(SAMPLES / "synthetic_2host_4gpu_kineto")
@@ -385,7 +374,7 @@ def test_c_sweep_refuses_a_graph_whose_indices_leave_their_arrays() -> None:
     """The C sweep checks every index before its loop: a wrong graph raises instead of reading out of bounds."""
     from dataclasses import replace as with_field
 
-    from moeprof.core import _replay_native  # type: ignore[attr-defined]
+    from moeprof.insight.projection import _replay_native  # type: ignore[attr-defined]
 
     g = build_graph(np.array([0, 0]), np.array([0, 0]), np.array([0, 10]), np.array([5, 20]), compact=False)
     assert replay(g, route="native")[1].tolist() == [5, 20]
@@ -441,8 +430,9 @@ def test_balance_router_spreads_each_layers_expert_work_evenly(tmp_path: Path) -
     """By hand: per (step, layer) every rank's expert GEMM takes the mean of the ranks' measured GEMMs (the
     work conserved), and a fixed-shape all-to-all keeps its transfer."""
     _, folder = _router_job(tmp_path, ragged=False)
-    job = replay_job_of(moeprof.load(folder))
-    change = change_of(job, parse_terms(["balance-router"]))
+    projector = projector_of(moeprof.load(folder))
+    job = projector.job
+    change = projector.change(["balance-router"])
     names = job.table["name"].astype(str).to_numpy()
     devices = job.table["device"].astype(str).to_numpy()
     cells: dict[tuple[int, int], list[int]] = {}
@@ -466,8 +456,9 @@ def test_balance_router_moves_a_ragged_exchange_with_its_busiest_member(tmp_path
     """By hand: each ragged all-to-all's members take the transfer the balanced bytes need, 2 / (1 + W_max / W̄)
     of the measured one (W the expert work of the layer it feeds or drains, W_max its busiest rank)."""
     _, folder = _router_job(tmp_path, ragged=True)
-    job = replay_job_of(moeprof.load(folder))
-    change = change_of(job, parse_terms(["balance-router"]))
+    projector = projector_of(moeprof.load(folder))
+    job = projector.job
+    change = projector.change(["balance-router"])
     names = job.table["name"].astype(str).to_numpy()
     g = job.graph
     checked = 0
@@ -503,7 +494,7 @@ def test_balance_router_without_expert_work_says_so() -> None:
 def test_expert_work_is_found_by_scope_and_by_kernel_name() -> None:
     """The demo's XLA:CPU capture names its experts in the HLO op_name scope (moe_experts, forward and
     backward); the counterfactual's Kineto kernel is a grouped GEMM by name. Each found row is one of those."""
-    job = replay_job_of(moeprof.load(SAMPLES / "cpu_moe_8dev"))
+    job = projector_of(moeprof.load(SAMPLES / "cpu_moe_8dev")).job
     roles = job.table["moe_role"].astype(str).to_numpy()
     assert (roles == "expert").sum() > 0
     assert set(job.table["bucket"].astype(str).to_numpy()[roles == "expert"]) == {"compute"}

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import moeprof
-from moeprof.core.projection import ReplayJob
-from moeprof.core.replay import NEG, _sweep_numpy, _sweep_shortest, build_graph, has_compiled, replay
+from moeprof.insight.projection import ReplayJob
+from moeprof.insight.projection.replay import NEG, _sweep_numpy, _sweep_shortest, build_graph, has_compiled, replay
 from moeprof.readers import nsys, read_file
 
-from .helpers import replay_job_of, shared_trace, timelines, to_parquetdir
+from .helpers import projector_of, shared_trace, timelines, to_parquetdir
 
 ROUTES = [True, False] if has_compiled() else [False]
 
@@ -131,7 +131,7 @@ def _brute_launch_pred(rj: ReplayJob, syncs: pd.DataFrame) -> np.ndarray:
 @pytest.mark.parametrize("relative", ["nsys/cloverleaf_a100.sqlite", "nsys/saxpy_mpi_old_schema.sqlite"])
 def test_nsys_launch_bounds_follow_the_rule(relative: str) -> None:
     """On one-device exports: the graph's launch edges are the brute force's, and the replay is the identity."""
-    rj = replay_job_of(moeprof.load(shared_trace(relative)))
+    rj = projector_of(moeprof.load(shared_trace(relative))).job
     g = rj.graph
     syncs = nsys.read(shared_trace(relative)).host_syncs
     device = str(rj.table["device"].iloc[0])
@@ -150,7 +150,7 @@ def test_nsys_launch_bounds_follow_the_rule(relative: str) -> None:
 def test_a_kernel_launched_after_a_sync_moves_with_the_work_it_waited_for() -> None:
     """CloverLeaf: every kernel is followed by cudaDeviceSynchronize. Halving one kernel moves the next one
     (launched after the sync) earlier by the time saved; without the syncs its host is fixed and it stays."""
-    rj = replay_job_of(moeprof.load(shared_trace("nsys/cloverleaf_a100.sqlite")))
+    rj = projector_of(moeprof.load(shared_trace("nsys/cloverleaf_a100.sqlite"))).job
     g = rj.graph
     x = int(np.flatnonzero(g.launch_pred >= 0)[10])
     w = int(g.launch_pred[x])
@@ -279,7 +279,7 @@ def test_xplane_sync_copies_are_host_syncs() -> None:
 
 @pytest.mark.parametrize("relative", ["xplane/jax_conv_8xmi300.xplane.pb", "xplane/tf_bert_8xv100_worker.xplane.pb"])
 def test_xplane_graphs_have_launch_bounds_and_replay_to_the_identity(relative: str) -> None:
-    rj = replay_job_of(moeprof.load(shared_trace(relative)))
+    rj = projector_of(moeprof.load(shared_trace(relative))).job
     g = rj.graph
     host_fixed = (g.floor == g.start) & (g.trigger >= 0)
     assert host_fixed.sum() + (g.launch_pred >= 0).sum() > 0
@@ -356,7 +356,7 @@ def test_shortest_path_replay_needs_no_relaxation(job: dict) -> None:
     duration = np.rint(g.duration * f).astype(np.int64)
     transfer = np.rint(g.transfer * f).astype(np.int64)
     empty = np.full(g.size, NEG, dtype=np.int64)
-    import moeprof.core.replay as replay_module
+    import moeprof.insight.projection.replay as replay_module
 
     original = replay_module._sweep_numpy
 
@@ -377,7 +377,7 @@ def test_shortest_path_replay_on_a_real_job() -> None:
     """The real 8-rank DLRM (2,244 activities, all-to-all and all-reduce instances, launch bounds after
     synchronizations): the shortest-path search, unchanged and with each kind's transfer halved, is the
     compiled sweep's (or, without numba, the relaxation's)."""
-    rj = replay_job_of(moeprof.load(shared_trace("kineto/dlrm_8rank_v100")))
+    rj = projector_of(moeprof.load(shared_trace("kineto/dlrm_8rank_v100"))).job
     g = rj.graph
     assert g.is_member.sum() > 0 and (g.launch_pred >= 0).sum() > 0
     empty = np.full(g.size, NEG, dtype=np.int64)
@@ -393,7 +393,7 @@ def test_shortest_path_replay_on_a_real_job() -> None:
 def test_a_zero_length_activity_made_longer_needs_no_relaxation(monkeypatch: pytest.MonkeyPatch) -> None:
     """A, a zero-length Z and B back to back on one stream (a balance can give Z its counterparts' median):
     Z at 5 ns moves B by 5, found by the shortest path alone."""
-    import moeprof.core.replay as replay_module
+    import moeprof.insight.projection.replay as replay_module
 
     g = build_graph(np.zeros(3, np.int64), np.zeros(3, np.int64), np.array([0, 10, 10]), np.array([10, 10, 20]))
     monkeypatch.setattr(replay_module, "_sweep_numpy", lambda *a: pytest.fail("fell back to the relaxation"))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import moeprof
-from moeprof.core.replay import (
+from moeprof.insight.projection.replay import (
     NEG,
     Graph,
     Nodes,

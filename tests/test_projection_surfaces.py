@@ -25,7 +25,8 @@ from moeprof.core import intervals as iv
 from moeprof.core.analysis import Analysis, Collective, DeviceFigures, Figures, StepFigures
 from moeprof.core.summary import verdict
 from moeprof.gate.diff import change_ratios
-from moeprof.insight.projector import Projector, comm_kinds
+from moeprof.insight.projection import Projector
+from moeprof.insight.projection.plan import comm_kinds
 from moeprof.pipeline import analyze_job, analyze_paths, load
 from moeprof.reports import terminal
 from moeprof.reports.html import default_projection

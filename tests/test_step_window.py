@@ -18,7 +18,6 @@ import moeprof
 from moeprof.cli.main import app
 from moeprof.core.steps import find_steps, job_step_windows, launched_windows
 from moeprof.core.trace import make_markers
-from moeprof.insight.whatif import project_job
 from moeprof.pipeline import analyze_state
 from moeprof.reports.text import duration
 from synthetic.tpu import Chip, Op, write_xplane
@@ -206,12 +205,12 @@ def test_a_replayed_tpu_step_keeps_its_idle(host_bound: Path) -> None:
     """Every op at half its length: each program shrinks by 1,200 ns; the idle between programs (launch gaps
     the replay keeps) stays, so steps 1 and 2 end 1,200 ns sooner than a period after the previous end; the
     unchanged replay gives back the Steps line."""
-    analysis, state = analyze_state(moeprof.load(host_bound))
+    _, state = analyze_state(moeprof.load(host_bound))
     assert state.projector is not None
-    same = project_job(state.projector.job, [], analysis.opportunities)
+    same = state.projector.project([])
     spans = [WORK] + [PERIOD] * (STEPS - 1)
     assert [s.measured_ns for s in same.steps] == spans and [s.projected_ns for s in same.steps] == spans
-    half = project_job(state.projector.job, ["scale()=0.5"], analysis.opportunities)
+    half = state.projector.project(["scale()=0.5"])
     shrink = OPS * DUR // 2
     assert [s.projected_ns for s in half.steps] == [WORK - shrink] + [PERIOD - shrink] * (STEPS - 1)
     assert half.measured_step_ns == round(float(np.mean(spans)))

@@ -21,7 +21,6 @@ from typer.testing import CliRunner
 
 import moeprof
 from moeprof.cli.main import app
-from moeprof.insight.whatif import project_job
 from moeprof.pipeline import JobState, analyze_state
 from moeprof.readers.xspace_proto import messages
 from synthetic import tpu_multislice as tpu
@@ -278,9 +277,9 @@ def test_terminal_shows_the_truth(truth: dict) -> None:
 
 def test_replay_reproduces_the_measured_job(state: tuple[moeprof.Analysis, JobState], truth: dict) -> None:
     """Unchanged, the replay gives back every measured step time (the truth's, aligned by the found offset)."""
-    analysis, job_state = state
+    _, job_state = state
     assert job_state.projector is not None
-    projection = project_job(job_state.projector.job, [], analysis.opportunities)
+    projection = job_state.projector.project([])
     measured = [s.measured_ns for s in projection.steps]
     assert [s.projected_ns for s in projection.steps] == measured
     # the job's step spans, aligned: within the few ns the found clock offset differs from the true one
@@ -304,7 +303,7 @@ def test_projection_equals_the_rerun_job(state: tuple[moeprof.Analysis, JobState
         projection = analysis.projections[0]
         assert projection.what_if == ("balance",)
     else:
-        projection = project_job(job_state.projector.job, tpu.CHANGES[change], analysis.opportunities)
+        projection = job_state.projector.project(tpu.CHANGES[change])
     rerun = _rerun(change)
     projected = [s.projected_ns for s in projection.steps]
     for got, want in zip(projected, rerun, strict=True):

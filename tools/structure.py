@@ -2,6 +2,7 @@
 
 python tools/structure.py                 # largest modules, import cycles, functions over 150 lines
 python tools/structure.py --path TRACE... # and the route of those inputs through `moeprof analyze`
+python tools/structure.py --package moeprof.insight.projection  # a package's modules, lines, importers
 
 **Import cycles**: strongly connected components of the import graph of ``moeprof`` (grimp, the graph
 import-linter checks; every import of a module, at its top or inside a function, ``TYPE_CHECKING``
@@ -73,6 +74,25 @@ def import_cycles() -> list[list[str]]:
     groups = Counter(labels.tolist())
     cycles = [sorted(modules[i] for i in range(len(modules)) if labels[i] == g) for g, n in groups.items() if n > 1]
     return sorted(cycles, key=len, reverse=True)
+
+
+def package_figures(package: str) -> tuple[list[tuple[int, str]], dict[str, list[str]]]:
+    """A package's modules with their lines, and per module outside it that imports it, which of its modules
+    (the package itself: its ``__init__``) that one imports (grimp's graph, as :func:`import_cycles`)."""
+    import grimp
+
+    sys.path.insert(0, str(ROOT))
+    folder = ROOT.joinpath(*package.split("."))
+    lines = sorted(
+        ((len(f.read_text().splitlines()), str(f.relative_to(ROOT))) for f in folder.rglob("*.py")), reverse=True
+    )
+    graph = grimp.build_graph("moeprof", exclude_type_checking_imports=True)
+    inside = {package, *graph.find_descendants(package)}
+    importers: dict[str, list[str]] = {}
+    for module in sorted(inside):
+        for importer in sorted(graph.find_modules_that_directly_import(module) - inside):
+            importers.setdefault(importer, []).append(module)
+    return lines, importers
 
 
 @dataclass(frozen=True)
@@ -158,6 +178,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", nargs="+", default=[], help="inputs to follow through moeprof analyze")
     parser.add_argument("--top", type=int, default=10, help="largest modules to list")
+    parser.add_argument(
+        "--package", help="a package's modules, lines and who imports it (e.g. moeprof.insight.projection)"
+    )
     args = parser.parse_args()
     sizes = module_lines()
     print(f"{len(sizes)} modules, {sum(n for n, _ in sizes):,} lines; largest:")
@@ -171,6 +194,14 @@ def main() -> None:
     print(f"functions over {LONG_FUNCTION} lines: {len(longs)}")
     for n, name in longs:
         print(f"  {n:5d}  {name}")
+    if args.package:
+        lines, importers = package_figures(args.package)
+        print(f"{args.package}: {len(lines)} modules, {sum(n for n, _ in lines):,} lines")
+        for n, name in lines:
+            print(f"  {n:5d}  {name}")
+        print(f"imported by {len(importers)} modules outside it:")
+        for importer, modules in sorted(importers.items()):
+            print(f"  {importer} -> {', '.join(modules)}")
     if args.path:
         stops = route(args.path)
         modules = Counter(s.module for s in stops)

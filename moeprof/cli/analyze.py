@@ -112,7 +112,7 @@ def analyze_command(
         warm_fork_server(paths, jobs, scheduler)  # the workers' imports overlap ours
         # imported here: `moeprof --help` and the other commands do not pay for the pipeline
         from ..insight.bandwidth import link_peaks
-        from ..insight.whatif import parse_terms
+        from ..insight.projection import parse_terms
         from ..pipeline import analyze_paths, with_throughput
         from ..readers.discovery import plan_job
 

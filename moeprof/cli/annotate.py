@@ -60,7 +60,7 @@ def annotate_command(
             steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
         if what_if:
-            from ..insight.whatif import parse_terms
+            from ..insight.projection import parse_terms
 
             parse_terms(what_if)  # a bad term fails before any trace is read
         result, traces, state = analyze_job(list(paths), options, step_options)

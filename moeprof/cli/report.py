@@ -97,7 +97,7 @@ def report_command(
         if what_if and (no_projection or (compare and len(paths) > 1)):
             raise fail("--what-if draws one job's projection: it excludes --no-projection and --compare")
         if what_if:
-            from ..insight.whatif import parse_terms
+            from ..insight.projection import parse_terms
 
             parse_terms(what_if)  # a bad term fails before any trace is read
         options, step_options = analyze_options(

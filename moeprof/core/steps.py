@@ -281,7 +281,7 @@ def step_edges(
         if needed.size:
             rows = np.flatnonzero(np.isin(device, needed))
             rows = rows[np.lexsort((end[rows], device[rows]))]
-            bounds = np.searchsorted(device[rows], np.r_[needed, needed.max() + 1])
+            bounds = np.asarray(np.searchsorted(device[rows], np.r_[needed, needed.max() + 1]), dtype=np.int64)
             for i, d in enumerate(needed.tolist()):  # a job's devices: one search each
                 mine = np.flatnonzero((w_dev == d) & idle_before)
                 own = rows[bounds[i] : bounds[i + 1]]

@@ -24,10 +24,10 @@ from typing import Any
 import pandas as pd
 
 from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Collective, Opportunity
-from ..core.attribution import step_parts
 from ..errors import InputError
+from ..insight.attribution import step_parts
 from ..insight.explain import explain_change
-from ..insight.projector import Projector
+from ..insight.projection import Projector
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..pipeline import analyze_job
 from ..readers import discover

@@ -1,6 +1,6 @@
 """Where a measured change of the step went: ``diff``'s explanation of run B against run A.
 
-Each run's step is split into parts (:mod:`moeprof.core.attribution`): the time of each (JAX scope, pass,
+Each run's step is split into parts (:mod:`moeprof.insight.attribution`): the time of each (JAX scope, pass,
 op) per device and step. The parts of A and B are matched by scope (numbered layers folded over both runs:
 ``layer*/experts``), pass and op (XLA's hlo_category, else the collective kind or HLO opcode; the kernel name
 where a trace has no scopes and no HLO: GPU Kineto and Nsight), never by an HLO op name. A part is
@@ -23,9 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.attribution import StepParts
 from ..core.scopes import fold_layers
 from ..options import EXPLAIN_TOP_PARTS
+from .attribution import StepParts
 
 KEYS = ["scope", "backward", "op", "bucket"]
 UNIT = "ms per device and step (each run's sums over its devices and steps / (devices x steps))"

@@ -40,6 +40,20 @@ def name_flags(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return gemm, grouped  # a trailing False for the code -1 (a missing name)
 
 
+def small_gemms(duration: np.ndarray, is_gemm: np.ndarray, is_grouped: np.ndarray, steps: int) -> np.ndarray | None:
+    """The small-GEMM rule over one GPU device's activities (``duration`` each, whether a GEMM, a grouped one):
+    where it holds (``MANY_GEMMS_PER_STEP`` or more GEMMs per step, their median under ``SMALL_GEMM_NS``, no
+    grouped GEMM on the device), which activities are its small GEMMs (plain GEMMs under ``SMALL_GEMM_NS``);
+    None where it does not hold. The opportunity and the projection's ``opportunity=N`` select by it."""
+    plain = is_gemm & ~is_grouped
+    count = int(plain.sum())
+    if count / max(steps, 1) < MANY_GEMMS_PER_STEP or is_grouped.any():
+        return None
+    if float(np.median(duration[plain])) >= SMALL_GEMM_NS:
+        return None
+    return plain & (duration < SMALL_GEMM_NS)
+
+
 def device_signals(
     timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str, kind: str = GPU
 ) -> list[dict]:
@@ -114,15 +128,16 @@ def device_signals(
         gemm_of, grouped_of = timeline.columns.derived("name_flags", lambda: name_flags(names))
         codes = name_codes[rows]
         is_gemm, is_grouped = gemm_of[codes], grouped_of[codes]
-        gemm_dur = dur[is_gemm & ~is_grouped]
-        per_step = gemm_dur.size / max(steps, 1)
-        if per_step >= MANY_GEMMS_PER_STEP and np.median(gemm_dur) < SMALL_GEMM_NS and not is_grouped.any():
+        small = small_gemms(dur, is_gemm, is_grouped, steps)
+        if small is not None:
+            gemm_dur = dur[is_gemm & ~is_grouped]
+            per_step = gemm_dur.size / max(steps, 1)
             out.append(
                 {
                     "type": "small-gemms",
                     "device": device,
                     "time_ns": int(gemm_dur.sum()),
-                    "saving_ns": int(gemm_dur[gemm_dur < SMALL_GEMM_NS].sum() // 2),
+                    "saving_ns": int(dur[small].sum() // 2),
                     "count": int(gemm_dur.size),
                     "detail": f"{per_step:.0f} GEMM kernels per step, median {np.median(gemm_dur) / 1000:.1f} µs",
                 }

@@ -9,7 +9,21 @@ from typing import Any
 import numpy as np
 
 from ..core.analysis import Analysis
-from ..core.projection import projected_throughput
+
+
+def projected_throughput(throughput: Mapping[str, Any] | None, measured: int, projected: int) -> dict | None:
+    """tokens/s, TFLOPS per device and MFU at the projected step (they scale with 1 / step time)."""
+    if not throughput or measured <= 0 or projected <= 0:
+        return None
+    factor = measured / projected
+    out: dict[str, Any] = {}
+    for key in ("tokens_per_second", "tflops_per_device", "mfu"):
+        value = throughput.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = value * factor
+    if "step_ns" in throughput:
+        out["step_ns"] = round(float(throughput["step_ns"]) / factor)
+    return out or None
 
 
 def manifest_throughput(manifest: Mapping[str, Any]) -> dict | None:

@@ -24,7 +24,7 @@ from ..core.timeline import TimelineOptions, TimelineView
 from ..core.topology import attribute_links
 from ..core.trace import Trace
 from ..errors import InputError
-from ..insight.projector import Projector
+from ..insight.projection import Projector
 from ..insight.throughput import manifest_throughput, with_throughput
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..readers import Placement, ReadContext, TraceSource, read_file

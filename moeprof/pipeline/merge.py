@@ -27,12 +27,10 @@ from ..core.analysis import (
     ratio,
     sum_figures,
 )
-from ..core.events import BUCKETS, bucket_codes, column_codes
 from ..core.events import concat as concat_tables
 from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
-from ..core.projection import REPLAY_COLUMNS, SYNC_COLUMNS, ReplayJob
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
 from ..core.steps import job_step_windows
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
@@ -44,7 +42,7 @@ from ..insight.opportunities import (
     rank,
     signal_opportunities,
 )
-from ..insight.projector import Projector, project_analysis
+from ..insight.projection import REPLAY_COLUMNS, SYNC_COLUMNS, Projector, ReplayJob, joined_job, project_analysis
 from ..insight.stack import Stack
 from ..insight.utilization import job_peak, utilization
 from ..insight.waiting import op_stragglers, straggler_opportunity
@@ -433,62 +431,20 @@ def merge_job(
 
 
 def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | None) -> ReplayJob | None:
-    """The §9 replay columns of the whole job, joined with the §8 instances and clock offsets."""
-    table = job.table("replay", tuple(REPLAY_COLUMNS))
-    if table.empty:
-        return None
-    comm = bucket_codes(table["bucket"]) == BUCKETS.index("comm")
-    instance = np.full(len(table), -1, dtype=np.int64)
-    offsets: dict[str, int] = {}
-    record_of = np.cumsum(comm) - 1  # the i-th comm row is the i-th record
-    if ledger is not None and records is not None:
-        if int(comm.sum()) != len(records):
-            raise AssertionError(f"{int(comm.sum())} comm activities to replay but {len(records)} ledger records")
-        instance[comm] = ledger.records["instance"].to_numpy(np.int64)
-        offsets = dict(ledger.clock_offsets_ns)
-    # one row order whatever order the files' results arrived in: devices by name (each device's rows
-    # come from one file, in start order), so that ties in the replay break the same way
-    codes, names = column_codes(table["device"])  # codes of the categorical: no string per row
-    if (codes < 0).any():
-        codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
-    rank_of = np.argsort(np.argsort(np.asarray([str(v) for v in names], dtype=object)))
-    order = np.argsort(rank_of[codes], kind="stable")
-    if not bool(np.all(order[1:] > order[:-1])):  # already in that order (one file's devices): no copy
-        table = table.iloc[order].reset_index(drop=True)
-        instance = instance[order]
-        if records is not None:
-            records = records.iloc[record_of[order][comm[order]]].reset_index(drop=True)
-    elif records is not None:
-        records = records.reset_index(drop=True)
-    steps = pd.DataFrame(
-        {
-            "step": [s.step for s in job.steps],
-            "device": [s.device for s in job.steps],
-            "start_ns": np.array([s.start_ns for s in job.steps], dtype=np.int64),
-            "end_ns": np.array([s.end_ns for s in job.steps], dtype=np.int64),
-        }
-    )
-    return ReplayJob.build(
-        table,
-        instance,
-        offsets,
-        steps,
+    """The §9 job graph of the whole job (:func:`moeprof.insight.projection.joined_job`) from what the
+    coordinator kept: the files' replay columns, steps and windows, joined with the §8 instances."""
+    return joined_job(
+        job.table("replay", tuple(REPLAY_COLUMNS)),
+        records,
+        ledger,
+        job.steps,
         job.table("windows", ("device", "start_ns", "end_ns")),
-        syncs=job.table("syncs", SYNC_COLUMNS),
-        records=records if ledger is not None else None,
-        whole_job=job.whole_job(),
-        device_ids={gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
-        hosts={d.device: d.host for d in job.devices},
-        kinds={d.device: d.kind for d in job.devices},
+        job.table("syncs", SYNC_COLUMNS),
+        job.whole_job(),
+        {gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
+        {d.device: d.host for d in job.devices},
+        {d.device: d.kind for d in job.devices},
     )
-
-
-def with_projections(
-    analysis: Analysis, replay: ReplayJob | None, what_if: Sequence[str] = ()
-) -> tuple[Analysis, Projector | None]:
-    """§9 (:func:`moeprof.insight.projector.project_analysis`): the analysis with its projections and the
-    opportunities' projected savings, and the projector beside it."""
-    return project_analysis(analysis, replay, what_if)
 
 
 Merged = tuple[Analysis, pd.DataFrame | None, Projector | None]
@@ -579,7 +535,7 @@ def finish_job(
         scopes=scope_rows(scope_frame, sum(d.accumulated_ns for d in devices), peak),
         utilization=used,
     )
-    projected, projector = with_projections(analysis, replay_job(job, records, ledger), what_if)
+    projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if)
     return projected, matched, projector
 
 

@@ -21,7 +21,6 @@ from ..core.hlo import HloModule
 from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device_fingerprint, identify
 from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
-from ..core.projection import empty_replay_table, empty_syncs, replay_table
 from ..core.scopes import (
     OP_FLOP_COLUMNS,
     SCOPE_COLUMNS,
@@ -36,6 +35,7 @@ from ..core.trace import TPU, Trace
 from ..errors import InputError
 from ..insight.dependency import independent_ops
 from ..insight.opportunities import device_signals, host_gap_signal
+from ..insight.projection import empty_replay_table, empty_syncs, replay_table
 from ..insight.stack import stack_facts
 from ..options import StepOptions
 from ..words import plural
@@ -71,7 +71,7 @@ class FileResult:
     # what decides whether the file joins the job (core.identity), made beside its figures: what it says of its
     # job, its activities as any format of its capture shows them, the devices it claims; the merge compares
     who: FileIdentity = field(default_factory=lambda: FileIdentity("", "", JobIdentity(), (), ()))
-    # §9: per device activity, the replay's columns (core.projection.REPLAY_COLUMNS), comm rows in the
+    # §9: per device activity, the replay's columns (insight.projection.REPLAY_COLUMNS), comm rows in the
     # order of ``records``; and the host synchronizations that launches move with
     replay: pd.DataFrame = field(default_factory=empty_replay_table)
     syncs: pd.DataFrame = field(default_factory=empty_syncs)

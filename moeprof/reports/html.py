@@ -73,7 +73,7 @@ from ..core.timeline import (
 )
 from ..core.trace import CPU
 from ..errors import InputError
-from ..insight.projector import DRAWN_UNASKED_LIMIT
+from ..insight.projection import DRAWN_UNASKED_LIMIT
 from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
 from ..pipeline import JobState, analyze_paths_state
 from ..pipeline.projected import ProjectedJob, project_timeline

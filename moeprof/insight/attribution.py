@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .events import combine_codes, first_rows, lookup
+from ..core.events import combine_codes, first_rows, lookup
+from ..core.scopes import NO_SCOPE, scope_parts
 from .projection import ReplayJob
-from .scopes import NO_SCOPE, scope_parts
 
 PART_COLUMNS = ["scope", "backward", "primitive", "op", "bucket", "count", "total_ns"]
 

@@ -44,6 +44,7 @@ where the search cannot be made exact, a relaxation of every edge at once until 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -824,12 +825,13 @@ ROUTES = ("native", "numba", "numpy")
 
 
 def _native() -> Any:
-    """The C loops (``_replay_native.c``, built at install where a C compiler is), or None."""
+    """The C loops (``_replay_native.c``, built at install where a C compiler is), or None. Imported by
+    name: ``from . import`` would read as an import of the package's ``__init__`` (the way in, which imports
+    this module) and make an import cycle of the package."""
     try:
-        from . import _replay_native
+        return importlib.import_module(f"{__package__}._replay_native")
     except ImportError:
         return None
-    return _replay_native
 
 
 # without a compiled sweep: below this many nodes the relaxation's passes cost less than importing

@@ -1,4 +1,4 @@
-/* The §9 replay's loops (moeprof.core.replay), in C: the graph's edges, its runs, and the sweep.
+/* The §9 replay's loops (moeprof.insight.projection.replay), in C: the graph's edges, its runs, and the sweep.
  *
  * Why C: numba's sweep is as fast once loaded, but numba costs ~1.5 s per process before its first
  * replay (its import, then loading the cached kernel and its typing registries), several times what

@@ -1,0 +1,145 @@
+"""Spec §9: the replay's columns of one file, made in the per-file map beside the §4 figures.
+
+Per device activity, what the replay needs (:data:`REPLAY_COLUMNS`: times, stream, name, bucket, kind, link
+share, launch, JAX scope, the row's role to the router), and the host synchronizations that waited for the
+device (:data:`SYNC_COLUMNS`). The merge concatenates the files' tables and joins them into the job graph
+(:func:`.job.joined_job`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from ...core.events import categorical, categorical_of, lookup
+from ...core.ledger_records import clock_domain
+from ...core.metrics import EventColumns
+from ...core.trace import Trace
+from .terms.balance_router import moe_roles
+
+# per device activity: what the replay needs (strings categorical); comm rows are in the order of the
+# file's ledger records, so the i-th comm row is the i-th record
+REPLAY_COLUMNS: dict[str, str] = {
+    "device": "str",
+    "clock": "str",
+    "stream": "str",
+    "name": "str",
+    "op": "str",  # the collectives row / opportunity it belongs to: the HLO op, else the kernel name
+    "bucket": "str",
+    "kind": "str",
+    "copy_kind": "str",
+    "ib_fraction": "float64",
+    "start_ns": "int64",
+    "end_ns": "int64",
+    "launch_ns": "int64",  # the launching call's time on the host clock (-1 unknown)
+    "launch_thread": "str",  # "" unknown
+    "scope": "str",  # the JAX name scope path (what --what-if scope~REGEX searches), "" unknown
+    "moe_role": "str",  # MOE_ROLES: the routed experts' compute, the dispatch/combine exchange, or ""
+    # what the op is, for diff's explanation by scope and op (never by an HLO op name: it does not survive a
+    # recompilation): XLA's hlo_category and the HLO opcode, "" unknown
+    "category": "str",
+    "opcode": "str",
+}
+SYNC_COLUMNS = ("device", "thread", "start_ns", "end_ns")  # host synchronizations (waited for the device)
+
+
+def empty_replay_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            c: pd.Series(dtype={"str": object, "int64": np.int64, "float64": np.float64}[t])
+            for c, t in REPLAY_COLUMNS.items()
+        }
+    )
+
+
+def empty_syncs() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "device": pd.Series(dtype=object),
+            "thread": pd.Series(dtype=object),
+            "start_ns": pd.Series(dtype=np.int64),
+            "end_ns": pd.Series(dtype=np.int64),
+        }
+    )
+
+
+def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.ndarray]) -> pd.DataFrame:
+    """The replay's columns of a file's devices (``positions``: each device's rows, sorted by start, in the
+    order the map step measures them, so comm rows follow the ledger records' order)."""
+    if not positions:
+        return empty_replay_table()
+    rows = np.concatenate([np.asarray(p, dtype=np.int64) for p in positions])
+    table = columns.table
+
+    def strings(column: str) -> pd.Categorical:
+        codes, values = columns.strings(column)
+        return _categorical(codes[rows], values)
+
+    start = columns.numbers("start_ns")[rows]
+    dev_c, dev_v = columns.strings("device")
+    # each of positions is one device's rows: its code repeated (no hash of every row's code)
+    lengths = np.array([len(p) for p in positions], dtype=np.int64)
+    dev_rows = dev_c[rows]
+    dev_first = dev_c[np.asarray([p[0] if len(p) else 0 for p in positions], dtype=np.int64)]
+    one_device_each = bool(np.array_equal(dev_rows, np.repeat(dev_first, lengths)))
+
+    def per_device(values: np.ndarray) -> pd.Categorical:
+        if not one_device_each:
+            return categorical_of(dev_rows, values)
+        part = categorical_of(dev_first[lengths > 0], values)
+        return pd.Categorical.from_codes(np.repeat(part.codes, lengths[lengths > 0]), dtype=part.dtype)
+
+    clocks = np.array([clock_domain(trace, str(d)) for d in dev_v.tolist()], dtype=object)
+    op_c, op_v = columns.strings("hlo_op")
+    name_c, name_v = columns.strings("name")
+    op_known = lookup(op_c, columns.nonempty("hlo_op"), True)
+    op_code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))[rows]
+    launch = table["launch_ns"].to_numpy(np.int64)[rows] if "launch_ns" in table.columns else np.full(rows.size, -1)
+    if "launch_thread" in table.columns:
+        thread = strings("launch_thread")
+    else:
+        thread = categorical("", rows.size)
+    role_codes, roles = moe_roles(trace, columns)
+    return pd.DataFrame(
+        {
+            "device": per_device(dev_v),
+            "clock": per_device(clocks),
+            "stream": strings("stream"),
+            "name": strings("name"),
+            "op": _categorical(op_code, np.concatenate([op_v, name_v])),
+            "bucket": strings("bucket"),
+            "kind": strings("kind"),
+            "copy_kind": strings("copy_kind"),
+            "ib_fraction": columns.numbers("ib_fraction", np.float64)[rows],
+            "start_ns": start,
+            "end_ns": np.maximum(columns.numbers("end_ns")[rows], start),
+            "launch_ns": launch,
+            "launch_thread": thread,
+            "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
+            "moe_role": _categorical(role_codes[rows], roles),
+            "category": strings("category") if "category" in table.columns else categorical("", rows.size),
+            "opcode": strings("opcode") if "opcode" in table.columns else categorical("", rows.size),
+        },
+        copy=False,  # fresh arrays each: not stacked into blocks (a copy of the four int64 columns)
+    )
+
+
+def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """The strings ``values[codes]`` (-1: missing) as a categorical of the distinct strings they hold, in the
+    order of ``values``: a count over the codes, not a hash of every row (``categorical_of`` numbers them by
+    first appearance instead; a few columns of a million rows cost more that way than the replay)."""
+    values = np.asarray(values, dtype=object)
+    codes = np.asarray(codes, dtype=np.int64)
+    # a code of -1 reads the last slot (numpy's negative index): the missing one, no shifted copy of the codes
+    seen = np.zeros(len(values) + 1, dtype=bool)
+    seen[codes] = True
+    used = np.flatnonzero(seen[:-1])
+    merged, distinct = pd.factorize(values[used])  # distinct codes may spell one string
+    width = np.int8 if len(distinct) < 127 else np.int16 if len(distinct) < 32_767 else np.int32  # pandas' own
+    renumber = np.full(len(values) + 1, -1, dtype=width)
+    renumber[used] = merged
+    codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[codes])
+    return pd.Categorical.from_codes(codes_out, categories=pd.Index(distinct, dtype=object), validate=False)

@@ -1,0 +1,188 @@
+"""Spec §9's way in: the :class:`Projector` of a job (its replay columns and graph, built once) projects any
+terms over it (:meth:`Projector.project`), gives the projected timeline a renderer draws
+(:meth:`Projector.events`, :meth:`Projector.trace`), and says when a replay is affordable.
+
+The pipeline makes it with the analysis (:func:`.plan.project_analysis`) and keeps it beside the analysis,
+never in it: the analysis carries its projections as plain data (``Analysis.projections``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...core.analysis import Opportunity, PathSegment, Projection, StepBound
+from ...core.trace import Trace
+from ...errors import InputError
+from .job import ReplayJob
+from .replay import has_compiled
+from .terms import Change, change_of, parse_terms
+from .trace import projected_trace
+
+# the replay's size limits, here only
+NUMPY_REPLAY_LIMIT = 50_000  # activities the numpy replay projects in seconds (without the C sweep or numba)
+DRAWN_UNASKED_LIMIT = 100_000  # activities up to which the HTML report draws the balance projection unasked
+
+
+def affordable(size: int) -> bool:
+    """Whether a job of ``size`` activities is projected in seconds: the compiled replay (C, numba) at any
+    size, the numpy one up to ``NUMPY_REPLAY_LIMIT`` (its relaxation takes one pass per edge of the longest
+    chain: hours at a million activities)."""
+    return size <= NUMPY_REPLAY_LIMIT or has_compiled()
+
+
+def too_large(size: int) -> str:
+    """Why a job of ``size`` activities is not projected (one sentence)."""
+    return (
+        f"{size:,} activities need the compiled replay (pip install 'moeprof[fast]' installs numba); without it "
+        f"only jobs up to {NUMPY_REPLAY_LIMIT:,} activities are projected"
+    )
+
+
+def step_bound(path: Sequence[PathSegment]) -> StepBound | None:
+    """What sets a step's end: the cause with the most time on its critical path, its share of the path,
+    and the devices that time lies on (the most first, at most 4)."""
+    by_device: dict[str, dict[str, int]] = {}
+    for device, _, _, cause, _, start_ns, end_ns in path:  # (tens of thousands of segments: no attribute look-ups)
+        per = by_device.setdefault(cause, {})
+        per[device] = per.get(device, 0) + end_ns - start_ns
+    return bound_of(by_device)
+
+
+def bound_of(by_device: Mapping[str, Mapping[str, int]]) -> StepBound | None:
+    """:func:`step_bound` from a path's time per cause, per device."""
+    by_cause = {c: sum(per.values()) for c, per in by_device.items()}
+    total = sum(by_cause.values())
+    if total <= 0:
+        return None
+    cause = max(by_cause, key=lambda c: (by_cause[c], c))
+    devices = sorted(by_device[cause], key=lambda d: (-by_device[cause][d], d))[:4]
+    return StepBound(cause, by_cause[cause] / total, tuple(devices))
+
+
+@dataclass
+class Projector:
+    """The engine of a job's projections: its replay columns and graph (built once), the opportunities the
+    ``opportunity=N`` filter counts, the throughput projections scale. Kept beside the analysis (never in it)."""
+
+    job: ReplayJob
+    opportunities: tuple[Opportunity, ...] = ()
+    throughput: Mapping[str, Any] | None = None
+    _last: tuple[tuple[str, ...], tuple[Change, np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
+    _change: tuple[tuple[str, ...], tuple[Opportunity, ...], Change] | None = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        return self.job.size
+
+    @property
+    def affordable(self) -> bool:
+        return affordable(self.job.size)
+
+    def check(self, terms: Sequence[str]) -> None:
+        """Refuse (exit 2) terms this install cannot project in seconds."""
+        if not self.affordable:
+            raise InputError(None, f"--what-if {' '.join(terms)}: {too_large(self.job.size)}")
+
+    def change(self, terms: Sequence[str]) -> Change:
+        """The change of ``terms`` without its replay (kept for the replay that may follow): what a term
+        selects is known before the replay is paid for."""
+        key = tuple(terms)
+        kept = self._change
+        if kept is None or kept[0] != key or kept[1] is not self.opportunities:
+            kept = self._change = (key, self.opportunities, change_of(self.job, parse_terms(terms), self.opportunities))
+        return kept[2]
+
+    def _replay(self, terms: Sequence[str]) -> tuple[Change, np.ndarray, np.ndarray]:
+        """The change of ``terms`` and its replay; the last one is kept (a projection and its timeline are
+        drawn from one replay)."""
+        key = tuple(terms)
+        if self._last is None or self._last[0] != key:
+            change = self.change(terms)
+            s, e = self.job.run(change.duration, change.transfer, change.gap)
+            self._last = (key, (change, s, e))
+        return self._last[1]
+
+    def project(self, terms: Sequence[str], figures: bool = True, role: str = "", label: str = "") -> Projection:
+        """The projection of ``terms``: step times, critical path, what bounds it, and (``figures``) the
+        projected timeline's §4/§8 figures per device."""
+        parsed = parse_terms(terms)
+        change, s, e = self._replay([t.text for t in parsed])
+        throughput = dict(self.throughput) if self.throughput else None
+        projection = self.job.projection([t.text for t in parsed], s, e, figures=figures, throughput=throughput)
+        return replace(
+            projection,
+            role=role,
+            label=label,
+            selected=sum(change.selected),
+            bound=step_bound(projection.critical_path),
+            note=change.note,
+        )
+
+    def events(self, terms: Sequence[str]) -> pd.DataFrame:
+        """The job's activities (the replay's columns) with the projected ``start_ns``/``end_ns`` on each
+        device's own clock (the measured ones kept as ``measured_*``), ``step``, and ``critical`` marking the
+        critical path's activities: what the HTML timeline and ``annotate --what-if`` draw."""
+        job = self.job
+        _, s, e = self._replay([t.text for t in parse_terms(terms)])
+        out = job.table.copy()
+        out["measured_start_ns"] = out["start_ns"]
+        out["measured_end_ns"] = out["end_ns"]
+        out["start_ns"] = s + job.delta
+        out["end_ns"] = e + job.delta
+        out["step"] = job.step
+        critical = np.zeros(job.size, dtype=bool)
+        spans = job.step_spans(s, e)
+        if spans.size:
+            worst = int(job.step_numbers[int(np.argmax(spans))])
+            critical[job.critical_rows(s, e, worst)] = True
+        out["critical"] = critical
+        return out
+
+    def timeline(
+        self, terms: Sequence[str], held: Sequence[Projection] = (), inputs: Sequence[str] = ()
+    ) -> tuple[Projection, Trace, pd.DataFrame]:
+        """``terms`` projected over the job (one replay; refused where not affordable): the projection (the one
+        of ``held`` with the same terms and figures per device, where there is one), the projected timeline as
+        a trace of its own (:func:`.trace.projected_trace`, named after the change and ``inputs``), and the
+        critical path's activities (device, start_ns, end_ns, name, on each device's own clock)."""
+        self.check(terms)
+        held_one = next((p for p in held if list(p.what_if) == list(terms) and p.devices), None)
+        projection = held_one or self.project(list(terms))
+        events = self.events(list(terms))
+        label = f"{' '.join(projection.what_if) or 'replay'} of {', '.join(inputs)}"
+        trace = projected_trace(events, label, self.step_windows(terms), self.job.kinds)
+        crit = events[events["critical"].to_numpy(bool)]
+        critical = pd.DataFrame(
+            {
+                "device": crit["device"].astype(str).to_numpy(dtype=object),
+                "start_ns": crit["start_ns"].to_numpy(np.int64),
+                "end_ns": crit["end_ns"].to_numpy(np.int64),
+                "name": crit["name"].astype(str).to_numpy(dtype=object),
+            }
+        )
+        return projection, trace, critical
+
+    def step_windows(self, terms: Sequence[str]) -> pd.DataFrame:
+        """Each device's §5 step windows on the timeline ``terms`` project (device, step, start_ns, end_ns, on
+        the device's own clock): the projected timeline's step markers."""
+        _, s, e = self._replay([t.text for t in parse_terms(terms)])
+        return self.job.step_windows(s, e)
+
+    def measured_bound(self) -> StepBound | None:
+        """What sets the end of the measured job's longest step (its critical path without any change)."""
+        g = self.job.graph
+        spans = self.job.measured_spans
+        if not spans.size:
+            return None
+        worst = int(self.job.step_numbers[int(np.argmax(spans))])
+        return bound_of(self.job.critical_time(g.start, g.end, worst))
+
+    def measured_step_ns(self) -> int:
+        """§9's step time, measured: the mean over steps of the job's §5 window (aligned)."""
+        spans = self.job.measured_spans
+        return int(round(float(spans.mean()))) if spans.size else 0

@@ -1,0 +1,52 @@
+"""The §9 terms of ``--what-if``, one module each, and their table (:data:`TERMS`).
+
+A term is written ``NAME``, ``NAME(FILTERS)`` or ``NAME(FILTERS)=F``; its module parses the rest of it,
+selects the activities it changes and applies its change (:class:`.base.Term`). Terms combine: applied in
+order, each on the durations the previous ones left (:func:`change_of`). To add a term: a module with its
+``TERM``, and a line in :data:`TERMS`.
+
+* ``scale(FILTERS)=F`` (:mod:`.scale`): the selected activities' durations times ``F``;
+* ``balance``, ``balance(FILTERS)`` (:mod:`.balance`): every rank as fast as the median rank;
+* ``balance-router`` (:mod:`.balance_router`): the routed experts' work spread evenly over each EP group.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ....core.analysis import Opportunity
+from ..job import ReplayJob
+from . import balance, balance_router, scale
+from .base import Change, Changing, Term, WhatIf, bad
+
+TERMS: tuple[Term, ...] = (scale.TERM, balance.TERM, balance_router.TERM)
+BY_NAME: dict[str, Term] = {t.name: t for t in TERMS}
+BALANCE = balance.NAME
+BALANCE_ROUTER = balance_router.NAME
+# NAME, then (FILTERS), then =F; the longer names first (balance-router before balance)
+_WORDS = "|".join(re.escape(n) for n in sorted(BY_NAME, key=len, reverse=True))
+_TERM = re.compile(rf"^\s*({_WORDS})\s*(?:\((.*)\))?\s*(?:=\s*(\S+))?\s*$", re.DOTALL)
+_FORMS = [form for t in TERMS for form in t.forms]
+EXPECTED = f"expected {', '.join(_FORMS[:-1])} or {_FORMS[-1]}"
+
+
+def parse_terms(terms: Sequence[str]) -> list[WhatIf]:
+    """Parse ``--what-if`` terms; a bad term raises :class:`InputError` naming it (exit 2)."""
+    out = []
+    for term in terms:
+        m = _TERM.match(term or "")
+        if not m:
+            raise bad(term, EXPECTED)
+        out.append(BY_NAME[m.group(1)].parse(term, m.group(2), m.group(3)))
+    return out
+
+
+def change_of(job: ReplayJob, terms: Sequence[WhatIf], opportunities: Sequence[Opportunity] = ()) -> Change:
+    """The :class:`Change` of ``terms``, applied in order, each on what the previous ones left."""
+    state = Changing(job.graph.duration.copy(), job.graph.transfer.copy())
+    selected = [BY_NAME[term.action].apply(job, term, state, opportunities) for term in terms]
+    return Change(state.duration, state.transfer, state.gap, tuple(selected), state.note)
+
+
+__all__ = ["BALANCE", "BALANCE_ROUTER", "TERMS", "Change", "WhatIf", "change_of", "parse_terms"]

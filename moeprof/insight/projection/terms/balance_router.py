@@ -1,0 +1,287 @@
+"""The ``balance-router`` term (spec §9, moeprof's own): what a balanced router does to the job, work
+conserved (:func:`router_balanced`). It takes no filters: a router moves work between every device of a
+group. What a row is to the router (:data:`MOE_ROLES`) is decided per file, in the map
+(:func:`moe_roles`, the replay's ``moe_role`` column)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ....core.analysis import Opportunity
+from ....core.events import BUCKETS, combine_codes, lookup
+from ....core.metrics import EventColumns
+from ....core.trace import Trace
+from ....core.vocabulary import vocabulary
+from ..job import NO_STEP, ReplayJob
+from .base import Changing, WhatIf, bad
+
+NAME = "balance-router"
+# what a row is to the router: the routed experts' compute, a dispatch/combine exchange whose bytes are fixed
+# by shape (padded, capacity), one whose bytes follow the routing (ragged, EP kernels)
+MOE_ROLES = ("expert", "exchange", "exchange-ragged")
+
+
+class BalanceRouter:
+    name: str = NAME
+    forms: tuple[str, ...] = ("balance-router",)
+
+    def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
+        if factor is not None:
+            raise bad(text, f"{NAME} takes no factor")
+        if (body or "").strip():
+            raise bad(text, "balance-router takes no filters: a router moves work between every device of a group")
+        return WhatIf(text.strip(), NAME)
+
+    def apply(self, job: ReplayJob, term: WhatIf, state: Changing, opportunities: Sequence[Opportunity]) -> int:
+        gap = job.graph.gap if state.gap is None else state.gap
+        duration, transfer, state.gap, balance = router_balanced(job, state.duration, state.transfer, gap)
+        changed = int((duration != state.duration).sum() + (transfer != state.transfer).sum())
+        state.duration, state.transfer, state.note = duration, transfer, balance.note
+        return changed
+
+
+TERM = BalanceRouter()
+
+
+def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's role to the router (codes into ``("", *MOE_ROLES)``).
+
+    * ``expert``: compute whose HLO op_name scope (XLA traces carry it in the HLO) names the routed experts
+      (vocabulary ``expert_scope``), or whose kernel name does (megablox gmm, fused_moe, GroupedMLP), or a
+      grouped GEMM kernel (``gemm`` and ``grouped_gemm``), or an HLO ``ragged-dot``;
+    * ``exchange-ragged``: EP dispatch/combine kernels (DeepEP, NCCL EP) and the ragged all-to-all, whose bytes
+      follow the routing;
+    * ``exchange``: any other all-to-all, unless its HLO op_name is known and names no MoE scope (an
+      embedding exchange): its bytes are fixed by its shape (padded, capacity-bound).
+
+    Each test runs once per distinct string of its column (names, opcodes, kinds) or per distinct HLO op,
+    then maps over the rows: no key over the six columns, no pass per distinct tuple."""
+    n = len(columns)
+    roles = np.array(("", *MOE_ROLES), dtype=object)
+    if not n:
+        return np.zeros(0, dtype=np.int64), roles
+    vocab = vocabulary()
+
+    def per_value(column: str, test: Callable[[str], bool]) -> np.ndarray:
+        """Per row: ``test`` of its string ("" where missing), evaluated once per distinct string."""
+        codes, values = columns.strings(column)
+        flags = np.array([test(str(v)) for v in values.tolist()], dtype=bool)
+        return lookup(codes, flags, test(""))
+
+    bucket = per_value("bucket", "compute".__eq__), per_value("bucket", "comm".__eq__)
+    compute, comm = bucket
+    name_expert = per_value(
+        "name",
+        lambda s: bool(vocab.expert_scope.search(s) or (vocab.gemm.search(s) and vocab.grouped_gemm.search(s))),
+    )
+    scope_expert, scope_moe, scope_known = _scope_flags(trace, columns, vocab)
+    expert = compute & (scope_expert | name_expert | per_value("opcode", "ragged-dot".__eq__))
+    ragged = (
+        per_value("kind", lambda s: s in ("ep-dispatch", "ep-combine"))
+        | per_value("opcode", lambda s: s.startswith("ragged-all-to-all"))
+        | per_value("name", lambda s: "RaggedAllToAll" in s)
+    )
+    exchange_ragged = comm & ragged
+    exchange = comm & ~ragged & per_value("kind", "all-to-all".__eq__) & (~scope_known | scope_moe)
+    role = np.zeros(n, dtype=np.int64)
+    role[expert] = 1 + MOE_ROLES.index("expert")
+    role[exchange] = 1 + MOE_ROLES.index("exchange")
+    role[exchange_ragged] = 1 + MOE_ROLES.index("exchange-ragged")
+    return role, roles
+
+
+def _scope_flags(trace: Trace, columns: EventColumns, vocab: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row, from the HLO op_name of its (HLO module, HLO op): whether it names the routed experts, whether
+    it names an MoE scope, whether it is known (not "")."""
+    n = len(columns)
+    op_names: dict[tuple[str, str], str] = {}
+    for (module, _), hlo in trace.hlo.items():
+        for op, inst in hlo.instructions.items():
+            op_names.setdefault((module, op), inst.op_name)
+    if not any(op_names.values()):  # every scope ""
+        return (
+            np.full(n, bool(vocab.expert_scope.search("")), dtype=bool),
+            np.full(n, bool(vocab.moe_scope.search("")), dtype=bool),
+            np.zeros(n, dtype=bool),
+        )
+    mod_c, mod_v = columns.strings("hlo_module")
+    op_c, op_v = columns.strings("hlo_op")
+    # the distinct (module, op) pairs the rows hold, each looked up once
+    pair = (mod_c + 1) * (len(op_v) + 1) + (op_c + 1)
+    row_pair, pairs = pd.factorize(pair)
+    mod_of, op_of = pairs // (len(op_v) + 1) - 1, pairs % (len(op_v) + 1) - 1
+    mods = np.array([*(str(v) for v in mod_v.tolist()), ""], dtype=object)
+    ops = np.array([*(str(v) for v in op_v.tolist()), ""], dtype=object)
+    scopes = [op_names.get((m, o), "") for m, o in zip(mods[mod_of].tolist(), ops[op_of].tolist())]
+    expert = np.array([bool(vocab.expert_scope.search(s)) for s in scopes], dtype=bool)
+    moe = np.array([bool(vocab.moe_scope.search(s)) for s in scopes], dtype=bool)
+    known = np.array([s != "" for s in scopes], dtype=bool)
+    return expert[row_pair], moe[row_pair], known[row_pair]
+
+
+@dataclass(frozen=True)
+class RouterBalance:
+    """What the balance-router change found and did (the projection's line says it)."""
+
+    expert_rows: int  # the routed experts' activities found
+    exchange_rows: int  # the dispatch/combine activities found
+    ragged_rows: int  # of those, the ones whose bytes follow the routing (their transfer changed)
+    regions: int  # (step, region between exchanges, EP group) cells whose expert work was spread evenly
+    moved_ns: int  # expert work taken from the devices above their group's mean, summed over cells
+    unplaced_ns: int  # work due to a device with no activity to carry it in its region (left out)
+
+    @property
+    def note(self) -> str:
+        """What the change could not do, in a sentence ("": it did what it says)."""
+        if not self.expert_rows:
+            return (
+                "no routed-expert work found (no experts scope in the HLO op names, no grouped-GEMM, megablox "
+                "or fused-MoE kernel): the router term changes nothing"
+            )
+        if not self.exchange_rows:
+            return "no dispatch/combine found: the expert work is spread evenly per step"
+        if self.unplaced_ns:
+            return f"{self.unplaced_ns / 1e6:.3f} ms of expert work had no activity to carry it"
+        return ""
+
+
+def _role_mask(job: ReplayJob, role: str) -> np.ndarray:
+    """The rows of one MOE_ROLES role (none where the table has no role column)."""
+    if "moe_role" not in job.table.columns:
+        return np.zeros(job.size, dtype=bool)
+    codes, values = job.codes("moe_role")
+    return lookup(codes, np.array([str(v) == role for v in values.tolist()], dtype=bool), False)
+
+
+def router_balanced(
+    job: ReplayJob, duration: np.ndarray, transfer: np.ndarray, gap: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, RouterBalance]:
+    """The ``balance-router`` change: what a balanced router does to the job, work conserved.
+
+    A router moves tokens, so it moves expert work: in each *cell* (a §5 step, the region between two of a
+    device's dispatch/combine exchanges counted in start order, and the devices of one EP group: the members
+    of its exchange instances), every device of the group gets the group's mean expert work. A device's expert
+    work in a cell is its expert activities' durations plus the gaps between two of them (a token-driven loop
+    runs, and launches, more iterations with more tokens); each is scaled by (the mean / the device's work).
+    A device with no expert activity in a cell where the mean is not 0 gets its share on its last compute
+    activity of that cell (else it is left out: ``unplaced_ns``). Exchanges whose bytes follow the routing
+    (``exchange-ragged``) move bytes with the tokens: a device's sends are conserved (its tokens, top-k copies
+    each) and its receives follow its expert work in the region the exchange feeds (after it) or drains
+    (before it), whichever holds more; the busiest member (the most expert work, ``W_max``) sets when the
+    exchange ends, so every member's transfer ``τ`` (a non-member's duration) scales by
+    ``(W̄ + W̄) / (W̄ + W_max) = 2 / (1 + W_max / W̄)``. Fixed-shape exchanges (padded, capacity) keep theirs.
+    Durations are rounded half to even."""
+    g = job.graph
+    duration, transfer, gap = duration.copy(), transfer.copy(), gap.copy()
+    n = job.size
+    inside = job.step != NO_STEP
+    compute = job.bucket == BUCKETS.index("compute")
+    member = g.is_member
+    expert = _role_mask(job, "expert") & compute & inside & ~member
+    ragged = _role_mask(job, "exchange-ragged")
+    exchange = (_role_mask(job, "exchange") | ragged) & (job.bucket == BUCKETS.index("comm")) & inside
+    if not expert.any():
+        return duration, transfer, gap, RouterBalance(0, int(exchange.sum()), int((ragged & exchange).sum()), 0, 0, 0)
+    dev = g.device
+    # the region of each row: the exchanges of its (device, step) that start at or before it (an exchange opens
+    # the region after it), in the device's (start, end, row) order
+    order = np.lexsort((np.arange(n), g.end, g.start, job.step, dev))
+    ex_sorted = exchange[order].astype(np.int64)
+    cell = combine_codes(dev[order], job.step[order])
+    first = np.r_[True, cell[1:] != cell[:-1]] if n else np.zeros(0, dtype=bool)
+    run = np.cumsum(ex_sorted)
+    base = np.maximum.accumulate(np.where(first, run - ex_sorted, 0))
+    region = np.empty(n, dtype=np.int64)
+    region[order] = run - base
+    # EP groups: a device belongs to the group of the first device among the members of its exchange instances
+    n_dev = int(job.device_names.size)
+    group_of = np.full(n_dev, -1, dtype=np.int64)
+    ex_members = np.flatnonzero(exchange & member)
+    if ex_members.size:
+        inst = g.instance[ex_members]
+        inst_u, inst_i = np.unique(inst, return_inverse=True)
+        lowest = np.full(inst_u.size, n_dev, dtype=np.int64)
+        np.minimum.at(lowest, inst_i, dev[ex_members])
+        lead = np.full(n_dev, n_dev, dtype=np.int64)
+        np.minimum.at(lead, dev[ex_members], lowest[inst_i])
+        group_of = np.where(lead < n_dev, lead, -1)
+    groups, group_size = np.unique(group_of, return_counts=True)
+    size_of = dict(zip(groups.tolist(), group_size.tolist()))
+    group = group_of[dev]
+    # expert work per (cell, device): durations, plus the gaps between two expert activities of one region
+    rows = np.flatnonzero(expert)
+    trig = g.trigger[rows]
+    internal = trig >= 0
+    internal[internal] = expert[trig[internal]] & (region[trig[internal]] == region[rows[internal]])
+    work = duration[rows] + np.where(internal, gap[rows], 0)
+    key = combine_codes(job.step[rows], region[rows], group[rows])
+    cells, cell_of = np.unique(key, return_inverse=True)
+    k = cells.size
+    total = np.bincount(cell_of, weights=work.astype(np.float64), minlength=k)
+    per = np.zeros((k, n_dev), dtype=np.float64)
+    np.add.at(per, (cell_of, dev[rows]), work.astype(np.float64))
+    members_of = np.zeros(k, dtype=np.int64)
+    members_of[cell_of] = group[rows]
+    members = np.array([size_of[int(c)] for c in members_of.tolist()], dtype=np.float64)
+    mean = total / members
+    factor = np.where(per > 0, mean[:, None] / np.where(per > 0, per, 1.0), 1.0)
+    f = factor[cell_of, dev[rows]]
+    duration[rows] = np.rint(duration[rows] * f).astype(np.int64)
+    scaled_gap = rows[internal]
+    gap[scaled_gap] = np.rint(gap[scaled_gap] * f[internal]).astype(np.int64)
+    moved = float(np.clip(per - mean[:, None], 0, None).sum())
+
+    def cell_index(step: np.ndarray, reg: np.ndarray, grp: np.ndarray) -> np.ndarray:
+        """The cell of each (step, region, group), -1 where no expert activity made one (one numbering)."""
+        keys = combine_codes(np.r_[job.step[rows], step], np.r_[region[rows], reg], np.r_[group[rows], grp])
+        lut = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
+        lut[keys[: rows.size]] = cell_of
+        return lut[keys[rows.size :]]
+
+    # devices of a cell's group with no expert activity in it: their share on their last compute of the region
+    unplaced = 0.0
+    cell_group = np.zeros(k, dtype=np.int64)
+    cell_group[cell_of] = group[rows]
+    empty_c, empty_d = np.nonzero((group_of[None, :] == cell_group[:, None]) & (per == 0) & (mean[:, None] > 0))
+    if empty_c.size:
+        carriers = np.flatnonzero(compute & inside & ~member)
+        carriers = carriers[cell_index(job.step[carriers], region[carriers], group[carriers]) >= 0]
+        c_cell = cell_index(job.step[carriers], region[carriers], group[carriers])
+        slot = c_cell * n_dev + dev[carriers]
+        by = np.lexsort((g.start[carriers], slot))  # per (cell, device), the latest start last
+        last_of = np.full(k * n_dev, -1, dtype=np.int64)
+        is_last = np.r_[slot[by][1:] != slot[by][:-1], True] if by.size else np.zeros(0, dtype=bool)
+        last_of[slot[by][is_last]] = carriers[by][is_last]
+        carrier = last_of[empty_c * n_dev + empty_d]
+        placed = carrier >= 0
+        np.add.at(duration, carrier[placed], np.rint(mean[empty_c[placed]]).astype(np.int64))
+        unplaced = float(mean[empty_c[~placed]].sum())
+    # exchanges whose bytes follow the routing: each device's transfer follows its tokens
+    ragged_rows = np.flatnonzero(ragged & exchange)
+    if ragged_rows.size:
+        at = (job.step[ragged_rows], group[ragged_rows])
+        feed = cell_index(at[0], region[ragged_rows], at[1])  # the region after it: the tokens it dispatches
+        drain = cell_index(at[0], region[ragged_rows] - 1, at[1])  # the one before it: the results it combines
+        w_feed = np.where(feed >= 0, total[np.maximum(feed, 0)], -1.0)
+        w_drain = np.where(drain >= 0, total[np.maximum(drain, 0)], -1.0)
+        chosen = np.where(w_feed >= w_drain, feed, drain)
+        ok = chosen >= 0
+        # the busiest member's bytes set the exchange's end: max over the group's devices of the cell
+        busiest = per.max(axis=1) / np.where(mean > 0, mean, 1.0)
+        scale = np.where(ok, 2.0 / (1.0 + busiest[np.maximum(chosen, 0)]), 1.0)
+        is_m = member[ragged_rows]
+        transfer[ragged_rows[is_m]] = np.rint(transfer[ragged_rows[is_m]] * scale[is_m]).astype(np.int64)
+        duration[ragged_rows[~is_m]] = np.rint(duration[ragged_rows[~is_m]] * scale[~is_m]).astype(np.int64)
+    return (
+        duration,
+        transfer,
+        gap,
+        RouterBalance(
+            int(rows.size), int(exchange.sum()), int(ragged_rows.size), int(k), int(round(moved)), int(round(unplaced))
+        ),
+    )

@@ -1,0 +1,52 @@
+"""The ``scale`` term (spec §9): ``scale(FILTERS)=F`` scales the selected activities' durations (an instance
+member's transfer ``τ``) by ``F``, rounded half to even; ``F = 0`` makes them free, ``scale()=F`` selects every
+activity. An opportunity made of gaps (launch gaps, small GEMMs: :data:`.selection.GAP_OPPORTUNITIES`) scales
+the trigger gaps ``g_x`` it is made of instead."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ....core.analysis import Opportunity
+from ..job import ReplayJob
+from ..selection import is_gap_term, parse_filters, select
+from .base import Changing, WhatIf, bad
+
+NAME = "scale"
+
+
+class Scale:
+    name: str = NAME
+    forms: tuple[str, ...] = ("scale(FILTERS)=F", "scale()=F")
+
+    def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
+        if body is None:
+            raise bad(text, "scale needs its filters in parentheses: scale(FILTERS)=F, or scale()=F for all")
+        if factor is None:
+            raise bad(text, "scale needs a factor: scale(FILTERS)=F")
+        try:
+            value = float(factor)
+        except ValueError:
+            raise bad(text, f"factor {factor!r} is not a number") from None
+        if not np.isfinite(value) or value < 0:
+            raise bad(text, f"factor {factor!r} must be a finite number >= 0")
+        return WhatIf(text.strip(), NAME, parse_filters(text, body), value)
+
+    def apply(self, job: ReplayJob, term: WhatIf, state: Changing, opportunities: Sequence[Opportunity]) -> int:
+        mask = select(job, term, opportunities)
+        if is_gap_term(term, opportunities):
+            gap = (job.graph.gap if state.gap is None else state.gap).copy()
+            gap[mask] = np.rint(gap[mask].astype(np.float64) * term.factor).astype(np.int64)
+            state.gap = gap
+        else:
+            member = job.graph.is_member
+            scaled_d = np.rint(state.duration.astype(np.float64) * term.factor).astype(np.int64)
+            scaled_t = np.rint(state.transfer.astype(np.float64) * term.factor).astype(np.int64)
+            state.duration = np.where(mask & ~member, scaled_d, state.duration)
+            state.transfer = np.where(mask & member, scaled_t, state.transfer)
+        return int(mask.sum())
+
+
+TERM = Scale()
