@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -82,8 +83,32 @@ def test_annotation_refines_kind_but_never_makes_compute_comm():
 
 
 def test_deepep_names_its_link():
-    assert one("void dpsk::ep::internode::combine<false>(int4*)").link == "ib"
+    # normal-mode internode kernels forward inside the node over NVLink and send across it over RDMA: both,
+    # split by the RDMA ranks they name (core.topology.internode_fraction); the low-latency ones are all RDMA
+    assert one("void dpsk::ep::internode::combine<false>(int4*)").link == "internode"
+    assert one("void deep_ep::internode_ll::dispatch<true, false, 7168>(void*)").link == "ib"
     assert one("void deep_ep::intranode::combine<8>(int4*)").link == "nvlink"
+
+
+def test_deepep_internode_split_by_the_rdma_ranks_it_names():
+    """DeepSeek's EP64: 8 RDMA ranks (nodes) of 8 GPUs; for one GPU 7 peers in its node and 56 outside: §3's
+    point-to-point rule gives 56 / 63 over RDMA. cached_notify names no node count: the file's other kernels do."""
+    from moeprof.core.topology import internode_fraction, link_fractions, rdma_ranks_of
+
+    assert internode_fraction(8, 8) == 56 / 63 and internode_fraction(1, 8) == 0.0
+    assert np.isnan(internode_fraction(0, 8))
+    names = [
+        "void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*)",
+        "void dpsk::ep::internode::cached_notify<false>(int)",
+        "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)",
+    ]
+    assert rdma_ranks_of(names) == 8
+    raw = make_table(
+        {"name": names, "activity": "kernel", "start_ns": 0, "end_ns": 1, "global_id": 0, "gpus_per_domain": 8},
+        n=3,
+    )
+    linked = link_fractions(classify_table(raw))
+    assert np.allclose(linked["ib_fraction"], 56 / 63)
 
 
 def test_table_classification_maps_distinct_names_once():

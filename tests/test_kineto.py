@@ -176,7 +176,7 @@ def test_synthetic_columns_and_linking() -> None:
     assert (a2a["start_ns"], a2a["end_ns"]) == (300_000, 320_000)
 
     ep = dev.loc["void dpsk::ep::internode::dispatch<false>(int4*)"]
-    assert (ep["annotation"], ep["kind"], ep["link_hint"]) == ("dispatch(F)", "ep-dispatch", "ib")
+    assert (ep["annotation"], ep["kind"], ep["link_hint"]) == ("dispatch(F)", "ep-dispatch", "internode")
 
     ar = dev.loc["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)"]
     assert (ar["annotation"], ar["kind"], ar["collective"]) == ("c10d::allreduce_", "all-reduce", "")
@@ -331,7 +331,7 @@ def test_deepseek_ep64_dispatch_combine_and_compute() -> None:
     dev = device_rows(table)
     ep = dev[dev["name"].str.contains(r"dpsk::ep::internode::", regex=True)]
     assert len(ep) == 32
-    assert (ep["bucket"] == "comm").all() and (ep["link_hint"] == "ib").all()
+    assert (ep["bucket"] == "comm").all() and (ep["link_hint"] == "internode").all()
     stem = ep["name"].str.extract(r"internode::(\w+)<", expand=False)
     expected = stem.map({"dispatch": "ep-dispatch", "notify_dispatch": "ep-dispatch", "combine": "ep-combine"})
     # cached_notify precedes a cached dispatch (forward of dispatch, backward of combine) or a combine

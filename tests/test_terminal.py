@@ -27,6 +27,7 @@ from moeprof.core.events import concat
 from moeprof.gate.check import Source
 from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
+from moeprof.insight.remedies import action_of
 from moeprof.reports.gate import render_diff
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
@@ -78,7 +79,10 @@ def close_to_printed(printed_ns: float, true_ns: float) -> bool:
 @pytest.mark.slow
 def test_first_lines_say_where_time_goes_and_what_to_try(two_host):
     out = rendered(two_host, 160)
-    head = out.splitlines()[:4]
+    lines = out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("First try:"))
+    where = " ".join(lines[:at])  # the first sentence, however it wraps
+    try_line = " ".join(lines[at : at + 2])
     devices = two_host.devices
     comm = sum(d.comm_ns for d in devices)
     share = comm / sum(d.accumulated_ns for d in devices)
@@ -88,19 +92,18 @@ def test_first_lines_say_where_time_goes_and_what_to_try(two_host):
         by_kind[c.kind] = by_kind.get(c.kind, 0) + c.exposed_ns
     kind = max(by_kind, key=by_kind.__getitem__)
     kind_share = by_kind[kind] / sum(by_kind.values())
-    assert head[0].startswith(f"Communication is {100 * share:.1f}% of accumulated kernel time")
-    assert f"{100 * exposed_fraction:.1f}% of the devices' span is exposed communication" in head[0]
-    assert f"{kind} ({kind_share:.0%})" in head[0]
+    assert where.startswith(f"Communication is {100 * share:.1f}% of accumulated kernel time")
+    assert f"{100 * exposed_fraction:.1f}% of the devices' span is exposed communication" in where
+    assert f"{kind} ({kind_share:.0%})" in where
     # the cross-rank ledger ran (two hosts of one job): the part of exposed comm spent waiting
     wait = sum((d.ledger or {}).get("exposed_wait_ns", 0) for d in devices) / sum(d.exposed_comm_ns for d in devices)
-    assert wait > 0.5 and f"{wait:.0%} of it waiting for the last rank" in " ".join(head[:2])
+    assert wait > 0.5 and f"{wait:.0%} of it waiting for the last rank" in where
     first = two_host.opportunities[0]
-    try_line = next(line for line in head if line.startswith("First try:"))
     # the first try is the change of "what would it buy" that saves the most: here opportunity 1 (its launch
-    # gaps closed), whose §9 projected saving the line gives, of the job's step
+    # gaps closed), whose §9 projected saving the line gives, of the job's step, as its remedy's action
     best = max(two_host.projections, key=lambda p: p.saving_ns)
     assert best.what_if == ("scale(opportunity=1)=0",) and best.saving_ns == first.projected_saving_ns
-    assert first.title in try_line and "see opportunity 1" in try_line
+    assert action_of(first.remedy_family) in try_line and "see opportunity 1" in try_line
     m = re.search(r"projected to save ([\d.,]+) (ns|µs|ms|s) of the ([\d.,]+) (ns|µs|ms|s) step", try_line)
     assert first.projected_saving_ns is not None and two_host.step_ns is not None
     assert m and close_to_printed(parse_time(*m.groups()[:2]), first.projected_saving_ns)
@@ -134,12 +137,13 @@ def _analysis(devices: list[DeviceFigures], steps: tuple[StepFigures, ...] = ())
 def test_verdict_is_honest_without_comm_or_without_exposure():
     compute_only = _analysis([_device("h/GPU:0", 8_000_000, 0, 0, 10_000_000)])
     out = rendered(compute_only, 100)
-    assert out.startswith("No communication kernels in this trace: compute is 100.0% of accumulated kernel time")
+    said = "No communication between devices in this trace: compute is 100.0% of accumulated kernel time"
+    assert " ".join(out.split()).startswith(said)
     assert "20.0% of the devices' span is idle" in " ".join(out.splitlines()[:2])
     assert "Nothing to hide" in out and not re.search(r"exposed comm \d", out)
     hidden = _analysis([_device("h/GPU:0", 8_000_000, 2_000_000, 0, 9_000_000)])
     first = rendered(hidden, 160).splitlines()[0]
-    assert first.startswith("Communication is 20.0% of accumulated kernel time, all of it overlapped with compute")
+    assert first.startswith("Communication is 20.0% of accumulated kernel time, all of it under compute")
     assert "none is exposed" in first
 
 

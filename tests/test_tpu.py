@@ -122,10 +122,12 @@ def test_the_ledger_matches_the_async_collective_across_chips(job):
     assert out["ledger"]["instances"] == 2
 
 
-def test_a_group_of_one_chip_has_nobody_to_wait_for(tmp_path):
+def test_a_collective_of_one_chip_is_a_copy_inside_it(tmp_path):
     """One chip whose all-gather and ragged all-to-all name the group {0} (an expert-parallel program run on one
-    chip): both are complete §8 instances of one member, all transfer (5015 + 1000 ns), no straggler, no bus
-    bandwidth (nothing crosses a link); the screen says no collective spans two devices."""
+    chip): no byte crosses a link, so both are memcpy (spec §2: copies inside one device) and keep their kind;
+    no collective row, no ledger, no ICI time. Chip 0 by hand (CHIP0): memcpy = the copies 5 + 85 and the two
+    collectives 5015 + 1000; the one-chip signal counts the collectives' 6015 ns, of which no compute hides
+    [3000,3010) + [6010,8015) + [8100,9100) = 3015 ns."""
     chip = two_chip_job()[0]
     alone = "replica_groups={{0}}"
     ops = [replace(o, expression=o.expression.replace("replica_groups={{0,1}}", alone)) for o in chip.ops]
@@ -133,24 +135,21 @@ def test_a_group_of_one_chip_has_nobody_to_wait_for(tmp_path):
     path = tmp_path / "one" / "tpuhost.xplane.pb"
     path.parent.mkdir()
     write_xplane(path, "tpuhost", [replace(chip, ops=ops, asyncs=asyncs)])
+    trace = moeprof.load([path])[0]
+    ev = trace.events
+    local = ev[ev["kind"].astype(str) != ""]
+    assert sorted(local["kind"].astype(str)) == ["all-gather", "all-to-all"]
+    assert set(local["bucket"].astype(str)) == {"memcpy"}
+    assert local["ib_fraction"].isna().all()
     out = moeprof.analyze_paths([path]).to_json()
-    assert out["ledger"]["instances"] == 2 and out["ledger"]["single_member"] == 2
-    assert out["ledger"]["stragglers"] == []
     row = device_rows(out)["tpuhost/TPU:0"]
-    assert (row["comm_wait_ns"], row["comm_transfer_ns"], row["straggler_count"]) == (0, 5015 + 1000, 0)
-    assert all(c.get("bus_bandwidth_gbps") is None and c.get("group_size") == 1 for c in out["collectives"])
-    res = CliRunner().invoke(app, ["analyze", str(path)], terminal_width=200)
-    assert "no collective spans two devices: 2 instances of a one-member group" in res.output, res.output
-    assert "Last to arrive" not in res.output
-    two = moeprof.analyze_paths([write_two(tmp_path)]).to_json()
-    assert "single_member" not in two["ledger"]
-
-
-def write_two(tmp: Path) -> Path:
-    path = tmp / "two" / "tpuhost.xplane.pb"
-    path.parent.mkdir()
-    write_xplane(path, "tpuhost", two_chip_job())
-    return path
+    assert (row["comm_ns"], row["comm_nvlink_ns"], row["exposed_comm_ns"]) == (0, 0, 0)
+    assert row["memcpy_ns"] == 5 + 85 + 5015 + 1000
+    assert out["collectives"] == [] and "ledger" not in out
+    (signal,) = [o for o in out["opportunities"] if o["kind"] == "local-collectives"]
+    assert (signal["evidence"]["total_ns"], signal["exposed_ns"], signal["evidence"]["count"]) == (6015, 3015, 2)
+    assert signal["title"].startswith("collectives over a group of one chip")
+    assert "ICI" not in signal["remedy"] and not any("ici" in str(o.get("link")) for o in out["opportunities"])
 
 
 def test_collectives_by_opcode_with_bytes_and_groups_from_the_expression(job):

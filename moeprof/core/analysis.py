@@ -202,11 +202,6 @@ def job_kind(devices: Iterable[DeviceFigures]) -> str:
     return kinds.pop() if len(kinds) == 1 else ""
 
 
-def member_word(kind: str) -> str:
-    """What one member of a job is called on screen: a TPU's is a chip, a GPU job's a rank."""
-    return "chip" if kind == "TPU" else "rank"
-
-
 @dataclass(frozen=True, slots=True)
 class StepFigures(Figures):
     step: int = 0
@@ -307,6 +302,9 @@ class Opportunity:
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)
     remedy_family: str = ""  # what kind of fix it is, stable across the remedy's framework variants
+    # what the remedy was chosen on: each condition of its row with what the trace showed, and the facts its
+    # text depends on with the evidence for them (insight.remedies.Remedy.checked)
+    remedy_checked: tuple[Mapping[str, Any], ...] = ()
     # §9: the mean step saving if its activities took no time (None: not computed, or not activities)
     projected_saving_ns: int | None = None
     # the most that saving can be (the work on the measured critical chain); set where it was bounded,
@@ -316,7 +314,8 @@ class Opportunity:
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
         out["evidence"] = dict(self.evidence)
-        for key in ("remedy_id", "remedy_family"):
+        out["remedy_checked"] = [dict(c) for c in self.remedy_checked]
+        for key in ("remedy_id", "remedy_family", "remedy_checked"):
             if not out[key]:
                 del out[key]
         for key in ("projected_saving_ns", "projected_saving_max_ns"):
@@ -332,6 +331,7 @@ class Opportunity:
         kw.setdefault("bound_from", "exposed")
         kw.setdefault("evidence", {})
         kw.setdefault("remedy", "")
+        kw["remedy_checked"] = tuple(dict(c) for c in kw.get("remedy_checked") or () if isinstance(c, Mapping))
         return _plain_from_json(cls, kw)
 
 
@@ -352,8 +352,13 @@ class ScopeRow:
     flops: float | None = None  # the ops' flops stat (XLA's cost model)
     model_flops: float | None = None  # the ops' model_flops stat
     bytes_accessed: float | None = None
-    tflops_per_s: float | None = None  # (model_flops where stated, else flops) over total_ns
+    # the FLOPs moeprof counts (model_flops where stated, else flops; the ragged dots the HLO shows recounted)
+    counted_flops: float | None = None
+    tflops_per_s: float | None = None  # counted_flops over total_ns
     peak_fraction: float | None = None  # tflops_per_s over the chip's peak
+    # XLA's own figure (its stat alone) where the recount changed it
+    tflops_per_s_xla: float | None = None
+    peak_fraction_xla: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)
@@ -444,18 +449,42 @@ SIGNIFICANT_SAVING = 0.01
 @dataclass(frozen=True, slots=True)
 class StepBound:
     """What sets a projected step's end: the largest cause on its critical path, its share of the path, and
-    the devices that cause lies on (in path order)."""
+    the devices that cause lies on (in path order); for the measured step, the activities that make most of
+    that cause's time on the path (``ops``: what bounds the step, by name and stream)."""
 
     cause: str  # one of CAUSES
     share: float
     devices: tuple[str, ...]
+    ops: tuple[PathOp, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"cause": self.cause, "share": self.share, "devices": list(self.devices)}
+        out: dict[str, Any] = {"cause": self.cause, "share": self.share, "devices": list(self.devices)}
+        if self.ops:
+            out["ops"] = [op._asdict() for op in self.ops]
+        return out
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> StepBound:
-        return cls(str(doc.get("cause", "")), float(doc.get("share") or 0.0), tuple(map(str, doc.get("devices") or ())))
+        ops = tuple(
+            PathOp(str(o.get("name", "")), str(o.get("device", "")), str(o.get("stream", "")), int(o.get("ns") or 0))
+            for o in doc.get("ops") or ()
+            if isinstance(o, Mapping)
+        )
+        return cls(
+            str(doc.get("cause", "")),
+            float(doc.get("share") or 0.0),
+            tuple(map(str, doc.get("devices") or ())),
+            ops,
+        )
+
+
+class PathOp(NamedTuple):
+    """Activities of one name on one device's stream that lie on a critical path, and their time there."""
+
+    name: str
+    device: str
+    stream: str
+    ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,7 +545,9 @@ class Projection:
     label: str = ""  # what it changes, in words
     selected: int | None = None  # activities its terms change (0: the terms select none); None: not known
     bound: StepBound | None = None  # what sets the end of its longest projected step
-    note: str = ""  # what the change could not do (the router term without expert work found, ...)
+    note: str = ""  # what the terms say they did or could not do (the router term without expert work found, ...)
+    # what each term that says so selected (the tokens term: the batch found, time per class scaled and held)
+    selection: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def saving_fraction(self) -> float:
@@ -548,6 +579,8 @@ class Projection:
             out["selected_activities"] = self.selected
         if self.bound is not None:
             out["bound"] = self.bound.to_json()
+        if self.selection:
+            out["selection"] = [dict(found) for found in self.selection]
         return out
 
     @classmethod
@@ -583,6 +616,7 @@ class Projection:
             selected=_int(doc["selected_activities"]) if doc.get("selected_activities") is not None else None,
             bound=StepBound.from_json(doc["bound"]) if isinstance(doc.get("bound"), dict) else None,
             note=str(doc.get("note") or ""),
+            selection=tuple(dict(f) for f in doc.get("selection") or () if isinstance(f, dict)),
         )
 
 
@@ -621,6 +655,12 @@ class Analysis:
     scopes: tuple[ScopeRow, ...] = ()  # per JAX name scope (traces that name scopes: XLA programs)
     # FLOPs the trace's ops state (TPU XPlanes) against the chip's peak: MFU, ops and steps above the peak
     utilization: Mapping[str, Any] | None = None
+    # the exposed time of each device's first and last collective, where a capture cuts the run of steps
+    # (insight.edges): JSON "edge_exposure"
+    edges: Mapping[str, Any] | None = None
+    # what the host's kernel launches say (readers.kineto.launch_facts, summed over the files): launches, those
+    # without their activity, those inside a graph capture; JSON "launches"
+    launches: Mapping[str, Any] | None = None
 
     schema: ClassVar[str] = SCHEMA
 
@@ -703,6 +743,10 @@ class Analysis:
             doc["scopes"] = [r.to_json() for r in self.scopes]
         if self.utilization:
             doc["utilization"] = dict(self.utilization)
+        if self.edges:
+            doc["edge_exposure"] = dict(self.edges)
+        if self.launches:
+            doc["launches"] = dict(self.launches)
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -739,6 +783,8 @@ class Analysis:
             "step_bound",
             "scopes",
             "utilization",
+            "edge_exposure",
+            "launches",
         }
         try:
             return cls(
@@ -763,6 +809,8 @@ class Analysis:
                 step_bound=StepBound.from_json(doc["step_bound"]) if isinstance(doc.get("step_bound"), dict) else None,
                 scopes=tuple(ScopeRow.from_json(r) for r in _dicts(doc.get("scopes"))),
                 utilization=doc.get("utilization") if isinstance(doc.get("utilization"), dict) else None,
+                edges=doc.get("edge_exposure") if isinstance(doc.get("edge_exposure"), dict) else None,
+                launches=doc.get("launches") if isinstance(doc.get("launches"), dict) else None,
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

@@ -22,7 +22,7 @@ from .events import BUCKETS, KINDS, column_codes, combine_codes, first_rows
 from .trace import Trace
 
 FIELDS = ("opcode", "category", "collective", "annotation", "activity", "copy_kind", "name")
-LINKS = ("nvlink", "ib")
+LINKS = ("nvlink", "ib", "internode")  # internode: NVLink inside the node and RDMA across (DeepEP, core.topology)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def _rule_from_dict(raw: dict, origin: str) -> Rule:
     if raw.get("kind") is not None and raw["kind"] not in KINDS:
         raise bad(f"kind must be one of {', '.join(KINDS)}")
     if raw.get("link") is not None and raw["link"] not in LINKS:
-        raise bad("link must be nvlink or ib")
+        raise bad("link must be nvlink, ib or internode")
     if raw.get("bucket") is None and raw.get("kind") is None:
         raise bad("sets neither bucket nor kind")
     also_fields = [f for f in FIELDS if f != raw["field"] and raw.get(f) is not None]
@@ -181,12 +181,47 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
     evidence = _Evidence({col: (codes[firsts], values) for col, (codes, values) in zip(FIELDS, per_column)})
     pair_codes, table = _classify_tuples(evidence, rules)
     per_event = pair_codes[combined]
+    if "group" in events:
+        per_event, table = _local_collectives(events["group"], per_event, table)
     return events.assign(
         **{
             column: expand([getattr(c, attr) for c in table], per_event)
             for attr, column in (("bucket", "bucket"), ("kind", "kind"), ("rule", "rule"), ("link", "link_hint"))
         }
     )
+
+
+LOCAL_RULE = "group-of-one"  # the rule id of a collective whose group is its own device (a local copy)
+
+
+def one_member_groups(values: np.ndarray) -> np.ndarray:
+    """Per distinct value of a ``group`` column: whether it names exactly one device (``"0"``)."""
+    return np.array([str(v or "").strip().isdigit() for v in values.tolist()], dtype=bool)
+
+
+def _local_collectives(
+    group: pd.Series, per_event: np.ndarray, table: list[Classification]
+) -> tuple[np.ndarray, list[Classification]]:
+    """A collective whose communicating group has one member moves no byte between devices (one TPU chip's
+    all-to-all of an expert-parallel program, a one-rank process group): spec §2 puts copies inside one
+    device in ``memcpy``. It keeps its kind (what it is called by), but no link (docs/metrics.md, "Buckets")."""
+    is_comm = np.array([c.bucket == "comm" for c in table], dtype=bool)
+    if not is_comm.any():
+        return per_event, table
+    codes, values = column_codes(group)
+    single = np.r_[one_member_groups(values), False][codes]  # code -1 (missing) reads False
+    local = single & is_comm[per_event]
+    if not local.any():
+        return per_event, table
+    # one more classification per comm classification that has local rows: the same kind, bucket memcpy
+    moved = {int(k): len(table) + i for i, k in enumerate(np.unique(per_event[local]).tolist())}
+    extra = [Classification("memcpy", table[k].kind, f"{LOCAL_RULE}+{table[k].rule}", "") for k in moved]
+    out = per_event.copy()
+    remap = np.arange(len(table), dtype=np.int64)
+    for k, new in moved.items():
+        remap[k] = new
+    out[local] = remap[per_event[local]]
+    return out, [*table, *extra]
 
 
 def _classify_tuples(evidence: _Evidence, rules: tuple[Rule, ...]) -> tuple[np.ndarray, list[Classification]]:

@@ -59,19 +59,29 @@ RAW_COLUMNS: dict[str, str] = {
     # `flops` counts it dense over every expert), NaN unknown
     "model_flops": "float64",
     "bytes_accessed": "float64",  # memory bytes one execution reads and writes (stat `bytes_accessed`), NaN unknown
+    # FLOPs of one execution as moeprof counts them from the program's HLO shapes, where XLA's count is wrong:
+    # a ragged dot's 2·M·K·N, a fusion holding its weight gradient (XLA: dense over every group) with that
+    # gradient recounted (core.hlo.recount_flops); NaN where moeprof does not recount the op
+    "recounted_flops": "float64",
 }
 DERIVED_COLUMNS: dict[str, str] = {
     "bucket": "str",  # compute | comm | memcpy | other
     "kind": "str",  # collective kind for comm rows, "" otherwise
     "rule": "str",  # id of the taxonomy rule that set the bucket (and kind)
-    "link_hint": "str",  # nvlink | ib | "" : a path named by the kernel itself (DeepEP intranode/internode)
+    # nvlink | ib | internode | "": a path named by the kernel itself (DeepEP intranode, internode_ll; internode:
+    # both, split by the RDMA ranks the kernels name)
+    "link_hint": "str",
     "ib_fraction": "float64",  # share of the activity carried over InfiniBand, NaN unknown
 }
 COLUMNS: dict[str, str] = {**RAW_COLUMNS, **DERIVED_COLUMNS}
 # the columns of the first event table (schema moeprof.events/1): a CSV header that holds them all is
 # moeprof's own table (readers.marks), also one written before the op columns above were added
 EVENTS_V1_COLUMNS = (
-    *(c for c in RAW_COLUMNS if c not in ("category", "scope", "flops", "model_flops", "bytes_accessed")),
+    *(
+        c
+        for c in RAW_COLUMNS
+        if c not in ("category", "scope", "flops", "model_flops", "bytes_accessed", "recounted_flops")
+    ),
     *DERIVED_COLUMNS,
 )
 

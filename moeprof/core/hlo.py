@@ -86,22 +86,18 @@ def shape_bytes(shape: str) -> int:
     return total
 
 
+def shape_dims(shape: str) -> list[tuple[int, ...]]:
+    """The dimensions of every array in an HLO shape string, in order (a tuple's elements each; layouts and
+    element types left out): ``(bf16[8,128]{1,0}, s32[])`` -> ``[(8, 128), ()]``."""
+    return [tuple(int(d) for d in dims.split(",") if d) for _, dims in _ARRAY_SHAPE.findall(shape)]
+
+
 def _top_level_tuple_bytes(shape: str) -> list[int]:
     """Bytes of each top-level element of a tuple shape ``(a, b, ...)``."""
     shape = shape.strip()
     if not shape.startswith("("):
         return [shape_bytes(shape)]
-    parts, depth, start = [], 0, 1
-    for i, ch in enumerate(shape):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 1:
-            parts.append(shape[start:i])
-            start = i + 1
-    parts.append(shape[start:-1])
-    return [shape_bytes(p) for p in parts]
+    return [shape_bytes(p) for p in _top_level_parts(shape[1:-1])] or [0]
 
 
 def _shape_and_rest(body: str) -> tuple[str, str]:
@@ -179,6 +175,9 @@ class HloInstruction:
     source_target_pairs: tuple[tuple[int, ...], ...] | None = None
     bytes: int = 0
     op_name: str = ""  # metadata op_name: the framework scope the op came from ("jit(step)/moe/all_to_all")
+    # a ragged dot as one op: XLA's ``ragged-dot``, or a custom call that says it is one (the TPU's Mosaic
+    # kernel carries the frontend attribute ``ragged_dot_tiling``)
+    ragged_dot: bool = False
 
     @property
     def is_collective(self) -> bool:
@@ -191,6 +190,7 @@ class HloModule:
     instructions: dict[str, HloInstruction] = field(default_factory=dict)
     computations: dict[str, list[str]] = field(default_factory=dict)
     entry: str = ""
+    roots: dict[str, str] = field(default_factory=dict)  # computation -> its ROOT instruction
     num_partitions: int = 1
     replica_count: int = 1
     # computation -> (operands, users) edges, built on first use by moeprof.dependency
@@ -199,6 +199,16 @@ class HloModule:
     @property
     def num_devices(self) -> int:
         return max(1, self.num_partitions * self.replica_count)
+
+    def entry_parameters(self) -> list[HloInstruction]:
+        """The program's inputs: the ``parameter`` instructions of its entry computation, in text order."""
+        names = self.computations.get(self.entry, ())
+        return [self.instructions[n] for n in names if self.instructions[n].opcode == "parameter"]
+
+    def entry_result(self) -> str:
+        """The shape of what the program returns (its entry computation's ROOT), "" where unknown."""
+        root = self.instructions.get(self.roots.get(self.entry, ""))
+        return root.shape if root is not None else ""
 
     def group_of(self, instruction: HloInstruction, device_id: int) -> tuple[int, ...] | None:
         """The devices ``device_id`` exchanges data with in this collective (itself included)."""
@@ -298,10 +308,140 @@ def parse_hlo_text(text: str) -> HloModule:
             # the size nccl-tests reports: the larger of what goes in and what comes out
             bytes=max(operand_bytes, result_bytes),
             op_name=named.group(1) if (named := _OP_NAME.search(attrs)) else "",
+            ragged_dot=opcode == "ragged-dot" or (opcode == "custom-call" and "ragged_dot" in attrs),
         )
 
     module.instructions = {name: build(name) for name in raw}
+    module.roots = roots
     return module
+
+
+# ---------------------------------------------------------------- FLOPs of ragged dots, from the shapes
+
+
+def array_dims(shape: str) -> tuple[int, ...] | None:
+    """The dimensions of an array shape (``bf16[16,2048,1024]{...}`` -> (16, 2048, 1024)); None for a tuple
+    or a text that is no array shape."""
+    if shape.startswith("("):
+        return None
+    m = _ARRAY_SHAPE.search(shape)
+    return tuple(int(x) for x in m.group(2).split(",") if x) if m else None
+
+
+@dataclass(frozen=True)
+class Recount:
+    """The FLOPs of the ragged dots inside one op, from its HLO shapes (``lhs [M,K]`` and ``rhs [G,K,N]``: each
+    of the M rows meets one of the G matrices, 2·M·K·N), and what XLA's cost model counts for them."""
+
+    flops: float  # what they do
+    # what XLA counts for them, dense over every group: the op's stated FLOPs less this, plus ``flops``, is
+    # what the op does; None where the op is the ragged dot itself (its FLOPs are ``flops``, whatever XLA says)
+    counted_dense: float | None
+    ragged_dots: int  # how many it holds
+
+
+def recount_flops(module: HloModule, name: str) -> Recount | None:
+    """What the ragged dots in the top-level op ``name`` do, where the HLO shows one (None elsewhere):
+
+    * the op is a ragged dot (``ragged-dot``, a custom call marked ``ragged_dot``): output ``[M, N]``, its
+      operand ``[M, K]`` (the first of rank 2 whose rows are the output's): 2·M·K·N;
+    * a fusion holding the weight gradient of a ragged dot as XLA lowers it on TPUs: a ``convolution`` over
+      the group axis G of two operands ``[G, M, A]`` and ``[G, M, B]`` that are ``select`` of a broadcast
+      ``pred[G, M]`` group mask (each row in one group) contracting M to ``[G, A, B]``: XLA counts it dense,
+      2·G·M·A·B; it does 2·M·A·B (docs/metrics.md, "Utilization").
+    """
+    inst = module.instructions.get(name)
+    if inst is None:
+        return None
+    if inst.ragged_dot:
+        flops = _ragged_dot_flops(module, inst)
+        return Recount(flops, None, 1) if flops is not None else None
+    if inst.opcode != "fusion":
+        return None
+    true = dense = 0.0
+    found = 0
+    seen: set[str] = set()
+    pending = list(inst.calls)
+    while pending:
+        computation = pending.pop()
+        if computation in seen:
+            continue
+        seen.add(computation)
+        for member in module.computations.get(computation, ()):
+            sub = module.instructions[member]
+            pending.extend(sub.calls)
+            masked = _masked_group_contraction(module, sub)
+            if masked is not None:
+                true, dense, found = true + masked[0], dense + masked[1], found + 1
+    return Recount(true, dense, found) if found else None
+
+
+def recount_expression(expression: HloExpression) -> Recount | None:
+    """:func:`recount_flops` from one op's own text where the program's HLO is not in the profile (a capture
+    whose ``/host:metadata`` was left out): its operand shapes are written inline. A ragged dot as before; a
+    fusion of ``[M, A]``, ``[M, B]`` and a group mask ``pred[G, M]`` into ``[G, A, B]`` (the weight gradient
+    of a ragged dot, the convolution inside it not visible): XLA counts 2·G·M·A·B, it does 2·M·A·B. None
+    elsewhere."""
+    out = array_dims(expression.shape)
+    if out is None:
+        return None
+    dims = [d for d in map(array_dims, expression.operand_shapes) if d is not None]
+    masks = [d for t, d in zip(expression.operand_shapes, map(array_dims, expression.operand_shapes), strict=True)
+             if t.startswith("pred") and d is not None and len(d) == 2]  # fmt: skip
+    if expression.ragged_dot:
+        lhs = next((d for d in dims if len(d) == 2 and len(out) == 2 and d[0] == out[0]), None)
+        return Recount(2.0 * out[0] * lhs[1] * out[1], None, 1) if lhs is not None else None
+    if expression.opcode != "fusion" or len(out) != 3:
+        return None
+    groups, a, b = out
+    for mask in (d for d in masks if d[0] == groups):
+        rows = mask[1]
+        if (rows, a) in dims and (rows, b) in dims:
+            true = 2.0 * rows * a * b
+            return Recount(true, true * groups, 1)
+    return None
+
+
+def _ragged_dot_flops(module: HloModule, inst: HloInstruction) -> float | None:
+    out = array_dims(inst.shape)
+    if not out or len(out) != 2:
+        return None
+    for operand in inst.operands:
+        dims = array_dims(module.instructions[operand].shape) if operand in module.instructions else None
+        if dims is not None and len(dims) == 2 and dims[0] == out[0]:
+            return 2.0 * out[0] * dims[1] * out[1]
+    return None
+
+
+def _group_mask(module: HloModule, name: str) -> tuple[int, int, int] | None:
+    """(G, M, X) where ``name`` is ``[G, M, X]`` made by a ``select`` on a broadcast ``pred[G, M]`` (through
+    the fusion that computes it); None elsewhere."""
+    inst = module.instructions.get(name)
+    if inst is not None and inst.opcode == "fusion" and inst.calls:
+        inst = module.instructions.get(module.roots.get(inst.calls[0], ""))
+    if inst is None or inst.opcode != "select" or not inst.operands:
+        return None
+    dims = array_dims(inst.shape)
+    mask = module.instructions.get(inst.operands[0])
+    if dims is None or len(dims) != 3 or mask is None or mask.opcode != "broadcast" or not mask.operands:
+        return None
+    source = module.instructions.get(mask.operands[0])
+    pred = array_dims(source.shape) if source is not None and source.shape.startswith("pred") else None
+    return (dims[0], dims[1], dims[2]) if pred == dims[:2] else None
+
+
+def _masked_group_contraction(module: HloModule, inst: HloInstruction) -> tuple[float, float] | None:
+    """(FLOPs done, FLOPs XLA counts) of a convolution that contracts the rows M of two group-masked operands
+    ``[G, M, A]``, ``[G, M, B]`` into ``[G, A, B]``; None for any other instruction."""
+    if inst.opcode not in ("convolution", "dot") or len(inst.operands) != 2:
+        return None
+    a, b = (_group_mask(module, o) for o in inst.operands)
+    out = array_dims(inst.shape)
+    if a is None or b is None or out is None or a[:2] != b[:2] or sorted(out) != sorted((a[0], a[2], b[2])):
+        return None
+    groups, rows = a[0], a[1]
+    true = 2.0 * rows * a[2] * b[2]
+    return true, true * groups
 
 
 @dataclass(frozen=True)
@@ -324,6 +464,8 @@ class HloExpression:
     channel_id: int = -1  # channel_id=N (-1 absent): a DCN send names its recv's channel
     dcn_recv_channel: int = -1  # _xla_dcn_recv_channel="N" (-1 absent): the channel of the send's recv
     rendezvous: str = ""  # _xla_host_transfer_rendezvous: a DCN collective's name ("all-reduce.49_47")
+    operand_shapes: tuple[str, ...] = ()  # each operand's shape as written inline ("" where none is)
+    ragged_dot: bool = False  # a ragged dot as one op (see HloInstruction.ragged_dot)
 
 
 _DCN_ATTRIBUTE = re.compile(r"\b_xla_dcn_\w*=")
@@ -360,7 +502,24 @@ def parse_expression(text: str) -> HloExpression | None:
         channel_id=int(channel) if (channel := _attribute(attrs, "channel_id")) and channel.isdigit() else -1,
         dcn_recv_channel=int(m.group(1)) if (m := _DCN_RECV_CHANNEL.search(attrs)) else -1,
         rendezvous=m.group(1) if (m := _RENDEZVOUS.search(attrs)) else "",
+        operand_shapes=tuple(_shape_and_rest(part.strip())[0] for part in _top_level_parts(operands)),
+        ragged_dot=opcode == "ragged-dot" or (opcode == "custom-call" and "ragged_dot" in attrs),
     )
+
+
+def _top_level_parts(text: str) -> list[str]:
+    """``text`` split at the commas outside any bracket (an operand list: ``f32[2,3]{1,0} %a, s32[] %b``)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p.strip()]
 
 
 @cache

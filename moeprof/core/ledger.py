@@ -41,8 +41,7 @@ Readings of §8 where the spec leaves room (the tests hold these):
 * **Windows.** "Starts in its window" means ``start`` lies in one of the
   device's half-open window segments. ``instances`` of the straggler table are
   the complete instances whose activity on the device starts in the device's
-  window, ``last_share = straggler_count / instances`` (0 without instances). An instance of one member
-  (a group of one chip) is complete, its wait 0, but has no straggler and is not in this count.
+  window, ``last_share = straggler_count / instances`` (0 without instances).
   ``caused_wait_ns`` sums the other members' unclipped ``W_r`` (as the spec
   writes it; the straggler's own ``W_r`` is 0).
 * **Collectives rows**: one per (op, kind) present in the records, with the
@@ -145,9 +144,6 @@ class Ledger:
     # one row per input record, same index: instance (-1 = none), status, wait_ns (W_r),
     # aligned_start_ns (ŝ), straggler (the instance's last arrival)
     records: pd.DataFrame
-    # complete instances of one member (a collective over a group of one chip: on one TPU chip the all-to-all
-    # of an expert-parallel program still runs): counted in ``instances``, all transfer, no straggler
-    single_member: int = 0
 
     def total(self) -> dict[str, int]:
         return {k: int(sum(getattr(d, k) for d in self.devices)) for k in DEVICE_KEYS}
@@ -160,7 +156,6 @@ class Ledger:
             "desynchronized": self.desynchronized,
             "clock_offsets_ns": dict(self.clock_offsets_ns),
             "unaligned_hosts": list(self.unaligned),
-            **({"single_member": self.single_member} if self.single_member else {}),
         }
 
     def device(self, name: str) -> DeviceLedger:
@@ -495,26 +490,19 @@ def build_ledger(
     # complete records, sorted by (instance, device name): no sort needed, _match made that order
     comp = m.by_key[m.status[m.by_key] == COMPLETE]
     strag_rec = np.empty(0, dtype=np.int64)
-    single_member = 0
-    comp_several = np.zeros(comp.size, dtype=bool)  # per complete record: its instance has two members or more
     if comp.size:
         firsts = _run_starts(m.inst[comp])
         member = np.repeat(np.arange(firsts.size), np.diff(np.r_[firsts, comp.size]))
         a = np.maximum.reduceat(aligned[comp], firsts)[member]
         # the straggler: the largest ŝ, ties: the first device name (the first such row of its instance)
         last = np.flatnonzero(aligned[comp] == a)
-        last_rec = comp[last[_run_starts(member[last])]]  # one per instance, in instance order
+        strag_rec = comp[last[_run_starts(member[last])]]
         wait[comp] = np.minimum(np.maximum(a - aligned[comp], 0), duration[comp])
-        numbering = np.full(m.key_status.size, -1, dtype=np.int64)
-        by_arrival = np.lexsort((m.inst[last_rec], aligned[last_rec]))
-        numbering[m.inst[last_rec][by_arrival]] = np.arange(last_rec.size)
-        instance[comp] = numbering[m.inst[comp]]
-        # a group of one has nobody waiting for its member: no straggler (its wait is 0 by the rule above)
-        several = np.diff(np.r_[firsts, comp.size]) > 1
-        single_member = int(np.sum(~several))
-        comp_several = several[member]
-        strag_rec = last_rec[several]
         straggler[strag_rec] = True
+        numbering = np.full(m.key_status.size, -1, dtype=np.int64)
+        by_arrival = np.lexsort((m.inst[strag_rec], aligned[strag_rec]))
+        numbering[m.inst[strag_rec][by_arrival]] = np.arange(strag_rec.size)
+        instance[comp] = numbering[m.inst[comp]]
 
     # per device over its window
     w_dev, w_s, w_e = _segments(windows, dev_order)
@@ -570,7 +558,7 @@ def build_ledger(
     if comp.size:
         caused_per_inst = iv.sum_by_index(wait[comp], m.inst[comp], m.key_status.size)
     caused = iv.sum_by_index(caused_per_inst[m.inst[counted_strag]], dev[counted_strag], n_dev)
-    took_part = np.bincount(dev[comp[in_window[comp] & comp_several]], minlength=n_dev)
+    took_part = np.bincount(dev[comp[in_window[comp]]], minlength=n_dev)
 
     devices_out, stragglers_out = [], []
     for d in range(n_dev):
@@ -609,5 +597,4 @@ def build_ledger(
         unaligned=unaligned,
         stragglers=stragglers_out,
         records=per_record,
-        single_member=single_member,
     )

@@ -206,6 +206,9 @@ def attach_scopes(trace: Trace) -> Trace:
 # ---------------------------------------------------------------- per device: scopes, ops' FLOPs
 
 FLOP_COLUMNS = ("flops", "model_flops", "bytes_accessed")  # per-op stats a reader may give (TPU XPlanes)
+# each FLOPs stat as moeprof counts it: the stat, with the ragged dots the HLO shows recounted (the event
+# column ``recounted_flops``); the figures use these, and name XLA's own beside them
+COUNTED = {"flops": "flops_counted", "model_flops": "model_flops_counted"}
 SCOPE_COLUMNS = [
     "device",
     "scope",
@@ -219,9 +222,14 @@ SCOPE_COLUMNS = [
     "bytes_accessed",
     "flops_known",
     "model_flops_known",
+    "flops_counted",
+    "model_flops_counted",
 ]
-OP_FLOP_COLUMNS = ["device", "op", "scope", "count", "time_ns", "flops", "model_flops"]
-STEP_FLOP_COLUMNS = ["step", "device", "flops", "model_flops"]
+OP_FLOP_COLUMNS = [
+    "device", "op", "scope", "count", "time_ns", "flops", "model_flops", "flops_counted", "model_flops_counted",
+    "recounted",
+]  # fmt: skip
+STEP_FLOP_COLUMNS = ["step", "device", "flops", "model_flops", "flops_counted", "model_flops_counted"]
 
 
 def _stat(rows: DeviceTimeline, column: str) -> np.ndarray:
@@ -238,13 +246,18 @@ def _keys(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.array([b for _, b in pairs] + [False], dtype=bool))  # fmt: skip
 
 
-def device_flops(rows: DeviceTimeline, clipped: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(flops, model_flops, bytes accessed) of each row inside the window: a stat times the share of the op's
-    time inside it (0 where unknown)."""
+def device_flops(rows: DeviceTimeline, clipped: np.ndarray) -> dict[str, np.ndarray]:
+    """Per FLOP_COLUMNS and COUNTED column, that figure of each row inside the window: a stat times the share
+    of the op's time inside it (0 where unknown); ``recounted``: the rows whose ragged dots were recounted."""
     duration = np.maximum(rows.end - rows.start, 1)
     share = np.where(clipped > 0, clipped / duration, 0.0)
-    flops, model, accessed = (np.nan_to_num(_stat(rows, c)) * share for c in FLOP_COLUMNS)
-    return flops, model, accessed
+    out = {c: np.nan_to_num(_stat(rows, c)) * share for c in FLOP_COLUMNS}
+    recounted = _stat(rows, "recounted_flops")
+    known = ~np.isnan(recounted)
+    for stat, counted in COUNTED.items():
+        out[counted] = np.where(known, np.nan_to_num(recounted) * share, out[stat])
+    out["recounted"] = known & (clipped > 0)
+    return out
 
 
 def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.DataFrame:
@@ -261,7 +274,7 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
     ordered = sorted(set(pairs))
     number = {pair: i for i, pair in enumerate(ordered)}
     group_of = np.array([number[pair] for pair in pairs], dtype=np.int64)
-    flops, model, accessed = device_flops(rows, clipped)
+    figures = device_flops(rows, clipped)
     frame = pd.DataFrame(
         {
             "group": group_of[codes][inside],
@@ -269,11 +282,10 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
             "total_ns": clipped[inside],
             "compute_ns": np.where(rows.is_compute, clipped, 0)[inside],
             "comm_ns": np.where(rows.is_comm, clipped, 0)[inside],
-            "flops": flops[inside],
-            "model_flops": model[inside],
-            "bytes_accessed": accessed[inside],
+            **{c: figures[c][inside] for c in FLOP_COLUMNS},
             "flops_known": ~np.isnan(_stat(rows, "flops"))[inside],
             "model_flops_known": ~np.isnan(_stat(rows, "model_flops"))[inside],
+            **{c: figures[c][inside] for c in COUNTED.values()},
         }
     )
     out = frame.groupby("group", sort=True).sum()
@@ -296,15 +308,14 @@ def device_op_flops(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> p
     name_c, name_v = rows.strings("name")
     ops = np.where(lookup(op_c, op_v != "", False), lookup(op_c, op_v, ""), lookup(name_c, name_v, ""))
     scope_c, scope_v = rows.strings("scope")
-    flops, model, _ = device_flops(rows, clipped)
+    figures = device_flops(rows, clipped)
     frame = pd.DataFrame(
         {
             "op": ops[keep].astype(str),
             "scope": _keys(scope_v)[0][scope_c][keep],
             "count": 1,
             "time_ns": clipped[keep],
-            "flops": flops[keep],
-            "model_flops": model[keep],
+            **{c: figures[c][keep] for c in ("flops", "model_flops", *COUNTED.values(), "recounted")},
         }
     )
     out = frame.groupby(["op", "scope"], sort=True).sum().reset_index()
@@ -317,14 +328,14 @@ def device_step_flops(
 ) -> pd.DataFrame:
     """Per step of one device: the FLOPs of the ops that start in it (STEP_FLOP_COLUMNS); empty where the
     trace states none."""
-    flops, model, _ = device_flops(rows, clipped)
-    if not (flops.any() or model.any()) or not numbers.size:
+    figures = device_flops(rows, clipped)
+    if not (figures["flops"].any() or figures["model_flops"].any()) or not numbers.size:
         return pd.DataFrame(columns=STEP_FLOP_COLUMNS)
     order = np.argsort(starts, kind="stable")
     at = np.searchsorted(starts[order], rows.start, side="right") - 1
     inside = (at >= 0) & (rows.start < ends[order][np.maximum(at, 0)])
     step = np.where(inside, order[np.maximum(at, 0)], -1)
-    frame = pd.DataFrame({"step": step[inside], "flops": flops[inside], "model_flops": model[inside]})
+    frame = pd.DataFrame({"step": step[inside], **{c: figures[c][inside] for c in STEP_FLOP_COLUMNS[2:]}})
     out = frame.groupby("step").sum().reindex(range(numbers.size), fill_value=0.0).reset_index(drop=True)
     out.insert(0, "step", numbers.astype(np.int64))
     out.insert(1, "device", device)
@@ -355,7 +366,10 @@ def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | No
     for scope, g in frame.groupby("row", sort=False):
         total = int(g["total_ns"].sum())
         stated = float(g[source].sum()) if source else None
-        rate = stated / total / 1e3 if stated is not None and total > 0 else None  # flops per ns -> TFLOP/s
+        counted = float(g[COUNTED[source]].sum()) if source else None
+        rate = counted / total / 1e3 if counted is not None and total > 0 else None  # flops per ns -> TFLOP/s
+        # XLA's own rate, beside it where the recount changed it (more than rounding)
+        xla = stated / total / 1e3 if stated is not None and total > 0 and stated != counted else None
         out.append(
             ScopeRow(
                 scope=str(scope),
@@ -370,8 +384,11 @@ def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | No
                 flops=float(g["flops"].sum()) if g["flops_known"].sum() else None,
                 model_flops=float(g["model_flops"].sum()) if g["model_flops_known"].sum() else None,
                 bytes_accessed=float(g["bytes_accessed"].sum()) if source else None,
+                counted_flops=counted,
                 tflops_per_s=rate,
                 peak_fraction=rate / peak_tflops if rate is not None and peak_tflops else None,
+                tflops_per_s_xla=xla,
+                peak_fraction_xla=xla / peak_tflops if xla is not None and peak_tflops else None,
             )
         )
     return tuple(sorted(out, key=lambda r: (-r.total_ns, r.scope)))

@@ -18,7 +18,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .analysis import NS_KEYS, Analysis, DeviceFigures, Figures, Opportunity, Projection, StepBound, ratio
+from .analysis import (
+    NS_KEYS,
+    SIGNIFICANT_SAVING,
+    Analysis,
+    DeviceFigures,
+    Figures,
+    Opportunity,
+    Projection,
+    StepBound,
+    ratio,
+)
+from .hardware import is_tpu_job
 
 # a kind or link is "most of" exposed communication above this share
 MOSTLY = 0.5
@@ -85,6 +96,20 @@ class Verdict:
     # per device, the mean over its steps of its exposed comm inside each step (the window of the headline's
     # step time); None without steps
     exposed_per_step: PerDevice | None = None
+    # the first lines' facts (issue 39): where the time goes whatever the bucket, what is already done, what
+    # the capture's edges hold, whether the trace can answer at all, and the first try's own opportunity
+    memcpy_share: float = 0.0  # memcpy / accumulated kernel time
+    other_share: float = 0.0
+    comm_hidden_share: float | None = None  # of the collectives' time, the part under compute (None: no comm)
+    edge_exposed: PerDevice | None = None  # exposed comm of each device's first and last collective
+    edges: Mapping[str, Any] | None = None  # Analysis.edges (which ops)
+    cannot_answer: Mapping[str, Any] | None = None  # the launch facts, where most launches ran no kernel
+    first_opportunity: int | None = None  # the opportunity (from 1) the first try is, projected or bounded
+    first_try_of: Opportunity | None = None  # that opportunity
+    first_bounded: bool = False  # no replay measured it: its §6 bound per step stands
+    # opportunities (number, why: "hidden" | "edges", the opportunity) that save more but are no first try
+    set_aside: tuple[tuple[int, str, Opportunity], ...] = ()
+    tpu: bool = False  # the screens say chip, not rank or device
 
     @property
     def has_comm(self) -> bool:
@@ -153,6 +178,9 @@ def verdict(analysis: Analysis) -> Verdict | None:
         "unknown": float(t.exposed_comm_unknown_link_ns),
     }
     ledger = ledger_summary(analysis)
+    first_try, first_n, bounded, set_aside = choose_first_try(analysis, steps)
+    comm_total = sum(c.total_ns for c in analysis.collectives)
+    edges = analysis.edges or None
     return Verdict(
         devices=len(devices),
         files=len(analysis.inputs),
@@ -174,18 +202,119 @@ def verdict(analysis: Analysis) -> Verdict | None:
         hot_straggler=hot_straggler(analysis, ledger),
         step_ns=analysis.step_ns,
         projected=bool(analysis.projections),
-        first_try=(first_try := analysis.first_try()),
+        first_try=first_try,
         first_try_title=_opportunity_title(analysis, first_try),
         step_bound=analysis.step_bound,
         exposed_per_step=per_device_step(analysis, "exposed_comm_ns"),
+        memcpy_share=ratio(t.memcpy_ns, t.accumulated_ns),
+        other_share=ratio(t.other_ns, t.accumulated_ns),
+        comm_hidden_share=(
+            1 - sum(c.exposed_ns for c in analysis.collectives) / comm_total if comm_total > 0 else None
+        ),
+        edge_exposed=(
+            PerDevice(float(edges["exposed_ns"]) / len(devices), int(edges["exposed_ns"]), "") if edges else None
+        ),
+        edges=edges,
+        cannot_answer=cannot_answer(analysis.launches),
+        first_opportunity=first_n,
+        first_try_of=_nth(analysis.opportunities, first_n),
+        first_bounded=bounded is not None,
+        set_aside=tuple((n, why, analysis.opportunities[n - 1]) for n, why in set_aside),
+        tpu=is_tpu_job(d.kind for d in devices),
     )
+
+
+# an opportunity whose comm is already this hidden under compute is done, where compute bounds the step: the
+# compute is the lever (the remedies' own threshold for "already overlapped", insight/remedies.toml)
+ALREADY_HIDDEN = 0.8
+EDGE_MOSTLY = 0.5  # an opportunity more than half of whose exposed time lies at the capture's edges
+
+
+def _nth(opportunities: Sequence[Opportunity], n: int | None) -> Opportunity | None:
+    """Opportunity ``n`` (from 1), None where there is no such one."""
+    return opportunities[n - 1] if n is not None and 0 < n <= len(opportunities) else None
+
+
+def cannot_answer(launches: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The launch facts where the trace cannot time the step: more of its kernel launches ran no kernel in
+    the file (a graph capture records them without running them; a profiler that lost its activity buffer
+    drops them) than ran one. None where it can."""
+    if not launches:
+        return None
+    launched = int(launches.get("kernel_launches") or 0)
+    missing = int(launches.get("without_activity") or 0)
+    return launches if launched and missing > launched - missing else None
+
+
+def edge_share(analysis: Analysis, o: Opportunity) -> float:
+    """Of an opportunity's exposed time, the share that lies at the capture's edges (Analysis.edges)."""
+    edges = analysis.edges or {}
+    if not edges or o.exposed_ns <= 0:
+        return 0.0
+    if o.kind == "expert-exchange":
+        ns = sum(int(v) for k, v in (edges.get("by_kind") or {}).items() if k in EXPERT_KINDS)
+    elif o.link is not None:  # one collective op
+        ns = int((edges.get("by_op") or {}).get(o.name, 0))
+    else:
+        return 0.0
+    return min(ns / o.exposed_ns, 1.0)
+
+
+EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
+
+
+def _opportunity_number(p: Projection) -> int | None:
+    m = re.search(r"opportunity=(\d+)", " ".join(p.what_if)) if p.role == "opportunity" else None
+    return int(m.group(1)) if m else None
+
+
+def choose_first_try(
+    analysis: Analysis, steps: int
+) -> tuple[Projection | None, int | None, Opportunity | None, list[tuple[int, str]]]:
+    """The biggest lever that is an action (issue 39): of the projected changes, those that shorten the step
+    by SIGNIFICANT_SAVING, less the sensitivity rows (a kind at half its transfer: no action), an opportunity
+    mostly at the capture's edges, and one already hidden where compute bounds the step; else the top
+    opportunity no replay measured (a TPU's host gaps: its §6 bound per step) where that bound is as large.
+    Returns (projection, its opportunity number, the bounded opportunity, the ones set aside and why)."""
+    step = float(analysis.step_ns or 0)
+    compute_bound = analysis.step_bound is not None and analysis.step_bound.cause == "compute"
+    aside: list[tuple[int, str]] = []
+    why: dict[int, str] = {}
+    for i, o in enumerate(analysis.opportunities, 1):
+        hidden = o.evidence.get("hidden_share") if isinstance(o.evidence, Mapping) else None
+        if edge_share(analysis, o) > EDGE_MOSTLY:
+            why[i] = "edges"
+        elif compute_bound and isinstance(hidden, int | float) and hidden >= ALREADY_HIDDEN:
+            why[i] = "hidden"
+    candidates = []
+    for p in analysis.projections:
+        if p.role in ("asked", "kind") or not p.shortens:
+            continue
+        n = _opportunity_number(p)
+        if n is not None and n in why:
+            aside.append((n, why[n]))
+            continue
+        candidates.append(p)
+    best = max(candidates, key=lambda p: p.saving_ns, default=None)
+    best_ns = best.saving_ns if best is not None else 0
+    # an opportunity the replay could not take away (not activities): its bound per step, where it beats it
+    bounded = None
+    for i, o in enumerate(analysis.opportunities, 1):
+        if o.projected_saving_ns is not None or i in why or not steps or not step:
+            continue
+        per_step = o.saving_bound_ns / steps
+        if per_step >= SIGNIFICANT_SAVING * step and per_step > best_ns:
+            bounded = (i, o)
+            break
+    if bounded is not None:
+        return None, bounded[0], bounded[1], aside
+    return best, (_opportunity_number(best) if best is not None else None), None, aside
 
 
 def _opportunity_title(analysis: Analysis, p: Projection | None) -> str:
     """The title of the opportunity a projection makes free (``opportunity=N`` in its terms), else ""."""
-    m = re.search(r"opportunity=(\d+)", " ".join(p.what_if)) if p is not None and p.role == "opportunity" else None
-    n = int(m.group(1)) if m else 0
-    return analysis.opportunities[n - 1].title if 0 < n <= len(analysis.opportunities) else ""
+    o = _nth(analysis.opportunities, _opportunity_number(p) if p is not None else None)
+    return o.title if o is not None else ""
 
 
 def _device_index(name: str) -> int | None:
@@ -276,7 +405,6 @@ class LedgerSummary:
     exposed_transfer: PerDevice  # exposed comm moving bytes
     exposed_unmatched: PerDevice  # exposed comm in no complete instance
     exposed_shares: tuple[float, float, float]  # wait, transfer, unmatched over all devices' exposed comm
-    single_member: int = 0  # of ``instances``: those of a one-member group (nobody to wait for)
 
     @property
     def has_unmatched(self) -> bool:
@@ -326,7 +454,6 @@ def ledger_summary(analysis: Analysis) -> LedgerSummary | None:
         exposed_transfer=per_device(devices, "exposed_transfer_ns"),
         exposed_unmatched=per_device(devices, "exposed_unmatched_ns"),
         exposed_shares=(ratio(exposed[0], whole), ratio(exposed[1], whole), ratio(exposed[2], whole)),
-        single_member=int(doc.get("single_member") or 0),
     )
 
 

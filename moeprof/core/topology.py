@@ -50,6 +50,27 @@ def ib_fraction(kind: str, own: int, members: list[int], per_domain: int) -> flo
     return float("nan")
 
 
+def internode_fraction(rdma_ranks: int, per_domain: int) -> float:
+    """The InfiniBand (RDMA) share of a DeepEP normal-mode internode kernel (link hint ``internode``): its
+    group is every GPU of ``rdma_ranks`` nodes of ``per_domain`` GPUs, a point-to-point pattern, so §3 gives
+    remote / (local + remote) = (R−1)·G / (R·G − 1); the rest is the NVLink inside the node (docs/metrics.md,
+    "Link"). NaN where either count is unknown."""
+    if rdma_ranks < 1 or per_domain < 1 or rdma_ranks * per_domain < 2:
+        return float("nan")
+    return (rdma_ranks - 1) * per_domain / (rdma_ranks * per_domain - 1)
+
+
+def rdma_ranks_of(names: list[str]) -> int:
+    """The RDMA ranks (nodes) DeepEP's internode kernels name (their second template argument): the most
+    named among ``names`` (ties: the smallest), 0 where none names it."""
+    pattern = vocabulary().deepep_rdma_ranks
+    counts: dict[int, int] = {}
+    for name in names:
+        if m := pattern.search(name):
+            counts[int(m.group(1))] = counts.get(int(m.group(1)), 0) + 1
+    return min(counts, key=lambda r: (-counts[r], r)) if counts else 0
+
+
 def check_domain_size(trace: Trace, nvlink_domain_size: int) -> None:
     """Refuse a ``--nvlink-domain-size`` that cuts a host's GPUs unevenly.
 
@@ -120,6 +141,12 @@ def link_fractions(
         def text(column: str) -> list:
             return lookup(codes[column][firsts], strings[column][1], np.nan).tolist()
 
+        internode = np.array([h == "internode" for h in strings["link_hint"][1].tolist()], dtype=bool)
+        rdma_ranks = 0
+        if internode.any():  # the kernels of one file name one node count: taken from any of them
+            name_codes, name_values = column_codes(events["name"])
+            named = np.unique(name_codes[comm][lookup(codes["link_hint"], internode, False)])
+            rdma_ranks = rdma_ranks_of([str(name_values[c]) for c in named[named >= 0].tolist()])
         values = np.empty(firsts.size)
         for i, (kind, own_id, group, hint, size, source) in enumerate(
             zip(
@@ -134,6 +161,8 @@ def link_fractions(
         ):
             if hint == "ib":
                 values[i] = 1.0
+            elif hint == "internode":
+                values[i] = internode_fraction(rdma_ranks, int(size))
             elif hint == "nvlink":
                 values[i] = 0.0
             elif group:

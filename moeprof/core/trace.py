@@ -131,6 +131,13 @@ class Trace:
     host_syncs: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["device", "thread", "start_ns", "end_ns"])
     )
+    # the longest duration (ns) of each host-side communication range the reader keeps (Kineto: DeepSeek's
+    # "dispatch(F)"): how long the CPU stayed inside it, evidence that it waited there
+    host_range_ns: Mapping[str, int] = field(default_factory=dict)
+    # what the host's kernel launches say of the device activity (readers.kineto.launch_facts): launches, those
+    # with no activity in the file, those inside a stream capture (recording a graph: they do not run) and
+    # the call that opened it; empty where the reader does not read launches
+    launches: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Trace:
         return replace(self, **changes)

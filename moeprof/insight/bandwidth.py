@@ -247,8 +247,7 @@ def annotate(
             out.append(replace(c, group_size=n or None))
             continue
         algbw = c.bytes_per_call / per_call  # bytes per ns = GB/s
-        # a group of one moves nothing between devices (one TPU chip's all-to-all is a local copy): no bus figure
-        busbw = algbw * bus_factor(c.kind, n) if n > 1 else None
+        busbw = algbw * bus_factor(c.kind, n) if n else None
         # a mixed point-to-point collective is bounded by its slowest (InfiniBand) share
         link = "ib" if c.link in ("ib", "mixed") else c.link
         peak = peaks.get(link)

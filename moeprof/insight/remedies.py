@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from ..core.trace import CPU, TPU
 from .stack import Stack
@@ -74,6 +75,9 @@ class Remedy:
     hidden_at_least: float | None = None
     hidden_below: float | None = None
     sources: tuple[str, ...] = ()  # where the flags and options it names come from
+    # facts of insight/stack.py its text says something about: where the trace shows one in use, the text
+    # names that evidence (what is already done is said as done)
+    checks: tuple[str, ...] = ()
 
     def fits(self, situation: Situation, stack: Stack) -> bool:
         s = situation
@@ -93,9 +97,60 @@ class Remedy:
             and (self.hidden_below is None or (hidden is not None and hidden < self.hidden_below))
         )
 
+    def said(self, stack: Stack) -> str:
+        """The remedy's text, with the evidence of the facts it was checked against (``requires`` and
+        ``checks``) that the trace shows in use (the others the text proposes)."""
+        facts = dict.fromkeys((*self.requires, *self.checks))  # in order, once
+        seen = [stack.evidence[f] for f in facts if stack.uses(f) and stack.evidence.get(f)]
+        return f"{self.text} Seen in the trace: {'; '.join(seen)}." if seen else self.text
+
+    def checked(self, situation: Situation, stack: Stack) -> tuple[dict[str, Any], ...]:
+        """What the remedy was chosen on: each condition of its row, with what the trace showed (JSON
+        ``remedy_checked``); the facts its text depends on with their evidence, where the trace shows it."""
+        s = situation
+        out: list[dict[str, Any]] = [{"check": "kind", "seen": s.kind}]
+        for check, wanted, seen in (
+            ("role", self.roles, s.role),
+            ("framework", self.framework, stack.framework),
+            ("vendor", self.vendor, stack.vendor),
+            ("workload", self.workload, stack.workload),
+            ("link", self.links, s.link),
+            ("devices", self.devices, s.devices),
+            ("bound", self.bound, s.bound),
+        ):
+            if wanted:
+                out.append({"check": check, "wants": list(wanted) if isinstance(wanted, tuple) else wanted,
+                            "seen": seen})  # fmt: skip
+        if self.hidden_at_least is not None or self.hidden_below is not None:
+            bounds = {"at_least": self.hidden_at_least, "below": self.hidden_below}
+            out.append({"check": "hidden_share", "wants": {k: v for k, v in bounds.items() if v is not None},
+                        "seen": s.hidden_share})  # fmt: skip
+        for flags, want in ((self.requires, "in use"), (self.excludes, "not in use"), (self.checks, None)):
+            for flag in flags:
+                if want is None and flag in (*self.requires, *self.excludes):
+                    continue
+                entry: dict[str, Any] = {"check": flag, "seen": "in use" if stack.uses(flag) else "not seen"}
+                if want is not None:
+                    entry["wants"] = want
+                if stack.uses(flag) and stack.evidence.get(flag):
+                    entry["evidence"] = stack.evidence[flag]
+                out.append(entry)
+        return tuple(out)
+
 
 def _tuple(value: object) -> tuple[str, ...]:
     return tuple(value) if isinstance(value, list) else ((str(value),) if value else ())
+
+
+@cache
+def actions() -> dict[str, str]:
+    """Each remedy family's fix as one action (``[action]`` of remedies.toml): what a report's first try says."""
+    raw = tomllib.loads(resources.files("moeprof.insight").joinpath("remedies.toml").read_text(encoding="utf-8"))
+    return dict(raw["action"])
+
+
+def action_of(family: str) -> str | None:
+    return actions().get(family)
 
 
 @cache
@@ -120,6 +175,7 @@ def catalogue() -> tuple[tuple[Remedy, ...], dict[str, dict[str, str]]]:
             hidden_at_least=r.get("hidden_at_least"),
             hidden_below=r.get("hidden_below"),
             sources=_tuple(r.get("sources", ())),
+            checks=_tuple(r.get("checks", ())),
         )
         for r in raw["remedy"]
     )
@@ -145,7 +201,7 @@ def for_collective(situation: Situation, stack: Stack, bandwidth_verdict: str | 
     is mostly waiting, since its bus bandwidth then measures the wait)."""
     base = choose(situation, stack)
     addenda = catalogue()[1]["tpu" if situation.devices == "tpu" else "gpu"]
-    text = base.text
+    text = base.said(stack)
     if situation.devices == "cpu" or situation.bound == "wait":
         return base, text
     if bandwidth_verdict in addenda:

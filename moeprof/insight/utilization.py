@@ -4,9 +4,11 @@ not have done in its time.
 
 The peak is the chip's own first (a TPU plane's ``peak_teraflops_per_second``), then the preset of the
 chip the trace names; ``--chip`` overrides both. ``model_flops`` is used where the trace states it, else
-``flops``. XLA's cost model can count more than an op computes (a ragged dot counted dense over every
-expert): an op whose stated FLOPs over its time exceed the peak is named, with its factor, and so is a step
-above the peak; the MFU is then said to be overstated, never silently capped.
+``flops``. XLA's cost model counts a ragged dot's weight gradient dense over every expert: where the
+program's HLO shows the ragged dots, their FLOPs are recounted from the shapes (the event column
+``recounted_flops``) and the figures use that count, with XLA's own beside it (``*_xla``). An op whose
+counted FLOPs over its time still exceed the peak is named, with its factor, and so is a step above the
+peak; the MFU is then said to be overstated, never silently capped.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.hardware import ChipPreset
-from ..core.scopes import flops_source
+from ..core.scopes import COUNTED, flops_source
 
 OPS_LISTED = 10  # ops above the peak listed by name in the JSON (all are counted)
 
@@ -52,43 +54,56 @@ def utilization(
     source = flops_source(scopes)
     if source is None:
         return None, []
+    counted = COUNTED[source]
     stated = float(scopes[source].sum())
+    total = float(scopes[counted].sum()) if counted in scopes else stated
     if len(step_flops) and steps:
         spans = pd.DataFrame({"step": [s.step for s in steps], "device": [s.device for s in steps],
                               "span_ns": [s.span_ns for s in steps]})  # fmt: skip
         per = step_flops.astype({"step": np.int64}).merge(spans, on=["step", "device"], how="inner")
-        flops, span = float(per[source].sum()), float(per["span_ns"].sum())
+        flops, xla, span = float(per[counted].sum()), float(per[source].sum()), float(per["span_ns"].sum())
         n_steps = int(per["step"].nunique())
     else:
         per = None
-        flops, span = stated, float(sum(d.span_ns for d in devices))
+        flops, xla, span = total, stated, float(sum(d.span_ns for d in devices))
         n_steps = 0
     rate = flops / span / 1e3 if span > 0 else None  # FLOPs per ns -> TFLOP/s, per device
+    recounted = op_flops[op_flops["recounted"].astype(bool)] if "recounted" in op_flops and len(op_flops) else None
     out: dict[str, Any] = {
         "flops_source": source,
-        "flops": stated,
+        "flops": total,
         "flops_per_step": flops / n_steps if n_steps else None,
         "tflops_per_s_per_device": rate,
     }
+    if recounted is not None and len(recounted) and total != stated:
+        # XLA's own figures beside the recounted ones (docs/metrics.md, "Utilization")
+        out.update(
+            recounted_ops=int(recounted["op"].nunique()),
+            flops_xla=stated,
+            flops_per_step_xla=xla / n_steps if n_steps else None,
+            tflops_per_s_per_device_xla=xla / span / 1e3 if span > 0 else None,
+        )
     warnings: list[str] = []
     if not peak_tflops:
         out["note"] = "no peak known for this chip (give --chip)"
         return {k: v for k, v in out.items() if v is not None}, warnings
     out.update(peak_tflops=peak_tflops, peak_from=peak_from, mfu=rate / peak_tflops if rate is not None else None)
-    above = _ops_above(op_flops, source, peak_tflops)
+    if out.get("tflops_per_s_per_device_xla") is not None:
+        out["mfu_xla"] = out["tflops_per_s_per_device_xla"] / peak_tflops
+    above = _ops_above(op_flops, counted if counted in op_flops else source, peak_tflops)
     if len(above):
         out["ops_above_peak"] = above.head(OPS_LISTED).to_dict("records")
         out["ops_above_peak_count"] = int(len(above))
-        out["ops_above_peak_flops_share"] = float(above["flops_stated"].sum()) / stated if stated else 0.0
+        out["ops_above_peak_flops_share"] = float(above["flops_stated"].sum()) / total if total else 0.0
         named = ", ".join(f"{r.op} ({r.of_peak:.1f}x)" for r in above.head(3).itertuples())
         warnings.append(
-            f"XLA's {source} stat puts {len(above)} ops above the chip's {peak_tflops:,.1f} TFLOP/s peak, "
-            f"{out['ops_above_peak_flops_share']:.0%} of the stated FLOPs: {named}; the stat overstates their "
-            "FLOPs (XLA counts a ragged dot and its gradients dense over every expert), and the MFU from it "
-            "with them"
+            f"the FLOPs counted (XLA's {source}, ragged dots recounted from the HLO where it shows them) put "
+            f"{len(above)} ops above the chip's {peak_tflops:,.1f} TFLOP/s peak, "
+            f"{out['ops_above_peak_flops_share']:.0%} of the FLOPs: {named}; their FLOPs are overstated "
+            "(a count moeprof could not correct), and the MFU from them with them"
         )
     if per is not None and len(per):
-        per = per.assign(tflops=per[source] / per["span_ns"].clip(lower=1) / 1e3)
+        per = per.assign(tflops=per[counted] / per["span_ns"].clip(lower=1) / 1e3)
         high = per[per["tflops"] > peak_tflops].sort_values(["tflops", "step"], ascending=[False, True])
         if len(high):
             rates = high["tflops"].to_numpy(np.float64)

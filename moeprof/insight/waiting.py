@@ -110,7 +110,8 @@ def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], s
         return []
     per_victim = {str(d): min(int(w), int(exposed_wait.get(str(d), 0))) for d, w in caused.items()}
     worst = max(per_victim, key=lambda d: (per_victim[d], d))
-    fix = choose(Situation("straggler", devices=devices_kind([device], stack.device_kinds)), stack)
+    situation = Situation("straggler", devices=devices_kind([device], stack.device_kinds))
+    fix = choose(situation, stack)
     return [
         Opportunity(
             title=f"{device} arrives last in {share.iloc[0]:.0%} of collectives: the others wait for it",
@@ -129,8 +130,9 @@ def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], s
                 f"{int(instances[device])} collectives it takes part in; it made the others wait "
                 f"{int(caused.sum()) / 1e6:,.3f} ms in all",
             },
-            remedy=fix.text,
+            remedy=fix.said(stack),
             remedy_id=fix.id,
             remedy_family=fix.family,
+            remedy_checked=fix.checked(situation, stack),
         )
     ]

@@ -81,6 +81,14 @@ def load_trace(
     trace = read_file(path, ReadContext(options, placement or Placement(0)), kind)
     if not len(trace.events):
         # nothing to measure is an input error, never a pass: a CI gate must not hold on an empty trace
+        captured = int(trace.launches.get("captured") or 0)
+        if captured:  # a graph capture: its launches record a graph, nothing runs
+            api = str(trace.launches.get("capture_api") or "a stream capture")
+            raise InputError(
+                path,
+                f"no device activity ({trace.format}): it recorded a graph capture, {captured:,} kernel launches "
+                f"inside {api} that record a graph and do not run; profile the graph's replays instead",
+            )
         raise InputError(
             path,
             f"no device activity ({trace.format}: no GPU kernels, copies or memsets; a host-only trace, "

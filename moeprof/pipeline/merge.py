@@ -34,6 +34,7 @@ from ..core.metrics import collectives_table
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
 from ..core.steps import job_step_windows
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
+from ..insight.edges import capture_edges
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
@@ -43,7 +44,7 @@ from ..insight.opportunities import (
     signal_opportunities,
 )
 from ..insight.projection import REPLAY_COLUMNS, SYNC_COLUMNS, Projector, ReplayJob, joined_job, project_analysis
-from ..insight.stack import Stack
+from ..insight.stack import Stack, launch_summary
 from ..insight.utilization import job_peak, utilization
 from ..insight.waiting import op_stragglers, straggler_opportunity
 from .per_file import COMM_AGG_COLUMNS, FileResult
@@ -153,6 +154,7 @@ class _FileTake:
     models: dict[str, str]  # device -> GPU model its file names
     dropped_activities: int  # device activities the reader dropped (unplaceable or outliers)
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> the peaks its plane states
+    launches: dict = field(default_factory=dict)  # the file's launch facts (Trace.launches), summed per job
 
 
 def _first_seen(maps: Iterable[Mapping[K, V]]) -> dict[K, V]:
@@ -226,6 +228,7 @@ class JobResults:
             step_positions=dict(part.step_positions),
             models=dict(part.models),
             dropped_activities=part.dropped_activities,
+            launches=dict(part.launches),
             peaks=dict(part.peaks),
         )
         for name in self._TABLES:
@@ -324,6 +327,11 @@ class JobResults:
         return {d: int(offsets.get(c, 0)) for f in self._kept() for d, c in f.clocks.items()}
 
     @property
+    def launches(self) -> list[dict]:
+        """Each kept file's launch facts (files that read none give {})."""
+        return [f.launches for f in self._kept()]
+
+    @property
     def hosts(self) -> set[str]:
         return {h for f in self._kept() for h in f.hosts}
 
@@ -399,7 +407,7 @@ def with_wait_split(collectives: list[Collective], ledger: Ledger) -> list[Colle
             out.append(replace(c, wait_ns=0, transfer_ns=0))
             continue
         busbw = None
-        if c.bytes_per_call and c.count and s.transfer_ns > 0 and c.group_size and c.group_size > 1:
+        if c.bytes_per_call and c.count and s.transfer_ns > 0 and c.group_size:
             # bytes over the transfer part alone: what the link carried while data actually moved
             per_call = s.transfer_ns / c.count
             busbw = round(c.bytes_per_call / per_call * bus_factor(c.kind, c.group_size), 3)
@@ -477,7 +485,8 @@ def finish_job(
             index=False
         ):
             mode[(str(key), str(kind))] = int(size)
-    stack = replace(Stack.of(job.facts[k] for k in sorted(job.facts)), device_kinds={d.device: d.kind for d in devices})
+    facts = [job.facts[k] for k in sorted(job.facts)]
+    stack = replace(Stack.of(facts), device_kinds={d.device: d.kind for d in devices})
     hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.kind for d in devices])
     collectives = annotate(collectives_table(comm), mode, hardware.peaks, hardware.scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
@@ -534,6 +543,12 @@ def finish_job(
         hardware=hardware.summary,
         scopes=scope_rows(scope_frame, sum(d.accumulated_ns for d in devices), peak),
         utilization=used,
+        edges=capture_edges(
+            matched if matched is not None else records,
+            job.table("windows", ("device", "start_ns", "end_ns")),
+            job.table("exposed", ("device", "start_ns", "end_ns")),
+        ),
+        launches=launch_summary(job.launches),
     )
     projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if)
     return projected, matched, projector

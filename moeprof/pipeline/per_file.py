@@ -80,6 +80,7 @@ class FileResult:
     # (0-based among the file's steps after --skip-first), for the measured steps
     step_positions: dict[int, int] = field(default_factory=dict)
     dropped_activities: int = 0  # device activities the reader dropped as unplaceable
+    launches: dict = field(default_factory=dict)  # what the host's kernel launches say (Trace.launches)
     # per (device, JAX scope, pass): time and the FLOPs its ops state (core.scopes.SCOPE_COLUMNS)
     scopes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SCOPE_COLUMNS))
     # per (device, op) whose FLOPs the trace states, and per (step, device) their FLOPs
@@ -374,6 +375,7 @@ def measure_file(
         rules=rules,
         warnings=warnings,
         dropped_activities=trace.dropped_activities,
+        launches=dict(trace.launches),
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
         clocks=clock_domains(trace),

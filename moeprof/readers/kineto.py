@@ -129,7 +129,8 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         cols = columns_of_document(doc, path)
 
     if not len(cols.device):
-        return Trace(events=empty_table(), path=str(path), format="kineto", framework="pytorch")
+        launches = launch_facts(cols, cols.name_array(), _Threads(cols.values)) if len(cols.launch) else {}
+        return Trace(events=empty_table(), path=str(path), format="kineto", framework="pytorch", launches=launches)
 
     meta = cols.meta
     rank = _rank(meta, path, host_index)
@@ -290,9 +291,64 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         job=Job(rank=rank, world_size=world, gpus_per_node=gpus),
         devices={str(d): rank for d in pd.unique(dev["device"])},
         host_syncs=_host_syncs(cols, names, threads, pd.unique(dev["device"])),
+        host_range_ns=_longest(ranges, comm_like[kept_codes] if len(keep) else np.zeros(0, dtype=bool)),
+        launches=launch_facts(cols, names, threads),
         device_models=_device_models(meta, [str(d) for d in pd.unique(dev["device"])]),
         device_kinds=dict.fromkeys((str(d) for d in pd.unique(dev["device"])), GPU),
     )
+
+
+def launch_facts(cols: KinetoColumns, names: np.ndarray, threads: _Threads) -> dict[str, object]:
+    """What the host's kernel launches say (``Trace.launches``): ``kernel_launches``, those whose correlation
+    id no device activity of the file carries (``without_activity``), those issued inside a stream capture
+    (``captured``: between a ``cudaStreamBeginCapture``/``hipStreamBeginCapture`` and its ``...EndCapture``
+    on the same thread: they record a graph and do not run) and the call that opened it (``capture_api``)."""
+    launch = cols.launch
+    if not len(launch):
+        return {}
+    vocab = vocabulary()
+    codes, inverse = np.unique(launch.name, return_inverse=True)
+    text = [str(names[c]) if c >= 0 else "" for c in codes.tolist()]
+
+    def calls(pattern: re.Pattern[str]) -> np.ndarray:
+        return np.array([bool(pattern.search(t)) for t in text], dtype=bool)[inverse]
+
+    is_launch, begin, end = calls(vocab.kernel_launch), calls(vocab.capture_begin), calls(vocab.capture_end)
+    if not is_launch.any():
+        return {}
+    device_ids = cols.device.correlation[cols.device.correlation >= 0]
+    unmatched = is_launch & ~np.isin(launch.correlation, device_ids)
+    captured = np.zeros(len(launch), dtype=bool)
+    api = ""
+    if begin.any():
+        thread = threads(launch.pid, launch.tid)
+        ts = launch.ts
+        api = text[int(codes.tolist().index(launch.name[np.flatnonzero(begin)[0]]))]
+        for t in np.unique(thread[begin]).tolist():
+            mine = thread == t
+            opens = np.sort(ts[begin & mine])
+            closes = np.sort(ts[end & mine])
+            # each capture runs from its begin to the first end after it (to the file's end when none comes)
+            after = np.searchsorted(closes, opens, side="left")
+            stops = np.where(after < closes.size, closes[np.minimum(after, max(closes.size - 1, 0))], np.inf)
+            at = np.searchsorted(opens, ts, side="right") - 1
+            inside = (at >= 0) & (ts < stops[np.maximum(at, 0)]) if opens.size else np.zeros(len(ts), dtype=bool)
+            captured |= mine & is_launch & inside
+    return {
+        "kernel_launches": int(is_launch.sum()),
+        "without_activity": int(unmatched.sum()),
+        "captured": int(captured.sum()),
+        "captured_without_activity": int((captured & unmatched).sum()),
+        "capture_api": api,
+    }
+
+
+def _longest(ranges: dict, comm: np.ndarray) -> dict[str, int]:
+    """The longest duration of each name among the kept ranges that name communication (``comm``)."""
+    if not comm.any():
+        return {}
+    frame = pd.DataFrame({"name": ranges["name"][comm].astype(str), "ns": (ranges["end"] - ranges["start"])[comm]})
+    return {str(k): int(v) for k, v in frame.groupby("name", sort=True)["ns"].max().items()}
 
 
 def _device_models(meta: dict, devices: list[str]) -> dict[str, str]:

@@ -60,7 +60,14 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import make_table
-from ..core.hlo import HloExpression, HloModule, group_members, parse_expression
+from ..core.hlo import (
+    HloExpression,
+    HloModule,
+    group_members,
+    parse_expression,
+    recount_expression,
+    recount_flops,
+)
 from ..core.trace import trailing_number
 
 TPU_PLANE = re.compile(r"^/device:TPU:(\d{1,9})$")  # a TensorCore chip; "/device:TPU:0 SparseCore 0" is not one
@@ -215,6 +222,10 @@ class _Op:
     channel: int = -1  # channel_id (-1 absent)
     dcn_recv_channel: int = -1  # a DCN send: the channel of the recv that completes its collective
     dcn_kind: str = ""  # a DCN transfer: the collective its rendezvous names ("all-reduce"), "" none
+    # the ragged dots inside the op (core.hlo.recount_flops): their FLOPs, and what XLA counts for them (NaN:
+    # the op is one, its FLOPs are the first); NaN where the HLO shows none
+    ragged_flops: float = np.nan
+    ragged_counted: float = np.nan
 
 
 def _describe(expression: str, category: str, module: HloModule | None, program_devices: int) -> _Op:
@@ -236,6 +247,9 @@ def _describe(expression: str, category: str, module: HloModule | None, program_
     groups = inst.replica_groups if inst is not None else parsed.replica_groups
     pairs = inst.source_target_pairs if inst is not None else parsed.source_target_pairs
     nbytes = float(inst.bytes if inst is not None else parsed.bytes) if collective else np.nan
+    recount = None
+    if not collective:  # from the program's HLO, else from the op's own text (its operand shapes are in it)
+        recount = recount_flops(module, parsed.name) if module is not None else recount_expression(parsed)
     return _Op(
         parsed.name,
         opcode,
@@ -253,7 +267,20 @@ def _describe(expression: str, category: str, module: HloModule | None, program_
         parsed.channel_id,
         parsed.dcn_recv_channel,
         _dcn_kind(parsed.rendezvous) if host else "",
+        recount.flops if recount is not None else np.nan,
+        recount.counted_dense if recount is not None and recount.counted_dense is not None else np.nan,
     )
+
+
+def _recounted(ragged: np.ndarray, counted: np.ndarray, model: np.ndarray, flops: np.ndarray) -> np.ndarray:
+    """Per row, the op's FLOPs with its ragged dots recounted (NaN where it holds none): a ragged dot itself
+    does ``ragged``; a fusion holding some does what XLA states (``model_flops``, else ``flops``) less what XLA
+    counts for them dense (``counted``), plus what they do. Where the stated FLOPs do not hold that dense count
+    (another XLA's cost model), they stand."""
+    stated = np.where(np.isnan(model), flops, model)
+    holds = stated >= counted  # False where either is NaN
+    fused = np.where(holds, stated - np.nan_to_num(counted) + ragged, stated)
+    return np.where(np.isnan(counted), ragged, fused)
 
 
 def _dcn_kind(rendezvous: str) -> str:
@@ -432,6 +459,12 @@ def tpu_activity(
             "flops": cat("flops", parts).astype(np.float64)[rows],
             "model_flops": cat("model_flops", parts).astype(np.float64)[rows],
             "bytes_accessed": cat("bytes_accessed", parts).astype(np.float64)[rows],
+            "recounted_flops": _recounted(
+                described("ragged_flops", np.float64),
+                described("ragged_counted", np.float64),
+                cat("model_flops", parts).astype(np.float64)[rows],
+                cat("flops", parts).astype(np.float64)[rows],
+            ),
             "source": source,
         },
         n=n,

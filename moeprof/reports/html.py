@@ -568,6 +568,7 @@ def scopes_table(r: Analysis) -> Table | None:
     if not rows:
         return None
     flops = any(s.tflops_per_s is not None for s in rows)
+    xla = any(s.peak_fraction_xla is not None for s in rows)
     out = []
     for s in rows:
         n = max(s.devices, 1)
@@ -576,9 +577,12 @@ def scopes_table(r: Analysis) -> Table | None:
         if flops:
             rate, of_peak = s.tflops_per_s, s.peak_fraction
             row += ["-" if rate is None else f"{rate:,.1f}", "-" if of_peak is None else fmt_pct(of_peak)]
+        if xla:  # XLA's own count where the ragged dots were recounted
+            row.append("" if s.peak_fraction_xla is None else fmt_pct(s.peak_fraction_xla))
         out.append(row)
     headers = ["scope", "calls", "ms/device", "share", "backward", "comm ms/device"]
-    return Table(headers + (["TFLOP/s", "of peak"] if flops else []), out, numeric_from=1, cls="scopes")
+    headers += ["TFLOP/s", "of peak"] if flops else []
+    return Table(headers + (["of peak by XLA's count"] if xla else []), out, numeric_from=1, cls="scopes")
 
 
 @dataclass(frozen=True)
@@ -708,7 +712,7 @@ def opportunity_items(analysis: Analysis, top: int = 12) -> list[OpportunityItem
     out = []
     for o, remedy in zip(shown, remedy_texts(shown), strict=True):
         hidden, removed = opportunity_savings_text(o, steps, analysis.step_ns)
-        out.append(OpportunityItem(o.title, hidden, removed, fmt_ms(o.exposed_ns), evidence_text(o), remedy))
+        out.append(OpportunityItem(on_fabric(o.title), hidden, removed, fmt_ms(o.exposed_ns), evidence_text(o), remedy))
     return out
 
 

@@ -394,10 +394,12 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
     if not rows:
         return None
     flops = any(r.tflops_per_s is not None for r in rows)
+    xla = any(r.peak_fraction_xla is not None for r in rows[:top])  # ragged dots recounted: XLA's own beside
     title = f"JAX scopes ({len(result.scopes)}, layers folded), ms per device"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("scope", overflow="fold", min_width=min(24, max(len(r.scope) for r in rows)))
-    for head in ("calls", "ms", "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ())):
+    heads = ("calls", "ms", "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ()))
+    for head in (*heads, *(("XLA's",) if xla else ())):
         table.add_column(head, justify="right", no_wrap=True)
     for r in rows[:top]:
         n = max(r.devices, 1)
@@ -405,6 +407,8 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
                  r.total_ns else None), ms(r.comm_ns / n)]  # fmt: skip
         if flops:
             cells += ["-" if r.tflops_per_s is None else f"{r.tflops_per_s:,.1f}", pct(r.peak_fraction)]
+        if xla:
+            cells.append("" if r.peak_fraction_xla is None else pct(r.peak_fraction_xla))
         table.add_row(*cells)
     return table
 
@@ -421,7 +425,7 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     shown = result.opportunities[:top]
     for i, (o, remedy) in enumerate(zip(shown, remedy_texts(shown), strict=True), 1):
         hidden, removed = opportunity_savings_text(o, steps, result.step_ns)
-        head = Text(o.title[:90], style="bold", overflow="fold")
+        head = Text(on_fabric(o.title)[:90], style="bold", overflow="fold")
         head.append(f"  {removed}" if removed else "", style="bold red")
         head.append(f"{';' if removed else ''} {hidden}")
         # a flag list longer than the line folds instead of being cut

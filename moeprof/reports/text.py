@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projection, ScopeRow, StepBound
-from ..core.hardware import fabric_text
+from ..core.hardware import fabric_text, is_tpu_job
 from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
-from ..insight.remedies import by_id
+from ..insight.remedies import action_of, by_id
 from ..words import plural  # re-exported: renderers count with it
 
 NBSP = "\u00a0"  # between a number and its unit: a wrapped line never ends in "88.9" and starts with "ms"
@@ -23,27 +23,41 @@ LINK_WORDS = {"nvlink": "over NVLink", "ib": "over InfiniBand", "unknown": "on l
 # what the fabrics are called while a report is rendered: (scale-up, scale-out, what a scale-up domain is):
 # NVLink and InfiniBand, xGMI on AMD GPUs, ICI and DCN on TPUs (an ICI slice). The analysis calls every
 # scale-up domain's link "nvlink" and the scale-out's "ib"; on screen they take the trace's own names
-FABRICS: ContextVar[tuple[str, str, str]] = ContextVar("moeprof_fabrics", default=("NVLink", "InfiniBand", "domain"))
+FABRICS: ContextVar[tuple[str, ...]] = ContextVar("moeprof_fabrics", default=("NVLink", "InfiniBand", "domain", "rank"))
 
 
-def scale_up_word(analysis: Analysis | None) -> tuple[str, str, str]:
-    """The fabric names an analysis is rendered with (its ``hardware`` object's ``scale_up``, ``scale_out``)."""
+def scale_up_word(analysis: Analysis | None) -> tuple[str, str, str, str]:
+    """The fabric names an analysis is rendered with (its ``hardware`` object's ``scale_up``, ``scale_out``), and
+    what a device of the job is called on screen: a TPU chip is a ``chip``, never a rank."""
     hardware: Any = (analysis.hardware if analysis is not None else None) or {}
+    tpu = analysis is not None and is_tpu_job(d.kind for d in analysis.devices)
     return (
         str(hardware.get("scale_up") or "NVLink"),
         str(hardware.get("scale_out") or "InfiniBand"),
         str(hardware.get("scale_up_domain") or "domain"),
+        "chip" if tpu else "rank",
     )
 
 
 @contextmanager
-def fabric_words(words: tuple[str, str, str]) -> Iterator[None]:
-    """Render with ``words`` for the fabrics (see :func:`on_fabric`)."""
-    token = FABRICS.set(words)
+def fabric_words(words: tuple[str, ...]) -> Iterator[None]:
+    """Render with ``words`` for the fabrics and the device unit (see :func:`on_fabric`)."""
+    token = FABRICS.set(tuple(words) if len(words) > 3 else (*words, "rank"))
     try:
         yield
     finally:
         FABRICS.reset(token)
+
+
+_RANK_WORDS = ((re.compile(r"\bCross-rank\b"), "Cross-chip"), (re.compile(r"\branks\b"), "chips"),
+               (re.compile(r"\brank\b"), "chip"))  # fmt: skip
+
+
+def chip_words(text: str) -> str:
+    """``text`` written for ranks, said of TPU chips ("the last rank" -> "the last chip", "Cross-rank")."""
+    for pattern, word in _RANK_WORDS:
+        text = pattern.sub(word, text)
+    return text
 
 
 def hardware_line(analysis: Analysis) -> str | None:
@@ -79,12 +93,15 @@ def scopes_shown(result: Analysis) -> list[ScopeRow]:
 
 
 def utilization_line(result: Analysis) -> str | None:
-    """``FLOPs the ops state (XLA model_flops): 3.72 T per step, 50.1 TFLOP/s per chip: MFU 24.7% of
-    202.7 TFLOP/s (the device plane)``; None where the trace states no FLOPs."""
+    """``FLOPs the ops state (XLA model_flops; 27 ragged-dot ops recounted from the HLO shapes): 3.72 TFLOP per
+    step, 50.1 TFLOP/s per chip: MFU 24.7% of 202.7 TFLOP/s (the device plane's ...); XLA's count: 22.3
+    TFLOP per step, MFU 149%``; None where the trace states no FLOPs."""
     u = result.utilization
     if not u:
         return None
-    line = f"FLOPs the ops state (XLA {u['flops_source']})"
+    recounted = u.get("recounted_ops")
+    line = f"FLOPs the ops state (XLA {u['flops_source']}"
+    line += f"; {plural(int(recounted), 'op')} with ragged dots recounted from the HLO shapes)" if recounted else ")"
     if u.get("flops_per_step") is not None:
         line += f": {u['flops_per_step'] / 1e12:,.3g} TFLOP per step"
     if u.get("tflops_per_s_per_device") is not None:
@@ -95,14 +112,19 @@ def utilization_line(result: Analysis) -> str | None:
             line += f"; overstated: {u['ops_above_peak_count']} ops state more FLOPs than the peak allows"
     elif u.get("note"):
         line += f"; {u['note']}"
+    if recounted:
+        xla = [f"{u['flops_per_step_xla'] / 1e12:,.3g} TFLOP per step"] if u.get("flops_per_step_xla") else []
+        xla += [f"MFU {pct(u['mfu_xla'])}"] if u.get("mfu_xla") is not None else []
+        line += f"; XLA's own count: {', '.join(xla)}" if xla else ""
     return line
 
 
 def on_fabric(text: str) -> str:
     """``text`` with "NVLink" and "InfiniBand" (and a link column's "nvlink", "ib") named as the fabrics being
-    rendered (:func:`moeprof.core.hardware.fabric_text`)."""
-    scale_up, scale_out, domain = FABRICS.get()
-    return fabric_text(text, scale_up, scale_out, domain)
+    rendered (:func:`moeprof.core.hardware.fabric_text`), and ranks called chips where the job's are."""
+    scale_up, scale_out, domain, unit = FABRICS.get()
+    text = fabric_text(text, scale_up, scale_out, domain)
+    return chip_words(text) if unit == "chip" else text
 
 
 def ms(ns: int | float | None) -> str:
@@ -159,7 +181,7 @@ def evidence_text(opportunity: Opportunity) -> str:
     if same:
         # the findings merged into this one: they count the same time, so they are not listed again
         parts.append(f"counts the same time as {_same_time(same)}")
-    return ", ".join(parts)
+    return on_fabric(", ".join(parts))
 
 
 def _remedy_parts(opportunity: Opportunity) -> tuple[str, str]:
@@ -190,7 +212,7 @@ def remedy_texts(opportunities: Sequence[Opportunity]) -> list[str]:
         else:
             same_note = note == parts[first - 1][1]
             out.append(f"the remedy of {first}." + (f" {note}" if note and not same_note else ""))
-    return out
+    return [on_fabric(r) for r in out]
 
 
 def _where_exposed(v: Verdict) -> str:
@@ -213,34 +235,21 @@ def _where_exposed(v: Verdict) -> str:
 
 
 def verdict_lines(v: Verdict | None) -> list[str]:
-    """The report's first lines in words: where the step loses its time, then the first thing to try."""
+    """The report's first lines in words (issue 39): where the step loses its time, naming the largest bucket
+    whatever it is and what already runs hidden; then the first thing to try, as an action. A trace that
+    cannot time its step (a graph capture, launches without their kernels) says so instead."""
     if v is None:
         return ["No device activity found in the input: there is nothing to measure."]
-    large_idle = v.idle_fraction >= 0.1  # below this, idle time is not where the step loses its time
-    if not v.has_comm:
-        where = (
-            f"No communication kernels in this trace: compute is {pct(v.compute_share)} of accumulated kernel time"
-            f" and {pct(v.idle_fraction)} of the devices' span is idle."
-        )
-    elif not v.has_exposed:
-        idle = f"; {pct(v.idle_fraction)} of the devices' span is idle" if large_idle else ""
-        where = (
-            f"Communication is {pct(v.comm_share)} of accumulated kernel time, all of it overlapped with compute:"
-            f" none is exposed{idle}."
-        )
-    else:
-        idle = f", and {pct(v.idle_fraction)} is idle" if large_idle else ""
-        where = (
-            f"Communication is {pct(v.comm_share)} of accumulated kernel time; {pct(v.exposed_comm_fraction)} of the"
-            f" devices' span is exposed communication{_where_exposed(v)}{idle}."
-        )
+    if v.cannot_answer is not None:
+        return [on_fabric(cannot_answer_line(v.cannot_answer))]
+    where = _where_line(v)
     hot = v.hot_straggler
     if hot is not None:
         where += (
             f" The straggler is the hot device: {hot.device} gets {hot.tokens_over_mean:.1f}x the mean device's"
             f" routed tokens and arrives last in {pct(hot.last_share)} of its collectives; the others wait for it."
         )
-    if v.projected:
+    if v.projected or v.step_bound is not None or v.first_bounded:
         first = first_try_line(v)
     elif v.first is not None:
         # not projected (a saved analysis from before §9, a job too large for this install): §6's bound only
@@ -248,12 +257,204 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             saving = f"hidden: at most {duration(v.first_saving_per_step_ns)} per step on the worst device"
         else:
             saving = f"hidden: at most {duration(v.first.saving_bound_ns)} on the worst device over the capture"
-        first = f"First try: {v.first.title} ({saving}) — see opportunity 1."
+        first = f"First try: {_action(v.first)} ({saving}) — see opportunity 1 ({v.first.title})."
     elif v.has_exposed:
         first = "moeprof ranked no opportunity for it: the collectives below show where it is."
     else:
         first = "Nothing to hide: moeprof found no exposed communication or launch overhead to attack."
-    return [where, first]
+    return [on_fabric(where), on_fabric(first)]
+
+
+def cannot_answer_line(launches: Mapping[str, Any]) -> str:
+    """Why the trace cannot time its step: its launches ran no kernel in it."""
+    launched = int(launches.get("kernel_launches") or 0)
+    missing = int(launches.get("without_activity") or 0)
+    captured = int(launches.get("captured") or 0)
+    ran = launched - missing
+    if captured:
+        api = str(launches.get("capture_api") or "cudaStreamBeginCapture")
+        end = api.replace("Begin", "End")
+        return (
+            "This trace cannot time a step: it recorded a graph capture. "
+            f"{plural(captured, 'kernel launch', 'kernel launches')} lie inside {api} … {end}, which records them"
+            " into a graph without running them, and "
+            f"{plural(ran, 'kernel')} ran. Profile the graph's replays (the step as it runs, {api[:3]}GraphLaunch)"
+            " instead: the figures below are only the kernels that ran."
+        )
+    return (
+        f"This trace cannot time a step: {missing:,} of its {plural(launched, 'kernel launch', 'kernel launches')}"
+        " have no kernel in it (the profiler lost their activity: a full activity buffer, or GPU activity not"
+        f" recorded), and {plural(ran, 'kernel')} ran. Profile again with GPU activity recorded: the figures below"
+        " are only the kernels that ran."
+    )
+
+
+def _where_line(v: Verdict) -> str:
+    """Where the time goes: the largest bucket of the kernel time whatever it is, the idle time where it is
+    large, what of the communication already runs under compute, and the capture's edges."""
+    unit = "chips" if v.tpu else "devices"
+    idle = f"{pct(v.idle_fraction)} of the {unit}' span is idle"
+    if not v.has_comm:
+        buckets = sorted(
+            (("compute", v.compute_share), ("memcpy", v.memcpy_share), ("other", v.other_share)), key=lambda b: -b[1]
+        )
+        (top, share), rest = buckets[0], [f"{name} {pct(x)}" for name, x in buckets[1:] if x >= 0.0005]
+        others = f" ({', '.join(rest)})" if rest else ""
+        head = f"No communication between {unit} in this trace"
+        if v.idle_fraction >= MOSTLY:  # idle is where the time goes: said first
+            return (
+                f"{head}: the {unit} are idle {pct(v.idle_fraction)} of their span; of the kernel time, {top} is"
+                f" {pct(share)}{others}."
+            )
+        return f"{head}: {top} is {pct(share)} of accumulated kernel time{others}, and {idle}."
+    hidden = v.comm_hidden_share
+    # what already runs hidden is said as done, where most of it does
+    under = f", {pct(hidden)} of it already under compute" if hidden is not None and hidden > MOSTLY else ""
+    large_idle = f", and {idle}" if v.idle_fraction >= 0.1 else ""
+    if not v.has_exposed:
+        return (
+            f"Communication is {pct(v.comm_share)} of accumulated kernel time, all of it under compute: none is"
+            f" exposed{large_idle}."
+        )
+    return (
+        f"Communication is {pct(v.comm_share)} of accumulated kernel time{under}; {pct(v.exposed_comm_fraction)} of"
+        f" the {unit}' span is exposed communication{_where_exposed(v)}{_edges(v)}{large_idle}."
+    )
+
+
+def _edges(v: Verdict) -> str:
+    """The exposed time at the capture's edges, named as such (insight.edges)."""
+    e, edges = v.edge_exposed, v.edges or {}
+    if e is None or not edges or v.exposed.mean_ns <= 0:
+        return ""
+    first, last = edges.get("first") or {}, edges.get("last") or {}
+    named = [f"the first {kernel_label(str(first['op']))}" if first.get("exposed_ns") else "",
+             f"the last {kernel_label(str(last['op']))}" if last.get("exposed_ns") else ""]  # fmt: skip
+    what = " and ".join(n for n in named if n)
+    share = e.mean_ns / v.exposed.mean_ns
+    if share < EDGES_SAID:
+        return ""
+    return (
+        f"; {duration(e.mean_ns)} of it ({share:.0%}) at the capture's edges ({what}: no step before or after them"
+        " in the capture to run under)"
+    )
+
+
+EDGES_SAID = 0.1  # the capture's edges are named where they hold this share of the exposed time or more
+_CALL = re.compile(r"^(?:void\s+)?")
+
+
+def kernel_label(name: str) -> str:
+    """A kernel's name as one says it: no return type, arguments or template arguments, a
+    ``cutlass::device_kernel<...>`` wrapper opened, two namespaces at most
+    (``m_grouped_fp8_ptp128c::GemmKernel``, ``flash::FlashAttnBwd``, ``internode::combine``)."""
+    text = _CALL.sub("", name.strip()).replace("(anonymous namespace)::", "")
+    depth = 0
+    for i, ch in enumerate(text):  # the argument list: the first "(" outside the template brackets
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0:
+            text = text[:i]
+            break
+    wrapper = re.match(r"^[\w:]*device_kernel<(.*)>$", text)
+    if wrapper:
+        text = wrapper.group(1)
+    text = text.split("<", 1)[0]
+    return "::".join(text.split("::")[-2:]) or name
+
+
+def _action(o: Opportunity) -> str:
+    """What to do about an opportunity, as one action: its remedy family's, else its title."""
+    return action_of(o.remedy_family) or o.title
+
+
+def _ops_text(b: StepBound) -> str:
+    """``on rank0/GPU:0 stream 7: m_grouped_fp8_ptp128c::GemmKernel 17.7 ms, ...``: the activities that make
+    most of a bound's time on the critical path, where they run."""
+    if not b.ops:
+        return f", on {and_join(list(b.devices[:3]))}" if b.devices else ""
+    places = {(op.device, op.stream) for op in b.ops}
+    if len(places) == 1:
+        device, stream = b.ops[0].device, b.ops[0].stream
+        where = f" on {device}{' ' + stream if stream else ''}"
+        ops = ", ".join(f"{kernel_label(op.name)} {duration(op.ns)}" for op in b.ops)
+        return f"{where}: {ops}"
+    ops = ", ".join(f"{kernel_label(op.name)} {duration(op.ns)} ({op.device} {op.stream})" for op in b.ops)
+    return f": {ops}"
+
+
+BOUND_ACTIONS = {
+    "compute": "speed up the compute that bounds the step",
+    "copy": "overlap or shrink the copies that bound the step",
+    "transfer": "move fewer bytes in the collectives that bound the step",
+    "wait": "even out the work before the collectives the step waits in",
+    "other": "look at the device work that bounds the step",
+}
+
+
+def bound_action(b: StepBound) -> str:
+    """What sets the step's end, as the thing to do: "speed up the compute that bounds the step — 75.8% of its
+    critical path is compute on rank0/GPU:0 stream 7: ..."."""
+    if b.cause == "launch":
+        hosts = and_join(list(b.devices[:3]))
+        return (
+            f"shorten what the hosts of {hosts} do between launches — launch/host gaps are {pct(b.share)} of the"
+            " step's critical path"
+        )
+    what = CAUSE_WORDS.get(b.cause, b.cause)
+    action = BOUND_ACTIONS.get(b.cause, "look at what bounds the step")
+    return f"{action} — {pct(b.share)} of its critical path is {what}{_ops_text(b)}"
+
+
+def _aside(v: Verdict) -> str:
+    """The opportunities that save more but are no first try, and why."""
+    out = []
+    for n, why, o in v.set_aside:
+        saving = o.projected_saving_ns
+        amount = ""
+        if saving is not None and v.step_ns:
+            amount = f": taking its exposed rest away would save {duration(saving)} ({pct(saving / v.step_ns)})"
+        if why == "hidden":
+            share = o.evidence.get("hidden_share") if isinstance(o.evidence, Mapping) else None
+            done = f"{pct(float(share))} hidden" if isinstance(share, int | float) else "mostly hidden"
+            out.append(f"opportunity {n} ({o.title}) is already {done}{amount}")
+        else:
+            out.append(f"opportunity {n} ({o.title}) is mostly exposed at the capture's edges{amount}")
+    return "; ".join(out)
+
+
+def first_try_line(v: Verdict) -> str:
+    """The verdict's first try (§9, issue 39): the biggest lever as an action. The change of "what would it buy"
+    that saves the most where it is one (an opportunity's remedy in one action, the straggler fix, the
+    router); an opportunity no replay measured, by its bound; else what sets the step's end, as the thing to
+    do, beside the opportunities set aside (already hidden, at the capture's edges)."""
+    p = v.first_try
+    o = v.first_try_of
+    if o is not None and v.first_bounded:
+        per = o.saving_bound_ns / (v.steps or 1)
+        return (
+            f"First try: {_action(o)} — {o.title}, up to {duration(per)} per step (the worst device); see"
+            f" opportunity {v.first_opportunity}."
+        )
+    if p is None:
+        aside = _aside(v)
+        floor = f"{SIGNIFICANT_SAVING:.0%}"
+        if v.step_bound is not None:
+            nothing = f"none of the changes moeprof projects saves {floor} or more of the step"
+            tail = f"; {aside}" if aside else f"; {nothing}"
+            return f"First try: {bound_action(v.step_bound)}{tail}."
+        return f"None of the changes moeprof tries by itself shortens the step by {floor} or more."
+    saving = f"projected to save {duration(p.saving_ns)} of the {duration(p.measured_step_ns)} step"
+    saving += f" ({pct(p.saving_fraction)})"
+    n = opportunity_number(p)
+    if n is not None:
+        what = _action(o) if o is not None else (v.first_try_title or p.label)
+        return f"First try: {what} — {saving}; see opportunity {n}."
+    what = {
+        "straggler": "make every rank as fast as the median rank (the straggler fix)",
+        "router": "balance the router, so that every device gets the same expert work",
+    }.get(p.role, p.label)
+    return f"First try: {what} — {saving}; see what would it buy."
 
 
 def headline(v: Verdict | None) -> list[str]:
@@ -261,6 +462,8 @@ def headline(v: Verdict | None) -> list[str]:
     if v is None:
         return []
     scope = f"{plural(v.devices, 'device')} from {plural(v.files, 'trace file')}"
+    if v.cannot_answer is not None:  # what is left of the step is no step: no figure of it
+        return [scope, "step: not timed (the trace cannot answer, above)"]
     if v.steps:
         scope += f", {plural(v.steps, 'step')}"
     # one step time everywhere: §9's (the job's §5 window over its devices, mean over steps);
@@ -297,8 +500,10 @@ def ledger_headline(v: Verdict | None) -> list[str]:
                 "(analyze every member's trace together)"
             ]
         return [
-            "waiting vs moving bytes: unknown, no collective matched across ranks "
-            "(analyze the traces of every member of its groups together)"
+            on_fabric(
+                "waiting vs moving bytes: unknown, no collective matched across ranks "
+                "(analyze the traces of every member of its groups together)"
+            )
         ]
     unmatched = _mean_worst(led.exposed_unmatched) if led.has_unmatched else "none"
     return [
@@ -328,13 +533,9 @@ def clock_text(led: LedgerSummary) -> str:
 
 def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
     """The ledger's matching in one sentence: instances matched, those that could not be, the clocks."""
-    across = led.instances - led.single_member
-    matched = f"{plural(across, 'collective instance')} matched across ranks"
-    if led.single_member:  # a group of one chip (one TPU's expert all-to-all): nothing to match, nobody waits
-        alone = f"{plural(led.single_member, 'instance')} of a one-member group (nobody to wait for)"
-        matched = f"{matched}, {alone}" if across else f"no collective spans two devices: {alone}"
+    matched = f"{plural(led.instances, 'collective instance')} matched across ranks"
     if not (led.incomplete or led.desynchronized):
-        return f"{lead}{matched}, none incomplete or desynchronized; {clock_text(led)}."
+        return on_fabric(f"{lead}{matched}, none incomplete or desynchronized; {clock_text(led)}.")
     problems = []
     if led.incomplete:
         # an incomplete key is a call that some members of its group have and others do not: with nothing
@@ -354,7 +555,7 @@ def ledger_line(led: LedgerSummary, lead: str = "Cross-rank ledger: ") -> str:
     if led.desynchronized:
         problems.append(plural(led.desynchronized, "desynchronized key"))
     sep = ";" if led.instances else ":"
-    return f"{lead}{matched}{sep} {'; '.join(problems)}; {clock_text(led)}."
+    return on_fabric(f"{lead}{matched}{sep} {'; '.join(problems)}; {clock_text(led)}.")
 
 
 def step_name(number: int, position: int | None) -> str:
@@ -395,26 +596,6 @@ def opportunity_number(p: Projection) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def first_try_line(v: Verdict) -> str:
-    """The verdict's first try (§9): the change of "what would it buy" that saves the most, or, where none
-    shortens the step by ``SIGNIFICANT_SAVING``, what sets the step's end."""
-    p = v.first_try
-    if p is None:
-        floor = f"{SIGNIFICANT_SAVING:.0%}"
-        why = f": {bound_text(v.step_bound)}" if v.step_bound is not None else ""
-        return f"None of the changes moeprof tries by itself shortens the step by {floor} or more{why}."
-    saving = f"projected to save {duration(p.saving_ns)} of the {duration(p.measured_step_ns)} step"
-    saving += f" ({pct(p.saving_fraction)})"
-    n = opportunity_number(p)
-    if n is not None:
-        return f"First try: {v.first_try_title or p.label} — {saving}; see opportunity {n}."
-    what = {
-        "straggler": "make every rank as fast as the median rank (the straggler fix)",
-        "router": "balance the router, so that every device gets the same expert work",
-    }.get(p.role, p.label)
-    return f"First try: {what} — {saving}; see what would it buy."
-
-
 @dataclass(frozen=True)
 class PayoffRow:
     """One row of "what would it buy": the change in words, its terms, the projected step, the saving (blank
@@ -444,12 +625,12 @@ def payoff_rows(analysis: Analysis) -> list[PayoffRow]:
         shortens = p.shortens
         rows.append(
             PayoffRow(
-                p.label,
+                on_fabric(p.label),
                 " ".join(p.what_if),
                 ms(p.projected_step_ns),
                 ms(p.saving_ns) if shortens else "-",
                 pct(p.saving_fraction) if shortens else "none",
-                note,
+                on_fabric(note),
             )
         )
     return rows

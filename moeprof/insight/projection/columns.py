@@ -18,7 +18,8 @@ from ...core.events import categorical, categorical_of, lookup
 from ...core.ledger_records import clock_domain
 from ...core.metrics import EventColumns
 from ...core.trace import Trace
-from .terms.balance_router import moe_roles
+from .terms.balance_router import MOE_ROLES, moe_roles
+from .terms.tokens import token_classes
 
 # per device activity: what the replay needs (strings categorical); comm rows are in the order of the
 # file's ledger records, so the i-th comm row is the i-th record
@@ -38,6 +39,10 @@ REPLAY_COLUMNS: dict[str, str] = {
     "launch_thread": "str",  # "" unknown
     "scope": "str",  # the JAX name scope path (what --what-if scope~REGEX searches), "" unknown
     "moe_role": "str",  # MOE_ROLES: the routed experts' compute, the dispatch/combine exchange, or ""
+    # what the op is to the batch (terms.tokens.CLASSES: scaled with the tokens or held, "" unknown), and its
+    # program's batch in words (the tokens term says it)
+    "tokens": "str",
+    "batch": "str",
     # what the op is, for diff's explanation by scope and op (never by an HLO op name: it does not survive a
     # recompilation): XLA's hlo_category and the HLO opcode, "" unknown
     "category": "str",
@@ -103,6 +108,8 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     else:
         thread = categorical("", rows.size)
     role_codes, roles = moe_roles(trace, columns)
+    expert = role_codes == 1 + MOE_ROLES.index("expert")
+    token_codes, token_values, batch_codes, batch_values = token_classes(trace, columns, expert)
     return pd.DataFrame(
         {
             "device": per_device(dev_v),
@@ -120,6 +127,8 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "launch_thread": thread,
             "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
             "moe_role": _categorical(role_codes[rows], roles),
+            "tokens": _categorical(token_codes[rows], token_values),
+            "batch": _categorical(batch_codes[rows], batch_values),
             "category": strings("category") if "category" in table.columns else categorical("", rows.size),
             "opcode": strings("opcode") if "opcode" in table.columns else categorical("", rows.size),
         },

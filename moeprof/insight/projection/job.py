@@ -323,6 +323,11 @@ class ReplayJob:
         sum to), without the segments."""
         return cast("dict[str, dict[str, int]]", self._critical(s, e, step, segments=False)[0])
 
+    def critical_work(self, s: np.ndarray, e: np.ndarray, step: int) -> tuple[dict[str, dict[str, int]], np.ndarray]:
+        """:meth:`critical_time` and the activities on that path (rows, in path order), from one walk."""
+        time, rows = self._critical(s, e, step, segments=False)
+        return cast("dict[str, dict[str, int]]", time), rows
+
     def _critical(self, s: np.ndarray, e: np.ndarray, step: int, segments: bool = True) -> tuple[Any, np.ndarray]:
         g = self.graph
         rows = self.rows_of_step(step)

@@ -78,7 +78,7 @@ def with_savings(projector: Projector, opportunities: Sequence[Opportunity], ste
             # median is not the mean): that buys nothing, a saving of 0, never a negative one
             saving = max(_end_saving(projector, e), 0)
             out[i] = replace(o, projected_saving_ns=saving, projected_saving_max_ns=None)
-    return rank_by_projection(out, step_ns)
+    return rank_by_projection(out, step_ns, max(int(job.step_numbers.size), 1))
 
 
 def _row(role: str, label: str, terms: tuple[str, ...], step_ns: int, saving: int) -> Projection:

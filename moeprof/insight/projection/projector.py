@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...core.analysis import Opportunity, PathSegment, Projection, StepBound
+from ...core.analysis import Opportunity, PathOp, PathSegment, Projection, StepBound
+from ...core.events import BUCKETS
 from ...core.trace import Trace
 from ...errors import InputError
 from .job import ReplayJob
@@ -51,6 +52,40 @@ def step_bound(path: Sequence[PathSegment]) -> StepBound | None:
         per = by_device.setdefault(cause, {})
         per[device] = per.get(device, 0) + end_ns - start_ns
     return bound_of(by_device)
+
+
+PATH_OPS = 3  # the activities by name a step's bound names
+_CAUSE_BUCKET = {"compute": "compute", "transfer": "comm", "wait": "comm", "copy": "memcpy", "other": "other"}
+
+
+def path_ops(job: ReplayJob, rows: np.ndarray, cause: str) -> tuple[PathOp, ...]:
+    """Of a critical path's activities (``rows``) in the bucket of ``cause``, the ``PATH_OPS`` (name, device,
+    stream) with the most time, most first (their measured durations: the path runs through each whole)."""
+    bucket = _CAUSE_BUCKET.get(cause)
+    if bucket is None or not rows.size:
+        return ()
+    rows = rows[job.bucket[rows] == BUCKETS.index(bucket)]
+    if not rows.size:
+        return ()
+    g = job.graph
+    names_c, names_v = job.codes("name")
+    streams_c, streams_v = job.codes("stream")
+    key = pd.DataFrame(
+        {"name": names_c[rows], "device": g.device[rows], "stream": streams_c[rows], "ns": g.duration[rows]}
+    )
+    top = key.groupby(["name", "device", "stream"], sort=True)["ns"].sum().reset_index()
+    top = top.sort_values("ns", ascending=False, kind="stable").head(PATH_OPS)
+    return tuple(
+        PathOp(
+            str(names_v[name]) if name >= 0 else "",
+            str(job.device_names[device]),
+            str(streams_v[stream]) if stream >= 0 else "",
+            int(ns),
+        )
+        for name, device, stream, ns in zip(
+            top["name"].tolist(), top["device"].tolist(), top["stream"].tolist(), top["ns"].tolist(), strict=True
+        )
+    )
 
 
 def bound_of(by_device: Mapping[str, Mapping[str, int]]) -> StepBound | None:
@@ -121,6 +156,7 @@ class Projector:
             selected=sum(change.selected),
             bound=step_bound(projection.critical_path),
             note=change.note,
+            selection=change.found,
         )
 
     def events(self, terms: Sequence[str]) -> pd.DataFrame:
@@ -174,13 +210,16 @@ class Projector:
         return self.job.step_windows(s, e)
 
     def measured_bound(self) -> StepBound | None:
-        """What sets the end of the measured job's longest step (its critical path without any change)."""
+        """What sets the end of the measured job's longest step (its critical path without any change), with
+        the activities that make most of that cause's time on it (:func:`path_ops`)."""
         g = self.job.graph
         spans = self.job.measured_spans
         if not spans.size:
             return None
         worst = int(self.job.step_numbers[int(np.argmax(spans))])
-        return bound_of(self.job.critical_time(g.start, g.end, worst))
+        time, rows = self.job.critical_work(g.start, g.end, worst)
+        bound = bound_of(time)
+        return replace(bound, ops=path_ops(self.job, rows, bound.cause)) if bound is not None else None
 
     def measured_step_ns(self) -> int:
         """§9's step time, measured: the mean over steps of the job's §5 window (aligned)."""

@@ -152,6 +152,9 @@ def opportunity_rows(job: ReplayJob, opportunities: Sequence[Opportunity]) -> li
         elif kind == "expert-exchange":  # the expert exchange: every all-to-all / EP dispatch and combine
             comm = job.bucket == BUCKETS.index("comm")
             rows = np.flatnonzero(comm & _string_mask(job, "kind", EXPERT_EXCHANGE_KINDS.__contains__))
+        elif kind == "local-collectives":  # collectives over a group of one device: copies that keep their kind
+            memcpy = job.bucket == BUCKETS.index("memcpy")
+            rows = np.flatnonzero(memcpy & _string_mask(job, "kind", bool))
         elif kind == "d2h-sync" or kind == "host-copies":
             want = {"DtoH"} if kind == "d2h-sync" else {"DtoH", "HtoD"}
             memcpy = job.bucket == BUCKETS.index("memcpy")

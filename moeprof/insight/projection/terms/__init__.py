@@ -7,7 +7,9 @@ order, each on the durations the previous ones left (:func:`change_of`). To add 
 
 * ``scale(FILTERS)=F`` (:mod:`.scale`): the selected activities' durations times ``F``;
 * ``balance``, ``balance(FILTERS)`` (:mod:`.balance`): every rank as fast as the median rank;
-* ``balance-router`` (:mod:`.balance_router`): the routed experts' work spread evenly over each EP group.
+* ``balance-router`` (:mod:`.balance_router`): the routed experts' work spread evenly over each EP group;
+* ``tokens=F``, ``tokens(FILTERS)=F``, ``tokens(routed)=F`` (:mod:`.tokens`): F times the tokens per step, each
+  op scaled by how its HLO shapes carry them (the routed rows only: top-k).
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from collections.abc import Sequence
 
 from ....core.analysis import Opportunity
 from ..job import ReplayJob
-from . import balance, balance_router, scale
+from . import balance, balance_router, scale, tokens
 from .base import Change, Changing, Term, WhatIf, bad
 
-TERMS: tuple[Term, ...] = (scale.TERM, balance.TERM, balance_router.TERM)
+TERMS: tuple[Term, ...] = (scale.TERM, balance.TERM, balance_router.TERM, tokens.TERM)
 BY_NAME: dict[str, Term] = {t.name: t for t in TERMS}
 BALANCE = balance.NAME
 BALANCE_ROUTER = balance_router.NAME
@@ -46,7 +48,7 @@ def change_of(job: ReplayJob, terms: Sequence[WhatIf], opportunities: Sequence[O
     """The :class:`Change` of ``terms``, applied in order, each on what the previous ones left."""
     state = Changing(job.graph.duration.copy(), job.graph.transfer.copy())
     selected = [BY_NAME[term.action].apply(job, term, state, opportunities) for term in terms]
-    return Change(state.duration, state.transfer, state.gap, tuple(selected), state.note)
+    return Change(state.duration, state.transfer, state.gap, tuple(selected), state.note, tuple(state.found))
 
 
 __all__ = ["BALANCE", "BALANCE_ROUTER", "TERMS", "Change", "WhatIf", "change_of", "parse_terms"]

@@ -41,7 +41,8 @@ class BalanceRouter:
         gap = job.graph.gap if state.gap is None else state.gap
         duration, transfer, state.gap, balance = router_balanced(job, state.duration, state.transfer, gap)
         changed = int((duration != state.duration).sum() + (transfer != state.transfer).sum())
-        state.duration, state.transfer, state.note = duration, transfer, balance.note
+        state.duration, state.transfer = duration, transfer
+        state.note = "; ".join(n for n in (state.note, balance.note) if n)
         return changed
 
 

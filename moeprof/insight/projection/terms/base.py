@@ -5,8 +5,8 @@ and applies its change)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -23,9 +23,10 @@ class WhatIf:
     """One parsed term."""
 
     text: str
-    action: str  # the term's name (the table's key): scale | balance | balance-router
+    action: str  # the term's name (the table's key): scale | balance | balance-router | tokens
     filters: tuple[Filter, ...] = ()
     factor: float = 1.0
+    options: tuple[str, ...] = ()  # words the term takes beside its filters (tokens' ``routed``)
 
 
 @dataclass
@@ -36,7 +37,8 @@ class Changing:
     duration: np.ndarray
     transfer: np.ndarray
     gap: np.ndarray | None = None
-    note: str = ""  # what the last term that has one could not do (the router term without expert work found)
+    note: str = ""  # what the terms that have one say they did or could not do, joined ("; ")
+    found: list[dict[str, Any]] = field(default_factory=list)  # what a term says it selected (the JSON's)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Change:
     gap: np.ndarray | None
     selected: tuple[int, ...]
     note: str = ""
+    found: tuple[dict[str, Any], ...] = ()  # per term that says what it selected (tokens: time per class)
 
 
 class Term(Protocol):
@@ -71,3 +74,17 @@ class Term(Protocol):
 def bad(term: str, why: str) -> InputError:
     """The one-line refusal of a term (exit 2)."""
     return InputError(None, f"--what-if {term!r}: {why}")
+
+
+def factor_of(term: str, factor: str | None, needs: str) -> float:
+    """A term's factor ``F``: a finite number >= 0; absent or bad, the one-line refusal (``needs``: the
+    sentence that says how the term is written)."""
+    if factor is None:
+        raise bad(term, needs)
+    try:
+        value = float(factor)
+    except ValueError:
+        raise bad(term, f"factor {factor!r} is not a number") from None
+    if not np.isfinite(value) or value < 0:
+        raise bad(term, f"factor {factor!r} must be a finite number >= 0")
+    return value

@@ -12,7 +12,7 @@ import numpy as np
 from ....core.analysis import Opportunity
 from ..job import ReplayJob
 from ..selection import is_gap_term, parse_filters, select
-from .base import Changing, WhatIf, bad
+from .base import Changing, WhatIf, bad, factor_of
 
 NAME = "scale"
 
@@ -24,14 +24,9 @@ class Scale:
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
         if body is None:
             raise bad(text, "scale needs its filters in parentheses: scale(FILTERS)=F, or scale()=F for all")
-        if factor is None:
-            raise bad(text, "scale needs a factor: scale(FILTERS)=F")
-        try:
-            value = float(factor)
-        except ValueError:
-            raise bad(text, f"factor {factor!r} is not a number") from None
-        if not np.isfinite(value) or value < 0:
-            raise bad(text, f"factor {factor!r} must be a finite number >= 0")
+        value = factor_of(text, factor, "scale needs a factor: scale(FILTERS)=F")
+        if {part.strip() for part in body.split(",")} & {"tokens", "routed"}:
+            raise bad(text, "the batch is a term of its own: tokens=F, tokens(FILTERS)=F, tokens(routed)=F")
         return WhatIf(text.strip(), NAME, parse_filters(text, body), value)
 
     def apply(self, job: ReplayJob, term: WhatIf, state: Changing, opportunities: Sequence[Opportunity]) -> int:
@@ -41,12 +36,18 @@ class Scale:
             gap[mask] = np.rint(gap[mask].astype(np.float64) * term.factor).astype(np.int64)
             state.gap = gap
         else:
-            member = job.graph.is_member
-            scaled_d = np.rint(state.duration.astype(np.float64) * term.factor).astype(np.int64)
-            scaled_t = np.rint(state.transfer.astype(np.float64) * term.factor).astype(np.int64)
-            state.duration = np.where(mask & ~member, scaled_d, state.duration)
-            state.transfer = np.where(mask & member, scaled_t, state.transfer)
+            scale_rows(job, state, mask, term.factor)
         return int(mask.sum())
 
 
 TERM = Scale()
+
+
+def scale_rows(job: ReplayJob, state: Changing, mask: np.ndarray, factor: float) -> None:
+    """The rows of ``mask`` take ``factor`` times their duration (an instance member its transfer ``τ``),
+    rounded half to even."""
+    member = job.graph.is_member
+    scaled_d = np.rint(state.duration.astype(np.float64) * factor).astype(np.int64)
+    scaled_t = np.rint(state.transfer.astype(np.float64) * factor).astype(np.int64)
+    state.duration = np.where(mask & ~member, scaled_d, state.duration)
+    state.transfer = np.where(mask & member, scaled_t, state.transfer)
