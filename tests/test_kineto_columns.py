@@ -28,7 +28,7 @@ from .helpers import shared_trace
 GROUPS = {
     "device": (("kernel", "gpu_memcpy", "gpu_memset"), "X"),
     "launch": (("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"), "X"),
-    "cpu": (("cpu_op", "user_annotation"), "X"),
+    "cpu": (("cpu_op", "user_annotation", "python_function"), "X"),
     "flow": (("ac2g",), "s"),
 }
 COMM = ["Collective name", "Process Group Ranks", "Process Group Name", "Group size", "Global rank start",
@@ -82,6 +82,7 @@ def expected_row(group: str, e: dict) -> dict:
         comm_present = row["own_comm"] or any(k in a for k in ("Seq", "seq", "Comms Id"))
     else:
         comm_present = row["name"] == "record_param_comms"
+        row.update(sequence=integer(a.get("Sequence number")), fwd_thread=integer(a.get("Fwd thread id")))
     if comm_present:
         seq = a["Seq"] if "Seq" in a else a.get("seq")
         cid = a.get("Comms Id")
@@ -132,6 +133,8 @@ def decoded(cols: KinetoColumns) -> dict[str, list[dict]]:
                     dur_bad=bool(g.bad[i] & 2),
                     external=int(g.external[i]),
                 )
+                if group == "cpu":
+                    row.update(sequence=int(g.sequence[i]), fwd_thread=int(g.fwd_thread[i]))
                 if group == "device":
                     row.update(
                         device=label(cols.values[g.device[i]]),
@@ -214,6 +217,9 @@ def random_event(rng: random.Random) -> object:
         if rng.random() < 0.3:
             a["bytes"] = rng.choice([4096, 1.5e9, 0])
         a["grid"] = [132, 1, 1]
+        if rng.random() < 0.3:  # autograd's pairing of forward and backward ops, bent now and then
+            a["Sequence number"] = rng.choice([rng.randint(0, 10**5), 2**63, "12", None])
+            a["Fwd thread id"] = rng.choice([0, 1, 2, 1.5])
         if rng.random() < 0.2:
             a.update(
                 {

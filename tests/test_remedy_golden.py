@@ -201,8 +201,13 @@ GOLDEN: dict[str, Rows] = {
     # and dropless ragged_dot (b); no collective on one chip, the chip idles between its step programs
     "sample:tpu_v5e_moe_step/a": [("host-bound: the chip idles between its step programs", "step-dispatch")],
     "sample:tpu_v5e_moe_step/b": [("host-bound: the chip idles between its step programs", "step-dispatch")],
-    # moeprof's demo on one TPU v5e chip at 16,384 then 8,192 tokens (gzipped XPlanes with their HLO): the
-    # ragged all-to-all of a one-chip group (a copy inside the chip, not ICI) and the gaps between step programs
+    # moeprof's demo on one TPU v5e chip (gzipped XPlanes with their HLO): its expert FFN at 2048, the default run,
+    # 8,192 tokens; the ragged all-to-all of a one-chip group (a copy inside the chip, not ICI) and the gaps
+    # between step programs
+    "sample:tpu_v5e_ablation/ffn2048": [
+        ("collectives over a group of one chip", "skip-local-collective"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
     "sample:tpu_v5e_ablation/base": [
         ("collectives over a group of one chip", "skip-local-collective"),
         ("host-bound: the chip idles between its step programs", "step-dispatch"),

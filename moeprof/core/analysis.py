@@ -359,6 +359,12 @@ class ScopeRow:
     # XLA's own figure (its stat alone) where the recount changed it
     tflops_per_s_xla: float | None = None
     peak_fraction_xla: float | None = None
+    # what the component costs: the activities that serve the scope (its own, its backward's, the updates and
+    # casts of its parameters; docs/metrics.md "Components"), clipped and summed like total_ns; None: not measured
+    attributed_count: int | None = None
+    attributed_ns: int | None = None
+    attributed_share: float | None = None  # of the job's accumulated_ns
+    attributed_backward_ns: int | None = None  # of attributed_ns, serving the backward pass
 
     def to_json(self) -> dict[str, Any]:
         out = _plain_to_json(self)

@@ -37,6 +37,11 @@ RAW_COLUMNS: dict[str, str] = {
     # JAX name scope path (tf_op stat without its trailing ":<type>", or the HLO op_name of hlo_op; core.scopes),
     # e.g. "jit(step)/jvp(layer0)/experts/ragged_dot_general/ragged-dot-none"; "" unknown
     "scope": "str",
+    # the scope key of the model component the activity serves, and whether in the backward pass: its own scope's,
+    # else what the trace's HLO places its op under (its backward's, its parameters' scope; core.components), else
+    # what the reader read (a Kineto backward kernel: its forward op's); "" unknown
+    "component": "str",
+    "backward": "bool",
     "collective": "str",  # collective named by kernel args / NCCL NVTX ("allreduce", "all_to_all", ...)
     "annotation": "str",  # enclosing CPU-side op or NVTX range ("nccl:all_to_all", ...)
     "bytes": "float64",  # bytes moved by one execution (NaN unknown)
@@ -74,14 +79,11 @@ DERIVED_COLUMNS: dict[str, str] = {
     "ib_fraction": "float64",  # share of the activity carried over InfiniBand, NaN unknown
 }
 COLUMNS: dict[str, str] = {**RAW_COLUMNS, **DERIVED_COLUMNS}
+_OP_COLUMNS = ("category", "scope", "component", "backward", "flops", "model_flops", "bytes_accessed", "recounted_flops")
 # the columns of the first event table (schema moeprof.events/1): a CSV header that holds them all is
 # moeprof's own table (readers.marks), also one written before the op columns above were added
 EVENTS_V1_COLUMNS = (
-    *(
-        c
-        for c in RAW_COLUMNS
-        if c not in ("category", "scope", "flops", "model_flops", "bytes_accessed", "recounted_flops")
-    ),
+    *(c for c in RAW_COLUMNS if c not in _OP_COLUMNS),
     *DERIVED_COLUMNS,
 )
 

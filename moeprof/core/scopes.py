@@ -56,20 +56,24 @@ def clean_path(text: str) -> str:
 
 def _split(path: str) -> list[str]:
     """``/``-separated components; a ``/`` inside parentheses stays in its component."""
+    if "(" not in path:
+        return [p for p in path.split("/") if p]
     parts: list[str] = []
     cur: list[str] = []
     depth = 0
-    for ch in path:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth = max(depth - 1, 0)
-        if ch == "/" and depth == 0:
-            parts.append("".join(cur))
+    for piece in path.split("/"):
+        cur.append(piece)
+        if "(" in piece or ")" in piece:
+            for ch in piece:
+                if ch == "(":
+                    depth += 1
+                elif ch == ")":
+                    depth = max(depth - 1, 0)
+        if depth == 0:
+            parts.append("/".join(cur))
             cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
+    if cur:
+        parts.append("/".join(cur))
     return [p for p in parts if p]
 
 
@@ -116,33 +120,33 @@ def _appended(primitive: str, last: str) -> bool:
 
 def fold_layers(keys: Iterable[str]) -> dict[str, str]:
     """Each key with its numbered repeats written once: a component ``<name><N>`` that occurs with two or
-    more numbers at the same depth under the same parent, and has scopes inside it in some key (a layer,
-    not a leaf such as ``fc1``/``fc2``), becomes ``<name>*``."""
+    more numbers at the same depth under the same parent, as folded (PyTorch numbers a module class over the
+    whole model: ``TransformerBlock_1/MLPBlock_1``), becomes ``<name>*`` where it is a layer: it has scopes
+    inside it in some key, or no one parent holds two of its numbers (a module repeated once per layer), where
+    ``mlp/fc1`` and ``mlp/fc2`` are two scopes of one parent and stay apart."""
     keys = list(dict.fromkeys(keys))
-    numbers: dict[tuple[str, int, str], set[str]] = {}
-    nests: set[tuple[str, int, str]] = set()  # the numbered names that hold scopes of their own
     split = {k: k.split("/") if k not in (NO_SCOPE, TOP_LEVEL) else [k] for k in keys}
-    for parts in split.values():
-        for depth, part in enumerate(parts):
-            m = _NUMBERED.match(part)
-            if m:
-                where = ("/".join(parts[:depth]), depth, m.group(1))
-                numbers.setdefault(where, set()).add(m.group(2))
-                if depth < len(parts) - 1:
-                    nests.add(where)
-    out = {}
-    for key, parts in split.items():
-        folded = list(parts)
-        for depth, part in enumerate(parts):
-            m = _NUMBERED.match(part)
+    folded = {k: list(parts) for k, parts in split.items()}
+    for depth in range(max((len(p) for p in split.values()), default=0)):
+        numbers: dict[tuple[str, str], set[str]] = {}
+        nests: set[tuple[str, str]] = set()  # the numbered names that hold scopes of their own
+        siblings: dict[tuple[str, str], set[str]] = {}  # (unfolded parent, name) -> its numbers there
+        at: dict[str, tuple[str, str]] = {}
+        for key, parts in split.items():
+            m = _NUMBERED.match(parts[depth]) if depth < len(parts) else None
             if m is None:
                 continue
-            # the parent as written before folding: layers nest under one parent
-            at = ("/".join(parts[:depth]), depth, m.group(1))
-            if at in nests and len(numbers[at]) > 1:
-                folded[depth] = f"{at[2]}*"
-        out[key] = "/".join(folded)
-    return out
+            where = at[key] = ("/".join(folded[key][:depth]), m.group(1))
+            numbers.setdefault(where, set()).add(m.group(2))
+            siblings.setdefault(("/".join(parts[:depth]), m.group(1)), set()).add(m.group(2))
+            if depth < len(parts) - 1:
+                nests.add(where)
+        shared = {(folded_parent, name) for key, (folded_parent, name) in at.items()
+                  if len(siblings[("/".join(split[key][:depth]), name)]) > 1}  # fmt: skip
+        for key, where in at.items():
+            if len(numbers[where]) > 1 and (where in nests or where not in shared):
+                folded[key][depth] = f"{where[1]}*"
+    return {key: "/".join(parts) for key, parts in folded.items()}
 
 
 def _hlo_op_names(trace: Trace, modules: np.ndarray, programs: np.ndarray, ops: np.ndarray) -> list[str]:
@@ -203,6 +207,32 @@ def attach_scopes(trace: Trace) -> Trace:
     return trace.replace(events=events.assign(scope=categorical_of(codes, np.asarray(values, dtype=object))))
 
 
+def own_pairs(values: np.ndarray) -> list[tuple[str, bool]]:
+    """The own scope key and pass of each distinct scope path."""
+    return [scope_key(clean_path(str(v))) if v else (NO_SCOPE, False) for v in values.tolist()]
+
+
+def served_rows(
+    scope: tuple[np.ndarray, np.ndarray], component: tuple[np.ndarray, np.ndarray] | None, backward: np.ndarray | None
+) -> tuple[np.ndarray, list[tuple[str, bool]]]:
+    """Per row, the index of the (component key, pass) it serves in the list returned beside: from the
+    ``component``/``backward`` columns (codes and distinct values), the row's own scope key and pass where the
+    component is "" or the table has none. One decision per distinct (component, pass, scope)."""
+    scope_c, scope_v = scope
+    n = scope_c.size
+    if component is None:
+        comp_c, comp_text = np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=object)
+    else:
+        comp_c, comp_text = component[0], np.array([str(v) for v in component[1].tolist()], dtype=object)
+    given = lookup(comp_c, comp_text != "", False)
+    passes = np.zeros(n, dtype=bool) if backward is None else np.asarray(backward, dtype=bool)
+    key = combine_codes(np.where(given, comp_c, -1), passes & given, np.where(given, -1, scope_c))
+    first = first_rows(key)
+    own = [*own_pairs(np.asarray(scope_v, dtype=object)), (NO_SCOPE, False)]  # -1 (missing) reads the last
+    pairs = [(str(comp_text[comp_c[r]]), bool(passes[r])) if given[r] else own[scope_c[r]] for r in first.tolist()]
+    return key, pairs
+
+
 # ---------------------------------------------------------------- per device: scopes, ops' FLOPs
 
 FLOP_COLUMNS = ("flops", "model_flops", "bytes_accessed")  # per-op stats a reader may give (TPU XPlanes)
@@ -224,6 +254,8 @@ SCOPE_COLUMNS = [
     "model_flops_known",
     "flops_counted",
     "model_flops_counted",
+    "attributed_count",
+    "attributed_ns",
 ]
 OP_FLOP_COLUMNS = [
     "device", "op", "scope", "count", "time_ns", "flops", "model_flops", "flops_counted", "model_flops_counted",
@@ -262,19 +294,25 @@ def device_flops(rows: DeviceTimeline, clipped: np.ndarray) -> dict[str, np.ndar
 
 def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.DataFrame:
     """Per (scope, pass) of one device: activities, time inside the window (all, compute, comm) and the
-    FLOPs and bytes its ops state (SCOPE_COLUMNS)."""
+    FLOPs and bytes its ops state, of the activities whose own scope it is; and the activities and time of
+    those that serve it (``attributed_*``: the component column, core.components) (SCOPE_COLUMNS)."""
     inside = clipped > 0
     if not inside.any():
         return pd.DataFrame(columns=SCOPE_COLUMNS)
     codes, values = rows.strings("scope")
     key_of, backward_of = _keys(values)
+    table = rows.columns.table
+    component = rows.strings("component") if "component" in table.columns else None
+    passes = rows.numbers("backward", bool) if "backward" in table.columns else None
+    served, served_pairs = served_rows((codes, values), component, passes)
     # rows grouped by an integer code numbered in (scope, backward) order, not by a string column: pandas
     # makes a string column of every row first (an Arrow array), which cost more than the sums
     pairs = list(zip(key_of.tolist(), backward_of.tolist()))
-    ordered = sorted(set(pairs))
+    ordered = sorted(set(pairs) | set(served_pairs))
     number = {pair: i for i, pair in enumerate(ordered)}
     group_of = np.array([number[pair] for pair in pairs], dtype=np.int64)
     figures = device_flops(rows, clipped)
+    served_group = np.array([number[pair] for pair in served_pairs], dtype=np.int64)[served]
     frame = pd.DataFrame(
         {
             "group": group_of[codes][inside],
@@ -288,12 +326,22 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
             **{c: figures[c][inside] for c in COUNTED.values()},
         }
     )
-    out = frame.groupby("group", sort=True).sum()
+    own = frame.groupby("group", sort=True).sum()
+    attributed = (
+        pd.DataFrame({"group": served_group[inside], "attributed_count": 1, "attributed_ns": clipped[inside]})
+        .groupby("group", sort=True)
+        .sum()
+    )
+    out = own.join(attributed, how="outer").fillna(0)
     held = [ordered[i] for i in out.index.tolist()]
     out = out.reset_index(drop=True)
     out.insert(0, "device", device)
     out.insert(1, "scope", pd.Series([k for k, _ in held], dtype=str))
     out.insert(2, "backward", np.array([b for _, b in held], dtype=bool))
+    for column in ("count", "total_ns", "compute_ns", "comm_ns", "attributed_count", "attributed_ns"):
+        out[column] = out[column].astype(np.int64)
+    for column in ("flops_known", "model_flops_known"):
+        out[column] = out[column].astype(np.int64)
     return out[SCOPE_COLUMNS]
 
 
@@ -363,6 +411,7 @@ def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | No
     frame = frame.assign(row=frame["scope"].astype(str).map(folded))
     source = flops_source(frame)
     out = []
+    attributed = "attributed_ns" in frame.columns
     for scope, g in frame.groupby("row", sort=False):
         total = int(g["total_ns"].sum())
         stated = float(g[source].sum()) if source else None
@@ -370,6 +419,8 @@ def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | No
         rate = counted / total / 1e3 if counted is not None and total > 0 else None  # flops per ns -> TFLOP/s
         # XLA's own rate, beside it where the recount changed it (more than rounding)
         xla = stated / total / 1e3 if stated is not None and total > 0 and stated != counted else None
+        served = int(g["attributed_ns"].sum()) if attributed else None
+        backward = g["backward"].astype(bool)
         out.append(
             ScopeRow(
                 scope=str(scope),
@@ -379,7 +430,7 @@ def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | No
                 share=ratio(total, accumulated_ns),
                 compute_ns=int(g["compute_ns"].sum()),
                 comm_ns=int(g["comm_ns"].sum()),
-                backward_ns=int(g.loc[g["backward"].astype(bool), "total_ns"].sum()),
+                backward_ns=int(g.loc[backward, "total_ns"].sum()),
                 members=tuple(sorted(set(g["scope"].astype(str)))),
                 flops=float(g["flops"].sum()) if g["flops_known"].sum() else None,
                 model_flops=float(g["model_flops"].sum()) if g["model_flops_known"].sum() else None,
@@ -389,6 +440,11 @@ def scope_rows(frame: pd.DataFrame, accumulated_ns: int, peak_tflops: float | No
                 peak_fraction=rate / peak_tflops if rate is not None and peak_tflops else None,
                 tflops_per_s_xla=xla,
                 peak_fraction_xla=xla / peak_tflops if xla is not None and peak_tflops else None,
+                attributed_count=int(g["attributed_count"].sum()) if attributed else None,
+                attributed_ns=served,
+                attributed_share=ratio(served, accumulated_ns) if served is not None else None,
+                attributed_backward_ns=int(g.loc[backward, "attributed_ns"].sum()) if attributed else None,
             )
         )
-    return tuple(sorted(out, key=lambda r: (-r.total_ns, r.scope)))
+    # what a component costs first (its own time where nothing is attributed)
+    return tuple(sorted(out, key=lambda r: (-(r.attributed_ns or 0), -r.total_ns, r.scope)))

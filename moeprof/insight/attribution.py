@@ -7,8 +7,10 @@ step whose window on its device holds its start), per run:
 * ``step``: §9's ``step_ns``, the mean over steps of the job's §5 window (its devices' step windows from the
   earliest start to the latest end, aligned; idle a device-side window holds at its edges included), rounded
   to the ns: the step every screen shows;
-* a **part**: the summed duration of the activities of one (scope, pass, primitive, op, bucket), over the
-  devices and steps (the per-device mean per step divides by devices x steps);
+* a **part**: the summed duration of the activities of one (component, pass, primitive, op, bucket), over the
+  devices and steps (the per-device mean per step divides by devices x steps); the component is the scope
+  the activity serves (core.components: its own, its backward's, its parameters'), the primitive its own
+  path's;
 * ``accumulated``: the sum of every part (§4's accumulated time, over the steps' activities);
 * ``busy``: per device and step, the length of the union of its activities in the step, summed.
 
@@ -31,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import combine_codes, first_rows, lookup
-from ..core.scopes import NO_SCOPE, scope_parts
+from ..core.scopes import scope_parts, served_rows
 from .projection import ReplayJob
 
 PART_COLUMNS = ["scope", "backward", "primitive", "op", "bucket", "count", "total_ns"]
@@ -46,7 +48,7 @@ class StepParts:
     step_ns: int  # §9's step_ns (a mean, rounded)
     accumulated_ns: int  # Σ duration of the steps' activities
     busy_ns: int  # Σ over (device, step) of the union of its activities
-    parts: pd.DataFrame  # PART_COLUMNS; scope is the table key (core.scopes.scope_key), not folded
+    parts: pd.DataFrame  # PART_COLUMNS; scope is the component's key (core.components), not folded
     scoped: bool  # some activity carries a JAX scope
 
     @property
@@ -139,17 +141,20 @@ def step_parts(job: ReplayJob) -> StepParts:
     texts = {c: _text(codes[c][0][rows][at], codes[c][1]) for c in ("category", "opcode", "kind", "bucket", "name")}
     op_of = op_classes(texts["category"], texts["opcode"], texts["kind"], texts["bucket"], texts["name"], has_scope[at])
     bucket_of = texts["bucket"]
-    frame = pd.DataFrame({"scope": scope_c[rows], "op": op_key, "count": 1, "total_ns": duration})
-    summed = frame.groupby(["scope", "op"], sort=False).sum().reset_index()
-    distinct = [scope_parts(str(v)) if v else (NO_SCOPE, False, "") for v in scope_text.tolist()] + [
-        (NO_SCOPE, False, "")
-    ]
-    scope_at = summed["scope"].to_numpy(np.int64)  # -1 (missing) reads the last entry
+    # the component each activity serves (core.components) and its pass; the primitive is its own path's
+    component = job.codes("component")
+    served, served_pairs = served_rows((scope_c, scope_v), component, job.table["backward"].to_numpy(bool))
+    frame = pd.DataFrame(
+        {"served": served[rows], "scope": scope_c[rows], "op": op_key, "count": 1, "total_ns": duration}
+    )
+    summed = frame.groupby(["served", "scope", "op"], sort=False).sum().reset_index()
+    primitives = np.array([scope_parts(str(v))[2] if v else "" for v in scope_text.tolist()] + [""], dtype=object)
+    at_served = summed["served"].to_numpy(np.int64)
     parts = pd.DataFrame(
         {
-            "scope": np.array([d[0] for d in distinct], dtype=object)[scope_at],
-            "backward": np.array([d[1] for d in distinct], dtype=bool)[scope_at],
-            "primitive": np.array([d[2] for d in distinct], dtype=object)[scope_at],
+            "scope": np.array([k for k, _ in served_pairs], dtype=object)[at_served],
+            "backward": np.array([b for _, b in served_pairs], dtype=bool)[at_served],
+            "primitive": primitives[summed["scope"].to_numpy(np.int64)],  # -1 (missing) reads the last entry
             "op": op_of[summed["op"].to_numpy(np.int64)],
             "bucket": bucket_of[summed["op"].to_numpy(np.int64)],
             "count": summed["count"].to_numpy(np.int64),

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..core.analysis import Analysis
 from ..core.classify import classify, rules_with
+from ..core.components import attach_components
 from ..core.identity import decide_files, identify
 from ..core.scopes import attach_scopes
 from ..core.timeline import TimelineOptions, TimelineView
@@ -94,7 +95,7 @@ def load_trace(
             f"no device activity ({trace.format}: no GPU kernels, copies or memsets; a host-only trace, "
             "or a capture window that missed the step?)",
         )
-    trace = attach_scopes(classify(trace, rules_with(options.rules)))
+    trace = attach_components(attach_scopes(classify(trace, rules_with(options.rules))))
     return attribute_links(trace, options.nvlink_domain_size, single_host)
 
 

@@ -39,7 +39,8 @@ from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
 from .base import ReadContext
-from .kineto_columns import KinetoColumns, columns_of_document
+from .kineto_columns import CPU_CATS, KinetoColumns, columns_of_document
+from .kineto_scopes import kernel_scopes
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}  # kineto_columns' order
 _MARKER_KEYS = ("deviceProperties", "distributedInfo", "schemaVersion")
@@ -163,7 +164,11 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
 
     # 2. the CPU side of the launch: only the few ranges that can carry evidence are decoded
     cpu = cols.cpu
-    used_names, codes = np.unique(cpu.name, return_inverse=True)
+    # CPU ops and annotations; Python frames (python_function) are read for the module hierarchy only
+    host_rows = np.flatnonzero(cpu.cat != CPU_CATS.index("python_function"))
+    used_names, host_codes = np.unique(cpu.name[host_rows], return_inverse=True)
+    codes = np.full(len(cpu), -1, dtype=np.int64)
+    codes[host_rows] = host_codes
     unique_names = names[used_names]
     vocab = vocabulary()
     comm_like = np.array([vocab.is_comm_range(u) for u in unique_names], dtype=bool)
@@ -180,7 +185,7 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
                 number = trailing_number(u)
                 step_no[i] = number if number >= 0 else _BY_ORDER
     is_step = (step_no >= 0) | (step_no == _BY_ORDER)
-    keep = np.flatnonzero((comm_like | is_rpc | is_step)[codes]) if len(unique_names) else np.zeros(0, int)
+    keep = host_rows[(comm_like | is_rpc | is_step)[host_codes]] if len(unique_names) else np.zeros(0, int)
     ranges = _ranges(cols, names, threads, keep, path)
     kept_codes = codes[keep]
     range_thread = ranges["thread"]
@@ -193,6 +198,10 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     sel, hit = innermost_of(comm_like)
     found = np.flatnonzero(hit >= 0)
     annotation[found] = ranges["name"][sel[hit[found]]]
+    # the record_function stack around each launch, and the forward op a backward kernel serves
+    step_rows = np.zeros(len(cpu), dtype=bool)
+    step_rows[host_rows] = is_step[host_codes] if len(unique_names) else False
+    scope, component, backward = kernel_scopes(cols, names, threads, step_rows, anchor_thread, anchor_t, _innermost)
 
     # spec §8 rule 1: the launching record_param_comms is the one whose External id the kernel carries;
     # an op nested inside a call's range (a copy, a cat) launches its own kernels, not the call's
@@ -266,6 +275,9 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             "copy_kind": dev["copy_kind"],
             "collective": collective,
             "annotation": annotation,
+            "scope": scope,
+            "component": component,
+            "backward": backward,
             "bytes": nbytes,
             "group": group,
             "group_assumed": group_assumed,

@@ -43,7 +43,8 @@ from ..errors import InputError
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver")
-CPU_CATS = ("cpu_op", "user_annotation")
+# python_function: PyTorch's Python frames; its "nn.Module: <Class>_<N>" ranges are the module hierarchy
+CPU_CATS = ("cpu_op", "user_annotation", "python_function")
 FLOW_CAT = "ac2g"
 RECORD_PARAM_COMMS = "record_param_comms"
 # top-level keys that mark a Kineto trace; parse_kineto reads the first two
@@ -55,8 +56,10 @@ _FLOW_START = object()  # the category a flow start ("s") reports: no JSON value
 # event category -> code, numbered group by group in the order above; anything else: _OTHER
 _CAT_CODE: dict[Any, int] = {c: i for i, c in enumerate((*DEVICE_CATS, *LAUNCH_CATS, *CPU_CATS, _FLOW_START))}
 _OTHER = len(_CAT_CODE)
-_GROUP_OF_CODE = np.array([DEVICE] * 3 + [LAUNCH] * 4 + [CPU] * 2 + [FLOW] + [-1], dtype=np.int8)
-_FIRST_CODE = np.array([0, 3, 7, 9], dtype=np.int8)
+_GROUP_OF_CODE = np.array(
+    [DEVICE] * len(DEVICE_CATS) + [LAUNCH] * len(LAUNCH_CATS) + [CPU] * len(CPU_CATS) + [FLOW] + [-1], dtype=np.int8
+)
+_FIRST_CODE = np.cumsum([0, len(DEVICE_CATS), len(LAUNCH_CATS), len(CPU_CATS)]).astype(np.int8)
 _REPEAT_OTHER = itertools.repeat(_OTHER)
 
 CHUNK_BYTES = 1 << 18  # JSON text decoded at once: its event objects stay in cache while turned to columns
@@ -126,6 +129,9 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     group_rank: int | UnsetType = msgspec.field(default=UNSET, name="Rank")
     src_rank: int | UnsetType = msgspec.field(default=UNSET, name="Src Rank")
     dst_rank: int | UnsetType = msgspec.field(default=UNSET, name="Dst Rank")
+    # autograd: the op's sequence number and, on a backward op, the forward op's thread (0 on a forward op)
+    sequence: int = msgspec.field(default=-1, name="Sequence number")
+    fwd_thread: int = msgspec.field(default=-1, name="Fwd thread id")
 
 
 _NO_ARGS = _Args()
@@ -196,6 +202,8 @@ class _LooseArgs(msgspec.Struct, frozen=True, gc=False):
     group_rank: Any = msgspec.field(default=UNSET, name="Rank")
     src_rank: Any = msgspec.field(default=UNSET, name="Src Rank")
     dst_rank: Any = msgspec.field(default=UNSET, name="Dst Rank")
+    sequence: Any = msgspec.field(default=None, name="Sequence number")
+    fwd_thread: Any = msgspec.field(default=None, name="Fwd thread id")
 
 
 class _LooseEvent(msgspec.Struct, frozen=True, gc=False):
@@ -281,6 +289,8 @@ def _canonical(loose: list[_LooseEvent], path: Path | None) -> tuple[list, np.nd
                 correlation=_int_or(a.correlation),
                 external=_int_or(a.external),
                 bytes=_bytes(a.bytes),
+                sequence=_int_or(a.sequence),
+                fwd_thread=_int_or(a.fwd_thread),
                 **{f: getattr(a, f) for f in (*_COMM_ATTRS, *_PER_CALL_ATTRS)},
             )
         else:
@@ -305,7 +315,9 @@ class Group:
     ``has_comms_id``), ``in_split``/``out_split`` (int32 into ``strings``). Device also: ``device``/
     ``stream`` (int32 into ``values``; absent: the event's pid/tid), ``correlation`` (int64), ``bytes``
     (float64, NaN absent) and ``own_comm`` (bool: the kernel's args name a collective or group ranks).
-    Launch: ``correlation``. Flow: ``id`` (int64). Integers absent or not integers are -1.
+    CPU also: ``sequence`` (autograd's ``Sequence number``) and ``fwd_thread`` (``Fwd thread id``: 0 on a
+    forward op, the forward op's thread on a backward op). Launch: ``correlation``. Flow: ``id`` (int64).
+    Integers absent or not integers are -1.
     """
 
     def __init__(self, columns: dict[str, np.ndarray]) -> None:
@@ -332,7 +344,7 @@ class KinetoColumns:
     strings: list[str]  # string code -> an In/Out split size
     device: Group  # kernel, gpu_memcpy, gpu_memset (ph X)
     launch: Group  # cuda_runtime, cuda_driver, hip_runtime, hip_driver (ph X)
-    cpu: Group  # cpu_op, user_annotation (ph X)
+    cpu: Group  # cpu_op, user_annotation, python_function (ph X)
     flow: Group  # ac2g flow starts (ph s)
     # some event (any phase) has a device category: what makes a document without META_KEYS Kineto
     # (only looked for when those keys are missing)
@@ -353,7 +365,7 @@ _GROUP_COLUMNS: dict[int, tuple[str, ...]] = {
     DEVICE: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "device", "stream", "correlation", "external", "bytes",
              "own_comm", *_PER_CALL_COLUMNS),
     LAUNCH: ("cat", "pid", "tid", "ts", "bad", "correlation", "name", "dur"),
-    CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", *_PER_CALL_COLUMNS),
+    CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", "sequence", "fwd_thread", *_PER_CALL_COLUMNS),
     FLOW: ("cat", "pid", "tid", "ts", "bad", "id"),
 }  # fmt: skip
 _DTYPES: dict[str, Any] = {
@@ -436,7 +448,6 @@ class _Builder:
 
     def _add(self, events: list, *, strict: bool, bad: np.ndarray | None = None, loose: bool = False) -> None:
         n = len(events)
-        self.events += n
         if not n:
             return
         # one list comprehension per field: far cheaper than a tuple per event
@@ -448,8 +459,10 @@ class _Builder:
         group = _GROUP_OF_CODE[code]
         wanted = np.flatnonzero(group >= 0)
         if not wanted.size:
+            self.events += n
             return
         every = np.fromiter(events, object, n)
+        parts: dict[int, dict] = {}  # kept only when every group converts (a _Redo decodes the chunk again)
         for g in _GROUP_COLUMNS:
             rows = wanted[group[wanted] == g]
             if not rows.size:
@@ -462,8 +475,10 @@ class _Builder:
                     chosen = every[rows].tolist()
                 if not rows.size:
                     continue
-            part = self._group(g, chosen, code[rows] - _FIRST_CODE[g], None if bad is None else bad[rows], strict)
+            parts[g] = self._group(g, chosen, code[rows] - _FIRST_CODE[g], None if bad is None else bad[rows], strict)
+        for g, part in parts.items():
             self.parts[g].append(part)
+        self.events += n
 
     def _group(self, g: int, events: list, cat: np.ndarray, bad: np.ndarray | None, strict: bool) -> dict:
         m = len(events)
@@ -500,6 +515,8 @@ class _Builder:
                 [a.seq is not UNSET or a.comms_id is not UNSET or a.seq_lower is not UNSET for a in args], dtype=bool
             )
         else:
+            out["sequence"] = self._ints([a.sequence for a in args], m)
+            out["fwd_thread"] = self._ints([a.fwd_thread for a in args], m)
             rpc = self.names.codes.get(RECORD_PARAM_COMMS)
             with_comm = out["name"] == rpc if rpc is not None else np.zeros(m, dtype=bool)
         out.update(self._comm(args, with_comm, strict=strict))

@@ -289,7 +289,11 @@ def explanation_table(e: dict, top: int = EXPLAIN_TOP_PARTS) -> Table:
     scoped = e["scoped"]
     table = Table(
         title=f"Where {run}'s step went against {ref}'s (ms per device and step; "
-        + ("by JAX scope, pass and op)" if scoped else "by kernel and collective kind: the traces have no JAX scopes)"),
+        + (
+            "by the scope each op serves, pass and op)"
+            if scoped
+            else "by kernel and collective kind: the traces have no JAX scopes)"
+        ),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,

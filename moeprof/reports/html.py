@@ -95,6 +95,8 @@ from .text import (
     payoff_rows,
     remedy_texts,
     scale_up_word,
+    scope_figures,
+    scopes_attributed,
     scopes_shown,
     utilization_line,
     verdict_lines,
@@ -563,24 +565,29 @@ def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: 
 
 
 def scopes_table(r: Analysis) -> Table | None:
-    """Time per JAX scope (layers folded) and, where the ops state them, FLOPs against the peak."""
+    """Time per JAX scope (layers folded), the time of the activities that serve it beside its own where some
+    run outside it, and, where the ops state them, FLOPs against the peak."""
     rows = scopes_shown(r)
     if not rows:
         return None
     flops = any(s.tflops_per_s is not None for s in rows)
     xla = any(s.peak_fraction_xla is not None for s in rows)
+    attributed = scopes_attributed(rows)
     out = []
     for s in rows:
         n = max(s.devices, 1)
-        row = [s.scope, f"{s.count:,}", fmt_ms(s.total_ns / n), fmt_pct(s.share),
-               fmt_pct(s.backward_ns / s.total_ns if s.total_ns else 0), fmt_ms(s.comm_ns / n)]  # fmt: skip
+        _, share, backward = scope_figures(s, attributed)
+        served = [fmt_ms((s.attributed_ns or 0) / n)] if attributed else []
+        row = [s.scope, f"{s.count:,}", fmt_ms(s.total_ns / n), *served, fmt_pct(share or 0), fmt_pct(backward or 0),
+               fmt_ms(s.comm_ns / n)]  # fmt: skip
         if flops:
             rate, of_peak = s.tflops_per_s, s.peak_fraction
             row += ["-" if rate is None else f"{rate:,.1f}", "-" if of_peak is None else fmt_pct(of_peak)]
         if xla:  # XLA's own count where the ragged dots were recounted
             row.append("" if s.peak_fraction_xla is None else fmt_pct(s.peak_fraction_xla))
         out.append(row)
-    headers = ["scope", "calls", "ms/device", "share", "backward", "comm ms/device"]
+    times = ["own ms/device", "attributed ms/device"] if attributed else ["ms/device"]
+    headers = ["scope", "calls", *times, "share", "backward", "comm ms/device"]
     headers += ["TFLOP/s", "of peak"] if flops else []
     return Table(headers + (["of peak by XLA's count"] if xla else []), out, numeric_from=1, cls="scopes")
 

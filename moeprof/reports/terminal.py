@@ -48,6 +48,8 @@ from .text import (
     pct,
     remedy_texts,
     scale_up_word,
+    scope_figures,
+    scopes_attributed,
     scopes_shown,
     step_name,
     utilization_line,
@@ -388,23 +390,31 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
 
 
 def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table | None:
-    """Time per JAX name scope (xprof's framework op stats by scope; layers folded), largest first; the FLOPs
-    columns where the trace's ops state them. None where the trace names no scope."""
+    """Time per JAX name scope (xprof's framework op stats by scope; layers folded), largest first; the time of
+    the activities that serve each scope beside its own where some run outside it (the backward custom calls,
+    the parameters' updates: docs/metrics.md "Components"); the FLOPs columns where the trace's ops state them.
+    None where the trace names no scope."""
     rows = scopes_shown(result)
     if not rows:
         return None
     flops = any(r.tflops_per_s is not None for r in rows)
     xla = any(r.peak_fraction_xla is not None for r in rows[:top])  # ragged dots recounted: XLA's own beside
-    title = f"JAX scopes ({len(result.scopes)}, layers folded), ms per device"
+    attributed = scopes_attributed(rows)
+    title = f"Scopes ({len(result.scopes)}, layers folded), ms per device"
+    if attributed:
+        title += ": own (the scope's ops), attributed (the ops that serve it: its own, its backward's, its weights'"
+        title += " updates and casts)"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("scope", overflow="fold", min_width=min(24, max(len(r.scope) for r in rows)))
-    heads = ("calls", "ms", "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ()))
+    times = ("own ms", "attributed ms") if attributed else ("ms",)
+    heads = ("calls", *times, "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ()))
     for head in (*heads, *(("XLA's",) if xla else ())):
         table.add_column(head, justify="right", no_wrap=True)
     for r in rows[:top]:
         n = max(r.devices, 1)
-        cells = [r.scope, f"{r.count:,}", ms(r.total_ns / n), pct(r.share), pct(r.backward_ns / r.total_ns if
-                 r.total_ns else None), ms(r.comm_ns / n)]  # fmt: skip
+        _, share, backward = scope_figures(r, attributed)
+        served = [ms((r.attributed_ns or 0) / n)] if attributed else []
+        cells = [r.scope, f"{r.count:,}", ms(r.total_ns / n), *served, pct(share), pct(backward), ms(r.comm_ns / n)]
         if flops:
             cells += ["-" if r.tflops_per_s is None else f"{r.tflops_per_s:,.1f}", pct(r.peak_fraction)]
         if xla:

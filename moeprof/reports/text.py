@@ -92,6 +92,25 @@ def scopes_shown(result: Analysis) -> list[ScopeRow]:
     return list(result.scopes) if named else []
 
 
+def scopes_attributed(rows: Sequence[ScopeRow]) -> bool:
+    """Whether the table shows attributed time beside own time: some scope is served by activities outside it
+    (docs/metrics.md, "Components")."""
+    return any(r.attributed_ns is not None and r.attributed_ns != r.total_ns for r in rows)
+
+
+def scope_figures(r: ScopeRow, attributed: bool) -> tuple[float, float | None, float | None]:
+    """(the time a row is ranked and shared by, its share, its backward fraction): the attributed time where the
+    table shows it, else the own time; the backward fraction of the activities that serve the row wherever
+    they are known (a Kineto backward kernel's pass is its launch's, not its scope's)."""
+    total, share = (r.attributed_ns, r.attributed_share) if attributed and r.attributed_ns is not None else (
+        r.total_ns, r.share)  # fmt: skip
+    if r.attributed_ns is not None and r.attributed_backward_ns is not None:
+        backward = r.attributed_backward_ns / r.attributed_ns if r.attributed_ns else None
+    else:
+        backward = r.backward_ns / r.total_ns if r.total_ns else None
+    return total, share, backward
+
+
 def utilization_line(result: Analysis) -> str | None:
     """``FLOPs the ops state (XLA model_flops; 27 ragged-dot ops recounted from the HLO shapes): 3.72 TFLOP per
     step, 50.1 TFLOP/s per chip: MFU 24.7% of 202.7 TFLOP/s (the device plane's ...); XLA's count: 22.3

@@ -38,6 +38,10 @@ REPLAY_COLUMNS: dict[str, str] = {
     "launch_ns": "int64",  # the launching call's time on the host clock (-1 unknown)
     "launch_thread": "str",  # "" unknown
     "scope": "str",  # the JAX name scope path (what --what-if scope~REGEX searches), "" unknown
+    # the scope key of the component the activity serves and its pass (core.components): scope~REGEX searches it
+    # too, diff's explanation groups by it
+    "component": "str",
+    "backward": "bool",
     "moe_role": "str",  # MOE_ROLES: the routed experts' compute, the dispatch/combine exchange, or ""
     # what the op is to the batch (terms.tokens.CLASSES: scaled with the tokens or held, "" unknown), and its
     # program's batch in words (the tokens term says it)
@@ -54,7 +58,7 @@ SYNC_COLUMNS = ("device", "thread", "start_ns", "end_ns")  # host synchronizatio
 def empty_replay_table() -> pd.DataFrame:
     return pd.DataFrame(
         {
-            c: pd.Series(dtype={"str": object, "int64": np.int64, "float64": np.float64}[t])
+            c: pd.Series(dtype={"str": object, "int64": np.int64, "float64": np.float64, "bool": bool}[t])
             for c, t in REPLAY_COLUMNS.items()
         }
     )
@@ -108,6 +112,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     else:
         thread = categorical("", rows.size)
     role_codes, roles = moe_roles(trace, columns)
+    passes = columns.numbers("backward", bool)[rows] if "backward" in table.columns else np.zeros(rows.size, bool)
     expert = role_codes == 1 + MOE_ROLES.index("expert")
     token_codes, token_values, batch_codes, batch_values = token_classes(trace, columns, expert)
     return pd.DataFrame(
@@ -126,6 +131,8 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "launch_ns": launch,
             "launch_thread": thread,
             "scope": strings("scope") if "scope" in table.columns else categorical("", rows.size),
+            "component": strings("component") if "component" in table.columns else categorical("", rows.size),
+            "backward": passes,
             "moe_role": _categorical(role_codes[rows], roles),
             "tokens": _categorical(token_codes[rows], token_values),
             "batch": _categorical(batch_codes[rows], batch_values),

@@ -2,10 +2,11 @@
 
 ``bucket=``, ``kind=``, ``link=``, ``device=``, ``host=``, ``name~REGEX``, ``scope~REGEX`` (a search in the
 activity's JAX name scope path, ``jit(step)/jvp(layer0)/experts/dot_general``: what ``tf_op`` and the HLO
-``op_name`` say), ``opportunity=N`` (the N-th opportunity of the analysis, from 1; launch gaps and small GEMMs
-select the gaps they are made of). The terms that take filters (:mod:`.terms`) parse them here
-(:func:`parse_filters`) and select with them (:func:`select`); the opportunities' savings select each
-opportunity's activities here too (:func:`opportunity_rows`).
+``op_name`` say, and in the scope of the component it serves, ``layer0/experts``: its backward and its
+parameters' updates run outside the scope, core.components), ``opportunity=N`` (the N-th opportunity of the
+analysis, from 1; launch gaps and small GEMMs select the gaps they are made of). The terms that take filters
+(:mod:`.terms`) parse them here (:func:`parse_filters`) and select with them (:func:`select`); the
+opportunities' savings select each opportunity's activities here too (:func:`opportunity_rows`).
 """
 
 from __future__ import annotations
@@ -246,6 +247,9 @@ def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = 
             mask &= _string_mask(job, "device", f.value.__eq__)
         elif f.key == "host":
             mask &= _string_mask(job, "device", _on_host(f.value))
+        elif f.key == "scope":  # the activity's own scope path, or the component it serves (core.components)
+            found = _matches(re.compile(f.value))
+            mask &= _string_mask(job, "scope", found) | _string_mask(job, "component", found)
         elif f.key in PATTERN_KEYS:
             mask &= _string_mask(job, f.key, _matches(re.compile(f.value)))
         elif f.key == "opportunity":
