@@ -774,8 +774,10 @@ def test_a_byte_flipped_history_database_is_refused_naming_it(tmp_path: Path) ->
 
 def test_steps_whose_activities_all_last_no_time_measure_zero(tmp_path: Path) -> None:
     """Kineto, each kernel on its own device and of zero duration, --steps 0:1: the projection's window of each
-    device has no length (it was an IndexError). Step 0 is ProfilerStep#0, 0-1000 µs, on every device of the
-    host: span 1 ms each, nothing accumulated."""
+    device has no length (it was an IndexError). Step 0 is what ProfilerStep#0 (0-1000 µs on the host) holds
+    (spec §5; no launch is linked, so each kernel by its start): the kernels of devices 0-2 at 100, 400 and
+    700 µs, a window of no length on each; devices 3-5 ran nothing in it. The job's step runs from 100 to
+    700 µs."""
     events_ = [
         {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": 1000 * i,
          "dur": 1000}
@@ -790,7 +792,10 @@ def test_steps_whose_activities_all_last_no_time_measure_zero(tmp_path: Path) ->
     code, out, err = run("analyze", trace, "--steps", "0:1", "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert [(d["span_ns"], d["accumulated_ns"]) for d in doc["devices"]] == [(1_000_000, 0)] * 6
+    starts = [(100 + 300 * d) * 1000 for d in range(3)]
+    assert [(s["start_ns"], s["end_ns"]) for s in doc["steps"]] == [(t, t) for t in starts]
+    assert [(d["span_ns"], d["accumulated_ns"]) for d in doc["devices"]] == [(0, 0)] * 3
+    assert doc["step_ns"] == starts[-1] - starts[0]
 
 
 def test_an_empty_window_measures_nothing() -> None:

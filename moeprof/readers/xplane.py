@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 
 from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
-from ..core.trace import Job, Trace, make_markers, trailing_number
+from ..core.trace import CPU, GPU, TPU, Job, Trace, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError, unforeseen_in
 from ..options import LoadOptions
@@ -528,6 +528,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         job=Job(hosts=tuple(header.hostnames)),
         devices=devices,
         device_models=device_models(path, host, first, list(gpu_ordinals), walk.gpu_stats) if gpu_planes else {},
+        device_kinds=dict.fromkeys(devices, GPU if gpu_planes else CPU),  # no GPU plane: a CPU capture's devices
     )
     return trace if host_syncs is None else trace.replace(host_syncs=host_syncs)
 
@@ -591,6 +592,7 @@ def _tpu_trace(
         job=Job(hosts=tuple(header.hostnames)),
         devices={chip.device: chip.global_id for chip in walk.tpu},
         device_models=models,
+        device_kinds={chip.device: TPU for chip in walk.tpu},
         device_peaks=peaks,
         warnings=warnings,
     )
