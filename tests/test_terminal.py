@@ -29,7 +29,7 @@ from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
 from moeprof.gate.render import render_diff
 from moeprof.insight.remedies import action_of
-from moeprof.reports.fitting import NAME_MIN_WIDTH, cut, cut_path, widths
+from moeprof.reports.fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path, widths
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 
@@ -176,7 +176,9 @@ def assert_only_names_cut(out: str, result: Analysis) -> None:
     a scope's name cut in its middle, on its one line (``fitting.cut``), whole wherever the room allows."""
     names = [c.name for c in result.collectives] + [o.name for o in result.opportunities if o.name]
     allowed = {cut(n, w) for n in names for w in range(NAME_MIN_WIDTH, 61)}
-    allowed |= {cut_path(s.scope, w) for s in result.scopes for w in range(NAME_MIN_WIDTH, 61)}
+    shown, scopes = [c.name for c in result.collectives[:8]], [s.scope for s in result.scopes[:8]]
+    for w in range(NAME_MIN_WIDTH, 61):
+        allowed |= {*cut_apart(shown, w), *cut_apart(scopes, w, cut_path)}
     for line in out.splitlines():
         if "…" in line:
             assert any("…" in a and a in line for a in allowed), line
@@ -696,6 +698,31 @@ def test_a_name_is_cut_in_its_middle_keeping_what_tells_it_apart():
     assert cut("all-to-all.3", 12) == "all-to-all.3"
     assert cut_path("layer*/moe/moe_experts (bwd)", 26) == "layer*/…/moe_experts (bwd)"
     assert cut_path("jit(train_step)/jvp(moe)/transpose/experts/dot_general", 34) == "jit(train_step)/…/dot_general"
+
+
+def test_names_that_a_cut_makes_alike_are_cut_again_where_they_differ():
+    """DLRM's Kineto scopes end alike (``.../nccl:all_to_all``): cut to their innermost component, three rows
+    read the same. Names that are not the same never read alike: those that came out of the cut alike are cut
+    again around where they differ, and each shows a piece of its own that the others lack."""
+    paths = [
+        "## forward ##/DistributedDataParallel.forward/## alltoall_fwd_single ##/nccl:all_to_all",
+        "## sparse_data_dist ##/## all2all_data:kjt splits ##/nccl:all_to_all",
+        "## sparse_data_dist ##/## KJTListSplitsAwaitable wait() ##/## all2all_data:kjt lengths ##/nccl:all_to_all",
+        "nccl:all_reduce",
+    ]
+    for width in (16, 22, 30):
+        plain = [cut_path(p, width) for p in paths]
+        assert len(set(plain[:3])) < 3, plain  # the clash this is about
+        shown = cut_apart(paths, width, cut_path)
+        assert len(set(shown)) == len(paths) and all(len(s) <= width for s in shown), shown
+        assert shown[3] == "nccl:all_reduce"  # a name that fits is left alone
+        for text, path in zip(shown, paths, strict=True):
+            assert all(piece in path for piece in text.split("…") if piece), (text, path)
+    kernels = ["void ns::k<1, true, 8>(int)", "void ns::k<1, false, 8>(int)"]
+    assert cut_apart(kernels, 40) == kernels  # both fit
+    for width in range(6, 20):
+        shown = cut_apart(kernels, width)
+        assert shown[0] != shown[1] and all(len(s) <= width for s in shown), (width, shown)
 
 
 def test_widths_share_the_room_among_name_columns():

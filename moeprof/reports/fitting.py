@@ -13,7 +13,7 @@ number, ``(bwd)``) at the tail; a scope path (``layer*/moe/moe_experts (bwd)``) 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 ELLIPSIS = "…"
 NAME_MIN_WIDTH = 12  # a name column narrower than this says too little to be worth showing
@@ -118,6 +118,8 @@ def cut_path(path: str, width: int, sep: str = "/") -> str:
             shown = sep.join([parts[0], ELLIPSIS, *parts[len(parts) - keep :]])
             if len(shown) <= width:
                 return shown
+    if len(parts) > 1 and len(parts[-1]) + 2 <= width:  # the innermost scope, the most particular, alone
+        return f"{ELLIPSIS}{sep}{parts[-1]}"
     return _middle(path, width, head=(width - 1) // 3)
 
 
@@ -138,3 +140,52 @@ def widths(natural: Sequence[int], room: int, least: int = NAME_MIN_WIDTH) -> li
         else:
             hi = mid - 1
     return [max(f, min(n, lo)) for n, f in zip(natural, floor, strict=True)]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _apart(name: str, others: Sequence[str], width: int) -> str:
+    """``name`` in ``width`` characters around where it differs from ``others`` (names that came out of a cut the
+    same): the part no other shares at its start or end, with as much of its surroundings as fits, an ellipsis
+    where text is left out (``…/## all2all_data:kjt splits ##/…`` beside ``…/## alltoall_fwd_single ##/…``)."""
+    start = max((_common_prefix(name, o) for o in others), default=0)
+    tail = max((_common_prefix(name[::-1], o[::-1]) for o in others), default=0)
+    end = max(len(name) - tail, start + 1)
+    start = min(start, end - 1)
+
+    def framed(a: int, b: int) -> str:
+        return (ELLIPSIS if a > 0 else "") + name[a:b] + (ELLIPSIS if b < len(name) else "")
+
+    # widen the differing part by its surroundings, a character on each side in turn, while it fits
+    grown = True
+    while grown:
+        grown = False
+        if start > 0 and len(framed(start - 1, end)) <= width:
+            start, grown = start - 1, True
+        if end < len(name) and len(framed(start, end + 1)) <= width:
+            end, grown = end + 1, True
+    shown = framed(start, end)
+    if len(shown) <= width:
+        return shown
+    return _middle(shown, width)  # the differing part itself is wider than the column
+
+
+def cut_apart(names: Sequence[str], width: int, one: Callable[[str, int], str] = cut) -> list[str]:
+    """Every name cut by ``one`` to ``width``; names that are different but came out the same are cut again
+    around where they differ (:func:`_apart`), so that two rows never read alike when their names are not."""
+    shown = [one(n, width) for n in names]
+    clashes: dict[str, set[str]] = {}
+    for name, text in zip(names, shown, strict=True):
+        clashes.setdefault(text, set()).add(name)
+    for i, (name, text) in enumerate(zip(names, shown, strict=True)):
+        rivals = clashes[text] - {name}
+        if rivals:
+            shown[i] = _apart(name, sorted(rivals), width)
+    return shown

@@ -31,7 +31,7 @@ from ..core.summary import (
     zero_everywhere,
 )
 from ..words import plural
-from .fitting import NAME_MIN_WIDTH, cut, cut_path
+from .fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path
 from .text import (
     NBSP,
     asked_line,
@@ -395,7 +395,10 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
         if room >= min(op_width, OP_MIN_WIDTH):
             break
     op_room = max(min(op_width, room), min(op_width, NAME_MIN_WIDTH))
-    return build(stacked, [cut(d["op"], op_room) for d in data])
+    return build(stacked, cut_apart([d["op"] for d in data], op_room))
+
+
+SCOPE_MIN_WIDTH = 16  # narrower, a scope path says too little (its innermost component, cut)
 
 
 def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table | None:
@@ -428,26 +431,43 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
             cells.append("" if r.peak_fraction_xla is None else pct(r.peak_fraction_xla))
         lines.append(cells)
     shown = list(range(len(heads)))
+    stacked = False
+    left_out: list[str] = []
 
     def build(scopes: list[str]) -> Table:
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+        caption = f"left out at {width} columns: {', '.join(left_out)} (all in --json)" if left_out else None
+        table = Table(
+            title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD,
+            show_edge=False,
+        )  # fmt: skip
         for i in shown:
-            table.add_column(heads[i], justify="right" if i else "left", no_wrap=True)
+            head = heads[i].replace(" ", "\n") if stacked and i else heads[i]
+            table.add_column(head, justify="right" if i else "left", no_wrap=True)
         for scope, cells in zip(scopes, lines, strict=True):
             table.add_row(*(scope if i == 0 else cells[i] for i in shown))
         return table
 
-    # the scope names whole where they fit, else first the columns with nothing to say go (comm ms 0.000 on every
-    # row: no collective under any scope), then the names are cut in their middle (their first and last
-    # components kept) to what the numbers leave
+    # the scope names whole where they fit, else the headers stack, then the columns with nothing to say go
+    # (comm ms 0.000 on every row: no collective under any scope), then the names are cut (their first and last
+    # components kept, else the innermost alone) to what the numbers leave
     longest = max([len("scope"), *(len(c[0]) for c in lines)])
     room = width - (natural_width(build([""] * len(lines))) - len("scope"))
+    if room < longest:
+        stacked = True
+        room = width - (natural_width(build([""] * len(lines))) - len("scope"))
     silent = [i for i in shown if i and all(c[i] in ("-", "", ms(0)) for c in lines)]
     if room < longest and silent:
         shown = [i for i in shown if i not in silent]
         room = width - (natural_width(build([""] * len(lines))) - len("scope"))
+    # still no room for a name worth showing: the least needed columns go, said in the caption
+    for least in ("XLA's", "calls", "backward", "of peak"):
+        if room >= min(longest, SCOPE_MIN_WIDTH) or least not in heads:
+            continue
+        shown = [i for i in shown if heads[i] != least]
+        left_out.append(least)
+        room = width - (natural_width(build([""] * len(lines))) - len("scope"))
     fitted = max(min(longest, room), min(longest, NAME_MIN_WIDTH))
-    return build([cut_path(c[0], fitted) for c in lines])
+    return build(cut_apart([c[0] for c in lines], fitted, cut_path))
 
 
 def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Panel:
