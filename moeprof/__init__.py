@@ -1,4 +1,4 @@
-"""moeprof: where a mixture-of-experts training step loses its time on GPUs.
+"""moeprof: where a mixture-of-experts training step loses its time on GPUs and TPUs.
 
 Library use::
 

@@ -14,11 +14,15 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+from typing import TextIO
+
+from .errors import UNFORESEEN
 
 PRELOAD = ["moeprof.pipeline"]  # what every worker needs, imported once in the fork server
 
@@ -31,8 +35,28 @@ def own_process() -> None:
     moeprof take process-wide shortcuts that a library must not take in its caller's process (the
     XPlane decoder's numba import skips numba's BLAS check; numpy loads with one BLAS thread)."""
     _OWNED[0] = True
+    if not os.environ.get("MOEPROF_DEBUG"):
+        warnings.showwarning = _one_line_warning
     if "numpy" not in sys.modules and not any(isinstance(f, _NumpyWithOneBlasThread) for f in sys.meta_path):
         sys.meta_path.insert(0, _NumpyWithOneBlasThread())
+
+
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A library's Python warning that reached moeprof's own process (none should: moeprof avoids them or says
+    what they mean in its own warnings): one ``moeprof: warning:`` line with the catch-alls' words, not Python's
+    two lines quoting moeprof's source (MOEPROF_DEBUG=1 keeps Python's, which say where it came from)."""
+    text = " ".join(str(message).split()) or category.__name__
+    try:
+        (file or sys.stderr).write(f"moeprof: warning: {text} ({UNFORESEEN}; MOEPROF_DEBUG=1 shows where)\n")
+    except (OSError, ValueError):  # stderr gone: nothing to tell
+        pass
 
 
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
@@ -81,6 +105,48 @@ class _NumpyWithOneBlasThread(importlib.abc.MetaPathFinder):
 
             loader.exec_module = exec_with_one_blas_thread  # this spec's loader only
         return spec
+
+
+def work_in(scratch: str) -> None:
+    """In a pool worker: its temporary folders go in ``scratch``, and so do those of the programs it runs
+    (``nsys export``), which inherit ``TMPDIR=scratch``: :func:`end_work_in` finds them by it."""
+    import tempfile
+
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = scratch
+
+
+def end_work_in(scratch: str) -> None:
+    """After a pool worker ended (finished, or killed where it stood): end the programs it started that still run
+    (their environment holds its ``TMPDIR``; found through /proc where the system has one), and remove ``scratch``.
+
+    A worker that ended normally left nothing: its programs were stopped and its folders removed by its own
+    ``finally`` blocks, and its folder is empty; only a non-empty one calls for the search of /proc."""
+    import shutil
+
+    try:
+        left = any(os.scandir(scratch))
+    except OSError:  # already removed
+        return
+    if left:
+        _kill_processes_with(f"TMPDIR={scratch}".encode())
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _kill_processes_with(variable: bytes) -> None:
+    """SIGKILL every process of this user whose environment holds ``variable`` (``NAME=value``)."""
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:  # no /proc (macOS): the programs were stopped by the worker, or are left
+        return
+    for pid in entries:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                found = variable in fh.read().split(b"\0")
+            if found and int(pid) != os.getpid():
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):  # gone, or another user's
+            continue
 
 
 def process_is_owned() -> bool:
@@ -142,11 +208,37 @@ def unblock_sigint() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+# a Unix socket's path holds at most 107 bytes (Linux; 103 on macOS): multiprocessing puts the fork server's in
+# <temp dir>/pymp-XXXXXXXX/listener-XXXXXXXX, 33 bytes more than the temp dir
+SOCKET_DIR_ROOM = 103 - 33
+
+
+def short_socket_dir() -> None:
+    """Where the temp dir (``$TMPDIR``) is too long for a socket path under it, multiprocessing's own folder goes
+    in a short one instead (``/tmp``, ``/var/tmp``): else every local pool failed to start its fork server
+    ("AF_UNIX path too long"). multiprocessing makes that folder once per process and removes it at exit."""
+    import tempfile
+    from multiprocessing import util
+
+    if len(tempfile.gettempdir()) <= SOCKET_DIR_ROOM:
+        return
+    for short in ("/tmp", "/var/tmp"):
+        if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
+            saved = tempfile.tempdir
+            tempfile.tempdir = short
+            try:
+                util.get_temp_dir()  # made now, under the short folder, and kept for the process
+            finally:
+                tempfile.tempdir = saved
+            return
+
+
 def start_fork_server() -> None:
     """The fork server, started (once) with Ctrl-C ignored, importing what every worker needs."""
     import multiprocessing as mp
     from multiprocessing import forkserver
 
+    short_socket_dir()
     mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
     with sigint_ignored(), one_blas_thread():  # the server imports numpy for every worker
         forkserver.ensure_running()

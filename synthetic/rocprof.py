@@ -24,7 +24,8 @@ compute, ROCclr blit copies and fills, one GPU-to-GPU peer copy, the gradient al
 the loss. The RCCL API call that launched each generic kernel is kept (``Activity.rccl``) for the formats that carry it.
 
 The truth (:func:`truth`) is computed here from the intervals the generator laid out, with its own interval
-union: no moeprof code. Its ``steps`` are the §4 figures of each step's window (the ``step N`` ROCTx range).
+union: no moeprof code. Its ``steps`` are the §4 figures of each step's window (what started inside the
+``step N`` ROCTx range, from its first start to its last end: spec §5's host marker without launch evidence).
 """
 
 from __future__ import annotations
@@ -214,9 +215,12 @@ def truth(job: Job) -> dict:
         windows = step_ranges(acts)
         devices.append({"device": f"{HOST}/GPU:{gpu}", **_figures(acts, span), "steps": [list(w) for w in windows]})
         for i, (lo, hi) in enumerate(windows):
-            inside = [a for a in acts if lo <= a.start and a.end <= hi]
-            steps.append({"step": i, "device": f"{HOST}/GPU:{gpu}", "start_ns": lo, "end_ns": hi,
-                          **_figures(inside, hi - lo)})  # fmt: skip
+            # a ROCTx range times the host (spec §5): the step is what it launched, and rocprofv3's kernel trace
+            # links no launch, so what started inside it; its window from the first start to the last end
+            inside = [a for a in acts if lo <= a.start < hi]
+            first, last = min(a.start for a in inside), max(a.end for a in inside)
+            steps.append({"step": i, "device": f"{HOST}/GPU:{gpu}", "start_ns": first, "end_ns": last,
+                          **_figures(inside, last - first)})  # fmt: skip
     if sum(len(d["steps"]) for d in devices) and sum(s["accumulated_ns"] for s in steps) != sum(
         d["accumulated_ns"] for d in devices
     ):

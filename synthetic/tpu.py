@@ -94,9 +94,16 @@ def _ps(ns: int) -> int:
     return ns * 1000
 
 
-def write_xplane(path: Path, host: str, chips: list[Chip], megascale_graph_keys: tuple[str, ...] = ()) -> None:
+def write_xplane(
+    path: Path,
+    host: str,
+    chips: list[Chip],
+    megascale_graph_keys: tuple[str, ...] = (),
+    program_id: int = PROGRAM_ID,
+) -> None:
     """One host's XPlane (see the module docstring). ``megascale_graph_keys``: one DCN send per key on the
-    Megascale Trace plane (a multi-slice job); empty: the plane is there with no events, as on one slice."""
+    Megascale Trace plane (a multi-slice job); empty: the plane is there with no events, as on one slice.
+    ``program_id``: the compiled program's fingerprint its ops and module executions carry."""
     m = messages()
     space = m["XSpace"]()
     space.hostnames.append(host)
@@ -114,14 +121,14 @@ def write_xplane(path: Path, host: str, chips: list[Chip], megascale_graph_keys:
             _event(plane, steps, str(i), start, end - start, {})
         modules = plane.plane.lines.add(id=2, name="XLA Modules", timestamp_ns=0)
         for run, (start, end) in enumerate(chip.modules):
-            _event(plane, modules, f"{MODULE}({PROGRAM_ID})", start, end - start, {"run_id": run})
+            _event(plane, modules, f"{MODULE}({program_id})", start, end - start, {"run_id": run})
         ops = plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=0)
         for op in sorted(chip.ops, key=lambda o: o.start):
-            _metadata(plane, op)
+            _metadata(plane, op, program_id)
             _event(plane, ops, op.expression, op.start, op.dur, {"Time Scale Multiplier": 1.0})
         asyncs = plane.plane.lines.add(id=4, name="Async XLA Ops", timestamp_ns=0)
         for a in sorted(chip.asyncs, key=lambda a: a.start):
-            _metadata(plane, a.start_op)
+            _metadata(plane, a.start_op, program_id)
             _event(plane, asyncs, a.start_op.expression, a.start, a.end - a.start, {"hlo_op": a.done, "_a": 1})
         plane.plane.lines.add(id=7, name="TC Overlay", timestamp_ns=0)
     megascale = _PlaneBuilder(space.planes.add(), "/device:CUSTOM:Megascale Trace", 50)
@@ -137,7 +144,7 @@ def write_xplane(path: Path, host: str, chips: list[Chip], megascale_graph_keys:
     path.write_bytes(space.SerializeToString())
 
 
-def _metadata(plane: _PlaneBuilder, op: Op) -> None:
+def _metadata(plane: _PlaneBuilder, op: Op, program_id: int = PROGRAM_ID) -> None:
     """The op's figures on its event metadata, once (as XLA writes them)."""
     meta = plane.plane.event_metadata[plane.event_id(op.expression)]
     if meta.stats:
@@ -145,7 +152,7 @@ def _metadata(plane: _PlaneBuilder, op: Op) -> None:
     meta.display_name = op.name
     for key, value in (
         ("hlo_category", op.category),
-        ("program_id", PROGRAM_ID),
+        ("program_id", program_id),
         ("flops", op.flops),
         ("model_flops", op.model_flops),
         ("bytes_accessed", op.bytes_accessed),

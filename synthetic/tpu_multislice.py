@@ -394,11 +394,13 @@ class Job:
     chips: list[Chip]
 
     def step_times(self) -> list[int]:
-        """Per step, the latest end minus the earliest start of the job's activities (true time)."""
+        """Per step, the job's step time (spec §5, §9; true time): its chips' ``Steps`` windows (a device-side
+        marker is the step as it is: from the end of the chip's previous run, the idle before the step included;
+        :func:`step_windows`) from the earliest start to the latest end."""
         out = []
         for k in range(self.steps):
-            spans = [(e.start, e.end) for c in self.chips for e in c.events if e.step == k]
-            out.append(max(e for _, e in spans) - min(s for s, _ in spans))
+            begins = [c.runs[k - 1][1] if k else c.runs[0][0] for c in self.chips]
+            out.append(max(c.runs[k][1] for c in self.chips) - min(begins))
         return out
 
 

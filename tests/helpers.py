@@ -21,6 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import strategies as st
 
+from moeprof.errors import UNFORESEEN
+
 if TYPE_CHECKING:
     from moeprof.insight.projection import Projector
 
@@ -51,7 +53,7 @@ def assert_refused(path: Path, *said: str, listing: Iterable[str] | None = None)
     )
     assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-2000:])
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert len(lines) == 1 and "Traceback" not in res.stderr and UNFORESEEN not in res.stderr, res.stderr
     assert str(path) in lines[0], lines[0]
     for s in said:
         assert s in lines[0], lines[0]
@@ -95,6 +97,67 @@ def to_parquetdir(db: Path, folder: Path) -> Path:
     finally:
         conn.close()
     return folder
+
+
+def fake_nsys(folder: Path, body: str) -> Path:
+    """An ``nsys`` executable for tests: a shell script that runs ``body`` ($out = the --output path, $report =
+    the last argument: the report ``nsys export`` is asked to export)."""
+    folder.mkdir()
+    script = folder / "nsys"
+    script.write_text(
+        '#!/bin/sh\nout=""\nreport=""\nwhile [ $# -gt 0 ]; do\n  if [ "$1" = "--output" ]; then out="$2"; fi\n'
+        f'  report="$1"\n  shift\ndone\n{body}\n'
+    )
+    script.chmod(0o755)
+    return folder
+
+
+def process_gone(pid: int) -> bool:
+    """No such process, or a zombie waiting for a parent that is not us to reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def tiny_xplane(path: Path, kernel: str, start_ns: int, duration_ps: int, host_lines: Iterable[str] = ()) -> Path:
+    """An XPlane written field by field (synthetic/xplane_encode.py's varints): one GPU plane whose one stream
+    line holds one kernel, and a ``/host:CPU`` plane whose lines (named ``host_lines``) hold no event."""
+    from synthetic.xplane_encode import varint_bytes as varint
+
+    def number(field: int, value: int) -> bytes:
+        return varint(field << 3) + varint(value)
+
+    def nested(field: int, payload: bytes) -> bytes:
+        return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+    event = number(1, 1) + number(2, 0) + number(3, duration_ps)  # metadata id, offset_ps, duration_ps
+    line = number(1, 1) + nested(2, b"Stream #7(Compute)") + number(3, start_ns) + nested(4, event)
+    metadata = nested(2, number(1, 1) + nested(2, kernel.encode()))  # the map entry 1 -> XEventMetadata
+    gpu = number(1, 1) + nested(2, b"/device:GPU:0") + nested(3, line) + nested(4, number(1, 1) + metadata)
+    lines = b"".join(nested(3, number(1, 10 + i) + nested(2, name.encode())) for i, name in enumerate(host_lines))
+    host = number(1, 2) + nested(2, b"/host:CPU") + lines
+    path.write_bytes(nested(1, gpu) + nested(1, host))
+    return path
+
+
+def damaged_sqlite(src: Path, dst: Path, table: str, whole_page: bool = True) -> Path:
+    """A copy of an SQLite file with the first page of ``table`` overwritten with 0xff: what a disk error or an
+    interrupted copy leaves. ``whole_page=False`` keeps the page's 8-byte header and overwrites its cell pointers."""
+    conn = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    try:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    finally:
+        conn.close()
+    data = bytearray(src.read_bytes())
+    start, end = (root - 1) * page_size, root * page_size
+    if not whole_page:
+        start, end = start + 8, start + 200
+    data[start:end] = b"\xff" * (end - start)
+    dst.write_bytes(bytes(data))
+    return dst
 
 
 # ---- a hand-made export with known truth -----------------------------------------------------

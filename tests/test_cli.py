@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
+from moeprof.errors import UNFORESEEN
 
 from .helpers import SAMPLES, shared_trace
 
@@ -58,7 +60,8 @@ def test_analyze_json_contract(path):
         "comm_unknown_link_ns",
     ):
         assert key in dev
-    assert set(doc["total"]) >= set(dev) - {"device", "host"}
+    assert dev["kind"] == "GPU"  # as its reader recorded it (added key)
+    assert set(doc["total"]) >= set(dev) - {"device", "host", "kind"}
     c = doc["collectives"][0]
     assert {"name", "kind", "link", "count", "total_ns", "exposed_ns", "bytes"} <= set(c)
     o = doc["opportunities"][0]
@@ -406,3 +409,38 @@ def test_every_help_is_boxed_and_shows_every_option_name_whole(width: int) -> No
         assert "╭─ Options" in text, (command, text[:400])
         cut = re.findall(r"--[a-z][\w-]*…", text)  # rich ends a name it cuts with an ellipsis
         assert not cut, (command, cut)
+
+
+def test_a_step_marker_with_a_group_prints_no_library_warning():
+    """``--step-marker 'ProfilerStep#(\\d+)'`` (a pattern with a group) printed pandas' two-line UserWarning on a
+    successful run. Nothing but the report now; the steps are those the pattern names."""
+    kineto = SAMPLES / "synthetic_2host_4gpu_kineto"
+    res = subprocess.run(
+        [sys.executable, "-m", "moeprof", "analyze", str(kineto), "--step-marker", r"ProfilerStep#(\d+)", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert (res.returncode, res.stderr) == (0, "")
+    plain = json.loads(runner.invoke(app, ["analyze", str(kineto), "--json"]).stdout)
+    assert json.loads(res.stdout)["steps"] == plain["steps"]
+    one = runner.invoke(app, ["analyze", str(kineto), "--json", "--step-marker", r"ProfilerStep#(1)$"])
+    assert {s["step"] for s in json.loads(one.stdout)["steps"]} == {1}
+
+
+def test_a_library_warning_is_one_moeprof_line_that_the_fuzz_oracle_flags():
+    """A Python warning that still reached moeprof's own process (the CLI, a pool worker) is one ``moeprof:
+    warning:`` line, with the catch-alls' words (the fuzz oracles fail on them), not Python's two lines quoting
+    moeprof's source; MOEPROF_DEBUG=1 keeps Python's, which say where it came from."""
+    code = (
+        "import warnings; from moeprof.workers import own_process; own_process(); "
+        "warnings.warn('This pattern is interpreted as a regular expression, and has match groups.', UserWarning)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MOEPROF_DEBUG"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert res.stderr.splitlines() == [
+        "moeprof: warning: This pattern is interpreted as a regular expression, and has match groups. "
+        f"({UNFORESEEN}; MOEPROF_DEBUG=1 shows where)"
+    ]
+    debug = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "MOEPROF_DEBUG": "1"}, timeout=60
+    )
+    assert "UserWarning" in debug.stderr and "moeprof: warning" not in debug.stderr

@@ -57,8 +57,36 @@ def measure_slowly(task: tuple[str, float]) -> dict[str, tuple[int, ...]]:
 
 def measure_or_die(path: str) -> dict[str, tuple[int, ...]]:
     if Path(path).name.startswith(f"rank{KILL_RANK:02d}"):
+        _alone_on_the_cluster()
         os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does to a worker
     return measure(path)
+
+
+def _alone_on_the_cluster(timeout_s: float = 120) -> None:
+    """On a Dask worker: wait until the scheduler holds no task but this one waiting or running.
+
+    The test cluster blames every task it has running on a worker that dies (allowed-failures 0): a task that
+    another worker's scheduling put beside this one, or one whose "finished" message was still in the dying
+    worker's outgoing buffer, would be named too, and the error could name it first (rank04 instead of rank05
+    under load). Alone, the death is this file's. Finished results that die with the worker are computed again
+    by the scheduler; the map must then still take them. Outside Dask (the local pool: a worker per file) at once.
+    """
+    try:
+        from distributed import get_client, get_worker
+
+        key = get_worker().get_current_task()
+    except (ImportError, ValueError):
+        return
+    client = get_client()
+    deadline = time.monotonic() + timeout_s
+    while client.run_on_scheduler(_busy_besides, key) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _busy_besides(key: str, dask_scheduler=None) -> int:
+    """On the scheduler: how many tasks other than ``key`` still wait or run (none of them may be blamed)."""
+    busy = ("processing", "queued", "waiting", "no-worker")
+    return sum(1 for k, ts in dask_scheduler.tasks.items() if k != key and ts.state in busy)
 
 
 def mark_and_wait(task: tuple[str, str]) -> str:
@@ -543,3 +571,35 @@ def test_moeprofs_own_processes_load_numpy_with_one_blas_thread_and_leave_the_en
     threads, variable = _threads_after_numpy("import moeprof.workers", env)
     assert variable == "unset"
     assert threads == min(cores, 64)  # OpenBLAS: a thread per core, its build's MAX_THREADS=64 at most
+
+
+def test_a_dask_result_is_told_by_its_value_not_by_a_status_read_later() -> None:
+    """as_completed(with_results=True, raise_errors=False) hands over an error as (type, exception, traceback) and a
+    cancellation as CancelledError; anything else is the result, whatever the future's status reads by then (a
+    result gathered after its worker died and it was computed again read "lost": the file was refused, path None)."""
+    pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    from distributed.client import CancelledError
+
+    from moeprof.pipeline.executors import _outcome
+
+    error = ValueError("a reader bug")
+    assert _outcome((ValueError, error, None)) == ("error", (ValueError, error, None))
+    cancelled = CancelledError("moeprof-1")
+    assert _outcome(cancelled) == ("cancelled", cancelled)
+    result = {"rank0/GPU:0": (1, 2, 3, 4)}
+    assert _outcome(result) == ("finished", result)
+    assert _outcome((1, 2, 3)) == ("finished", (1, 2, 3))  # a tuple that is no error is a result
+
+
+def test_dask_log_lines_do_not_reach_the_cli_users_stderr() -> None:
+    """dask.distributed logs to stderr on its own ("distributed.client - WARNING - Couldn't gather 1 keys,
+    rescheduling" when a finished result died with its worker): in moeprof's own process, nothing; the map says
+    what matters in one line of its own."""
+    pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    line = "import logging, distributed; {quiet}logging.getLogger('distributed.client').warning(\"Couldn't gather\")"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    loud = subprocess.run([sys.executable, "-c", line.format(quiet="")], capture_output=True, text=True, env=env)
+    assert "Couldn't gather" in loud.stderr  # distributed's own handler, as a library caller keeps it
+    quiet = "from moeprof.pipeline.executors import _quiet_dask_logs; _quiet_dask_logs(); "
+    res = subprocess.run([sys.executable, "-c", line.format(quiet=quiet)], capture_output=True, text=True, env=env)
+    assert (res.returncode, res.stderr) == (0, "")

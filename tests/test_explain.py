@@ -99,7 +99,7 @@ B_RECIPE = [
     Item("", "", 20, gather="done"),
     Item("jit(step)/adam/sub", "loop fusion", 2600),
 ]
-A_GAP, B_GAP, CHIP1_OFFSET = 100, 250, 300
+A_GAP, B_GAP, CHIP1_OFFSET, PERIOD = 100, 250, 300, 50_000
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +110,8 @@ def tpu_pair(tmp_path_factory) -> tuple[Path, Path]:
     a, b = base / "a" / "tpuhost.xplane.pb", base / "b" / "tpuhost.xplane.pb"
     a.parent.mkdir()
     b.parent.mkdir()
-    write_xplane(a, "tpuhost", lay(A_RECIPE, 2, A_GAP, (0, CHIP1_OFFSET), first_op=1, period=50_000))
-    write_xplane(b, "tpuhost", lay(B_RECIPE, 3, B_GAP, (0, CHIP1_OFFSET), first_op=5_000, period=50_000))
+    write_xplane(a, "tpuhost", lay(A_RECIPE, 2, A_GAP, (0, CHIP1_OFFSET), first_op=1, period=PERIOD))
+    write_xplane(b, "tpuhost", lay(B_RECIPE, 3, B_GAP, (0, CHIP1_OFFSET), first_op=5_000, period=PERIOD))
     return a.parent, b.parent
 
 
@@ -152,10 +152,15 @@ CHANGES = {
 A_ACCUMULATED = sum(a for a, _ in PARTS_NS.values())  # 12,600: one op at a time, busy the same
 B_ACCUMULATED = sum(b for _, b in PARTS_NS.values())  # 19,130
 B_BUSY = B_ACCUMULATED - 5000  # the backward matmul runs under the all-gather: 5,000 ns overlap
-# the step: chip 0's first start to chip 1's last end (it starts 300 ns later); the all-gather's -start and
+# a step's work: chip 0's first start to chip 1's last end (it starts 300 ns later); the all-gather's -start and
 # -done ops are ops of the chip's line, inside the interval, not counted apart
-A_STEP = CHIP1_OFFSET + sum(i.dur for i in A_RECIPE) + (len(A_RECIPE) - 1) * A_GAP  # 13,500
-B_STEP = CHIP1_OFFSET + sum(i.dur for i in B_RECIPE) + (len(B_RECIPE) - 1) * B_GAP  # 16,180
+A_WORK = CHIP1_OFFSET + sum(i.dur for i in A_RECIPE) + (len(A_RECIPE) - 1) * A_GAP  # 13,500
+B_WORK = CHIP1_OFFSET + sum(i.dur for i in B_RECIPE) + (len(B_RECIPE) - 1) * B_GAP  # 16,180
+# the step (spec §5: the chips' Steps line as it is): step 0 from module 0's start, so its work; every later step
+# from chip 0's previous module end (its idle between programs included) to chip 1's module end, a period and
+# chip 1's lag; the mean over the run's steps, rounded to the ns
+A_STEP = round((A_WORK + (PERIOD + CHIP1_OFFSET)) / 2)  # 31,900
+B_STEP = round((B_WORK + 2 * (PERIOD + CHIP1_OFFSET)) / 3)  # 38,927
 
 
 def test_every_part_by_hand(tpu_pair):
@@ -184,10 +189,10 @@ def test_the_identity_by_hand(tpu_pair):
         B_STEP / 1e6
     )
     assert e["parts_delta_ms"] == pytest.approx((B_ACCUMULATED - A_ACCUMULATED) / 1e6)
-    # residual: B_STEP - A_STEP - (B_ACCUMULATED - A_ACCUMULATED) = 2,680 - 6,530 = -3,850 ns
+    # residual: B_STEP - A_STEP - (B_ACCUMULATED - A_ACCUMULATED) = 7,027 - 6,530 = 497 ns
     assert e["residual_ms"] == pytest.approx(((B_STEP - A_STEP) - (B_ACCUMULATED - A_ACCUMULATED)) / 1e6)
-    # = Δ idle − Δ overlap: idle 900 -> 2,050 (16,180 - 14,130: the gaps under the all-gather are busy);
-    # overlap 0 -> 5,000 (the backward matmul under the all-gather)
+    # = Δ idle − Δ overlap: idle 19,300 -> 24,797 per device and step (the step less the busy time: the gaps
+    # under the all-gather are busy); overlap 0 -> 5,000 (the backward matmul under the all-gather)
     idle_a, idle_b = A_STEP - A_ACCUMULATED, B_STEP - B_BUSY
     assert e["idle"]["delta_ms"] == pytest.approx((idle_b - idle_a) / 1e6)
     assert e["overlap"]["delta_ms"] == pytest.approx(5000 / 1e6)
@@ -221,8 +226,9 @@ def test_the_terminal_table_ranks_and_sums_the_rest(tpu_pair):
 
 
 def brute_force(path: Path) -> dict[str, float]:
-    """Per device and step, one activity at a time: the step (mean over steps of the job's latest end minus
-    earliest start, rounded), accumulated time, busy time (a union merged interval by interval)."""
+    """Per device and step, one activity at a time: the step (mean over steps of the job's window, its devices'
+    §5 windows from the earliest start to the latest end, rounded), accumulated time, busy time (a union merged
+    interval by interval)."""
     (trace,) = moeprof.load(path)
     events = trace.events
     windows: dict[str, list[tuple[int, int, int]]] = {}
@@ -238,8 +244,8 @@ def brute_force(path: Path) -> dict[str, float]:
     devices = sorted(by_device)
     spans, accumulated, busy = [], 0, 0
     for step in steps:
-        rows = [(s, e) for d in devices for st, s, e in by_device[d] if st == step]
-        spans.append(max(e for _, e in rows) - min(s for s, _ in rows))
+        bounds = [(lo, hi) for rows in windows.values() for st, lo, hi in rows if st == step]
+        spans.append(max(hi for _, hi in bounds) - min(lo for lo, _ in bounds))
         for d in devices:
             mine = sorted((s, e) for st, s, e in by_device[d] if st == step)
             accumulated += sum(e - s for s, e in mine)

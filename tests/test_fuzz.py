@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from moeprof.errors import unforeseen
 from tests.fuzz import known, protowire
 from tests.fuzz.__main__ import case_of_key
 from tests.fuzz.engine import Harness
@@ -164,9 +165,13 @@ def test_oracle_error_contract() -> None:
     assert _codes(_case(), Outcome(2, "", "moeprof: not valid JSON\n")) == {"unnamed-file"}
     assert "stderr-lines" in _codes(_case(), Outcome(2, "", "E0000 log line\n" + line))
     assert "traceback" in _codes(_case(), Outcome(1, "", "Traceback (most recent call last):\n  x\n"))
+    # the catch-alls' words, the CLI's and a reader's (which names the file, and is still a failure)
     assert "unforeseen-exception" in _codes(
-        _case(), Outcome(2, "", "moeprof: cannot process the input: TypeError: x (set MOEPROF_DEBUG=1 ...)\n")
+        _case(), Outcome(2, "", f"moeprof: cannot process the input: {unforeseen()}\n")
     )
+    assert _codes(
+        _case(), Outcome(2, "", f"moeprof: in/rank0.pt.trace.json: cannot read as json: {unforeseen()}\n")
+    ) == {"unforeseen-exception"}
     assert _codes(_case(), Outcome(None, "", "", timed_out=True)) == {"hang"}
     assert _codes(_case(), Outcome(None, "", "", signal=9)) == {"crash"}
     assert "accepted-bad-input" in _codes(_case(REJECT), Outcome(0, '{"schema": "moeprof.analysis/1"}', ""))

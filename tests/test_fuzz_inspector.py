@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
+from moeprof.errors import UNFORESEEN
 from tests.fuzz.inspector import InspectorCase, generate, seed_files
 from tests.fuzz.mutators import ANY, REJECT, SAME
 
@@ -117,6 +118,7 @@ def _check(tmp_path: Path, unmutated: dict[bool, dict], case: InspectorCase, p2p
     if rc == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and str(tmp_path) in lines[0], f"{where}: {err}"
+        assert UNFORESEEN not in err, f"{where}: the catch-all answered: {err}"
         assert case.expect in (REJECT, ANY), f"{where}: refused: {err}"
         if case.expect == REJECT:
             assert case.target.split("/")[-1] in lines[0], f"{where}: the line names another file: {err}"

@@ -39,7 +39,7 @@ def test_presets_cover_every_required_gpu_with_its_sources():
     for g in table().gpus:
         assert g.bf16_tflops > 0 and (g.fp8_tflops is None or g.fp8_tflops > g.bf16_tflops), g.name
         assert g.scale_up in table().fabrics, g.name
-        assert g.nic_gbps and g.nic_gbps > 0, g.name
+        assert g.scale_out_gbps and g.scale_out_gbps > 0, g.name
         assert g.scale_up_gbps is None or g.scale_up_gbps > 0, g.name
         # the first source is the GPU's own datasheet (named, with its address where it has one); one names the NIC
         assert g.sources and re.search(r"datasheet|data sheet|spec", g.sources[0], re.I), g.name

@@ -99,7 +99,8 @@ def test_independent_ops_from_the_dataflow_graph():
 
 def analyzed(table) -> dict:
     """The JSON analysis of a hand-built event table, through the same stages as a read trace."""
-    trace = Trace(events=table, path="hand-built", format="nsys")
+    devices = {str(d) for d in table["device"].unique()}
+    trace = Trace(events=table, path="hand-built", format="nsys", device_kinds=dict.fromkeys(devices, "GPU"))
     return moeprof.analyze(attribute_links(classify(trace))).to_json()
 
 

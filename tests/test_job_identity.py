@@ -352,3 +352,45 @@ def test_analyze_paths_and_load_agree_on_the_job(tmp_path):
     assert [t.path for t in traces] == [str(XPLANE)]
     assert any("same activities" in n for n in traces.notes)
     assert analyze_paths([XPLANE, SQLITE]).inputs == (str(XPLANE),)
+
+
+def _one_chip(folder: Path, name: str, program_id: int) -> Path:
+    """A one-chip TPU capture of host "runsc" (as the shared ones are): two programs of 4 ops."""
+    from synthetic.tpu import Chip, Op, write_xplane
+
+    ops = [
+        Op(f"%fusion.{i} = f32[8]{{0}} fusion(f32[8]{{0}} %x)", 1_000 + 700 * i, 600, "loop fusion") for i in range(8)
+    ]
+    path = folder / f"{name}.xplane.pb"
+    write_xplane(path, "runsc", [Chip(0, ops, [], [(1_000, 3_700), (3_800, 6_500)])], program_id=program_id)
+    return path
+
+
+def test_tpu_captures_of_different_programs_are_refused_naming_them(tmp_path):
+    """Two one-chip captures of one host whose programs (both jit_step) have different fingerprints: two jobs,
+    refused naming both programs (they were merged as two chips, one a "straggler"); of one program: one job."""
+    from moeprof.core.identity import tpu_programs
+
+    a, b = _one_chip(tmp_path, "a", 111), _one_chip(tmp_path, "b", 2**64 - 5)  # an id past int64 reads unsigned
+    assert tpu_programs(load(a)[0]) == ("jit_step (program 111)",)
+    res = invoke("analyze", tmp_path)
+    assert res.exit_code == 2
+    said = " ".join(res.stderr.split())
+    assert (
+        f"{b}: cannot be one job with {a}: XLA programs jit_step (program 111) vs jit_step (program {2**64 - 5})"
+        in said
+    )
+    same = tmp_path / "same"
+    same.mkdir()
+    for name in ("a", "b"):
+        _one_chip(same, name, 111)
+    assert len(analyze_json(same)["devices"]) == 2
+
+
+def test_the_shared_tpu_folder_is_two_programs():
+    folder = shared_trace("tpu")
+    res = invoke("analyze", folder)
+    assert res.exit_code == 2
+    assert (
+        "XLA programs jit_step (program 15805627424561511384) vs jit_step (program 17543705561213154289)" in res.stderr
+    )

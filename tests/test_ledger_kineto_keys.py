@@ -207,14 +207,16 @@ def test_a_rank_alone_says_the_other_members_traces_are_missing(tmp_path: Path) 
 
 
 def _profiler_steps_file(folder: Path) -> Path:
-    """ProfilerStep#4..#6 (a torch.profiler schedule records from step 4), spans 100, 130 and 110 µs."""
+    """ProfilerStep#4..#6 (a torch.profiler schedule records from step 4): each launches one kernel that runs
+    5 µs after its range began, as long as the range (the GPU behind the host, each kernel ending inside the
+    next range): steps of 100, 130 and 110 µs (spec §5: what each range launched)."""
     bounds = [(0.0, 100.0), (100.0, 230.0), (230.0, 340.0)]
     steps = [
         {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{4 + i}", "pid": 1, "tid": 1, "ts": s,
-         "dur": e - s}
+         "dur": e - s - 3.0}
         for i, (s, e) in enumerate(bounds)
     ]  # fmt: skip
-    kernels = [{"name": GEMM, "ts": s + 1.0, "dur": e - s - 2.0, "launch": s + 0.5} for s, e in bounds]
+    kernels = [{"name": GEMM, "ts": s + 5.0, "dur": e - s, "launch": s + 0.5} for s, e in bounds]
     return _rank_file(folder, 0, 1, kernels, steps)
 
 
@@ -229,7 +231,7 @@ def test_the_slowest_step_is_named_as_the_trace_numbers_it_with_its_steps_positi
     assert res.exit_code == 0, res.output
     assert "3 steps, slowest step 5 (--steps 1) at 1.18x the median span" in " ".join(res.stdout.split())
     (one,) = _analyze(path, "--steps", "1")["steps"]
-    assert (one["step"], one["span_ns"]) == (5, 130_000)  # ProfilerStep#5, [100, 230) µs
+    assert (one["step"], one["span_ns"]) == (5, 130_000)  # ProfilerStep#5's kernel, [105, 235) µs
     res = runner.invoke(app, ["analyze", str(path), "--steps", "7", "--json"])
     assert res.exit_code == 2
     assert "the trace has 3 steps (numbered 4, 5, 6 by the trace; --steps takes positions 0 to 2)" in res.stderr

@@ -26,7 +26,7 @@ from moeprof.readers import Placement, ReadContext, nsys, read_file
 from moeprof.readers.nsys import export as nsys_export
 from moeprof.readers.nsys import nvtx
 
-from .helpers import P1, SHARED_TRACES, STRINGS, make_export, to_parquetdir
+from .helpers import P1, SHARED_TRACES, STRINGS, fake_nsys, make_export, process_gone, to_parquetdir
 
 STEP_RANGE = vocabulary().step_range
 
@@ -247,18 +247,6 @@ def test_nsys_rep_without_nsys(monkeypatch: pytest.MonkeyPatch) -> None:
     assert f"nsys export --type sqlite --output alpa_rtx3090.sqlite {path}" in message
 
 
-def fake_nsys(folder: Path, body: str) -> Path:
-    """An ``nsys`` executable for tests: a shell script that runs ``body`` ($out = the --output path)."""
-    folder.mkdir()
-    script = folder / "nsys"
-    script.write_text(
-        '#!/bin/sh\nout=""\nwhile [ $# -gt 0 ]; do\n  if [ "$1" = "--output" ]; then out="$2"; fi\n'
-        f"  shift\ndone\n{body}\n"
-    )
-    script.chmod(0o755)
-    return folder
-
-
 def test_nsys_rep_exported_in_a_private_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = make_export(tmp_path / "made.sqlite")
     reports = tmp_path / "reports"
@@ -280,15 +268,6 @@ def test_nsys_export_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     with pytest.raises(InputError, match="nsys export failed: Importer error: report is corrupt"):
         parse(report)
-
-
-def process_gone(pid: int) -> bool:
-    """No such process, or a zombie waiting for a parent that is not us to reap it."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
 
 
 @pytest.mark.slow

@@ -907,3 +907,25 @@ def test_times_on_the_page_are_per_device(reports):
     # a collective's times are the mean over the devices it ran on
     c = result.collectives[0]
     assert "ms/device" in text and f"<td>{c.total_ns / c.devices / 1e6:,.3f}</td>" in text.replace(' class="num"', "")
+
+
+def test_a_one_chip_tpu_capture_reports_and_an_instance_without_a_straggler_names_none(tmp_path):
+    """The TPU v5e demo on one chip reports (its ledger section ended the report with a ValueError, NaN to
+    integer, where its one-member all-to-all instances had no straggler). An instance nobody waited for
+    (one member, spec §8) has no straggler: "" in the instance table, no arrival-skew row, none most often
+    last."""
+    from moeprof.core.analysis import Figures
+    from moeprof.core.summary import arrival_skew
+    from moeprof.pipeline.merge import instance_table
+
+    make(tmp_path, "one_chip", str(SAMPLES / "tpu_v5e_demo"))
+    matched = pd.DataFrame(
+        {"instance": [0, 1, 1], "op": "a2a", "kind": "all-to-all", "device": ["h/TPU:0", "h/TPU:0", "h/TPU:1"],
+         "aligned_start_ns": [10, 20, 25], "straggler": [False, False, True]}
+    )  # fmt: skip
+    table = instance_table(matched)
+    assert table["straggler"].tolist() == ["", "h/TPU:1"] and table["members"].tolist() == [1, 2]
+    skew = ArrivalSkew("x", "all-to-all", np.array([1, 2]), np.array([1, 2]), np.array(["", ""], dtype=object))
+    assert skew.most_often_last() == ("", 0)
+    (row,) = arrival_skew(Analysis(("x",), (), Figures()), table)  # the one-member instance draws no row
+    assert (row.count, row.most_often_last()) == (1, ("h/TPU:1", 1))

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 import moeprof
 from moeprof.cli import app
+from moeprof.core.steps import find_steps
 from moeprof.readers import read_file
 from synthetic import rocprof as rocprof_synth
 
@@ -437,13 +438,22 @@ def test_roctx_step_ranges_give_the_generators_step_figures(sample: str) -> None
     assert step_figures(got) == want  # 24 steps: the forward ranges are none
 
 
-def test_a_process_steps_are_on_its_own_device() -> None:
+def test_a_process_steps_are_host_ranges_on_its_own_device() -> None:
+    """ROCTx ranges time the host (spec §5): markers of the host; a process's steps are on its own GPU only,
+    each what started inside its range (rocprofv3's kernel trace links no launch)."""
     trace = read_file(SYNTH / "mi300x-node0" / "41203_kernel_trace.csv")
     steps = trace.markers[trace.markers["kind"] == "step"]
     windows = [list(w) for w in synth_truth()["devices"][3]["steps"]]
     assert [[int(s), int(e)] for s, e in zip(steps["start_ns"], steps["end_ns"])] == windows
-    assert list(steps["number"]) == [0, 1, 2] and set(steps["device"]) == {"mi300x-node0/GPU:3"}
+    assert list(steps["number"]) == [0, 1, 2] and set(steps["device"]) == {""}
     assert {"step 0", "forward"} <= set(trace.annotations)
+    found = find_steps(trace)
+    assert set(found["device"]) == {"mi300x-node0/GPU:3"}
+    start, end = trace.events["start_ns"].to_numpy(), trace.events["end_ns"].to_numpy()
+    inside = [(start >= s) & (start < e) for s, e in windows]
+    assert [[int(lo), int(hi)] for lo, hi in zip(found["start_ns"], found["end_ns"])] == [
+        [int(start[m].min()), int(end[m].max())] for m in inside
+    ]
 
 
 @pytest.mark.slow
@@ -455,7 +465,12 @@ def test_step_marker_picks_other_roctx_ranges(tmp_path: Path) -> None:
     steps = json.loads(res.stdout)["steps"]
     marks = list(csv.DictReader((SYNTH / "mi300x-node0" / "41200_marker_api_trace.csv").open()))
     forward = sorted((int(m["Start_Timestamp"]), int(m["End_Timestamp"])) for m in marks if m["Function"] == "forward")
-    assert [(s["start_ns"], s["end_ns"]) for s in steps] == forward and len(forward) == 3
+    # each range's step: what started inside it (spec §5: a host range; rocprofv3 links no launch)
+    events = read_file(SYNTH / "mi300x-node0" / "41200_kernel_trace.csv").events
+    start, end = events["start_ns"].to_numpy(), events["end_ns"].to_numpy()
+    inside = [(start >= s) & (start < e) for s, e in forward]
+    want = [(int(start[m].min()), int(end[m].max())) for m in inside]
+    assert [(s["start_ns"], s["end_ns"]) for s in steps] == want and len(forward) == 3
 
 
 @pytest.mark.slow

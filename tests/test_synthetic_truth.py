@@ -163,7 +163,8 @@ def test_kineto_version_matches_truth():
 @pytest.mark.slow
 def test_step_marker_finds_user_named_nvtx_ranges():
     """The Nsight sample's own ranges ("train_iteration") match no built-in step pattern; named with
-    --step-marker they become the steps, with the generator's step windows."""
+    --step-marker they become the steps: on each GPU, what each range launched (spec §5: a launch call
+    returns 19 µs before its kernel starts, in the generator), from its first start to its last end."""
     from moeprof.options import LoadOptions
 
     path = SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"
@@ -172,5 +173,10 @@ def test_step_marker_finds_user_named_nvtx_ranges():
         [path], LoadOptions(step_marker="train_iteration"), StepOptions(marker="train_iteration")
     ).to_json()
     scen = synthetic.build("synthetic_1host_8gpu", 1, 8, seed=1)
-    windows = sorted({(s["start_ns"], s["end_ns"]) for s in marked["steps"]})
-    assert windows == sorted(scen.steps[0])
+    want = set()
+    for lo, hi in scen.steps[0]:
+        for gpu in range(8):
+            mine = [k for k in scen.kernels[0] if k.device == gpu and lo <= k.start - 19_000 < hi]
+            want.add((f"{synthetic.host_name(scen, 0)}/GPU:{gpu}", min(k.start for k in mine),
+                      max(k.start + k.dur for k in mine)))  # fmt: skip
+    assert {(s["device"], s["start_ns"], s["end_ns"]) for s in marked["steps"]} == want

@@ -29,6 +29,7 @@ from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
 from moeprof.gate.render import render_diff
 from moeprof.insight.remedies import action_of
+from moeprof.reports.fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path, widths
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 
@@ -168,6 +169,19 @@ def test_headline_is_per_device_mean_and_worst(cpu_moe):
 
 
 # ---------------------------------------------------------------- 3. 80 columns, piped
+
+
+def assert_only_names_cut(out: str, result: Analysis) -> None:
+    """Nothing is cut by the console (rich's "…" at a cell's end): an ellipsis on screen is only a collective's or
+    a scope's name cut in its middle, on its one line (``fitting.cut``), whole wherever the room allows."""
+    names = [c.name for c in result.collectives] + [o.name for o in result.opportunities if o.name]
+    allowed = {cut(n, w) for n in names for w in range(NAME_MIN_WIDTH, 61)}
+    shown, scopes = [c.name for c in result.collectives[:8]], [s.scope for s in result.scopes[:8]]
+    for w in range(NAME_MIN_WIDTH, 61):
+        allowed |= {*cut_apart(shown, w), *cut_apart(scopes, w, cut_path)}
+    for line in out.splitlines():
+        if "…" in line:
+            assert any("…" in a and a in line for a in allowed), line
 
 
 @pytest.mark.parametrize("width", [80, 100, 160])
@@ -531,7 +545,7 @@ def test_stragglers_and_collective_waits_recomputed_from_the_comm_activities(sam
 def test_ledger_report_fits_80_columns(sample, width, request):
     result: Analysis = request.getfixturevalue(sample)
     out = rendered(result, width)
-    assert "…" not in out
+    assert_only_names_cut(out, result)
     assert max(len(line) for line in out.splitlines()) <= width
     assert "exposed comm waiting:" in out and "Last to arrive" in out
     assert "wait" in _collectives_header(out) and "transfer" in _collectives_header(out)
@@ -658,3 +672,153 @@ def test_verdict_names_the_hot_device_when_it_is_the_straggler(tmp_path: Path) -
             app, ["analyze", str(_demo_run_with_load(tmp_path / f"{hottest}-{imbalance}", hottest, imbalance))]
         )
         assert res.exit_code == 0 and "hot device" not in res.stdout
+
+
+# ---------------------------------------------------------------- 9. narrow consoles (issue 42)
+
+
+def test_a_name_is_cut_in_its_middle_keeping_what_tells_it_apart():
+    """Each expectation written by hand: the return type and parameter list go first, then leading namespaces,
+    then the middle (the function's name kept at the head, the end of its template arguments at the tail)."""
+    combine = "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*, int const*)"
+    assert cut(combine, 300) == combine
+    assert cut(combine, 60) == "internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>"
+    assert cut(combine, 46) == "combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>"  # namespaces dropped: fits
+    short = cut(combine, 30)
+    assert len(short) == 30 and short.startswith("combine<") and short.endswith(", 8, 2, 16, 24>") and "…" in short
+    dispatch = "void dpsk::ep::internode::dispatch<false, 8, {}, 8>(int4*, float*, long*)"
+    for width in (18, 25, 40):  # (narrower, what tells them apart is in the middle that goes)
+        a, b = cut(dispatch.format("false"), width), cut(dispatch.format("true"), width)
+        assert a != b and len(a) <= width and len(b) <= width, (width, a, b)
+    assert cut(dispatch.format("true"), 28) == "dispatch<false, 8, true, 8>"
+    assert cut("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(int)", 30) == (
+        "multimem_all_reduce_kernel<…>"
+    )
+    assert cut("ncclKernel_AllToAll_RING_LL_Sum_int8_t(ncclWorkElem)", 19) == "AllToAl…_Sum_int8_t"
+    assert cut("all-to-all.3", 12) == "all-to-all.3"
+    assert cut_path("layer*/moe/moe_experts (bwd)", 26) == "layer*/…/moe_experts (bwd)"
+    assert cut_path("jit(train_step)/jvp(moe)/transpose/experts/dot_general", 34) == "jit(train_step)/…/dot_general"
+
+
+def test_names_that_a_cut_makes_alike_are_cut_again_where_they_differ():
+    """DLRM's Kineto scopes end alike (``.../nccl:all_to_all``): cut to their innermost component, three rows
+    read the same. Names that are not the same never read alike: those that came out of the cut alike are cut
+    again around where they differ, and each shows a piece of its own that the others lack."""
+    paths = [
+        "## forward ##/DistributedDataParallel.forward/## alltoall_fwd_single ##/nccl:all_to_all",
+        "## sparse_data_dist ##/## all2all_data:kjt splits ##/nccl:all_to_all",
+        "## sparse_data_dist ##/## KJTListSplitsAwaitable wait() ##/## all2all_data:kjt lengths ##/nccl:all_to_all",
+        "nccl:all_reduce",
+    ]
+    for width in (16, 22, 30):
+        plain = [cut_path(p, width) for p in paths]
+        assert len(set(plain[:3])) < 3, plain  # the clash this is about
+        shown = cut_apart(paths, width, cut_path)
+        assert len(set(shown)) == len(paths) and all(len(s) <= width for s in shown), shown
+        assert shown[3] == "nccl:all_reduce"  # a name that fits is left alone
+        for text, path in zip(shown, paths, strict=True):
+            assert all(piece in path for piece in text.split("…") if piece), (text, path)
+    kernels = ["void ns::k<1, true, 8>(int)", "void ns::k<1, false, 8>(int)"]
+    assert cut_apart(kernels, 40) == kernels  # both fit
+    for width in range(6, 20):
+        shown = cut_apart(kernels, width)
+        assert shown[0] != shown[1] and all(len(s) <= width for s in shown), (width, shown)
+
+
+def test_widths_share_the_room_among_name_columns():
+    assert widths([10, 20], 40) == [10, 20]  # both fit whole
+    assert widths([60, 20, 10], 50) == [20, 20, 10]  # the widest cut to a common limit
+    assert widths([40, 40], 30) == [15, 15]
+    assert widths([40, 5], 10) == [12, 5]  # never below the least width (a name that says nothing)
+
+
+def _cli(width: int, *args: str) -> tuple[int, str]:
+    res = runner.invoke(app, list(args), env={"COLUMNS": str(width)})
+    return res.exit_code, res.stdout
+
+
+@pytest.mark.slow
+def test_deepseek_collectives_read_at_80_columns():
+    """At 80 columns DeepEP's kernel names folded into fragments (``void`` / ``dpsk::ep::internode::comb`` /
+    ``ine<false, 8,``), and the opportunities' title was cut by the panel's border (``...by what hi─╮``). Each
+    collective is now one line: its name cut in the middle to the column (the function's name and the end of its
+    template arguments kept), its kind beside it; the two cached_notify kernels (the same name, counted as
+    ep-combine and as ep-dispatch) are told apart by that kind."""
+    path = shared_trace("kineto/deepseek_v3_ep64_h800_rank0.json.gz")
+    code, out = _cli(80, "analyze", str(path))
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
+    result = moeprof.analyze_paths([path])
+    block = out[out.index("Top collectives") :].splitlines()
+    n = min(8, len(result.collectives))
+    table = block[3 : 3 + n]
+    assert not block[3 + n].startswith(" ")  # one line a collective: the next line is the next table's title
+    seen = set()
+    for line, c in zip(table, result.collectives, strict=False):
+        op = line.split(f"   {c.kind}", 1)[0].strip()
+        assert op in {cut(c.name, w) for w in range(NAME_MIN_WIDTH, 61)}, (op, c.name)
+        assert op.split("<", 1)[0] in c.name and c.kind in line
+        seen.add((op, c.kind))
+    assert len(seen) == len(table)  # every row its own (name, kind)
+    assert [k for op, k in seen if op.startswith("cached_notify")] and len(
+        {k for op, k in seen if op.startswith("cached_notify")}
+    ) == 2
+    assert any("false, 8>" in op for op, _ in seen if op.startswith("dispatch"))
+    assert any("true, 8>" in op for op, _ in seen if op.startswith("dispatch"))
+    top = next(line for line in out.splitlines() if "Opportunities" in line)
+    assert top.startswith("╭─ Opportunities ") and top.endswith("╮") and "ranked by" in out
+    assert_only_names_cut(out, result)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [80, 100])
+def test_check_shows_every_gate_name_whole(width, tmp_path):
+    """At 100 columns check cut its gate names (``exposed-transf…``): the option to change must show whole."""
+    gates = ["--max-comm-share", "0.5", "--max-exposed-wait-fraction", "0.3", "--max-balance-saving", "0.1",
+             "--max-exposed-comm-fraction", "0.2", "--max-exposed-transfer-fraction", "0.1"]  # fmt: skip
+    code, out = _cli(width, "check", str(shared_trace(DLRM)), *gates)
+    assert code == 1, out
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= width
+    for gate in gates[::2]:
+        assert re.search(rf"(?<![\w-]){re.escape(gate[2:])}(?![\w-])", out), gate
+
+
+@pytest.mark.slow
+def test_diff_puts_the_op_under_its_scope_where_both_do_not_fit():
+    """At 80 columns diff's scope and op columns folded mid-word (``layer*/moe/moe_exp`` / ``erts``). Where the
+    two do not fit side by side, each part's op is under its scope, both whole on their lines."""
+    a, b = SAMPLES / "tpu_v5e_moe_step" / "a", SAMPLES / "tpu_v5e_moe_step" / "b"
+    code, out = _cli(80, "diff", str(a), str(b))
+    assert code == 0
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= 80
+    part = out[out.index("Where B's step went") :]
+    assert re.search(r"^ +scope *$", part, re.M) and re.search(r"^ change +op ", part, re.M)
+    assert "layer*/experts (bwd)" in part or "layer*/moe" in part or "(top level)" in part
+
+
+def _help_texts():
+    root = typer.main.get_command(app)
+    yield ("moeprof",), "(command)", root.help or ""
+    for path, cmd in _commands(root):
+        yield path, "(command)", cmd.help or ""
+        for param in cmd.params:
+            yield path, param.name, getattr(param, "help", None) or ""
+
+
+def test_no_help_text_is_eaten_by_rich_markup():
+    """typer renders help as rich markup: ``A:B:`` showed as ``A🅱`` (``:B:`` is an emoji code) and a ``[word]``
+    that is a style would vanish. Every command's and option's help must read as written."""
+    import inspect
+
+    from rich.text import Text
+
+    for path, name, text in _help_texts():
+        written = inspect.cleandoc(text)
+        assert Text.from_markup(written).plain == written, (path, name, written)
+
+
+def test_help_says_gpus_and_tpus_and_names_every_format():
+    res = runner.invoke(app, ["--help"], env={"COLUMNS": "100"})
+    assert "on GPUs and TPUs" in " ".join(res.stdout.split())
+    paths_help = next(t for p, n, t in _help_texts() if p == ("analyze",) and n == "paths")
+    for fmt in ("XPlane", "xprof", "Kineto", "Nsight Systems", ".nsys-rep", "rocprofv3", "rocpd", "NCCL Inspector"):
+        assert fmt in paths_help, fmt

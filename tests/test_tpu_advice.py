@@ -49,7 +49,7 @@ def test_tpu_presets_hold_googles_figures(preset, bf16, hbm, ici_bidirectional, 
     assert chip.vendor == "Google" and chip.is_tpu and chip.scale_up == "ici" and chip.scale_out == "dcn"
     assert chip.bf16_tflops == bf16 and chip.hbm_gbps == hbm
     assert chip.scale_up_gbps == (None if ici_bidirectional is None else ici_bidirectional / 2)  # one direction
-    assert chip.nic_gbps == (None if dcn is None else pytest.approx(dcn))
+    assert chip.scale_out_gbps == (None if dcn is None else pytest.approx(dcn))
     assert chip.sources and "cloud.google.com/tpu/docs" in chip.sources[0]
     assert f"{bf16:g}" in chip.sources[0] and f"{hbm:g}" in chip.sources[0]
     if ici_bidirectional:
@@ -296,6 +296,7 @@ def _tpu_trace(model_b: float) -> Trace:
         markers=markers,
         framework="jax",
         device_peaks={"vm/TPU:0": {"tflops": 202.7, "hbm_gbps": 819.16}},
+        device_kinds={"vm/TPU:0": "TPU"},
     )
     return attribute_links(attach_scopes(classify(trace)))
 

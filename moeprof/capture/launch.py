@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
+from ..stopping import terminated
 from .live import LOOPBACK, refuse_without_tcp, trace
 from .runfolder import MANIFEST, TRACE_DIR, new_manifest, write_json
 
@@ -454,6 +455,10 @@ def capture_run(
                 except KeyboardInterrupt:
                     code = stop_process(proc)
                     manifest["stopped"] = True
+                    if terminated():  # SIGTERM, SIGHUP: moeprof ends too, the capture kept (not analyzed)
+                        manifest["exit_code"] = code
+                        write_json(out / MANIFEST, manifest)
+                        raise
         except BaseException:
             stop_process(proc)  # never leave the command running behind a failed capture
             raise

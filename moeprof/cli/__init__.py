@@ -10,11 +10,12 @@ import sys
 import threading
 from typing import Any
 
+from ..stopping import ignore_termination, stop_on_termination, stopping_signal
 from .interrupt import interrupted, said_interrupted
 
 
 def _exit_interrupted() -> None:
-    """The last exit handler: an interrupted command ends with 130, always.
+    """The last exit handler: an interrupted command ends with 130 (143 after SIGTERM, 129 after SIGHUP), always.
 
     CPython ends a process whose KeyboardInterrupt went unhandled by killing itself with SIGINT, and it
     takes one for unhandled wherever a KeyboardInterrupt left code run through ``PyRun_String`` (as some
@@ -27,7 +28,7 @@ def _exit_interrupted() -> None:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-        os._exit(130)
+        os._exit(128 + stopping_signal())
 
 
 def main() -> None:
@@ -43,6 +44,7 @@ def main() -> None:
     # (analyze, report, annotate of 1M events), far below what a collection costs (docs/performance.md)
     gc.disable()
     atexit.register(_exit_interrupted)
+    stop_on_termination()  # SIGTERM and SIGHUP wind down as Ctrl-C does: nothing left behind
     try:
         from ..workers import own_process
         from .main import main as run
@@ -53,10 +55,11 @@ def main() -> None:
         raise SystemExit(interrupted()) from None
     finally:
         # the work is done (or abandoned): the exit need not search everything imported (pandas,
-        # pyarrow...) for reference cycles (docs/performance.md); atexit handlers still run. A Ctrl-C from
-        # here on finds nothing left to stop
+        # pyarrow...) for reference cycles (docs/performance.md); atexit handlers still run. A Ctrl-C (SIGTERM,
+        # SIGHUP) from here on finds nothing left to stop
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            ignore_termination()
         gc.freeze()
 
 

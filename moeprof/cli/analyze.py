@@ -46,8 +46,10 @@ def analyze_command(
     paths: Annotated[
         list[str],
         typer.Argument(
-            help="Trace files or folders (local, or gs://, s3://, file:// URLs): .xplane.pb, TensorBoard log dir, "
-            ".trace.json[.gz], Kineto .pt.trace.json[.gz], Nsight .sqlite"
+            help="Trace files or folders (local, or gs://, s3://, file:// URLs): XPlane .xplane.pb[.gz] or a "
+            "TensorBoard log dir, xprof .trace.json[.gz], Kineto .pt.trace.json[.gz], Nsight Systems .sqlite, "
+            ".nsys-rep or parquet folder, rocprofv3 CSV or JSON (a folder of one run) or rocpd results.db, "
+            "NCCL Inspector logs (a folder of them)"
         ),
     ],
     json: Annotated[

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from ..errors import InputError
+from ..errors import InputError, missing_package, unforeseen
 from ..options import ExecOptions, LoadOptions, StepOptions
 from ..words import plural
 from .interrupt import interrupted
@@ -351,8 +351,8 @@ StepsOption = Annotated[
     str | None,
     typer.Option(
         "--steps",
-        help="Measure only steps A:B: 0-based positions, half-open, whatever numbers the trace gives its steps "
-        "(reports name a step by its number, with its position beside it where they differ).",
+        help="Measure only steps A:B (0-based positions, half-open, whatever numbers the trace gives its steps; "
+        "reports name a step by its number, with its position beside it where they differ).",
     ),
 ]
 StepMarkerOption = Annotated[str | None, typer.Option("--step-marker", help="Regex naming the step ranges (NVTX).")]
@@ -464,20 +464,25 @@ def guarded(fn: Callable[[], T]) -> T:
         if os.environ.get("MOEPROF_DEBUG"):
             raise
         if exc.filename is None:
-            raise fail(_unforeseen(exc)) from None
+            # the system's own words where it gave some (no space left on device), else the catch-all's
+            raise fail(f"cannot process the input: {exc.strerror.lower()}" if exc.strerror else _unforeseen()) from None
         # a file or folder moeprof could not open, wherever that happened: named, as bad input is
-        raise fail(f"{exc.filename}: {(exc.strerror or type(exc).__name__).lower()}") from None
-    except Exception as exc:  # an input we did not foresee must still not print a traceback
+        raise fail(f"{exc.filename}: {(exc.strerror or 'cannot be read').lower()}") from None
+    except ImportError as exc:
+        missing = missing_package(exc)
+        if missing is not None:
+            raise fail(f"this command {missing}") from None
         if os.environ.get("MOEPROF_DEBUG"):
             raise
-        raise fail(_unforeseen(exc)) from None
+        raise fail(_unforeseen()) from None
+    except Exception:  # an input we did not foresee must still not print a traceback
+        if os.environ.get("MOEPROF_DEBUG"):
+            raise
+        raise fail(_unforeseen()) from None
 
 
-def _unforeseen(exc: BaseException) -> str:
-    return (
-        f"cannot process the input: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        " (set MOEPROF_DEBUG=1 for a traceback)"
-    )
+def _unforeseen() -> str:
+    return f"cannot process the input: {unforeseen()}"
 
 
 @contextmanager

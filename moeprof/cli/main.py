@@ -37,7 +37,7 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
-    """Find where a mixture-of-experts training step loses its time on GPUs."""
+    """Find where a mixture-of-experts training step loses its time on GPUs and TPUs."""
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -46,7 +46,7 @@ def build_app(only: str | None = None) -> typer.Typer:
     command need not import and convert the ten others (part of every command's start: docs/performance.md)."""
     app = typer.Typer(
         name="moeprof",
-        help="Find where a mixture-of-experts training step loses its time on GPUs.",
+        help="Find where a mixture-of-experts training step loses its time on GPUs and TPUs.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

@@ -9,6 +9,7 @@ Every ratio is computed here, from the ns sums, in one place (:func:`ratio`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar, cast
@@ -169,13 +170,33 @@ def sum_figures(rows: Iterable[Figures]) -> Figures:
 class DeviceFigures(Figures):
     device: str = ""
     host: str = ""
+    kind: str = ""  # GPU | TPU | CPU, as the device's reader recorded it (core.trace.DEVICE_KINDS); "" unknown
 
     def to_json(self) -> dict[str, Any]:
-        return {"device": self.device, "host": self.host, **self.figures_json()}
+        return {"device": self.device, "host": self.host, "kind": self.kind, **self.figures_json()}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Self:
-        return cls(device=str(doc.get("device", "")), host=str(doc.get("host", "")), **cls.figures_from(doc))
+        device = str(doc.get("device", ""))
+        kind = str(doc.get("kind") or saved_kind(device))
+        return cls(device=device, host=str(doc.get("host", "")), kind=kind, **cls.figures_from(doc))
+
+
+_SAVED_KIND = re.compile(r"/(GPU|TPU|CPU):\d+$")
+
+
+def saved_kind(device: str) -> str:
+    """The kind of a device of a saved analysis written before devices carried theirs: what its name, as
+    moeprof's readers wrote it (``host/TPU:0``), says; "" for any other name. Only for those documents: a
+    measured device's kind is its reader's record."""
+    m = _SAVED_KIND.search(device)
+    return m.group(1) if m else ""
+
+
+def job_kind(devices: Iterable[DeviceFigures]) -> str:
+    """GPU, TPU or CPU where every device is of that kind; "" for a mix, none, or kinds unknown."""
+    kinds = {d.kind for d in devices}
+    return kinds.pop() if len(kinds) == 1 else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,7 +396,7 @@ class ComputeStraggler:
 @dataclass(frozen=True, slots=True)
 class StepSummary:
     step: int
-    span_ns: int  # the slowest device's span in this step
+    span_ns: int  # the job's step: its devices' §5 windows from the earliest start to the latest end (aligned)
     exposed_comm_ns: int  # mean over devices
     comm_share: float
 
@@ -808,8 +829,9 @@ class Analysis:
     # §9: the balance projection (multi-device jobs), the one --what-if asked for, then the rest of "what would it
     # buy" (each with its role); the engine that made them is returned beside the analysis, never kept in it
     projections: tuple[Projection, ...] = ()
-    # §9's step time of the job, measured: the mean over steps of (latest end − earliest start over its devices,
-    # aligned); the one step time every screen shows (None: no device activity)
+    # §9's step time of the job, measured: the mean over steps of the job's §5 window (its devices' step windows
+    # from the earliest start to the latest end, aligned); the one step time every screen shows (None: no device
+    # activity)
     step_ns: int | None = None
     # what sets the end of the measured job's longest step: its critical path's largest cause, and where
     step_bound: StepBound | None = None
@@ -838,6 +860,11 @@ class Analysis:
             if p.role == role or (not p.role and role == "straggler" and tuple(p.what_if) == ("balance",)):
                 return p
         return None
+
+    @property
+    def device_kind(self) -> str:
+        """GPU, TPU or CPU where every device is of that kind (:func:`job_kind`), else ""."""
+        return job_kind(self.devices)
 
     def with_(self, **changes: Any) -> Analysis:
         """A copy with some fields replaced (an Analysis is never changed in place)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -28,14 +29,14 @@ class Fabric:
 
 
 @dataclass(frozen=True)
-class GpuPreset:
+class ChipPreset:
     name: str
     vendor: str
     bf16_tflops: float  # dense tensor-core peak (FP16 where the GPU has no BF16)
     fp8_tflops: float | None
     scale_up: str  # fabric key of the scale-up domain: nvlink | xgmi | ici
     scale_up_gbps: float | None  # per GPU, one direction; None: no scale-up fabric on this board
-    nic_gbps: float | None  # scale-out per GPU, one direction, on the reference system
+    scale_out_gbps: float | None  # scale-out per chip (a GPU's NIC), one direction, on the reference system
     sources: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
     scale_out: str = "ib"  # fabric key of scale-out: ib (a NIC per GPU) | dcn (TPU slices)
@@ -47,7 +48,7 @@ class GpuPreset:
 
     def link_peaks(self) -> dict[str, float]:
         """Peak GB/s of the analysis's links: ``nvlink`` is the scale-up domain's fabric (xGMI on AMD)."""
-        peaks = {"nvlink": self.scale_up_gbps, "ib": self.nic_gbps}
+        peaks = {"nvlink": self.scale_up_gbps, "ib": self.scale_out_gbps}
         return {k: v for k, v in peaks.items() if v}
 
 
@@ -70,17 +71,17 @@ class Vendor:
 
 @dataclass(frozen=True)
 class HardwareTable:
-    gpus: tuple[GpuPreset, ...]
+    gpus: tuple[ChipPreset, ...]
     variants: tuple[Variant, ...]
     fabrics: dict[str, Fabric]
     base_latency_us: float
     base_latency_source: str
-    tpus: tuple[GpuPreset, ...] = ()
+    tpus: tuple[ChipPreset, ...] = ()
     tpu_variants: tuple[Variant, ...] = ()
     vendors: tuple[Vendor, ...] = ()
 
     @property
-    def chips(self) -> tuple[GpuPreset, ...]:
+    def chips(self) -> tuple[ChipPreset, ...]:
         """Every preset, GPUs first: what a name is matched against."""
         return (*self.gpus, *self.tpus)
 
@@ -105,15 +106,15 @@ def table() -> HardwareTable:
         for key, f in doc["fabric"].items()
     }
 
-    def preset(g: dict) -> GpuPreset:
-        return GpuPreset(
+    def preset(g: dict) -> ChipPreset:
+        return ChipPreset(
             name=g["name"],
             vendor=g["vendor"],
             bf16_tflops=float(g["bf16_tflops"]),
             fp8_tflops=float(g["fp8_tflops"]) if "fp8_tflops" in g else None,
             scale_up=g["scale_up"],
             scale_up_gbps=float(g["scale_up_gbps"]) if "scale_up_gbps" in g else None,
-            nic_gbps=float(g["nic_gbps"]) if "nic_gbps" in g else None,
+            scale_out_gbps=float(g["scale_out_gbps"]) if "scale_out_gbps" in g else None,
             sources=tuple(g["sources"]),
             patterns=_patterns(g["match"]),
             scale_out=g.get("scale_out", "ib"),
@@ -143,7 +144,7 @@ class Match:
     """What a chip name resolves to: a preset, or why none (``note``)."""
 
     name: str
-    preset: GpuPreset | None
+    preset: ChipPreset | None
     note: str = ""
 
 
@@ -170,23 +171,21 @@ def fabric(key: str) -> Fabric:
     return table().fabrics[key]
 
 
-def scale_up_name(preset: GpuPreset | None) -> str:
+def scale_up_name(preset: ChipPreset | None) -> str:
     """What the scale-up fabric is called on screen: NVLink, xGMI on AMD, ICI on a TPU."""
     return fabric(preset.scale_up).name if preset is not None else "NVLink"
 
 
-def scale_out_name(preset: GpuPreset | None) -> str:
+def scale_out_name(preset: ChipPreset | None) -> str:
     """What the scale-out fabric is called on screen: InfiniBand, DCN between TPU slices."""
     return fabric(preset.scale_out).name if preset is not None else "InfiniBand"
 
 
-_TPU_DEVICE = re.compile(r"/TPU:\d+$")
-
-
-def is_tpu_job(devices: object) -> bool:
-    """Whether a job's devices (names ``<host>/TPU:N``) are TPU chips: every one of them."""
-    names = [str(d) for d in devices]  # type: ignore[attr-defined]
-    return bool(names) and all(_TPU_DEVICE.search(n) for n in names)
+def is_tpu_job(kinds: Iterable[str]) -> bool:
+    """Whether a job's devices are TPU chips, every one of them (``kinds``: each device's kind as its reader
+    recorded it, ``Trace.device_kinds``' values)."""
+    named = list(kinds)
+    return bool(named) and all(k == "TPU" for k in named)
 
 
 # the fabric pair of a TPU job: scale-up within a slice, scale-out between slices (the analysis keeps the keys

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..errors import InputError
 from .events import column_codes
-from .trace import Trace
+from .trace import TPU, Trace
 
 FINGERPRINT_ACTIVITIES = 256  # first activities of a device kept in its fingerprint
 US = 1000  # ns per µs: Chrome JSON's unit, the coarsest of the formats
@@ -162,6 +162,9 @@ class JobIdentity:
     start_ns: int | None = None  # the time its activities cover
     end_ns: int | None = None
     process_groups: tuple[tuple[str, tuple[int, ...]], ...] = field(default=())
+    # the XLA programs its TPU chips ran, as "module (program <id>)": on a TPU the program id is the compiled
+    # program's fingerprint, the same on every chip of one SPMD program (GPU ids are per process: not kept)
+    programs: tuple[str, ...] = ()
 
     @property
     def wall_clock(self) -> bool:
@@ -172,6 +175,10 @@ def normal_model(name: str) -> str:
     """A GPU model as the formats agree on it: without vendor words, case and spacing."""
     words = [w for w in name.lower().replace("-", " ").split() if w not in ("nvidia", "tesla", "amd", "geforce")]
     return " ".join(words)
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"({names[0]}, ...)"
 
 
 def _span(ns: int) -> str:
@@ -201,6 +208,11 @@ def disagreement(a: JobIdentity, b: JobIdentity) -> str | None:
         return f"framework {a.framework} vs {b.framework}"
     if a.hlo_modules and b.hlo_modules and not set(a.hlo_modules) & set(b.hlo_modules):
         return f"HLO modules ({a.hlo_modules[0]}, ...) vs ({b.hlo_modules[0]}, ...), none in common"
+    if a.programs and b.programs and not set(a.programs) & set(b.programs):
+        return (
+            f"XLA programs {_listed(a.programs)} vs {_listed(b.programs)}, none in common (their TPU chips ran "
+            "different compiled programs)"
+        )
     groups_a, groups_b = dict(a.process_groups), dict(b.process_groups)
     for name in sorted(groups_a.keys() & groups_b.keys()):
         if len(groups_a[name]) != len(groups_b[name]):
@@ -242,6 +254,28 @@ def job_identity(trace: Trace) -> JobIdentity:
         start_ns=int(events["start_ns"].min()) if has else None,
         end_ns=int(events["end_ns"].max()) if has else None,
         process_groups=tuple(sorted((str(k), tuple(v)) for k, v in trace.process_groups.items())),
+        programs=tpu_programs(trace),
+    )
+
+
+def tpu_programs(trace: Trace) -> tuple[str, ...]:
+    """The XLA programs the trace's TPU chips ran (their activities' module and program id), sorted."""
+    events = trace.events
+    chips = [d for d, k in trace.device_kinds.items() if k == TPU]
+    if not chips or not len(events):
+        return ()
+    dev_c, dev_v = column_codes(events["device"])
+    on_chip = np.isin(dev_c, np.flatnonzero(np.isin(dev_v.astype(str), chips)))
+    mod_c, mod_v = column_codes(events["hlo_module"])
+    pid = events["program_id"].to_numpy(dtype=np.int64)
+    known = on_chip & (mod_c >= 0) & (pid != -1)
+    pairs = pd.DataFrame({"m": mod_c[known], "p": pid[known]}).drop_duplicates()
+    return tuple(
+        sorted(
+            f"{mod_v[m]} (program {p & (2**64 - 1)})"  # the id as XLA prints it: unsigned
+            for m, p in zip(pairs["m"].tolist(), pairs["p"].tolist(), strict=True)
+            if str(mod_v[m])
+        )
     )
 
 
@@ -334,6 +368,7 @@ _STATES: tuple[Callable[[JobIdentity], bool], ...] = (
     lambda i: bool(i.device_models),
     lambda i: i.framework in ("jax", "tensorflow", "pytorch") and i.format in FRAMEWORK_FORMATS,
     lambda i: bool(i.hlo_modules),
+    lambda i: bool(i.programs),
     lambda i: bool(i.process_groups),
     lambda i: i.wall_clock,
 )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -10,7 +12,7 @@ import pandas as pd
 from ..errors import InputError
 from ..words import plural
 from . import intervals as iv
-from .events import distinct_rows
+from .events import column_codes, combine_codes, distinct_rows, lookup
 from .trace import Trace
 
 STEP_COLUMNS = ["device", "step", "start_ns", "end_ns", "source", "name"]
@@ -48,18 +50,26 @@ def find_steps(trace: Trace, step_marker: str | None = None) -> pd.DataFrame:
     markers = trace.markers[trace.markers["kind"] == "step"]
     pattern = step_marker_pattern(step_marker)
     if pattern is not None:
-        markers = markers[markers["name"].astype(str).str.contains(pattern, regex=True).to_numpy(dtype=bool)]
+        # each distinct name tried once (pandas' str.contains also warns where the pattern has a group)
+        codes, names = pd.factorize(markers["name"].astype(str))
+        matching = np.array([pattern.search(name) is not None for name in names], dtype=bool)
+        markers = markers[matching[codes] if len(codes) else np.zeros(0, dtype=bool)]
     source = "marker"
     if markers.empty:
         markers = _dominant_module_runs(trace.markers, activity)
         source = str(markers["kind"].iloc[0]) if len(markers) else "module"
     if markers.empty or devices.empty:
         return pd.DataFrame(columns=STEP_COLUMNS)
-    # device-level markers apply to their device; host-level ones (device "") to every device of the host
+    # device-level markers are the step as it is on their device; host-level ones (device "") time the host:
+    # their step on each device of the host is what was launched inside them (spec §5)
+    markers = markers[markers["end_ns"] > markers["start_ns"]]
     own = markers[markers["device"] != ""]
-    shared = markers[markers["device"] == ""].drop(columns=["device"]).merge(devices, on="host")
-    rows = pd.concat([own, shared], ignore_index=True)
-    rows = rows[rows["end_ns"] > rows["start_ns"]].sort_values(["device", "start_ns"])
+    host_level = markers[markers["device"] == ""]
+    if source == "marker":  # a window of what was launched: zero-length activities make a zero-length step
+        shared = launched_windows(host_level, activity)
+    else:
+        shared = host_level.drop(columns=["device"]).merge(devices, on="host")
+    rows = pd.concat([own, shared], ignore_index=True).sort_values(["device", "start_ns"])
     # numbered by the marker where it carries a number, else by order per device
     order = rows.groupby("device").cumcount().to_numpy()
     number = rows["number"].to_numpy(dtype=np.int64)
@@ -81,6 +91,220 @@ def find_steps(trace: Trace, step_marker: str | None = None) -> pd.DataFrame:
         )
         .drop_duplicates(["device", "step"], keep="first")
         .reset_index(drop=True)
+    )
+
+
+def launched_windows(markers: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
+    """The step of each host-level marker on each device of its host (spec §5): the activities launched inside
+    its range (``launch_ns``: when the launching call ran, joined by correlation id by the reader), and its
+    window on a device from the earliest start to the latest end of them. The GPU may run tens of ms behind
+    the host, so the range itself, laid on device time, would cut the step short.
+
+    An activity belongs to one step only: the range of its host that holds its launch (of nested or
+    overlapping ranges, the one that started last). An activity whose launch the trace does not link
+    (``launch_ns`` -1: no correlation, a reader without launch columns) is placed by its start, the only
+    evidence left. The ranges of one step number on a host (one per process) are one range, from the first
+    start to the last end. Returns marker rows (``MARKER_COLUMNS``) with ``device`` set and
+    ``start_ns``/``end_ns`` the window; a step that launched nothing on a device has no row for it.
+    """
+    if markers.empty or activity.empty:
+        return markers.iloc[:0]
+    start = activity["start_ns"].to_numpy(dtype=np.int64)
+    end = activity["end_ns"].to_numpy(dtype=np.int64)
+    launch = activity["launch_ns"].to_numpy(dtype=np.int64) if "launch_ns" in activity else np.full(start.size, -1)
+    when = np.where(launch >= 0, launch, start)  # when the host issued it; unknown: when it ran
+    host_c, host_v = column_codes(activity["host"])
+    dev_c, dev_v = column_codes(activity["device"])
+    m_host = markers["host"].astype(str).to_numpy(dtype=object)
+    number = markers["number"].to_numpy(dtype=np.int64)
+    # one range per (host, step number): several processes' ranges of one step; unnumbered ones stay apart
+    key = np.where(number >= 0, number, -2 - np.arange(number.size))
+    hull = pd.DataFrame(
+        {
+            "host": m_host,
+            "key": key,
+            "s": markers["start_ns"].to_numpy(dtype=np.int64),
+            "e": markers["end_ns"].to_numpy(dtype=np.int64),
+        }
+    ).groupby(["host", "key"], sort=False)
+    m_start = hull["s"].transform("min").to_numpy(dtype=np.int64)
+    m_end = hull["e"].transform("max").to_numpy(dtype=np.int64)  # fmt: skip
+    marker_of = np.full(start.size, -1, dtype=np.int64)
+    for h, host in enumerate(host_v.tolist()):  # a file holds a few hosts: one pass each
+        mine = np.flatnonzero(m_host == str(host))
+        if not mine.size:
+            continue
+        mine = mine[np.argsort(m_start[mine], kind="stable")]
+        reach = np.maximum.accumulate(m_end[mine])  # the latest end among the ranges started by each
+        rows = np.arange(start.size) if len(host_v) == 1 else np.flatnonzero(host_c == h)
+        t = when if len(host_v) == 1 else when[rows]
+        ends = m_end[mine]
+        k = np.searchsorted(m_start[mine], t, side="right") - 1
+        # the range that started last and holds it; where that one ended, an earlier one still open
+        while True:
+            at = np.maximum(k, 0)
+            open_ = (k >= 0) & (t < reach[at])
+            holds = open_ & (t < ends[at])
+            marker_of[rows[holds]] = mine[at[holds]]
+            left = open_ & ~holds
+            if not left.any():
+                break
+            rows, k, t = rows[left], k[left] - 1, t[left]
+    inside = np.flatnonzero(marker_of >= 0)
+    if not inside.size:
+        return markers.iloc[:0]
+    # one cell per (step, device): the marker of the step that comes first names it; its activities' hull
+    step_c, first_marker = np.unique(key, return_index=True)  # key -> its first marker (keys sorted)
+    cell = np.searchsorted(step_c, key[marker_of[inside]]) * len(dev_v) + dev_c[inside]
+    lo = pd.Series(start[inside]).groupby(cell, sort=True).min()
+    hi = pd.Series(end[inside]).groupby(cell, sort=True).max()
+    cells = lo.index.to_numpy(dtype=np.int64)
+    out = markers.iloc[first_marker[cells // len(dev_v)]].reset_index(drop=True)
+    out["device"] = lookup(cells % len(dev_v), dev_v, "")
+    out["start_ns"] = lo.to_numpy(dtype=np.int64)
+    out["end_ns"] = hi.to_numpy(dtype=np.int64)
+    return out
+
+
+def job_step_windows(steps: pd.DataFrame, offsets: Mapping[str, int] | None = None) -> pd.DataFrame:
+    """Each step's window over the job's devices (spec §9's ``step_ns`` is its length): from the earliest start
+    to the latest end of its devices' windows, on the aligned clock (``offsets``: device -> δ, the clock
+    offset of its host, §8; absent: 0). ``steps``: ``step, device, start_ns, end_ns`` (each device's own
+    clock). Returns ``step, start_ns, end_ns`` sorted by step."""
+    if steps is None or not len(steps):
+        return pd.DataFrame({"step": np.zeros(0, np.int64), "start_ns": np.zeros(0, np.int64),
+                             "end_ns": np.zeros(0, np.int64)})  # fmt: skip
+    delta = np.zeros(len(steps), dtype=np.int64)
+    if offsets:
+        codes, names = column_codes(steps["device"])
+        delta = lookup(codes, np.array([int(offsets.get(str(n), 0)) for n in names.tolist()], dtype=np.int64), 0)
+    frame = pd.DataFrame(
+        {
+            "step": steps["step"].to_numpy(dtype=np.int64),
+            "start_ns": steps["start_ns"].to_numpy(dtype=np.int64) - delta,
+            "end_ns": steps["end_ns"].to_numpy(dtype=np.int64) - delta,
+        }
+    )
+    return frame.groupby("step", sort=True).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+
+
+@dataclass(frozen=True)
+class StepEdges:
+    """Each step's window on each device, its edges tied to the activities that bound them: what a replay of the
+    activities (spec §9) makes of the step (docs/metrics.md, "Projection", the step of a replayed timeline).
+
+    A window's start is its step's first activity's start less the idle before it, kept as measured; where the
+    device ran something before the window (a TPU's ``Steps`` line tiles time: a step begins where the previous
+    program ended) that idle is measured from the end of the device's latest activity by then instead, so it
+    moves with the program before. Its end is the step's last activity's end plus the idle after it. A window
+    whose edges hold no idle (a host marker's: its activities' span) is its activities' first start to last end.
+    A window that holds no activity keeps its measured times where nothing bounds it.
+    """
+
+    device: np.ndarray  # per window: its device (code)
+    step: np.ndarray  # the index of its step among the sorted step numbers
+    start_row: np.ndarray  # the activity its start is measured from (-1: none, fixed at ``start``)
+    start_from_end: np.ndarray  # from that activity's end (the device's previous one), else from its start
+    start: np.ndarray  # the window's start on the measured timeline (aligned)
+    end_row: np.ndarray  # the step's last activity on the device (-1: none, fixed at ``end``)
+    end: np.ndarray
+    steps: int  # how many step numbers
+
+    @property
+    def size(self) -> int:
+        return int(self.step.size)
+
+    def windows(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every window's (start, end) on a timeline of the activities (``s``, ``e``: each row's times); the
+        measured times give back the measured windows."""
+        row = np.maximum(self.start_row, 0)
+        anchor = np.where(self.start_from_end, e[row], s[row])
+        measured = np.where(self.start_from_end, self.e0[row], self.s0[row])
+        lo = np.where(self.start_row >= 0, self.start + (anchor - measured), self.start)
+        last = np.maximum(self.end_row, 0)
+        hi = np.where(self.end_row >= 0, self.end + (e[last] - self.e0[last]), self.end)
+        return lo, hi
+
+    def spans(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per step (sorted numbers): the job's window length over its devices' windows on that timeline (the
+        earliest start to the latest end), and whether the step has a window at all."""
+        lo_w, hi_w = self.windows(s, e)
+        lo = np.full(self.steps, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(self.steps, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(lo, self.step, lo_w)
+        np.maximum.at(hi, self.step, hi_w)
+        has = hi >= lo
+        return np.where(has, hi - lo, 0), has
+
+    # the measured times of every row (what an anchor's move is measured against)
+    s0: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    e0: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+def step_edges(
+    device: np.ndarray,
+    step: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    numbers: np.ndarray,
+    windows: pd.DataFrame,
+) -> StepEdges:
+    """The :class:`StepEdges` of a job's activities: ``device`` (integer codes), ``step`` (each row's step
+    number, any other value for none), ``start``/``end`` (aligned), ``numbers`` (the sorted step numbers);
+    ``windows``: ``device`` (codes), ``step``, ``start_ns``, ``end_ns`` (aligned), one row per device and step."""
+    w_dev = windows["device"].to_numpy(dtype=np.int64)
+    w_step = windows["step"].to_numpy(dtype=np.int64)
+    at = np.searchsorted(numbers, w_step)
+    known = at < numbers.size
+    known[known] = numbers[at[known]] == w_step[known]
+    w_dev, w_step, at = w_dev[known], w_step[known], at[known]
+    w_start = windows["start_ns"].to_numpy(dtype=np.int64)[known]
+    w_end = windows["end_ns"].to_numpy(dtype=np.int64)[known]
+    start_row = np.full(w_dev.size, -1, dtype=np.int64)
+    from_end = np.zeros(w_dev.size, dtype=bool)
+    end_row = np.full(w_dev.size, -1, dtype=np.int64)
+    if start.size and w_dev.size:
+        # each window's first (earliest start) and last (latest end) activity, where it holds any
+        inside = np.flatnonzero(np.isin(step, numbers))
+        cell = combine_codes(np.r_[device[inside], w_dev], np.r_[step[inside], w_step])
+        act_cell, win_cell = cell[: inside.size], cell[inside.size :]
+        first = np.full(int(cell.max()) + 1, -1, dtype=np.int64)
+        last = first.copy()
+        if inside.size:
+            lo = pd.Series(start[inside]).groupby(act_cell, sort=False).idxmin()  # positions into ``inside``
+            hi = pd.Series(end[inside]).groupby(act_cell, sort=False).idxmax()
+            first[lo.index.to_numpy(dtype=np.int64)] = inside[lo.to_numpy(dtype=np.int64)]
+            last[hi.index.to_numpy(dtype=np.int64)] = inside[hi.to_numpy(dtype=np.int64)]
+        first_row, end_row = first[win_cell], last[win_cell]
+        idle_before = (first_row < 0) | (start[np.maximum(first_row, 0)] > w_start)
+        # where idle leads the window: the device's latest activity ending by its start (the program before);
+        # only those devices' activities are sorted (a host marker's windows start at their first activity)
+        prev = np.full(w_dev.size, -1, dtype=np.int64)
+        needed = np.unique(w_dev[idle_before])
+        if needed.size:
+            rows = np.flatnonzero(np.isin(device, needed))
+            rows = rows[np.lexsort((end[rows], device[rows]))]
+            bounds = np.asarray(np.searchsorted(device[rows], np.r_[needed, needed.max() + 1]), dtype=np.int64)
+            for i, d in enumerate(needed.tolist()):  # a job's devices: one search each
+                mine = np.flatnonzero((w_dev == d) & idle_before)
+                own = rows[bounds[i] : bounds[i + 1]]
+                k = np.searchsorted(end[own], w_start[mine], side="right") - 1
+                ok = k >= 0
+                prev[mine[ok]] = own[k[ok]]
+        from_end = idle_before & (prev >= 0)
+        start_row = np.where(from_end, prev, first_row)
+        end_row = np.where(end_row >= 0, end_row, np.where(from_end, prev, -1))  # nothing in it: moves with prev
+    return StepEdges(
+        device=w_dev,
+        step=at,
+        start_row=start_row,
+        start_from_end=from_end,
+        start=w_start,
+        end_row=end_row,
+        end=w_end,
+        steps=int(numbers.size),
+        s0=np.asarray(start, dtype=np.int64),
+        e0=np.asarray(end, dtype=np.int64),
     )
 
 

@@ -93,6 +93,9 @@ class Verdict:
     first_try: Projection | None = None
     first_try_title: str = ""  # the opportunity the first try makes free, where it is one
     step_bound: StepBound | None = None
+    # per device, the mean over its steps of its exposed comm inside each step (the window of the headline's
+    # step time); None without steps
+    exposed_per_step: PerDevice | None = None
     # the first lines' facts (issue 39): where the time goes whatever the bucket, what is already done, what
     # the capture's edges hold, whether the trace can answer at all, and the first try's own opportunity
     memcpy_share: float = 0.0  # memcpy / accumulated kernel time
@@ -133,6 +136,17 @@ def per_device(devices: Sequence[DeviceFigures], key: str) -> PerDevice:
         return PerDevice(0.0, 0, "")
     worst = int(np.argmax(values))
     return PerDevice(float(values.mean()), int(values[worst]), devices[worst].device)
+
+
+def per_device_step(analysis: Analysis, key: str) -> PerDevice | None:
+    """A figure per device and step (each device's mean over its steps), its mean over devices and worst device;
+    None when the trace has no steps."""
+    if not analysis.steps:
+        return None
+    frame = pd.DataFrame({"device": [s.device for s in analysis.steps], "v": [s.value(key) for s in analysis.steps]})
+    means = frame.groupby("device", sort=True)["v"].mean()
+    worst = str(means.idxmax())
+    return PerDevice(float(means.mean()), round(float(means[worst])), worst)
 
 
 def largest_part(parts: dict[str, float]) -> Part | None:
@@ -191,6 +205,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         first_try=first_try,
         first_try_title=_opportunity_title(analysis, first_try),
         step_bound=analysis.step_bound,
+        exposed_per_step=per_device_step(analysis, "exposed_comm_ns"),
         memcpy_share=ratio(t.memcpy_ns, t.accumulated_ns),
         other_share=ratio(t.other_ns, t.accumulated_ns),
         comm_hidden_share=(
@@ -205,7 +220,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         first_try_of=_nth(analysis.opportunities, first_n),
         first_bounded=bounded is not None,
         set_aside=tuple((n, why, analysis.opportunities[n - 1]) for n, why in set_aside),
-        tpu=is_tpu_job(d.device for d in devices),
+        tpu=is_tpu_job(d.kind for d in devices),
     )
 
 
@@ -469,10 +484,12 @@ class ArrivalSkew:
         return int(self.spread_ns.max()) if self.count else 0
 
     def most_often_last(self) -> tuple[str, int]:
-        """The device last in the most instances, and in how many (ties: the first device name)."""
-        if not self.count:
+        """The device last in the most instances, and in how many (ties: the first device name); ("", 0) where
+        no instance has a straggler (a group of one chip has none, spec §8)."""
+        named = [str(d) for d in self.straggler.tolist() if isinstance(d, str) and d]
+        if not named:
             return "", 0
-        counts = pd.Series(self.straggler).value_counts()
+        counts = pd.Series(named).value_counts()
         top = int(counts.max())
         return min(str(d) for d, n in counts.items() if n == top), top
 
@@ -483,6 +500,10 @@ def arrival_skew(analysis: Analysis, table: pd.DataFrame | None, top: int = 6) -
     if table is None or not len(table):
         return []
     table = table[table["op"].notna() & table["kind"].notna()]  # as a groupby on them would drop them
+    if "members" in table:  # an instance of one member (a group of one chip) has no arrival to spread
+        table = table[table["members"].to_numpy() > 1]
+    if not len(table):
+        return []
     rank = {(c.name, c.kind): i for i, c in enumerate(analysis.collectives)}
     # rank the distinct (op, kind) pairs first: a capture holds thousands of them, and only `top` are drawn
     pairs = table[["op", "kind"]].drop_duplicates()

@@ -82,7 +82,8 @@ def check_domain_size(trace: Trace, nvlink_domain_size: int) -> None:
         return
     sizes = pd.unique(trace.events["gpus_per_domain"].to_numpy(dtype=np.int64))
     option, devices = "--nvlink-domain-size", "GPUs"
-    if is_tpu_job(trace.devices):  # a TPU slice: the host's chips, not the default domain (the whole program)
+    # a TPU slice: the host's chips, not the default domain (the whole program)
+    if is_tpu_job(trace.device_kinds.values()):
         sizes, option, devices = np.array([len(trace.devices)]), "--slice-size", "chips"
     for per_host in sorted(int(g) for g in sizes if g > 0):
         if nvlink_domain_size % per_host and per_host % nvlink_domain_size:

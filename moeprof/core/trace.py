@@ -35,6 +35,10 @@ MARKER_COLUMNS: dict[str, str] = {
     "number": "int64",  # the step number the marker carries (-1: none; numbered by order)
 }
 MARKER_KINDS = ("step", "module", "module_launch", "module_run")
+# what a device is, as its reader read it (a GPU plane, a TPU chip's plane, a CPU device of a CPU capture): one
+# fact, recorded where the device is named, never told from the name afterwards
+GPU, TPU, CPU = "GPU", "TPU", "CPU"
+DEVICE_KINDS = (GPU, TPU, CPU)
 _TRAILING_NUMBER = re.compile(r"(\d+)\s*$")
 
 
@@ -118,6 +122,7 @@ class Trace:
     # the devices this file holds, even those that ran nothing (device -> global id)
     devices: Mapping[str, int] = field(default_factory=dict)
     device_models: Mapping[str, str] = field(default_factory=dict)  # device -> GPU model, where the file says
+    device_kinds: Mapping[str, str] = field(default_factory=dict)  # device -> GPU | TPU | CPU (DEVICE_KINDS)
     # device -> the peaks its plane states (TPU planes: "tflops" from peak_teraflops_per_second, "hbm_gbps"
     # from peak_hbm_bw_gigabytes_per_second); they come before any preset's
     device_peaks: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -136,6 +141,10 @@ class Trace:
 
     def replace(self, **changes: Any) -> Trace:
         return replace(self, **changes)
+
+    def kind_of(self, device: str) -> str:
+        """The device's kind (:data:`DEVICE_KINDS`) as its reader recorded it; "" where none did."""
+        return str(self.device_kinds.get(device, ""))
 
     @property
     def device_names(self) -> list[str]:

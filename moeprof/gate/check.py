@@ -338,9 +338,10 @@ def inspector_value(analysis: Analysis, figure: str) -> Measure:
 
 
 def step_time_ns(analysis: Analysis) -> float:
-    """The job's step time, the one every screen shows: §9's ``step_ns`` (the mean over steps of the latest end
-    minus the earliest start over the job's devices, aligned). A saved analysis from before it was written: the
-    median over steps of the slowest device's step span; without steps the longest device window."""
+    """The job's step time, the one every screen shows: §9's ``step_ns`` (the mean over steps of the job's §5
+    window: its devices' step windows from the earliest start to the latest end, aligned). A saved analysis
+    from before it was written: the median over steps of the slowest device's step span; without steps the
+    longest device window."""
     if analysis.step_ns is not None:
         return float(analysis.step_ns)
     per_step: dict[int, float] = {}

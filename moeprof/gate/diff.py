@@ -142,7 +142,8 @@ def _row(
 
 def step_frame(a: Analysis) -> pd.DataFrame:
     """Per step: every ns figure (and §8 figure, where the ledger ran) summed over devices, the number of
-    devices and the slowest device's span."""
+    devices and the step's time (the job's, ``spread.steps``: §5's window over its devices; a saved analysis
+    without it, the slowest device's span)."""
     if not a.steps:
         return pd.DataFrame()
     keys = [*NS_KEYS, *(LEDGER_KEYS if any(s.ledger is not None for s in a.steps) else ())]
@@ -151,6 +152,9 @@ def step_frame(a: Analysis) -> pd.DataFrame:
     out = grouped[keys].sum()
     out["devices"] = grouped.size()
     out["step_span_ns"] = grouped["span_ns"].max()
+    job = pd.Series({s.step: s.span_ns for s in a.spread.steps}, dtype="float64")
+    if len(job):
+        out["step_span_ns"] = job.reindex(out.index).fillna(out["step_span_ns"])
     return out
 
 

@@ -7,40 +7,86 @@ from pathlib import Path
 from rich import box
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..insight.explain import ranked
 from ..options import EXPLAIN_TOP_PARTS
-from ..reports.terminal import human_bytes, make_console, natural_width
+from ..reports.fitting import NAME_MIN_WIDTH, cut, cut_path, widths
+from ..reports.terminal import human_bytes, make_console, natural_width, wrap
 from ..reports.text import fabric_words, on_fabric
 from ..words import plural
 from .check import FIGURES, CheckConfig, GateResult, fmt
 from .history import Run
 
 
-def gate_table(results: list[GateResult], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col, justify in [
-        ("gate", "left"),
-        ("figure", "left"),
-        ("value", "right"),
-        ("limit", "right"),
-        ("baseline", "right"),
-        ("worst device", "left"),
-        ("step", "right"),
-        ("result", "left"),
-    ]:
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in results:
-        table.add_row(
-            r.name,
-            FIGURES[r.figure][1],
-            fmt(r.value, r.unit),
-            fmt(r.limit, r.unit),
-            fmt(r.baseline, r.unit),
-            r.device or "-",
-            "-" if r.step is None else str(r.step),
-            _result(r),
-        )
+def gate_table(results: list[GateResult], title: str, width: int | None = None) -> Table:
+    """The gates, one row each, in ``width`` columns: every gate's name whole (it is the option to change), numbers
+    never cut. Narrower than the full table: the columns with nothing to say ("-" on every row) go, then each
+    figure's words move under its gate's name, then the borders thin out; a device name is cut in its middle."""
+    rows = [
+        {
+            "gate": r.name,
+            "figure": FIGURES[r.figure][1],
+            "value": fmt(r.value, r.unit),
+            "limit": fmt(r.limit, r.unit),
+            "baseline": fmt(r.baseline, r.unit),
+            "worst device": r.device or "-",
+            "step": "-" if r.step is None else str(r.step),
+            "result": _result(r),
+        }
+        for r in results
+    ]
+    columns = list(GATE_COLUMNS)
+    said = [c for c in columns if c in ("gate", "figure", "result") or any(row[c] != "-" for row in rows)]
+    layouts = [(columns, False, box.HEAVY_HEAD), (said, False, box.HEAVY_HEAD), (said, True, box.HEAVY_HEAD)]
+    layouts.append((said, True, box.SIMPLE_HEAD))
+    table = Table()
+    for shown, stacked, frame in layouts:
+        table = _gate_table(rows, title, shown, stacked, frame)
+        if width is None or natural_width(table) <= width:
+            return table
+    assert width is not None
+    # still too wide: the device names cut in their middle to what is left, then the gate names may fold
+    longest = max([len("device"), *(len(row["worst device"]) for row in rows)])
+    room = longest - (natural_width(table) - width)
+    if "worst device" in said and room < longest:
+        rows = [{**row, "worst device": cut(row["worst device"], max(room, NAME_MIN_WIDTH))} for row in rows]
+        table = _gate_table(rows, title, said, True, box.SIMPLE_HEAD)
+    if natural_width(table) > width:
+        table = _gate_table(rows, title, said, True, box.SIMPLE_HEAD, whole_names=False)
+    return table
+
+
+GATE_COLUMNS = ("gate", "figure", "value", "limit", "baseline", "worst device", "step", "result")
+
+
+def _gate_table(
+    rows: list[dict[str, str]], title: str, shown: list[str], stacked: bool, frame: box.Box, whole_names: bool = True
+) -> Table:
+    """One layout of :func:`gate_table`: ``stacked`` puts each figure's words (dim) under its gate's name, and the
+    header of the device column on two lines."""
+    table = Table(title=title, title_justify="left", box=frame)
+    names = [c for c in shown if not (stacked and c == "figure")]
+    longest_gate = max([len("gate"), *(len(row["gate"]) for row in rows)])
+    for col in names:
+        if col == "gate":
+            table.add_column("gate" + (" (figure)" if stacked else ""), min_width=longest_gate if whole_names else None)
+        elif col == "worst device" and stacked:
+            table.add_column("worst\ndevice", justify="left", no_wrap=True)
+        elif col == "figure":
+            table.add_column(col, justify="left")
+        else:
+            table.add_column(col, justify="left" if col in ("worst device", "result") else "right", no_wrap=True)
+    for row in rows:
+        cells: list[str | Text] = []
+        for col in names:
+            if col == "gate" and stacked:
+                cells.append(Text(row["gate"], overflow="fold").append(f"\n{row['figure']}", style="dim"))
+            elif col == "gate":
+                cells.append(Text(row["gate"], no_wrap=True))
+            else:
+                cells.append(row[col])
+        table.add_row(*cells)
     return table
 
 
@@ -57,7 +103,9 @@ def render_check(results: list[GateResult], path: Path, cfg: CheckConfig) -> Non
     console = make_console()
     scope = "worst device" if cfg.per_device else "total"
     console.print(
-        gate_table(results, escape(f"moeprof check {path} ({scope}{', ' + cfg.origin if cfg.origin else ''})"))
+        gate_table(
+            results, escape(f"moeprof check {path} ({scope}{', ' + cfg.origin if cfg.origin else ''})"), console.width
+        )
     )
     failed = sum(not r.passed for r in results)
     for r in results:  # why a figure past its limit holds, or is not gated
@@ -256,9 +304,10 @@ def render_diff(doc: dict, top: int = EXPLAIN_TOP_PARTS) -> None:
     if doc["ablation"]:
         console.print(ablation_table(doc, console.width))
     for e in doc.get("explanations") or ():
-        console.print(explanation_table(e, top))
+        console.print(explanation_table(e, top, console.width))
         for line in explanation_lines(e):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            for part in wrap(line, console.width):
+                console.print(part, markup=False, highlight=False, soft_wrap=True)
 
 
 def part_scope(part: dict) -> str:
@@ -275,6 +324,19 @@ def part_op(part: dict, most: int = 2) -> str:
     return f"{part['op']}: {', '.join(primitives[:most])}{more}"
 
 
+def fitted_part_op(part: dict, width: int) -> str:
+    """:func:`part_op` in ``width`` characters: fewer primitives, then the op alone, then the op cut in its
+    middle (``convolution fusion: dot_general`` -> ``convolution fusion``)."""
+    primitives = part.get("primitives") or []
+    candidates = [part_op(part, 2), part_op(part, 1)]
+    if primitives:
+        candidates.append(f"{part['op']} +{len(primitives)}")
+    for text in candidates:
+        if len(text) <= width:
+            return text
+    return cut(part["op"], width)
+
+
 def _signed(ms: float) -> str:
     text = f"{ms:+,.3f}"
     if abs(ms) < 5e-4:
@@ -282,50 +344,80 @@ def _signed(ms: float) -> str:
     return f"[{'red' if ms > 0 else 'green'}]{text}[/]"  # more time is worse; the sign is the fact
 
 
-def explanation_table(e: dict, top: int = EXPLAIN_TOP_PARTS) -> Table:
+def explanation_table(e: dict, top: int = EXPLAIN_TOP_PARTS, width: int | None = None) -> Table:
     """Where the step went, per device and step: the ``top`` parts by |Δ|, the rest in one row, then the
-    sum of the parts, the residual (idle − overlap) and the step, so the rows add up to the step."""
+    sum of the parts, the residual (idle − overlap) and the step, so the rows add up to the step.
+
+    In ``width`` columns the names never fold into fragments: where scope and op do not fit side by side, each
+    part's op goes under its scope (dim) in one column; a name still too long is cut in its middle
+    (:mod:`.fitting`), an op first by the primitives it lists (:func:`fitted_part_op`)."""
     ref, run = e["reference"], e["run"]
     scoped = e["scoped"]
-    table = Table(
-        title=f"Where {run}'s step went against {ref}'s (ms per device and step; "
-        + (
-            "by the scope each op serves, pass and op)"
-            if scoped
-            else "by kernel and collective kind: the traces have no JAX scopes)"
-        ),
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-    )
-    table.add_column("change", justify="left", no_wrap=True)
-    if scoped:
-        table.add_column("scope", justify="left", overflow="fold")
-    table.add_column("op" if scoped else "kernel / collective kind", justify="left", overflow="fold")
-    for header in (f"{ref} ms", f"{run} ms", f"Δ {run}−{ref}"):
-        table.add_column(header, justify="right", no_wrap=True)
-
-    def add(change: str, scope: str, op: str, a: float, b: float, d: float, style: str = "") -> None:
-        cells = [escape(change), *([escape(scope)] if scoped else []), escape(op)]
-        table.add_row(*cells, f"{a:,.3f}", f"{b:,.3f}", _signed(d), style=style)
-
     shown, rest = ranked(e["parts"], top)
-    for p in shown:
-        add(p["change"], part_scope(p), part_op(p), p["reference_ms"], p["run_ms"], p["delta_ms"])
-
-    def total(label: str, a: float, b: float, d: float, style: str = "") -> None:
-        # a row that names no part: its words in the scope column where there is one
-        add("", label if scoped else "", "" if scoped else label, a, b, d, style)
-
-    if rest is not None:
-        total(rest["scope"], rest["reference_ms"], rest["run_ms"], rest["delta_ms"], style="dim")
-    table.add_section()
     acc, step, idle, overlap = e["accumulated"], e["step"], e["idle"], e["overlap"]
-    total("all parts: activity time", acc["reference_ms"], acc["run_ms"], acc["delta_ms"])
-    total("residual: idle − overlap", idle["reference_ms"] - overlap["reference_ms"],
-          idle["run_ms"] - overlap["run_ms"], e["residual_ms"])  # fmt: skip
-    total("step", step["reference_ms"], step["run_ms"], step["delta_ms"])
-    return table
+    # (change, scope, op, reference ms, run ms, Δ, style); a row that names no part has its words in the scope
+    # column where there is one
+    parts = [(p["change"], part_scope(p), part_op(p), p["reference_ms"], p["run_ms"], p["delta_ms"], "") for p in shown]
+
+    def total(label: str, a: float, b: float, d: float, style: str = "") -> tuple:
+        return ("", label if scoped else "", "" if scoped else label, a, b, d, style)
+
+    totals = [total(rest["scope"], rest["reference_ms"], rest["run_ms"], rest["delta_ms"], "dim")] if rest else []
+    residual = (idle["reference_ms"] - overlap["reference_ms"], idle["run_ms"] - overlap["run_ms"])
+    sums = [
+        total("all parts: activity time", acc["reference_ms"], acc["run_ms"], acc["delta_ms"]),
+        total("residual: idle − overlap", *residual, e["residual_ms"]),
+        total("step", step["reference_ms"], step["run_ms"], step["delta_ms"]),
+    ]
+    title = f"Where {run}'s step went against {ref}'s (ms per device and step; " + (
+        "by the scope each op serves, pass and op)"
+        if scoped
+        else "by kernel and collective kind: the traces have no JAX scopes)"
+    )
+
+    def build(rows: list[tuple], names: tuple[int | None, ...] = (None, None), stacked: bool = False) -> Table:
+        """``names``: the name columns' widths (the totals' words wrap within them); ``stacked``: scope over op."""
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+        table.add_column("change", justify="left", no_wrap=True)
+        if stacked:
+            table.add_column("scope\nop", justify="left", max_width=names[0])
+        else:
+            if scoped:
+                table.add_column("scope", justify="left", max_width=names[0])
+            table.add_column("op" if scoped else "kernel / collective kind", justify="left", max_width=names[-1])
+        for header in (f"{ref} ms", f"{run} ms", f"Δ {run}−{ref}"):
+            table.add_column(header, justify="right", no_wrap=True)
+        for change, scope, op, a, b, d, style in rows:
+            if change is None:
+                table.add_section()
+                continue
+            if stacked:
+                cells: list[str | Text] = [escape(change), Text(scope).append(f"\n{op}" if op else "", style="dim")]
+            else:
+                cells = [escape(change), *([escape(scope)] if scoped else []), escape(op)]
+            table.add_row(*cells, f"{a:,.3f}", f"{b:,.3f}", _signed(d), style=style)
+        return table
+
+    section = (None, "", "", 0.0, 0.0, 0.0, "")
+    if width is None:
+        return build([*parts, *totals, section, *sums])
+    # the room the numbers leave to the names
+    blank = [(c, "", "", a, b, d, st) for c, _, _, a, b, d, st in [*parts, *totals, *sums]]
+    heads = (len("scope"), len("op")) if scoped else (len("kernel / collective kind"),)
+    room = width - (natural_width(build(blank)) - sum(heads))
+    longest = [max([heads[0], *(len(p[1]) for p in parts)])] if scoped else []
+    longest.append(max([heads[-1], *(len(p[2]) for p in parts)]))
+    stacked = scoped and sum(longest) > room
+    if stacked:
+        one = max(min(max(longest), room + len("scope") - 2), NAME_MIN_WIDTH)  # "scope\nop": one header less
+        fitted: list[int] = [one, one]
+    else:
+        fitted = widths(longest, room)
+    rows = [
+        (c, cut_path(sc, fitted[0]) if scoped else sc, fitted_part_op(part, fitted[-1]), a, b, d, st)
+        for (c, sc, _, a, b, d, st), part in zip(parts, shown, strict=True)
+    ]
+    return build([*rows, *totals, section, *sums], tuple(fitted), stacked)
 
 
 def explanation_lines(e: dict) -> list[str]:

@@ -4,8 +4,9 @@ no activity accounts for. What ``diff`` explains a measured change with (docs/ci
 Over the activities of the §5 steps (those the §9 ``step_ns`` is measured over: an activity belongs to the
 step whose window on its device holds its start), per run:
 
-* ``step``: §9's ``step_ns``, the mean over steps of the latest end minus the earliest start of the step's
-  activities over the job's devices (aligned), rounded to the ns: the step every screen shows;
+* ``step``: §9's ``step_ns``, the mean over steps of the job's §5 window (its devices' step windows from the
+  earliest start to the latest end, aligned; idle a device-side window holds at its edges included), rounded
+  to the ns: the step every screen shows;
 * a **part**: the summed duration of the activities of one (component, pass, primitive, op, bucket), over the
   devices and steps (the per-device mean per step divides by devices x steps); the component is the scope
   the activity serves (core.components: its own, its backward's, its parameters'), the primitive its own

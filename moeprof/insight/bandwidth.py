@@ -17,7 +17,7 @@ from typing import Any, cast
 from ..core.analysis import Collective
 from ..core.hardware import (
     TPU_FABRICS,
-    GpuPreset,
+    ChipPreset,
     Match,
     Vendor,
     fabric,
@@ -105,7 +105,7 @@ class JobHardware:
     """The GPUs of a job and the peaks its figures are measured against."""
 
     peaks: dict[str, float]
-    preset: GpuPreset | None
+    preset: ChipPreset | None
     summary: Hardware | None  # the JSON ``hardware`` object; None where nothing is known
     warnings: tuple[str, ...] = ()
     scale_up: str = "nvlink"  # fabric key of the scale-up domain: the preset's, else its vendor's
@@ -124,16 +124,16 @@ def job_hardware(
     models: Mapping[str, str],
     given: Mapping[str, float] | None = None,
     vendor_hint: str | None = None,
-    devices: Iterable[str] = (),
+    kinds: Iterable[str] = (),
 ) -> JobHardware:
     """The job's chip (from the names its traces carry, or ``--chip``), its link peaks, and what disagrees.
 
     ``--chip`` wins over the trace (and a disagreement is a warning); ``--link-peak`` wins over both.
     A model without a preset gets a note, never a guess; its vendor still names the scale-up fabric
-    (xGMI on AMD: :func:`job_vendor`, ``vendor_hint`` where no name says). A job of TPU chips (``devices``
-    named ``<host>/TPU:N``) names its fabrics ICI and DCN, with or without a preset.
+    (xGMI on AMD: :func:`job_vendor`, ``vendor_hint`` where no name says). A job of TPU chips (``kinds``: each
+    device's kind as its reader recorded it) names its fabrics ICI and DCN, with or without a preset.
     """
-    tpu = is_tpu_job(list(devices) or list(models))
+    tpu = is_tpu_job(kinds)
     per_name: dict[str, int] = {}
     for name in models.values():
         per_name[name] = per_name.get(name, 0) + 1
@@ -180,7 +180,7 @@ def job_hardware(
             fp8_tflops=preset.fp8_tflops,
             scale_up=fabric(preset.scale_up).name,
             scale_up_gbps=preset.scale_up_gbps,
-            nic_gbps=preset.nic_gbps,
+            nic_gbps=preset.scale_out_gbps,
             sources=list(preset.sources),
         )
         if preset.is_tpu:  # (GPU summaries keep their keys as they were)

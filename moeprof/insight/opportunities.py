@@ -16,9 +16,10 @@ import pandas as pd
 from ..core import intervals as iv
 from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
-from ..core.hardware import fabric_text, is_tpu_job
+from ..core.hardware import fabric_text
 from ..core.metrics import DeviceTimeline, WindowMeasure
 from ..core.sections import Hardware
+from ..core.trace import GPU, TPU
 from ..core.vocabulary import searches, vocabulary
 from .remedies import EXPERT_KINDS, Situation, choose, devices_kind, for_collective, role_of
 from .stack import Stack
@@ -54,7 +55,9 @@ def small_gemms(duration: np.ndarray, is_gemm: np.ndarray, is_grouped: np.ndarra
     return plain & (duration < SMALL_GEMM_NS)
 
 
-def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str) -> list[dict]:
+def device_signals(
+    timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str, kind: str = GPU
+) -> list[dict]:
     """Non-collective opportunities of one device over its window (one dict per signal found).
 
     ``measured``: the device's figures over its window, with the pieces of activity inside it
@@ -65,7 +68,7 @@ def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int
     if not s.size:
         return out
     dur = e - s
-    is_gpu = "GPU" in device
+    is_gpu = kind == GPU
     # launch-bound: many short gaps between busy segments
     if is_gpu:
         b_s, b_e = measured.busy_union
@@ -120,7 +123,7 @@ def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int
                     + (f", {known.sum() / 2**20:,.1f} MiB" if known.size else ""),
                 }
             )
-    out.extend(_local_collectives(timeline, measured, steps, device))
+    out.extend(_local_collectives(timeline, measured, steps, device, kind))
     # many small GEMMs instead of one grouped GEMM
     if is_gpu:
         name_codes, names = timeline.strings("name")
@@ -144,7 +147,9 @@ def device_signals(timeline: DeviceTimeline, measured: WindowMeasure, steps: int
     return out
 
 
-def _local_collectives(timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str) -> list[dict]:
+def _local_collectives(
+    timeline: DeviceTimeline, measured: WindowMeasure, steps: int, device: str, kind: str = GPU
+) -> list[dict]:
     """Collectives whose group is the device itself (``core.classify``: bucket memcpy, kind kept): copies
     inside the device, of which the part no compute hides is what skipping them could save."""
     s, e, rows = measured.pieces
@@ -163,7 +168,7 @@ def _local_collectives(timeline: DeviceTimeline, measured: WindowMeasure, steps:
     used, counts = np.unique(name_codes[rows[local]], return_counts=True)
     ops = [str(names[c]) if c >= 0 else "?" for c in used[np.argsort(-counts, kind="stable")][:3]]
     count = int(local.sum())
-    unit = "chip" if is_tpu_job([device]) else "device"
+    unit = "chip" if kind == TPU else "device"
     return [
         {
             "type": "local-collectives",
@@ -183,8 +188,9 @@ def host_gap_signal(
 ) -> list[dict]:
     """A TPU runs one XLA program per step: its idle time between two executions of its programs (the
     ``XLA Modules`` line) inside its window is the host dispatching the next one late. One signal per
-    device where there is any (GPU launch gaps are :func:`device_signals`' own)."""
-    if "/TPU:" not in device or module_starts.size < 2:
+    device where there is any (for TPU chips: the caller asks; GPU launch gaps are :func:`device_signals`'
+    own)."""
+    if module_starts.size < 2:
         return []
     s, e = iv.union(module_starts, module_ends)
     gap_s, gap_e = e[:-1], s[1:]  # between consecutive executions
@@ -233,7 +239,7 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
         if int(worst["saving_ns"]) <= 0:
             continue
-        on = devices_kind(g["device"].unique())
+        on = devices_kind(g["device"].unique(), stack.device_kinds)
         situation = Situation(str(kind), devices=on)
         fix = choose(situation, stack)
         out.append(
@@ -334,7 +340,7 @@ def comm_opportunities(
             evidence["independent_compute_ns"] = int(worst["independent_ns"])
         if c.bus_bandwidth_gbps is not None:
             evidence["bus_bandwidth_gbps"] = c.bus_bandwidth_gbps
-        on = devices_kind(devices[group == g])
+        on = devices_kind(devices[group == g], stack.device_kinds)
         title = f"exposed {role(str(kind), stack)} {key}"
         why = why_exposed(c, (stragglers or {}).get((str(key), str(kind))))
         note = ""
@@ -422,7 +428,7 @@ def expert_exchange_opportunity(
         kind="expert-exchange",
         role=role_of("expert-exchange", stack),
         link=link,
-        devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique()),
+        devices=devices_kind(a2a.loc[a2a["exposed_ns"] > 0, "device"].unique(), stack.device_kinds),
         bound=exchange_bound,
         hidden_share=hidden,
     )

@@ -11,22 +11,20 @@ were checked against the jaxlib this project is tested with (they are compiled i
 
 from __future__ import annotations
 
-import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
+from ..core.trace import CPU, TPU
 from .stack import Stack
 
 # kinds whose InfiniBand share a better parallelism layout can move onto NVLink
 _LAYOUT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine", "all-gather", "reduce-scatter")
 EXPERT_KINDS = ("all-to-all", "ep-dispatch", "ep-combine")
-_CPU_DEVICE = re.compile(r"\bCPU:\d+$")
 UNNAMED_DEVICES = ("gpu", "cpu")  # what a row that names no devices fits: the rows written before TPUs
-_TPU_DEVICE = re.compile(r"/TPU:\d+$")
 
 
 @dataclass(frozen=True)
@@ -52,13 +50,11 @@ def role_of(kind: str, stack: Stack) -> str:
     return {"send-recv": "point-to-point", "broadcast": "broadcast", "other": "other"}.get(kind, "none")
 
 
-def devices_kind(devices: Iterable[str]) -> str:
-    """cpu when every device named is a CPU device (``host/CPU:3``), tpu when every one is a TPU chip
-    (``host/TPU:0``), else gpu."""
-    names = [str(d) for d in devices]
-    if names and all(_TPU_DEVICE.search(n) for n in names):
-        return "tpu"
-    return "cpu" if names and all(_CPU_DEVICE.search(n) and "GPU" not in n for n in names) else "gpu"
+def devices_kind(devices: Iterable[str], kinds: Mapping[str, str]) -> str:
+    """cpu when every device named is a CPU device, tpu when every one is a TPU chip, else gpu: each device's
+    kind as its reader recorded it (``kinds``: device -> GPU | TPU | CPU, the job's ``Stack.device_kinds``)."""
+    named = {str(kinds.get(str(d), "")) for d in devices}
+    return {TPU: "tpu", CPU: "cpu"}.get(named.pop(), "gpu") if len(named) == 1 else "gpu"
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,8 @@ class Stack:
     workload: str = "unknown"  # training | inference | unknown
     hlo: bool = False  # the trace carries the programs' HLO (dependency bounds are known)
     in_use: frozenset[str] = field(default_factory=frozenset)
+    # device -> GPU | TPU | CPU as the readers recorded it (core.trace.DEVICE_KINDS): what remedies fit
+    device_kinds: Mapping[str, str] = field(default_factory=dict)
     evidence: Mapping[str, str] = field(default_factory=dict)  # flag -> where the trace shows it, in words
 
     def uses(self, flag: str) -> bool:

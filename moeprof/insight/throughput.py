@@ -54,8 +54,10 @@ def with_throughput(
 
     ``tokens_per_step`` is the job's global batch in tokens and ``job_devices`` the job's
     device count (default: the devices in the trace; a one-rank Kineto trace of a 64-GPU
-    job needs 64). The step time is the median over steps of the slowest device's step
-    span; without steps it is the longest device window (the trace is taken as one step).
+    job needs 64). The step time is the one every screen shows (§9's ``step_ns``: the mean
+    over steps of the job's §5 step window); an analysis without it (saved before it was
+    written) takes the median over steps of the job's step span, else the longest device
+    window (the trace is taken as one step).
     """
     from .flops import dtype_kind, flops_per_token, load_model_config, throughput_figures
 
@@ -63,10 +65,13 @@ def with_throughput(
     per_token = flops_per_token(cfg, seq_len).total
     spans = [s.span_ns for s in analysis.spread.steps]
     warnings: list[str] = []
-    if spans:
+    if analysis.step_ns:
+        step_ns = float(analysis.step_ns)
+    elif spans:
         step_ns = float(np.median(spans))
     else:
         step_ns = float(max((d.span_ns for d in analysis.devices), default=0))
+    if not spans:
         warnings.append("no steps found: throughput takes the whole trace window as one step")
     if step_ns <= 0 or not analysis.devices:
         return analysis.with_warnings(*warnings, "no device activity: throughput not computed")

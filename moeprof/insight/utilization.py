@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.analysis import DeviceFigures, StepFigures
-from ..core.hardware import GpuPreset
+from ..core.hardware import ChipPreset
 from ..core.scopes import COUNTED, flops_source
 from ..core.sections import Utilization
 
@@ -28,7 +28,7 @@ OPS_LISTED = 10  # ops above the peak listed by name in the JSON (all are counte
 
 
 def job_peak(
-    plane_peaks: Mapping[str, Mapping[str, float]], preset: GpuPreset | None, preset_from: str | None
+    plane_peaks: Mapping[str, Mapping[str, float]], preset: ChipPreset | None, preset_from: str | None
 ) -> tuple[float | None, str]:
     """(bf16 peak TFLOP/s of one chip, where it comes from): ``--chip``'s preset, else what the planes
     state (one value for every device that states one), else the preset the trace names."""

@@ -110,7 +110,7 @@ def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], s
         return []
     per_victim = {str(d): min(int(w), int(exposed_wait.get(str(d), 0))) for d, w in caused.items()}
     worst = max(per_victim, key=lambda d: (per_victim[d], d))
-    situation = Situation("straggler", devices=devices_kind([device]))
+    situation = Situation("straggler", devices=devices_kind([device], stack.device_kinds))
     fix = choose(situation, stack)
     return [
         Opportunity(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import tempfile
 import traceback
 import uuid
 from collections import deque
@@ -42,7 +43,17 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ..errors import InputError
-from ..workers import own_process, sigint_ignored, start_fork_server, start_method, unblock_sigint, usable_cores
+from ..workers import (
+    end_work_in,
+    own_process,
+    process_is_owned,
+    sigint_ignored,
+    start_fork_server,
+    start_method,
+    unblock_sigint,
+    usable_cores,
+    work_in,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -165,11 +176,13 @@ def _map_inline(
 
 
 # ---------------------------------------------------------------------------------------------- local pool
-def _worker_main(conn: Connection, fn: Callable[[Any], Any]) -> None:
-    """One pool worker: take (index, item), send back (index, ok, value or error, traceback)."""
+def _worker_main(conn: Connection, fn: Callable[[Any], Any], scratch: str) -> None:
+    """One pool worker: take (index, item), send back (index, ok, value or error, traceback). Its temporary
+    folders, and those of the programs it runs, go in ``scratch`` (:func:`~moeprof.workers.work_in`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # started so already (sigint_ignored); kept under any start method
     unblock_sigint()
     own_process()
+    work_in(scratch)
     while True:
         try:
             task = conn.recv()
@@ -193,6 +206,7 @@ def _worker_main(conn: Connection, fn: Callable[[Any], Any]) -> None:
 class _Worker:
     process: BaseProcess
     conn: Connection
+    scratch: str  # its own temporary folder (and its programs')
     task: int | None = None  # index of the file it holds
 
 
@@ -220,16 +234,21 @@ def _map_pool(
     if forked:
         start_fork_server()  # a no-op where the CLI started it already
 
+    # every worker's temporary folders under one of the run's own: a worker killed (out of memory, an error
+    # elsewhere that stops the run, Ctrl-C, SIGTERM) cannot remove its own, nor end the programs it started
+    scratch = tempfile.mkdtemp(prefix="moeprof-workers-")
+
     def start() -> _Worker:
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=_worker_main, args=(child, fn), daemon=True, name="moeprof-worker")
+        folder = tempfile.mkdtemp(prefix="worker-", dir=scratch)
+        process = ctx.Process(target=_worker_main, args=(child, fn, folder), daemon=True, name="moeprof-worker")
         # Ctrl-C is the coordinator's to answer, from a worker's first instruction: the fork server's
         # children inherit its ignoring it; a spawned worker is started ignoring it (a few ms, where a start
         # through the fork server can wait a second for its imports, with the coordinator's Ctrl-C held)
         with nullcontext() if forked else sigint_ignored():
             process.start()
         child.close()  # only the worker holds its end: its death reads as EOF here
-        return _Worker(process, parent)
+        return _Worker(process, parent, folder)
 
     pending = deque(range(len(items)))
     workers: list[_Worker] = []
@@ -243,6 +262,7 @@ def _map_pool(
         except OSError:  # it died while idle: no file to blame, hand the file to a fresh worker
             worker.process.kill()
             worker.process.join()
+            end_work_in(worker.scratch)
             workers.remove(worker)
             worker = start()
             workers.append(worker)
@@ -268,6 +288,7 @@ def _map_pool(
                     _, ok, payload, remote_tb = worker.conn.recv()
                 except (EOFError, OSError):
                     worker.process.join()
+                    end_work_in(worker.scratch)  # what it left: its folders, the programs it ran
                     workers.remove(worker)
                     worker.conn.close()
                     file = name(items[index])
@@ -285,10 +306,12 @@ def _map_pool(
                 assign(worker)
     finally:
         _stop(workers)
+        end_work_in(scratch)
 
 
 def _stop(workers: list[_Worker]) -> None:
-    """Idle workers are told to finish; busy ones (an error or Ctrl-C stopped the run) are killed."""
+    """Idle workers are told to finish; busy ones (an error or Ctrl-C stopped the run) are killed, and what they
+    left is removed (:func:`~moeprof.workers.end_work_in`)."""
     for w in workers:
         try:
             if w.task is None:
@@ -303,6 +326,7 @@ def _stop(workers: list[_Worker]) -> None:
             w.process.kill()
             w.process.join()
         w.conn.close()
+        end_work_in(w.scratch)
 
 
 # ---------------------------------------------------------------------------------------------- Dask
@@ -314,6 +338,8 @@ def connect(scheduler: str) -> Any:
         raise InputError(
             None, f"--scheduler {scheduler}: dask.distributed is not installed (pip install 'dask[distributed]')"
         ) from None
+    if process_is_owned():
+        _quiet_dask_logs()
     kwargs: dict[str, Any] = {"timeout": CONNECT_TIMEOUT_S, "set_as_default": False}
     if scheduler.endswith(".json") and os.path.isfile(scheduler):
         kwargs["scheduler_file"] = scheduler
@@ -323,6 +349,43 @@ def connect(scheduler: str) -> Any:
         return Client(**kwargs)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(None, f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+
+
+def _quiet_dask_logs() -> None:
+    """In moeprof's own process (the CLI): no log line of dask.distributed on stderr. Its warnings are about what
+    the map already answers in moeprof's words (a result lost with a dead worker is computed again: "Couldn't
+    gather 1 keys, rescheduling"; a task's error, a dead worker, an unreachable scheduler are each said in one
+    line); its timestamped lines would be a library speaking to the user. A library caller keeps its logging."""
+    import logging
+
+    # distributed gives each logger of its configuration (distributed, distributed.client, tornado, ...) a stderr
+    # handler of its own and stops it propagating: each is silenced
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado", "bokeh")]
+    for name in {"distributed", *names}:
+        log = logging.getLogger(name)
+        log.handlers.clear()
+        log.propagate = False
+        log.setLevel(logging.CRITICAL + 1)
+
+
+def _outcome(value: Any) -> tuple[str, Any]:
+    """What ``as_completed(with_results=True, raise_errors=False)`` handed over for a future, from the value
+    itself: ``("error", (type, exception, traceback))``, ``("cancelled", CancelledError)`` or ``("finished",
+    result)``. Not from ``future.status``, read later: a result fetched after its worker died (computed again,
+    then gathered) can read "lost" or "pending" by then, and a good file would be refused."""
+    from distributed.client import CancelledError
+
+    if isinstance(value, CancelledError):
+        return "cancelled", value
+    if (
+        isinstance(value, tuple)
+        and len(value) == 3
+        and isinstance(value[0], type)
+        and issubclass(value[0], BaseException)
+        and isinstance(value[1], BaseException)
+    ):
+        return "error", value
+    return "finished", value
 
 
 def _map_dask(
@@ -346,13 +409,13 @@ def _map_dask(
         # results are fetched in batches as tasks finish, not one round trip per file
         for future, value in as_completed(futures, loop=client.loop, with_results=True, raise_errors=False):
             index = index_of[future.key]
-            status = future.status
+            status, value = _outcome(value)
             future.release()  # the cluster forgets it: memory stays flat over 1,000 files
             if status == "finished":
                 on_result(index, value)
                 continue
             file = name(items[index])
-            if status != "error":  # cancelled by someone else, or lost with the scheduler: not the file's fault
+            if status != "error":  # cancelled by someone else, or with the scheduler: not the file's fault
                 raise InputError(None, f"{file}: its Dask task was {status} (scheduler restarted?)")
             _, error, tb = value
             if isinstance(error, KilledWorker):

@@ -33,6 +33,7 @@ from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
 from ..core.sections import LedgerTotals
+from ..core.steps import job_step_windows
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.edges import capture_edges
 from ..insight.opportunities import (
@@ -54,9 +55,14 @@ V = TypeVar("V")
 
 
 def spread(
-    devices: Sequence[DeviceFigures], steps: Sequence[StepFigures], positions: Mapping[int, int] | None = None
+    devices: Sequence[DeviceFigures],
+    steps: Sequence[StepFigures],
+    positions: Mapping[int, int] | None = None,
+    offsets: Mapping[str, int] | None = None,
 ) -> Spread:
-    """How figures vary across devices and steps: a straggler device or a slow step shows here."""
+    """How figures vary across devices and steps: a straggler device or a slow step shows here. A step's span is
+    the job's (§5/§9: its devices' windows from the earliest start to the latest end, aligned by ``offsets``,
+    device -> its host's clock offset δ), the step time every screen shows."""
     device_spread: dict[str, FigureSpread] = {}
     straggler = None
     if devices:
@@ -87,11 +93,22 @@ def spread(
             }
         )
         per_step = frame.groupby("step").agg(
-            span_ns=("span_ns", "max"),
             exposed_comm_ns=("exposed_comm_ns", "mean"),
             comm_ns=("comm_ns", "sum"),
             accumulated_ns=("accumulated_ns", "sum"),
         )
+        windows = job_step_windows(
+            pd.DataFrame(
+                {
+                    "step": [s.step for s in steps],
+                    "device": [s.device for s in steps],
+                    "start_ns": np.array([s.start_ns for s in steps], dtype=np.int64),
+                    "end_ns": np.array([s.end_ns for s in steps], dtype=np.int64),
+                }
+            ),
+            offsets,
+        ).set_index("step")
+        per_step["span_ns"] = (windows["end_ns"] - windows["start_ns"]).reindex(per_step.index).to_numpy()
         median = float(per_step["span_ns"].median())
         numbers = per_step.index.to_numpy(dtype=np.int64)
         col = {c: per_step[c].to_numpy() for c in per_step.columns}
@@ -130,6 +147,7 @@ class _FileTake:
     facts: dict
     device_ids: dict[str, int]
     hosts: set[str]
+    clocks: dict[str, str]  # device -> its clock domain (the ledger's host)
     rank: int | None
     world: int | None
     timeline: list
@@ -204,6 +222,7 @@ class JobResults:
             facts=part.facts,
             device_ids=dict(part.device_ids),
             hosts=set(part.clocks.values()),
+            clocks=dict(part.clocks),
             rank=part.job.get("rank"),
             world=part.job.get("world_size"),
             timeline=list(part.timeline),
@@ -300,6 +319,13 @@ class JobResults:
     @property
     def dropped_activities(self) -> int:
         return sum(f.dropped_activities for f in self._kept())
+
+    def clock_offsets(self, ledger: Ledger | None) -> dict[str, int]:
+        """Device -> the clock offset δ of its host (§8; 0 without a ledger or an aligned host)."""
+        if ledger is None:
+            return {}
+        offsets = ledger.clock_offsets_ns
+        return {d: int(offsets.get(c, 0)) for f in self._kept() for d, c in f.clocks.items()}
 
     @property
     def launches(self) -> list[dict]:
@@ -427,6 +453,7 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
         job.whole_job(),
         {gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
         {d.device: d.host for d in job.devices},
+        {d.device: d.kind for d in job.devices},
     )
 
 
@@ -463,8 +490,8 @@ def finish_job(
         ):
             mode[(str(key), str(kind))] = int(size)
     facts = [job.facts[k] for k in sorted(job.facts)]
-    stack = Stack.of(facts)
-    hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.device for d in devices])
+    stack = replace(Stack.of(facts), device_kinds={d.device: d.kind for d in devices})
+    hardware = job_hardware(job.models, link_peaks, stack.vendor, [d.kind for d in devices])
     collectives = annotate(collectives_table(comm), mode, hardware.peaks, hardware.scale_up)
     if ledger is not None and ledger.instances:  # nothing matched: each row's split is unknown, not 0 / 0
         collectives = with_wait_split(collectives, ledger)
@@ -515,7 +542,7 @@ def finish_job(
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
         warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings, *flop_notes),
         dropped_activities=job.dropped_activities,
-        spread=spread(devices, steps, job.step_positions),
+        spread=spread(devices, steps, job.step_positions, job.clock_offsets(ledger)),
         ledger=ledger_summary(ledger) if ledger is not None else None,
         hardware=hardware.summary,
         scopes=scope_rows(scope_frame, sum(d.accumulated_ns for d in devices), peak),
@@ -545,4 +572,5 @@ def instance_table(matched: pd.DataFrame) -> pd.DataFrame:
         last_ns=("aligned_start_ns", "max"),
     ).reset_index()
     last = complete[complete["straggler"]].drop_duplicates("instance").set_index("instance")["device"]
-    return table.assign(straggler=table["instance"].map(last).astype(str))
+    # an instance of one member has no straggler (§8): "" rather than a missing value
+    return table.assign(straggler=table["instance"].map(last).astype(object).fillna("").astype(str))

@@ -31,7 +31,7 @@ from ..core.scopes import (
 )
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
-from ..core.trace import Trace
+from ..core.trace import TPU, Trace
 from ..errors import InputError
 from ..insight.dependency import independent_ops
 from ..insight.opportunities import device_signals, host_gap_signal
@@ -340,7 +340,8 @@ def measure_file(
             win_s, win_e = np.array([lo], np.int64), np.array([hi], np.int64)
         whole = timeline_rows.measure(win_s, win_e)
         replay_rows.append(timeline_rows.positions)
-        devices.append(DeviceFigures(device=device, host=host, **_fields(whole.figures)))
+        kind = trace.kind_of(device)
+        devices.append(DeviceFigures(device=device, host=host, kind=kind, **_fields(whole.figures)))
         windows.append((device, win_s, win_e))
         exposed_parts.append((device, *whole.exposed_segments))
         if device_steps is not None:
@@ -356,8 +357,8 @@ def measure_file(
         scope_parts.append(device_scopes(device, timeline_rows, whole.clipped))
         op_flop_parts.append(device_op_flops(device, timeline_rows, whole.clipped))
         n_steps = len(device_steps) if (selecting and device_steps is not None) else int(all_by_device.get(device, 0))
-        signals.extend(device_signals(timeline_rows, whole, max(n_steps, 1), device))
-        if "/TPU:" in device:  # one program per step: its idle time between programs is the host's
+        signals.extend(device_signals(timeline_rows, whole, max(n_steps, 1), device, kind))
+        if kind == TPU:  # one program per step: its idle time between programs is the host's
             runs = modules_by_device.get(device)
             if runs is not None:
                 starts_m, ends_m = runs

@@ -20,7 +20,7 @@ import orjson
 import pandas as pd
 
 from ..core.events import make_table, us_interval_to_ns
-from ..core.trace import Job, Trace, empty_markers, make_markers, trailing_number
+from ..core.trace import GPU, TPU, Job, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
@@ -302,6 +302,7 @@ def read_xprof_chrome(doc: dict, path: Path, host_index: int = 0, slice_size: in
         framework="jax" if has_hlo or any(k == "module" for k in kinds_of(markers)) else "unknown",
         job=Job(hosts=(host,)),
         devices={f"{host}/GPU:{o}": host_index * gpus + o for o in sorted(set(gpu_pids.values()))},
+        device_kinds={f"{host}/GPU:{o}": GPU for o in sorted(set(gpu_pids.values()))},
     )
 
 
@@ -385,6 +386,7 @@ def _read_tpu(
         framework="jax",
         job=Job(hosts=(host,)),
         devices={c.device: c.global_id for c in chips.values()},
+        device_kinds={c.device: TPU for c in chips.values()},
     )
 
 

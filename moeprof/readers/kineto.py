@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..core.events import empty_table, make_table, us_interval_to_ns
 from ..core.steps import step_marker_pattern
-from ..core.trace import Job, Trace, empty_markers, make_markers, trailing_number
+from ..core.trace import GPU, Job, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
@@ -306,6 +306,7 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         host_range_ns=_longest(ranges, comm_like[kept_codes] if len(keep) else np.zeros(0, dtype=bool)),
         launches=launch_facts(cols, names, threads),
         device_models=_device_models(meta, [str(d) for d in pd.unique(dev["device"])]),
+        device_kinds=dict.fromkeys((str(d) for d in pd.unique(dev["device"])), GPU),
     )
 
 

@@ -495,14 +495,16 @@ def _convert(path: Path, arr: Any, what: str, kind: str, lines: np.ndarray) -> A
     if pa.types.is_null(arr.type):
         values = np.zeros(len(arr), np.float64)
     elif pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
-        values = pc.fill_null(arr.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+        # unsafe: an integer past 2^53 becomes the nearest double (Arrow refuses it otherwise), which the range
+        # check below names: a value that large is out of range for every field
+        values = pc.fill_null(arr.cast(pa.float64(), safe=False), 0.0).to_numpy(zero_copy_only=False)
     else:
         first = np.flatnonzero(valid)
         raise InputError(path, f"record {int(lines[first[0]]) if len(first) else 1}: {what} is not a number")
     wild = valid & (~np.isfinite(values) | (np.abs(values) >= _LIMIT))
     if wild.any():
         at = np.flatnonzero(wild)[0]
-        raise InputError(path, f"record {int(lines[at])}: {what} = {values[at]!r} is out of range")
+        raise InputError(path, f"record {int(lines[at])}: {what} = {float(values[at]):g} is out of range")
     if kind == "float":
         return values
     if kind == "opt-float":

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from ..core.trace import Trace
-from ..errors import InputError
+from ..errors import InputError, missing_package, unforeseen
 from .base import ReadContext, check_fits_in_memory, screen_times, sniff
 from .discovery import NOT_FILE_OR_DIR, OTHER, UNREADABLE, is_nsys_parquet_dir
 from .sources import TraceSource, is_url
@@ -63,9 +63,7 @@ def read_inspector(path: Path) -> InspectorLog:
     except MemoryError:
         raise InputError(path, "out of memory reading it; analyze fewer files at once") from None
     except Exception as exc:
-        if os.environ.get("MOEPROF_DEBUG"):
-            raise
-        raise InputError(path, f"cannot read as nccl-inspector: {_exception_line(exc)}") from None
+        raise _last_resort(path, "nccl-inspector", exc) from None
 
 
 # the readers in the order they are tried
@@ -124,15 +122,20 @@ def read_file(path: TraceSource, context: ReadContext | None = None, kind: str |
             path, "out of memory reading it; analyze fewer files at once, or on a bigger machine"
         ) from None
     except Exception as exc:
-        if os.environ.get("MOEPROF_DEBUG"):
-            raise
-        raise InputError(path, f"cannot read as {reader.format}: {_exception_line(exc)}") from None
+        raise _last_resort(path, reader.format, exc) from None
     finally:
         if enabled:
             gc.enable()
     return screen_times(trace, path)
 
 
-def _exception_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+def _last_resort(path: Path, fmt: str, exc: Exception) -> InputError:
+    """A reader's exception that no reader turned into what is wrong with the file: a package this format needs
+    that is not installed, in the user's terms; else the catch-all's words (:func:`~moeprof.errors.unforeseen`),
+    or, with MOEPROF_DEBUG=1, the exception itself (re-raised by the caller's ``raise ... from``)."""
+    missing = missing_package(exc) if isinstance(exc, ImportError) else None
+    if missing:
+        return InputError(path, f"cannot read as {fmt}: reading it {missing}")
+    if os.environ.get("MOEPROF_DEBUG"):
+        raise exc
+    return InputError(path, f"cannot read as {fmt}: {unforeseen()}")

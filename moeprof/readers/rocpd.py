@@ -38,12 +38,12 @@ import pandas as pd
 
 from ..core.events import categorical
 from ..core.trace import Trace
-from ..errors import InputError
+from ..errors import InputError, unforeseen_in
 from .base import ReadContext
 from .nccl_calls import launch_info
 from .rocpd_schema import REQUIRED_VIEWS, RESULTS_SUFFIX
 from .rocprof import Agents, build_trace, copy_kinds, roctx_steps
-from .sqlite_files import open_read_only
+from .sqlite_files import open_read_only, sqlite_problem
 
 FORMAT = "rocpd"
 _OPTIONAL_VIEWS = ("rocpd_info_kernel_symbol", "rocpd_memory_copy", "rocpd_region", "rocpd_info_stream",
@@ -70,8 +70,10 @@ def read(path: Path, context: ReadContext | None = None) -> Trace:
             raise InputError(path, f"not a readable rocpd database (cut short?): {_line(exc)}") from None
         except sqlite3.Error as exc:
             raise InputError(path, f"not a readable rocpd database (cut short?): {_line(exc)}") from None
-        except (pd.errors.DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        except (UnicodeDecodeError, pd.errors.DatabaseError) as exc:  # SQLite's messages (one may not decode)
             raise InputError(path, f"not a readable rocpd database: {_line(exc)}") from None
+        except (ValueError, TypeError, OverflowError):
+            raise unforeseen_in(path, "not a readable rocpd database") from None
         finally:
             conn.close()
 
@@ -102,8 +104,7 @@ def _cells(column: tuple[Any, ...]) -> pd.Series:
 
 
 def _line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+    return sqlite_problem(exc)[:200]
 
 
 def _read(conn: sqlite3.Connection, path: Path, context: ReadContext) -> Trace:

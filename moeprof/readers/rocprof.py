@@ -31,7 +31,7 @@ from pandas.api.types import union_categoricals
 
 from ..core.events import categorical, categorical_of, column_codes, lookup, make_table
 from ..core.steps import step_marker_pattern
-from ..core.trace import Trace, empty_markers, make_markers, trailing_number
+from ..core.trace import GPU, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from .base import ReadContext
@@ -333,7 +333,8 @@ def with_roctx_steps(trace: Trace, marks: pd.DataFrame, context: ReadContext) ->
 
 def roctx_steps(marks: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.DataFrame:
     """ROCTx ranges (rows whose ``category`` starts with ``MARKER``) named like steps (or matching
-    ``--step-marker``), on the process's device when it drove one GPU, else on every device of the host.
+    ``--step-marker``), host ranges: each one's step on a GPU of the process is what it launched there
+    (spec §5; without launch evidence, what started inside it: ``core.steps.launched_windows``).
     A step's number is the one its text ends with, else its order among the ranges of that text."""
     marks = marks.loc[marks["category"].fillna("").astype(str).str.startswith("MARKER")]
     if not len(marks):
@@ -349,11 +350,10 @@ def roctx_steps(marks: pd.DataFrame, trace: Trace, context: ReadContext) -> pd.D
     numbers = np.array([trailing_number(str(t)) for t in texts.tolist()], dtype=np.int64)
     number = pd.Series(numbers[text_codes] if len(text_codes) else np.zeros(0, dtype=np.int64), index=s.index)
     ordinal = s.groupby("text").cumcount()
-    devices = list(trace.devices)
     host = str(trace.events["host"].iloc[0]) if len(trace.events) else ""
     return make_markers(
         host=host,
-        device=devices[0] if len(devices) == 1 else "",
+        device="",  # a ROCTx range times the host: its step on each GPU is what it launched (spec §5)
         kind="step",
         name=s["text"].to_numpy(dtype=object),
         start_ns=s["start"].to_numpy(dtype=np.int64),
@@ -459,7 +459,15 @@ def _copy_columns(frame: pd.DataFrame, agents: Agents, path: Path) -> dict[str, 
 
 def _concat(values: list[Any]) -> Any:
     if isinstance(values[0], pd.Categorical):
-        return union_categoricals(values) if len(values) > 1 else values[0]
+        if len(values) == 1:
+            return values[0]
+        # one kind of record may come with string categories (a CSV read by pandas' fallback, pandas 3's str
+        # dtype), another with object ones: union_categoricals refuses a mix
+        same = [
+            v if v.categories.dtype == object else pd.Categorical.from_codes(v.codes, v.categories.astype(object))
+            for v in values
+        ]
+        return union_categoricals(same)
     return np.concatenate(values)
 
 
@@ -513,5 +521,6 @@ def build_trace(
         format=fmt,
         devices={str(dev_names[g]): int(host_index * per_host + g) for g in used.tolist()},
         device_models={str(dev_names[g]): agents.names[g] for g in used.tolist() if g in agents.names},
+        device_kinds={str(dev_names[g]): GPU for g in used.tolist()},
         warnings=tuple(warnings),
     )

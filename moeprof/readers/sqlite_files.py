@@ -24,7 +24,7 @@ def open_read_only(db: Path, shown: Path, prefix: str) -> Iterator[sqlite3.Conne
         try:
             conn = connect_read_only(db, Path(scratch))
         except SQLITE_ERRORS as exc:
-            raise InputError(shown, f"cannot open as SQLite: {one_line(exc)}") from None
+            raise InputError(shown, f"cannot open as SQLite: {sqlite_problem(exc)}") from None
         except OSError as exc:
             raise InputError(shown, f"cannot read: {exc.strerror or exc}") from None
         yield conn
@@ -47,12 +47,40 @@ def connect_read_only(db: Path, scratch: Path) -> sqlite3.Connection:
     ]
     if not pending:
         # as_uri() percent-encodes '#', '?', '%' and spaces in the path
-        return sqlite3.connect(db.as_uri() + "?mode=ro&immutable=1", uri=True)
+        return _checking(sqlite3.connect(db.as_uri() + "?mode=ro&immutable=1", uri=True))
     copy = scratch / "export.sqlite"
     shutil.copyfile(db, copy)
     for companion in pending:
         shutil.copyfile(companion, scratch / (copy.name + companion.name[len(db.name) :]))
-    return sqlite3.connect(copy)
+    return _checking(sqlite3.connect(copy))
+
+
+def _checking(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """SQLite checks each page's cells as it loads the page: without it, a page whose cell pointers were
+    overwritten is read past its cells, and the same damaged file is refused on one run and read on the next."""
+    conn.execute("PRAGMA cell_size_check = ON")
+    return conn
+
+
+# SQLite's messages for a damaged file, in what they mean for the user
+_DAMAGED = {
+    "database disk image is malformed": "damaged (SQLite finds a corrupt page in it)",
+    "file is not a database": "not an SQLite database (damaged, or another kind of file)",
+    "file is encrypted or is not a database": "not an SQLite database (damaged, or another kind of file)",
+}
+
+
+def sqlite_problem(exc: BaseException) -> str:
+    """What an SQLite failure says is wrong with the file, without the statement that met it: pandas wraps
+    sqlite3's error as "Execution failed on sql '<moeprof's SELECT>': <SQLite's message>" (the error SQLite
+    raised is its cause); the messages of a damaged file say so in the user's terms."""
+    cause = exc.__cause__
+    if isinstance(cause, SQLITE_ERRORS):
+        exc = cause
+    text = one_line(exc)
+    if text.startswith("Execution failed on sql"):  # wrapped, its cause lost: SQLite's message follows the SQL
+        text = text.rsplit("': ", 1)[-1]
+    return _DAMAGED.get(text.strip().lower(), text)
 
 
 def one_line(exc: BaseException) -> str:

@@ -29,9 +29,9 @@ from google.protobuf.message import DecodeError
 
 from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
-from ..core.trace import Job, Trace, make_markers, trailing_number
+from ..core.trace import CPU, GPU, TPU, Job, Trace, make_markers, trailing_number
 from ..core.vocabulary import searches, vocabulary
-from ..errors import InputError
+from ..errors import InputError, unforeseen_in
 from ..options import LoadOptions
 from ..workers import default_decode_threads
 from .base import Placement, ReadContext, native_log
@@ -532,6 +532,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         job=Job(hosts=tuple(header.hostnames)),
         devices=devices,
         device_models=device_models(path, host, first, list(gpu_ordinals), walk.gpu_stats) if gpu_planes else {},
+        device_kinds=dict.fromkeys(devices, GPU if gpu_planes else CPU),  # no GPU plane: a CPU capture's devices
     )
     return trace if host_syncs is None else trace.replace(host_syncs=host_syncs)
 
@@ -595,6 +596,7 @@ def _tpu_trace(
         job=Job(hosts=tuple(header.hostnames)),
         devices={chip.device: chip.global_id for chip in walk.tpu},
         device_models=models,
+        device_kinds={chip.device: TPU for chip in walk.tpu},
         device_peaks=peaks,
         warnings=warnings,
     )
@@ -619,10 +621,11 @@ def _walk_jaxlib(
 
     try:
         profile = ProfileData.from_file(str(path))  # C++ reads the file: no copy of it in Python
-    except Exception as exc:  # jaxlib raises bare RuntimeErrors on bad protos
-        raise InputError(
-            path, f"not a valid XPlane file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-        ) from None
+    except RuntimeError as exc:  # jaxlib's answer to a file that is no XSpace proto: its message says why
+        said = str(exc).strip().splitlines()
+        raise InputError(path, f"not a valid XPlane file{f': {said[0]}' if said else ''}") from None
+    except Exception:  # anything else: the reader's own catch-all
+        raise unforeseen_in(path, "not a valid XPlane file") from None
     markers: list[tuple[str, str, str, float, float, int]] = []  # device, activity, name, start, end, step
     gpu_planes = []
     host_planes = []
@@ -1041,6 +1044,7 @@ def _walk_wire(
     host_lines = [
         _LineView(plane, line, _Labels(plane.event_names, registry)) for plane in host_planes for line in plane.lines
     ]
+    host_lines = [v for v in host_lines if len(v.ids)]  # a host line without events (a thread that ran nothing)
     launches = executions = syncs = None
     if host_lines:
         names = np.concatenate([v.ids for v in host_lines])
@@ -1233,6 +1237,8 @@ class _LineView:
 
 def _first_decides(names: np.ndarray, decision: np.ndarray) -> np.ndarray:
     """Events that are looked at: the first event of each name, and every event of a name it accepted."""
+    if not len(names):
+        return np.zeros(0, dtype=bool)
     codes, _ = pd.factorize(names)
     order = np.argsort(codes, kind="stable")
     starts = np.r_[0, np.flatnonzero(np.diff(codes[order])) + 1]

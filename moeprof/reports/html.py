@@ -71,6 +71,7 @@ from ..core.timeline import (
     TimelineView,
     detail_window,
 )
+from ..core.trace import CPU
 from ..errors import InputError
 from ..options import RAW_EVENTS_CAP
 from .annotate import natural_key
@@ -799,11 +800,16 @@ def manifest_view(analysis: Analysis) -> Manifest | None:
 
 
 def step_rows(analysis: Analysis, limit: int = 40) -> list[tuple[str, Figures]]:
-    """Per step, the mean device's figures (ratios are those of the step's sums)."""
+    """Per step, labelled with its time (the job's §5 window, as the headline's step), the mean device's figures
+    (ratios are those of the step's sums)."""
     by_step: dict[int, list[Figures]] = {}
     for s in analysis.steps:
         by_step.setdefault(s.step, []).append(s)
-    return [(f"step {step}", mean_figures(by_step[step])) for step in sorted(by_step)[:limit]]
+    span = {s.step: s.span_ns for s in analysis.spread.steps}
+    return [
+        (f"step {step} · {fmt_ms(span[step])} ms" if step in span else f"step {step}", mean_figures(by_step[step]))
+        for step in sorted(by_step)[:limit]
+    ]
 
 
 def headline(analysis: Analysis) -> str:
@@ -891,7 +897,10 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
     if steps:
         n_steps = len({s.step for s in r.steps})
         more = f" (first {len(steps)} of {n_steps})" if n_steps > len(steps) else ""
-        step_bars = bars(steps, f"Per step, the mean device{more}")
+        step_bars = bars(
+            steps,
+            f"Per step: its time (the job's, from the first start to the last end of its work), the mean device{more}",
+        )
     return InputPage(
         index=index,
         label=item.label,
@@ -903,7 +912,7 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         timeline_mode="one lane per device and stream" if timeline["mode"] == "stream" else "one lane per device",
         detail=detail,
         timeline_note=note,
-        cpu=bool(r.devices) and all("/CPU:" in d.device for d in r.devices),
+        cpu=r.device_kind == CPU,
         device_bars=device_bars,
         step_bars=step_bars,
         collectives=collectives_table(r.collectives, ledger=led is not None and led.instances > 0),

@@ -60,30 +60,61 @@ def headline(section: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def bandwidth_table(section: Mapping[str, Any]) -> Table:
-    table = Table(title="Bus bandwidth per collective and message size", box=box.SIMPLE_HEAD, title_justify="left")
-    for name, justify in (
-        ("collective", "left"), ("link", "left"), ("size", "right"), ("calls", "right"), ("mean ms", "right"),
-        ("bus GB/s", "right"), ("of peak", "right"), ("shortest member GB/s", "right"), ("of peak", "right"),
-    ):  # fmt: skip
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for r in section["bandwidth"]:
-        table.add_row(
-            f"{r['op']} ({r['kind']})", r["link"], r["size_bucket"], f"{r['instances']:,}", _ms(r["mean_exec_us"]),
-            _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
-            _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"]),
-        )  # fmt: skip
-    table.caption = (
+def bandwidth_table(section: Mapping[str, Any], width: int | None = None) -> Table:
+    """Bus bandwidth per collective and message size, in ``width`` columns: the peak columns go where no peak is
+    known ("-" on every row), then the headers stack; the numbers are never cut, nor are the collective's names
+    folded (the NCCL name over its kind where they do not fit side by side)."""
+    heads = ("collective", "link", "size", "calls", "mean ms", "bus GB/s", "of peak", "shortest member GB/s", "of peak")
+    rows = [
+        (r["op"], r["kind"], r["link"], r["size_bucket"], f"{r['instances']:,}", _ms(r["mean_exec_us"]),
+         _gbps(r["bus_bandwidth_gbps"]), _pct(r["peak_share"]),
+         _gbps(r["transfer_bus_bandwidth_gbps"]), _pct(r["transfer_peak_share"]))
+        for r in section["bandwidth"]
+    ]  # fmt: skip
+    caption = (
         "bus GB/s: bus bytes (NCCL's traffic rules) over every member's time; shortest member: over the "
         "instance's shortest call (the last arrival's, least wait). '-' for All2All: no traffic rule. "
         "link: one-node communicators on the scale-up fabric, others bounded by the scale-out."
     )
     if any(r["kind"] == "send-recv" for r in section["bandwidth"]):
-        table.caption += (
+        caption += (
             " Send/Recv: bus bytes = size; a matched pair's link from its two hosts, 'unknown' for an unmatched"
             " record of a communicator spanning nodes."
         )
+    every = list(range(len(heads)))
+    said = [i for i in every if not heads[i] == "of peak" or any(row[i + 1] != "-" for row in rows)]
+    table = Table()
+    for shown, stacked in ((every, False), (said, False), (said, True)):
+        table = _bandwidth_table(rows, caption, [heads[i] for i in shown], shown, stacked)
+        if width is None or natural_width(table) <= width:
+            break
     return table
+
+
+def _bandwidth_table(rows: list[tuple], caption: str, heads: list[str], shown: list[int], stacked: bool) -> Table:
+    """One layout of :func:`bandwidth_table` (``shown``: the columns kept; ``stacked``: headers on two lines, the
+    collective's kind under its NCCL name)."""
+    table = Table(
+        title="Bus bandwidth per collective and message size",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+    )
+    for i, head in zip(shown, heads, strict=True):
+        name = head.replace(" ", "\n") if stacked and i > 1 else head
+        table.add_column(name, justify="left" if i in (0, 1) else "right", no_wrap=True)
+    for row in rows:
+        op, kind, *rest = row
+        label = Text(op).append(f"\n({kind})", style="dim") if stacked else f"{op} ({kind})"
+        cells = [label, *rest]
+        table.add_row(*(cells[i] for i in shown))
+    return table
+
+
+def natural_width(table: Table) -> int:
+    """The width a table takes when nothing limits it."""
+    return Console(width=100_000).measure(table).maximum
 
 
 def last_table(section: Mapping[str, Any], top: int, p2p: bool = False) -> Table:
@@ -107,20 +138,26 @@ def last_table(section: Mapping[str, Any], top: int, p2p: bool = False) -> Table
 
 
 def render(section: Mapping[str, Any], console: Console, top: int = 8, warnings: tuple[str, ...] = ()) -> None:
+    """The report, its sentences wrapped at words to the console's width (the items of a list with a hanging
+    indent), not left for the terminal to cut mid-word."""
     for line in headline(section):
-        console.print(Text(line, style="bold"), soft_wrap=True)
+        console.print(Text(line, style="bold"))
     console.print()
-    console.print(bandwidth_table(section))
+    console.print(bandwidth_table(section, console.width))
     if section["last_to_arrive"]:
         console.print(last_table(section, top))
     p2p = section.get("p2p") or {}
     if p2p.get("last_to_arrive"):
         console.print(last_table(p2p, top, p2p=True))
     console.print(Text("What a log without timestamps cannot tell:", style="bold"))
+    items = Table.grid(padding=(0, 1))
+    items.add_column(no_wrap=True)
+    items.add_column()
     for item in section["cannot_tell"]:
-        console.print(Text(f"  - {item}"), soft_wrap=True)
+        items.add_row("  -", item)
+    console.print(items)
     for w in warnings:
-        console.print(Text(f"warning: {w}", style="yellow"), soft_wrap=True)
+        console.print(Text(f"warning: {w}", style="yellow"))
 
 
 def html(section: Mapping[str, Any]) -> str:

@@ -31,6 +31,7 @@ from ..core.summary import (
     zero_everywhere,
 )
 from ..words import plural
+from .fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path
 from .text import (
     NBSP,
     asked_line,
@@ -337,19 +338,21 @@ def split_table(result: Analysis, width: int = PIPED_WIDTH, colour: bool = True,
 # ---------------------------------------------------------------- collectives, opportunities
 
 
-OP_MIN_WIDTH = 18  # narrower than this, an op name folds into too many lines to read
+OP_MIN_WIDTH = 18  # narrower than this, an op name is cut to too little to tell kernels apart
+OP_MAX_WIDTH = 60  # wider, a name is cut however wide the console (cut from its middle: fitting.cut)
 
 
 def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table:
     """The top collectives. Columns with nothing to say ("-" on every row) are left out; the rest fit
     ``width`` by dropping the least needed (link peak, the bandwidths, bytes per call, count, link), then
-    by folding the op name. Numbers are never cut. Where the ledger ran, wait and transfer split the time."""
+    by cutting the op name in its middle, on one line (:func:`~.fitting.cut`). Numbers are never cut. Where the
+    ledger ran, wait and transfer split the time."""
 
     def cells(c: Collective) -> dict[str, str]:
         util = c.link_utilization
         n = max(c.devices, 1)  # times per device: the mean over the devices it ran on
         return {
-            "op": c.name if len(c.name) <= 60 else c.name[:57] + "...",
+            "op": c.name,
             "kind": c.kind,
             "link": on_fabric(c.link),
             "count": f"{c.count:,}",
@@ -366,27 +369,36 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
 
     data = [cells(c) for c in result.collectives[:top]]
     names = [n for n in data[0] if n == "op" or any(d[n] != "-" for d in data)] if data else ["op"]
-    op_width = max([len("op"), *(len(d["op"]) for d in data)])
+    op_width = min(OP_MAX_WIDTH, max([len("op"), *(len(d["op"]) for d in data)]))
     title = f"Top collectives (of {len(result.collectives)}), ms per device: the mean over the devices each ran on"
-    table = Table()
-    # headers on two lines first, then the least needed columns go
-    tries: list[tuple[str | None, bool]] = [(None, False), (None, True)]
-    tries += [(drop, True) for drop in ("of link peak", "bus GB/s", "transfer GB/s", "bytes/call", "count", "link")]
-    for drop, stacked in tries:
-        if drop is not None and drop in names:
-            names.remove(drop)
+
+    def build(stacked: bool, op_cells: list[str]) -> Table:
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
         for n in names:
             if n == "op":
-                table.add_column(n, overflow="fold", min_width=min(op_width, OP_MIN_WIDTH))
+                table.add_column(n, no_wrap=True)
             else:
                 head = "\n".join(n.rsplit(" ", 1)) if stacked else n
                 table.add_column(head, justify="left" if n in ("kind", "link") else "right", no_wrap=True)
-        for d in data:
-            table.add_row(*(d[n] for n in names))
-        if natural_width(table) - op_width + min(op_width, OP_MIN_WIDTH) <= width:
+        for d, op in zip(data, op_cells, strict=True):
+            table.add_row(*(op if n == "op" else d[n] for n in names))
+        return table
+
+    # headers on two lines first, then the least needed columns go, until the op name has its room
+    tries: list[tuple[str | None, bool]] = [(None, False), (None, True)]
+    tries += [(drop, True) for drop in ("of link peak", "bus GB/s", "transfer GB/s", "bytes/call", "count", "link")]
+    room = op_width
+    for drop, stacked in tries:
+        if drop is not None and drop in names:
+            names.remove(drop)
+        room = width - (natural_width(build(stacked, [""] * len(data))) - len("op"))
+        if room >= min(op_width, OP_MIN_WIDTH):
             break
-    return table
+    op_room = max(min(op_width, room), min(op_width, NAME_MIN_WIDTH))
+    return build(stacked, cut_apart([d["op"] for d in data], op_room))
+
+
+SCOPE_MIN_WIDTH = 16  # narrower, a scope path says too little (its innermost component, cut)
 
 
 def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table | None:
@@ -404,12 +416,10 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
     if attributed:
         title += ": own (the scope's ops), attributed (the ops that serve it: its own, its backward's, its weights'"
         title += " updates and casts)"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
-    table.add_column("scope", overflow="fold", min_width=min(24, max(len(r.scope) for r in rows)))
     times = ("own ms", "attributed ms") if attributed else ("ms",)
-    heads = ("calls", *times, "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ()))
-    for head in (*heads, *(("XLA's",) if xla else ())):
-        table.add_column(head, justify="right", no_wrap=True)
+    heads = ["scope", "calls", *times, "share", "backward", "comm ms", *(("TFLOP/s", "of peak") if flops else ())]
+    heads += ["XLA's"] if xla else []
+    lines = []
     for r in rows[:top]:
         n = max(r.devices, 1)
         _, share, backward = scope_figures(r, attributed)
@@ -419,23 +429,68 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
             cells += ["-" if r.tflops_per_s is None else f"{r.tflops_per_s:,.1f}", pct(r.peak_fraction)]
         if xla:
             cells.append("" if r.peak_fraction_xla is None else pct(r.peak_fraction_xla))
-        table.add_row(*cells)
-    return table
+        lines.append(cells)
+    shown = list(range(len(heads)))
+    stacked = False
+    left_out: list[str] = []
+
+    def build(scopes: list[str]) -> Table:
+        caption = f"left out at {width} columns: {', '.join(left_out)} (all in --json)" if left_out else None
+        table = Table(
+            title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD,
+            show_edge=False,
+        )  # fmt: skip
+        for i in shown:
+            head = heads[i].replace(" ", "\n") if stacked and i else heads[i]
+            table.add_column(head, justify="right" if i else "left", no_wrap=True)
+        for scope, cells in zip(scopes, lines, strict=True):
+            table.add_row(*(scope if i == 0 else cells[i] for i in shown))
+        return table
+
+    # the scope names whole where they fit, else the headers stack, then the columns with nothing to say go
+    # (comm ms 0.000 on every row: no collective under any scope), then the names are cut (their first and last
+    # components kept, else the innermost alone) to what the numbers leave
+    longest = max([len("scope"), *(len(c[0]) for c in lines)])
+    room = width - (natural_width(build([""] * len(lines))) - len("scope"))
+    if room < longest:
+        stacked = True
+        room = width - (natural_width(build([""] * len(lines))) - len("scope"))
+    silent = [i for i in shown if i and all(c[i] in ("-", "", ms(0)) for c in lines)]
+    if room < longest and silent:
+        shown = [i for i in shown if i not in silent]
+        room = width - (natural_width(build([""] * len(lines))) - len("scope"))
+    # still no room for a name worth showing: the least needed columns go, said in the caption
+    for least in ("XLA's", "calls", "backward", "of peak"):
+        if room >= min(longest, SCOPE_MIN_WIDTH) or least not in heads:
+            continue
+        shown = [i for i in shown if heads[i] != least]
+        left_out.append(least)
+        room = width - (natural_width(build([""] * len(lines))) - len("scope"))
+    fitted = max(min(longest, room), min(longest, NAME_MIN_WIDTH))
+    return build(cut_apart([c[0] for c in lines], fitted, cut_path))
 
 
-def opportunities_panel(result: Analysis, top: int) -> Panel:
+def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Panel:
     """Each opportunity: what, the saving bound (per step where there are steps), evidence and remedy.
 
-    The number sits in its own column so that wrapped lines keep their indent.
+    The number sits in its own column so that wrapped lines keep their indent. How they are ranked is in the
+    panel's title where the title fits its top border, else on the panel's first line (a border cuts a title).
     """
     steps = step_count(result)
+    title = f"Opportunities (ranked by {opportunity_ranking(result)})"
+    ranked_inside = len(title) + 6 > width  # "╭─ " + title + " ─╮" at the least
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
+    if ranked_inside and result.opportunities:
+        grid.add_row("", Text(f"ranked by {opportunity_ranking(result)}", style="dim"))
     shown = result.opportunities[:top]
     for i, (o, remedy) in enumerate(zip(shown, remedy_texts(shown), strict=True), 1):
         hidden, removed = opportunity_savings_text(o, steps, result.step_ns)
-        head = Text(on_fabric(o.title)[:90], style="bold", overflow="fold")
+        # the op's name in the title cut in its middle (a kernel's demangled name runs to hundreds of characters)
+        room = max(NAME_MIN_WIDTH, min(48, width // 2))
+        title_text = o.title.replace(o.name, cut(o.name, room)) if o.name else o.title
+        head = Text(on_fabric(title_text)[:90], style="bold", overflow="fold")
         head.append(f"  {removed}" if removed else "", style="bold red")
         head.append(f"{';' if removed else ''} {hidden}")
         # a flag list longer than the line folds instead of being cut
@@ -444,7 +499,7 @@ def opportunities_panel(result: Analysis, top: int) -> Panel:
     content: RenderableType = grid
     if not result.opportunities:
         content = Text("No exposed communication or launch overhead found: nothing to hide.")
-    return Panel(content, title=f"Opportunities (ranked by {opportunity_ranking(result)})", title_align="left")
+    return Panel(content, title="Opportunities" if ranked_inside else title, title_align="left")
 
 
 def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | None:
@@ -611,7 +666,7 @@ def _render(
         console.print(collectives_table(result, top, width))
     if (scopes := scope_table(result, top, width)) is not None:
         console.print(scopes)
-    console.print(opportunities_panel(result, top))
+    console.print(opportunities_panel(result, top, width))
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
 

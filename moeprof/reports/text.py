@@ -30,7 +30,7 @@ def scale_up_word(analysis: Analysis | None) -> tuple[str, str, str, str]:
     """The fabric names an analysis is rendered with (its ``hardware`` object's ``scale_up``, ``scale_out``), and
     what a device of the job is called on screen: a TPU chip is a ``chip``, never a rank."""
     hardware: Any = (analysis.hardware if analysis is not None else None) or {}
-    tpu = analysis is not None and is_tpu_job(d.device for d in analysis.devices)
+    tpu = analysis is not None and is_tpu_job(d.kind for d in analysis.devices)
     return (
         str(hardware.get("scale_up") or "NVLink"),
         str(hardware.get("scale_out") or "InfiniBand"),
@@ -485,16 +485,21 @@ def headline(v: Verdict | None) -> list[str]:
         return [scope, "step: not timed (the trace cannot answer, above)"]
     if v.steps:
         scope += f", {plural(v.steps, 'step')}"
-    # one step time everywhere: §9's (the job's, latest end − earliest start over its devices, mean over steps)
+    # one step time everywhere: §9's (the job's §5 window over its devices, mean over steps);
+    # every figure of the line over that window: beside it, exposed comm per device and step
+    stepped = v.step_ns is not None
+    exposed = v.exposed_per_step if (stepped and v.exposed_per_step is not None) else v.exposed
+    per_what = "per device and step" if exposed is v.exposed_per_step else "per device"
     per = (
-        f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''}) · per device:"
-        if (v.step_ns is not None)
+        f"step {duration(v.step_ns)} (the job's{', mean over steps' if v.steps > 1 else ''})"
+        if stepped
         else f"per device: span {duration(v.span.mean_ns)}"
     )
     if v.has_comm:
-        per += f"{',' if v.step_ns is None else ''} exposed comm {duration(v.exposed.mean_ns)}"
+        per += f" · {per_what}:" if stepped else ","
+        per += f" exposed comm {duration(exposed.mean_ns)}"
         if v.devices > 1:
-            per += f" mean, {duration(v.exposed.worst_ns)} worst ({v.exposed.worst_device})"
+            per += f" mean, {duration(exposed.worst_ns)} worst ({exposed.worst_device})"
     return [scope, f"comm share {pct(v.comm_share)}", per]
 
 

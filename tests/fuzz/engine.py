@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import known
@@ -86,6 +86,8 @@ class Harness:
             want = self.seed_figures(case.seed)
         outputs = {p.name: p.stat().st_size for p in (root / "out").iterdir() if p.is_file()}
         violations = check(case, outcome, before, after, want, outputs)
+        if any(v.code == "unforeseen-exception" for v in violations) and not outcome.escaped:
+            outcome.escaped = self._exception_behind(case, root)
         if keep is None:
             unlock(root)
             shutil.rmtree(root, ignore_errors=True)
@@ -95,6 +97,17 @@ class Harness:
         if violations:
             result.known = known.classify(case, outcome, violations)
         return result
+
+    def _exception_behind(self, case: Case, root: Path) -> str:
+        """The exception a catch-all answered for (its message names none): the case again as ``python -m
+        moeprof`` with MOEPROF_DEBUG=1, which lets it through (a new process: the in-process worker's pool workers
+        would not see the variable), as "Type: message"; "" where it did not show."""
+        outcome = run_subprocess(replace(case, mode="subprocess", env={**case.env, "MOEPROF_DEBUG": "1"}), root)
+        if "Traceback (most recent call last):" not in outcome.stderr:
+            return ""
+        # the first line at the margin after the last traceback's (indented) frames; notes follow it
+        after = outcome.stderr.split("Traceback (most recent call last):")[-1].splitlines()
+        return next((ln for ln in after if ln.strip() and not ln[0].isspace()), "")
 
 
 def log(text: str) -> None:

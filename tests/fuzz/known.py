@@ -27,8 +27,9 @@ class KnownClass:
 
 
 def escaped_type(outcome: Outcome) -> str:
-    """The exception type in moeprof's catch-all message ("cannot process the input: TypeError: ...")."""
-    m = re.search(r"cannot process the input: (\w+)", outcome.stderr)
+    """The type of the exception behind a failure: one that left the command, or the one a catch-all answered
+    for (whose message names none: the harness runs such a case again with MOEPROF_DEBUG=1 to learn it)."""
+    m = re.match(r"([\w.]+)(?::|$)", outcome.escaped.strip(), re.M)
     return m.group(1) if m else ""
 
 

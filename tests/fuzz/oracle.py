@@ -13,13 +13,17 @@ import math
 import re
 from dataclasses import dataclass
 
+from moeprof.errors import UNFORESEEN
+
 from .mutators import NO_INT64, REJECT, SAME, SAME_OR_REJECT, Case
 from .runner import Outcome
 
 BUCKETS = ("compute_ns", "comm_ns", "memcpy_ns", "other_ns")
 LINKS = ("comm_nvlink_ns", "comm_ib_ns", "comm_unknown_link_ns")
 EXPOSED_LINKS = ("exposed_comm_nvlink_ns", "exposed_comm_ib_ns", "exposed_comm_unknown_link_ns")
-GENERIC_FAILURE = "cannot process the input"
+# the words of moeprof's last-resort catch-alls, the CLI's and each reader's: an exception nothing turned into
+# what is wrong with the input
+GENERIC_FAILURE = UNFORESEEN
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 

@@ -11,8 +11,10 @@ for instance members).
 Readings of §9 (docs/metrics.md, "Projection", holds them all):
 
 * an activity belongs to the §5 step whose window on its device holds its start;
-  ``step_ns`` of a step is the latest end minus the earliest start of the job's
-  activities in that step (aligned); a job without steps is one step, numbered -1;
+  ``step_ns`` of a step is the job's window of it: its devices' §5 windows from the earliest
+  start to the latest end (aligned), each window's edges tied to the activities that bound them
+  in a replay (:class:`moeprof.core.steps.StepEdges`: the idle a TPU's Steps line holds is kept);
+  a job without steps is one step, numbered -1, its activities' span;
 * the critical path is the one of the step with the longest projected time; it follows
   the last arrival through each instance, so waiting for peers is never on it (its
   ``wait`` is 0 by construction) and shows as the peers' work it waited for;
@@ -45,6 +47,7 @@ from ...core.events import BUCKETS, bucket_codes, column_codes, lookup
 from ...core.ledger import Ledger, build_ledger
 from ...core.metrics import DeviceTimeline, EventColumns
 from ...core.sections import Throughput
+from ...core.steps import StepEdges, step_edges
 from ..throughput import projected_throughput
 from .replay import Graph, build_graph, latest_end_zeroed, replay, walk_back
 
@@ -86,6 +89,9 @@ class ReplayJob:
     delta: np.ndarray  # per row: the clock offset δ of its host (ŝ = start − δ)
     step: np.ndarray  # per row: its §5 step (-1: the whole trace when the job has no steps)
     step_numbers: np.ndarray  # the steps, sorted
+    # each device's §5 step windows, their edges tied to the activities that bound them (the idle a device-side
+    # marker holds at its edges, a TPU's Steps line, kept as measured): a replayed timeline's steps
+    step_edges: StepEdges
     device_names: np.ndarray  # device code -> name
     bucket: np.ndarray  # int8 index into BUCKETS
     windows: pd.DataFrame  # device, start_ns, end_ns: the measured windows (own clock)
@@ -94,6 +100,7 @@ class ReplayJob:
     whole_job: bool = False
     device_ids: Mapping[int, str] = field(default_factory=dict)
     hosts: Mapping[str, str] = field(default_factory=dict)  # device -> host
+    kinds: Mapping[str, str] = field(default_factory=dict)  # device -> GPU | TPU | CPU (its reader's record)
     _codes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
     _step_rows: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     _kept: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -129,6 +136,7 @@ class ReplayJob:
         whole_job: bool = False,
         device_ids: Mapping[int, str] | None = None,
         hosts: Mapping[str, str] | None = None,
+        kinds: Mapping[str, str] | None = None,
     ) -> ReplayJob:
         """``table``: REPLAY_COLUMNS; ``instance``: complete §8 instance per row (-1 none); ``steps``:
         (step, device, start_ns, end_ns) on each device's own clock; ``windows``: measured windows."""
@@ -184,6 +192,8 @@ class ReplayJob:
             )
 
         step, numbers = _steps_of(dev_c, names, start, steps)
+        windows_of_steps = _aligned_windows(steps, names, dev_c, delta)
+        edges = step_edges(dev_c, step, start - delta, end - delta, numbers, windows_of_steps)
         record_rows = None
         if records is not None:
             record_rows = np.flatnonzero(bucket_codes(table["bucket"]) == BUCKETS.index("comm"))
@@ -195,6 +205,7 @@ class ReplayJob:
             delta=delta,
             step=step,
             step_numbers=numbers,
+            step_edges=edges,
             device_names=names,
             bucket=bucket_codes(table["bucket"]),
             windows=windows,
@@ -203,6 +214,7 @@ class ReplayJob:
             whole_job=whole_job,
             device_ids=dict(device_ids or {}),
             hosts=dict(hosts or {}),
+            kinds=dict(kinds or {}),
         )
 
     # ------------------------------------------------------------ running
@@ -216,7 +228,17 @@ class ReplayJob:
         return replay(self.graph, duration, transfer, gap=gap)
 
     def step_spans(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-        """Per step (``step_numbers`` order): latest end − earliest start of its activities."""
+        """Per step (``step_numbers`` order): its step time on a replayed timeline: the job's window over its
+        devices' §5 windows, each moved with the activities that bound it (:class:`StepEdges`; the measured
+        timeline gives the measured windows exactly: §5's step, the one every screen shows); a step without
+        windows (a job without steps): the latest end − earliest start of its activities."""
+        spans, windowed = self.step_edges.spans(s, e)
+        if bool(windowed.all()):  # (the activities' spans are not needed: not computed)
+            return spans
+        return np.where(windowed, spans, self._activity_spans(s, e))
+
+    def _activity_spans(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Per step (``step_numbers`` order): latest end − earliest start of its activities (0 without any)."""
         size = self.step_numbers.size
         lo = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
         hi = np.full(size, np.iinfo(np.int64).min, dtype=np.int64)
@@ -228,6 +250,24 @@ class ReplayJob:
             lo[held] = np.minimum.reduceat(s[rows], at)
             hi[held] = np.maximum.reduceat(e[rows], at)
         return np.where(hi >= lo, hi - lo, 0)
+
+    def step_windows(self, s: np.ndarray, e: np.ndarray) -> pd.DataFrame:
+        """Each device's §5 step windows on a replayed timeline (:class:`StepEdges`), on its own clock:
+        ``device, step, start_ns, end_ns``."""
+        edges = self.step_edges
+        lo, hi = edges.windows(s, e)
+        first_row = np.zeros(len(self.device_names), dtype=np.int64)
+        dev_c = self.codes("device")[0]
+        first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
+        shift = self.delta[first_row[edges.device]] if self.delta.size else np.zeros(edges.size, dtype=np.int64)
+        return pd.DataFrame(
+            {
+                "device": self.device_names[edges.device],
+                "step": self.step_numbers[edges.step],
+                "start_ns": lo + shift,
+                "end_ns": hi + shift,
+            }
+        )
 
     @cached_property
     def _by_step(self) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
@@ -478,7 +518,10 @@ class ReplayJob:
             exposed.append((name, *measured.exposed_segments))
             out.append(
                 DeviceFigures(
-                    device=name, host=self.hosts.get(name, name.split("/")[0]), **{k: getattr(figs, k) for k in NS_KEYS}
+                    device=name,
+                    host=self.hosts.get(name, name.split("/")[0]),
+                    kind=self.kinds.get(name, ""),
+                    **{k: getattr(figs, k) for k in NS_KEYS},
                 )
             )
         if self.records is not None and self.record_rows is not None and len(self.records) == self.record_rows.size:
@@ -527,6 +570,28 @@ def _segments(parts: list[tuple[str, np.ndarray, np.ndarray]]) -> pd.DataFrame:
     )
 
 
+def _aligned_windows(steps: pd.DataFrame, names: np.ndarray, dev_c: np.ndarray, delta: np.ndarray) -> pd.DataFrame:
+    """The §5 step windows (``steps``: device, step, start_ns, end_ns on each device's own clock) with device
+    codes and aligned times (less the δ of the device's host), for :func:`moeprof.core.steps.step_edges`."""
+    if steps is None or not len(steps):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ("device", "step", "start_ns", "end_ns")})
+    code_of = {str(n): i for i, n in enumerate(names.tolist())}
+    first_row = np.zeros(len(names), dtype=np.int64)
+    first_row[dev_c[::-1]] = np.arange(dev_c.size)[::-1]
+    codes, values = column_codes(steps["device"])
+    dev = lookup(codes, np.array([code_of.get(str(v), -1) for v in values.tolist()], dtype=np.int64), -1)
+    ok = dev >= 0
+    shift = delta[first_row[np.maximum(dev, 0)]] if delta.size else np.zeros(dev.size, dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "device": dev[ok],
+            "step": steps["step"].to_numpy(np.int64)[ok],
+            "start_ns": steps["start_ns"].to_numpy(np.int64)[ok] - shift[ok],
+            "end_ns": steps["end_ns"].to_numpy(np.int64)[ok] - shift[ok],
+        }
+    )
+
+
 def _steps_of(
     dev_c: np.ndarray, names: np.ndarray, start: np.ndarray, steps: pd.DataFrame
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -566,6 +631,7 @@ def joined_job(
     whole_job: bool,
     device_ids: Mapping[int, str],
     hosts: Mapping[str, str],
+    kinds: Mapping[str, str] | None = None,
 ) -> ReplayJob | None:
     """The :class:`ReplayJob` of the whole job: the files' replay columns (``table``, :mod:`.columns`) joined
     with the §8 instances and clock offsets of ``ledger`` (None: no comm records); None without activities."""
@@ -613,4 +679,5 @@ def joined_job(
         whole_job=whole_job,
         device_ids=device_ids,
         hosts=hosts,
+        kinds=kinds,
     )

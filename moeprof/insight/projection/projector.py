@@ -170,7 +170,8 @@ class Projector:
         held_one = next((p for p in held if list(p.what_if) == list(terms) and p.devices), None)
         projection = held_one or self.project(list(terms))
         events = self.events(list(terms))
-        trace = projected_trace(events, f"{' '.join(projection.what_if) or 'replay'} of {', '.join(inputs)}")
+        label = f"{' '.join(projection.what_if) or 'replay'} of {', '.join(inputs)}"
+        trace = projected_trace(events, label, self.step_windows(terms), self.job.kinds)
         crit = events[events["critical"].to_numpy(bool)]
         critical = pd.DataFrame(
             {
@@ -181,6 +182,12 @@ class Projector:
             }
         )
         return projection, trace, critical
+
+    def step_windows(self, terms: Sequence[str]) -> pd.DataFrame:
+        """Each device's §5 step windows on the timeline ``terms`` project (device, step, start_ns, end_ns, on
+        the device's own clock): the projected timeline's step markers."""
+        _, s, e = self._replay([t.text for t in parse_terms(terms)])
+        return self.job.step_windows(s, e)
 
     def unasked(self, analysis: Analysis) -> list[str] | None:
         """The change a page draws beside the measured timeline unasked (None: none): for a job of several
@@ -208,6 +215,6 @@ class Projector:
         return replace(bound, ops=path_ops(self.job, rows, bound.cause)) if bound is not None else None
 
     def measured_step_ns(self) -> int:
-        """§9's step time, measured: the mean over steps of (latest end − earliest start), aligned."""
+        """§9's step time, measured: the mean over steps of the job's §5 window (aligned)."""
         spans = self.job.measured_spans
         return int(round(float(spans.mean()))) if spans.size else 0

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...core.analysis import Opportunity
 from ...core.events import BUCKETS, KINDS, lookup
+from ...core.trace import GPU
 from ..opportunities import SMALL_GAP_NS, name_flags, small_gemms
 from .job import ReplayJob
 from .terms.base import bad
@@ -178,7 +179,7 @@ GAP_OPPORTUNITIES = ("launch-gaps", "small-gemms")  # made of the gaps before ac
 
 def _gpu_devices(job: ReplayJob) -> np.ndarray:
     """Per row: on a GPU device (the device signals of §6 are GPU-only)."""
-    return _string_mask(job, "device", lambda d: "GPU" in d)
+    return _string_mask(job, "device", lambda d: job.kinds.get(d) == GPU)
 
 
 def _small_gemm_rows(job: ReplayJob) -> np.ndarray:

@@ -3,13 +3,16 @@ and what ``annotate --what-if`` writes for Perfetto.
 
 :meth:`.projector.Projector.events` gives every activity of the job its projected start and end (each
 device's own clock) and marks the critical path's activities, from the same replay as the projection it draws.
-Here those rows become one :class:`Trace` (its step markers are each device's projected steps: the earliest
-start to the latest end of the activities the replay put in that step), which the pipeline measures like any
+Here those rows become one :class:`Trace` (its step markers are each device's projected §5 step windows,
+:meth:`.job.ReplayJob.step_windows`: the idle a measured window holds at its edges kept), which the pipeline
+measures like any
 trace, so the report and the annotated file show the projected timeline's §4 figures, exposed communication
 and steps by the same code as the measured ones.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -29,8 +32,16 @@ OPCODE_OF_KIND = {
 }
 
 
-def projected_trace(events: pd.DataFrame, path: str = "projected") -> Trace:
-    """The projected activities (``projected_events``' rows) as a trace, with per-device step markers."""
+def projected_trace(
+    events: pd.DataFrame,
+    path: str = "projected",
+    windows: pd.DataFrame | None = None,
+    kinds: Mapping[str, str] | None = None,
+) -> Trace:
+    """The projected activities (``projected_events``' rows) as a trace, with per-device step markers:
+    ``windows`` (device, step, start_ns, end_ns: the projection's step windows), else each step's projected
+    earliest start to latest end of its activities on each device; ``kinds``: the measured devices' kinds
+    (the projected job runs on the same chips)."""
     device = events["device"].astype(str).to_numpy(dtype=object)
     host = np.array([d.split("/", 1)[0] if "/" in d else d for d in device.tolist()], dtype=object)
     start = events["start_ns"].to_numpy(np.int64)
@@ -57,18 +68,22 @@ def projected_trace(events: pd.DataFrame, path: str = "projected") -> Trace:
             "source": "moeprof-projection",
         }
     )
-    step = events["step"].to_numpy(np.int64)
-    in_step = step >= 0
-    frame = pd.DataFrame({"device": device[in_step], "step": step[in_step], "s": start[in_step], "e": end[in_step]})
-    windows = frame.groupby(["device", "step"], sort=True).agg(s=("s", "min"), e=("e", "max")).reset_index()
+    if windows is None:
+        step = events["step"].to_numpy(np.int64)
+        in_step = step >= 0
+        frame = pd.DataFrame({"device": device[in_step], "step": step[in_step], "s": start[in_step], "e": end[in_step]})
+        windows = (
+            frame.groupby(["device", "step"], sort=True).agg(start_ns=("s", "min"), end_ns=("e", "max")).reset_index()
+        )
+    windows = windows[windows["step"].to_numpy(np.int64) >= 0]
     dev = windows["device"].to_numpy(dtype=object)
     markers = make_markers(
         host=np.array([d.split("/", 1)[0] if "/" in d else d for d in dev.tolist()], dtype=object),
         device=dev,
         kind="step",
         name=np.array([f"Step {n}" for n in windows["step"].tolist()], dtype=object),
-        start_ns=windows["s"].to_numpy(np.int64),
-        end_ns=windows["e"].to_numpy(np.int64),
+        start_ns=windows["start_ns"].to_numpy(np.int64),
+        end_ns=windows["end_ns"].to_numpy(np.int64),
         number=windows["step"].to_numpy(np.int64),
     )
-    return Trace(events=table, path=path, format="chrome", markers=markers)
+    return Trace(events=table, path=path, format="chrome", markers=markers, device_kinds=dict(kinds or {}))

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...core.events import make_table
-from ...core.trace import Job, Trace, empty_markers
+from ...core.trace import GPU, Job, Trace, empty_markers
 from ...errors import InputError
 from ..nccl_calls import launch_info
 from .columns import floats, ints, numeric, shown_value, time_column
@@ -262,6 +262,7 @@ def build(frames: Frames, host: str, host_index: int, path: Path, step_marker: r
         job=Job(hosts=(host,) if frames.hostname else ()),
         devices={str(dev_names[i]): int(host_index * n_gpus + i) for i in range(n_gpus)},
         device_models={f"{host}/GPU:{g}": frames.gpu_names[g] for g in gpus if g in frames.gpu_names},
+        device_kinds={str(d): GPU for d in dev_names.tolist()},
         host_syncs=_host_syncs(frames, act, dev_ids, host),
     )
 

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ...core.trace import Trace
-from ...errors import InputError
-from ..sqlite_files import one_line, open_read_only
+from ...errors import InputError, unforeseen_in
+from ..sqlite_files import open_read_only, sqlite_problem
 from .columns import one_number, texts
 from .events import build
 from .nvtx import NVTX_LIKE
@@ -230,10 +230,10 @@ def _parse_connection(
             frames = _sqlite_frames(tables, step_marker)
     except Unplaceable as exc:
         raise InputError(shown, str(exc)) from None
-    except sqlite3.Error as exc:
-        raise InputError(shown, f"not a readable Nsight Systems SQLite export: {one_line(exc)}") from None
-    except (pd.errors.DatabaseError, ValueError) as exc:
-        raise InputError(shown, f"not a readable Nsight Systems SQLite export: {one_line(exc)}") from None
+    except (sqlite3.Error, UnicodeDecodeError, pd.errors.DatabaseError) as exc:  # SQLite's (one may not decode)
+        raise InputError(shown, f"not a readable Nsight Systems SQLite export: {sqlite_problem(exc)}") from None
+    except ValueError:
+        raise unforeseen_in(shown, "not a readable Nsight Systems SQLite export") from None
     finally:
         conn.close()
     return build(frames, frames.hostname or stem, host_index, shown, step_marker)
