@@ -83,6 +83,7 @@ def host_evidence(
         is_exec, module = executions(names, module_names)
     else:
         is_exec, module = np.zeros(len(corr), dtype=bool), np.full(len(corr), "", dtype=object)
+    # every column a fresh array made here: the frames take them as they are (no consolidating copy)
     return (
         pd.DataFrame(
             {
@@ -90,10 +91,12 @@ def host_evidence(
                 "launch_ns": starts[launch],
                 "end_ns": ends[launch],
                 "line": line_no[launch],
-            }
+            },
+            copy=False,
         ),
         pd.DataFrame(
-            {"line": line_no[is_exec], "module": module[is_exec], "start_ns": starts[is_exec], "end_ns": ends[is_exec]}
+            {"line": line_no[is_exec], "module": module[is_exec], "start_ns": starts[is_exec], "end_ns": ends[is_exec]},
+            copy=False,
         ),
         pd.DataFrame(
             {
@@ -101,7 +104,8 @@ def host_evidence(
                 "start_ns": starts[is_sync],
                 "end_ns": ends[is_sync],
                 "correlation_id": corr[is_sync],
-            }
+            },
+            copy=False,
         ),
     )
 
