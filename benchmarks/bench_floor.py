@@ -115,12 +115,16 @@ def main() -> None:
             for _ in range(args.repeat):  # round-robin: a slow spell of the machine falls on every command
                 for label, (cmd, env) in runs.items():
                     got[label].append(measure(cmd, env))
-            best = {k: (min(c for c, _, _ in v), statistics.median(r for _, r, _ in v), v[0][2]) for k, v in got.items()}
+            best = {
+                k: (min(c for c, _, _ in v), statistics.median(r for _, r, _ in v), v[0][2]) for k, v in got.items()
+            }
             size_mib = trace.stat().st_size / 2**20
             rows.append((shape, size_mib, best))
-            print(f"{shape}: {size_mib:.1f} MiB, " + ", ".join(f"{k} {c:.2f} s {r:.0f} MiB" for k, (c, r, _) in best.items()))
+            figures = ", ".join(f"{k} {c:.2f} s {r:.0f} MiB" for k, (c, r, _) in best.items())
+            print(f"{shape}: {size_mib:.1f} MiB, {figures}")
     events = f"{args.events / 1e6:g}M"
-    print(f"\n{events + '-event input':22s} {'floor CPU / RSS':>20s}  {'analyze --json CPU / RSS':>26s} {'JSON':>10s}  ratio")
+    head = f"{events + '-event input':22s} {'floor CPU / RSS':>20s}  {'analyze --json CPU / RSS':>26s}"
+    print(f"\n{head} {'JSON':>10s}  ratio")
     for shape, _, best in rows:
         fc, fr, _ = best["floor"]
         for label in checkouts:
@@ -132,7 +136,8 @@ def main() -> None:
                 f"{name:22s} {fc:7.2f} s / {fr:6.0f} MiB  {c:9.2f} s / {r:6.0f} MiB {size / 1e6:8.2f} MB  "
                 f"CPU {c / fc:.2f}x ({cpu_met}), RSS {r / fr:.2f}x ({rss_met})"
             )
-    print(f"(targets: CPU <= {CPU_TARGET}x the floor's, peak RSS <= {RSS_TARGET}x; best CPU of {args.repeat}, median RSS)")
+    print(f"(targets: CPU <= {CPU_TARGET}x the floor's, peak RSS <= {RSS_TARGET}x; best CPU of {args.repeat},")
+    print(" median RSS; read on a machine without an accelerator: see the module docstring)")
 
 
 if __name__ == "__main__":

@@ -314,7 +314,7 @@ def test_table_classification_is_classify_one_per_row(rows, with_user_rules):
 
 
 _ODD_TEXT = st.text(
-    alphabet=st.sampled_from(list("abcxyzAKSIkis_:<>(),. -/#") + ["ſ", "K", "İ", "ı", "ß"]), max_size=12
+    alphabet=st.sampled_from([*"abcxyzAKSIkis_:<>(),. -/#", "ſ", "K", "İ", "ı", "ß"]), max_size=12
 )  # ASCII, and the letters Unicode case folding joins to ASCII ones (the long s, the Kelvin sign, dotted I)
 _WORDS = ["nccl", "NCCL", "AllReduce", "all_to_all", "Expert", "shared_expert", "GEMM", "nvjet", "RaggedAllToAll",
           "deep_ep", "DeepEP", "Recv", "MoE", "gmm", "Grouped", "ragged-dot", "::EP::", "dispatch"]  # fmt: skip
@@ -329,6 +329,6 @@ def test_searches_is_the_patterns_own_search(text: str) -> None:
 
     vocab = vocabulary()
     patterns = [getattr(vocab, f) for f in vocab.__dataclass_fields__ if isinstance(getattr(vocab, f), re.Pattern)]
-    patterns += [r.pattern for r in default_rules()] + [p for r in default_rules() for _, p in r.also]
+    patterns += [*(r.pattern for r in default_rules()), *(p for r in default_rules() for _, p in r.also)]
     for pattern in patterns:
         assert searches(pattern, [text]) == [pattern.search(text) is not None], pattern.pattern

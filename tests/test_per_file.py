@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import pytest
 
 import moeprof
 from moeprof.core.metrics import DeviceTimeline, EventColumns

@@ -56,7 +56,7 @@ class FittingHelp(typer.core.TyperCommand):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         for param in self.get_params(ctx):
             defer_coercion(param)
-        return super().parse_args(ctx, args)  # type: ignore[no-any-return]
+        return super().parse_args(ctx, args)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         for param in self.get_params(ctx):  # --help is made here, not in __init__
@@ -126,7 +126,7 @@ class MoeprofGroup(typer.core.TyperGroup):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         for param in self.get_params(ctx):
             defer_coercion(param)
-        return super().parse_args(ctx, args)  # type: ignore[no-any-return]
+        return super().parse_args(ctx, args)
 
     def main(
         self,

@@ -633,11 +633,15 @@ class CriticalPath:
         named = device_codes[np.array([d != "" for d in device_names.tolist()], dtype=bool)[device_codes]]
         crossed = tuple(str(d) for d in device_names[pd.unique(named)].tolist()) if named.size else ()
         path = cls(
-            *(columns[c] for c in PATH_COLUMNS), segments=int(start.size), total_ns=int(ns.sum(dtype=np.int64)),
-            crossed=crossed,
+            columns["device"], columns["bucket"], columns["kind"], columns["cause"], columns["name"], start, end,
+            segments=int(start.size), total_ns=int(ns.sum(dtype=np.int64)), crossed=crossed,
         )  # fmt: skip
         pieces = (
-            ns[keep], cause_of, np.asarray(cause_names, dtype=object)[cause_used], device_of, device_names[device_used]
+            ns[keep],
+            cause_of,
+            np.asarray(cause_names, dtype=object)[cause_used],
+            device_of,
+            device_names[device_used],
         )
         object.__setattr__(path, "_coded_pieces", pieces)
         return path

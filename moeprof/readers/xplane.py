@@ -21,7 +21,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -295,7 +295,7 @@ def _sparse_categorical(n: int, idx: np.ndarray, values: list[np.ndarray]) -> pd
     """A string column that is "" except at ``idx``."""
     codes, uniques = pd.factorize(np.concatenate([np.array([""], dtype=object), *values]))
     width = np.int8 if len(uniques) < 127 else np.int16 if len(uniques) < 32_767 else np.int32  # pandas' own
-    full = np.zeros(n, dtype=width)
+    full: np.ndarray[Any, np.dtype[np.integer]] = np.zeros(n, dtype=width)
     full[idx] = codes[1:]
     return pd.Categorical.from_codes(full, categories=pd.Index(uniques, dtype=object))
 
@@ -1290,9 +1290,7 @@ def _stream_chunks(
     capable = [True] * len(names) if read_all else searches(decider.comm_capable, names)
     every = np.array(
         [
-            can
-            or (bool(op) and bool(_COPY_OR_SET.match(name)))
-            or decider._collective_op(mod, int(pid), op)
+            can or (bool(op) and bool(_COPY_OR_SET.match(name))) or decider._collective_op(mod, int(pid), op)
             for can, name, op, mod, pid in zip(
                 capable,
                 names,
