@@ -191,13 +191,16 @@ def test_throughput_from_model_and_measured_steps():
 
     result = moeprof.analyze_paths([SAMPLES / "synthetic_2host_4gpu"])
     scen = synthetic.build("synthetic_2host_4gpu", 2, 4, seed=2)
-    # a step's span is its slowest device's: the marker windows are per host, the same on every device
-    spans = sorted(max(e - s for s, e in (scen.steps[h][i] for h in range(2))) for i in range(3))
+    # the job's step (§5): the first start to the last end over both hosts (one clock in the generator), the mean
+    # over the steps as throughput takes it (step_ns, the one step time)
+    windows = [[scen.steps[h][i] for h in range(2)] for i in range(3)]
+    spans = [max(e for _, e in w) - min(s for s, _ in w) for w in windows]
+    step = round(sum(spans) / len(spans))
     result = with_throughput(result, "deepseek-v3", tokens_per_step=8192, seq_len=4096, gpu="H100", job_devices=64)
     tp = result.throughput
     assert tp is not None
-    assert tp["step_ns"] == spans[1]
-    assert tp["tokens_per_second"] == pytest.approx(8192 / (spans[1] / 1e9))
+    assert tp["step_ns"] == step == result.step_ns
+    assert tp["tokens_per_second"] == pytest.approx(8192 / (step / 1e9))
     per_token = flops_per_token(load_model_config("deepseek-v3"), 4096).total
     assert tp["tflops_per_device"] == pytest.approx(tp["tokens_per_second"] * per_token / 64 / 1e12)
     assert tp["mfu"] == pytest.approx(tp["tflops_per_device"] / tp["peak_tflops"])

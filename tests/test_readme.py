@@ -111,6 +111,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(db, here / "node0" / db.name)
     shutil.copytree(SAMPLES / "nccl_inspector_8rank", here / "nccl-inspector-1234")
     shutil.copytree(SAMPLES / "synthetic_tpu_2slice", here / "tpu_job")  # two slices of 4 TPU v5e chips
+    shutil.copytree(SAMPLES / "tpu_v5e_ablation" / "base", here / "tpu_run")  # the demo on a TPU v5e, HLO kept
     for name in ("padded", "dropless"):  # a TPU ablation: moe_step's padded (a) and dropless (b) captures
         shutil.copytree(SAMPLES / "tpu_v5e_moe_step" / "ab"[name == "dropless"], here / "runs" / name)
     for name in ("baseline", "grouped-gemm", "ep-fusion"):

@@ -450,3 +450,15 @@ def test_ragged_dot_capture_against_xprofs_figures():
     # xprof: idle 7.470 ms over the capture, of which all but what idles inside the programs is between them
     assert gaps.exposed_ns == pytest.approx(7.470e6, rel=0.01) and gaps.remedy_id == "tpu-host-gaps"
     assert a.hardware["preset"] == "TPU v5e" and a.hardware["hbm_gbps"] == 819.0
+
+
+def test_a_tpu_screen_counts_chips_not_devices():
+    """On a TPU the screen says chip (issue 39 item 4): the headline counts chips and every "worst device"
+    (first try, opportunity panel) is the worst chip; a GPU job keeps its devices."""
+    tpu = CliRunner().invoke(app, ["analyze", str(SAMPLES / "tpu_v5e_demo")], env={"COLUMNS": "200"})
+    assert tpu.exit_code == 0, tpu.output
+    assert "1 chip from 1 trace file" in tpu.stdout and "device from" not in tpu.stdout
+    assert "the worst chip" in tpu.stdout and "the worst device" not in tpu.stdout
+    gpu = CliRunner().invoke(app, ["analyze", str(SAMPLES / "synthetic_1host_8gpu")], env={"COLUMNS": "200"})
+    assert gpu.exit_code == 0, gpu.output
+    assert "8 devices from 1 trace file" in gpu.stdout and "the worst chip" not in gpu.stdout

@@ -492,7 +492,7 @@ def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) ->
         title_text = o.title.replace(o.name, cut(o.name, room)) if o.name else o.title
         head = Text(on_fabric(title_text)[:90], style="bold", overflow="fold")
         head.append(f"  {removed}" if removed else "", style="bold red")
-        head.append(f"{';' if removed else ''} {hidden}")
+        head.append(f"{';' if removed else ''} {on_fabric(hidden)}")
         # a flag list longer than the line folds instead of being cut
         body = Text(f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {remedy}", overflow="fold")
         grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))

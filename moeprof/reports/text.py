@@ -50,7 +50,7 @@ def fabric_words(words: tuple[str, ...]) -> Iterator[None]:
 
 
 _RANK_WORDS = ((re.compile(r"\bCross-rank\b"), "Cross-chip"), (re.compile(r"\branks\b"), "chips"),
-               (re.compile(r"\brank\b"), "chip"))  # fmt: skip
+               (re.compile(r"\brank\b"), "chip"), (re.compile(r"\bthe worst device\b"), "the worst chip"))  # fmt: skip
 
 
 def chip_words(text: str) -> str:
@@ -480,7 +480,7 @@ def headline(v: Verdict | None) -> list[str]:
     """The key figures in parts (a renderer joins them), per device: a sum over devices reads as longer than the run."""
     if v is None:
         return []
-    scope = f"{plural(v.devices, 'device')} from {plural(v.files, 'trace file')}"
+    scope = f"{plural(v.devices, 'chip' if v.tpu else 'device')} from {plural(v.files, 'trace file')}"
     if v.cannot_answer is not None:  # what is left of the step is no step: no figure of it
         return [scope, "step: not timed (the trace cannot answer, above)"]
     if v.steps:
