@@ -156,13 +156,16 @@ def launched_windows(markers: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFr
     # one cell per (step, device): the marker of the step that comes first names it; its activities' hull
     step_c, first_marker = np.unique(key, return_index=True)  # key -> its first marker (keys sorted)
     cell = np.searchsorted(step_c, key[marker_of[inside]]) * len(dev_v) + dev_c[inside]
-    lo = pd.Series(start[inside]).groupby(cell, sort=True).min()
-    hi = pd.Series(end[inside]).groupby(cell, sort=True).max()
-    cells = lo.index.to_numpy(dtype=np.int64)
+    # each cell's earliest start and latest end (cells are a few steps x devices: a table of them, no group-by)
+    lo = np.full(step_c.size * len(dev_v), np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(lo.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, cell, start[inside])
+    np.maximum.at(hi, cell, end[inside])
+    cells = np.flatnonzero(np.bincount(cell, minlength=lo.size))
     out = markers.iloc[first_marker[cells // len(dev_v)]].reset_index(drop=True)
     out["device"] = lookup(cells % len(dev_v), dev_v, "")
-    out["start_ns"] = lo.to_numpy(dtype=np.int64)
-    out["end_ns"] = hi.to_numpy(dtype=np.int64)
+    out["start_ns"] = lo[cells]
+    out["end_ns"] = hi[cells]
     return out
 
 
