@@ -17,7 +17,13 @@ JSON into Python dicts must at least pay (measured in any case).
 Targets (issue 12): moeprof >= 6x faster than HTA's temporal breakdown on the
 same file, and moeprof's peak RSS <= 4x the file's size.
 
-    python benchmarks/bench_kineto.py [--events 1000000] [--repeat 3] [--keep DIR [--reuse]] [--hta-python PY]
+``--shape one-step``: one rank's one-step capture of a large MoE job, the whole capture one
+``ProfilerStep`` (a projection's critical path spans it), ~19% of device activities collectives on five
+NCCL streams (the expert dispatch and combine all-to-alls on two, FSDP's all-gathers and reduce-scatters on
+their own, the all-reduce on one); ``benchmarks/bench_floor.py`` measures it as issue 41's fourth shape.
+
+    python benchmarks/bench_kineto.py [--events 1000000] [--repeat 3] [--shape steps|one-step] [--keep DIR [--reuse]]
+                                      [--hta-python PY]
 
 HTA lives in its own virtualenv, installed from wheels:
     python -m venv /work/venvs/hta && /work/venvs/hta/bin/pip install holistictraceanalysis
