@@ -217,6 +217,9 @@ def test_the_terminal_table_ranks_and_sums_the_rest(tpu_pair):
     assert any("gone" in line and "layer*/experts" in line and "convolution fusion" in line for line in table[:8])
     step = next(line for line in table if line.strip().startswith("step "))
     assert f"{A_STEP / 1e6:,.3f}" in step and f"{(B_STEP - A_STEP) / 1e6:+,.3f}" in step
+    # the totals' words on one row each where the room allows (not folded under a narrow scope column)
+    assert any("all parts: activity time" in line for line in table)
+    assert any("residual: idle − overlap" in line for line in table)
     words = " ".join(text.split())
     assert "residual" in words and "fully" not in words
     assert f"idle {(B_STEP - B_BUSY - (A_STEP - A_ACCUMULATED)) / 1e6:+,.3f} ms less overlap +0.005 ms" in words

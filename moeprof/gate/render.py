@@ -407,6 +407,11 @@ def explanation_table(e: dict, top: int = EXPLAIN_TOP_PARTS, width: int | None =
     room = width - (natural_width(build(blank)) - sum(heads))
     longest = [max([heads[0], *(len(p[1]) for p in parts)])] if scoped else []
     longest.append(max([heads[-1], *(len(p[2]) for p in parts)]))
+    # the totals' words sit in the first name column: widen it to hold them on one line where the room allows
+    # (else "all parts: activity time" folds into two rows)
+    label = max(len(t[1] if scoped else t[2]) for t in [*totals, *sums])
+    if label > longest[0] and sum(longest) - longest[0] + label <= room:
+        longest[0] = label
     stacked = scoped and sum(longest) > room
     if stacked:
         one = max(min(max(longest), room + len("scope") - 2), NAME_MIN_WIDTH)  # "scope\nop": one header less
