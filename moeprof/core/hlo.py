@@ -9,6 +9,7 @@ which is also what ``--xla_dump_to`` writes, so one text reader serves both.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -210,6 +211,21 @@ class HloModule:
         root = self.instructions.get(self.roots.get(self.entry, ""))
         return root.shape if root is not None else ""
 
+    def nested(self, instruction: HloInstruction) -> Iterator[HloInstruction]:
+        """Every instruction of the computations ``instruction`` calls (a fusion's body, and what that calls),
+        each computation once: what a fused op does inside."""
+        seen: set[str] = set()
+        pending = list(instruction.calls)
+        while pending:
+            computation = pending.pop()
+            if computation in seen:
+                continue
+            seen.add(computation)
+            for member in self.computations.get(computation, ()):
+                sub = self.instructions[member]
+                pending.extend(sub.calls)
+                yield sub
+
     def group_of(self, instruction: HloInstruction, device_id: int) -> tuple[int, ...] | None:
         """The devices ``device_id`` exchanges data with in this collective (itself included)."""
         return group_members(instruction.replica_groups, instruction.source_target_pairs, device_id, self.num_devices)
@@ -360,19 +376,10 @@ def recount_flops(module: HloModule, name: str) -> Recount | None:
         return None
     true = dense = 0.0
     found = 0
-    seen: set[str] = set()
-    pending = list(inst.calls)
-    while pending:
-        computation = pending.pop()
-        if computation in seen:
-            continue
-        seen.add(computation)
-        for member in module.computations.get(computation, ()):
-            sub = module.instructions[member]
-            pending.extend(sub.calls)
-            masked = _masked_group_contraction(module, sub)
-            if masked is not None:
-                true, dense, found = true + masked[0], dense + masked[1], found + 1
+    for sub in module.nested(inst):
+        masked = _masked_group_contraction(module, sub)
+        if masked is not None:
+            true, dense, found = true + masked[0], dense + masked[1], found + 1
     return Recount(true, dense, found) if found else None
 
 

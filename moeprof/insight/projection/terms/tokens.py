@@ -163,19 +163,7 @@ def _is_matmul(module: HloModule, inst: HloInstruction) -> bool:
     if inst.opcode == "custom-call":
         gemm = vocabulary().gemm
         return bool(gemm.search(inst.name) or gemm.search(inst.op_name.rsplit("/", 1)[-1]))
-    seen: set[str] = set()
-    pending = list(inst.calls) if inst.opcode == "fusion" else []
-    while pending:
-        computation = pending.pop()
-        if computation in seen:
-            continue
-        seen.add(computation)
-        for member in module.computations.get(computation, ()):
-            sub = module.instructions[member]
-            if sub.opcode in _MATMUL_OPCODES:
-                return True
-            pending.extend(sub.calls)
-    return False
+    return inst.opcode == "fusion" and any(sub.opcode in _MATMUL_OPCODES for sub in module.nested(inst))
 
 
 def _class(op: _Op, routed: frozenset[int]) -> str:
