@@ -33,6 +33,11 @@ NSYS_SQLITE = SAMPLES / "synthetic_1host_8gpu.nsys.sqlite"
 REPORT = b"NVIDIA Tegra Profiler Report 1.0 (a stand-in)"
 
 
+def _terminal_signals() -> None:
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class Run:
     """One test's runs: their ``TMPDIR``, the ``nsys`` stand-in on PATH, and what they leave."""
 
@@ -53,6 +58,9 @@ class Run:
         self.env.pop("MOEPROF_DEBUG", None)
 
     def start(self, *args: str | Path, **popen: object) -> subprocess.Popen[str]:
+        # as from a terminal: SIGHUP and SIGINT at their defaults, though the tests run under ``nohup`` or in a
+        # shell's background job (which start them ignored, and moeprof keeps an ignored SIGHUP ignored)
+        popen.setdefault("preexec_fn", _terminal_signals)
         return subprocess.Popen(
             [sys.executable, "-m", "moeprof", *map(str, args)],
             cwd=self.tmp.parent,

@@ -199,7 +199,8 @@ class StepEdges:
     A window's start is its step's first activity's start less the idle before it, kept as measured; where the
     device ran something before the window (a TPU's ``Steps`` line tiles time: a step begins where the previous
     program ended) that idle is measured from the end of the device's latest activity by then instead, so it
-    moves with the program before. Its end is the step's last activity's end plus the idle after it. A window
+    moves with the program before. Its end moves as the step's last activity over all its devices does (the idle
+    after it is the step's: a device done early absorbs its slowdown), never before its own last activity. A window
     whose edges hold no idle (a host marker's: its activities' span) is its activities' first start to last end.
     A window that holds no activity keeps its measured times where nothing bounds it.
     """
@@ -219,13 +220,31 @@ class StepEdges:
 
     def windows(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every window's (start, end) on a timeline of the activities (``s``, ``e``: each row's times); the
-        measured times give back the measured windows."""
+        measured times give back the measured windows.
+
+        The idle after a step's last activity is the step's, not each device's: a window ends where the step's
+        last activity over all its devices has moved (the idle after it kept), or later where its own last
+        activity runs past that. A device that idled to the end of the step (done early, waiting) absorbs its
+        own slowdown in that idle, as it would: slowing it does not lengthen the step until it is the last. On
+        one device this is its last activity's move."""
         row = np.maximum(self.start_row, 0)
         anchor = np.where(self.start_from_end, e[row], s[row])
         measured = np.where(self.start_from_end, self.e0[row], self.s0[row])
         lo = np.where(self.start_row >= 0, self.start + (anchor - measured), self.start)
         last = np.maximum(self.end_row, 0)
-        hi = np.where(self.end_row >= 0, self.end + (e[last] - self.e0[last]), self.end)
+        moved = e[last] - self.e0[last]
+        own = (self.end_row >= 0) & self.end_own
+        # per step: how far its last activity over its devices moved
+        newest = np.full(self.steps, np.iinfo(np.int64).min, dtype=np.int64)
+        measured_last = newest.copy()
+        np.maximum.at(newest, self.step[own], e[last[own]])
+        np.maximum.at(measured_last, self.step[own], self.e0[last[own]])
+        shift = (newest - measured_last)[self.step]
+        # an activity that ran past its window's measured end keeps doing so by as much (a TPU op past its Steps
+        # line's end): the window ends no earlier than that
+        past = np.maximum(self.e0[last] - self.end, 0)
+        hi_own = np.maximum(self.end + shift, e[last] - past)
+        hi = np.where(own, hi_own, np.where(self.end_row >= 0, self.end + moved, self.end))
         return lo, hi
 
     def spans(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -242,6 +261,8 @@ class StepEdges:
     # the measured times of every row (what an anchor's move is measured against)
     s0: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     e0: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # per window: whether ``end_row`` is the window's own last activity (not the program before an empty window)
+    end_own: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 def step_edges(
@@ -266,6 +287,7 @@ def step_edges(
     start_row = np.full(w_dev.size, -1, dtype=np.int64)
     from_end = np.zeros(w_dev.size, dtype=bool)
     end_row = np.full(w_dev.size, -1, dtype=np.int64)
+    end_own = np.zeros(w_dev.size, dtype=bool)
     if start.size and w_dev.size:
         # each window's first (earliest start) and last (latest end) activity, where it holds any
         inside = np.flatnonzero(np.isin(step, numbers))
@@ -279,6 +301,7 @@ def step_edges(
             first[lo.index.to_numpy(dtype=np.int64)] = inside[lo.to_numpy(dtype=np.int64)]
             last[hi.index.to_numpy(dtype=np.int64)] = inside[hi.to_numpy(dtype=np.int64)]
         first_row, end_row = first[win_cell], last[win_cell]
+        end_own = end_row >= 0
         idle_before = (first_row < 0) | (start[np.maximum(first_row, 0)] > w_start)
         # where idle leads the window: the device's latest activity ending by its start (the program before);
         # only those devices' activities are sorted (a host marker's windows start at their first activity)
@@ -308,6 +331,7 @@ def step_edges(
         steps=int(numbers.size),
         s0=np.asarray(start, dtype=np.int64),
         e0=np.asarray(end, dtype=np.int64),
+        end_own=end_own,
     )
 
 
