@@ -82,7 +82,8 @@ class Run:
         return pids
 
     def processes(self) -> list[str]:
-        """The processes still running whose environment names this test's TMPDIR: what the runs started."""
+        """The processes still running whose environment names this test's TMPDIR, or a folder in it (a pool's
+        worker gives what it starts its own TMPDIR there): what the runs started."""
         marker = f"TMPDIR={self.tmp}".encode()
         found = []
         for entry in os.scandir("/proc"):
@@ -94,7 +95,8 @@ class Run:
                 command = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if marker in environ.split(b"\0") and stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+            ours = any(v == marker or v.startswith(marker + b"/") for v in environ.split(b"\0"))
+            if ours and stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
                 found.append(f"{entry.name} {command[:100]}")
         return found
 
