@@ -21,6 +21,21 @@ from .helpers import SAMPLES
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process groups")]
 
 
+def _wait_for_moeprof(pid: int) -> None:
+    """Until the process runs moeprof's own code (numpy mapped: moeprof's imports, not the interpreter's start):
+    a Ctrl-C while the interpreter still imports ``site`` (0.25 s on a loaded machine) is CPython's own fatal
+    error, before any of moeprof runs. Where /proc is missing the fixed delays alone stand."""
+    maps = Path(f"/proc/{pid}/maps")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if b"numpy" in maps.read_bytes():
+                return
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
 def ctrl_c(args: list[str], after_s: float, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m moeprof ARGS`` in its own process group, sent SIGINT as a terminal would after ``after_s``."""
     proc = subprocess.Popen(
@@ -31,6 +46,7 @@ def ctrl_c(args: list[str], after_s: float, cwd: Path) -> subprocess.CompletedPr
         text=True,
         start_new_session=True,
     )
+    _wait_for_moeprof(proc.pid)
     time.sleep(after_s)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
