@@ -822,3 +822,13 @@ def test_help_says_gpus_and_tpus_and_names_every_format():
     paths_help = next(t for p, n, t in _help_texts() if p == ("analyze",) and n == "paths")
     for fmt in ("XPlane", "xprof", "Kineto", "Nsight Systems", ".nsys-rep", "rocprofv3", "rocpd", "NCCL Inspector"):
         assert fmt in paths_help, fmt
+
+
+def test_an_opportunitys_link_is_said_in_the_jobs_fabric_names():
+    """The evidence line said a link column's key ("link ib"); it says the fabric, as the job names it: the
+    2-slice TPU job's cross-slice all-reduce is over DCN, its all-to-all over ICI."""
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "synthetic_tpu_2slice")], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    stake = [line for line in res.stdout.splitlines() if "at stake over all devices" in line]
+    assert any(", over DCN," in line for line in stake) and any(", over ICI," in line for line in stake), stake
+    assert not any(re.search(r"\blink (ib|nvlink|mixed|unknown)\b", line) for line in stake), stake

@@ -176,6 +176,15 @@ def _same_time(merged: Sequence[Mapping]) -> str:
     return "; ".join(words)
 
 
+# a link value (a collective's ``link``) in words; the fabrics are renamed for the job by on_fabric
+LINK_WORDS = {
+    "nvlink": "over NVLink",
+    "ib": "over InfiniBand",
+    "mixed": "over NVLink and InfiniBand",
+    "unknown": "on links moeprof could not tell",
+}
+
+
 def evidence_text(opportunity: Opportunity) -> str:
     """One line of an opportunity's evidence: what to look for in a trace viewer to verify it."""
     ev = opportunity.evidence
@@ -189,7 +198,7 @@ def evidence_text(opportunity: Opportunity) -> str:
     if "worst_device" in ev:
         parts.append(f"worst {ev['worst_device']}")
     if opportunity.link:
-        parts.append(f"link {on_fabric(opportunity.link)}")
+        parts.append(LINK_WORDS.get(opportunity.link, f"link {opportunity.link}"))
     if "independent_compute_ns" in ev:
         parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
     if ev.get("bus_bandwidth_gbps") is not None:
