@@ -43,15 +43,17 @@ def parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | Non
         out = Path(tmp) / "x.sqlite"
         # output to a file, not a pipe: a killed export's own children could hold a pipe open
         with open(Path(tmp) / "export.log", "w+", encoding="utf-8", errors="replace") as log:
-            # its own process group: on a timeout the export and everything it started are killed
-            proc = subprocess.Popen(
-                [nsys, "export", "--type", "sqlite", "--output", str(out), str(path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
+            proc: subprocess.Popen[bytes] | None = None
             try:
+                # its own process group: on a timeout the export and everything it started are killed. Started
+                # inside the try: a Ctrl-C that lands just after it started (before the wait) still names it
+                proc = subprocess.Popen(
+                    [nsys, "export", "--type", "sqlite", "--output", str(out), str(path)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
                 code = proc.wait(timeout=timeout_s)
             except KeyboardInterrupt:
                 # the export runs in its own session, so Ctrl-C reached only us: say what it stopped
@@ -64,7 +66,7 @@ def parse_report(path: Path, host_index: int, step_marker: re.Pattern[str] | Non
                     f"nsys export --type sqlite --output {stem}.sqlite {path}",
                 ) from None
             finally:
-                if proc.poll() is None:  # timed out, or interrupted (Ctrl-C)
+                if proc is not None and proc.poll() is None:  # timed out, or interrupted (Ctrl-C)
                     _kill_group(proc)
             log.seek(0)
             lines = log.read().strip().splitlines()
