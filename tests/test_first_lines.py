@@ -140,6 +140,6 @@ def test_host_idle_on_one_chip_comes_before_a_local_copy():
     """The one-chip demo: 63.5% of the chip's span idle between its programs comes first, not the 14.8 µs
     one-chip all-to-all (a copy inside the chip now)."""
     lines, result = _lines("tpu/demo_v5e_1chip.xplane.pb")
-    assert lines[0].startswith("No communication between chips in this trace: the chips are idle 63.5%")
+    assert lines[0].startswith("No communication between chips in this trace: the chip is idle 63.5% of its span")
     assert lines[1].startswith("First try: let the host dispatch the next step ahead of the device")
     assert [o.kind for o in result.opportunities][:2] == ["host-gaps", "local-collectives"]

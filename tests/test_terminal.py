@@ -140,7 +140,7 @@ def test_verdict_is_honest_without_comm_or_without_exposure():
     out = rendered(compute_only, 100)
     said = "No communication between devices in this trace: compute is 100.0% of accumulated kernel time"
     assert " ".join(out.split()).startswith(said)
-    assert "20.0% of the devices' span is idle" in " ".join(out.splitlines()[:2])
+    assert "20.0% of the device's span is idle" in " ".join(out.splitlines()[:2])
     assert "Nothing to hide" in out and not re.search(r"exposed comm \d", out)
     hidden = _analysis([_device("h/GPU:0", 8_000_000, 2_000_000, 0, 9_000_000)])
     first = rendered(hidden, 160).splitlines()[0]

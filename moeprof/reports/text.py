@@ -321,7 +321,10 @@ def _where_line(v: Verdict) -> str:
     """Where the time goes: the largest bucket of the kernel time whatever it is, the idle time where it is
     large, what of the communication already runs under compute, and the capture's edges."""
     unit = "chips" if v.tpu else "devices"
-    idle = f"{pct(v.idle_fraction)} of the {unit}' span is idle"
+    # one device's span, or the devices' together
+    one = v.devices == 1
+    span = f"the {unit[:-1]}'s span" if one else f"the {unit}' span"
+    idle = f"{pct(v.idle_fraction)} of {span} is idle"
     if not v.has_comm:
         buckets = sorted(
             (("compute", v.compute_share), ("memcpy", v.memcpy_share), ("other", v.other_share)), key=lambda b: -b[1]
@@ -331,7 +334,8 @@ def _where_line(v: Verdict) -> str:
         head = f"No communication between {unit} in this trace"
         if v.idle_fraction >= MOSTLY:  # idle is where the time goes: said first
             return (
-                f"{head}: the {unit} are idle {pct(v.idle_fraction)} of their span; of the kernel time, {top} is"
+                f"{head}: the {unit[:-1] + ' is' if one else unit + ' are'} idle {pct(v.idle_fraction)} of"
+                f" {'its' if one else 'their'} span; of the kernel time, {top} is"
                 f" {pct(share)}{others}."
             )
         return f"{head}: {top} is {pct(share)} of accumulated kernel time{others}, and {idle}."
@@ -346,7 +350,7 @@ def _where_line(v: Verdict) -> str:
         )
     return (
         f"Communication is {pct(v.comm_share)} of accumulated kernel time{under}; {pct(v.exposed_comm_fraction)} of"
-        f" the {unit}' span is exposed communication{_where_exposed(v)}{_edges(v)}{large_idle}."
+        f" {span} is exposed communication{_where_exposed(v)}{_edges(v)}{large_idle}."
     )
 
 
@@ -461,7 +465,8 @@ def first_try_line(v: Verdict) -> str:
     if o is not None and v.first_bounded:
         per = o.saving_bound_ns / (v.steps or 1)
         return (
-            f"First try: {_action(o)} — {o.title}, up to {duration(per)} per step (the worst device); see"
+            f"First try: {_action(o)} — {o.title}, up to {duration(per)} per step"
+            f"{'' if v.devices == 1 else ' (the worst device)'}; see"
             f" opportunity {v.first_opportunity}."
         )
     if p is None:
