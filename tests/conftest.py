@@ -4,6 +4,7 @@ contract) is in tests/helpers.py."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,20 @@ from .helpers import SAMPLES
 # run has none: the CLI's width rules (a piped report is wide) would then differ between the two. Drop it.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
+
+
+def _ignore_hangup(signum: int, frame: object) -> None:
+    """The suite goes on when its terminal closes (as under ``nohup``)."""
+
+
+# Tests send real SIGINT and SIGHUP to the programs they start, which must meet them as from a terminal. Run in a
+# shell's background job or under ``nohup``, the suite starts with them ignored, and an ignored signal stays ignored
+# in every child (Python then installs no Ctrl-C handler; moeprof keeps an ignored SIGHUP ignored, as nohup asks).
+# A handler is reset to the default in a child at exec, so the suite handles them instead of ignoring them.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, _ignore_hangup)
 
 
 @pytest.fixture
