@@ -36,7 +36,16 @@ def stderr_console() -> Console:
     return Console(stderr=True)
 
 
-class FittingHelp(typer.core.TyperCommand):
+class DeferredCoercionParse:
+    """Mixed into typer's command and group classes: their parameters coerce through :class:`_DeferredCoercion`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        for param in self.get_params(ctx):  # type: ignore[attr-defined]
+            defer_coercion(param)
+        return super().parse_args(ctx, args)  # type: ignore[misc]
+
+
+class FittingHelp(DeferredCoercionParse, typer.core.TyperCommand):
     """typer's help panels where every option name shows whole; otherwise click's plain help.
 
     typer lays options out in a table of six columns (name, short name, two for a --flag/--other
@@ -52,11 +61,6 @@ class FittingHelp(typer.core.TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             name_metavar(param)
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        for param in self.get_params(ctx):
-            defer_coercion(param)
-        return super().parse_args(ctx, args)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         for param in self.get_params(ctx):  # --help is made here, not in __init__
@@ -114,7 +118,7 @@ def defer_coercion(param: Any) -> None:
         param._runtime_param = _DeferredCoercion(param)
 
 
-class MoeprofGroup(typer.core.TyperGroup):
+class MoeprofGroup(DeferredCoercionParse, typer.core.TyperGroup):
     """The command groups: a bad option value or a usage mistake is one line on stderr and exit 2, as every
     other refusal (typer draws a five-line box with the usage), and the help names option values as FittingHelp."""
 
@@ -122,11 +126,6 @@ class MoeprofGroup(typer.core.TyperGroup):
         for param in self.get_params(ctx):
             name_metavar(param)
         super().format_help(ctx, formatter)
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        for param in self.get_params(ctx):
-            defer_coercion(param)
-        return super().parse_args(ctx, args)
 
     def main(
         self,

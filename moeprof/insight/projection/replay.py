@@ -163,19 +163,21 @@ class Graph:
 
     # ------------------------------------------------------------ every activity's edges, read back
 
-    @cached_property
-    def stream_pred(self) -> np.ndarray:
-        out = self._heads(self._head_pred(self.nodes.stream_pred), -1)
+    def _run_edge(self, node_pred: np.ndarray) -> np.ndarray:
+        """A per-activity edge that a run's activities chain (stream predecessor, trigger): a node's first activity
+        takes the node's edge, every other one the activity before it in its run."""
+        out = self._heads(self._head_pred(node_pred), -1)
         inner = self.run_prev >= 0
         out[inner] = self.run_prev[inner]
         return out
 
     @cached_property
+    def stream_pred(self) -> np.ndarray:
+        return self._run_edge(self.nodes.stream_pred)
+
+    @cached_property
     def trigger(self) -> np.ndarray:
-        out = self._heads(self._head_pred(self.nodes.trigger), -1)
-        inner = self.run_prev >= 0
-        out[inner] = self.run_prev[inner]
-        return out
+        return self._run_edge(self.nodes.trigger)
 
     @cached_property
     def gap(self) -> np.ndarray:
