@@ -117,6 +117,18 @@ CHILD = textwrap.dedent(
         "n_tiles": int(n_tiles), "group": group.tolist(), "first": first_row.tolist(), "end": end.tolist()
     }
 
+    # the real ragged_all_to_all, traced (XLA:CPU cannot compile it): on one device with the tiled experts,
+    # the loop carry's type must hold (a TPU refused the program when the exchange's output buffer was
+    # typed as the same on every device)
+    one = DemoConfig(devices=1, expert_compute="tiled", tokens_per_device=64, hidden=32, expert_ffn=32, layers=1)
+    one_mesh = model.make_mesh(one)
+    state = model.initial_state(one, one_mesh)
+    try:
+        jax.jit(model.make_train_step(one, one_mesh, state[0], "ragged", "tiled")).trace(*state)
+        found["tiled_ragged_one_device"] = "traced"
+    except Exception as exc:
+        found["tiled_ragged_one_device"] = str(exc)[:2000]
+
     def emulated_ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
                                    axis_name, axis_index_groups=None):
         # XLA:CPU cannot run ragged-all-to-all; this follows its documented semantics with all_gather
@@ -178,6 +190,12 @@ CHILD = textwrap.dedent(
     compare("ragged_dot", DemoConfig(router_skew=1.0, expert_compute="ragged_dot"), "padded")
     # hot and idle devices, partial tiles
     compare("tiled_skew4", DemoConfig(router_skew=4.0, expert_compute="tiled", expert_tile_rows=48), "padded")
+    # the token-movement levers: permutations differentiated by gathers, and no exchange on a one-device axis
+    compare("permute_gather", DemoConfig(router_skew=1.0, permute_backward="gather"), "padded")
+    compare("ragged_permute_gather", DemoConfig(router_skew=1.0, permute_backward="gather"), "ragged")
+    one_skip = {"devices": 1, "router_skew": 1.0, "skip_one_device_exchange": True}
+    compare("one_device_skip", DemoConfig(**one_skip), "ragged")
+    compare("one_device_skip_gather", DemoConfig(**one_skip, permute_backward="gather"), "ragged")
 
     out_path.write_text(json.dumps(found))
     """
@@ -274,15 +292,31 @@ def test_trace_written(child: dict[str, Any]) -> None:
     assert len(xplanes) == 1 and xplanes[0] > 0
 
 
+ONE_DEVICE_VARIANTS = ("one_device_skip", "one_device_skip_gather")
+
+
 @pytest.mark.parametrize(
-    "variant", ["padded", "ragged_emulated", "capacity", "softmax_groups_gelu", "ragged_dot", "tiled_skew4"]
+    "variant",
+    [
+        "padded",
+        "ragged_emulated",
+        "capacity",
+        "softmax_groups_gelu",
+        "ragged_dot",
+        "tiled_skew4",
+        "permute_gather",
+        "ragged_permute_gather",
+        *ONE_DEVICE_VARIANTS,
+    ],
 )
 def test_matches_dense_reference(child: dict[str, Any], variant: str) -> None:
     found = child["reference"][variant]
     assert found["expert_impl"] == ("ragged_dot" if variant == "ragged_dot" else "tiled")
     assert found["load"] == found["ref_load"]
-    if variant != "capacity":
-        load = found["ref_load"]
+    load = found["ref_load"]
+    if variant in ONE_DEVICE_VARIANTS:
+        assert found["device_rows"] == [sum(load)]  # one device computes every row
+    elif variant != "capacity":
         assert found["device_rows"] == [load[2 * d] + load[2 * d + 1] for d in range(DEVICES)]
     assert found["dropped"] == found["ref_dropped"]
     assert found["out_scale"] > 1e-3  # the routed output is not trivially zero
@@ -375,6 +409,10 @@ def test_tiled_matches_ragged_dot(child: dict[str, Any]) -> None:
         assert case["grad_w_rel_err"] < 1e-5, case
         if case["activation"] == "swiglu":
             assert case["grad_gate_rel_err"] < 1e-5, case
+
+
+def test_tiled_experts_trace_after_a_one_device_ragged_exchange(child: dict[str, Any]) -> None:
+    assert child["tiled_ragged_one_device"] == "traced"
 
 
 def test_tile_schedule_by_hand(child: dict[str, Any]) -> None:

@@ -393,7 +393,7 @@ def test_capture_without_tcp_says_so_and_names_the_library_route(tmp_path, args,
 
 def test_demo_is_sized_for_an_accelerator_and_keeps_its_cpu_sizes():
     from moeprof.capture.demo import demo_topology
-    from moeprof.demo.model import DemoConfig, sized_for
+    from moeprof.demo.config import DemoConfig, sized_for
 
     given = {"expert_ffn": 1024, "router_skew": 4.0}
     assert sized_for("cpu", given) == given  # DemoConfig's small CPU sizes: the tests and the quick demo

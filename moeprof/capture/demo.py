@@ -12,7 +12,6 @@ one-line error.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -28,16 +27,32 @@ from .runfolder import MANIFEST, TRACE_DIR, new_manifest, write_json
 
 CHILD = "moeprof.capture.demo"
 PROGRESS_MARK = "moeprof-demo-progress: "  # child -> parent; never shown as is
+REFUSED_MARK = "moeprof-demo-refused: "  # child -> parent: the config cannot run on these devices (in option names)
 CHILD_LOG = "demo_stderr.log"
 # absl/glog prefix of an ERROR or FATAL line ("E1201 05:22:23.895918   10079 file.cc:125] ...")
 _ABSL_ERROR = re.compile(r"^[EF]\d{4} \d\d:\d\d:\d\d")
 _ABSL_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
 
 
+# JAX's note after an exception it filtered ("For simplicity, JAX has removed its internal frames...") and the
+# rule above it: context, not the error
+_JAX_NOTE = re.compile(r"^(-{5,}|For simplicity, JAX has removed its internal frames\b.*)$")
+
+
 def _last_message(lines: list[str]) -> str:
-    # the Python exception line if there is one; absl log lines are context, not the cause
-    meaningful = [line for line in lines if line.strip() and not _ABSL_LINE.match(line)]
+    # the Python exception line if there is one; absl log lines and JAX's trailing note are context, not the cause
+    meaningful = [line for line in lines if line.strip() and not _ABSL_LINE.match(line) and not _JAX_NOTE.match(line)]
     return (meaningful or lines or ["no output"])[-1].strip()
+
+
+class DemoRefused(InputError):
+    """The child found the config unable to run on its devices (a count the parent cannot know)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(None, problem)
+
+    def __reduce__(self) -> tuple[type[DemoRefused], tuple[str]]:  # type: ignore[override]
+        return (DemoRefused, (self.problem,))
 
 
 def run_child(config: dict, out: Path, host_devices: int | None, progress: Callable[[str], None] | None = None) -> dict:
@@ -51,6 +66,7 @@ def run_child(config: dict, out: Path, host_devices: int | None, progress: Calla
     log_path = out / CHILD_LOG
     log_path.unlink(missing_ok=True)
     other: list[str] = []
+    refused: list[str] = []
     proc = subprocess.Popen(
         [sys.executable, "-m", CHILD, json.dumps(config), str(out / TRACE_DIR), str(result_path)],
         env=env,
@@ -67,6 +83,9 @@ def run_child(config: dict, out: Path, host_devices: int | None, progress: Calla
                     if progress:
                         progress(line[len(PROGRESS_MARK) :].rstrip())
                     continue
+                if line.startswith(REFUSED_MARK):
+                    refused.append(line[len(REFUSED_MARK) :].rstrip())
+                    continue
                 other.append(line.rstrip("\n"))
                 if _ABSL_ERROR.match(line):
                     print(line.rstrip(), file=sys.stderr, flush=True)
@@ -75,6 +94,8 @@ def run_child(config: dict, out: Path, host_devices: int | None, progress: Calla
         proc.kill()
         proc.wait()
         raise
+    if refused:
+        raise DemoRefused(refused[-1])
     if other:
         log_path.write_text("\n".join(other) + "\n")
     if code != 0:
@@ -97,14 +118,21 @@ def capture_demo(
     out.mkdir(parents=True, exist_ok=True)
     try:
         result = run_child(config, out, host_devices, progress)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, DemoRefused):  # nothing of the run is worth keeping: no folder is left
         _remove_new(out, before, made)
         raise
+    write_json(out / MANIFEST, demo_manifest(result))
+    return out
+
+
+def demo_manifest(result: dict, command: list[str] | None = None) -> dict:
+    """The run folder's manifest of a demo run (``DemoResult.to_dict()``): model, routing, load, timings."""
     records = result["records"]
     cfg = result["config"]
     tokens_per_step = cfg["tokens_per_device"] * result["device_count"]
-    manifest = new_manifest(
+    return new_manifest(
         "demo",
+        command,
         devices={"count": result["device_count"], "kind": result["device_kind"], "platform": result["platform"]},
         topology=demo_topology(result["platform"], result["device_count"]),
         precision=cfg["dtype"],
@@ -132,8 +160,6 @@ def capture_demo(
             "records": records,
         },
     )
-    write_json(out / MANIFEST, manifest)
-    return out
 
 
 def demo_topology(platform: str, devices: int) -> dict:
@@ -160,17 +186,22 @@ def _remove_new(out: Path, before: set[Path], made: list[Path]) -> None:
 def _child(config_json: str, trace_dir: str, result_path: str) -> None:
     import jax
 
-    from ..demo.model import DemoConfig, run_demo, sized_for
+    from ..demo.config import OPTION_NAMES, DemoConfigError, checked, from_fields, sized_for
+    from ..demo.model import make_mesh, run_demo
 
     def progress(message: str) -> None:
         print(PROGRESS_MARK + message, file=sys.stderr, flush=True)
 
-    fields = {f.name for f in dataclasses.fields(DemoConfig)}
     platform = jax.devices()[0].platform
     given = sized_for(platform, json.loads(config_json))
     if platform != "cpu":
         progress(f"sized for the {platform.upper()}: " + ", ".join(f"{k} {given[k]}" for k in sorted(given)))
-    config = DemoConfig(**{k: v for k, v in given.items() if k in fields})
+    config = from_fields(given)
+    try:  # the checks that need the device count, in the command's option names
+        checked(config, make_mesh(config).size, OPTION_NAMES)
+    except (DemoConfigError, ValueError) as exc:
+        print(REFUSED_MARK + str(exc), file=sys.stderr, flush=True)
+        sys.exit(2)
     result = run_demo(config, Path(trace_dir), progress)
     doc: dict[str, Any] = result.to_dict(include_hlo=False)
     Path(result_path).write_text(json.dumps(doc, default=str))

@@ -85,6 +85,7 @@ def demo_command(
         int,
         typer.Option(
             metavar="N",
+            min=1,
             help="Virtual CPU devices when no accelerator is present (4: enough for expert parallelism, few "
             "enough that a small machine's thread scheduling does not hide a straggler).",
         ),
@@ -124,6 +125,22 @@ def demo_command(
             "the routing). auto: ragged_dot on accelerators, tiled on CPU.",
         ),
     ] = None,
+    permute_backward: Annotated[
+        str | None,
+        typer.Option(
+            "--permute-backward",
+            help="scatter (default: autodiff's scatter-add for each token permutation's backward) or gather (the "
+            "inverse permutation's gather, the k copies of a token summed after it).",
+        ),
+    ] = None,
+    skip_one_device_exchange: Annotated[
+        bool,
+        typer.Option(
+            "--skip-one-device-exchange",
+            help="With one device on the expert axis, skip the dispatch/combine exchange and the re-sort of the "
+            "received rows (copies inside the device there): the sorted tokens feed the grouped GEMM directly.",
+        ),
+    ] = False,
     steps: Annotated[int | None, typer.Option(help="Profiled steps (default 5).")] = None,
     warmup: Annotated[int | None, typer.Option(help="Warm-up steps, not profiled (default 2).")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed (default 0).")] = None,
@@ -136,9 +153,8 @@ def demo_command(
 
     def body() -> None:
         from ..capture.demo import capture_demo
+        from ..demo.config import OPTION_NAMES, DemoConfigError, checked, from_fields
 
-        if expert_compute not in (None, "auto", "tiled", "ragged_dot"):
-            raise InputError(None, f"--expert-compute must be auto, tiled or ragged_dot (got {expert_compute!r})")
         config = {
             "experts": experts,
             "top_k": top_k,
@@ -151,6 +167,8 @@ def demo_command(
             "dtype": dtype,
             "router_skew": router_skew,
             "expert_compute": expert_compute,
+            "permute_backward": permute_backward,
+            "skip_one_device_exchange": skip_one_device_exchange or None,
             "steps": steps,
             "warmup_steps": warmup,
             "seed": seed,
@@ -162,8 +180,12 @@ def demo_command(
             if not as_json:
                 typer.echo(f"moeprof: {message}", err=True)
 
-        progress(f"capturing the demo MoE step into {target}")
         chosen = {k: v for k, v in config.items() if v is not None}
+        try:  # before the child starts jax (seconds): what needs the device count is checked there
+            checked(from_fields(chosen), names=OPTION_NAMES)
+        except DemoConfigError as exc:
+            raise InputError(None, str(exc)) from None
+        progress(f"capturing the demo MoE step into {target}")
         capture_demo(target, chosen, host_devices=devices, progress=progress)
         progress("analyzing the trace")
         try:

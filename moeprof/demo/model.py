@@ -45,6 +45,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ..words import plural
+from .config import DemoConfig, DemoConfigError, config_problems
 
 AXIS = "ep"
 
@@ -83,54 +84,6 @@ EXPERT_IMPL_NOTES = {
     "tiled": "a while loop over fixed-size row tiles, as many as the rows each expert received: "
     "expert work follows the routing (ragged_dot on XLA:CPU costs the same whatever the group sizes)",
 }
-
-
-@dataclass
-class DemoConfig:
-    """Model, routing and run settings; defaults give the 16-expert, 2-layer demo."""
-
-    devices: int | None = None  # None: every jax device
-    experts: int = 16
-    top_k: int = 2
-    tokens_per_device: int = 256
-    hidden: int = 64
-    expert_ffn: int = 128
-    shared_expert: bool = True  # one dense expert of width expert_ffn, DeepSeek style
-    layers: int = 2
-    activation: Literal["swiglu", "gelu"] = "swiglu"
-    router: Literal["softmax", "sigmoid"] = "sigmoid"
-    n_groups: int | None = None  # group-limited routing: experts split into n_groups groups
-    topk_groups: int | None = None  # ... and each token picks experts only from its best topk_groups groups
-    aux_free_bias: bool = True  # DeepSeek-V3 auxiliary-loss-free balancing bias (selection only)
-    bias_update_rate: float = 1e-3  # gamma in b_i += gamma * sign(mean_load - load_i)
-    capacity_factor: float | None = None  # None: dropless; float: pad each expert to capacity, drop overflow
-    router_skew: float = 0.0  # logit ramp from +skew (expert 0) to -skew (last expert): hot experts, hot devices
-    a2a: Literal["auto", "ragged", "padded"] = "auto"  # dropless dispatch; auto picks ragged where supported
-    expert_compute: Literal["auto", "ragged_dot", "tiled"] = "auto"  # auto: ragged_dot on accelerators, else tiled
-    expert_tile_rows: int = 64  # rows per tile of the tiled expert computation
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    steps: int = 5
-    warmup_steps: int = 2
-    learning_rate: float = 1e-2
-    seed: int = 0
-
-
-# On an accelerator the sizes the user left unset take these: bf16 and a model wide and long enough that
-# one step keeps the chip busy (DemoConfig's CPU sizes leave a TPU v5e mostly idle; docs/capture.md has the
-# measurements). XLA:CPU keeps DemoConfig's small defaults: the tests and the README's quick demo use them.
-ACCELERATOR_DEFAULTS: dict[str, Any] = {
-    "dtype": "bfloat16",
-    "hidden": 2048,
-    "tokens_per_device": 16384,
-    "expert_ffn": 1024,
-    "layers": 3,
-}
-
-
-def sized_for(platform: str, given: dict[str, Any]) -> dict[str, Any]:
-    """The config fields to run with on ``platform``: what was given, and on an accelerator (not cpu) the
-    accelerator sizes for the fields it leaves out."""
-    return dict(given) if platform.lower() == "cpu" else {**ACCELERATOR_DEFAULTS, **given}
 
 
 @dataclass(frozen=True)
@@ -207,36 +160,9 @@ class DemoResult:
 
 def _dims(cfg: DemoConfig, n_devices: int) -> _Dims:
     D, E, K, H, F = n_devices, cfg.experts, cfg.top_k, cfg.hidden, cfg.expert_ffn
-    problems = []
-    if E % D:
-        problems.append(f"experts ({E}) must be a multiple of devices ({D})")
-    if H % D or F % D:
-        problems.append(f"hidden ({H}) and expert_ffn ({F}) must be multiples of devices ({D}) for FSDP")
-    if not 1 <= K <= E:
-        problems.append(f"top_k ({K}) must be in [1, experts]")
-    if cfg.layers < 1 or cfg.tokens_per_device < 1 or cfg.steps < 1 or cfg.warmup_steps < 0:
-        problems.append("layers, tokens_per_device and steps must be >= 1, warmup_steps >= 0")
-    if (cfg.n_groups is None) != (cfg.topk_groups is None):
-        problems.append("set both n_groups and topk_groups, or neither")
-    if cfg.n_groups is not None and cfg.topk_groups is not None:
-        if E % cfg.n_groups or not 1 <= cfg.topk_groups <= cfg.n_groups:
-            problems.append("n_groups must divide experts and 1 <= topk_groups <= n_groups")
-        elif cfg.topk_groups * (E // cfg.n_groups) < K:
-            problems.append("topk_groups groups hold fewer than top_k experts")
-        elif cfg.router == "sigmoid" and E // cfg.n_groups < 2:
-            problems.append("sigmoid group scores sum each group's top-2, so groups need >= 2 experts")
-    if cfg.capacity_factor is not None and cfg.capacity_factor <= 0:
-        problems.append("capacity_factor must be > 0 (or None for dropless)")
-    if cfg.router not in ("softmax", "sigmoid") or cfg.activation not in ("swiglu", "gelu"):
-        problems.append("router must be softmax|sigmoid and activation swiglu|gelu")
-    if cfg.dtype not in ("float32", "bfloat16") or cfg.a2a not in ("auto", "ragged", "padded"):
-        problems.append("dtype must be float32|bfloat16 and a2a auto|ragged|padded")
-    if cfg.expert_compute not in ("auto", "ragged_dot", "tiled") or cfg.expert_tile_rows < 1:
-        problems.append("expert_compute must be auto|ragged_dot|tiled and expert_tile_rows >= 1")
-    if not math.isfinite(cfg.router_skew):
-        problems.append("router_skew must be finite")
+    problems = config_problems(cfg, n_devices)
     if problems:
-        raise ValueError("invalid DemoConfig: " + "; ".join(problems))
+        raise DemoConfigError("invalid DemoConfig: " + "; ".join(problems))
     # capacity per (source device, expert), MaxText-style: factor x the balanced share
     C = 0 if cfg.capacity_factor is None else max(1, math.ceil(cfg.capacity_factor * cfg.tokens_per_device * K / E))
     return _Dims(D=D, E=E, El=E // D, K=K, T=cfg.tokens_per_device, H=H, F=F, L=cfg.layers, C=C)
@@ -433,6 +359,14 @@ def _tiled_fold(
     return jax.lax.fori_loop(0, n_tiles, step, init)
 
 
+def _per_device_zeros(shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    """Zeros typed as varying over the ``ep`` axis inside ``shard_map``: the output buffer of a
+    ``ragged_all_to_all``, whose result takes the buffer's type. Left unvarying, the rows received are
+    typed as the same on every device, and a loop over them whose body mixes in this device's expert
+    weights (the tiled experts) changes its carry's type: JAX refuses it (seen on a TPU)."""
+    return jax.lax.pcast(jnp.zeros(shape, dtype), (AXIS,), to="varying")
+
+
 def _pad_rows(a: jax.Array, tile: int) -> jax.Array:
     # room for a tile that starts near the end, so dynamic_slice never clamps (and shifts) it
     return jnp.concatenate([a, jnp.zeros((tile, *a.shape[1:]), a.dtype)])
@@ -521,6 +455,59 @@ def _exclusive_cumsum(x: jax.Array, axis: int = -1) -> jax.Array:
     return jnp.cumsum(x, axis=axis) - x
 
 
+def _gather_rows(x: jax.Array, index: jax.Array, inverse: jax.Array) -> jax.Array:
+    # the plain program's permutation: autodiff differentiates it by a scatter-add
+    return x[index]
+
+
+def _inverse_permutation(p: jax.Array) -> jax.Array:
+    # inverse[p[i]] = i: a scatter of int32 positions, cheaper than a second sort
+    return jnp.zeros_like(p).at[p].set(jnp.arange(p.shape[0], dtype=p.dtype))
+
+
+@jax.custom_vjp
+def permute_rows(x: jax.Array, index: jax.Array, inverse: jax.Array) -> jax.Array:
+    """``x[index]`` for a permutation ``index`` whose inverse is ``inverse``; its backward is the gather
+    ``dy[inverse]``, where autodiff of a gather writes a scatter-add (it cannot know that no two rows
+    land on one)."""
+    return x[index]
+
+
+def _permute_rows_fwd(x: jax.Array, index: jax.Array, inverse: jax.Array) -> tuple[jax.Array, tuple[Any, ...]]:
+    return x[index], (index, inverse)
+
+
+def _permute_rows_bwd(res: tuple[Any, ...], dy: jax.Array) -> tuple[jax.Array, None, None]:
+    _, inverse = res
+    return dy[inverse], None, None
+
+
+permute_rows.defvjp(_permute_rows_fwd, _permute_rows_bwd)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def replicate_rows(h: jax.Array, order: jax.Array, inverse: jax.Array, k: int) -> jax.Array:
+    """``h[order // k]``: each token's ``k`` copies in the sorted order ``order`` (a permutation of the
+    ``T * k`` assignments, ``inverse`` its inverse). Backward: the copies' cotangents gathered back to
+    (token, k) order and summed over k, where autodiff writes a scatter-add."""
+    return h[order // k]
+
+
+def _replicate_rows_fwd(
+    h: jax.Array, order: jax.Array, inverse: jax.Array, k: int
+) -> tuple[jax.Array, tuple[Any, ...]]:
+    return h[order // k], (order, inverse)
+
+
+def _replicate_rows_bwd(k: int, res: tuple[Any, ...], dy: jax.Array) -> tuple[jax.Array, None, None]:
+    _, inverse = res
+    per_assignment = dy[inverse].reshape(-1, k, dy.shape[-1])
+    return per_assignment.sum(axis=1, dtype=jnp.float32).astype(dy.dtype), None, None
+
+
+replicate_rows.defvjp(_replicate_rows_fwd, _replicate_rows_bwd)
+
+
 def _local_expert_order(row_expert: jax.Array) -> tuple[jax.Array, jax.Array]:
     # stable sort so padding (key El) goes last and rows keep source order within an expert
     perm = jnp.argsort(row_expert, stable=True)
@@ -565,7 +552,15 @@ def _moe_local(
     flat_e = ids.reshape(-1)
     order = jnp.argsort(flat_e, stable=True)  # sorted slot -> assignment (t * K + k)
     sorted_e = flat_e[order]
-    x_sorted = h[order // K]  # [T*K, H]
+    permute: Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
+    if cfg.permute_backward == "gather":
+        unsort = _inverse_permutation(order)
+        x_sorted = replicate_rows(h, order, unsort, K)  # [T*K, H]
+        permute = permute_rows
+    else:
+        unsort = None  # sorted in the combine's scope, where the plain program has always had it
+        x_sorted = h[order // K]  # [T*K, H]
+        permute = _gather_rows
     counts = jnp.bincount(flat_e, length=E).astype(jnp.int32)  # this device's load per expert
     rank = jnp.arange(T * K, dtype=jnp.int32) - _exclusive_cumsum(counts)[sorted_e]  # position within expert
     load = jax.lax.psum(counts, AXIS)
@@ -589,6 +584,11 @@ def _moe_local(
             back = ys.reshape(El, D, C, H).transpose(1, 0, 2, 3).reshape(D, El * C, H)
             ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(E * C, H)
             y_sorted = ret.at[dest_row].get(mode="fill", fill_value=0)
+    elif D == 1 and cfg.skip_one_device_exchange:
+        # one device holds every expert: the rows sorted by expert are already the grouped GEMM's input
+        group_sizes = counts
+        received = group_sizes.sum()
+        y_sorted = _expert_ffn(x_sorted, w_experts, group_sizes, cfg.activation, expert_impl, tile)
     else:
         all_counts = jax.lax.all_gather(counts, AXIS)  # [D, E]: every device's load per expert
         counts_from = jax.lax.dynamic_slice_in_dim(all_counts, me * El, El, axis=1)  # [src, local expert]
@@ -609,9 +609,9 @@ def _moe_local(
             ends = jnp.cumsum(counts_from, axis=1)  # [D, El]
             row_expert = (j[None, :, None] >= ends[:, None, :]).sum(axis=2, dtype=jnp.int32).reshape(D * B)
             perm, inverse = _local_expert_order(row_expert)
-            ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation, expert_impl, tile)
+            ys = _expert_ffn(permute(recv, perm, inverse), w_experts, group_sizes, cfg.activation, expert_impl, tile)
             with jax.named_scope(COMBINE_SCOPE):
-                back = ys[inverse].reshape(D, B, H)
+                back = permute(ys, inverse, perm).reshape(D, B, H)
                 ret = jax.lax.all_to_all(back, AXIS, 0, 0, tiled=True).reshape(D * B, H)
                 y_sorted = ret[dest_row]
         else:
@@ -623,7 +623,7 @@ def _moe_local(
             R = D * T * K  # dropless worst case: every device sends everything here
             with jax.named_scope(DISPATCH_SCOPE):
                 recv = jax.lax.ragged_all_to_all(
-                    x_sorted, jnp.zeros((R, H), h.dtype), dev_starts, dev_counts, out_offsets, recv_sizes,
+                    x_sorted, _per_device_zeros((R, H), h.dtype), dev_starts, dev_counts, out_offsets, recv_sizes,
                     axis_name=AXIS,
                 )  # fmt: skip
             # received rows are source-major, expert-minor: segment (s, e) ends at cumsum over that order
@@ -631,19 +631,19 @@ def _moe_local(
             segment = (jnp.arange(R, dtype=jnp.int32)[:, None] >= ends[None, :]).sum(axis=1, dtype=jnp.int32)
             row_expert = jnp.where(segment < D * El, segment % El, El)
             perm, inverse = _local_expert_order(row_expert)
-            ys = _expert_ffn(recv[perm], w_experts, group_sizes, cfg.activation, expert_impl, tile)
-            back = ys[inverse]
+            ys = _expert_ffn(permute(recv, perm, inverse), w_experts, group_sizes, cfg.activation, expert_impl, tile)
+            back = permute(ys, inverse, perm)
             # send each source's rows home, to where they sat in its sorted buffer
             home_offsets = _exclusive_cumsum(S, axis=1)[:, me]
             with jax.named_scope(COMBINE_SCOPE):
                 y_sorted = jax.lax.ragged_all_to_all(
-                    back, jnp.zeros((T * K, H), h.dtype), recv_base, recv_sizes, home_offsets, dev_counts,
+                    back, _per_device_zeros((T * K, H), h.dtype), recv_base, recv_sizes, home_offsets, dev_counts,
                     axis_name=AXIS,
                 )  # fmt: skip
 
     # un-sort back to (token, k) and weight by the router
     with jax.named_scope(COMBINE_SCOPE):
-        y_assign = y_sorted[jnp.argsort(order)].reshape(T, K, H)
+        y_assign = permute(y_sorted, jnp.argsort(order) if unsort is None else unsort, order).reshape(T, K, H)
         out = jnp.einsum("tk,tkh->th", weights, y_assign.astype(jnp.float32))
     return out, load, dropped, received.astype(jnp.int32).reshape(1)
 
