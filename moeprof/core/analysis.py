@@ -19,7 +19,17 @@ import pandas as pd
 
 from ..errors import InputError
 from .ledger import DEVICE_KEYS
-from .sections import EdgeExposure, Hardware, InspectorResult, Launches, LedgerTotals, Throughput, Utilization
+from .sections import (
+    EdgeExposure,
+    Hardware,
+    InspectorResult,
+    Launches,
+    LedgerTotals,
+    RoleRow,
+    Roofline,
+    Throughput,
+    Utilization,
+)
 
 SCHEMA = "moeprof.analysis/1"
 
@@ -848,6 +858,9 @@ class Analysis:
     # what the host's kernel launches say (readers.kineto.launch_facts, summed over the files): launches, those
     # without their activity, those inside a graph capture; JSON "launches"
     launches: Launches | None = None
+    # §10: per MoE role, its work per step (mean over steps and devices); the roofline per op, scope and role
+    roles: tuple[RoleRow, ...] = ()
+    roofline: Roofline | None = None
 
     schema: ClassVar[str] = SCHEMA
 
@@ -934,6 +947,10 @@ class Analysis:
             doc["edge_exposure"] = dict(self.edges)
         if self.launches:
             doc["launches"] = dict(self.launches)
+        if self.roles:
+            doc["roles"] = [dict(r) for r in self.roles]
+        if self.roofline:
+            doc["roofline"] = dict(self.roofline)
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -972,6 +989,8 @@ class Analysis:
             "utilization",
             "edge_exposure",
             "launches",
+            "roles",
+            "roofline",
         }
         try:
             return cls(
@@ -998,6 +1017,8 @@ class Analysis:
                 utilization=_section(Utilization, doc.get("utilization")),
                 edges=_section(EdgeExposure, doc.get("edge_exposure")),
                 launches=_section(Launches, doc.get("launches")),
+                roles=tuple(cast(RoleRow, r) for r in _dicts(doc.get("roles"))),
+                roofline=_section(Roofline, doc.get("roofline")),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

@@ -68,6 +68,10 @@ RAW_COLUMNS: dict[str, str] = {
     # a ragged dot's 2·M·K·N, a fusion holding its weight gradient (XLA: dense over every group) with that
     # gradient recounted (core.hlo.recount_flops); NaN where moeprof does not recount the op
     "recounted_flops": "float64",
+    # HBM bytes one execution reads and writes: XLA's memory_access_breakdown, its HBM entries (memory space 1,
+    # reads and writes: what xprof's op_profile counts), else ``bytes_accessed`` (every memory space); from a
+    # Kineto kernel's launching op's shapes (every input and output once); NaN unknown (core.roofline)
+    "hbm_bytes": "float64",
 }
 DERIVED_COLUMNS: dict[str, str] = {
     "bucket": "str",  # compute | comm | memcpy | other
@@ -77,6 +81,10 @@ DERIVED_COLUMNS: dict[str, str] = {
     # both, split by the RDMA ranks the kernels name)
     "link_hint": "str",
     "ib_fraction": "float64",  # share of the activity carried over InfiniBand, NaN unknown
+    # the part of the MoE step the activity serves (core.roles.ROLES: router, permute, dispatch, experts, ...):
+    # derived, not read, because it is moeprof's taxonomy (core/roles.toml) over the scope, component, opcode
+    # and name the readers give, decided after classification (an exchange is a comm or one-chip copy row)
+    "role": "str",
 }
 COLUMNS: dict[str, str] = {**RAW_COLUMNS, **DERIVED_COLUMNS}
 _OP_COLUMNS = (
@@ -88,12 +96,15 @@ _OP_COLUMNS = (
     "model_flops",
     "bytes_accessed",
     "recounted_flops",
+    "hbm_bytes",
 )
+# derived columns added after the first event table
+_LATER_DERIVED = ("role",)
 # the columns of the first event table (schema moeprof.events/1): a CSV header that holds them all is
 # moeprof's own table (readers.marks), also one written before the op columns above were added
 EVENTS_V1_COLUMNS = (
     *(c for c in RAW_COLUMNS if c not in _OP_COLUMNS),
-    *DERIVED_COLUMNS,
+    *(c for c in DERIVED_COLUMNS if c not in _LATER_DERIVED),
 )
 
 DEVICE_ACTIVITIES = ("kernel", "memcpy", "memset")

@@ -93,6 +93,86 @@ class Utilization(TypedDict, total=False):
     flops_per_step_xla: float
     tflops_per_s_per_device_xla: float
     mfu_xla: float
+    # spec §10's useful work where the run records its experts' load: mfu and tflops_per_s_per_device then count
+    # the useful rows only, the ops' own count beside them
+    useful: dict[str, Any]
+    mfu_counted: float
+    tflops_per_s_per_device_counted: float
+
+
+class RoleRow(TypedDict, total=False):
+    """One row of ``roles`` (spec §10): a MoE role's work per step, the mean over steps and devices
+    (``core.roofline.role_rows``). Figures that need counts are None where its activities have none."""
+
+    role: str  # core.roles.ROLES
+    glue: bool  # token movement: router, permute, unpermute, an exchange on a group of one device
+    time_ns: int
+    share: float  # of the accumulated time (the roles partition the activities)
+    exposed_ns: int  # the time the device does this role's work alone
+    one_device_ns: int  # of time_ns, exchanges on a group of one device (local copies)
+    flops: float | None
+    hbm_bytes: float | None
+    roof_ns: float | None
+    below_roof_ns: float | None
+    uncounted_ns: float | None
+    flop_util: float | None
+    hbm_util: float | None
+    bound: str | None  # compute | memory
+
+
+class RooflineRow(TypedDict, total=False):
+    """One row of ``roofline.ops``, ``.scopes`` or ``.roles``: summed over the window and the devices."""
+
+    op: str
+    role: str
+    scope: str
+    count: int
+    time_ns: int
+    uncounted_ns: int
+    flops: float | None
+    hbm_bytes: float | None
+    flop_util: float | None
+    hbm_util: float | None  # not capped: above 1 a count is wrong
+    bound: str | None
+    roof_ns: float | None
+    below_roof_ns: float | None
+
+
+class TokenMovement(TypedDict, total=False):
+    """``roofline.glue``: the token movement around the experts (router, permute, unpermute, exchanges on a group
+    of one device), per step and device."""
+
+    time_ns: int
+    share: float  # of the accumulated time
+    flops: float | None
+    hbm_bytes: float | None
+    tflops_per_s: float | None
+    hbm_util: float | None
+    roles: list[str]
+
+
+# ``roofline`` (spec §10): the one peak every screen measures against and where it comes from ("from": the device
+# plane, a preset, --chip), the job's compute precision (bf16, f32, fp8: the peak is for it, or said not to be), the
+# time without counts, the roofline per op, scope and role (``core.roofline.roofline_section``) and the token
+# movement. A functional TypedDict: its key "from" is a Python keyword
+Roofline = TypedDict(
+    "Roofline",
+    {
+        "peak_flops": float | None,  # FLOP/s of one device
+        "peak_hbm_bytes_per_s": float | None,
+        "from": str,
+        "precision": str,
+        "uncounted_ns": int,
+        "steps": int,
+        "devices": int,
+        "ops": list[RooflineRow],
+        "scopes": list[RooflineRow],
+        "roles": list[RooflineRow],
+        "glue": TokenMovement,
+        "note": str,
+    },
+    total=False,
+)
 
 
 class EdgeEnd(TypedDict):

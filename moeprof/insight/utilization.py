@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.analysis import DeviceFigures, StepFigures
+from ..core.expert_load import ExpertLoad, useful_work
 from ..core.hardware import ChipPreset
 from ..core.scopes import COUNTED, flops_source
 from ..core.sections import Utilization
@@ -40,6 +41,34 @@ def job_peak(
     if preset is not None:
         return preset.bf16_tflops, f"preset {preset.name}"
     return None, ""
+
+
+def job_hbm_peak(
+    plane_peaks: Mapping[str, Mapping[str, float]], preset: ChipPreset | None, preset_from: str | None
+) -> tuple[float | None, str]:
+    """(HBM GB/s of one chip, where it comes from), chosen as :func:`job_peak` chooses the FLOP/s peak: ``--chip``'s
+    preset, else what the planes state (``peak_hbm_bw_gigabytes_per_second``, one value), else the preset."""
+    if preset is not None and preset_from in ("--chip", "--gpu"):
+        return preset.hbm_gbps, f"--chip {preset.name}"
+    stated = {round(float(p["hbm_gbps"]), 6) for p in plane_peaks.values() if p.get("hbm_gbps")}
+    if len(stated) == 1:
+        return stated.pop(), "the device plane's peak_hbm_bw_gigabytes_per_second"
+    if preset is not None and preset.hbm_gbps:
+        return preset.hbm_gbps, f"preset {preset.name}"
+    return None, ""
+
+
+def peaks_source(flops_from: str, hbm_from: str) -> str:
+    """Where the two peaks come from, in one phrase ("the device plane (peak_teraflops_per_second,
+    peak_hbm_bw_gigabytes_per_second)", "preset H100 SXM")."""
+    plane = "the device plane's "
+    if flops_from.startswith(plane) and hbm_from.startswith(plane):
+        return f"the device plane ({flops_from[len(plane) :]}, {hbm_from[len(plane) :]})"
+    if flops_from == hbm_from or not hbm_from:
+        return flops_from
+    if not flops_from:
+        return hbm_from
+    return f"{flops_from}; HBM: {hbm_from}"
 
 
 def utilization(
@@ -134,3 +163,68 @@ def _ops_above(op_flops: pd.DataFrame, source: str, peak_tflops: float) -> pd.Da
     high = per[per["tflops_per_s"] > peak_tflops]
     high = high.astype({"count": np.int64, "time_ns": np.int64})
     return high.sort_values(["of_peak", "op"], ascending=[False, True]).reset_index(drop=True)
+
+
+# the precisions a run folder's manifest names, as moeprof writes them
+_PRECISIONS = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "float32": "f32",
+               "f32": "f32", "fp32": "f32", "float8": "fp8", "fp8": "fp8"}  # fmt: skip
+
+
+def job_precision(manifest: Mapping[str, Any] | None) -> str:
+    """The job's compute precision where the run says it (a run folder's manifest ``precision``), else ""."""
+    if not isinstance(manifest, Mapping):
+        return ""
+    precision = manifest.get("precision")
+    return _PRECISIONS.get(str(precision).lower(), "") if precision else ""
+
+
+def precision_note(precision: str, preset: ChipPreset | None, peak_from: str) -> str:
+    """What the one peak is against a job of another precision than the peak's (docs/metrics.md, "Roofline"):
+    a TPU states one peak, its bf16 one; an f32 matmul runs as several bf16 passes on the MXU and cannot reach it.
+    "" where the peak is for the job's precision."""
+    if precision in ("bf16", "fp16", ""):
+        return ""
+    if precision == "fp8" and preset is not None and preset.fp8_tflops:
+        return "an fp8 job: its FLOP/s are measured against the bf16 peak (the one every screen shows)"
+    tpu = "device plane" in peak_from or (preset is not None and preset.is_tpu)
+    if precision == "f32" and tpu:
+        return (
+            "an f32 job: the chip states one peak, its bf16 one (no f32 peak is published for it); an f32 matmul "
+            "runs as several bf16 passes on the MXU and cannot reach it"
+        )
+    return f"an {precision} job: its FLOP/s are measured against the bf16 peak"
+
+
+def with_useful_work(
+    used: Utilization | None, roles: Sequence[Mapping[str, Any]], load: ExpertLoad | None, rows: Mapping[int, int]
+) -> Utilization | None:
+    """The ``utilization`` with spec §10's useful work where the run records its experts' load and the HLO shows
+    the rows its expert GEMMs compute: the experts' padded rows are no model work, so the MFU counts the useful
+    rows only (``mfu``), the ops' own count beside it (``mfu_counted``); ``padding_waste`` of the experts' FLOPs
+    and the assignments ``dropped``."""
+    if used is None or load is None:
+        return used
+    work = useful_work(load, rows)
+    experts = next((r for r in roles if r.get("role") == "experts"), None)
+    per_step = used.get("flops_per_step")
+    if work is None or experts is None or experts.get("flops") is None or per_step is None:
+        return used
+    wasted = float(experts["flops"]) * work.padding_waste
+    out: dict[str, Any] = dict(used)
+    useful = float(per_step) - wasted
+    out["useful"] = {
+        "flops_per_step": useful,
+        "experts_flops_per_step": float(experts["flops"]),
+        "padding_waste": work.padding_waste,
+        "dropped": work.dropped,
+        "capacity": work.capacity,
+        "rows": work.rows,
+        "source": f"{load.source}, the experts' ragged dots' rows in the HLO",
+    }
+    if used.get("mfu") is not None and per_step:
+        out["mfu_counted"] = used["mfu"]
+        out["mfu"] = float(used["mfu"]) * useful / float(per_step)
+        if used.get("tflops_per_s_per_device") is not None:
+            out["tflops_per_s_per_device_counted"] = used["tflops_per_s_per_device"]
+            out["tflops_per_s_per_device"] = float(used["tflops_per_s_per_device"]) * useful / float(per_step)
+    return cast("Utilization", out)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -28,11 +28,13 @@ from ..core.analysis import (
     sum_figures,
 )
 from ..core.events import concat as concat_tables
+from ..core.expert_load import manifest_expert_load
 from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
+from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, role_rows, roofline_section, token_movement
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
-from ..core.sections import LedgerTotals
+from ..core.sections import LedgerTotals, RoleRow, Roofline
 from ..core.steps import job_step_windows
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.edges import capture_edges
@@ -46,9 +48,17 @@ from ..insight.opportunities import (
 )
 from ..insight.projection import REPLAY_COLUMNS, SYNC_COLUMNS, Projector, ReplayJob, joined_job, project_analysis
 from ..insight.stack import Stack, launch_summary
-from ..insight.utilization import job_peak, utilization
+from ..insight.utilization import (
+    job_hbm_peak,
+    job_peak,
+    job_precision,
+    peaks_source,
+    precision_note,
+    utilization,
+    with_useful_work,
+)
 from ..insight.waiting import op_stragglers, straggler_opportunity
-from .per_file import COMM_AGG_COLUMNS, FileResult
+from .per_file import COMM_AGG_COLUMNS, EXPERT_ROW_COLUMNS, FileResult
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -198,6 +208,9 @@ class JobResults:
         "scopes",
         "op_flops",
         "step_flops",
+        "roofline",
+        "roles",
+        "expert_rows",
     )
     _FILE = "_file_index"
 
@@ -466,10 +479,12 @@ def finish_job(
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
     projections: str = "full",
+    manifest: Mapping[str, Any] | None = None,
 ) -> Merged:
     """The analysis of everything ``job`` took in, the comm records with their ledger view (instance, wait,
     straggler), and the projector of its §9 projections (``projections``: what of them to compute,
-    :func:`moeprof.insight.projection.project_analysis`'s ``detail``)."""
+    :func:`moeprof.insight.projection.project_analysis`'s ``detail``). ``manifest``: the run folder's, where the
+    inputs are one (its precision and expert load: spec §10's useful work)."""
     notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
@@ -520,6 +535,8 @@ def finish_job(
         peak,
         peak_from,
     )
+    roofline, roles = _on_chip(job, devices, steps, hardware, peak, peak_from, manifest)
+    used = with_useful_work(used, roles, manifest_expert_load(manifest), _rows(job))
     analysis = Analysis(
         inputs=tuple(i for k in order for i in job.inputs[k]),
         devices=tuple(devices),
@@ -553,9 +570,54 @@ def finish_job(
             job.table("exposed", ("device", "start_ns", "end_ns")),
         ),
         launches=launch_summary(job.launches),
+        roles=roles,
+        roofline=roofline,
     )
     projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if, projections)
     return projected, matched, projector
+
+
+def _on_chip(
+    job: JobResults,
+    devices: Sequence[DeviceFigures],
+    steps: Sequence[StepFigures],
+    hardware: Any,
+    peak_tflops: float | None,
+    peak_from: str,
+    manifest: Mapping[str, Any] | None,
+) -> tuple[Roofline | None, tuple[RoleRow, ...]]:
+    """Spec §10: the roofline per op, scope and role against the job's one peak, and the roles per step."""
+    hbm, hbm_from = job_hbm_peak(job.peaks, hardware.preset, (hardware.summary or {}).get("preset_from"))
+    frame = job.table("roofline", ROOFLINE_COLUMNS)
+    n_steps = len({s.step for s in steps})
+    section = roofline_section(
+        frame,
+        peak_tflops * 1e12 if peak_tflops else None,
+        hbm * 1e9 if hbm else None,
+        peaks_source(peak_from, hbm_from),
+        sum(d.busy_ns for d in devices),
+        n_steps,
+        len(devices),
+    )
+    rows = role_rows(job.table("roles", ROLE_COLUMNS), section, len(devices))
+    if section is not None:
+        section["glue"] = token_movement(rows, section)
+        precision = job_precision(manifest)
+        if precision:
+            section["precision"] = precision
+            note = precision_note(precision, hardware.preset, peak_from)
+            if note:
+                section["note"] = note
+    return cast("Roofline | None", section), tuple(cast("RoleRow", r) for r in rows)
+
+
+def _rows(job: JobResults) -> dict[int, int]:
+    """The rows the job's expert GEMMs compute -> how many ops compute that many (core.expert_load)."""
+    table = job.table("expert_rows", EXPERT_ROW_COLUMNS)
+    if table.empty:
+        return {}
+    summed = table.groupby("rows")["ops"].sum()
+    return dict(zip(summed.index.astype(np.int64).tolist(), summed.astype(np.int64).tolist(), strict=True))
 
 
 def instance_table(matched: pd.DataFrame) -> pd.DataFrame:

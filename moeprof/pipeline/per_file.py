@@ -17,10 +17,13 @@ import pandas as pd
 from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.events import column_codes, combine_codes, first_rows, lookup
+from ..core.expert_load import expert_gemm_rows
 from ..core.hlo import HloModule
 from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device_fingerprint, identify
 from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
+from ..core.roles import role_table, row_roles
+from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, device_roles, device_roofline
 from ..core.scopes import (
     OP_FLOP_COLUMNS,
     SCOPE_COLUMNS,
@@ -43,6 +46,7 @@ from ..words import plural
 # per (op, kind, device): the sums the merge adds up across files (collectives, opportunities, bandwidth), the
 # largest IB fraction, and whether any activity is XLA's
 COMM_AGG_COLUMNS = ["key", "kind", "device", *COMM_SUMS, "ib_max", "xla"]
+EXPERT_ROW_COLUMNS = ["rows", "ops"]
 
 
 @dataclass
@@ -87,6 +91,12 @@ class FileResult:
     op_flops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=OP_FLOP_COLUMNS))
     step_flops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_FLOP_COLUMNS))
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> the peaks its plane states
+    # §10: per (device, op, scope, role, arithmetic intensity) the time, FLOPs and HBM bytes of the activities, and
+    # per (device, role) the time, exposed time and one-device exchanges (core.roofline)
+    roofline: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROOFLINE_COLUMNS))
+    roles: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROLE_COLUMNS))
+    # rows the experts' ragged dots compute -> how many ops compute that many (core.expert_load)
+    expert_rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EXPERT_ROW_COLUMNS))
 
 
 def _independent_compute(
@@ -319,6 +329,8 @@ def measure_file(
     scope_parts: list[pd.DataFrame] = []
     op_flop_parts: list[pd.DataFrame] = []
     step_flop_parts: list[pd.DataFrame] = []
+    roofline_parts: list[pd.DataFrame] = []
+    role_parts: list[pd.DataFrame] = []
     steps_by_device = {str(k): g for k, g in selected.groupby("device", sort=False)} if len(selected) else {}
     all_by_device = all_steps["device"].value_counts().to_dict() if len(all_steps) else {}
     prints: list[DeviceFingerprint] = []
@@ -357,6 +369,8 @@ def measure_file(
         scope_parts.append(device_scopes(device, timeline_rows, whole.clipped))
         op_flop_parts.append(device_op_flops(device, timeline_rows, whole.clipped))
         n_steps = len(device_steps) if (selecting and device_steps is not None) else int(all_by_device.get(device, 0))
+        roofline_parts.append(device_roofline(device, timeline_rows, whole.clipped))
+        role_parts.append(device_roles(device, timeline_rows, whole.clipped, win_s, win_e, max(n_steps, 1)))
         signals.extend(device_signals(timeline_rows, whole, max(n_steps, 1), device, kind))
         if kind == TPU:  # one program per step: its idle time between programs is the host's
             runs = modules_by_device.get(device)
@@ -409,7 +423,19 @@ def measure_file(
         op_flops=_stacked(op_flop_parts, OP_FLOP_COLUMNS),
         step_flops=_stacked(step_flop_parts, STEP_FLOP_COLUMNS),
         peaks={d: dict(p) for d, p in trace.device_peaks.items()},
+        roofline=_stacked(roofline_parts, ROOFLINE_COLUMNS),
+        roles=_stacked(role_parts, ROLE_COLUMNS),
+        expert_rows=_expert_rows(trace, columns),
     )
+
+
+def _expert_rows(trace: Trace, columns: EventColumns) -> pd.DataFrame:
+    """The rows the file's expert GEMMs compute (core.expert_load.expert_gemm_rows) as EXPERT_ROW_COLUMNS."""
+    if not trace.hlo or not len(trace.events):
+        return pd.DataFrame(columns=EXPERT_ROW_COLUMNS)
+    roles = columns.derived("roofline:roles", lambda: row_roles(trace.events))
+    found = expert_gemm_rows(trace, roles == role_table().index["experts"])
+    return pd.DataFrame({"rows": list(found), "ops": list(found.values())}, columns=EXPERT_ROW_COLUMNS)
 
 
 def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from ..core.analysis import Analysis, Projection
 from ..core.classify import classify, rules_with
 from ..core.components import attach_components
 from ..core.identity import FileIdentity, decide_files, identify
+from ..core.roles import attach_roles
 from ..core.scopes import attach_scopes
 from ..core.timeline import TimelineOptions, TimelineView
 from ..core.topology import attribute_links
@@ -121,9 +122,10 @@ def _loaded(r: Request, traces: list[Trace]) -> Result:
     """Loaded traces measured in this process (``moeprof.analyze``; a projected timeline)."""
     job = _job_of([measure_file(t, r.steps, r.timeline) for t in traces])
     notes = list(getattr(r.inputs, "notes", []))
-    result = _finish(finish_job(job, r.link_peaks, notes, r.what_if, r.projections), r.timeline, job.timeline)
-    result = replace(result, traces=tuple(traces) if r.traces else ())
-    return _with_manifest(result, getattr(r.inputs, "manifest", None))
+    manifest = getattr(r.inputs, "manifest", None)
+    merged = finish_job(job, r.link_peaks, notes, r.what_if, r.projections, manifest)
+    result = replace(_finish(merged, r.timeline, job.timeline), traces=tuple(traces) if r.traces else ())
+    return _with_manifest(result, manifest)
 
 
 def _read(r: Request, plan: JobPlan) -> Result:
@@ -137,7 +139,9 @@ def _read(r: Request, plan: JobPlan) -> Result:
         return _with_manifest(Result(analysis), plan.manifest)
     job, traces, skipped, notes = _measured(r, plan)
     result = _finish(
-        finish_job(job, r.link_peaks, [*plan.notes, *notes], r.what_if, r.projections), r.timeline, job.timeline
+        finish_job(job, r.link_peaks, [*plan.notes, *notes], r.what_if, r.projections, plan.manifest),
+        r.timeline,
+        job.timeline,
     )
     if skipped:
         skips = tuple({"file": s.file, "problem": s.problem} for s in skipped)
@@ -316,7 +320,7 @@ def load_trace(
             f"no device activity ({trace.format}: no GPU kernels, copies or memsets; a host-only trace, "
             "or a capture window that missed the step?)",
         )
-    trace = attach_components(attach_scopes(classify(trace, rules_with(options.rules))))
+    trace = attach_roles(attach_components(attach_scopes(classify(trace, rules_with(options.rules)))))
     return attribute_links(trace, options.nvlink_domain_size, single_host)
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.events import empty_table, make_table, us_interval_to_ns
+from ..core.roofline import counts_of_shapes
 from ..core.steps import step_marker_pattern
 from ..core.trace import GPU, Job, Trace, empty_markers, make_markers, trailing_number
 from ..core.vocabulary import vocabulary
@@ -202,6 +203,7 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     step_rows = np.zeros(len(cpu), dtype=bool)
     step_rows[host_rows] = is_step[host_codes] if len(unique_names) else False
     scope, component, backward = kernel_scopes(cols, names, threads, step_rows, anchor_thread, anchor_t, _innermost)
+    shape_flops, shape_bytes = _shape_counts(cols, names, threads, anchor_thread, anchor_t, dev["end"] - dev["start"])
 
     # spec §8 rule 1: the launching record_param_comms is the one whose External id the kernel carries;
     # an op nested inside a call's range (a copy, a cat) launches its own kernels, not the call's
@@ -285,6 +287,9 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             "seq": seq,
             "p2p": p2p,
             "source": "kineto",
+            # spec §10: GEMM and attention kernels counted from their launching op's shapes (moeprof's own count)
+            "recounted_flops": shape_flops,
+            "hbm_bytes": shape_bytes,
             # §9: the call's return; a call that returned after its activity ended waited for it (a
             # synchronous copy): the host issued it at the call's start
             "launch_ns": np.where((launch_end >= 0) & (launch_end > dev["end"]), anchor_t, launch_end),
@@ -672,6 +677,45 @@ def _host_syncs(cols: KinetoColumns, names: np.ndarray, threads: _Threads, devic
             "end_ns": end,
         }
     )
+
+
+def _shape_counts(
+    cols: KinetoColumns,
+    names: np.ndarray,
+    threads: _Threads,
+    anchor_thread: np.ndarray,
+    anchor_t: np.ndarray,
+    duration: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per device activity: the FLOPs and HBM bytes its launching op's recorded shapes give (core.roofline
+    .counts_of_shapes: GEMMs, grouped GEMMs, attention; NaN elsewhere). The launching op is the innermost CPU op
+    around the launch on the launching thread; an op that launches several kernels shares its counts among them in
+    proportion to their time. Each distinct (op, shapes) is counted once."""
+    n = anchor_t.size
+    flops, nbytes = np.full(n, np.nan), np.full(n, np.nan)
+    cpu = cols.cpu
+    if not len(cpu) or not n or not cols.shapes:
+        return flops, nbytes
+    ops = np.flatnonzero((cpu.cat == CPU_CATS.index("cpu_op")) & (cpu.bad == 0) & np.isfinite(cpu.ts))
+    if not ops.size:
+        return flops, nbytes
+    start, end = us_pair_to_ns(cpu.ts[ops], np.where(np.isfinite(cpu.dur[ops]), np.maximum(cpu.dur[ops], 0.0), 0.0))
+    at = _innermost(threads(cpu.pid[ops], cpu.tid[ops]), start, end, anchor_thread, anchor_t)
+    shapes = np.where(at >= 0, cpu.shapes[ops][np.maximum(at, 0)], -1)
+    launched = np.flatnonzero(shapes >= 0)
+    if not launched.size:
+        return flops, nbytes
+    op_names = names[cpu.name[ops][at[launched]]]
+    pair_codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([op_names, shapes[launched]]))
+    counted = [counts_of_shapes(str(op), *cols.shapes[int(code)]) for op, code in pairs.tolist()]
+    f = np.array([c[0] for c in counted], dtype=np.float64)[pair_codes]
+    b = np.array([c[1] for c in counted], dtype=np.float64)[pair_codes]
+    # each launching op's kernels share its counts by their time
+    op_row, inverse = np.unique(at[launched], return_inverse=True)
+    time = np.maximum(duration[launched].astype(np.float64), 1.0)
+    share = time / np.bincount(inverse, weights=time, minlength=op_row.size)[inverse]
+    flops[launched], nbytes[launched] = f * share, b * share
+    return flops, nbytes
 
 
 def _by_external(range_ids: np.ndarray, kernel_ids: np.ndarray) -> np.ndarray:

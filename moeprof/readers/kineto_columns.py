@@ -30,7 +30,7 @@ import gc
 import itertools
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar, Union
@@ -39,6 +39,7 @@ import msgspec
 import numpy as np
 from msgspec import UNSET, UnsetType
 
+from ..core.roofline import COUNTED_OPS
 from ..errors import InputError
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -104,6 +105,9 @@ _COMM_ABSENT = "\x00absent"  # a missing key in the permissive table key
 # ---- the strict schema ----------------------------------------------------------------------------
 
 
+_NO_RAW = msgspec.Raw(b"")
+
+
 class _Args(msgspec.Struct, frozen=True, gc=False):
     """The args parse_kineto reads, typed as Kineto writes them; UNSET = the key is absent."""
 
@@ -132,6 +136,10 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     # autograd: the op's sequence number and, on a backward op, the forward op's thread (0 on a forward op)
     sequence: int = msgspec.field(default=-1, name="Sequence number")
     fwd_thread: int = msgspec.field(default=-1, name="Fwd thread id")
+    # the op's shapes (record_shapes=True), kept as JSON text: parsed only for the ops whose FLOPs are counted
+    dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
 
 
 _NO_ARGS = _Args()
@@ -204,6 +212,9 @@ class _LooseArgs(msgspec.Struct, frozen=True, gc=False):
     dst_rank: Any = msgspec.field(default=UNSET, name="Dst Rank")
     sequence: Any = msgspec.field(default=None, name="Sequence number")
     fwd_thread: Any = msgspec.field(default=None, name="Fwd thread id")
+    dims: Any = msgspec.field(default=None, name="Input Dims")
+    types: Any = msgspec.field(default=None, name="Input type")
+    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
 class _LooseEvent(msgspec.Struct, frozen=True, gc=False):
@@ -259,6 +270,16 @@ def _bytes(value: Any) -> float:
     return _NAN
 
 
+def _raw(value: Any) -> msgspec.Raw:
+    """A loosely typed shapes value as the JSON text the strict schema keeps (absent or null: none)."""
+    if value is None:
+        return _NO_RAW
+    try:
+        return msgspec.Raw(msgspec.json.encode(value))
+    except (TypeError, ValueError, OverflowError):
+        return _NO_RAW
+
+
 def _canonical(loose: list[_LooseEvent], path: Path | None) -> tuple[list, np.ndarray, bool]:
     """The strict Structs these loosely typed events amount to; per-event bad-number bits."""
     events: list = []
@@ -291,6 +312,9 @@ def _canonical(loose: list[_LooseEvent], path: Path | None) -> tuple[list, np.nd
                 bytes=_bytes(a.bytes),
                 sequence=_int_or(a.sequence),
                 fwd_thread=_int_or(a.fwd_thread),
+                dims=_raw(a.dims),
+                types=_raw(a.types),
+                concrete=_raw(a.concrete),
                 **{f: getattr(a, f) for f in (*_COMM_ATTRS, *_PER_CALL_ATTRS)},
             )
         else:
@@ -350,6 +374,8 @@ class KinetoColumns:
     # (only looked for when those keys are missing)
     any_device_cat: bool = False
     events: int = 0  # entries of traceEvents
+    # shapes code -> (Input Dims, Input type, Concrete Inputs) as JSON text, of the ops counted from shapes
+    shapes: list[tuple[bytes, bytes, bytes]] = field(default_factory=list)
 
     @property
     def is_kineto(self) -> bool:
@@ -365,13 +391,15 @@ _GROUP_COLUMNS: dict[int, tuple[str, ...]] = {
     DEVICE: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "device", "stream", "correlation", "external", "bytes",
              "own_comm", *_PER_CALL_COLUMNS),
     LAUNCH: ("cat", "pid", "tid", "ts", "bad", "correlation", "name", "dur"),
-    CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", "sequence", "fwd_thread", *_PER_CALL_COLUMNS),
+    CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", "sequence", "fwd_thread", "shapes",
+          *_PER_CALL_COLUMNS),
     FLOW: ("cat", "pid", "tid", "ts", "bad", "id"),
 }  # fmt: skip
 _DTYPES: dict[str, Any] = {
     "cat": np.int8, "bad": np.uint8, "ts": np.float64, "dur": np.float64, "bytes": np.float64, "own_comm": bool,
     "has_comms_id": bool, "comms_id": np.uint64, "name": np.int32, "pid": np.int32, "tid": np.int32,
     "device": np.int32, "stream": np.int32, "comm": np.int32, "in_split": np.int32, "out_split": np.int32,
+    "shapes": np.int32,
 }  # fmt: skip
 
 
@@ -409,6 +437,7 @@ class _Builder:
         self.names = _Interner()
         self.values = _Interner()
         self.strings = _Interner()
+        self.shapes = _Interner()  # (Input Dims, Input type, Concrete Inputs) JSON texts of the counted ops
         self.comm_codes: dict[tuple, int] = {}
         self.comm_args: list[dict[str, Any]] = []
         self.parts: dict[int, list[dict[str, np.ndarray]]] = {g: [] for g in _GROUP_COLUMNS}
@@ -517,9 +546,23 @@ class _Builder:
         else:
             out["sequence"] = self._ints([a.sequence for a in args], m)
             out["fwd_thread"] = self._ints([a.fwd_thread for a in args], m)
+            out["shapes"] = self._shapes(out["name"], args)
             rpc = self.names.codes.get(RECORD_PARAM_COMMS)
             with_comm = out["name"] == rpc if rpc is not None else np.zeros(m, dtype=bool)
         out.update(self._comm(args, with_comm, strict=strict))
+        return out
+
+    def _shapes(self, names: np.ndarray, args: list[_Args]) -> np.ndarray:
+        """Per CPU event, a code into ``shapes`` of its recorded shapes (Input Dims, Input type, Concrete Inputs as
+        JSON text), for the ops whose FLOPs moeprof counts from shapes (core.roofline); -1 for the others."""
+        out = np.full(len(args), -1, dtype=np.int32)
+        counted = [c for n in COUNTED_OPS if (c := self.names.codes.get(n)) is not None]
+        if not counted:
+            return out
+        rows = np.flatnonzero(np.isin(names, counted))
+        if rows.size:
+            out[rows] = [self.shapes.codes[(bytes(args[i].dims), bytes(args[i].types), bytes(args[i].concrete))]
+                         for i in rows.tolist()]  # fmt: skip
         return out
 
     def _or_own(self, codes: np.ndarray, own: np.ndarray) -> np.ndarray:
@@ -593,6 +636,7 @@ class _Builder:
             values=self.values.values,
             comm_args=self.comm_args,
             strings=self.strings.values,
+            shapes=self.shapes.values,
             device=groups[DEVICE],
             launch=groups[LAUNCH],
             cpu=groups[CPU],

@@ -79,7 +79,16 @@ TPU_LINES: dict[str, str] = {"XLA Ops": OPS, "Async XLA Ops": ASYNC, "XLA Module
 # stats read on a TPU plane: the device clock's times of every event, the op's own figures (event metadata),
 # the done op of an async interval, and the module execution's run id
 TIME_STATS = ("device_offset_ps", "device_duration_ps")
-OP_STATS = ("hlo_category", "program_id", "flops", "model_flops", "bytes_accessed", "tf_op", "deduplicated_name")
+OP_STATS = (
+    "hlo_category",
+    "program_id",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "memory_access_breakdown",
+    "tf_op",
+    "deduplicated_name",
+)
 ASYNC_STATS = ("hlo_op",)
 TPU_STATS = (*TIME_STATS, *OP_STATS, *ASYNC_STATS)
 
@@ -138,6 +147,9 @@ class OpEvents:
     flops: np.ndarray | None = None  # float64, NaN absent
     model_flops: np.ndarray | None = None
     bytes_accessed: np.ndarray | None = None
+    # object: the serialized MemoryAccessBreakdown of the op (bytes; b"" absent, or not decodable: the trace JSON
+    # writes "<opaque bytes>")
+    memory_access: np.ndarray | None = None
     tf_op: np.ndarray | None = None  # object: "jit(step)/.../reduce_sum:" ("" absent)
     deduplicated: np.ndarray | None = None  # object: the op whose metadata XLA kept for this one ("" absent)
     done: np.ndarray | None = None  # Async XLA Ops only: the done op's name (stat hlo_op)
@@ -156,6 +168,8 @@ class OpEvents:
             return np.full(n, np.nan)
         if name == "program_id":
             return np.full(n, -1, dtype=np.int64)
+        if name == "memory_access":
+            return np.full(n, b"", dtype=object)
         return np.full(n, "", dtype=object)
 
 
@@ -168,6 +182,88 @@ class ChipLines:
     ops: OpEvents | None = None
     asyncs: OpEvents | None = None  # None where the file has no Async XLA Ops line (trace JSON)
     markers: list[tuple[str, str, int, int, int]] = field(default_factory=list)  # kind, name, start, end, number
+
+
+# XLA's memory spaces as xprof counts them (plugin/xprof/protobuf/op_metrics.proto: MemorySpace): 1 is HBM, the
+# off-chip memory; every other space is on-chip. The breakdown's operation types: 1 READ, 2 WRITE (0 UNKNOWN)
+HBM_SPACE = 1
+_READ, _WRITE = 1, 2
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _skip(data: bytes, pos: int, wire: int) -> int:
+    if wire == 0:
+        return _varint(data, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 2:
+        length, pos = _varint(data, pos)
+        return pos + length
+    if wire == 5:
+        return pos + 4
+    raise ValueError(f"wire type {wire}")
+
+
+def hbm_bytes_of(breakdown: bytes) -> float:
+    """HBM bytes read and written by one execution of an op, from its serialized ``MemoryAccessBreakdown``
+    (``repeated MemoryAccessed memory_accessed = 1``; each ``operation_type = 1``, ``memory_space = 2``,
+    ``bytes_accessed = 3``): the entries of memory space 1 (HBM) that are reads or writes, summed, as xprof's
+    op_profile sums them (``BytesAccessedPerCore`` for HBM, READ then WRITE). NaN where it holds no entry or does
+    not decode (an empty stat, the trace JSON's ``<opaque bytes>``)."""
+    if not breakdown:
+        return np.nan
+    total, entries, pos = 0, 0, 0
+    try:
+        while pos < len(breakdown):
+            key, pos = _varint(breakdown, pos)
+            if key >> 3 != 1 or key & 7 != 2:
+                pos = _skip(breakdown, pos, key & 7)
+                continue
+            length, pos = _varint(breakdown, pos)
+            end = pos + length
+            if end > len(breakdown):
+                return np.nan
+            op = space = nbytes = 0
+            while pos < end:
+                field_key, pos = _varint(breakdown, pos)
+                number, wire = field_key >> 3, field_key & 7
+                if wire != 0:
+                    pos = _skip(breakdown, pos, wire)
+                    continue
+                value, pos = _varint(breakdown, pos)
+                if number == 1:
+                    op = value
+                elif number == 2:
+                    space = value
+                elif number == 3:
+                    nbytes = value
+            entries += 1
+            if space == HBM_SPACE and op in (_READ, _WRITE):
+                total += nbytes
+    except (ValueError, IndexError):
+        return np.nan
+    return float(total) if entries else np.nan
+
+
+def hbm_bytes_column(memory_access: np.ndarray, bytes_accessed: np.ndarray) -> np.ndarray:
+    """Per op row, its HBM bytes (:func:`hbm_bytes_of`, once per distinct breakdown), else its
+    ``bytes_accessed`` (every memory space: the count a trace JSON keeps, whose breakdown is opaque)."""
+    codes, distinct = pd.factorize(np.asarray(memory_access, dtype=object))
+    decoded = np.array([hbm_bytes_of(v if isinstance(v, bytes) else b"") for v in distinct.tolist()], dtype=np.float64)
+    hbm = np.where(codes >= 0, np.append(decoded, np.nan)[codes], np.nan)
+    return np.where(np.isnan(hbm), np.asarray(bytes_accessed, dtype=np.float64), hbm)
 
 
 def device_times(
@@ -459,6 +555,9 @@ def tpu_activity(
             "flops": cat("flops", parts).astype(np.float64)[rows],
             "model_flops": cat("model_flops", parts).astype(np.float64)[rows],
             "bytes_accessed": cat("bytes_accessed", parts).astype(np.float64)[rows],
+            "hbm_bytes": hbm_bytes_column(
+                cat("memory_access", parts)[rows], cat("bytes_accessed", parts).astype(np.float64)[rows]
+            ),
             "recounted_flops": _recounted(
                 described("ragged_flops", np.float64),
                 described("ragged_counted", np.float64),

@@ -784,6 +784,8 @@ def _tpu_chip_jaxlib(
             values = [m.get(stat) for m in meta]
             if kind == "str":
                 column = np.array([v if isinstance(v, str) else "" for v in values], dtype=object)
+            elif kind == "bytes":
+                column = np.array([v if isinstance(v, bytes) else b"" for v in values], dtype=object)
             elif kind == "int":  # a uint64 id as the int64 bit pattern the wire route reads
                 ints = [v if type(v) is int and 0 <= v < 1 << 64 else -1 for v in values]
                 column = np.array([v - (1 << 64) if v >= 1 << 63 else v for v in ints], dtype=np.int64)
@@ -805,6 +807,7 @@ def _tpu_chip_jaxlib(
             flops=per_event("flops", "float"),
             model_flops=per_event("model_flops", "float"),
             bytes_accessed=per_event("bytes_accessed", "float"),
+            memory_access=per_event("memory_access_breakdown", "bytes"),
             tf_op=per_event("tf_op", "str"),
             deduplicated=per_event("deduplicated_name", "str"),
             done=np.asarray(done, dtype=object) if role == ASYNC else None,
@@ -837,7 +840,7 @@ def _tpu_metadata_stats(path: Path, plane_name: str) -> dict[str, dict[str, obje
             field_name = stat.WhichOneof("value")
             if field_name == "ref_value":
                 stats[name] = stat_names.get(stat.ref_value, "")
-            elif field_name in ("str_value", "int64_value", "uint64_value", "double_value"):
+            elif field_name in ("str_value", "int64_value", "uint64_value", "double_value", "bytes_value"):
                 stats[name] = getattr(stat, field_name)
         out.setdefault(meta.name, {}).update(stats)
     return out
@@ -1138,6 +1141,7 @@ def _tpu_chip_wire(plane: Plane, host: str, host_index: int, first: int, chips: 
             flops=_wire_numbers(line.stats["flops"]),
             model_flops=_wire_numbers(line.stats["model_flops"]),
             bytes_accessed=_wire_numbers(line.stats["bytes_accessed"]),
+            memory_access=_wire_bytes(line.stats["memory_access_breakdown"]),
             tf_op=_wire_strings(line.stats["tf_op"]),
             deduplicated=_wire_strings(line.stats["deduplicated_name"]),
             done=_wire_strings(line.stats["hlo_op"]) if role == ASYNC else None,
@@ -1155,6 +1159,13 @@ def _wire_strings(column: StatColumn) -> np.ndarray:
     codes, categories = column.string_codes()
     values = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in categories]
     return np.array([*values, ""], dtype=object)[codes]
+
+
+def _wire_bytes(column: StatColumn) -> np.ndarray:
+    """A bytes stat as an object array of bytes (b"" where absent or not bytes)."""
+    codes, categories = column.string_codes()
+    values = [c if isinstance(c, bytes) else b"" for c in categories]
+    return np.array([*values, b""], dtype=object)[codes]
 
 
 def _wire_numbers(column: StatColumn) -> np.ndarray:

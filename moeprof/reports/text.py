@@ -14,6 +14,7 @@ from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projectio
 from ..core.hardware import fabric_text, is_tpu_job
 from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
+from ..core.vocabulary import kernel_label
 from ..insight.remedies import action_of, by_id
 from ..words import plural  # re-exported: renderers count with it
 
@@ -373,26 +374,6 @@ def _edges(v: Verdict) -> str:
 
 
 EDGES_SAID = 0.1  # the capture's edges are named where they hold this share of the exposed time or more
-_CALL = re.compile(r"^(?:void\s+)?")
-
-
-def kernel_label(name: str) -> str:
-    """A kernel's name as one says it: no return type, arguments or template arguments, a
-    ``cutlass::device_kernel<...>`` wrapper opened, two namespaces at most
-    (``m_grouped_fp8_ptp128c::GemmKernel``, ``flash::FlashAttnBwd``, ``internode::combine``)."""
-    text = _CALL.sub("", name.strip()).replace("(anonymous namespace)::", "")
-    depth = 0
-    for i, ch in enumerate(text):  # the argument list: the first "(" outside the template brackets
-        depth += ch == "<"
-        depth -= ch == ">"
-        if ch == "(" and depth == 0:
-            text = text[:i]
-            break
-    wrapper = re.match(r"^[\w:]*device_kernel<(.*)>$", text)
-    if wrapper:
-        text = wrapper.group(1)
-    text = text.split("<", 1)[0]
-    return "::".join(text.split("::")[-2:]) or name
 
 
 def _action(o: Opportunity) -> str:

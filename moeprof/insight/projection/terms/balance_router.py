@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ....core.analysis import Opportunity
 from ....core.events import BUCKETS, combine_codes, lookup
 from ....core.metrics import EventColumns
+from ....core.roles import EXCHANGES, role_and_rule, role_table, rule_index
 from ....core.trace import Trace
-from ....core.vocabulary import searches, vocabulary
 from ..job import NO_STEP, ReplayJob
 from .base import Changing, WhatIf, bad
 
@@ -50,23 +48,24 @@ TERM = BalanceRouter()
 
 
 def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's role to the router (codes into ``("", *MOE_ROLES)``).
+    """Each row's role to the router (codes into ``("", *MOE_ROLES)``), from its MoE role (core.roles, the
+    event table's ``role`` column: one idea, one place):
 
-    * ``expert``: compute whose HLO op_name scope (XLA traces carry it in the HLO) names the routed experts
-      (vocabulary ``expert_scope``), or whose kernel name does (megablox gmm, fused_moe, GroupedMLP), or a
-      grouped GEMM kernel (``gemm`` and ``grouped_gemm``), or an HLO ``ragged-dot``;
-    * ``exchange-ragged``: EP dispatch/combine kernels (DeepEP, NCCL EP) and the ragged all-to-all, whose bytes
-      follow the routing;
-    * ``exchange``: any other all-to-all, unless its HLO op_name is known and names no MoE scope (an
-      embedding exchange): its bytes are fixed by its shape (padded, capacity-bound).
+    * ``expert``: compute of the routed experts (role ``experts``) by its own evidence: a ragged dot, a grouped
+      GEMM or a kernel that names the experts, or a scope or range that does (the work each device does for the
+      tokens routed to it); not the ops placed only by what they serve (core.components: casts of the experts'
+      weights, their gradients' reductions without a name stack);
+    * ``exchange-ragged``: a dispatch or combine whose bytes follow the routing (EP kernels, the ragged
+      all-to-all);
+    * ``exchange``: any other dispatch or combine (an all-to-all of a MoE scope, or of none): its bytes are
+      fixed by its shape (padded, capacity-bound).
 
-    Each test runs once per distinct string of its column (names, opcodes, kinds) or per distinct HLO op,
-    then maps over the rows: no key over the six columns, no pass per distinct tuple."""
+    The tests run once per distinct string of their column, then map over the rows."""
     n = len(columns)
     roles = np.array(("", *MOE_ROLES), dtype=object)
     if not n:
         return np.zeros(0, dtype=np.int64), roles
-    vocab = vocabulary()
+    del trace
 
     def per_value(column: str, test: Callable[[str], bool]) -> np.ndarray:
         """Per row: ``test`` of its string ("" where missing), evaluated once per distinct string."""
@@ -74,70 +73,21 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
         flags = np.array([test(str(v)) for v in values.tolist()], dtype=bool)
         return lookup(codes, flags, test(""))
 
-    def per_name(test: Callable[[list[str]], list[bool]]) -> np.ndarray:
-        """Per row: ``test`` of its kernel name ("" where missing), over the distinct names at once."""
-        codes, values = columns.strings("name")
-        flags = test([str(v) for v in values.tolist()] + [""])
-        return lookup(codes, np.array(flags[:-1], dtype=bool), flags[-1])
-
-    bucket = per_value("bucket", "compute".__eq__), per_value("bucket", "comm".__eq__)
-    compute, comm = bucket
-    name_expert = per_name(lambda names: _expert_names(vocab, names))
-    scope_expert, scope_moe, scope_known = _scope_flags(trace, columns, vocab)
-    expert = compute & (scope_expert | name_expert | per_value("opcode", "ragged-dot".__eq__))
+    role, rule = columns.derived("roles", lambda: role_and_rule(columns.table))
+    index = role_table().index
+    compute, comm = per_value("bucket", "compute".__eq__), per_value("bucket", "comm".__eq__)
+    expert = compute & (role == index["experts"]) & (rule != rule_index("served"))
+    exchange = comm & np.isin(role, [index[r] for r in EXCHANGES])
     ragged = (
         per_value("kind", lambda s: s in ("ep-dispatch", "ep-combine"))
         | per_value("opcode", lambda s: s.startswith("ragged-all-to-all"))
         | per_value("name", lambda s: "RaggedAllToAll" in s)
     )
-    exchange_ragged = comm & ragged
-    exchange = comm & ~ragged & per_value("kind", "all-to-all".__eq__) & (~scope_known | scope_moe)
-    role = np.zeros(n, dtype=np.int64)
-    role[expert] = 1 + MOE_ROLES.index("expert")
-    role[exchange] = 1 + MOE_ROLES.index("exchange")
-    role[exchange_ragged] = 1 + MOE_ROLES.index("exchange-ragged")
-    return role, roles
-
-
-def _expert_names(vocab: Any, names: list[str]) -> list[bool]:
-    """Per name: it names the routed experts (``expert_scope``), or it is a grouped GEMM (``gemm`` and
-    ``grouped_gemm``)."""
-    expert = searches(vocab.expert_scope, names)
-    rest = [i for i, e in enumerate(expert) if not e]
-    gemm = searches(vocab.gemm, [names[i] for i in rest])
-    candidates = [i for i, g in zip(rest, gemm) if g]
-    for i, grouped in zip(candidates, searches(vocab.grouped_gemm, [names[i] for i in candidates])):
-        expert[i] = grouped
-    return expert
-
-
-def _scope_flags(trace: Trace, columns: EventColumns, vocab: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row, from the HLO op_name of its (HLO module, HLO op): whether it names the routed experts, whether
-    it names an MoE scope, whether it is known (not "")."""
-    n = len(columns)
-    op_names: dict[tuple[str, str], str] = {}
-    for (module, _), hlo in trace.hlo.items():
-        for op, inst in hlo.instructions.items():
-            op_names.setdefault((module, op), inst.op_name)
-    if not any(op_names.values()):  # every scope ""
-        return (
-            np.full(n, bool(vocab.expert_scope.search("")), dtype=bool),
-            np.full(n, bool(vocab.moe_scope.search("")), dtype=bool),
-            np.zeros(n, dtype=bool),
-        )
-    mod_c, mod_v = columns.strings("hlo_module")
-    op_c, op_v = columns.strings("hlo_op")
-    # the distinct (module, op) pairs the rows hold, each looked up once
-    pair = (mod_c + 1) * (len(op_v) + 1) + (op_c + 1)
-    row_pair, pairs = pd.factorize(pair)
-    mod_of, op_of = pairs // (len(op_v) + 1) - 1, pairs % (len(op_v) + 1) - 1
-    mods = np.array([*(str(v) for v in mod_v.tolist()), ""], dtype=object)
-    ops = np.array([*(str(v) for v in op_v.tolist()), ""], dtype=object)
-    scopes = [op_names.get((m, o), "") for m, o in zip(mods[mod_of].tolist(), ops[op_of].tolist())]
-    expert = np.array([bool(vocab.expert_scope.search(s)) for s in scopes], dtype=bool)
-    moe = np.array([bool(vocab.moe_scope.search(s)) for s in scopes], dtype=bool)
-    known = np.array([s != "" for s in scopes], dtype=bool)
-    return expert[row_pair], moe[row_pair], known[row_pair]
+    out = np.zeros(n, dtype=np.int64)
+    out[expert] = 1 + MOE_ROLES.index("expert")
+    out[exchange & ~ragged] = 1 + MOE_ROLES.index("exchange")
+    out[exchange & ragged] = 1 + MOE_ROLES.index("exchange-ragged")
+    return out, roles
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,477 @@
+"""Spec §10 "Counts" and "Roofline": the FLOPs and HBM bytes of every device activity, and how far it runs
+below the chip's roof.
+
+Counts. FLOPs ``f`` of one execution: moeprof's own count where it made one (``recounted_flops``: a ragged dot's
+2·M·K·N from the HLO shapes, a Kineto GEMM or attention kernel's from its launching op's shapes), else XLA's
+``model_flops`` (what xprof's op_profile calls ``rawFlops``), else XLA's ``flops``. HBM bytes ``b``: the
+``hbm_bytes`` column (XLA's memory_access_breakdown, HBM reads and writes; else ``bytes_accessed``; a Kineto
+kernel's launching op's inputs and output once). An activity with neither has no roofline: its time is
+``uncounted_ns``, never a zero.
+
+Roofline. With duration ``d`` and the chip's peaks ``P`` (FLOP/s) and ``B`` (HBM bytes/s): ``roof_ns =
+max(f/P, b/B)``, ``bound`` compute where ``f/P >= b/B``, ``below_roof_ns = d - roof_ns``, ``flop_util =
+f/(d·P)``, ``hbm_util = b/(d·B)`` (never capped: above 1 a count is wrong, and is said).
+
+Per file the map sums activities into small tables (:func:`device_roofline`: per device, op, scope, role and
+arithmetic intensity, so that max-of-sums at the merge equals the sum of the activities' maxima); the merge
+folds them into the JSON's ``roofline`` and ``roles`` (:func:`roofline_section`, :func:`role_rows`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+from .events import column_codes, lookup
+from .roles import EXCHANGES, GLUE, ROLES, row_roles
+from .scopes import NO_SCOPE, fold_layers, scope_key
+
+OPS_SHARE = 0.002  # an op is listed in ``roofline.ops`` from this share of the busy time (xprof lists by time)
+
+
+# ---------------------------------------------------------------- per activity
+
+
+def activity_counts(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of an event table: FLOPs f and HBM bytes b (float64, NaN where unknown), spec §10 Counts."""
+    n = len(table)
+
+    def column(name: str) -> np.ndarray:
+        return table[name].to_numpy(np.float64) if name in table.columns else np.full(n, np.nan)
+
+    recounted, model, xla = column("recounted_flops"), column("model_flops"), column("flops")
+    flops = np.where(~np.isnan(recounted), recounted, np.where(~np.isnan(model), model, xla))
+    return flops, column("hbm_bytes")
+
+
+def activity_roof_ns(
+    flops: np.ndarray, hbm_bytes: np.ndarray, peak_flops_per_s: float | None, peak_hbm_bytes_per_s: float | None
+) -> np.ndarray:
+    """Per row: roof_ns = max(f/P, b/B) in ns (float64), NaN where the activity has no counts (a count whose
+    peak is unknown counts as none)."""
+    f = np.asarray(flops, dtype=np.float64)
+    b = np.asarray(hbm_bytes, dtype=np.float64)
+    compute = f / peak_flops_per_s * 1e9 if peak_flops_per_s else np.full(f.shape, np.nan)
+    memory = b / peak_hbm_bytes_per_s * 1e9 if peak_hbm_bytes_per_s else np.full(b.shape, np.nan)
+    return np.fmax(compute, memory)
+
+
+# ---------------------------------------------------------------- counts from shapes (Kineto Input Dims)
+
+# element sizes of the dtypes PyTorch's profiler writes in "Input type"
+DTYPE_BYTES = {
+    "c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1, "int": 4, "long int": 8,
+    "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
+}  # fmt: skip
+GEMMS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear", "aten::_scaled_mm"}
+GROUPED_GEMMS = {"aten::_grouped_mm", "aten::_scaled_grouped_mm"}
+# attention ops that launch the kernels: (q's position among the inputs, q's layout, is_causal's position in the
+# Concrete Inputs, backward)
+ATTENTION = {
+    "aten::_flash_attention_forward": (0, "bshd", 8, False),
+    "aten::_scaled_dot_product_flash_attention": (0, "bhsd", 4, False),
+    "aten::_scaled_dot_product_cudnn_attention": (0, "bhsd", 6, False),
+    "aten::_flash_attention_backward": (1, "bshd", 11, True),
+    "aten::_scaled_dot_product_flash_attention_backward": (1, "bhsd", 11, True),
+}
+COUNTED_OPS = frozenset(GEMMS | GROUPED_GEMMS | set(ATTENTION))  # the ops counted from their shapes
+BACKWARD_ATTENTION = 2.5  # spec §10: an attention backward does 2.5x its forward's FLOPs
+
+
+def _size(dims: Sequence[int]) -> int:
+    return math.prod(int(d) for d in dims) if dims else 1
+
+
+def shape_counts(op: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float]:
+    """FLOPs and HBM bytes of one execution of a PyTorch op from its recorded shapes (``Input Dims``, ``Input
+    type``, ``Concrete Inputs`` as the profiler writes them, parsed JSON), spec §10: a GEMM 2·M·N·K, a grouped
+    GEMM 2·(Σ rows)·K·N, an attention forward 4·B·H·Sq·Sk·D (half where causal), its backward 2.5x that; the bytes
+    every tensor input and the output once, at their element sizes. (NaN, NaN) for any other op or shapes it
+    cannot read (a variable-length attention: its per-sequence lengths are not in the shapes)."""
+    none = (math.nan, math.nan)
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return none
+    tensors = [(d, types[i] if i < len(types) else "") for i, d in enumerate(dims)]
+    try:
+        if op in GEMMS:
+            return _gemm(op, tensors)
+        if op in GROUPED_GEMMS:
+            return _grouped_gemm(tensors)
+        if op in ATTENTION:
+            return _attention(op, tensors, concrete if isinstance(concrete, list) else [])
+    except (TypeError, ValueError, IndexError):
+        return none
+    return none
+
+
+def _is_tensor(t: tuple[Any, str]) -> bool:
+    dims, kind = t
+    return isinstance(dims, list) and len(dims) > 0 and kind in DTYPE_BYTES
+
+
+def _bytes_of(dims: Sequence[int], kind: str) -> float:
+    return float(_size(dims) * DTYPE_BYTES[kind])
+
+
+def _gemm(op: str, tensors: list[tuple[Any, str]]) -> tuple[float, float]:
+    ins = [t for t in tensors if _is_tensor(t)]
+    if op in ("aten::addmm", "aten::baddbmm"):
+        a, b = ins[1], ins[2]
+        extra = [ins[0]]
+    elif op == "aten::linear":
+        a, w = ins[0], ins[1]  # x [..., K], weight [N, K]
+        k, n = int(a[0][-1]), int(w[0][0])
+        m = _size(a[0][:-1])
+        out = float(m * n * DTYPE_BYTES[a[1]])
+        return 2.0 * m * n * k, sum(_bytes_of(*t) for t in ins) + out
+    else:
+        a, b = ins[0], ins[1]
+        extra = ins[2:] if op == "aten::_scaled_mm" else []
+    (da, ka), (db, _) = a, b
+    if len(da) == 2 and len(db) == 2:
+        m, k, n, batch = int(da[0]), int(da[1]), int(db[1]), 1
+    elif len(da) == 3 and len(db) == 3:
+        batch, m, k, n = int(da[0]), int(da[1]), int(da[2]), int(db[2])
+    elif len(db) == 2:  # matmul of [..., M, K] by [K, N]
+        m, k, n, batch = _size(da[:-1]), int(da[-1]), int(db[1]), 1
+    else:
+        raise ValueError("shapes")
+    out = float(batch * m * n * DTYPE_BYTES[ka if op != "aten::_scaled_mm" else "c10::BFloat16"])
+    moved = _bytes_of(*a) + _bytes_of(*b) + sum(_bytes_of(*t) for t in extra) + out
+    return 2.0 * batch * m * n * k, moved
+
+
+def _grouped_gemm(tensors: list[tuple[Any, str]]) -> tuple[float, float]:
+    ins = [t for t in tensors if _is_tensor(t)]
+    (da, ka), (db, _) = ins[0], ins[1]
+    if len(da) != 2 or len(db) != 3:  # tokens [Σ rows, K] by weights [G, K, N]
+        raise ValueError("shapes")
+    rows, k, n = int(da[0]), int(da[1]), int(db[2])
+    out = float(rows * n * DTYPE_BYTES[ka])
+    return 2.0 * rows * k * n, sum(_bytes_of(*t) for t in ins) + out
+
+
+def _attention(op: str, tensors: list[tuple[Any, str]], concrete: list[Any]) -> tuple[float, float]:
+    q_at, layout, causal_at, backward = ATTENTION[op]
+    q, k = tensors[q_at], tensors[q_at + 1]
+    if not (_is_tensor(q) and _is_tensor(k)) or len(q[0]) != 4 or len(k[0]) != 4:
+        raise ValueError("shapes")
+    if layout == "bshd":
+        (b, sq, h, d), sk = q[0], k[0][1]
+    else:
+        (b, h, sq, d), sk = q[0], k[0][2]
+    causal = str(concrete[causal_at]).strip().lower() == "true" if causal_at < len(concrete) else False
+    forward = 4.0 * int(b) * int(h) * int(sq) * int(sk) * int(d) * (0.5 if causal else 1.0)
+    ins = [t for t in tensors if _is_tensor(t)]
+    moved = sum(_bytes_of(*t) for t in ins)
+    if backward:  # dq, dk, dv: the sizes of q, k, v
+        moved += _bytes_of(*q) + _bytes_of(*k) + _bytes_of(*tensors[q_at + 2])
+        return forward * BACKWARD_ATTENTION, moved
+    return forward, moved + _bytes_of(*q)  # the output: q's shape
+
+
+def counts_of_shapes(op: str, raw_dims: bytes, raw_types: bytes, raw_concrete: bytes) -> tuple[float, float]:
+    """:func:`shape_counts` of the raw JSON a reader kept (unparsed ``Input Dims``, ``Input type``, ``Concrete
+    Inputs``): parsed only for the ops counted."""
+    if op not in COUNTED_OPS:
+        return math.nan, math.nan
+    try:
+        dims, types = json.loads(raw_dims or b"null"), json.loads(raw_types or b"null")
+        concrete = json.loads(raw_concrete) if raw_concrete else []
+    except ValueError:
+        return math.nan, math.nan
+    return shape_counts(op, dims, types, concrete)
+
+
+# ---------------------------------------------------------------- per file: the map's small tables
+
+ROOFLINE_COLUMNS = [
+    "device", "op", "scope", "role", "intensity", "count", "time_ns", "counted_ns", "flops", "hbm_bytes",
+    "flops_known", "bytes_known",
+]  # fmt: skip
+ROLE_COLUMNS = ["device", "role", "steps", "time_ns", "exposed_ns", "one_device_ns"]
+
+
+def _op_names(rows: Any) -> np.ndarray:
+    """Each row's op: its HLO op where known, else its name (as the op table of xprof lists them)."""
+    op_c, op_v = rows.strings("hlo_op")
+    name_c, name_v = rows.strings("name")
+    named = lookup(op_c, np.array([v != "" for v in op_v.tolist()], dtype=bool), False)
+    return np.where(named, lookup(op_c, op_v, ""), lookup(name_c, name_v, ""))
+
+
+def device_roofline(device: str, rows: Any, clipped: np.ndarray) -> pd.DataFrame:
+    """Per (op, scope, role, arithmetic intensity) of one device (a ``DeviceTimeline``'s rows, their time inside the
+    window ``clipped``): activities, time, the time of those with counts, and the FLOPs and HBM bytes they do in
+    the window (a count times the share of the activity's time inside it) (ROOFLINE_COLUMNS). Grouping by the
+    intensity f/b keeps the merge's max(Σf/P, Σb/B) equal to the sum of the activities' own roofs."""
+    inside = clipped > 0
+    if not inside.any():
+        return pd.DataFrame(columns=ROOFLINE_COLUMNS)
+    table = rows.columns.table
+    counts = rows.columns.derived("roofline:counts", lambda: activity_counts(table))
+    roles = rows.columns.derived("roofline:roles", lambda: row_roles(table))
+    f_all, b_all = counts
+    f, b = f_all[rows.positions], b_all[rows.positions]
+    duration = np.maximum(rows.end - rows.start, 1)
+    share = np.where(inside, clipped / duration, 0.0)
+    known_f, known_b = ~np.isnan(f), ~np.isnan(b)
+    counted = known_f | known_b
+    # intensity as float32 (7 significant digits): the same op repeated is one group
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(known_f & known_b & (b > 0), f / np.where(b > 0, b, 1), np.where(known_f, np.inf, 0.0))
+    intensity = np.where(counted, ratio.astype(np.float32), -1.0)
+    scope_c, scope_v = rows.strings("scope")
+    keys = np.array([scope_key(str(v))[0] if v else NO_SCOPE for v in scope_v.tolist()] + [NO_SCOPE], dtype=object)
+    frame = pd.DataFrame(
+        {
+            "op": _op_names(rows)[inside],
+            "scope": keys[scope_c][inside],
+            "role": roles[rows.positions][inside],
+            "intensity": intensity[inside],
+            "count": 1,
+            "time_ns": clipped[inside].astype(np.int64),
+            "counted_ns": np.where(counted, clipped, 0)[inside].astype(np.int64),
+            "flops": np.nan_to_num(f * share)[inside],
+            "hbm_bytes": np.nan_to_num(b * share)[inside],
+            "flops_known": known_f[inside],
+            "bytes_known": known_b[inside],
+        }
+    )
+    out = frame.groupby(["op", "scope", "role", "intensity"], sort=True).sum().reset_index()
+    out["role"] = np.array(ROLES, dtype=object)[out["role"].to_numpy(np.int64)]
+    out.insert(0, "device", device)
+    return out[ROOFLINE_COLUMNS]
+
+
+def device_roles(
+    device: str, rows: Any, clipped: np.ndarray, win_s: np.ndarray, win_e: np.ndarray, steps: int
+) -> pd.DataFrame:
+    """Per role of one device: its time inside the window, its exposed time (the union of its activities less
+    the union of every other role's: the time the device does that alone), and the time of its exchanges on a
+    group of one device (local copies: token movement) (ROLE_COLUMNS); ``steps``: the steps the window holds."""
+    inside = clipped > 0
+    if not inside.any():
+        return pd.DataFrame(columns=ROLE_COLUMNS)
+    table = rows.columns.table
+    roles = rows.columns.derived("roofline:roles", lambda: row_roles(table))[rows.positions]
+    one_device = rows.columns.derived("roofline:one-device", lambda: _one_device_exchange(table))[rows.positions]
+    s, e, idx = iv.clip(rows.start, rows.end, win_s, win_e)
+    role_of = roles[idx]
+    present = np.unique(role_of)
+    whole = iv.union_length(s, e, presorted=True)
+    out = []
+    comm = rows.is_comm
+    for r in present.tolist():
+        mine = role_of == r
+        exposed = whole - iv.union_length(s[~mine], e[~mine], presorted=True)
+        of_role = inside & (roles == r)
+        time = int(clipped[of_role].sum())
+        # an exchange whose collectives all have a group of one device: the whole of it (the collective's local
+        # copy and the ops XLA lowers it into beside it) is token movement inside the device
+        local = ROLES[r] in EXCHANGES and bool((of_role & one_device).any()) and not bool((of_role & comm).any())
+        out.append(
+            {
+                "device": device,
+                "role": ROLES[r],
+                "steps": steps,
+                "time_ns": time,
+                "exposed_ns": int(exposed),
+                "one_device_ns": time if local else 0,
+            }
+        )
+    return pd.DataFrame(out, columns=ROLE_COLUMNS)
+
+
+def _one_device_exchange(table: pd.DataFrame) -> np.ndarray:
+    """Per row: a collective on a group of one device (core.classify's group-of-one rule: a local copy)."""
+    if "rule" not in table.columns:
+        return np.zeros(len(table), dtype=bool)
+    codes, values = column_codes(table["rule"])
+    local = np.array([str(v).startswith("group-of-one") for v in values.tolist()], dtype=bool)
+    return lookup(codes, local, False)
+
+
+# ---------------------------------------------------------------- the job: the JSON's sections
+
+
+def _figures(
+    time_ns: float, flops: float, hbm: float, roof: float, counted_ns: float, peak: float | None, bw: float | None
+) -> dict[str, Any]:
+    """A row's roofline figures: utilizations over the time that has counts, the bound, the time below the roof."""
+    flop_util = flops / (counted_ns * 1e-9 * peak) if peak and counted_ns > 0 else None
+    hbm_util = hbm / (counted_ns * 1e-9 * bw) if bw and counted_ns > 0 else None
+    compute = flops / peak * 1e9 if peak else 0.0
+    memory = hbm / bw * 1e9 if bw else 0.0
+    bound = None if not counted_ns or not (peak or bw) else ("compute" if compute >= memory else "memory")
+    return {
+        "flop_util": flop_util,
+        "hbm_util": hbm_util,
+        "bound": bound,
+        "roof_ns": roof if counted_ns else None,
+        "below_roof_ns": counted_ns - roof if counted_ns else None,
+    }
+
+
+def _with_roof(frame: pd.DataFrame, peak: float | None, bw: float | None) -> pd.DataFrame:
+    """The per-group roof of the map's rows: max(Σf/P, Σb/B) of each (op, scope, role, intensity) group."""
+    f = frame["flops"].to_numpy(np.float64)
+    b = frame["hbm_bytes"].to_numpy(np.float64)
+    fk = frame["flops_known"].to_numpy(np.int64) > 0
+    bk = frame["bytes_known"].to_numpy(np.int64) > 0
+    roof = activity_roof_ns(np.where(fk, f, np.nan), np.where(bk, b, np.nan), peak, bw)
+    return frame.assign(roof_ns=np.nan_to_num(roof))
+
+
+def _summed(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    cols = ["count", "time_ns", "counted_ns", "flops", "hbm_bytes", "roof_ns", "flops_known", "bytes_known"]
+    return frame.groupby(by, sort=False)[cols].sum().reset_index()
+
+
+def roofline_section(
+    frame: pd.DataFrame,
+    peak_flops: float | None,
+    peak_bytes: float | None,
+    source: str,
+    busy_ns: int,
+    steps: int,
+    devices: int,
+) -> dict[str, Any] | None:
+    """The JSON ``roofline`` object from the files' ROOFLINE_COLUMNS rows (spec §10): the peaks and where they come
+    from, the time without counts, and per op (those with at least :data:`OPS_SHARE` of the busy time, summed over
+    the window as xprof's op_profile does), per scope (layers folded) and per role. None where no activity has
+    counts."""
+    if not len(frame) or int(frame["counted_ns"].sum()) == 0:
+        return None
+    frame = _with_roof(frame, peak_flops, peak_bytes)
+    uncounted = int(frame["time_ns"].sum() - frame["counted_ns"].sum())
+
+    def rows(grouped: pd.DataFrame, names: list[str]) -> list[dict[str, Any]]:
+        out = []
+        for d in grouped.to_dict("records"):
+            head = {k: d[k] for k in names}
+            figures = _figures(d["time_ns"], d["flops"], d["hbm_bytes"], d["roof_ns"], d["counted_ns"], peak_flops,
+                               peak_bytes)  # fmt: skip
+            out.append(
+                {
+                    **head,
+                    "count": int(d["count"]),
+                    "time_ns": int(d["time_ns"]),
+                    "uncounted_ns": int(d["time_ns"] - d["counted_ns"]),
+                    "flops": float(d["flops"]) if d["flops_known"] else None,
+                    "hbm_bytes": float(d["hbm_bytes"]) if d["bytes_known"] else None,
+                    **figures,
+                }
+            )
+        return sorted(out, key=lambda x: (-x["time_ns"], str(x.get(names[0]))))
+
+    ops = _summed(frame, ["op", "role", "scope"])
+    ops = ops[ops["time_ns"] >= OPS_SHARE * max(busy_ns, 1)]
+    folded = fold_layers(sorted(frame["scope"].astype(str).unique()))
+    scopes = _summed(frame.assign(scope=frame["scope"].astype(str).map(folded)), ["scope"])
+    roles = _summed(frame, ["role"])
+    return {
+        "peak_flops": peak_flops,
+        "peak_hbm_bytes_per_s": peak_bytes,
+        "from": source,
+        "uncounted_ns": uncounted,
+        "steps": steps,
+        "devices": devices,
+        "ops": rows(ops, ["op", "role", "scope"]),
+        "scopes": rows(scopes, ["scope"]),
+        "roles": rows(roles, ["role"]),
+    }
+
+
+def role_rows(roles: pd.DataFrame, roofline: Mapping[str, Any] | None, devices: int) -> list[dict[str, Any]]:
+    """The JSON ``roles`` (spec §10): per role, per step (the mean over steps and devices): its time, its share of
+    the accumulated time (the roles partition the activities), exposed time, FLOPs, HBM bytes, roof and time below
+    it (the roofline's window sums brought to one step in proportion to the time); every role that ran, in
+    ROLES order."""
+    if not len(roles):
+        return []
+    n = max(devices, 1)
+    per = roles.assign(scale=1.0 / roles["steps"].clip(lower=1))
+    by_role = {str(r["role"]): r for r in (roofline or {}).get("roles") or ()}
+    times = {role: float((g["time_ns"] * g["scale"]).sum()) / n for role, g in per.groupby("role", sort=False)}
+    total = sum(times.values())
+    out = []
+    for role in ROLES:
+        if role not in times:
+            continue
+        g = per[per["role"] == role]
+        time = times[role]
+        counts = by_role.get(role) or {}
+        window = float(g["time_ns"].sum())
+        to_step = time / window if window else 0.0
+
+        def per_step(key: str, counts: Mapping[str, Any] = counts, to_step: float = to_step) -> float | None:
+            value = counts.get(key)
+            return None if value is None else float(value) * to_step
+
+        one_device = float((g["one_device_ns"] * g["scale"]).sum()) / n
+        out.append(
+            {
+                "role": role,
+                "glue": role in GLUE or (role in EXCHANGES and time > 0 and one_device >= time),
+                "time_ns": round(time),
+                "share": time / total if total else 0.0,
+                "exposed_ns": round(float((g["exposed_ns"] * g["scale"]).sum()) / n),
+                "one_device_ns": round(one_device),
+                "flops": per_step("flops"),
+                "hbm_bytes": per_step("hbm_bytes"),
+                "roof_ns": per_step("roof_ns"),
+                "below_roof_ns": per_step("below_roof_ns"),
+                "uncounted_ns": per_step("uncounted_ns"),
+                "flop_util": counts.get("flop_util"),
+                "hbm_util": counts.get("hbm_util"),
+                "bound": counts.get("bound"),
+            }
+        )
+    return out
+
+
+def token_movement(roles: Sequence[Mapping[str, Any]], roofline: Mapping[str, Any]) -> dict[str, Any]:
+    """``roofline.glue``: the token movement (router, permute, unpermute, and the exchanges on a group of one device,
+    spec §10) per step and device: its time and share, FLOPs and HBM bytes, FLOP/s and HBM bandwidth use over the
+    time that has counts."""
+    time = flops = hbm = counted = 0.0
+    known_f = known_b = False
+    names = []
+    total = sum(float(r["time_ns"]) for r in roles)
+    for r in roles:
+        role = str(r["role"])
+        if role in GLUE:
+            share = 1.0
+        elif role in EXCHANGES and r.get("time_ns"):
+            share = float(r.get("one_device_ns") or 0) / float(r["time_ns"])
+        else:
+            continue
+        if share <= 0:
+            continue
+        names.append(role)
+        time += float(r["time_ns"]) * share
+        counted += (float(r["time_ns"]) - float(r.get("uncounted_ns") or 0)) * share
+        if r.get("flops") is not None:
+            flops += float(r["flops"]) * share
+            known_f = True
+        if r.get("hbm_bytes") is not None:
+            hbm += float(r["hbm_bytes"]) * share
+            known_b = True
+    peak_bw = roofline.get("peak_hbm_bytes_per_s")
+    return {
+        "time_ns": round(time),
+        "share": time / total if total else 0.0,
+        "flops": flops if known_f else None,
+        "hbm_bytes": hbm if known_b else None,
+        "tflops_per_s": flops / counted / 1e3 if known_f and counted > 0 else None,
+        "hbm_util": hbm / (counted * 1e-9 * peak_bw) if known_b and counted > 0 and peak_bw else None,
+        "roles": names,
+    }
