@@ -77,6 +77,7 @@ from ..options import RAW_EVENTS_CAP
 from .annotate import natural_key
 from .terminal import human_bytes
 from .text import (
+    TextTable,
     asked_line,
     bound_text,
     duration,
@@ -89,10 +90,14 @@ from .text import (
     opportunity_savings_text,
     payoff_rows,
     remedy_texts,
+    roles_table,
+    roofline_table,
     scale_up_word,
     scope_figures,
     scopes_attributed,
     scopes_shown,
+    step_count_of,
+    token_movement_line,
     utilization_line,
     verdict_lines,
 )
@@ -569,21 +574,23 @@ def scopes_table(r: Analysis) -> Table | None:
     flops = any(s.tflops_per_s is not None for s in rows)
     xla = any(s.peak_fraction_xla is not None for s in rows)
     attributed = scopes_attributed(rows)
+    steps = step_count_of(r)
     out = []
     for s in rows:
-        n = max(s.devices, 1)
+        n = max(s.devices, 1) * steps
         _, share, backward = scope_figures(s, attributed)
         served = [fmt_ms((s.attributed_ns or 0) / n)] if attributed else []
-        row = [s.scope, f"{s.count:,}", fmt_ms(s.total_ns / n), *served, fmt_pct(share or 0), fmt_pct(backward or 0),
-               fmt_ms(s.comm_ns / n)]  # fmt: skip
+        row = [s.scope, f"{s.count / n:,.4g}", fmt_ms(s.total_ns / n), *served, fmt_pct(share or 0),
+               fmt_pct(backward or 0), fmt_ms(s.comm_ns / n)]  # fmt: skip
         if flops:
             rate, of_peak = s.tflops_per_s, s.peak_fraction
             row += ["-" if rate is None else f"{rate:,.1f}", "-" if of_peak is None else fmt_pct(of_peak)]
         if xla:  # XLA's own count where the ragged dots were recounted
             row.append("" if s.peak_fraction_xla is None else fmt_pct(s.peak_fraction_xla))
         out.append(row)
-    times = ["own ms/device", "attributed ms/device"] if attributed else ["ms/device"]
-    headers = ["scope", "calls", *times, "share", "backward", "comm ms/device"]
+    unit = "ms/step" if r.spread.steps else "ms/device"
+    times = [f"own {unit}", f"attributed {unit}"] if attributed else [unit]
+    headers = ["scope", "calls", *times, "share", "backward", f"comm {unit}"]
     headers += ["TFLOP/s", "of peak"] if flops else []
     return Table(headers + (["of peak by XLA's count"] if xla else []), out, numeric_from=1, cls="scopes")
 
@@ -749,14 +756,16 @@ def payoff_view(analysis: Analysis) -> PayoffView | None:
     return PayoffView(title, table, [f"{r.terms}: {r.note}" for r in rows if r.note])
 
 
-def throughput_line(throughput: Mapping | None) -> str:
+def throughput_line(throughput: Mapping | None, ops_rate: bool = False) -> str:
+    """tokens/s, model TFLOPS and MFU of a model config or a run's manifest; the model TFLOPS left out where the
+    ops' own FLOP rate is on the page (``ops_rate``: one FLOP rate per screen)."""
     tp = throughput
     if not tp:
         return ""
     parts = []
     if tp.get("tokens_per_second") is not None:
         parts.append(f"{tp['tokens_per_second']:,.0f} tokens/s")
-    if tp.get("tflops_per_device") is not None:
+    if tp.get("tflops_per_device") is not None and not ops_rate:
         parts.append(f"{tp['tflops_per_device']:.4g} model TFLOPS per device")
     if tp.get("mfu") is not None:
         parts.append(f"MFU {fmt_pct(tp['mfu'])} of {tp.get('peak_tflops', 0):,.0f} TFLOPS {tp.get('dtype', '')}")
@@ -851,6 +860,12 @@ class InputPage:
     inspector: Markup | None = None  # NCCL Inspector logs: their view instead of a timeline
     scopes: Table | None = None  # time per JAX scope, where the trace names scopes
     utilization: str | None = None  # the FLOPs the ops state against the chip's peak
+    token_movement: str | None = None  # spec §10: the token movement's share, FLOP rate and HBM use
+    roles: Table | None = None  # the MoE roles per step
+    roles_note: str = ""
+    roofline: Table | None = None  # the longest ops against the roof
+    roofline_title: str = ""
+    roofline_note: str = ""
     ranking: str = ""  # how the opportunities are ordered, in words
     verdict: list[str] = field(default_factory=list)  # the terminal's first lines: the answer asked for, the verdict
     payoffs: PayoffView | None = None  # "what would it buy" (§9), as the terminal shows it
@@ -906,7 +921,9 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         label=item.label,
         analysis=r,
         headline=headline(r),
-        throughput=throughput_line(r.throughput),
+        throughput=throughput_line(
+            r.throughput, (r.utilization or {}).get("tflops_per_s_per_device") is not None and not tp_mfu(r)
+        ),
         hardware=hardware_line(r),
         timeline_lanes=len(timeline["lanes"]),
         timeline_mode="one lane per device and stream" if timeline["mode"] == "stream" else "one lane per device",
@@ -929,7 +946,30 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         inspector=inspector_view(r),
         scopes=scopes_table(r),
         utilization=utilization_line(r),
+        token_movement=token_movement_line(r),
+        roles=_table(roles_table(r), "roles"),
+        roles_note=(roles_table(r) or _NO_TABLE).caption,
+        roofline=_table(roofline_table(r, 40), "roofline"),
+        roofline_title=(roofline_table(r, 40) or _NO_TABLE).title,
+        roofline_note=(roofline_table(r, 40) or _NO_TABLE).caption,
     )
+
+
+_NO_TABLE = TextTable("", [], [])
+
+
+def _table(t: TextTable | None, cls: str) -> Table | None:
+    """A shared text table (reports.text) as the page's table: names first, numbers from the column after the last
+    name column."""
+    if t is None:
+        return None
+    first_number = next((i for i, h in enumerate(t.headers) if h in ("calls", "ms")), 1)
+    return Table(t.headers, t.rows, numeric_from=first_number, cls=cls)
+
+
+def tp_mfu(r: Analysis) -> bool:
+    """Whether the throughput carries its own MFU (a --model config): its model TFLOPS stay beside it."""
+    return (r.throughput or {}).get("mfu") is not None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from ..words import plural
 from .fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path
 from .text import (
     NBSP,
+    TextTable,
     asked_line,
     evidence_text,
     fabric_words,
@@ -47,12 +48,17 @@ from .text import (
     opportunity_savings_text,
     payoff_rows,
     pct,
+    per_step_unit,
     remedy_texts,
+    roles_table,
+    roofline_table,
     scale_up_word,
     scope_figures,
     scopes_attributed,
     scopes_shown,
+    step_count_of,
     step_name,
+    token_movement_line,
     utilization_line,
     verdict_lines,
 )
@@ -412,7 +418,8 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
     flops = any(r.tflops_per_s is not None for r in rows)
     xla = any(r.peak_fraction_xla is not None for r in rows[:top])  # ragged dots recounted: XLA's own beside
     attributed = scopes_attributed(rows)
-    title = f"Scopes ({len(result.scopes)}, layers folded), ms per device"
+    steps = step_count_of(result)
+    title = f"Scopes ({len(result.scopes)}, layers folded), ms {per_step_unit(result)}"
     if attributed:
         title += ": own (the scope's ops), attributed (the ops that serve it: its own, its backward's, its weights'"
         title += " updates and casts)"
@@ -421,10 +428,18 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
     heads += ["XLA's"] if xla else []
     lines = []
     for r in rows[:top]:
-        n = max(r.devices, 1)
+        n = max(r.devices, 1) * steps
         _, share, backward = scope_figures(r, attributed)
         served = [ms((r.attributed_ns or 0) / n)] if attributed else []
-        cells = [r.scope, f"{r.count:,}", ms(r.total_ns / n), *served, pct(share), pct(backward), ms(r.comm_ns / n)]
+        cells = [
+            r.scope,
+            f"{r.count / n:,.4g}",
+            ms(r.total_ns / n),
+            *served,
+            pct(share),
+            pct(backward),
+            ms(r.comm_ns / n),
+        ]
         if flops:
             cells += ["-" if r.tflops_per_s is None else f"{r.tflops_per_s:,.1f}", pct(r.peak_fraction)]
         if xla:
@@ -468,6 +483,22 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
         room = width - (natural_width(build([""] * len(lines))) - len("scope"))
     fitted = max(min(longest, room), min(longest, NAME_MIN_WIDTH))
     return build(cut_apart([c[0] for c in lines], fitted, cut_path))
+
+
+def text_table(t: TextTable, width: int = PIPED_WIDTH) -> Table:
+    """A table the renderers share (reports.text), for the console: the first column's text folds where the
+    numbers leave it too little room."""
+    table = Table(
+        title=t.title, title_justify="left", caption=t.caption or None, caption_justify="left", box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )  # fmt: skip
+    numeric = {"ms", "share", "exposed ms", "TFLOP/s", "HBM GB/s", "of peak", "below roof ms", "calls"}
+    for h in t.headers:
+        right = h in numeric
+        table.add_column(h, justify="right" if right else "left", no_wrap=right, overflow="fold")
+    for row in t.rows:
+        table.add_row(*row)
+    return table
 
 
 def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Panel:
@@ -577,7 +608,9 @@ def spread_parts(result: Analysis) -> list[str]:
 def throughput_parts(result: Analysis) -> list[str]:
     tp = result.throughput or {}
     parts = [f"throughput {tp['tokens_per_second']:,.0f} tokens/s"]
-    if "tflops_per_device" in tp:
+    # one FLOP rate per screen: the ops' own (the utilization line) where the trace states them
+    ops_rate = (result.utilization or {}).get("tflops_per_s_per_device") is not None
+    if "tflops_per_device" in tp and not ops_rate:
         parts[0] += f", {tp['tflops_per_device']:.4g} model TFLOPS per device"
     if tp.get("mfu") is not None:
         parts[0] += f", MFU {pct(tp['mfu'])} of {tp['peak_tflops']:,.0f} TFLOPS {tp.get('dtype', '')}".rstrip()
@@ -632,6 +665,9 @@ def _render(
     for sentence in verdict_lines(v):
         for line in wrap(sentence, width):
             console.print(Text(line, style="bold"), soft_wrap=True)
+    if (glue := token_movement_line(result)) is not None:
+        for line in wrap(glue, width):
+            console.print(Text(line, style="bold"), soft_wrap=True)
     for parts in (headline(v), ledger_headline(v)):
         for line in pack(parts, width):
             console.print(Text(line), soft_wrap=True)
@@ -664,6 +700,9 @@ def _render(
         console.print(bought)
     if result.collectives:
         console.print(collectives_table(result, top, width))
+    for shared in (roles_table(result), roofline_table(result, top)):
+        if shared is not None:
+            console.print(text_table(shared, width))
     if (scopes := scope_table(result, top, width)) is not None:
         console.print(scopes)
     console.print(opportunities_panel(result, top, width))

@@ -68,6 +68,7 @@ def hardware_line(analysis: Analysis) -> str | None:
     if not hw:
         return None
     models = ", ".join(f"{n} x {name}" for name, n in (hw.get("models") or {}).items())
+    peak = peak_text(analysis)
     tpu = hw.get("accelerator") == "TPU" or hw.get("scale_out") == "DCN"  # TPU chips, or a TPU preset
     unit, label = ("chip", f"{hw.get('accelerator') or 'TPU'}s") if tpu else ("GPU", "GPUs")
     line = f"{label}: {models}" if models else f"{label}: not named in the trace"
@@ -79,9 +80,19 @@ def hardware_line(analysis: Analysis) -> str | None:
         ]
         said = "--chip " if hw.get("preset_from") in ("--chip", "--gpu") else ""
         shown = ", ".join(x for x in links if x)
-        line += f" = {said}{hw['preset']} ({shown + f' per {unit} each way; ' if shown else ''}"
-        line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16"
-        line += f", HBM {hw['hbm_gbps']:,.0f} GB/s)" if hw.get("hbm_gbps") else ")"
+        line += f" = {said}{hw['preset']}"
+        if peak is None:  # a saved analysis from before the roofline: the preset's own peaks
+            line += f" ({shown + f' per {unit} each way; ' if shown else ''}"
+            line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16"
+            line += f", HBM {hw['hbm_gbps']:,.0f} GB/s)" if hw.get("hbm_gbps") else ")"
+        elif shown:
+            line += f" ({shown} per {unit} each way)"
+    if peak is not None:
+        # the one peak every figure of the screen is measured against (spec §10), where it comes from
+        line += f"; peak {peak}"
+        note = (analysis.roofline or {}).get("note")
+        if note:
+            line += f"; {note}"
     if hw.get("note"):
         line += f"; {hw['note']}: no peaks (give --chip or --link-peak)"
     return line
@@ -120,18 +131,33 @@ def utilization_line(result: Analysis) -> str | None:
     if not u:
         return None
     recounted = u.get("recounted_ops")
+    useful = u.get("useful") or {}
     line = f"FLOPs the ops state (XLA {u['flops_source']}"
-    line += f"; {plural(int(recounted), 'op')} with ragged dots recounted from the HLO shapes)" if recounted else ")"
-    if u.get("flops_per_step") is not None:
-        line += f": {u['flops_per_step'] / 1e12:,.3g} TFLOP per step"
+    line += f"; {plural(int(recounted), 'op')} with ragged dots recounted from the HLO shapes" if recounted else ""
+    if useful.get("padding_waste"):
+        # spec §10: a capacity run's padded rows are no model work
+        line += (
+            f"; useful rows only: the experts' buffers padded to {useful.get('capacity')} rows, "
+            f"{pct(useful['padding_waste'])} of their FLOPs padding"
+        )
+        line += f", {pct(useful['dropped'])} of the assignments dropped" if useful.get("dropped") else ""
+    line += ")"
+    per_step = useful.get("flops_per_step", u.get("flops_per_step"))
+    if per_step is not None:
+        line += f": {per_step / 1e12:,.3g} TFLOP per step"
     if u.get("tflops_per_s_per_device") is not None:
         line += f", {u['tflops_per_s_per_device']:,.1f} TFLOP/s per device"
     if u.get("mfu") is not None:
-        line += f": MFU {pct(u['mfu'])} of {u['peak_tflops']:,.1f} TFLOP/s ({u.get('peak_from', '')})"
+        # the one peak: where it comes from is said once, beside the chip (hardware_line), where that says it
+        said = peak_text(result) is not None and result.hardware is not None
+        line += f": MFU {pct(u['mfu'])} of {u['peak_tflops']:,.1f} TFLOP/s"
+        line += "" if said else f" ({u.get('peak_from', '')})"
         if u.get("ops_above_peak_count"):
             line += f"; overstated: {u['ops_above_peak_count']} ops state more FLOPs than the peak allows"
     elif u.get("note"):
         line += f"; {u['note']}"
+    if u.get("mfu_counted") is not None and u.get("mfu_counted") != u.get("mfu"):
+        line += f"; MFU {pct(u['mfu_counted'])} counting the padded rows"
     if recounted:
         xla = [f"{u['flops_per_step_xla'] / 1e12:,.3g} TFLOP per step"] if u.get("flops_per_step_xla") else []
         xla += [f"MFU {pct(u['mfu_xla'])}"] if u.get("mfu_xla") is not None else []
@@ -689,3 +715,163 @@ def opportunity_ranking(analysis: Analysis) -> str:
     if any(o.projected_saving_ns is not None for o in analysis.opportunities):
         return f"projected saving; under {SIGNIFICANT_SAVING:.0%} of the step, by what hiding it could save"
     return "what hiding it could save"
+
+
+# ---------------------------------------------------------------- §10: roles and the roofline
+
+GLUE_SAID = 0.1  # the token movement is said in the first lines from this share of the accumulated time
+_GLUE_WORDS = {
+    "router": "router",
+    "permute": "permute",
+    "unpermute": "unpermute",
+    "dispatch": "one-chip exchanges",
+    "combine": "one-chip exchanges",
+}  # fmt: skip  (in the order the words are said)
+
+
+def step_count_of(result: Analysis) -> int:
+    """How many steps the per-step figures are over: the analysis' steps, else 1 (the window as one step)."""
+    return max(len(result.spread.steps), 1)
+
+
+def per_step_unit(result: Analysis) -> str:
+    """What a per-step figure of the screens is: "per step" with steps, else "per device" (the window)."""
+    return "per step" if result.spread.steps else "per device"
+
+
+def token_movement_line(result: Analysis) -> str | None:
+    """``Token movement (router, permute, unpermute, one-chip exchanges) is 50.4% of the chip's time: 68.1 ms per
+    step at 0.18 TFLOP/s and 41% of HBM bandwidth.``: the glue around the experts (spec §10), where it is
+    :data:`GLUE_SAID` of the time or more; None elsewhere."""
+    glue = (result.roofline or {}).get("glue")
+    if not glue or float(glue.get("share") or 0) < GLUE_SAID:
+        return None
+    named = set(glue.get("roles") or ())
+    words = list(dict.fromkeys(w for r, w in _GLUE_WORDS.items() if r in named))
+    tpu = is_tpu_job(d.kind for d in result.devices)
+    if not tpu:
+        words = [w.replace("one-chip", "one-device") for w in words]
+    unit = "chip" if tpu else "device"
+    whose = f"the {unit}'s time" if len(result.devices) == 1 else f"the {unit}s' time"
+    line = f"Token movement ({', '.join(words)}) is {pct(glue['share'])} of {whose}: {duration(glue['time_ns'])}"
+    line += f" {per_step_unit(result)}"
+    rates = []
+    if glue.get("tflops_per_s") is not None:
+        rates.append(f"{glue['tflops_per_s']:,.2g} TFLOP/s")
+    if glue.get("hbm_util") is not None:
+        rates.append(f"{pct(glue['hbm_util'])} of HBM bandwidth")
+    return line + (f" at {' and '.join(rates)}." if rates else ".")
+
+
+def peak_text(result: Analysis) -> str | None:
+    """The one peak every figure is measured against, and where it comes from: ``202.7 TFLOP/s bf16 and HBM 819
+    GB/s (the device plane: peak_teraflops_per_second, peak_hbm_bw_gigabytes_per_second)``; None without one."""
+    rf = result.roofline or {}
+    flops, hbm = rf.get("peak_flops"), rf.get("peak_hbm_bytes_per_s")
+    if not flops and not hbm:
+        return None
+    parts = []
+    if flops:
+        parts.append(f"{flops / 1e12:,.1f} TFLOP/s bf16")
+    if hbm:
+        parts.append(f"HBM {hbm / 1e9:,.0f} GB/s")
+    return f"{' and '.join(parts)} ({rf.get('from', '')})"
+
+
+@dataclass(frozen=True)
+class TextTable:
+    """A table as the renderers share it: a title, the headers, the rows as text, a caption."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+
+
+def _rate(value: float | None, time_ns: float, uncounted: float | None, per: float) -> float | None:
+    counted = time_ns - (uncounted or 0.0)
+    return None if value is None or counted <= 0 else value / counted / per
+
+
+def _of_peak(row: Mapping[str, Any]) -> str:
+    util = row.get("hbm_util") if row.get("bound") == "memory" else row.get("flop_util")
+    return "-" if util is None else pct(float(util))
+
+
+def roles_table(result: Analysis) -> TextTable | None:
+    """The roles per step (spec §10): time, share, exposed, TFLOP/s, HBM GB/s, bound, of its peak, time below the
+    roof; token movement marked. None where no role is known."""
+    if not result.roles:
+        return None
+    unit = per_step_unit(result)
+    peak = peak_text(result)
+    rows = []
+    for r in result.roles:
+        time = float(r.get("time_ns") or 0)
+        uncounted = r.get("uncounted_ns")
+        tflops = _rate(r.get("flops"), time, uncounted, 1e3)
+        gbps = _rate(r.get("hbm_bytes"), time, uncounted, 1.0)
+        below = r.get("below_roof_ns")
+        rows.append(
+            [
+                f"{r['role']}{' *' if r.get('glue') else ''}",
+                ms(time),
+                pct(r.get("share")),
+                ms(r.get("exposed_ns")),
+                "-" if tflops is None else f"{tflops:,.3g}",
+                "-" if gbps is None else f"{gbps:,.4g}",
+                str(r.get("bound") or "-"),
+                _of_peak(r),
+                "-" if below is None else ms(below),
+            ]
+        )
+    title = f"MoE roles, ms {unit} (the mean over steps and devices)"
+    caption = "* token movement (router, permute, unpermute, exchanges on a group of one device)"
+    if peak:
+        caption += f"; of peak: of the bound's peak, {peak}"
+    uncounted = (result.roofline or {}).get("uncounted_ns")
+    if uncounted:
+        caption += f"; {duration(uncounted)} over the capture has no FLOP or byte count (no roofline, not zero)"
+    headers = ["role", "ms", "share", "exposed ms", "TFLOP/s", "HBM GB/s", "bound", "of peak", "below roof ms"]
+    return TextTable(title, headers, rows, caption)
+
+
+def roofline_table(result: Analysis, top: int) -> TextTable | None:
+    """The ops that take the most time against the roof (xprof's op_profile with the MoE role beside), per step:
+    calls, time, TFLOP/s, HBM GB/s, bound, of peak, time below the roof. None where no op has counts."""
+    rf = result.roofline or {}
+    ops = list(rf.get("ops") or ())[:top]
+    if not ops:
+        return None
+    per = float(step_count_of(result) * max(int(rf.get("devices") or 1), 1))
+    rows = []
+    for o in ops:
+        time = float(o.get("time_ns") or 0)
+        uncounted = o.get("uncounted_ns")
+        tflops = _rate(o.get("flops"), time, uncounted, 1e3)
+        gbps = _rate(o.get("hbm_bytes"), time, uncounted, 1.0)
+        below = o.get("below_roof_ns")
+        util = o.get("hbm_util")
+        wrong = util is not None and float(util) > 1  # a count above the roof is a wrong count, said
+        rows.append(
+            [
+                str(o.get("op", "")),
+                str(o.get("role", "")),
+                str(o.get("scope", "")),
+                f"{int(o.get('count') or 0) / per:,.3g}",
+                ms(time / per),
+                "-" if tflops is None else f"{tflops:,.3g}",
+                "-" if gbps is None else f"{gbps:,.4g}",
+                str(o.get("bound") or "-"),
+                _of_peak(o) + (" (!)" if wrong else ""),
+                "-" if below is None else ms(float(below) / per),
+            ]
+        )
+    unit = per_step_unit(result)
+    title = f"Ops against the roof (the {len(ops)} longest of {len(rf.get('ops') or ())}), ms {unit} and device"
+    caption = (
+        "of peak: of the bound's peak (HBM bytes over time for memory-bound ops, FLOPs for compute-bound);"
+        " (!): above the peak, a count that cannot be right"
+    )
+    headers = ["op", "role", "scope", "calls", "ms", "TFLOP/s", "HBM GB/s", "bound", "of peak", "below roof ms"]
+    return TextTable(title, headers, rows, caption)
