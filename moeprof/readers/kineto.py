@@ -203,7 +203,9 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     step_rows = np.zeros(len(cpu), dtype=bool)
     step_rows[host_rows] = is_step[host_codes] if len(unique_names) else False
     scope, component, backward = kernel_scopes(cols, names, threads, step_rows, anchor_thread, anchor_t, _innermost)
-    shape_flops, shape_bytes = _shape_counts(cols, names, threads, anchor_thread, anchor_t, dev["end"] - dev["start"])
+    shape_flops, shape_bytes = _shape_counts(
+        cols, names, threads, anchor_thread, anchor_t, dev["end"] - dev["start"], dev["activity"] == "kernel"
+    )
 
     # spec §8 rule 1: the launching record_param_comms is the one whose External id the kernel carries;
     # an op nested inside a call's range (a copy, a cat) launches its own kernels, not the call's
@@ -686,11 +688,13 @@ def _shape_counts(
     anchor_thread: np.ndarray,
     anchor_t: np.ndarray,
     duration: np.ndarray,
+    kernel: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per device activity: the FLOPs and HBM bytes its launching op's recorded shapes give (core.roofline
     .counts_of_shapes: GEMMs, grouped GEMMs, attention; NaN elsewhere). The launching op is the innermost CPU op
     around the launch on the launching thread; an op that launches several kernels shares its counts among them in
-    proportion to their time. Each distinct (op, shapes) is counted once."""
+    proportion to their time (``kernel``: the kernels; a memset or copy the op issues, cuBLAS clearing its output,
+    does none of its math). Each distinct (op, shapes) is counted once."""
     n = anchor_t.size
     flops, nbytes = np.full(n, np.nan), np.full(n, np.nan)
     cpu = cols.cpu
@@ -701,7 +705,7 @@ def _shape_counts(
         return flops, nbytes
     start, end = us_pair_to_ns(cpu.ts[ops], np.where(np.isfinite(cpu.dur[ops]), np.maximum(cpu.dur[ops], 0.0), 0.0))
     at = _innermost(threads(cpu.pid[ops], cpu.tid[ops]), start, end, anchor_thread, anchor_t)
-    shapes = np.where(at >= 0, cpu.shapes[ops][np.maximum(at, 0)], -1)
+    shapes = np.where((at >= 0) & kernel, cpu.shapes[ops][np.maximum(at, 0)], -1)
     launched = np.flatnonzero(shapes >= 0)
     if not launched.size:
         return flops, nbytes
