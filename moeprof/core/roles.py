@@ -31,7 +31,7 @@ from .trace import Trace
 from .vocabulary import kernel_label, searches, vocabulary
 
 _DIFFERENTIATED = re.compile(r"(?:^|/)(?:jvp|transpose)\(")
-_CONDITIONS = ("opcode", "name", "kind", "primitive", "scope_role", "served_role", "range_role")
+_CONDITIONS = ("opcode", "name", "kind", "category", "primitive", "scope_role", "served_role", "range_role")
 _FLAGS = ("update", "moe")
 
 
@@ -131,6 +131,7 @@ class _Evidence:
     annotation: str
     path: str  # the own scope path (tf_op / op_name)
     component: str  # the served component key ("" none)
+    category: str  # XLA's hlo_category ("" unknown)
     backward: bool  # serves the backward pass (reads gradients, core.components)
 
 
@@ -151,15 +152,17 @@ def role_codes(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     ids = np.array([r.id for r in spec.rules], dtype=object)
     if not n:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), ids
-    fields = ("opcode", "name", "kind", "annotation", "scope", "component")
+    fields = ("opcode", "name", "kind", "annotation", "scope", "component", "category")
     columns = {f: _column(table, f) for f in fields}
     passes = table["backward"].to_numpy(bool) if "backward" in table.columns else np.zeros(n, dtype=bool)
     key = combine_codes(*(columns[f][0] for f in fields), passes)
     first = first_rows(key)
     text = [[columns[f][1][int(c)] for c in columns[f][0][first].tolist()] for f in fields]
     tuples = [
-        _Evidence(opcode, name, kind, annotation, path, component, bool(p))
-        for opcode, name, kind, annotation, path, component, p in zip(*text, passes[first].tolist(), strict=True)
+        _Evidence(opcode, name, kind, annotation, path, component, category, bool(p))
+        for opcode, name, kind, annotation, path, component, category, p in zip(
+            *text, passes[first].tolist(), strict=True
+        )
     ]
     decided = _decide(tuples, spec)
     role = np.array([spec.index[r] for r, _ in decided], dtype=np.int64)[key]
@@ -177,6 +180,7 @@ def _decide(tuples: list[_Evidence], spec: RoleTable) -> list[tuple[str, int]]:
         "opcode": [t.opcode for t in tuples],
         "name": _labels([t.name for t in tuples]),
         "kind": [t.kind for t in tuples],
+        "category": [t.category for t in tuples],
         "primitive": [parts[t.path][2] for t in tuples],
     }
     # the own path's words with what scope_key drops from its end (a scope a bare transform ends: "moe_experts/while"
