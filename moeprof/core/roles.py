@@ -292,13 +292,14 @@ def attach_roles(trace: Trace) -> Trace:
 
 
 def row_roles(table: pd.DataFrame) -> np.ndarray:
-    """Each row's role as a code into :data:`ROLES`: the ``role`` column where the table has one (every table
+    """Each row's role as a code into :data:`ROLES`: the ``role`` column where the table has it filled (every table
     moeprof loads), else decided now."""
     if "role" in table.columns:
         codes, values = column_codes(table["role"])
         index = role_table().index
-        table_index = np.array([index.get(str(v), index["other"]) for v in values.tolist()], dtype=np.int64)
-        return lookup(codes, table_index, index["other"])
+        if any(str(v) in index for v in values.tolist()):  # a table built without moeprof's load: none filled
+            table_index = np.array([index.get(str(v), index["other"]) for v in values.tolist()], dtype=np.int64)
+            return lookup(codes, table_index, index["other"])
     return role_codes(table)[0]
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .events import column_codes, lookup
+from .events import column_codes, combine_codes, first_rows, lookup
 from .roles import EXCHANGES, GLUE, ROLES, row_roles
 from .scopes import NO_SCOPE, fold_layers, scope_key
 
@@ -199,55 +199,64 @@ ROOFLINE_COLUMNS = [
 ROLE_COLUMNS = ["device", "role", "steps", "time_ns", "exposed_ns", "one_device_ns"]
 
 
-def _op_names(rows: Any) -> np.ndarray:
-    """Each row's op: its HLO op where known, else its name (as the op table of xprof lists them)."""
+def _op_codes(rows: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's op as a code into the strings returned beside: its HLO op where known, else its name (as the op
+    table of xprof lists them); -1 none."""
     op_c, op_v = rows.strings("hlo_op")
     name_c, name_v = rows.strings("name")
     named = lookup(op_c, np.array([v != "" for v in op_v.tolist()], dtype=bool), False)
-    return np.where(named, lookup(op_c, op_v, ""), lookup(name_c, name_v, ""))
+    code = np.where(named, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
+    return code, np.concatenate([np.asarray(op_v, dtype=object), np.asarray(name_v, dtype=object)])
 
 
 def device_roofline(device: str, rows: Any, clipped: np.ndarray) -> pd.DataFrame:
     """Per (op, scope, role, arithmetic intensity) of one device (a ``DeviceTimeline``'s rows, their time inside the
     window ``clipped``): activities, time, the time of those with counts, and the FLOPs and HBM bytes they do in
     the window (a count times the share of the activity's time inside it) (ROOFLINE_COLUMNS). Grouping by the
-    intensity f/b keeps the merge's max(Σf/P, Σb/B) equal to the sum of the activities' own roofs."""
-    inside = clipped > 0
-    if not inside.any():
+    intensity f/b keeps the merge's max(Σf/P, Σb/B) equal to the sum of the activities' own roofs. Grouped on the
+    columns' codes: a string per group, never per row."""
+    inside = np.flatnonzero(clipped > 0)
+    if not inside.size:
         return pd.DataFrame(columns=ROOFLINE_COLUMNS)
     table = rows.columns.table
-    counts = rows.columns.derived("roofline:counts", lambda: activity_counts(table))
+    f_all, b_all = rows.columns.derived("roofline:counts", lambda: activity_counts(table))
     roles = rows.columns.derived("roofline:roles", lambda: row_roles(table))
-    f_all, b_all = counts
-    f, b = f_all[rows.positions], b_all[rows.positions]
-    duration = np.maximum(rows.end - rows.start, 1)
-    share = np.where(inside, clipped / duration, 0.0)
+    positions = rows.positions[inside]
+    f, b = f_all[positions], b_all[positions]
+    time = clipped[inside]
+    share = time / np.maximum(rows.end[inside] - rows.start[inside], 1)
     known_f, known_b = ~np.isnan(f), ~np.isnan(b)
     counted = known_f | known_b
     # intensity as float32 (7 significant digits): the same op repeated is one group
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(known_f & known_b & (b > 0), f / np.where(b > 0, b, 1), np.where(known_f, np.inf, 0.0))
-    intensity = np.where(counted, ratio.astype(np.float32), -1.0)
+    intensity = np.where(counted, ratio, -1.0).astype(np.float32)
+    op_c, op_v = _op_codes(rows)
     scope_c, scope_v = rows.strings("scope")
     keys = np.array([scope_key(str(v))[0] if v else NO_SCOPE for v in scope_v.tolist()] + [NO_SCOPE], dtype=object)
-    frame = pd.DataFrame(
+    group = combine_codes(op_c[inside], scope_c[inside], roles[positions], intensity)
+    first = first_rows(group)
+    size = first.size
+
+    def summed(values: np.ndarray) -> np.ndarray:
+        return np.bincount(group, weights=values, minlength=size)
+
+    out = pd.DataFrame(
         {
-            "op": _op_names(rows)[inside],
-            "scope": keys[scope_c][inside],
-            "role": roles[rows.positions][inside],
-            "intensity": intensity[inside],
-            "count": 1,
-            "time_ns": clipped[inside].astype(np.int64),
-            "counted_ns": np.where(counted, clipped, 0)[inside].astype(np.int64),
-            "flops": np.nan_to_num(f * share)[inside],
-            "hbm_bytes": np.nan_to_num(b * share)[inside],
-            "flops_known": known_f[inside],
-            "bytes_known": known_b[inside],
+            "device": device,
+            "op": lookup(op_c[inside][first], op_v, ""),
+            "scope": keys[scope_c[inside][first]],
+            "role": np.array(ROLES, dtype=object)[roles[positions][first]],
+            "intensity": intensity[first],
+            "count": np.bincount(group, minlength=size).astype(np.int64),
+            "time_ns": summed(time.astype(np.float64)).astype(np.int64),
+            "counted_ns": summed(np.where(counted, time, 0).astype(np.float64)).astype(np.int64),
+            "flops": summed(np.nan_to_num(f * share)),
+            "hbm_bytes": summed(np.nan_to_num(b * share)),
+            "flops_known": np.bincount(group, weights=known_f, minlength=size).astype(np.int64),
+            "bytes_known": np.bincount(group, weights=known_b, minlength=size).astype(np.int64),
         }
     )
-    out = frame.groupby(["op", "scope", "role", "intensity"], sort=True).sum().reset_index()
-    out["role"] = np.array(ROLES, dtype=object)[out["role"].to_numpy(np.int64)]
-    out.insert(0, "device", device)
     return out[ROOFLINE_COLUMNS]
 
 

@@ -202,9 +202,11 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
     # the record_function stack around each launch, and the forward op a backward kernel serves
     step_rows = np.zeros(len(cpu), dtype=bool)
     step_rows[host_rows] = is_step[host_codes] if len(unique_names) else False
-    scope, component, backward = kernel_scopes(cols, names, threads, step_rows, anchor_thread, anchor_t, _innermost)
+    scope, component, backward, launcher = kernel_scopes(
+        cols, names, threads, step_rows, anchor_thread, anchor_t, _innermost, launching=bool(cols.shapes)
+    )
     shape_flops, shape_bytes = _shape_counts(
-        cols, names, threads, anchor_thread, anchor_t, dev["end"] - dev["start"], dev["activity"] == "kernel"
+        cols, names, launcher, dev["end"] - dev["start"], dev["activity"] == "kernel"
     )
 
     # spec §8 rule 1: the launching record_param_comms is the one whose External id the kernel carries;
@@ -682,40 +684,29 @@ def _host_syncs(cols: KinetoColumns, names: np.ndarray, threads: _Threads, devic
 
 
 def _shape_counts(
-    cols: KinetoColumns,
-    names: np.ndarray,
-    threads: _Threads,
-    anchor_thread: np.ndarray,
-    anchor_t: np.ndarray,
-    duration: np.ndarray,
-    kernel: np.ndarray,
+    cols: KinetoColumns, names: np.ndarray, launcher: np.ndarray, duration: np.ndarray, kernel: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per device activity: the FLOPs and HBM bytes its launching op's recorded shapes give (core.roofline
-    .counts_of_shapes: GEMMs, grouped GEMMs, attention; NaN elsewhere). The launching op is the innermost CPU op
-    around the launch on the launching thread; an op that launches several kernels shares its counts among them in
-    proportion to their time (``kernel``: the kernels; a memset or copy the op issues, cuBLAS clearing its output,
-    does none of its math). Each distinct (op, shapes) is counted once."""
-    n = anchor_t.size
+    .counts_of_shapes: GEMMs, grouped GEMMs, attention; NaN elsewhere). ``launcher``: each activity's launching op,
+    the innermost CPU op around its launch on the launching thread (readers.kineto_scopes). An op that launches
+    several kernels shares its counts among them in proportion to their time (``kernel``: the kernels; a memset
+    or copy the op issues, cuBLAS clearing its output, does none of its math). Each distinct (op, shapes) is
+    counted once."""
+    n = launcher.size
     flops, nbytes = np.full(n, np.nan), np.full(n, np.nan)
-    cpu = cols.cpu
-    if not len(cpu) or not n or not cols.shapes:
+    if not cols.shapes or not n:
         return flops, nbytes
-    ops = np.flatnonzero((cpu.cat == CPU_CATS.index("cpu_op")) & (cpu.bad == 0) & np.isfinite(cpu.ts))
-    if not ops.size:
-        return flops, nbytes
-    start, end = us_pair_to_ns(cpu.ts[ops], np.where(np.isfinite(cpu.dur[ops]), np.maximum(cpu.dur[ops], 0.0), 0.0))
-    at = _innermost(threads(cpu.pid[ops], cpu.tid[ops]), start, end, anchor_thread, anchor_t)
-    shapes = np.where((at >= 0) & kernel, cpu.shapes[ops][np.maximum(at, 0)], -1)
+    shapes = np.where((launcher >= 0) & kernel, cols.cpu.shapes[np.maximum(launcher, 0)], -1)
     launched = np.flatnonzero(shapes >= 0)
     if not launched.size:
         return flops, nbytes
-    op_names = names[cpu.name[ops][at[launched]]]
+    op_names = names[cols.cpu.name[launcher[launched]]]
     pair_codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([op_names, shapes[launched]]))
     counted = [counts_of_shapes(str(op), *cols.shapes[int(code)]) for op, code in pairs.tolist()]
     f = np.array([c[0] for c in counted], dtype=np.float64)[pair_codes]
     b = np.array([c[1] for c in counted], dtype=np.float64)[pair_codes]
     # each launching op's kernels share its counts by their time
-    op_row, inverse = np.unique(at[launched], return_inverse=True)
+    op_row, inverse = np.unique(launcher[launched], return_inverse=True)
     time = np.maximum(duration[launched].astype(np.float64), 1.0)
     share = time / np.bincount(inverse, weights=time, minlength=op_row.size)[inverse]
     flops[launched], nbytes[launched] = f * share, b * share

@@ -559,7 +559,9 @@ class _Builder:
         counted = [c for n in COUNTED_OPS if (c := self.names.codes.get(n)) is not None]
         if not counted:
             return out
-        rows = np.flatnonzero(np.isin(names, counted))
+        wanted = np.zeros(len(self.names.codes) + 1, dtype=bool)  # by name code: a lookup, not a sort per chunk
+        wanted[counted] = True
+        rows = np.flatnonzero(wanted[names])
         if rows.size:
             out[rows] = [self.shapes.codes[(bytes(args[i].dims), bytes(args[i].types), bytes(args[i].concrete))]
                          for i in rows.tolist()]  # fmt: skip

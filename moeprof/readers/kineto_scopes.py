@@ -86,18 +86,22 @@ def kernel_scopes(
     anchor_thread: np.ndarray,
     anchor_t: np.ndarray,
     innermost: Callable[..., np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    launching: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per device activity: its scope path ("" none), the scope key of the component it serves ("": its own)
     and whether it serves the backward pass. ``threads``: thread ids of (pid, tid) codes; ``is_step``: per CPU
     row, a step range; ``anchor_thread``/``anchor_t``: each activity's launching thread (-1 unknown) and launch
-    time (ns); ``innermost``: readers.kineto._innermost. A CPU row without a time is left out."""
+    time (ns); ``innermost``: readers.kineto._innermost. A CPU row without a time is left out. Fourth, with
+    ``launching``, each activity's launching op: the CPU row of the innermost CPU op around its launch on the
+    launching thread (-1 none; without ``launching``, -1 everywhere), found in the same pass as the scopes'."""
     n = anchor_t.size
     scope = np.full(n, "", dtype=object)
     component = np.full(n, "", dtype=object)
     backward = np.zeros(n, dtype=bool)
+    launcher = np.full(n, -1, dtype=np.int64)
     cpu = cols.cpu
     if not len(cpu) or not n:
-        return scope, component, backward
+        return scope, component, backward, launcher
     timed = (cpu.bad == 0) & np.isfinite(cpu.ts) & np.isfinite(cpu.dur)
     start, end = us_interval_to_ns(np.where(timed, cpu.ts, 0.0), np.where(timed, np.maximum(cpu.dur, 0.0), 0.0))
     range_thread = np.where(timed, threads(cpu.pid, cpu.tid), -1)
@@ -114,7 +118,10 @@ def kernel_scopes(
     in_engine = innermost(range_thread[engine_rows], start[engine_rows], end[engine_rows], anchor_thread, anchor_t)
     backward = launched & (in_engine >= 0)
     if not annotation.size:
-        return scope, component, backward
+        if launching:
+            op_at = innermost(range_thread[ops], start[ops], end[ops], np.where(launched, anchor_thread, -1), anchor_t)
+            launcher = np.where(op_at >= 0, ops[np.maximum(op_at, 0)], -1)
+        return scope, component, backward, launcher
     paths = _paths(range_thread[annotation], start[annotation], end[annotation], names[cpu.name[annotation]])
     at = innermost(range_thread[annotation], start[annotation], end[annotation], anchor_thread, anchor_t)
     # a backward kernel's thread records no annotation: the one enclosing its launch on another thread
@@ -130,7 +137,10 @@ def kernel_scopes(
             best_start[later] = start[annotation][hit[later]]
     has = at >= 0
     # the primitive: the innermost CPU op around the launch, on the launching thread
-    op_at = innermost(range_thread[ops], start[ops], end[ops], np.where(has, anchor_thread, -1), anchor_t)
+    asked = has | (launched if launching else False)
+    op_at = innermost(range_thread[ops], start[ops], end[ops], np.where(asked, anchor_thread, -1), anchor_t)
+    if launching:
+        launcher = np.where(op_at >= 0, ops[np.maximum(op_at, 0)], -1)
     # each distinct (annotation, CPU op) once: its path; the key is the annotation's (the op is the primitive)
     keys = _Keys(paths)
     pair = combine_codes(np.where(has, at, -1), np.where(has, op_at, -1))
@@ -146,7 +156,7 @@ def kernel_scopes(
                              innermost)  # fmt: skip
     found = joined != ""
     component[found] = joined[found]
-    return scope, component, backward
+    return scope, component, backward, launcher
 
 
 def _forward_scopes(

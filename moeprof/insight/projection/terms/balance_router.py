@@ -13,7 +13,7 @@ import numpy as np
 from ....core.analysis import Opportunity
 from ....core.events import BUCKETS, combine_codes, lookup
 from ....core.metrics import EventColumns
-from ....core.roles import EXCHANGES, role_and_rule, role_table, rule_index
+from ....core.roles import EXCHANGES, role_and_rule, role_table, row_roles, rule_index
 from ....core.trace import Trace
 from ..job import NO_STEP, ReplayJob
 from .base import Changing, WhatIf, bad
@@ -73,10 +73,13 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
         flags = np.array([test(str(v)) for v in values.tolist()], dtype=bool)
         return lookup(codes, flags, test(""))
 
-    role, rule = columns.derived("roles", lambda: role_and_rule(columns.table))
     index = role_table().index
+    role = row_roles(columns.table)
     compute, comm = per_value("bucket", "compute".__eq__), per_value("bucket", "comm".__eq__)
-    expert = compute & (role == index["experts"]) & (rule != rule_index("served"))
+    expert = compute & (role == index["experts"])
+    if expert.any():  # which rule placed them, decided again over the experts' rows only
+        rows = np.flatnonzero(expert)
+        expert[rows] = role_and_rule(columns.table.take(rows))[1] != rule_index("served")
     exchange = comm & np.isin(role, [index[r] for r in EXCHANGES])
     ragged = (
         per_value("kind", lambda s: s in ("ep-dispatch", "ep-combine"))
