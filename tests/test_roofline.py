@@ -415,3 +415,22 @@ def test_the_roles_and_roofline_round_trip_through_json() -> None:
     again = Analysis.from_json(json.loads(json.dumps(doc)))
     assert again.roles == analysis.roles and again.roofline == json.loads(json.dumps(doc))["roofline"]
     assert again.to_json()["roles"] == doc["roles"] and again.to_json()["roofline"] == doc["roofline"]
+
+
+def test_a_roles_exposed_time_is_the_union_less_every_other_roles() -> None:
+    """The one-sweep exposed time per role against its definition, by interval unions, on random overlapping
+    activities of four roles."""
+    from moeprof.core import intervals as iv
+    from moeprof.core.roofline import _alone
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        start = np.sort(rng.integers(0, 1000, n))
+        end = start + rng.integers(0, 200, n)
+        role = rng.integers(0, 4, n)
+        got = _alone(start, end, role)
+        whole = iv.union_length(start, end, presorted=True)
+        for r in range(4):
+            mine = role == r
+            assert got[r] == whole - iv.union_length(start[~mine], end[~mine], presorted=True)

@@ -192,13 +192,15 @@ def _decide(tuples: list[_Evidence], spec: RoleTable) -> list[tuple[str, int]]:
     values["served_role"] = [r for r, _ in served]
     values["range_role"] = [r for r, _ in ranged]
     memo: dict[tuple[str, re.Pattern[str]], np.ndarray] = {}
+    # each field's distinct strings and every tuple's code into them, once: a pattern is searched per string
+    coded = {f: pd.factorize(np.array(v, dtype=object)) for f, v in values.items()}
 
     def holds(field_name: str, pattern: re.Pattern[str]) -> np.ndarray:
         got = memo.get((field_name, pattern))
         if got is None:
-            distinct, inverse = np.unique(np.array(values[field_name], dtype=object), return_inverse=True)
+            codes, distinct = coded[field_name]
             hit = np.array(searches(pattern, [str(v) for v in distinct.tolist()]), dtype=bool)
-            got = memo[(field_name, pattern)] = hit[inverse.reshape(-1)]
+            got = memo[(field_name, pattern)] = hit[codes]
         return got
 
     expert_evidence = np.zeros(len(tuples), dtype=bool)

@@ -199,62 +199,73 @@ ROOFLINE_COLUMNS = [
 ROLE_COLUMNS = ["device", "role", "steps", "time_ns", "exposed_ns", "one_device_ns"]
 
 
-def _op_codes(rows: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's op as a code into the strings returned beside: its HLO op where known, else its name (as the op
-    table of xprof lists them); -1 none."""
-    op_c, op_v = rows.strings("hlo_op")
-    name_c, name_v = rows.strings("name")
-    named = lookup(op_c, np.array([v != "" for v in op_v.tolist()], dtype=bool), False)
-    code = np.where(named, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
-    return code, np.concatenate([np.asarray(op_v, dtype=object), np.asarray(name_v, dtype=object)])
+class _TableGroups:
+    """The roofline's groups of a whole event table, decided once and shared by its devices: per row its group
+    (op, scope key, role, arithmetic intensity, as a code numbered in order of first appearance), its FLOPs and
+    HBM bytes, and each group's strings."""
+
+    def __init__(self, table: pd.DataFrame) -> None:
+        columns = {c: column_codes(table[c]) for c in ("hlo_op", "name", "scope")}
+        self.flops, self.bytes = activity_counts(table)
+        roles = row_roles(table)
+        self.known_f, self.known_b = ~np.isnan(self.flops), ~np.isnan(self.bytes)
+        f, b = self.flops, self.bytes
+        # intensity as float32 (7 significant digits): the same op repeated is one group
+        with np.errstate(divide="ignore", invalid="ignore"):
+            both = self.known_f & self.known_b & (b > 0)
+            ratio = np.where(both, f / np.where(b > 0, b, 1), np.where(self.known_f, np.inf, 0.0))
+        intensity = np.where(self.known_f | self.known_b, ratio, -1.0).astype(np.float32)
+        op_c, op_v = columns["hlo_op"]
+        name_c, name_v = columns["name"]
+        named = lookup(op_c, np.array([v != "" for v in op_v.tolist()], dtype=bool), False)
+        op = np.where(named, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
+        scope_c, scope_v = columns["scope"]
+        self.group = combine_codes(op, scope_c, roles, intensity)
+        first = first_rows(self.group)
+        ops = np.concatenate([np.asarray(op_v, dtype=object), np.asarray(name_v, dtype=object)])
+        keys = np.array([scope_key(str(v))[0] if v else NO_SCOPE for v in scope_v.tolist()] + [NO_SCOPE], dtype=object)
+        self.op = lookup(op[first], ops, "")
+        self.scope = keys[scope_c[first]]
+        self.role = np.array(ROLES, dtype=object)[roles[first]]
+        self.intensity = intensity[first]
 
 
 def device_roofline(device: str, rows: Any, clipped: np.ndarray) -> pd.DataFrame:
     """Per (op, scope, role, arithmetic intensity) of one device (a ``DeviceTimeline``'s rows, their time inside the
     window ``clipped``): activities, time, the time of those with counts, and the FLOPs and HBM bytes they do in
     the window (a count times the share of the activity's time inside it) (ROOFLINE_COLUMNS). Grouping by the
-    intensity f/b keeps the merge's max(Σf/P, Σb/B) equal to the sum of the activities' own roofs. Grouped on the
-    columns' codes: a string per group, never per row."""
+    intensity f/b keeps the merge's max(Σf/P, Σb/B) equal to the sum of the activities' own roofs. The groups are
+    the table's, decided once (:class:`_TableGroups`): a device sums its rows into them."""
     inside = np.flatnonzero(clipped > 0)
     if not inside.size:
         return pd.DataFrame(columns=ROOFLINE_COLUMNS)
-    table = rows.columns.table
-    f_all, b_all = rows.columns.derived("roofline:counts", lambda: activity_counts(table))
-    roles = rows.columns.derived("roofline:roles", lambda: row_roles(table))
+    groups: _TableGroups = rows.columns.derived("roofline:groups", lambda: _TableGroups(rows.columns.table))
     positions = rows.positions[inside]
-    f, b = f_all[positions], b_all[positions]
-    time = clipped[inside]
+    group = groups.group[positions]
+    size = groups.op.size  # the table's groups: sums by bincount, no sort of the device's rows
+    counts = np.bincount(group, minlength=size)
+    used = np.flatnonzero(counts)
+    time = clipped[inside].astype(np.float64)
     share = time / np.maximum(rows.end[inside] - rows.start[inside], 1)
-    known_f, known_b = ~np.isnan(f), ~np.isnan(b)
-    counted = known_f | known_b
-    # intensity as float32 (7 significant digits): the same op repeated is one group
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(known_f & known_b & (b > 0), f / np.where(b > 0, b, 1), np.where(known_f, np.inf, 0.0))
-    intensity = np.where(counted, ratio, -1.0).astype(np.float32)
-    op_c, op_v = _op_codes(rows)
-    scope_c, scope_v = rows.strings("scope")
-    keys = np.array([scope_key(str(v))[0] if v else NO_SCOPE for v in scope_v.tolist()] + [NO_SCOPE], dtype=object)
-    group = combine_codes(op_c[inside], scope_c[inside], roles[positions], intensity)
-    first = first_rows(group)
-    size = first.size
+    known_f, known_b = groups.known_f[positions], groups.known_b[positions]
 
     def summed(values: np.ndarray) -> np.ndarray:
-        return np.bincount(group, weights=values, minlength=size)
+        return np.bincount(group, weights=values, minlength=size)[used]
 
     out = pd.DataFrame(
         {
             "device": device,
-            "op": lookup(op_c[inside][first], op_v, ""),
-            "scope": keys[scope_c[inside][first]],
-            "role": np.array(ROLES, dtype=object)[roles[positions][first]],
-            "intensity": intensity[first],
-            "count": np.bincount(group, minlength=size).astype(np.int64),
-            "time_ns": summed(time.astype(np.float64)).astype(np.int64),
-            "counted_ns": summed(np.where(counted, time, 0).astype(np.float64)).astype(np.int64),
-            "flops": summed(np.nan_to_num(f * share)),
-            "hbm_bytes": summed(np.nan_to_num(b * share)),
-            "flops_known": np.bincount(group, weights=known_f, minlength=size).astype(np.int64),
-            "bytes_known": np.bincount(group, weights=known_b, minlength=size).astype(np.int64),
+            "op": groups.op[used],
+            "scope": groups.scope[used],
+            "role": groups.role[used],
+            "intensity": groups.intensity[used],
+            "count": counts[used].astype(np.int64),
+            "time_ns": summed(time).astype(np.int64),
+            "counted_ns": summed(np.where(known_f | known_b, time, 0.0)).astype(np.int64),
+            "flops": summed(np.nan_to_num(groups.flops[positions] * share)),
+            "hbm_bytes": summed(np.nan_to_num(groups.bytes[positions] * share)),
+            "flops_known": summed(known_f.astype(np.float64)).astype(np.int64),
+            "bytes_known": summed(known_b.astype(np.float64)).astype(np.int64),
         }
     )
     return out[ROOFLINE_COLUMNS]
@@ -275,12 +286,11 @@ def device_roles(
     s, e, idx = iv.clip(rows.start, rows.end, win_s, win_e)
     role_of = roles[idx]
     present = np.unique(role_of)
-    whole = iv.union_length(s, e, presorted=True)
+    alone = _alone(s, e, role_of)
     out = []
     comm = rows.is_comm
     for r in present.tolist():
-        mine = role_of == r
-        exposed = whole - iv.union_length(s[~mine], e[~mine], presorted=True)
+        exposed = int(alone[r]) if r < alone.size else 0
         of_role = inside & (roles == r)
         time = int(clipped[of_role].sum())
         # an exchange whose collectives all have a group of one device: the whole of it (the collective's local
@@ -297,6 +307,30 @@ def device_roles(
             }
         )
     return pd.DataFrame(out, columns=ROLE_COLUMNS)
+
+
+def _alone(start: np.ndarray, end: np.ndarray, role: np.ndarray) -> np.ndarray:
+    """Per role (index into ROLES): the time only its activities run (the union of its activities less the union
+    of every other role's), for activities sorted by start, in one sweep over their ends: a stretch belongs to a
+    role where every activity running in it has that role (their roles' count, sum and sum of squares say so: a
+    variance of 0)."""
+    n = start.size
+    if not n:
+        return np.zeros(len(ROLES), dtype=np.int64)
+    if bool((end[:-1] <= start[1:]).all()):  # sorted by start and none overlaps (a TPU's ops): their own time
+        return np.bincount(role, weights=end - start, minlength=len(ROLES)).astype(np.int64)
+    points = np.concatenate([start, end])
+    delta = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
+    tag = np.concatenate([role, role]).astype(np.int64) + 1  # from 1: a stretch of no activity is told apart
+    order = np.argsort(points, kind="stable")
+    points, delta, tag = points[order], delta[order], tag[order]
+    count = np.cumsum(delta)[:-1]
+    total = np.cumsum(delta * tag)[:-1]
+    squares = np.cumsum(delta * tag * tag)[:-1]
+    length = np.diff(points)
+    one = (count > 0) & (squares * count == total * total) & (length > 0)
+    owner = total[one] // count[one] - 1
+    return np.bincount(owner, weights=length[one], minlength=len(ROLES)).astype(np.int64)
 
 
 def _one_device_exchange(table: pd.DataFrame) -> np.ndarray:
@@ -484,3 +518,21 @@ def token_movement(roles: Sequence[Mapping[str, Any]], roofline: Mapping[str, An
         "hbm_util": hbm / (counted * 1e-9 * peak_bw) if known_b and counted > 0 and peak_bw else None,
         "roles": names,
     }
+
+
+def above_roof_notes(roofline: Mapping[str, Any] | None) -> list[str]:
+    """The warning where ops state more FLOPs or HBM bytes than the peaks allow in their time (spec §10: a
+    utilization above 1 is a count that cannot be right; never capped): how many, the three furthest."""
+    ops = [o for o in (roofline or {}).get("ops") or () if max(o.get("hbm_util") or 0, o.get("flop_util") or 0) > 1]
+    if not ops:
+        return []
+    ops.sort(key=lambda o: -max(o.get("hbm_util") or 0, o.get("flop_util") or 0))
+    named = ", ".join(
+        f"{o['op']} ({max(o.get('hbm_util') or 0, o.get('flop_util') or 0):.2f}x its "
+        f"{'HBM bandwidth' if (o.get('hbm_util') or 0) >= (o.get('flop_util') or 0) else 'FLOP/s'} peak)"
+        for o in ops[:3]
+    )
+    return [
+        f"{len(ops)} op(s) state more HBM bytes or FLOPs than the chip's peaks allow in their time: {named}; "
+        "their counts cannot be right (XLA's cost model), and the roofline figures of their roles with them"
+    ]

@@ -78,13 +78,17 @@ def kernel_label(name: str) -> str:
     ``cutlass::device_kernel<...>`` wrapper opened, two namespaces at most
     (``m_grouped_fp8_ptp128c::GemmKernel``, ``flash::FlashAttnBwd``, ``internode::combine``)."""
     text = _CALL.sub("", name.strip()).replace("(anonymous namespace)::", "")
-    depth = 0
-    for i, ch in enumerate(text):  # the argument list: the first "(" outside the template brackets
-        depth += ch == "<"
-        depth -= ch == ">"
-        if ch == "(" and depth == 0:
-            text = text[:i]
-            break
+    paren = text.find("(")
+    if paren >= 0 and "<" not in text[:paren]:  # no template before the argument list: cut there
+        text = text[:paren]
+    elif paren >= 0:
+        depth = 0
+        for i, ch in enumerate(text):  # the argument list: the first "(" outside the template brackets
+            depth += ch == "<"
+            depth -= ch == ">"
+            if ch == "(" and depth == 0:
+                text = text[:i]
+                break
     wrapper = re.match(r"^[\w:]*device_kernel<(.*)>$", text)
     if wrapper:
         text = wrapper.group(1)

@@ -32,7 +32,14 @@ from ..core.expert_load import manifest_expert_load
 from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
-from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, role_rows, roofline_section, token_movement
+from ..core.roofline import (
+    ROLE_COLUMNS,
+    ROOFLINE_COLUMNS,
+    above_roof_notes,
+    role_rows,
+    roofline_section,
+    token_movement,
+)
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
 from ..core.sections import LedgerTotals, RoleRow, Roofline
 from ..core.steps import job_step_windows
@@ -536,6 +543,7 @@ def finish_job(
         peak_from,
     )
     roofline, roles = _on_chip(job, devices, steps, hardware, peak, peak_from, manifest)
+    above_roof = above_roof_notes(roofline)
     used = with_useful_work(used, roles, manifest_expert_load(manifest), _rows(job))
     analysis = Analysis(
         inputs=tuple(i for k in order for i in job.inputs[k]),
@@ -557,7 +565,7 @@ def finish_job(
             hardware.summary,
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
-        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings, *flop_notes),
+        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings, *flop_notes, *above_roof),
         dropped_activities=job.dropped_activities,
         spread=spread(devices, steps, job.step_positions, job.clock_offsets(ledger)),
         ledger=ledger_summary(ledger) if ledger is not None else None,
