@@ -59,11 +59,11 @@ def job_hbm_peak(
 
 
 def peaks_source(flops_from: str, hbm_from: str) -> str:
-    """Where the two peaks come from, in one phrase ("the device plane (peak_teraflops_per_second,
-    peak_hbm_bw_gigabytes_per_second)", "preset H100 SXM")."""
+    """Where the two peaks come from, in one phrase ("the device plane's peak_teraflops_per_second and
+    peak_hbm_bw_gigabytes_per_second", "preset H100 SXM")."""
     plane = "the device plane's "
     if flops_from.startswith(plane) and hbm_from.startswith(plane):
-        return f"the device plane ({flops_from[len(plane) :]}, {hbm_from[len(plane) :]})"
+        return f"{flops_from} and {hbm_from[len(plane) :]}"
     if flops_from == hbm_from or not hbm_from:
         return flops_from
     if not flops_from:

@@ -765,7 +765,8 @@ def token_movement_line(result: Analysis) -> str | None:
 
 def peak_text(result: Analysis) -> str | None:
     """The one peak every figure is measured against, and where it comes from: ``202.7 TFLOP/s bf16 and HBM 819
-    GB/s (the device plane: peak_teraflops_per_second, peak_hbm_bw_gigabytes_per_second)``; None without one."""
+    GB/s, from the device plane's peak_teraflops_per_second and peak_hbm_bw_gigabytes_per_second``; None without
+    one."""
     rf = result.roofline or {}
     flops, hbm = rf.get("peak_flops"), rf.get("peak_hbm_bytes_per_s")
     if not flops and not hbm:
@@ -775,7 +776,8 @@ def peak_text(result: Analysis) -> str | None:
         parts.append(f"{flops / 1e12:,.1f} TFLOP/s bf16")
     if hbm:
         parts.append(f"HBM {hbm / 1e9:,.0f} GB/s")
-    return f"{' and '.join(parts)} ({rf.get('from', '')})"
+    source = rf.get("from")
+    return f"{' and '.join(parts)}" + (f", from {source}" if source else "")
 
 
 @dataclass(frozen=True)
@@ -827,12 +829,15 @@ def roles_table(result: Analysis) -> TextTable | None:
         )
     title = f"MoE roles, ms {unit} (the mean over steps and devices)"
     caption = "* token movement (router, permute, unpermute, exchanges on a group of one device)"
+    headers = ["role", "ms", "share", "exposed ms", "TFLOP/s", "HBM GB/s", "bound", "of peak", "below roof ms"]
+    if result.roofline is None:  # no activity has a FLOP or byte count: the time alone, said
+        caption += "; no FLOP or HBM byte count in this trace (no roofline: not zero)"
+        return TextTable(title, headers[:4], [row[:4] for row in rows], caption)
     if peak:
         caption += f"; of peak: of the bound's peak, {peak}"
-    uncounted = (result.roofline or {}).get("uncounted_ns")
+    uncounted = result.roofline.get("uncounted_ns")
     if uncounted:
         caption += f"; {duration(uncounted)} over the capture has no FLOP or byte count (no roofline, not zero)"
-    headers = ["role", "ms", "share", "exposed ms", "TFLOP/s", "HBM GB/s", "bound", "of peak", "below roof ms"]
     return TextTable(title, headers, rows, caption)
 
 
