@@ -209,7 +209,7 @@ KIND_WORDS = {
     "gather": "row gathers",
     "move": "data movement",
     "async": "async copies",
-    "other": "elementwise, scatters, reductions",
+    "other": "elementwise/scatter/reduce",
 }
 
 
@@ -370,7 +370,7 @@ def said(head: str, resized: Resized, removed: str = "") -> str:
     """A routing term's note: what it changed (and to what), removed, held, per step."""
     changed = sum(resized.changed_ns.values())
     placed = (
-        f" ({ms(resized.placed_ns)} ms of it in ops whose arrays change place between HBM and chip memory)"
+        f" ({ms(resized.placed_ns)} ms of the {ms(changed)} in ops whose arrays move between HBM and chip memory)"
         if resized.placed_ns >= 1_000
         else ""
     )

@@ -196,7 +196,7 @@ class TokenScaling:
         scaled = sum(self.scaled_ns.values())
         of_it = f"; {_ms(self.routed_ns)} of it carries the routed rows" if self.routed_ns and not self.routed else ""
         placed = (
-            f", {_ms(self.on_chip_ns)} ms of it in ops whose arrays change place between HBM and chip memory"
+            f" ({_ms(self.on_chip_ns)} ms of the {_ms(scaled)} in ops whose arrays move between HBM and chip memory)"
             if self.on_chip_ns >= 1_000
             else ""
         )
