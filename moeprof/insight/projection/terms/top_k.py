@@ -68,7 +68,7 @@ class TopK:
                     f"; a lower bound: the top-{to} program also relayouts the {to} copies of each token and sums "
                     "them, work the top-1 program has no op for (not counted)"
                 )
-            state.found.append({"term": NAME, "from": k, "to": to, **resized.to_json()})
+            state.found.append({"term": NAME, "from": round(k) if k == round(k) else k, "to": to, **resized.to_json()})
         state.note = "; ".join(n for n in (state.note, note) if n)
         return resized.rows
 
