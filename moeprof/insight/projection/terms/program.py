@@ -7,7 +7,7 @@ JSON string (categorical: a row holds its code). :mod:`.resize` turns them into 
 
 **The program** (:class:`Program`):
 
-* ``T``: the batch's tokens (:func:`.tokens.batch_of`);
+* ``T``: the batch's tokens (:func:`batch_of`, the ``tokens`` term's);
 * the routed experts' grouped GEMMs (a ragged dot: XLA's ``ragged-dot`` or the TPU's Mosaic kernel): their
   rows ``R`` (the rows they see: ``k·T`` dropless, ``E·C`` padded to capacity), their groups ``E`` (the
   weights' leading dimension) and, where the kernel takes its tile schedule as an operand (the TPU's
@@ -112,10 +112,10 @@ def arrays_of(shape: str) -> list[Array]:
     """The arrays of an HLO shape (a tuple's elements in order), with their memory space."""
     out = []
     for dtype, dims, layout in _ARRAY.findall(shape):
-        shape_dims = tuple(int(x) for x in dims.split(",") if x)
+        sizes = tuple(int(x) for x in dims.split(",") if x)
         nbytes = shape_bytes(f"{dtype}[{dims}]")
-        if nbytes or not math.prod(shape_dims):
-            out.append(Array(shape_dims, nbytes, ON_CHIP in (layout or "")))
+        if nbytes or not math.prod(sizes):  # an element type without a size (a token) is no array
+            out.append(Array(sizes, nbytes, ON_CHIP in (layout or "")))
     return out
 
 
