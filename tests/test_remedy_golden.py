@@ -216,6 +216,19 @@ GOLDEN: dict[str, Rows] = {
         ("collectives over a group of one chip", "skip-local-collective"),
         ("host-bound: the chip idles between its step programs", "step-dispatch"),
     ],
+    # the routing ablations (issue 48): dropless runs exchange over their one-chip group as the default does; the
+    # runs padded to capacity have no collective at all (XLA drops an all-to-all over one device)
+    **{
+        f"sample:tpu_v5e_ablation/{run}": [
+            ("collectives over a group of one chip", "skip-local-collective"),
+            ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        ]
+        for run in ("topk1", "topk4", "exp32", "tok4096")
+    },
+    **{
+        f"sample:tpu_v5e_ablation/{run}": [("host-bound: the chip idles between its step programs", "step-dispatch")]
+        for run in ("cap125", "cap2")
+    },
     # saxpy over MPI (old schema): a large exposed copy and launch gaps
     "shared:nsys/saxpy_mpi_old_schema.sqlite": [
         ("exposed host<->device copies", "async-host-copies"),

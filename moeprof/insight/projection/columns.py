@@ -19,6 +19,7 @@ from ...core.ledger_records import clock_domain
 from ...core.metrics import EventColumns
 from ...core.trace import Trace
 from .terms.balance_router import MOE_ROLES, moe_roles
+from .terms.program import shape_columns
 from .terms.tokens import token_classes
 
 # per device activity: what the replay needs (strings categorical); comm rows are in the order of the
@@ -47,6 +48,10 @@ REPLAY_COLUMNS: dict[str, str] = {
     # program's batch in words (the tokens term says it)
     "tokens": "str",
     "batch": "str",
+    # what the op's program says of the MoE dimensions, and the op's own arrays (terms.program: JSON, one value
+    # per distinct HLO op): how the routing terms resize it; "" unknown
+    "program": "str",
+    "shapes": "str",
     # what the op is, for diff's explanation by scope and op (never by an HLO op name: it does not survive a
     # recompilation): XLA's hlo_category and the HLO opcode, "" unknown
     "category": "str",
@@ -125,6 +130,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     passes = columns.numbers("backward", bool)[rows] if "backward" in table.columns else np.zeros(rows.size, bool)
     expert = role_codes == 1 + MOE_ROLES.index("expert")
     token_codes, token_values, batch_codes, batch_values = token_classes(trace, columns, expert)
+    program_codes, program_values, shape_codes, shape_values = shape_columns(trace, columns)
     return pd.DataFrame(
         {
             "device": per_device(dev_v),
@@ -146,6 +152,8 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "moe_role": _categorical(role_codes[rows], roles),
             "tokens": _categorical(token_codes[rows], token_values),
             "batch": _categorical(batch_codes[rows], batch_values),
+            "program": _categorical(program_codes[rows], program_values),
+            "shapes": _categorical(shape_codes[rows], shape_values),
             "category": strings("category") if "category" in table.columns else categorical("", rows.size),
             "opcode": strings("opcode") if "opcode" in table.columns else categorical("", rows.size),
         },

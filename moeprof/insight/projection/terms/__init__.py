@@ -9,7 +9,9 @@ order, each on the durations the previous ones left (:func:`change_of`). To add 
 * ``balance``, ``balance(FILTERS)`` (:mod:`.balance`): every rank as fast as the median rank;
 * ``balance-router`` (:mod:`.balance_router`): the routed experts' work spread evenly over each EP group;
 * ``tokens=F``, ``tokens(FILTERS)=F``, ``tokens(routed)=F`` (:mod:`.tokens`): F times the tokens per step, each
-  op scaled by how its HLO shapes carry them (the routed rows only: top-k).
+  op scaled by how its HLO shapes carry them (the routed rows only: top-k);
+* ``top_k=K`` (:mod:`.top_k`), ``capacity=F`` (:mod:`.capacity`), ``experts=F`` (:mod:`.experts`): the routing
+  changed, each op resized from its program's HLO shapes (:mod:`.program`, :mod:`.resize`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,18 @@ from collections.abc import Sequence
 
 from ....core.analysis import Opportunity
 from ..job import ReplayJob
-from . import balance, balance_router, scale, tokens
+from . import balance, balance_router, capacity, experts, scale, tokens, top_k
 from .base import Change, Changing, Term, WhatIf, bad
 
-TERMS: tuple[Term, ...] = (scale.TERM, balance.TERM, balance_router.TERM, tokens.TERM)
+TERMS: tuple[Term, ...] = (
+    scale.TERM,
+    balance.TERM,
+    balance_router.TERM,
+    tokens.TERM,
+    top_k.TERM,
+    capacity.TERM,
+    experts.TERM,
+)
 BY_NAME: dict[str, Term] = {t.name: t for t in TERMS}
 BALANCE = balance.NAME
 BALANCE_ROUTER = balance_router.NAME
