@@ -229,6 +229,19 @@ GOLDEN: dict[str, Rows] = {
         f"sample:tpu_v5e_ablation/{run}": [("host-bound: the chip idles between its step programs", "step-dispatch")]
         for run in ("cap125", "cap2")
     },
+    # the demo's token-movement levers on one TPU v5e chip: the plain program and the permutations' backward by
+    # gathers still exchange over their one-chip group; with the exchange skipped no collective is left
+    **{
+        f"sample:tpu_v5e_levers/{run}": [
+            ("collectives over a group of one chip", "skip-local-collective"),
+            ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        ]
+        for run in ("base", "gather")
+    },
+    **{
+        f"sample:tpu_v5e_levers/{run}": [("host-bound: the chip idles between its step programs", "step-dispatch")]
+        for run in ("skipx", "lever")
+    },
     # saxpy over MPI (old schema): a large exposed copy and launch gaps
     "shared:nsys/saxpy_mpi_old_schema.sqlite": [
         ("exposed host<->device copies", "async-host-copies"),
@@ -250,6 +263,18 @@ GOLDEN: dict[str, Rows] = {
     "shared:rocprof": [
         ("launch-bound", "hip-graphs"),
     ],
+    # TraceLens' H100 test traces (Hugging Face models run with shapes recorded; one GPU each, no collective):
+    # short gaps between kernels, the host reading values back, the video model's inputs copied in
+    "shared:kineto/tracelens_h100/Falconsai_nsfw_image_detection__1016002.json.gz": [("launch-bound", "cuda-graphs")],
+    "shared:kineto/tracelens_h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": [
+        ("launch-bound", "cuda-graphs"),
+        ("device-to-host syncs inside the step", "values-stay-on-device"),
+    ],
+    "shared:kineto/tracelens_h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz": [
+        ("exposed host<->device copies", "async-host-copies"),
+        ("launch-bound", "cuda-graphs"),
+        ("device-to-host syncs inside the step", "values-stay-on-device"),
+    ],
     # TF BERT on 8 V100 (one worker): no exposed collective
     "shared:xplane/tf_bert_8xv100_worker.xplane.pb": [
         ("launch-bound", "cuda-graphs"),
@@ -257,6 +282,10 @@ GOLDEN: dict[str, Rows] = {
         ("device-to-host syncs inside the step", "values-stay-on-device"),
     ],
 }
+
+
+# shared folders of several unrelated captures (a folder is otherwise one job: its rank files)
+SEPARATE_CAPTURES = frozenset({"tracelens_h100"})
 
 
 def trace_path(key: str) -> Path:
@@ -299,6 +328,7 @@ def test_every_sample_and_shared_trace_has_a_row() -> None:
         f"shared:{p.relative_to(shared)}"
         for folder in ("kineto", "nsys", "xplane")
         for p in (shared / folder).iterdir()
+        for p in (sorted(p.iterdir()) if p.name in SEPARATE_CAPTURES else [p])
         if p.is_dir() or p.name.endswith((".json.gz", ".sqlite", ".xplane.pb"))
     } | ({"shared:rocprof"} if (shared / "rocprof").is_dir() else set())  # one capture: the folder
     assert found <= set(GOLDEN)
