@@ -53,13 +53,18 @@ class Lever:
 
 
 GLUE = "|".join(GLUE_ROLES)
-ONE_CHIP_EXCHANGE = f"scale(role={'|'.join(EXCHANGE_ROLES)},bucket=memcpy)=0"
+# an exchange over a group of one chip (a copy inside it, bucket memcpy) and the ops that exist to feed it (its
+# output buffer, its reshapes: the JAX primitive that made them is the exchange's) move no byte between chips
+ONE_CHIP_EXCHANGE = (
+    f"scale(role={'|'.join(EXCHANGE_ROLES)},bucket=memcpy)=0",
+    "scale(op~ragged.all.to.all,bucket=compute)=0",
+)
 SCATTER_BACKWARD = "roof(role=permute|unpermute,pass=backward,op~scatter)"
 
 
 def candidates(one_chip_exchange: bool) -> tuple[Lever, ...]:
     """The levers a job is tried for (the one-chip exchange where the job has one)."""
-    glue_terms = (f"roof(role={GLUE})", *((ONE_CHIP_EXCHANGE,) if one_chip_exchange else ()))
+    glue_terms = (f"roof(role={GLUE})", *(ONE_CHIP_EXCHANGE if one_chip_exchange else ()))
     glue_title = "token movement below its roof (router, permutations" + (
         ", the exchange over one chip)" if one_chip_exchange else ")"
     )
@@ -253,7 +258,11 @@ def on_chip_levers(job: ReplayJob | None, stack: Stack) -> tuple[list[Opportunit
     bucket_memcpy = job.bucket == BUCKETS.index("memcpy")
     exchange = np.append(np.isin(np.asarray(roles_v, dtype=object), EXCHANGE_ROLES), False)[roles_c]
     found: dict[str, Found] = {}
-    for lever in candidates(bool((inside & bucket_memcpy & exchange).any())):
+    # an exchange over one chip, and none between chips (whose own buffers would be taken with it)
+    one_chip = bool((inside & bucket_memcpy & exchange).any()) and not bool(
+        (inside & (job.bucket == BUCKETS.index("comm")) & exchange).any()
+    )
+    for lever in candidates(one_chip):
         got = _found(job, lever, steps, inside)
         if got is not None and got.worst_ns / steps >= LEVER_SHARE * step_ns > 0:
             found[lever.key] = got
