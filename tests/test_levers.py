@@ -467,3 +467,26 @@ def test_the_demo_captures_first_try_is_the_token_movement_as_a_bound() -> None:
     # host-bound is no first try on a chip this busy: its saving is the replay's, a few ms of 137
     host = next(o for o in a.opportunities if o.kind == "host-gaps")
     assert host.projected_saving_ns is not None and host.projected_saving_ns < 0.02 * (a.step_ns or 0)
+
+
+LEVERS = SAMPLES / "tpu_v5e_levers"
+
+
+@pytest.mark.parametrize("lever", ["gather", "skipx", "lever"])
+def test_the_token_movement_bound_holds_what_the_demos_levers_measured(lever: str) -> None:
+    """The demo's two levers, captured on the TPU (sample_traces/tpu_v5e_levers): the step each saved against the
+    base capture is at most the bound moeprof gives the token movement on that base; and the evidence a lever
+    removes is gone from its capture (the remedies that named it no longer apply)."""
+    base = moeprof.analyze_paths([SAMPLES / "tpu_v5e_ablation" / "base"])
+    after = moeprof.analyze_paths([LEVERS / lever])
+    glue = next(o for o in base.opportunities if o.name == "glue")
+    assert base.step_ns is not None and after.step_ns is not None and glue.projected_saving_ns is not None
+    measured = base.step_ns - after.step_ns
+    assert measured > 0 and glue.projected_saving_ns >= measured
+    names = {o.name for o in after.opportunities}
+    kinds = {o.kind for o in after.opportunities}
+    if lever in ("gather", "lever"):  # no scatter-add in the permutations' backward any more
+        assert "scatter-backward" not in names
+    if lever in ("skipx", "lever"):  # no exchange over one chip any more
+        assert "local-collectives" not in kinds
+        assert "--skip-one-device-exchange" not in next(o for o in after.opportunities if o.name == "glue").remedy

@@ -248,6 +248,28 @@ GOLDEN: dict[str, Rows] = {
         ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
         ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
     ],
+    # the demo's token-movement levers on the TPU (sample_traces/tpu_v5e_levers): each lever's evidence is gone
+    # from its capture, and so is the remedy that named it. gather: the backward scatter-adds are gathers now, the
+    # one-chip exchange is still there
+    "sample:tpu_v5e_levers/gather": [
+        ("token movement below its roof (router, permutations, the exchange over one chip)", "faster-token-movement"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+        ("collectives over a group of one chip", "skip-local-collective"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    # skipx: no exchange over one chip; the backward scatter-adds still there (8.9% of HBM bandwidth)
+    "sample:tpu_v5e_levers/skipx": [
+        ("token movement below its roof (router, permutations)", "faster-token-movement"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    # both: what is left of the token movement is its gathers (52% of HBM bandwidth)
+    "sample:tpu_v5e_levers/lever": [
+        ("token movement below its roof (router, permutations)", "faster-token-movement"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
     # saxpy over MPI (old schema): a large exposed copy and launch gaps
     "shared:nsys/saxpy_mpi_old_schema.sqlite": [
         ("exposed host<->device copies", "async-host-copies"),
