@@ -386,17 +386,24 @@ def role_rows(job: ReplayJob | None) -> tuple[dict[str, Any], ...]:
 
 def _exposed(job: ReplayJob, rows: np.ndarray, roles_c: np.ndarray) -> dict[int, float]:
     """Per role code: the time of its activities (over ``rows``) under no other role's activity, summed over
-    devices."""
+    devices. The rows are grouped by device once (a sort), then by role inside each device's slice."""
     dev_c = job.codes("device")[0]
+    order = rows[np.lexsort((roles_c[rows], dev_c[rows]))]
+    dev_sorted = dev_c[order]
+    bounds = np.flatnonzero(np.r_[True, dev_sorted[1:] != dev_sorted[:-1], True])
     out: dict[int, float] = {}
-    for device in np.unique(dev_c[rows]).tolist():
-        mine = rows[dev_c[rows] == device]
-        for code in np.unique(roles_c[mine]).tolist():
-            own = mine[roles_c[mine] == code]
-            other = mine[roles_c[mine] != code]
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        mine = order[lo:hi]
+        role = roles_c[mine]
+        cuts = np.flatnonzero(np.r_[True, role[1:] != role[:-1], True])
+        if cuts.size == 2:  # one role on the device: all of its time is its own
+            s, e = iv.union(job.start[mine], job.end[mine])
+            out[int(role[0])] = out.get(int(role[0]), 0.0) + float(iv.length(s, e))
+            continue
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+            own, other = mine[a:b], np.r_[mine[:a], mine[b:]]
             s, e = iv.union(job.start[own], job.end[own])
-            if other.size:
-                o_s, o_e = iv.union(job.start[other], job.end[other])
-                s, e = iv.subtract(s, e, o_s, o_e)
-            out[code] = out.get(code, 0.0) + float(iv.length(s, e))
+            o_s, o_e = iv.union(job.start[other], job.end[other])
+            s, e = iv.subtract(s, e, o_s, o_e)
+            out[int(role[a])] = out.get(int(role[a]), 0.0) + float(iv.length(s, e))
     return out
