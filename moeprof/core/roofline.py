@@ -160,20 +160,9 @@ def activity_roles(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
     served = judged("component", scope_code, none)
     role = np.where(served != none, served, judged("scope", scope_code, none))
-    # the op's own word, per distinct (name, opcode) pair
-    name_codes, names = column_codes(table["name"]) if "name" in table.columns else (np.full(n, -1), np.zeros(0))
-    if "opcode" in table.columns:
-        opcode_codes, opcodes = column_codes(table["opcode"])
-    else:
-        opcode_codes, opcodes = np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=object)
-    width = len(opcodes) + 1
-    distinct, inverse = np.unique((name_codes + 1) * width + (opcode_codes + 1), return_inverse=True)
-    name_of = np.append(np.asarray(names, dtype=object), "")
-    opcode_of = np.append(np.asarray(opcodes, dtype=object), "")
-    op = np.array(
-        [words[_op_role(str(name_of[p // width - 1]), str(opcode_of[p % width - 1]))] for p in distinct.tolist()],
-        dtype=np.int64,
-    )[inverse.reshape(-1)]
+    # the op's own word: an HLO ragged dot, else what its kernel name says (each distinct name judged once)
+    op = np.where(judged("opcode", lambda o: o == "ragged-dot", False), index["experts"], none)
+    op = np.where(op != none, op, judged("name", lambda name: words[_op_role(name, "")], none))
     exchange = judged("kind", lambda k: k in _EXCHANGE_KINDS, False)
     exchange |= judged("opcode", lambda o: o.startswith("ragged-all-to-all"), False)
     exchange &= ~judged("bucket", lambda b: b == "compute", False)
