@@ -490,3 +490,17 @@ def test_the_token_movement_bound_holds_what_the_demos_levers_measured(lever: st
     if lever in ("skipx", "lever"):  # no exchange over one chip any more
         assert "local-collectives" not in kinds
         assert "--skip-one-device-exchange" not in next(o for o in after.opportunities if o.name == "glue").remedy
+
+
+def test_diff_keeps_each_lever_apart() -> None:
+    """``diff`` sums opportunities' bounds by kind, an on-chip lever by lever (they overlap: the token movement
+    holds its backward scatter-adds): base against both levers, each row its lever's bound per step."""
+    base = moeprof.analyze_paths([SAMPLES / "tpu_v5e_ablation" / "base"])
+    res = runner.invoke(app, ["diff", str(SAMPLES / "tpu_v5e_ablation" / "base"), str(LEVERS / "lever"), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r["values"] for r in json.loads(res.stdout)["rows"] if r["section"] == "opportunities"}
+    steps = len({s.step for s in base.steps})
+    for o in base.opportunities:
+        if o.kind == "on-chip":
+            assert rows[f"on-chip {o.name} saving bound"][0] == pytest.approx(o.saving_bound_ns / steps / 1e6)
+    assert rows["on-chip scatter-backward saving bound"][1] == 0  # gone with the lever
