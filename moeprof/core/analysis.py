@@ -864,12 +864,6 @@ class Analysis:
 
     schema: ClassVar[str] = SCHEMA
 
-    def first_try(self) -> Projection | None:
-        """The change that buys the most of "what would it buy" (the asked one aside: moeprof's own first try),
-        where it shortens the step by ``SIGNIFICANT_SAVING`` of it or more; None where nothing does."""
-        candidates = [p for p in self.projections if p.role != "asked" and p.shortens]
-        return max(candidates, key=lambda p: p.saving_ns, default=None)
-
     def projection(self, role: str) -> Projection | None:
         """The first projection answering ``role`` (PROJECTION_ROLES); a saved analysis from before roles were
         written has its balance projection as the one whose terms are ``balance`` alone."""

@@ -32,6 +32,11 @@ from .events import column_codes, combine_codes, first_rows, lookup
 from .roles import EXCHANGES, GLUE, ROLES, row_roles
 from .scopes import NO_SCOPE, fold_layers, scope_key
 
+# the names the levers and the roof term use (insight.levers, the projection): the roles' own, one place
+GLUE_ROLES = GLUE  # the token movement around the experts (with the one-chip exchanges)
+EXCHANGE_ROLES = EXCHANGES
+ON_CHIP = "on-chip"  # the kind of an opportunity that is on-chip work below the roof (insight.levers)
+
 OPS_SHARE = 0.002  # an op is listed in ``roofline.ops`` from this share of the busy time (xprof lists by time)
 
 
@@ -48,6 +53,12 @@ def activity_counts(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     recounted, model, xla = column("recounted_flops"), column("model_flops"), column("flops")
     flops = np.where(~np.isnan(recounted), recounted, np.where(~np.isnan(model), model, xla))
     return flops, column("hbm_bytes")
+
+
+def activity_roles(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, its MoE role as (codes into ``values``, values = :data:`ROLES`): the event table's ``role`` column
+    where filled, else decided now (core.roles: one set of rules, roles.toml)."""
+    return row_roles(table), np.array(ROLES, dtype=object)
 
 
 def activity_roof_ns(

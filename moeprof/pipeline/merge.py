@@ -45,6 +45,7 @@ from ..core.sections import LedgerTotals, RoleRow, Roofline
 from ..core.steps import job_step_windows
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.edges import capture_edges
+from ..insight.levers import on_chip_levers
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
@@ -460,9 +461,15 @@ def merge_job(
     return finish_job(job, link_peaks, notes, what_if)
 
 
-def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | None) -> ReplayJob | None:
+def replay_job(
+    job: JobResults,
+    records: pd.DataFrame | None,
+    ledger: Ledger | None,
+    peaks: tuple[float | None, float | None] = (None, None),
+) -> ReplayJob | None:
     """The §9 job graph of the whole job (:func:`moeprof.insight.projection.joined_job`) from what the
-    coordinator kept: the files' replay columns, steps and windows, joined with the §8 instances."""
+    coordinator kept: the files' replay columns, steps and windows, joined with the §8 instances; ``peaks``:
+    the chip's FLOP/s and HBM bytes/s (spec §10's roofs)."""
     return joined_job(
         job.table("replay", tuple(REPLAY_COLUMNS)),
         records,
@@ -474,6 +481,7 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
         {gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
         {d.device: d.host for d in job.devices},
         {d.device: d.kind for d in job.devices},
+        peaks,
     )
 
 
@@ -532,7 +540,12 @@ def finish_job(
     order = sorted(job.inputs)
     # the JAX scopes and the FLOPs the trace's ops state, against the chip's own peak first
     scope_frame = job.table("scopes", SCOPE_COLUMNS)
-    peak, peak_from = job_peak(job.peaks, hardware.preset, (hardware.summary or {}).get("preset_from"))
+    preset_from = (hardware.summary or {}).get("preset_from")
+    peak, peak_from = job_peak(job.peaks, hardware.preset, preset_from)
+    hbm, hbm_from = job_hbm_peak(job.peaks, hardware.preset, preset_from)
+    replay = replay_job(job, records, ledger, (peak * 1e12 if peak else None, hbm * 1e9 if hbm else None))
+    # spec §10: the on-chip work below the chip's roof, as opportunities (their remedies on what they show)
+    levers, stack = on_chip_levers(replay, stack)
     used, flop_notes = utilization(
         scope_frame,
         job.table("op_flops", OP_FLOP_COLUMNS),
@@ -542,7 +555,7 @@ def finish_job(
         peak,
         peak_from,
     )
-    roofline, roles = _on_chip(job, devices, steps, hardware, peak, peak_from, manifest)
+    roofline, roles = _on_chip(job, devices, steps, hardware, (peak, peak_from), (hbm, hbm_from), manifest)
     above_roof = above_roof_notes(roofline)
     used = with_useful_work(used, roles, manifest_expert_load(manifest), _rows(job))
     analysis = Analysis(
@@ -558,6 +571,7 @@ def finish_job(
                     + expert_exchange_opportunity(comm, hide, stack, collectives)
                     + waiting
                     + signal_opportunities(signals, stack)
+                    + levers
                 ),
                 comm,
                 matched,
@@ -581,7 +595,7 @@ def finish_job(
         roles=roles,
         roofline=roofline,
     )
-    projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if, projections)
+    projected, projector = project_analysis(analysis, replay, what_if, projections)
     return projected, matched, projector
 
 
@@ -590,12 +604,13 @@ def _on_chip(
     devices: Sequence[DeviceFigures],
     steps: Sequence[StepFigures],
     hardware: Any,
-    peak_tflops: float | None,
-    peak_from: str,
+    flops_peak: tuple[float | None, str],
+    hbm_peak: tuple[float | None, str],
     manifest: Mapping[str, Any] | None,
 ) -> tuple[Roofline | None, tuple[RoleRow, ...]]:
-    """Spec §10: the roofline per op, scope and role against the job's one peak, and the roles per step."""
-    hbm, hbm_from = job_hbm_peak(job.peaks, hardware.preset, (hardware.summary or {}).get("preset_from"))
+    """Spec §10: the roofline per op, scope and role against the job's one peak (TFLOP/s and HBM GB/s, each with
+    where it comes from), and the roles per step."""
+    (peak_tflops, peak_from), (hbm, hbm_from) = flops_peak, hbm_peak
     frame = job.table("roofline", ROOFLINE_COLUMNS)
     n_steps = len({s.step for s in steps})
     section = roofline_section(
