@@ -97,28 +97,44 @@ def _components(path: str) -> list[str]:
     return [] if path in ("", NO_SCOPE, TOP_LEVEL) else path.split("/")
 
 
+_PASS = re.compile(r"\([^()/]*\)$")  # a pass a range's name ends in: DeepSeek's mlp(F), mlp(B), mlp(W)
+
+
+def _normal(part: str) -> str:
+    return _PASS.sub("", part)
+
+
 class _Words:
-    """What the words say of a path: the role its innermost named component gives, and the exchange (dispatch,
-    combine) its innermost exchange word names; memoized per distinct path."""
+    """What the words say of a path: the role its innermost named component gives, the exchange (dispatch,
+    combine) its innermost exchange word names, and the path up to the component that gave the role (passes
+    dropped: ``1F1B/mlp`` of ``1F1B/mlp(W)/kernel``); memoized per distinct path."""
 
     def __init__(self, words: tuple[Word, ...]) -> None:
         self.words = words
-        self.seen: dict[str, tuple[str, str]] = {}
+        self.seen: dict[str, tuple[str, str, str]] = {}
 
-    def of(self, path: str) -> tuple[str, str]:
+    def of(self, path: str) -> tuple[str, str, str]:
         got = self.seen.get(path)
         if got is None:
-            role = exchange = ""
-            for part in reversed(_components(path)):
+            role = exchange = where = ""
+            parts = _components(path)
+            for i in range(len(parts) - 1, -1, -1):
                 for w in self.words:
-                    if w.pattern.search(part):
-                        role = role or w.role
+                    if w.pattern.search(parts[i]):
+                        if not role:
+                            role, where = w.role, "/".join(_normal(p) for p in parts[: i + 1])
                         exchange = exchange or w.exchange
                         break
                 if role and exchange:
                     break
-            got = self.seen[path] = (role, exchange)
+            got = self.seen[path] = (role, exchange, where)
         return got
+
+
+def _prefixes(path: str) -> list[str]:
+    """Every prefix of a path, passes dropped (``1F1B/mlp(F)`` -> ``1F1B``, ``1F1B/mlp``)."""
+    parts = [_normal(p) for p in _components(path)]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 @dataclass
@@ -186,11 +202,11 @@ def _decide(tuples: list[_Evidence], spec: RoleTable) -> list[tuple[str, int]]:
     # the own path's words with what scope_key drops from its end (a scope a bare transform ends: "moe_experts/while"
     # keys as "moe" with "moe_experts" its primitive; Kineto's innermost op: aten::_flash_attention_forward)
     own = [words.of(_own_path(parts[t.path])) for t in tuples]
-    served = [words.of(t.component) if t.component else ("", "") for t in tuples]
-    ranged = [words.of(t.annotation.replace("/", ":")) if t.annotation else ("", "") for t in tuples]
-    values["scope_role"] = [r for r, _ in own]
-    values["served_role"] = [r for r, _ in served]
-    values["range_role"] = [r for r, _ in ranged]
+    served = [words.of(t.component) if t.component else ("", "", "") for t in tuples]
+    ranged = [words.of(t.annotation.replace("/", ":")) if t.annotation else ("", "", "") for t in tuples]
+    values["scope_role"] = [w[0] for w in own]
+    values["served_role"] = [w[0] for w in served]
+    values["range_role"] = [w[0] for w in ranged]
     memo: dict[tuple[str, re.Pattern[str]], np.ndarray] = {}
     # each field's distinct strings and every tuple's code into them, once: a pattern is searched per string
     coded = {f: pd.factorize(np.array(v, dtype=object)) for f, v in values.items()}
@@ -209,17 +225,19 @@ def _decide(tuples: list[_Evidence], spec: RoleTable) -> list[tuple[str, int]]:
             expert_evidence |= _matches(rule, holds, {}, len(tuples))
     flags = {
         "update": np.array([_update(t, parts[t.path], own[i][0], differentiates) for i, t in enumerate(tuples)]),
-        "moe": np.full(len(tuples), bool(expert_evidence.any() or any(r == "experts" for r, _ in own))),
+        "moe": np.full(len(tuples), bool(expert_evidence.any() or any(w[0] == "experts" for w in own))),
     }
+    # the scopes that hold routed-expert work by the op's own evidence (a grouped GEMM, a ragged dot): an MLP
+    # scope among them is the routed experts' (DeepSeek's mlp(F), mlp(B), mlp(W)); any other MLP is a dense FFN
+    experts_in = {p for i in np.flatnonzero(expert_evidence).tolist() for p in _prefixes(parts[tuples[i].path][0])}
     out: list[tuple[str, int]] = [("other", len(spec.rules) - 1)] * len(tuples)
     todo = np.ones(len(tuples), dtype=bool)
-    moe = bool(flags["moe"].any())
     for index, rule in enumerate(spec.rules):
         if not todo.any():
             break
         hit = todo & _matches(rule, holds, flags, len(tuples))
         for i in np.flatnonzero(hit).tolist():
-            role = _role_of(rule.role, tuples[i], own[i], served[i], ranged[i], moe)
+            role = _role_of(rule.role, tuples[i], own[i], served[i], ranged[i], experts_in)
             out[i] = (role, index)
         todo &= ~hit
     return out
@@ -262,10 +280,15 @@ def _update(t: _Evidence, parts: tuple[str, bool, str], own_role: str, different
 
 
 def _role_of(
-    rule_role: str, t: _Evidence, own: tuple[str, str], served: tuple[str, str], ranged: tuple[str, str], moe: bool
+    rule_role: str,
+    t: _Evidence,
+    own: tuple[str, str, str],
+    served: tuple[str, str, str],
+    ranged: tuple[str, str, str],
+    experts_in: set[str],
 ) -> str:
     if rule_role == "@exchange":
-        for _, exchange in (own, ranged, served):
+        for _, exchange, _ in (own, ranged, served):
             if exchange:
                 return exchange
         if t.kind in ("ep-dispatch", "ep-combine"):
@@ -275,9 +298,9 @@ def _role_of(
         said = {own[0], served[0], ranged[0]} - {""}
         return "dispatch" if not said or said & {"@moe", "experts", "permute", "unpermute"} else "other"
     if rule_role == "@words":
-        word = next(r for r in (own[0], served[0], ranged[0]) if r)
+        word, _, where = next(w for w in (own, served, ranged) if w[0])
         if word == "@ffn":
-            return "experts" if moe else "shared"
+            return "experts" if where in experts_in else "shared"
         if word == "@moe":
             return "permute"
         return word

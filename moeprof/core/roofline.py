@@ -52,7 +52,10 @@ def activity_counts(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
     recounted, model, xla = column("recounted_flops"), column("model_flops"), column("flops")
     flops = np.where(~np.isnan(recounted), recounted, np.where(~np.isnan(model), model, xla))
-    return flops, column("hbm_bytes")
+    # HBM bytes where a reader read them (the TPU readers fill them, with this same fallback), else every memory
+    # space's bytes_accessed (a table built without them)
+    hbm = column("hbm_bytes")
+    return flops, np.where(np.isnan(hbm), column("bytes_accessed"), hbm)
 
 
 def activity_roles(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.analysis import DeviceFigures, StepFigures
-from ..core.expert_load import ExpertLoad, useful_work
 from ..core.hardware import ChipPreset
+from ..core.padding import ExpertLoad, useful_work
 from ..core.scopes import COUNTED, flops_source
 from ..core.sections import Utilization
 

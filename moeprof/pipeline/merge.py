@@ -28,10 +28,10 @@ from ..core.analysis import (
     sum_figures,
 )
 from ..core.events import concat as concat_tables
-from ..core.expert_load import manifest_expert_load
 from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
+from ..core.padding import manifest_expert_load
 from ..core.roofline import (
     ROLE_COLUMNS,
     ROOFLINE_COLUMNS,
@@ -635,7 +635,7 @@ def _on_chip(
 
 
 def _rows(job: JobResults) -> dict[int, int]:
-    """The rows the job's expert GEMMs compute -> how many ops compute that many (core.expert_load)."""
+    """The rows the job's expert GEMMs compute -> how many ops compute that many (core.padding)."""
     table = job.table("expert_rows", EXPERT_ROW_COLUMNS)
     if table.empty:
         return {}

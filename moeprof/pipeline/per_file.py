@@ -17,11 +17,11 @@ import pandas as pd
 from ..core import intervals as iv
 from ..core.analysis import DeviceFigures, StepFigures
 from ..core.events import column_codes, combine_codes, first_rows, lookup
-from ..core.expert_load import expert_gemm_rows
 from ..core.hlo import HloModule
 from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device_fingerprint, identify
 from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
+from ..core.padding import expert_gemm_rows
 from ..core.roles import role_table, row_roles
 from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, device_roles, device_roofline
 from ..core.scopes import (
@@ -95,7 +95,7 @@ class FileResult:
     # per (device, role) the time, exposed time and one-device exchanges (core.roofline)
     roofline: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROOFLINE_COLUMNS))
     roles: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROLE_COLUMNS))
-    # rows the experts' ragged dots compute -> how many ops compute that many (core.expert_load)
+    # rows the experts' ragged dots compute -> how many ops compute that many (core.padding)
     expert_rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EXPERT_ROW_COLUMNS))
 
 
@@ -430,7 +430,7 @@ def measure_file(
 
 
 def _expert_rows(trace: Trace, columns: EventColumns) -> pd.DataFrame:
-    """The rows the file's expert GEMMs compute (core.expert_load.expert_gemm_rows) as EXPERT_ROW_COLUMNS."""
+    """The rows the file's expert GEMMs compute (core.padding.expert_gemm_rows) as EXPERT_ROW_COLUMNS."""
     if not trace.hlo or not len(trace.events):
         return pd.DataFrame(columns=EXPERT_ROW_COLUMNS)
     roles = columns.derived("roofline:roles", lambda: row_roles(trace.events))

@@ -1,9 +1,9 @@
-"""The experts' load a run records, and what it says of the expert GEMMs' work (spec §10 "Grouped GEMM padding").
+"""Spec §10 "Grouped GEMM padding": what of the expert GEMMs' FLOPs is model work, from the load a run records.
 
 :func:`manifest_expert_load` reads a run folder's manifest (``moeprof capture demo``): the (token, k) assignments
 each expert received per layer, per profiled step (``demo.records[].expert_load``) and their mean
-(``demo.load.tokens_per_expert``), with the model's experts, top-k and capacity factor. It is the one place
-that reads them (spec §11's expert load reads them through it too).
+(``demo.load.tokens_per_expert``), with the model's experts, top-k and capacity factor (a small reader: spec §11's
+expert-load reader, where the job has one, is the one place to read them, and this one gives way to it).
 
 :func:`expert_gemm_rows` finds how many rows the expert GEMMs compute, from the program's HLO: a ragged dot's
 rows ``M`` (its output's first dimension): every assignment on a dropless run, ``E·C`` on a capacity run (each
