@@ -877,7 +877,7 @@ def roofline_table(result: Analysis, top: int) -> TextTable | None:
         wrong = util is not None and float(util) > 1  # a count above the roof is a wrong count, said
         rows.append(
             [
-                str(o.get("op", "")),
+                kernel_label(str(o.get("op", ""))),  # a GPU kernel's demangled name runs to hundreds of characters
                 str(o.get("role", "")),
                 str(o.get("scope", "")),
                 f"{int(o.get('count') or 0) / per:,.3g}",
