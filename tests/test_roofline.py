@@ -80,7 +80,14 @@ def xprof_ops(path: Path) -> dict[str, dict]:
     return out
 
 
-@pytest.mark.parametrize(("where", "rel"), CAPTURES, ids=[rel for _, rel in CAPTURES])
+# the committed demo capture in the edit loop; every capture in the full suite (seconds each: xprof runs too)
+QUICK = "tpu_v5e_demo/runsc.xplane.pb"
+
+
+@pytest.mark.parametrize(
+    ("where", "rel"),
+    [pytest.param(w, r, id=r, marks=() if r == QUICK else pytest.mark.slow) for w, r in CAPTURES],
+)
 def test_every_op_matches_xprofs_op_profile(where: str, rel: str, tmp_path: Path) -> None:
     """Per op xprof lists, over the capture: time (``rawTime``), HBM bytes (``rawBytesAccessedArray[0]``), HBM
     bandwidth utilization (``bandwidthUtils[0]``, which xprof caps at 1: moeprof's is not capped) and FLOPs
@@ -248,6 +255,7 @@ def test_deepseeks_kernels_have_their_roles() -> None:
     assert abs(sum(r["time_ns"] for r in analysis.roles) - analysis.total.accumulated_ns / steps) <= len(ROLES)
 
 
+@pytest.mark.slow  # four captures analyzed
 def test_the_roles_say_where_the_levers_time_went() -> None:
     """The demo's token-movement levers (sample_traces/tpu_v5e_levers): skipping the one-chip exchange takes the
     dispatch and combine away and most of the permutation (the received rows' re-sort and its backward); the
