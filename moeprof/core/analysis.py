@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .expert_load import ExpertLoad
 from .ledger import DEVICE_KEYS
 from .sections import EdgeExposure, Hardware, InspectorResult, Launches, LedgerTotals, Throughput, Utilization
 
@@ -848,6 +849,10 @@ class Analysis:
     # what the host's kernel launches say (readers.kineto.launch_facts, summed over the files): launches, those
     # without their activity, those inside a graph capture; JSON "launches"
     launches: Launches | None = None
+    # spec §11: tokens routed per layer and expert (the run's manifest or --expert-load), and the bytes each
+    # all-to-all sent per (sender, receiver) pair (Kineto split sizes), joined to the §8 ledger
+    expert_load: ExpertLoad | None = None
+    traffic: tuple[Mapping[str, Any], ...] = ()
 
     schema: ClassVar[str] = SCHEMA
 
@@ -879,8 +884,9 @@ class Analysis:
 
     @property
     def timeline_free(self) -> bool:
-        """An analysis of NCCL Inspector logs alone: no device timeline, so no §4 figure."""
-        return self.inspector is not None and not self.devices
+        """An analysis without a device timeline, so no §4 figure: NCCL Inspector logs alone, or host-only traces
+        whose all-to-all split sizes give their traffic (spec §11)."""
+        return (self.inspector is not None or bool(self.traffic)) and not self.devices
 
     @property
     def ledger_matched(self) -> bool:
@@ -916,6 +922,8 @@ class Analysis:
             doc["inspector"] = dict(self.inspector)
             if not self.devices:  # no timeline: the §4 figures are unknown, not 0
                 doc["total"] = {k: None for k in doc["total"]}
+        elif self.timeline_free:  # host-only traces with their traffic (spec §11): no timeline either
+            doc["total"] = {k: None for k in doc["total"]}
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -934,6 +942,10 @@ class Analysis:
             doc["edge_exposure"] = dict(self.edges)
         if self.launches:
             doc["launches"] = dict(self.launches)
+        if self.expert_load:
+            doc["expert_load"] = dict(self.expert_load)
+        if self.traffic:
+            doc["traffic"] = [dict(t) for t in self.traffic]
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -972,6 +984,8 @@ class Analysis:
             "utilization",
             "edge_exposure",
             "launches",
+            "expert_load",
+            "traffic",
         }
         try:
             return cls(
@@ -998,6 +1012,8 @@ class Analysis:
                 utilization=_section(Utilization, doc.get("utilization")),
                 edges=_section(EdgeExposure, doc.get("edge_exposure")),
                 launches=_section(Launches, doc.get("launches")),
+                expert_load=_section(ExpertLoad, doc.get("expert_load")),
+                traffic=tuple(_dicts(doc.get("traffic"))),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )
