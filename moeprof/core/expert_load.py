@@ -92,11 +92,12 @@ class RoutedLoad:
             )
         return out, steps
 
-    def device_rows(self) -> np.ndarray | None:
+    def device_rows(self, devices: int | None = None) -> np.ndarray | None:
         """``[layer, device]``: rows each device's experts computed per step (mean over steps), where known:
         the kept rows a manifest records, else the routed rows of the experts each device holds (experts laid
-        out in contiguous blocks over ``devices``, as expert parallelism places them), else None."""
-        if self.kept is not None and len(self.kept):
+        out in contiguous blocks over ``devices``, default the source's, as expert parallelism places them),
+        else None."""
+        if self.kept is not None and len(self.kept) and devices in (None, int(self.kept["device"].max()) + 1):
             layers = int(self.kept["layer"].max()) + 1
             n_dev = int(self.kept["device"].max()) + 1
             out = np.zeros((layers, n_dev), dtype=np.float64)
@@ -106,10 +107,11 @@ class RoutedLoad:
                 self.kept["rows"].to_numpy(np.float64),
             )
             return out / max(int(self.kept["step"].nunique()), 1)
-        if not self.devices or self.experts % self.devices:
+        devices = devices or self.devices
+        if not devices or self.experts % devices:
             return None
         per_expert = self.per_layer_expert()
-        return per_expert.reshape(per_expert.shape[0], self.devices, self.experts // self.devices).sum(axis=2)
+        return per_expert.reshape(per_expert.shape[0], devices, self.experts // devices).sum(axis=2)
 
 
 def _ints(value: Any) -> list[int] | None:

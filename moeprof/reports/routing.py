@@ -25,8 +25,8 @@ MATRICES_SHOWN = 4  # instances whose matrix the terminal prints (the JSON has e
 
 
 def _n(x: float) -> str:
-    """A token count: whole numbers as integers, means to one decimal."""
-    return f"{x:,.0f}" if abs(x - round(x)) < 0.05 else f"{x:,.1f}"
+    """A token count: whole numbers and means of 100 or more as integers, smaller means to one decimal."""
+    return f"{x:,.0f}" if abs(x - round(x)) < 0.05 or abs(x) >= 100 else f"{x:,.1f}"
 
 
 def _source(section: Mapping[str, Any]) -> str:
@@ -364,3 +364,87 @@ def traffic_renderables(
     if len(traffic) > len(shown):
         out.append(f"{len(traffic) - len(shown)} more instance(s) in the JSON (--json: traffic)")
     return out
+
+
+# ---------------------------------------------------------------- the HTML report's heatmaps
+
+HEATMAP_INSTANCES = 6  # traffic instances the page draws (the flagged first); the JSON has every one
+HEATMAP_RANKS = 128  # instances over more ranks are drawn by their sums alone
+
+
+def heatmaps(analysis: Analysis) -> list[dict[str, Any]]:
+    """What the page's script draws (report.js ``drawHeatmap``): one map of tokens per layer (row) and expert
+    (column) and, for a capacity run of one source device, the drops per layer and expert; one map of bytes per
+    sender (row) and receiver (column) per all-to-all instance, its unknown cells null, with its row and column
+    sums and flags. Values are exactly the analysis' figures."""
+    out: list[dict[str, Any]] = []
+    section = analysis.expert_load
+    if section:
+        layers = list(section.get("layers") or ())
+        experts = int(section.get("experts") or 0)
+        out.append(
+            {
+                "kind": "load",
+                "title": f"Tokens per layer and expert ({section.get('unit', '')}; {_source(section)})",
+                "rows": [f"layer {entry['layer']}" for entry in layers],
+                "cols": [str(e) for e in range(experts)],
+                "row_name": "layer",
+                "col_name": "expert",
+                "unit": "tokens",
+                "values": [list(entry.get("tokens_per_expert") or []) for entry in layers],
+                "means": [entry.get("mean") for entry in layers],
+                "hot": [[int(e) for e in entry.get("hot") or ()] for entry in layers],
+                "dead": [[int(e) for e in entry.get("dead") or ()] for entry in layers],
+            }
+        )
+        if any(entry.get("dropped_per_expert") for entry in layers):
+            out.append(
+                {
+                    "kind": "drops",
+                    "title": f"Tokens dropped per layer and expert (capacity {section.get('capacity'):,} rows per "
+                    "expert; per step)",
+                    "rows": [f"layer {entry['layer']}" for entry in layers],
+                    "cols": [str(e) for e in range(experts)],
+                    "row_name": "layer",
+                    "col_name": "expert",
+                    "unit": "tokens",
+                    "values": [list(entry.get("dropped_per_expert") or [0.0] * experts) for entry in layers],
+                }
+            )
+    shown = sorted(analysis.traffic, key=lambda t: not t.get("flagged"))[:HEATMAP_INSTANCES]
+    for entry in shown:
+        ranks = [str(r) for r in entry.get("ranks") or ()]
+        if len(ranks) > HEATMAP_RANKS:
+            continue
+        flags = entry.get("flagged") or []
+        out.append(
+            {
+                "kind": "traffic",
+                "title": f"Bytes per sender and receiver: {_where(entry)} ({entry.get('dtype') or 'dtype ?'})"
+                + (" — partial: unknown cells hatched, sums from the tensors' dims" if entry.get("partial") else ""),
+                "rows": ranks,
+                "cols": ranks,
+                "row_name": "sender",
+                "col_name": "receiver",
+                "unit": "bytes",
+                "values": entry.get("matrix_bytes") or [],
+                "row_sums": entry.get("row_bytes") or [],
+                "col_sums": entry.get("col_bytes") or [],
+                "flag_rows": [ranks.index(str(f["rank"])) for f in flags if f["kind"] == "sender"],
+                "flag_cols": [ranks.index(str(f["rank"])) for f in flags if f["kind"] == "receiver"],
+                "flag_cells": [[ranks.index(str(f["src"])), ranks.index(str(f["dst"]))] for f in flags
+                               if f["kind"] == "pair"],  # fmt: skip
+            }
+        )
+    return out
+
+
+def routing_notes(analysis: Analysis) -> list[str]:
+    """The page's words over the heatmaps: the first lines' sentences and the traffic summary."""
+    notes = [line for line in (load_line(analysis.expert_load), traffic_line(analysis.traffic)) if line]
+    if analysis.traffic:
+        notes.append(traffic_summary(analysis.traffic))
+        for entry in analysis.traffic:
+            if (said := reading(entry)) is not None:
+                notes.append(f"{_where(entry)}: {said}.")
+    return notes
