@@ -150,7 +150,7 @@ def _records_of(path: Path, doc: Any) -> list[tuple[str, Mapping[str, Any]]]:
         if not doc:
             raise InputError(path, "an empty JSON list: no expert load in it")
         if all(isinstance(v, dict) for v in doc):
-            if all(_is_record(v) for v in doc):
+            if any(_is_record(v) for v in doc):  # records (a bad one is named where it is read)
                 return [(f"record {i}", v) for i, v in enumerate(doc)]
             out: list[tuple[str, Mapping[str, Any]]] = []
             for i, v in enumerate(doc):  # per-step objects carrying an array
@@ -265,6 +265,7 @@ def _csv_records(path: Path, text: str) -> list[tuple[str, Mapping[str, Any]]]:
 
 
 def _integer(path: Path, where: str, field: str, value: Any, limit: int) -> int:
+    given = value  # as the file gives it, for the refusal
     if isinstance(value, bool) or value is None:
         raise InputError(path, f"{where}: {field} {value!r} is not an integer >= 0")
     if isinstance(value, str):
@@ -279,7 +280,7 @@ def _integer(path: Path, where: str, field: str, value: Any, limit: int) -> int:
         except ValueError:
             raise InputError(path, f"{where}: {field} {value!r} is not an integer >= 0") from None
     if not isinstance(value, int | float) or not math.isfinite(value) or value < 0 or value != int(value):
-        raise InputError(path, f"{where}: {field} {value!r} is not an integer >= 0")
+        raise InputError(path, f"{where}: {field} {given!r} is not an integer >= 0")
     if value >= limit:
         raise InputError(path, f"{where}: {field} {int(value):,} is beyond any MoE model (at most {limit - 1:,})")
     return int(value)
