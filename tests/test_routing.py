@@ -513,3 +513,19 @@ def test_the_browser_draws_the_heatmaps(tmp_path: Path) -> None:
             assert hover == ""  # nothing known to hover in the world-33 matrices
         else:
             assert hover == "layer 0, expert 0: 13,561 tokens (6.62x the layer's mean)"
+
+
+def test_gates_refuse_host_only_traces_rather_than_pass_on_nothing(w4: Analysis) -> None:
+    """check, diff and --history have no figure of a host-only job: each refuses it in one line (exit 2),
+    where before a trace without device activity was refused at reading."""
+    from moeprof.gate.check import Source, checkable
+    from moeprof.gate.diff import compare
+    from moeprof.gate.history import record_run
+
+    source = Source(W4, "trace", w4)
+    with pytest.raises(InputError, match="host-only traces .* no figure to gate"):
+        checkable(source, ("comm_share",))
+    with pytest.raises(InputError, match="no figure diff compares"):
+        compare([source, source])
+    with pytest.raises(InputError, match="--history records the §4 figures; host-only traces"):
+        record_run(Path("unused.db"), "analyze", w4)

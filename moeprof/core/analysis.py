@@ -889,6 +889,14 @@ class Analysis:
         return (self.inspector is not None or bool(self.traffic)) and not self.devices
 
     @property
+    def host_only(self) -> bool:
+        """Host-only traces (no device activity) analyzed for their all-to-all split sizes alone (spec §11)."""
+        return self.timeline_free and self.inspector is None
+
+    # what a gate or renderer calls an analysis without a timeline, in its refusals
+    HOST_ONLY: ClassVar[str] = "host-only traces (no device activity: their all-to-all split sizes alone)"
+
+    @property
     def ledger_matched(self) -> bool:
         """Whether the ledger matched a collective across ranks: only then is there a wait/transfer split
         (one rank alone has a ledger whose comm is all unmatched)."""

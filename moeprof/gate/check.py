@@ -204,6 +204,8 @@ def balance_saving(analysis: Analysis) -> float:
 def checkable(source: Source, figures: tuple[str, ...] = ()) -> Analysis:
     """The analysis a gate may judge, or an InputError: a gate never passes on nothing or on nonsense."""
     a = source.analysis
+    if a.host_only:
+        raise InputError(source.path, f"{a.HOST_ONLY}: no figure to gate (analyze them for their traffic)")
     if a.timeline_free:
         timed = [f for f in figures if f not in INSPECTOR_FIGURES]
         if timed:

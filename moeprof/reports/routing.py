@@ -126,7 +126,8 @@ def load_table(section: Mapping[str, Any], fits: Callable[[Table], bool] = lambd
     capacity = section.get("capacity")
     title = f"Expert load ({_source(section)}): {section.get('unit', '')}"
     if capacity:
-        title += f"; capacity {capacity:,} rows per expert and source device (factor {section.get('capacity_factor'):g})"
+        factor = section.get("capacity_factor")
+        title += f"; capacity {capacity:,} rows per expert and source device (factor {factor:g})"
     dropped = any(entry.get("dropped") is not None for entry in layers)
     experts = int(section.get("experts") or 0)
     strip = f"experts 0..{experts - 1}" if 0 < experts <= STRIP_EXPERTS else ""
@@ -432,8 +433,9 @@ def heatmaps(analysis: Analysis) -> list[dict[str, Any]]:
                 "col_sums": entry.get("col_bytes") or [],
                 "flag_rows": [ranks.index(str(f["rank"])) for f in flags if f["kind"] == "sender"],
                 "flag_cols": [ranks.index(str(f["rank"])) for f in flags if f["kind"] == "receiver"],
-                "flag_cells": [[ranks.index(str(f["src"])), ranks.index(str(f["dst"]))] for f in flags
-                               if f["kind"] == "pair"],  # fmt: skip
+                "flag_cells": [
+                    [ranks.index(str(f["src"])), ranks.index(str(f["dst"]))] for f in flags if f["kind"] == "pair"
+                ],
             }
         )
     return out

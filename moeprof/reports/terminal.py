@@ -683,6 +683,7 @@ def _render_routing(result: Analysis, console: Console, timeline: bool = True) -
         for sentence in (*timeline_free_lines(result), *routing_lines(result)):
             for line in wrap(sentence, width):
                 console.print(Text(line, style="bold"), soft_wrap=True)
+
     def fits(table: Table) -> bool:
         return natural_width(table) <= width
 

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ....core.analysis import Opportunity
-from ....core.expert_load import RoutedLoad, expert_load_figures
 from ....core.events import BUCKETS, combine_codes, lookup
+from ....core.expert_load import RoutedLoad, expert_load_figures
 from ....core.metrics import EventColumns
 from ....core.trace import TPU, Trace
 from ....core.vocabulary import searches, vocabulary
@@ -160,10 +160,11 @@ class RouterBalance:
     def note(self) -> str:
         """What the change could not do, in a sentence ("": it did what it says)."""
         if self.one_device:
-            return (
+            said = (
                 f"{self.one_device} runs every expert: a balanced router moves no work between devices, it computes "
-                "the same routed rows whatever their spread over its experts" + (f"; {self.routed}" if self.routed else "")
+                "the same routed rows whatever their spread over its experts"
             )
+            return said + (f"; {self.routed}" if self.routed else "")
         if not self.expert_rows:
             return (
                 "no routed-expert work found (no experts scope in the HLO op names, no grouped-GEMM, megablox "
@@ -329,7 +330,12 @@ def router_balanced(
         transfer,
         gap,
         RouterBalance(
-            int(rows.size), int(exchange.sum()), int(ragged_rows.size), int(k), int(round(moved)), int(round(unplaced)),
+            int(rows.size),
+            int(exchange.sum()),
+            int(ragged_rows.size),
+            int(k),
+            int(round(moved)),
+            int(round(unplaced)),
             measured=rows_per is not None,
         ),
     )
