@@ -523,7 +523,7 @@ def test_gates_refuse_host_only_traces_rather_than_pass_on_nothing(w4: Analysis)
     from moeprof.gate.history import record_run
 
     source = Source(W4, "trace", w4)
-    with pytest.raises(InputError, match="host-only traces .* no figure to gate"):
+    with pytest.raises(InputError, match=r"host-only traces .* no figure to gate"):
         checkable(source, ("comm_share",))
     with pytest.raises(InputError, match="no figure diff compares"):
         compare([source, source])
