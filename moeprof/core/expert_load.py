@@ -29,6 +29,8 @@ PERCENTILES = (50, 90, 99)  # of tokens per expert within a layer (numpy's linea
 # the first lines speak of the load where a layer has a hot or dead expert, or drops reach this share
 DROPS_MATTER = 0.01
 SOURCES = ("manifest", "file")
+# what a count is, per source: a demo manifest counts (token, k) assignments; a log counts what its framework does
+UNITS = {"manifest": "(token, k) assignments", "file": "tokens"}
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,7 @@ def expert_load_figures(load: RoutedLoad) -> ExpertLoad:
     out: ExpertLoad = {
         "source": load.source,
         "origin": load.origin,
-        "unit": f"(token, k) assignments per step, the mean over {steps.size} step{'s' if steps.size != 1 else ''}",
+        "unit": f"{count_word(load.source)} per step, the mean over {steps.size} step{'s' if steps.size != 1 else ''}",
         "steps": int(steps.size),
         "experts": load.experts,
         "layers": layers,
@@ -328,6 +330,11 @@ def _dropped_per_step(load: RoutedLoad, steps: np.ndarray) -> np.ndarray | None:
     if load.dropped_total:
         return np.array([float(load.dropped_total.get(int(s), 0.0)) for s in steps.tolist()], dtype=np.float64)
     return None
+
+
+def count_word(source: object) -> str:
+    """What the counts of a load ``source`` are, in words ("(token, k) assignments", "tokens")."""
+    return UNITS.get(str(source), "tokens")
 
 
 def load_matters(section: Mapping[str, Any] | None) -> bool:

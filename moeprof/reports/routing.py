@@ -14,7 +14,7 @@ from rich import box
 from rich.table import Table
 
 from ..core.analysis import Analysis
-from ..core.expert_load import DROPS_MATTER, load_matters
+from ..core.expert_load import DROPS_MATTER, count_word, load_matters
 from ..words import plural
 from .text import human_bytes
 
@@ -61,8 +61,8 @@ def load_line(section: Mapping[str, Any] | None) -> str | None:
     dead = worst.get("dead") or []
     text = (
         f"Expert load ({_source(section)}, {plural(steps, 'step')}): layer {worst['layer']} routes "
-        f"{_n(per_expert[hottest])} of its {_n(worst.get('tokens') or 0)} (token, k) assignments per step to expert "
-        f"{hottest} ({worst['max_over_mean']:.1f}x the mean expert)"
+        f"{_n(per_expert[hottest])} of its {_n(worst.get('tokens') or 0)} {count_word(section.get('source'))} per "
+        f"step to expert {hottest} ({worst['max_over_mean']:.1f}x the mean expert)"
     )
     text += f" and none to {len(dead)} of its {len(per_expert)} experts" if dead else ""
     others = [entry for entry in layers if entry is not worst and (entry.get("hot") or entry.get("dead"))]
@@ -95,7 +95,8 @@ def _drops_line(section: Mapping[str, Any], layers: Sequence[Mapping[str, Any]])
         for entry in by_layer
     ]
     text = (
-        f"Capacity drops ({_source(section)}; {head}): {_n(dropped)} of the {_n(tokens)} (token, k) assignments per "
+        f"Capacity drops ({_source(section)}; {head}): {_n(dropped)} of the {_n(tokens)} "
+        f"{count_word(section.get('source'))} per "
         f"step are dropped ({dropped / tokens:.1%})"
         if tokens
         else "Capacity drops"
@@ -386,7 +387,7 @@ def heatmaps(analysis: Analysis) -> list[dict[str, Any]]:
         out.append(
             {
                 "kind": "load",
-                "title": f"Tokens per layer and expert ({section.get('unit', '')}; {_source(section)})",
+                "title": f"Tokens per layer and expert: {section.get('unit', '')} ({_source(section)})",
                 "rows": [f"layer {entry['layer']}" for entry in layers],
                 "cols": [str(e) for e in range(experts)],
                 "row_name": "layer",

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ....core.analysis import Opportunity
 from ....core.events import BUCKETS, combine_codes, lookup
-from ....core.expert_load import RoutedLoad, expert_load_figures
+from ....core.expert_load import RoutedLoad, count_word, expert_load_figures
 from ....core.metrics import EventColumns
 from ....core.trace import TPU, Trace
 from ....core.vocabulary import searches, vocabulary
@@ -410,7 +410,7 @@ def _one_device_load(routed: RoutedLoad | None) -> str:
         return ""
     worst = max(layers, key=lambda entry: entry.get("max_over_mean") or 0)
     text = (
-        f"measured: layer {worst['layer']}'s {worst.get('tokens', 0):,.0f} (token, k) assignments per step, its "
+        f"measured: layer {worst['layer']}'s {worst.get('tokens', 0):,.0f} {count_word(routed.source)} per step, its "
         f"hottest expert {worst.get('max_over_mean', 0):.1f}x the mean"
     )
     dropped = figures.get("dropped")
