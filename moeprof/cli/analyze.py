@@ -10,6 +10,7 @@ import typer
 from ..workers import warm_fork_server
 from .common import (
     DomainOption,
+    ExpertLoadOption,
     GpuOption,
     GpusPerNodeOption,
     JobsOption,
@@ -26,6 +27,7 @@ from .common import (
     fail,
     file_progress,
     guarded,
+    read_load,
     scale_up_domain,
 )
 
@@ -123,6 +125,7 @@ def analyze_command(
             " (the JSON carries each path's figures and its longest segments).",
         ),
     ] = None,
+    expert_load: ExpertLoadOption = None,
 ) -> None:
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
@@ -142,6 +145,7 @@ def analyze_command(
             raise fail("--no-projection leaves out the projections: it excludes --what-if and --critical-path")
 
         device_rows = parse_devices(devices)
+        routed = read_load(expert_load)  # a bad file fails before any trace is read
         options, step_options = analyze_options(
             steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
@@ -155,7 +159,7 @@ def analyze_command(
             )
             request = Request(
                 plan, options, step_options, exec_options(jobs, scheduler, skip_bad), peaks, terms,
-                progress=advance, projections=detail,
+                progress=advance, projections=detail, expert_load=routed,
             )  # fmt: skip
             result = run_job(request).analysis
         if model or tokens_per_step:

@@ -71,7 +71,8 @@ def annotate_command(
         done = run_job(request)
         result, projected = done.analysis, done.projected
         if result.timeline_free:
-            raise fail(f"{paths[0]}: NCCL Inspector logs have no timeline to annotate (analyze or report them)")
+            what = result.HOST_ONLY if result.host_only else "NCCL Inspector logs"
+            raise fail(f"{paths[0]}: {what} have no timeline to annotate (analyze or report them)")
         try:
             if projected is None:
                 counts = write_annotated(list(done.traces), result, done.timeline, output)

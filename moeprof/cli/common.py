@@ -310,6 +310,26 @@ def scale_up_domain(nvlink_domain_size: int | None, slice_size: int | None) -> i
     return nvlink_domain_size or slice_size
 
 
+ExpertLoadOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--expert-load",
+        metavar="FILE",
+        help="Tokens routed per expert as your framework logs them: a JSON or CSV of step, layer, expert, tokens"
+        " (optionally device). Default: the run folder's manifest's, where it records them.",
+    ),
+]
+
+
+def read_load(path: Path | None) -> Any:
+    """``--expert-load``'s routed load (core.expert_load.RoutedLoad), read before any trace; None without it."""
+    if path is None:
+        return None
+    from ..readers.expert_load import read_expert_load
+
+    return read_expert_load(path)
+
+
 RunOption = Annotated[
     str | None, typer.Option("--run", help="TensorBoard log dir: the plugins/profile/<run> to read (default: newest).")
 ]

@@ -257,6 +257,8 @@ def checkable(source: Source, figures: tuple[str, ...] = (), role_gates: tuple[s
             f"{_flag(role_gates[0])} needs the time per MoE role (spec §10, the analysis' roles), which this "
             "analysis has none of: no device activity, or saved by a moeprof from before roles",
         )
+    if a.host_only:
+        raise InputError(source.path, f"{a.HOST_ONLY}: no figure to gate (analyze them for their traffic)")
     if a.timeline_free:
         timed = [f for f in figures if f not in INSPECTOR_FIGURES]
         if timed:

@@ -210,6 +210,9 @@ def compare(sources: list[Source]) -> dict:
     """The ``moeprof.diff/1`` object for two or more analyses, in the order given."""
     if len(sources) < 2:
         raise ValueError("diff needs two or more inputs")
+    host_only = [s for s in sources if s.analysis.host_only]
+    if host_only:
+        raise InputError(host_only[0].path, f"{Analysis.HOST_ONLY}: no figure diff compares (analyze them)")
     free = [s.analysis.timeline_free for s in sources]
     if all(free):
         return compare_inspector(sources)

@@ -28,12 +28,14 @@ from ..core.analysis import (
     sum_figures,
 )
 from ..core.events import concat as concat_tables
+from ..core.expert_load import RoutedLoad, expert_load_figures
 from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
 from ..core.sections import LedgerTotals
 from ..core.steps import job_step_windows
+from ..core.traffic import SPLIT_COLUMNS, traffic_instances
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.edges import capture_edges
 from ..insight.levers import on_chip_levers, role_rows
@@ -199,6 +201,7 @@ class JobResults:
         "scopes",
         "op_flops",
         "step_flops",
+        "splits",
     )
     _FILE = "_file_index"
 
@@ -474,10 +477,12 @@ def finish_job(
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
     projections: str = "full",
+    load: RoutedLoad | None = None,
 ) -> Merged:
     """The analysis of everything ``job`` took in, the comm records with their ledger view (instance, wait,
     straggler), and the projector of its §9 projections (``projections``: what of them to compute,
-    :func:`moeprof.insight.projection.project_analysis`'s ``detail``)."""
+    :func:`moeprof.insight.projection.project_analysis`'s ``detail``); ``load``: the tokens the run routed per
+    layer and expert (spec §11), its figures in the analysis and its rows in the router projection."""
     notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
@@ -515,6 +520,7 @@ def finish_job(
         else []
     )
     signals = sorted(job.signals, key=lambda s: (s["type"], s["device"]))
+    traffic, traffic_notes = traffic_instances(job.table("splits", tuple(SPLIT_COLUMNS)), matched, bool(devices))
     order = sorted(job.inputs)
     # the JAX scopes and the FLOPs the trace's ops state, against the chip's own peak first
     scope_frame = job.table("scopes", SCOPE_COLUMNS)
@@ -554,7 +560,13 @@ def finish_job(
             hardware.summary,
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
-        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings, *flop_notes),
+        warnings=(
+            *notes,
+            *(w for k in order for w in job.warnings[k]),
+            *hardware.warnings,
+            *flop_notes,
+            *traffic_notes,
+        ),
         dropped_activities=job.dropped_activities,
         spread=spread(devices, steps, job.step_positions, job.clock_offsets(ledger)),
         ledger=ledger_summary(ledger) if ledger is not None else None,
@@ -568,8 +580,10 @@ def finish_job(
         ),
         launches=launch_summary(job.launches),
         roles=role_rows(replay),
+        expert_load=expert_load_figures(load) if load is not None else None,
+        traffic=tuple(traffic),
     )
-    projected, projector = project_analysis(analysis, replay, what_if, projections)
+    projected, projector = project_analysis(analysis, replay, what_if, projections, load)
     return projected, matched, projector
 
 

@@ -32,6 +32,7 @@ from ..core.scopes import (
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import TPU, Trace
+from ..core.traffic import empty_splits
 from ..errors import InputError
 from ..insight.dependency import independent_ops
 from ..insight.opportunities import device_signals, host_gap_signal
@@ -87,6 +88,8 @@ class FileResult:
     op_flops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=OP_FLOP_COLUMNS))
     step_flops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_FLOP_COLUMNS))
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> the peaks its plane states
+    # spec §11: the all-to-all calls whose split sizes the file records (core.traffic.SPLIT_COLUMNS)
+    splits: pd.DataFrame = field(default_factory=empty_splits)
 
 
 def _independent_compute(
@@ -409,6 +412,7 @@ def measure_file(
         op_flops=_stacked(op_flop_parts, OP_FLOP_COLUMNS),
         step_flops=_stacked(step_flop_parts, STEP_FLOP_COLUMNS),
         peaks={d: dict(p) for d, p in trace.device_peaks.items()},
+        splits=trace.alltoall_splits,
     )
 
 

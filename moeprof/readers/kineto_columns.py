@@ -95,6 +95,9 @@ PER_CALL_KEYS: tuple[tuple[str, str], ...] = (
     ("Src Rank", "src_rank"),
     ("Dst Rank", "dst_rank"),
 )
+# the CPU ops whose recorded shapes and values (record_shapes=True) carry an all-to-all's per-peer splits
+# (spec §11): their "Concrete Inputs", "Input Dims" and "Input type" are kept, as JSON gave them
+SPLIT_OPS = frozenset(("c10d::alltoall_base_",))
 _COMM_ATTRS = tuple(a for _, a in COMM_KEYS)
 _PER_CALL_ATTRS = tuple(a for _, a in PER_CALL_KEYS)
 _COMM_FIELDS = attrgetter(*_COMM_ATTRS, *_PER_CALL_ATTRS)
@@ -132,6 +135,10 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     # autograd: the op's sequence number and, on a backward op, the forward op's thread (0 on a forward op)
     sequence: int = msgspec.field(default=-1, name="Sequence number")
     fwd_thread: int = msgspec.field(default=-1, name="Fwd thread id")
+    # record_shapes: kept undecoded (a view of the text), decoded only on the ops of SPLIT_OPS
+    concrete: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Concrete Inputs")
+    input_dims: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Input Dims")
+    input_type: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Input type")
 
 
 _NO_ARGS = _Args()
@@ -204,6 +211,9 @@ class _LooseArgs(msgspec.Struct, frozen=True, gc=False):
     dst_rank: Any = msgspec.field(default=UNSET, name="Dst Rank")
     sequence: Any = msgspec.field(default=None, name="Sequence number")
     fwd_thread: Any = msgspec.field(default=None, name="Fwd thread id")
+    concrete: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Concrete Inputs")
+    input_dims: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Input Dims")
+    input_type: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Input type")
 
 
 class _LooseEvent(msgspec.Struct, frozen=True, gc=False):
@@ -221,6 +231,16 @@ class _LooseEvent(msgspec.Struct, frozen=True, gc=False):
 
 _LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _SKIPPED_EVENT = _skipped(False)[0]()
+
+
+def _raw_json(value: Any) -> Any:
+    """A Raw field decoded (None where absent or not JSON)."""
+    if value is UNSET:
+        return None
+    try:
+        return msgspec.json.decode(value)
+    except msgspec.DecodeError:
+        return None
 
 
 def _label(value: Any) -> Any:
@@ -291,6 +311,9 @@ def _canonical(loose: list[_LooseEvent], path: Path | None) -> tuple[list, np.nd
                 bytes=_bytes(a.bytes),
                 sequence=_int_or(a.sequence),
                 fwd_thread=_int_or(a.fwd_thread),
+                concrete=a.concrete,
+                input_dims=a.input_dims,
+                input_type=a.input_type,
                 **{f: getattr(a, f) for f in (*_COMM_ATTRS, *_PER_CALL_ATTRS)},
             )
         else:
@@ -342,6 +365,8 @@ class KinetoColumns:
     values: list[Any]  # value code -> pid/tid/device/stream as JSON gave it (None: absent or null)
     comm_args: list[dict[str, Any]]  # comm code -> the COMM_KEYS those args hold, as JSON gave them
     strings: list[str]  # string code -> an In/Out split size
+    # shapes code -> (Concrete Inputs, Input Dims, Input type) of an op of SPLIT_OPS, as JSON gave them (None absent)
+    shapes: list[tuple[Any, Any, Any]]
     device: Group  # kernel, gpu_memcpy, gpu_memset (ph X)
     launch: Group  # cuda_runtime, cuda_driver, hip_runtime, hip_driver (ph X)
     cpu: Group  # cpu_op, user_annotation, python_function (ph X)
@@ -365,13 +390,15 @@ _GROUP_COLUMNS: dict[int, tuple[str, ...]] = {
     DEVICE: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "device", "stream", "correlation", "external", "bytes",
              "own_comm", *_PER_CALL_COLUMNS),
     LAUNCH: ("cat", "pid", "tid", "ts", "bad", "correlation", "name", "dur"),
-    CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", "sequence", "fwd_thread", *_PER_CALL_COLUMNS),
+    CPU: ("cat", "name", "pid", "tid", "ts", "dur", "bad", "external", "sequence", "fwd_thread", "shapes",
+          *_PER_CALL_COLUMNS),
     FLOW: ("cat", "pid", "tid", "ts", "bad", "id"),
 }  # fmt: skip
 _DTYPES: dict[str, Any] = {
     "cat": np.int8, "bad": np.uint8, "ts": np.float64, "dur": np.float64, "bytes": np.float64, "own_comm": bool,
     "has_comms_id": bool, "comms_id": np.uint64, "name": np.int32, "pid": np.int32, "tid": np.int32,
     "device": np.int32, "stream": np.int32, "comm": np.int32, "in_split": np.int32, "out_split": np.int32,
+    "shapes": np.int32,
 }  # fmt: skip
 
 
@@ -411,6 +438,7 @@ class _Builder:
         self.strings = _Interner()
         self.comm_codes: dict[tuple, int] = {}
         self.comm_args: list[dict[str, Any]] = []
+        self.shapes: list[tuple[Any, Any, Any]] = []
         self.parts: dict[int, list[dict[str, np.ndarray]]] = {g: [] for g in _GROUP_COLUMNS}
         self.any_device_cat = False
         self.events = 0
@@ -519,7 +547,20 @@ class _Builder:
             out["fwd_thread"] = self._ints([a.fwd_thread for a in args], m)
             rpc = self.names.codes.get(RECORD_PARAM_COMMS)
             with_comm = out["name"] == rpc if rpc is not None else np.zeros(m, dtype=bool)
+            out["shapes"] = self._shapes(out["name"], args)
         out.update(self._comm(args, with_comm, strict=strict))
+        return out
+
+    def _shapes(self, names: np.ndarray, args: list[_Args]) -> np.ndarray:
+        """Per row, the code of its recorded inputs where it is an op of SPLIT_OPS (-1 elsewhere)."""
+        out = np.full(len(args), -1, dtype=np.int32)
+        codes = [c for op in SPLIT_OPS if (c := self.names.codes.get(op)) is not None]
+        if not codes:
+            return out
+        for i in np.flatnonzero(np.isin(names, codes)).tolist():
+            a = args[i]
+            out[i] = len(self.shapes)
+            self.shapes.append((_raw_json(a.concrete), _raw_json(a.input_dims), _raw_json(a.input_type)))
         return out
 
     def _or_own(self, codes: np.ndarray, own: np.ndarray) -> np.ndarray:
@@ -593,6 +634,7 @@ class _Builder:
             values=self.values.values,
             comm_args=self.comm_args,
             strings=self.strings.values,
+            shapes=self.shapes,
             device=groups[DEVICE],
             launch=groups[LAUNCH],
             cpu=groups[CPU],

@@ -75,6 +75,7 @@ from ..core.trace import CPU
 from ..errors import InputError
 from ..options import RAW_EVENTS_CAP
 from .annotate import natural_key
+from .routing import heatmaps, routing_notes
 from .terminal import human_bytes
 from .text import (
     asked_line,
@@ -854,6 +855,9 @@ class InputPage:
     ranking: str = ""  # how the opportunities are ordered, in words
     verdict: list[str] = field(default_factory=list)  # the terminal's first lines: the answer asked for, the verdict
     payoffs: PayoffView | None = None  # "what would it buy" (§9), as the terminal shows it
+    # spec §11: the heatmaps the script draws (expert load, per-pair traffic) and the words over them
+    heatmaps: list[dict] = field(default_factory=list)
+    routing_notes: list[str] = field(default_factory=list)
 
 
 def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
@@ -929,6 +933,8 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         inspector=inspector_view(r),
         scopes=scopes_table(r),
         utilization=utilization_line(r),
+        heatmaps=timeline.get("heatmaps") or [],
+        routing_notes=routing_notes(r),
     )
 
 
@@ -1098,6 +1104,8 @@ def render(
 def _render(items: Sequence[ReportInput], lanes: str, max_events: int, bin_budget: int, title: str | None) -> str:
     cap = per_input_cap(max_events, len(items))
     timelines = [timeline_data(it, lanes, cap, bin_budget // len(items)) for it in items]
+    for it, tl in zip(items, timelines, strict=True):  # spec §11: drawn by the script beside the timeline
+        tl["heatmaps"] = heatmaps(it.analysis)
     single = len(items) == 1
     measured = [it for it in items if it.projection is None] or list(items)
     if title is None:

@@ -32,6 +32,7 @@ from ..core.summary import (
 )
 from ..words import plural
 from .fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path
+from .routing import load_line, load_table, timeline_free_lines, traffic_line, traffic_renderables
 from .text import (
     NBSP,
     asked_line,
@@ -39,6 +40,7 @@ from .text import (
     fabric_words,
     hardware_line,
     headline,
+    human_bytes,
     ledger_headline,
     ledger_line,
     ms,
@@ -116,16 +118,6 @@ def make_console() -> Console:
 
 def has_colour(console: Console) -> bool:
     return console.color_system is not None and not console.no_color
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def bucket_bar(fig: Figures, width: int = 40, colour: bool = True) -> Text:
@@ -612,6 +604,9 @@ def render(
 
         render_inspector(result.inspector, console or make_console(), top, result.warnings)
         return
+    if result.timeline_free and result.traffic:  # host-only traces: their all-to-all split sizes alone
+        _render_routing(result, console or make_console(), timeline=False)
+        return
     with fabric_words(scale_up_word(result)):
         _render(result, console or make_console(), top, devices)
 
@@ -630,6 +625,9 @@ def _render(
         for line in wrap(asked_line(asked), width):
             console.print(Text(line, style="bold"), soft_wrap=True)
     for sentence in verdict_lines(v):
+        for line in wrap(sentence, width):
+            console.print(Text(line, style="bold"), soft_wrap=True)
+    for sentence in routing_lines(result):  # spec §11: a skewed router, capacity drops, a hot receiver
         for line in wrap(sentence, width):
             console.print(Text(line, style="bold"), soft_wrap=True)
     for parts in (headline(v), ledger_headline(v)):
@@ -666,9 +664,43 @@ def _render(
         console.print(collectives_table(result, top, width))
     if (scopes := scope_table(result, top, width)) is not None:
         console.print(scopes)
+    _render_routing(result, console)
     console.print(opportunities_panel(result, top, width))
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def routing_lines(result: Analysis) -> list[str]:
+    """The first lines' sentences of spec §11 (:mod:`.routing`): the expert load, the traffic."""
+    return [line for line in (load_line(result.expert_load), traffic_line(result.traffic)) if line]
+
+
+def _render_routing(result: Analysis, console: Console, timeline: bool = True) -> None:
+    """Spec §11's sections: the expert load per layer, the all-to-all traffic per pair; without a device
+    timeline (``timeline`` False), its first lines and the warnings too."""
+    width = console.width
+    if not timeline:
+        for sentence in (*timeline_free_lines(result), *routing_lines(result)):
+            for line in wrap(sentence, width):
+                console.print(Text(line, style="bold"), soft_wrap=True)
+
+    def fits(table: Table) -> bool:
+        return natural_width(table) <= width
+
+    if result.expert_load:
+        console.print()
+        console.print(load_table(result.expert_load, fits))
+    if result.traffic:
+        console.print()
+        for part in traffic_renderables(result.traffic, fits):
+            if isinstance(part, str):
+                for line in wrap(part, width):
+                    console.print(Text(line), soft_wrap=True)
+            else:
+                console.print(part)
+    if not timeline:
+        for w in result.warnings:
+            console.print(f"[yellow]warning:[/yellow] {w}")
 
 
 __all__ = ["bucket_bar", "device_table", "make_console", "payoff_table", "render", "split_table", "straggler_table"]

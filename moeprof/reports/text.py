@@ -147,6 +147,17 @@ def on_fabric(text: str) -> str:
     return chip_words(text) if unit == "chip" else text
 
 
+def human_bytes(n: float | None) -> str:
+    """Bytes in binary units ("1.5 MiB"); "-" unknown."""
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
 def ms(ns: int | float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
