@@ -29,7 +29,8 @@ from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
 from moeprof.gate.render import render_diff
 from moeprof.insight.remedies import action_of
-from moeprof.reports.fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path, widths
+from moeprof.core.names import cut
+from moeprof.reports.fitting import NAME_MIN_WIDTH, cut_apart, cut_path, widths
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 

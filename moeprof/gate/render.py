@@ -11,7 +11,8 @@ from rich.text import Text
 
 from ..insight.explain import ranked
 from ..options import EXPLAIN_TOP_PARTS
-from ..reports.fitting import NAME_MIN_WIDTH, cut, cut_path, widths
+from ..core.names import cut
+from ..reports.fitting import NAME_MIN_WIDTH, cut_path, widths
 from ..reports.terminal import human_bytes, make_console, natural_width, wrap
 from ..reports.text import fabric_words, on_fabric
 from ..words import plural

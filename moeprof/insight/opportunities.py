@@ -18,6 +18,7 @@ from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
 from ..core.hardware import fabric_text
 from ..core.metrics import DeviceTimeline, WindowMeasure
+from ..core.names import said
 from ..core.sections import Hardware
 from ..core.trace import GPU, TPU
 from ..core.vocabulary import searches, vocabulary
@@ -341,7 +342,7 @@ def comm_opportunities(
         if c.bus_bandwidth_gbps is not None:
             evidence["bus_bandwidth_gbps"] = c.bus_bandwidth_gbps
         on = devices_kind(devices[group == g], stack.device_kinds)
-        title = f"exposed {role(str(kind), stack)} {key}"
+        title = f"exposed {role(str(kind), stack)} {said(str(key))}"  # the op as one says it (its name: ``name``)
         why = why_exposed(c, (stragglers or {}).get((str(key), str(kind))))
         note = ""
         if why is not None:

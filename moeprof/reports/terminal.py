@@ -31,7 +31,8 @@ from ..core.summary import (
     zero_everywhere,
 )
 from ..words import plural
-from .fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path
+from ..core.names import cut
+from .fitting import NAME_MIN_WIDTH, cut_apart, cut_path
 from .text import (
     NBSP,
     asked_line,

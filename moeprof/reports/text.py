@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projection, ScopeRow, StepBound
 from ..core.hardware import fabric_text, is_tpu_job
+from ..core.names import said
 from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
 from ..insight.remedies import action_of, by_id
@@ -76,9 +77,9 @@ def hardware_line(analysis: Analysis) -> str | None:
             f"{hw.get('scale_up', 'NVLink')} {peaks['nvlink']:,.0f} GB/s" if "nvlink" in peaks else "",
             f"{'DCN' if tpu else 'NIC'} {peaks['ib']:,.{1 if tpu else 0}f} GB/s" if "ib" in peaks else "",
         ]
-        said = "--chip " if hw.get("preset_from") in ("--chip", "--gpu") else ""
+        given = "--chip " if hw.get("preset_from") in ("--chip", "--gpu") else ""
         shown = ", ".join(x for x in links if x)
-        line += f" = {said}{hw['preset']} ({shown + f' per {unit} each way; ' if shown else ''}"
+        line += f" = {given}{hw['preset']} ({shown + f' per {unit} each way; ' if shown else ''}"
         line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16"
         line += f", HBM {hw['hbm_gbps']:,.0f} GB/s)" if hw.get("hbm_gbps") else ")"
     if hw.get("note"):
@@ -360,8 +361,8 @@ def _edges(v: Verdict) -> str:
     if e is None or not edges or v.exposed.mean_ns <= 0:
         return ""
     first, last = edges.get("first") or {}, edges.get("last") or {}
-    named = [f"the first {kernel_label(str(first['op']))}" if first.get("exposed_ns") else "",
-             f"the last {kernel_label(str(last['op']))}" if last.get("exposed_ns") else ""]  # fmt: skip
+    named = [f"the first {said(str(first['op']))}" if first.get("exposed_ns") else "",
+             f"the last {said(str(last['op']))}" if last.get("exposed_ns") else ""]  # fmt: skip
     what = " and ".join(n for n in named if n)
     share = e.mean_ns / v.exposed.mean_ns
     if share < EDGES_SAID:
@@ -373,28 +374,6 @@ def _edges(v: Verdict) -> str:
 
 
 EDGES_SAID = 0.1  # the capture's edges are named where they hold this share of the exposed time or more
-_CALL = re.compile(r"^(?:void\s+)?")
-
-
-def kernel_label(name: str) -> str:
-    """A kernel's name as one says it: no return type, arguments or template arguments, a
-    ``cutlass::device_kernel<...>`` wrapper opened, two namespaces at most
-    (``m_grouped_fp8_ptp128c::GemmKernel``, ``flash::FlashAttnBwd``, ``internode::combine``)."""
-    text = _CALL.sub("", name.strip()).replace("(anonymous namespace)::", "")
-    depth = 0
-    for i, ch in enumerate(text):  # the argument list: the first "(" outside the template brackets
-        depth += ch == "<"
-        depth -= ch == ">"
-        if ch == "(" and depth == 0:
-            text = text[:i]
-            break
-    wrapper = re.match(r"^[\w:]*device_kernel<(.*)>$", text)
-    if wrapper:
-        text = wrapper.group(1)
-    text = text.split("<", 1)[0]
-    return "::".join(text.split("::")[-2:]) or name
-
-
 def _action(o: Opportunity) -> str:
     """What to do about an opportunity, as one action: its remedy family's, else its title."""
     return action_of(o.remedy_family) or o.title
@@ -409,9 +388,9 @@ def _ops_text(b: StepBound) -> str:
     if len(places) == 1:
         device, stream = b.ops[0].device, b.ops[0].stream
         where = f" on {device}{' ' + stream if stream else ''}"
-        ops = ", ".join(f"{kernel_label(op.name)} {duration(op.ns)}" for op in b.ops)
+        ops = ", ".join(f"{said(op.name)} {duration(op.ns)}" for op in b.ops)
         return f"{where}: {ops}"
-    ops = ", ".join(f"{kernel_label(op.name)} {duration(op.ns)} ({op.device} {op.stream})" for op in b.ops)
+    ops = ", ".join(f"{said(op.name)} {duration(op.ns)} ({op.device} {op.stream})" for op in b.ops)
     return f": {ops}"
 
 
