@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 import moeprof
 from moeprof.cli.main import app
-from moeprof.core.summary import verdict
 from moeprof.core.names import said
+from moeprof.core.summary import verdict
 from moeprof.reports.text import duration, pct, verdict_lines
 
 from .helpers import assert_refused, shared_trace

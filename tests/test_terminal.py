@@ -24,12 +24,12 @@ import moeprof
 from moeprof.cli import app
 from moeprof.core.analysis import Analysis, DeviceFigures, StepFigures, sum_figures
 from moeprof.core.events import concat
+from moeprof.core.names import cut
 from moeprof.gate.check import Source
 from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
 from moeprof.gate.render import render_diff
 from moeprof.insight.remedies import action_of
-from moeprof.core.names import cut
 from moeprof.reports.fitting import NAME_MIN_WIDTH, cut_apart, cut_path, widths
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural

@@ -9,9 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..core.names import cut
 from ..insight.explain import ranked
 from ..options import EXPLAIN_TOP_PARTS
-from ..core.names import cut
 from ..reports.fitting import NAME_MIN_WIDTH, cut_path, widths
 from ..reports.terminal import human_bytes, make_console, natural_width, wrap
 from ..reports.text import fabric_words, on_fabric

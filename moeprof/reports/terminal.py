@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.analysis import Analysis, Collective, Figures
+from ..core.names import cut
 from ..core.summary import (
     LedgerSummary,
     device_stats,
@@ -31,7 +32,6 @@ from ..core.summary import (
     zero_everywhere,
 )
 from ..words import plural
-from ..core.names import cut
 from .fitting import NAME_MIN_WIDTH, cut_apart, cut_path
 from .text import (
     NBSP,
