@@ -110,6 +110,8 @@ class Verdict:
     # opportunities (number, why: "hidden" | "edges", the opportunity) that save more but are no first try
     set_aside: tuple[tuple[int, str, Opportunity], ...] = ()
     tpu: bool = False  # the screens say chip, not rank or device
+    # the devices the traces name (their GPU or TPU models), where more than had device activity; 0 otherwise
+    named_devices: int = 0
 
     @property
     def has_comm(self) -> bool:
@@ -221,7 +223,16 @@ def verdict(analysis: Analysis) -> Verdict | None:
         first_bounded=bounded is not None,
         set_aside=tuple((n, why, analysis.opportunities[n - 1]) for n, why in set_aside),
         tpu=is_tpu_job(d.kind for d in devices),
+        named_devices=named_devices(analysis),
     )
+
+
+def named_devices(analysis: Analysis) -> int:
+    """How many devices the traces name (their models: the hardware summary's ``models``), where that is more
+    than the devices with activity (a TensorFlow worker's 8 GPU planes, 3 of which ran kernels); else 0."""
+    models = (analysis.hardware or {}).get("models") or {}
+    named = sum(int(n) for n in models.values() if isinstance(n, int | float))
+    return named if named > len(analysis.devices) else 0
 
 
 # an opportunity whose comm is already this hidden under compute is done, where compute bounds the step: the

@@ -474,6 +474,9 @@ def headline(v: Verdict | None) -> list[str]:
     if v is None:
         return []
     scope = f"{plural(v.devices, 'chip' if v.tpu else 'device')} from {plural(v.files, 'trace file')}"
+    if v.named_devices:  # planes without activity: the device count is not the job's size
+        named = "the trace names" if v.files == 1 else f"the {v.files} trace files name"
+        scope = f"{v.devices} of the {v.named_devices} {'chips' if v.tpu else 'GPUs'} {named} had device activity"
     if v.cannot_answer is not None:  # what is left of the step is no step: no figure of it
         return [scope, "step: not timed (the trace cannot answer, above)"]
     if v.steps:
