@@ -25,7 +25,7 @@ from .columns import REPLAY_COLUMNS, SYNC_COLUMNS, empty_replay_table, empty_syn
 from .job import ReplayJob, joined_job
 from .plan import project_analysis
 from .projector import Projector, affordable
-from .terms import parse_terms
+from .terms import parse_terms, term_help
 
 __all__ = [
     "REPLAY_COLUMNS",
@@ -39,4 +39,5 @@ __all__ = [
     "parse_terms",
     "project_analysis",
     "replay_table",
+    "term_help",
 ]
