@@ -6,13 +6,18 @@ routes (jax's ProfileData, the JSON's per-device rows, the steps' rows)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
 
+import moeprof
 from moeprof.cli.main import app
+from moeprof.core.analysis import Analysis
+from moeprof.core.summary import verdict
+from moeprof.reports.text import duration, payoff_rows, verdict_lines
 
-from .helpers import shared_trace
+from .helpers import SAMPLES, shared_trace
 
 runner = CliRunner()
 
@@ -65,3 +70,66 @@ def test_every_term_of_the_table_is_in_each_commands_what_if_help(command):
     # and nothing else lists them: the parser's own message names the same forms
     res = runner.invoke(app, ["analyze", "x.json", "--what-if", "nonsense"])
     assert res.exit_code == 2 and all(form in res.output for term in TERMS for form in term.forms), res.output
+
+
+# ---------------------------------------------------------------- XLA:CPU devices: no fabric, no straggler to fix
+
+
+@pytest.fixture(scope="module")
+def cpu_demo() -> Analysis:
+    """The committed demo capture on 8 XLA:CPU devices (balanced routing)."""
+    return moeprof.analyze_paths([SAMPLES / "cpu_moe_8dev"])
+
+
+def test_cpu_devices_are_not_said_to_talk_over_nvlink(cpu_demo, tmp_path):
+    """The demo's CPU devices had a `comm NVLink` column and their collectives went "over NVLink": threads of one
+    process copy in the host's memory, over no fabric."""
+    assert {d.kind for d in cpu_demo.devices} == {"CPU"}
+    hw = cpu_demo.hardware
+    assert hw is not None and (hw["accelerator"], hw["scale_up"]) == ("CPU", "host memory")
+    assert "preset" not in hw and not hw.get("link_peaks_gbps")  # no peak: no share of one, no knee
+    assert all(c.link_peak_gbps is None and c.latency_knee_bytes is None for c in cpu_demo.collectives)
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "cpu_moe_8dev")], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "NVLink" not in res.stdout and "InfiniBand" not in res.stdout, res.stdout[:3000]
+    assert "comm host memory" in res.stdout and "over host memory" in res.stdout
+    assert "CPUs: 8 XLA:CPU devices of one host" in res.stdout
+    out = tmp_path / "r.html"
+    res = runner.invoke(app, ["report", str(SAMPLES / "cpu_moe_8dev"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    assert "NVLink" not in html and "comm host memory" in html
+
+
+def test_the_straggler_fix_is_no_first_try_on_cpu_devices(cpu_demo):
+    """On shared cores the device that arrives late is the one the host scheduled later: where the straggler fix
+    saves the most, the first try says what it is on these devices, and its row carries that note."""
+    v = verdict(cpu_demo)
+    straggler = cpu_demo.projection("straggler")
+    assert v is not None and v.cpu and straggler is not None
+    lines = verdict_lines(replace(v, first_try=straggler))
+    first = lines[1]
+    assert first.startswith("First try: capture the same program on GPUs or TPUs before tuning it"), first
+    assert "make every rank as fast as the median rank" not in first
+    assert f"the straggler fix would save {duration(straggler.saving_ns)}" in first and "no device to fix" in first
+    notes = {r.terms: r.note for r in payoff_rows(cpu_demo)}
+    assert notes["balance"].startswith("XLA:CPU devices share the host's cores")
+    # as the trace has it: the largest projected change is an opportunity taken away, said as such
+    first = verdict_lines(v)[1]
+    assert v.first_try is not None and v.first_try.role == "opportunity"
+    assert f"opportunity 1 ({v.first_try_title}) taken away, {duration(v.first_try.saving_ns)}" in first, first
+
+
+def test_waiting_on_cpu_devices_is_the_hosts_scheduling(cpu_demo):
+    waiting = [o for o in cpu_demo.opportunities if "waiting" in o.title]
+    assert waiting and all(o.remedy_family == "cpu-scheduling" for o in waiting)
+    assert all("make the work before it even across ranks" not in o.remedy for o in waiting)
+
+
+def test_a_gpu_job_keeps_its_fabric_and_its_first_try():
+    """The CPU reading is the CPU job's alone: a GPU job's straggler row has no such note."""
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu"])
+    v = verdict(result)
+    assert v is not None and not v.cpu
+    assert all("XLA:CPU" not in r.note for r in payoff_rows(result))
+    assert not verdict_lines(v)[1].startswith("First try: capture the same program on GPUs")

@@ -29,7 +29,7 @@ from .analysis import (
     StepBound,
     ratio,
 )
-from .hardware import is_tpu_job
+from .hardware import is_cpu_job, is_tpu_job
 
 # a kind or link is "most of" exposed communication above this share
 MOSTLY = 0.5
@@ -110,6 +110,7 @@ class Verdict:
     # opportunities (number, why: "hidden" | "edges", the opportunity) that save more but are no first try
     set_aside: tuple[tuple[int, str, Opportunity], ...] = ()
     tpu: bool = False  # the screens say chip, not rank or device
+    cpu: bool = False  # XLA:CPU devices (threads of one host): no fabric, and a late device is mostly scheduling
     # the devices the traces name (their GPU or TPU models), where more than had device activity; 0 otherwise
     named_devices: int = 0
 
@@ -223,6 +224,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         first_bounded=bounded is not None,
         set_aside=tuple((n, why, analysis.opportunities[n - 1]) for n, why in set_aside),
         tpu=is_tpu_job(d.kind for d in devices),
+        cpu=is_cpu_job(d.kind for d in devices),
         named_devices=named_devices(analysis),
     )
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projection, ScopeRow, StepBound
-from ..core.hardware import fabric_text, is_tpu_job
+from ..core.hardware import fabric_text, is_cpu_job, is_tpu_job
 from ..core.names import said
 from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
@@ -67,6 +67,12 @@ def hardware_line(analysis: Analysis) -> str | None:
     hw: Any = analysis.hardware
     if not hw:
         return None
+    if hw.get("accelerator") == "CPU":
+        n = len(analysis.devices)
+        return (
+            f"CPUs: {plural(n, 'XLA:CPU device')} of one host (threads of one process, sharing its cores): their"
+            f" collectives are copies in {hw.get('scale_up', 'host memory')}, over no fabric; no peaks"
+        )
     models = ", ".join(f"{n} x {name}" for name, n in (hw.get("models") or {}).items())
     tpu = hw.get("accelerator") == "TPU" or hw.get("scale_out") == "DCN"  # TPU chips, or a TPU preset
     unit, label = ("chip", f"{hw.get('accelerator') or 'TPU'}s") if tpu else ("GPU", "GPUs")
@@ -278,7 +284,9 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             f" The straggler is the hot device: {hot.device} gets {hot.tokens_over_mean:.1f}x the mean device's"
             f" routed tokens and arrives last in {pct(hot.last_share)} of its collectives; the others wait for it."
         )
-    if v.projected or v.step_bound is not None or v.first_bounded:
+    if v.cpu and hot is None and v.devices > 1 and (v.projected or v.first is not None):
+        first = cpu_first_line(v)  # no device of these is slower: what they show is the program's structure
+    elif v.projected or v.step_bound is not None or v.first_bounded:
         first = first_try_line(v)
     elif v.first is not None:
         # not projected (a saved analysis from before §9, a job too large for this install): §6's bound only
@@ -292,6 +300,30 @@ def verdict_lines(v: Verdict | None) -> list[str]:
     else:
         first = "Nothing to hide: moeprof found no exposed communication or launch overhead to attack."
     return [on_fabric(where), on_fabric(first)]
+
+
+def cpu_first_line(v: Verdict) -> str:
+    """The first try of a job of XLA:CPU devices (``capture demo`` without an accelerator): these are threads
+    of one process sharing the host's cores, so no fabric is measured, and the device the others wait for is
+    mostly the one the host scheduled later, not a slower device (where the routing is skewed, the hot device is
+    named instead and the usual first try stands). The largest projected change is said as what it is here."""
+    line = (
+        "First try: capture the same program on GPUs or TPUs before tuning it — these XLA:CPU devices share one"
+        " host's cores, so their timings show the program's structure (which collectives are exposed, which"
+        " wait), not a fabric's or a slower device's"
+    )
+    p = v.first_try
+    if p is None:
+        return line + "."
+    saving = f"{duration(p.saving_ns)} ({pct(p.saving_fraction)})"
+    if p.role == "straggler":
+        return (
+            f"{line}; the straggler fix would save {saving} here, but on shared cores a device that arrives late is"
+            " mostly one the host scheduled later: no device to fix."
+        )
+    n = opportunity_number(p)
+    what = f"opportunity {n} ({v.first_try_title}) taken away" if n is not None else p.label
+    return f"{line}; the largest projected change here: {what}, {saving}."
 
 
 def cannot_answer_line(launches: Mapping[str, Any]) -> str:
@@ -624,14 +656,23 @@ class PayoffRow:
     note: str
 
 
+CPU_STRAGGLER = (
+    "XLA:CPU devices share the host's cores: the late ones are mostly those the host scheduled later, not slower"
+    " devices (no straggler to fix)"
+)
+
+
 def payoff_rows(analysis: Analysis) -> list[PayoffRow]:
     """The projections the analysis carries, as the table shows them: the one asked for first, then the rest
     by saving, most first (the first of those is the verdict's first try)."""
     asked = [p for p in analysis.projections if p.role == "asked"]
     rest = sorted((p for p in analysis.projections if p.role != "asked"), key=lambda p: -p.saving_ns)
     rows = []
+    cpu = is_cpu_job(d.kind for d in analysis.devices)
     for p in [*asked, *rest]:
         note = p.note
+        if cpu and p.role == "straggler":  # no slower device among threads of one host: a sensitivity, no fix
+            note = "; ".join(n for n in (CPU_STRAGGLER, note) if n)
         if p.selected == 0:
             note = note or "selects no activity: the step is the measured one"
         elif not p.shortens and p.role in ("straggler", "router", "asked"):  # the questions asked by name
