@@ -163,7 +163,7 @@ GOLDEN: dict[str, Rows] = {
     ],
     # vLLM TP8 on B200, rank 0: inference, the all-reduce on symmetric memory (multimem)
     "shared:kineto/vllm_tp8_b200_rank0.json.gz": [
-        ("exposed all-reduce void (anonymous namespace)::multimem", "fuse-tp-all-reduce"),  # fuse with RMSNorm
+        ("exposed all-reduce multimem_all_reduce_kernel", "fuse-tp-all-reduce"),  # fuse with RMSNorm
         ("launch-bound", "cuda-graphs"),  # vLLM's CUDA graph capture sizes
         ("many small expert GEMMs instead of one grouped GEMM", "grouped-gemm"),  # fused_moe
         ("exposed all-gather ncclDevKernel_AllGather", "async-tensor-parallel"),  # a TP gather in the forward
