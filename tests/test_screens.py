@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -133,3 +135,81 @@ def test_a_gpu_job_keeps_its_fabric_and_its_first_try():
     assert v is not None and not v.cpu
     assert all("XLA:CPU" not in r.note for r in payoff_rows(result))
     assert not verdict_lines(v)[1].startswith("First try: capture the same program on GPUs")
+
+
+# ---------------------------------------------------------------- host copies against the compute beside them
+
+
+def _union(s: np.ndarray, e: np.ndarray) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(zip(s.tolist(), e.tolist(), strict=True)):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _overlap(a: int, b: int, segments: list[tuple[int, int]]) -> int:
+    return sum(max(0, min(b, y) - max(a, x)) for x, y in segments)
+
+
+def _copies_against_compute(db) -> dict[int, tuple[int, int]]:
+    """Per device id, from the export's own tables: (the bulk host copies' exposed time, the compute time beside
+    no copy): kernels are the compute (no collective runs in these traces), HtoD copies and DtoH copies of 64 KiB
+    or more the bulk copies (smaller DtoH copies are syncs, a finding of their own)."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    kernels = pd.read_sql("SELECT deviceId AS d, start AS s, end AS e FROM CUPTI_ACTIVITY_KIND_KERNEL", con)
+    copies = pd.read_sql(
+        "SELECT deviceId AS d, start AS s, end AS e FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+        " WHERE copyKind = 1 OR (copyKind = 2 AND bytes >= 65536)",
+        con,
+    )
+    con.close()
+    out = {}
+    for device, k in kernels.groupby("d"):
+        compute = _union(k["s"].to_numpy(), k["e"].to_numpy())
+        c = copies[copies["d"] == device]
+        exposed = sum(e - s - _overlap(s, e, compute) for s, e in zip(c["s"].tolist(), c["e"].tolist(), strict=True))
+        busy = _union(c["s"].to_numpy(), c["e"].to_numpy())
+        beside = sum(y - x for x, y in compute) - sum(_overlap(x, y, busy) for x, y in compute)
+        out[int(device)] = (exposed, beside)
+    return out
+
+
+@pytest.mark.parametrize("trace", ["nsys/h100_2gpu_1s.sqlite", "nsys/saxpy_mpi_old_schema.sqlite"])
+def test_host_copies_are_bounded_by_the_compute_that_could_hide_them(trace):
+    """h100_2gpu_1s: 'First try: overlap the host<->device copies with compute — projected to save 251 ms' with
+    22.4 ms of compute per device to hide them under. Overlap hides at most that compute (the bound, computed
+    here from the export's tables), the words say what the projection does (the copies taken away: fewer
+    bytes), and the remedy says why overlap is not enough."""
+    path = shared_trace(trace)
+    truth = _copies_against_compute(path)
+    result = moeprof.analyze_paths([path])
+    o = next(o for o in result.opportunities if o.kind == "host-copies")
+    bounds = {d: min(exposed, beside) for d, (exposed, beside) in truth.items()}
+    assert o.saving_bound_ns == max(bounds.values()) and o.bound_from == "compute"
+    assert o.exposed_ns == sum(exposed for exposed, _ in truth.values())
+    worst = max(bounds, key=bounds.__getitem__)
+    assert (o.evidence["exposed_ns"], o.evidence["compute_to_hide_under_ns"]) == truth[worst]
+    assert all(beside < exposed for exposed, beside in truth.values())  # the copies outweigh the compute
+    assert o.title == "exposed host<->device copies, more than the compute beside them could hide"
+    assert o.remedy_family == "fewer-host-copies" and "hides at most that compute" in o.remedy
+    first = verdict_lines(verdict(result))[1]
+    assert first.startswith("First try: move fewer bytes between host and device — projected to save"), first
+    assert "overlap the host<->device copies" not in first
+    out = "\n".join(_first_lines(str(path), n=60))
+    bound = duration(o.saving_bound_ns).replace("\N{NO-BREAK SPACE}", " ")
+    assert f"hidden: at most {bound} on the worst device (bounded by the compute beside" in (
+        " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
+    )
+
+
+def test_host_copies_compute_can_hide_keep_the_overlap_remedy():
+    """The generator's job: its copies are short beside its compute, so overlap can hide them all."""
+    result = moeprof.analyze_paths([SAMPLES / "synthetic_1host_8gpu"])
+    o = next(o for o in result.opportunities if o.kind == "host-copies")
+    assert o.evidence["compute_to_hide_under_ns"] >= o.evidence["exposed_ns"] == o.saving_bound_ns
+    assert o.remedy_family == "async-host-copies" and o.title == "exposed host<->device copies"

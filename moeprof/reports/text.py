@@ -208,6 +208,11 @@ def evidence_text(opportunity: Opportunity) -> str:
         parts.append(LINK_WORDS.get(opportunity.link, f"link {opportunity.link}"))
     if "independent_compute_ns" in ev:
         parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
+    if "compute_to_hide_under_ns" in ev and "exposed_ns" in ev:  # host copies against the compute beside them
+        parts.append(
+            f"on it {ms(ev['exposed_ns'])} ms exposed against {ms(ev['compute_to_hide_under_ns'])} ms of compute"
+            " beside no copy"
+        )
     if ev.get("bus_bandwidth_gbps") is not None:
         parts.append(f"bus bw {ev['bus_bandwidth_gbps']:.3g} GB/s")
     if "detail" in ev:
@@ -692,13 +697,20 @@ def payoff_rows(analysis: Analysis) -> list[PayoffRow]:
     return rows
 
 
+# what an opportunity's saving bound is bounded by (Opportunity.bound_from), in words
+BOUND_WORDS = {
+    "hlo": "bounded by independent compute in the HLO",
+    "compute": "bounded by the compute beside them, all overlap can hide",
+}
+
+
 def opportunity_savings_text(o: Opportunity, steps: int, step_ns: int | None) -> tuple[str, str]:
     """An opportunity's two answers, to two questions: hidden under compute, at most what (spec §6's bound,
     per step, on the worst device); taken away, what the replay says the step gains (§9)."""
     per = o.saving_bound_ns / steps if steps else None
     amount = duration(per if per is not None else o.saving_bound_ns)
     amount += " per step" if per is not None and steps > 1 else ""
-    bound = "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "its exposed time"
+    bound = BOUND_WORDS.get(o.bound_from, "its exposed time")
     hidden = f"hidden: at most {amount} on the worst device ({bound})"
     if o.projected_saving_ns is not None and step_ns:
         if o.projected_saving_ns >= SIGNIFICANT_SAVING * step_ns:
