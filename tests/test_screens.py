@@ -5,6 +5,7 @@ routes (jax's ProfileData, the JSON's per-device rows, the steps' rows)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
@@ -213,3 +214,93 @@ def test_host_copies_compute_can_hide_keep_the_overlap_remedy():
     o = next(o for o in result.opportunities if o.kind == "host-copies")
     assert o.evidence["compute_to_hide_under_ns"] >= o.evidence["exposed_ns"] == o.saving_bound_ns
     assert o.remedy_family == "async-host-copies" and o.title == "exposed host<->device copies"
+
+
+# ---------------------------------------------------------------- per step, one unit
+
+
+def _printed(text: str, unit: str) -> float:
+    return float(text.replace(",", "")) * {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}[unit]
+
+
+def _figure(label: str, flat: str) -> tuple[float, float]:
+    """(mean, worst) of a "LABEL X ms mean, Y ms worst (device)" part of the first lines, in ns."""
+    m = re.search(rf"{label}:? ([\d.,]+) (ns|µs|ms|s) mean, ([\d.,]+) (ns|µs|ms|s) worst", flat)
+    assert m, (label, flat[:1500])
+    return _printed(m[1], m[2]), _printed(m[3], m[4])
+
+
+def _near(printed: float, value: float) -> bool:
+    """A figure printed to three significant digits (duration()) against its value."""
+    return abs(printed - value) <= 0.006 * max(abs(value), 1.0) + 1
+
+
+@pytest.mark.parametrize(
+    "source", ["sample:cpu_moe_8dev", "sample:synthetic_2host_4gpu", "shared:kineto/dlrm_8rank_v100"]
+)
+def test_the_exposed_comm_split_adds_up_to_its_whole_per_step(source):
+    """The README's demo printed "per device and step: exposed comm 232 ms mean" over "exposed comm waiting:
+    627 ms mean ... moving bytes: 531 ms mean": the parts were sums over the 5 steps (cpu_moe_8dev: 55.6 ms
+    against 46.2 + 65.0). Now the parts are per device and step and add up to the whole. Computed here from the
+    JSON: the whole from the steps' rows (each device's mean over its steps), the parts from the devices' rows
+    over the steps (the steps tile each device's exposed comm on these inputs: checked first)."""
+    kind, name = source.split(":", 1)
+    path = SAMPLES / name if kind == "sample" else shared_trace(name)
+    res = runner.invoke(app, ["analyze", str(path), "--json", "--no-projection"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    rows = pd.DataFrame(doc["steps"])
+    devices = pd.DataFrame(doc["devices"]).set_index("device")
+    per_device = rows.groupby("device")["exposed_comm_ns"]
+    assert (per_device.sum() == devices["exposed_comm_ns"]).all()  # the premise: the steps tile the window
+    steps = rows.groupby("device")["step"].nunique()
+    whole = per_device.mean()
+    parts = {
+        label: devices[key] / steps
+        for label, key in (
+            ("exposed comm waiting", "exposed_wait_ns"),
+            ("moving bytes", "exposed_transfer_ns"),
+            ("unmatched", "exposed_unmatched_ns"),
+        )
+    }
+    assert np.allclose(sum(parts.values()), whole)  # spec §8: the parts are the device's exposed comm
+    lines = _first_lines(str(path), "--no-projection", n=12)
+    flat = " ".join(" ".join(lines).split())
+    mean, worst = _figure("per device and step: exposed comm", flat)
+    assert _near(mean, whole.mean()) and _near(worst, whole.max()), flat
+    assert "per device and step, exposed comm waiting:" in flat
+    printed = {}
+    for label, values in parts.items():
+        if label == "unmatched" and values.max() == 0:
+            assert "unmatched: none" in flat
+            printed[label] = 0.0
+            continue
+        m, w = _figure(label, flat)
+        assert _near(m, values.mean()) and _near(w, values.max()), (label, m, values.mean(), flat)
+        printed[label] = m
+    assert _near(sum(printed.values()), mean), (printed, mean)  # the line adds up as printed
+
+
+def test_every_time_on_the_terminal_is_per_step_where_the_trace_has_steps():
+    """cpu_moe_8dev (2 steps): the per-device table, the stragglers, the collectives, the scopes and the
+    opportunities said window sums (the table's exposed comm 111 ms beside the headline's 55.6 ms per step);
+    each now says per step, and its figures are the JSON's over the steps."""
+    path = SAMPLES / "cpu_moe_8dev"
+    doc = json.loads(runner.invoke(app, ["analyze", str(path), "--json"]).stdout)
+    steps = len({s["step"] for s in doc["steps"]})
+    assert steps == 2
+    res = runner.invoke(app, ["analyze", str(path)], env={"COLUMNS": "220"})
+    out = res.stdout
+    assert "Per device (ms per step, the capture's 2 steps)" in out
+    mean_row = next(line for line in out.splitlines() if line.strip().startswith("mean ") and "%" in line)
+    exposed = np.mean([d["exposed_comm_ns"] for d in doc["devices"]]) / steps / 1e6
+    assert f"{exposed:,.3f}" in mean_row, (mean_row, exposed)
+    assert "others waited" in out and "for it, ms/step" in out
+    top = doc["collectives"][0]
+    assert "ms per device and step: the mean over the devices each ran on" in out
+    assert f"{top['total_ns'] / top['devices'] / steps / 1e6:,.3f}" in out
+    assert "Scopes (4, layers folded), ms per device and step" in out
+    o = doc["opportunities"][0]
+    flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
+    assert f"{o['exposed_ns'] / steps / 1e6:,.3f} ms per step at stake over all devices" in flat
+    assert "at stake over all devices" in flat and " ms at stake" not in flat.replace("ms per step at stake", "")

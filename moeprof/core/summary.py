@@ -134,20 +134,44 @@ def per_step(ns: float, steps: int) -> float | None:
 
 
 def per_device(devices: Sequence[DeviceFigures], key: str) -> PerDevice:
-    values = np.array([d.value(key) for d in devices], dtype=np.float64)
+    return _mean_worst([d.device for d in devices], np.array([d.value(key) for d in devices], dtype=np.float64))
+
+
+def _mean_worst(names: Sequence[str], values: np.ndarray) -> PerDevice:
     if not values.size:
         return PerDevice(0.0, 0, "")
     worst = int(np.argmax(values))
-    return PerDevice(float(values.mean()), int(values[worst]), devices[worst].device)
+    return PerDevice(float(values.mean()), round(float(values[worst])), names[worst])
 
 
-def per_device_step(analysis: Analysis, key: str) -> PerDevice | None:
-    """A figure per device and step (each device's mean over its steps), its mean over devices and worst device;
-    None when the trace has no steps."""
+def step_divisor(analysis: Analysis) -> int:
+    """What a figure over the measured window is divided by to be per step: the steps measured (1 without
+    steps: the window is the one step). Every screen says its times per device and step this way (issue 49),
+    as ``diff`` does: the window's sum over the steps, its gaps between steps included; the JSON keeps the
+    window's sums."""
+    return max(step_count(analysis), 1)
+
+
+def figures_per_step(fig: Figures, steps: int) -> Figures:
+    """``fig`` (a window's figures) per step: every ns figure, the ledger's included, over ``steps``, to the ns;
+    its ratios unchanged (they are ratios of the same sums)."""
+    if steps <= 1:
+        return fig
+    kw: dict[str, Any] = {k: round(getattr(fig, k) / steps) for k in NS_KEYS}
+    if fig.ledger is not None:
+        kw["ledger"] = {k: round(v / steps) for k, v in fig.ledger.items()}
+    return Figures(**kw)
+
+
+def per_device_step(analysis: Analysis, key: str, each: bool = False) -> Any:
+    """A figure per device and step (each device's mean over its steps), its mean over devices and worst device
+    (``each``: the per-device means themselves, a Series by device); None when the trace has no steps."""
     if not analysis.steps:
         return None
     frame = pd.DataFrame({"device": [s.device for s in analysis.steps], "v": [s.value(key) for s in analysis.steps]})
     means = frame.groupby("device", sort=True)["v"].mean()
+    if each:
+        return means
     worst = str(means.idxmax())
     return PerDevice(float(means.mean()), round(float(means[worst])), worst)
 
@@ -180,7 +204,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         "ib": float(t.exposed_comm_ib_ns),
         "unknown": float(t.exposed_comm_unknown_link_ns),
     }
-    ledger = ledger_summary(analysis)
+    ledger = ledger_summary(analysis, per_device_step(analysis, "exposed_comm_ns", each=True))
     first_try, first_n, bounded, set_aside = choose_first_try(analysis, steps)
     comm_total = sum(c.total_ns for c in analysis.collectives)
     edges = analysis.edges or None
@@ -414,6 +438,8 @@ class LedgerSummary:
     clock_offsets_ns: tuple[tuple[str, int], ...]  # (host, δ), by host; the first is the reference
     unaligned_hosts: tuple[str, ...]
     stragglers: tuple[StragglerRow, ...]  # most waiting caused first
+    # the split of each device's exposed comm per step (the headline's figure, ``Verdict.exposed_per_step``), so
+    # that the three add up to it; over the window where the trace has no steps
     exposed_wait: PerDevice  # exposed comm spent waiting for the last member
     exposed_transfer: PerDevice  # exposed comm moving bytes
     exposed_unmatched: PerDevice  # exposed comm in no complete instance
@@ -445,14 +471,31 @@ def _straggler_rows(rows: Any) -> tuple[StragglerRow, ...]:
     return tuple(sorted(out, key=lambda r: (-r.caused_wait_ns, -r.straggler_count, r.device)))
 
 
-def ledger_summary(analysis: Analysis) -> LedgerSummary | None:
-    """The ledger's figures for the reports; None where it did not run (one rank, one device)."""
+def ledger_summary(analysis: Analysis, exposed_per_step: pd.Series | None = None) -> LedgerSummary | None:
+    """The ledger's figures for the reports; None where it did not run (one rank, one device).
+
+    ``exposed_per_step``: each device's exposed comm per step (the mean over its steps, by device name), the
+    headline's figure. The ledger splits a device's exposed comm over its window (spec §8); per step, each part
+    is that split of the device's per-step figure (the window's part times its per-step exposed comm over its
+    window's), so the parts add up to the headline's whole on every device and in the mean. Where the steps
+    tile the window (every capture moeprof has met) that is the window's part over the steps."""
     doc = analysis.ledger
     if doc is None and analysis.total.ledger is None:
         return None
     doc = doc or {}
     devices = analysis.devices
     parts = ("exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns")
+    names = [d.device for d in devices]
+    if exposed_per_step is not None:
+        window = np.array([d.exposed_comm_ns for d in devices], dtype=np.float64)
+        step = np.array([float(exposed_per_step.get(n, 0.0)) for n in names])
+        scale = np.divide(step, window, out=np.zeros_like(window), where=window > 0)
+    else:
+        scale = np.ones(len(devices))
+
+    def split(key: str) -> PerDevice:
+        return _mean_worst(names, np.array([d.value(key) for d in devices], dtype=np.float64) * scale)
+
     exposed = [analysis.total.value(k) for k in parts]
     whole = float(analysis.total.exposed_comm_ns)
     offsets = doc.get("clock_offsets_ns") or {}
@@ -463,9 +506,9 @@ def ledger_summary(analysis: Analysis) -> LedgerSummary | None:
         clock_offsets_ns=tuple(sorted((str(h), int(d)) for h, d in offsets.items())),
         unaligned_hosts=tuple(str(h) for h in doc.get("unaligned_hosts") or ()),
         stragglers=_straggler_rows(doc.get("stragglers")),
-        exposed_wait=per_device(devices, "exposed_wait_ns"),
-        exposed_transfer=per_device(devices, "exposed_transfer_ns"),
-        exposed_unmatched=per_device(devices, "exposed_unmatched_ns"),
+        exposed_wait=split("exposed_wait_ns"),
+        exposed_transfer=split("exposed_transfer_ns"),
+        exposed_unmatched=split("exposed_unmatched_ns"),
         exposed_shares=(ratio(exposed[0], whole), ratio(exposed[1], whole), ratio(exposed[2], whole)),
     )
 

@@ -428,7 +428,8 @@ def expert_exchange_opportunity(
     moe = stack.uses("moe")
     what = "expert all-to-all" if moe else "all-to-all"
     if stack.hlo:
-        bound = f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute to hide it behind"
+        # a sum of the op-level bounds over the capture (their worst devices'): said so, not per step
+        bound = f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute over the capture to hide it behind"
     else:
         bound = "the trace has no HLO, so how much compute could hide it is not known"
     # where the ledger ran: an exchange that is mostly waiting is not helped by moving fewer bytes

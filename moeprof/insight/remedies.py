@@ -99,8 +99,7 @@ class Remedy:
             and (self.hidden_at_least is None or (hidden is not None and hidden >= self.hidden_at_least))
             and (self.hidden_below is None or (hidden is not None and hidden < self.hidden_below))
             and (
-                self.hideable_below is None
-                or (s.hideable_share is not None and s.hideable_share < self.hideable_below)
+                self.hideable_below is None or (s.hideable_share is not None and s.hideable_share < self.hideable_below)
             )
         )
 

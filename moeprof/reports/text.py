@@ -192,9 +192,12 @@ LINK_WORDS = {
 }
 
 
-def evidence_text(opportunity: Opportunity) -> str:
-    """One line of an opportunity's evidence: what to look for in a trace viewer to verify it."""
+def evidence_text(opportunity: Opportunity, steps: int = 1) -> str:
+    """One line of an opportunity's evidence: what to look for in a trace viewer to verify it; its times per
+    step where ``steps`` (the steps measured) is more than one."""
     ev = opportunity.evidence
+    per = max(steps, 1)
+    unit = " ms per step" if per > 1 else " ms"
     parts = []
     if "count" in ev:
         devices = ev.get("devices")
@@ -207,11 +210,11 @@ def evidence_text(opportunity: Opportunity) -> str:
     if opportunity.link:
         parts.append(LINK_WORDS.get(opportunity.link, f"link {opportunity.link}"))
     if "independent_compute_ns" in ev:
-        parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
+        parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'] / per)}{unit}")
     if "compute_to_hide_under_ns" in ev and "exposed_ns" in ev:  # host copies against the compute beside them
         parts.append(
-            f"on it {ms(ev['exposed_ns'])} ms exposed against {ms(ev['compute_to_hide_under_ns'])} ms of compute"
-            " beside no copy"
+            f"on it {ms(ev['exposed_ns'] / per)}{unit} exposed against {ms(ev['compute_to_hide_under_ns'] / per)}"
+            f"{unit} of compute beside no copy"
         )
     if ev.get("bus_bandwidth_gbps") is not None:
         parts.append(f"bus bw {ev['bus_bandwidth_gbps']:.3g} GB/s")
@@ -411,6 +414,8 @@ def _edges(v: Verdict) -> str:
 
 
 EDGES_SAID = 0.1  # the capture's edges are named where they hold this share of the exposed time or more
+
+
 def _action(o: Opportunity) -> str:
     """What to do about an opportunity, as one action: its remedy family's, else its title."""
     return action_of(o.remedy_family) or o.title
@@ -541,7 +546,8 @@ def _mean_worst(fig: PerDevice) -> str:
 
 
 def ledger_headline(v: Verdict | None) -> list[str]:
-    """The exposed comm split by cause (§8), per device; nothing where the ledger did not run."""
+    """The exposed comm split by cause (§8), per device and step as the headline's exposed comm (the parts add up
+    to it); nothing where the ledger did not run."""
     if v is None or v.ledger is None or not v.has_comm:
         return []
     led = v.ledger
@@ -558,8 +564,10 @@ def ledger_headline(v: Verdict | None) -> list[str]:
             )
         ]
     unmatched = _mean_worst(led.exposed_unmatched) if led.has_unmatched else "none"
+    # in the unit of the headline's exposed comm, so that the three parts add up to it (summary.ledger_summary)
+    per = "per device and step" if v.exposed_per_step is not None and v.step_ns is not None else "per device"
     return [
-        f"exposed comm waiting: {_mean_worst(led.exposed_wait)}",
+        f"{per}, exposed comm waiting: {_mean_worst(led.exposed_wait)}",
         f"moving bytes: {_mean_worst(led.exposed_transfer)}",
         f"unmatched: {unmatched}",
     ]
