@@ -51,9 +51,7 @@ def test_a_tensile_name_is_cut_in_its_middle_in_prose_and_in_a_column():
     and macro tile) and its end, PROSE_WIDTH characters at most; in a column the same kind of cut."""
     name = "Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1_SN_1LDSB0_" + "APM1_ABV0_" * 55 + "WG64_4_1_WGM1.kd"
     prose = said(name)
-    assert len(prose) == PROSE_WIDTH and prose.startswith("Cijk_Ailk_Bljk_BBS_BH_MT256x") and prose.endswith(
-        "_WGM1.kd"
-    )
+    assert len(prose) == PROSE_WIDTH and prose.startswith("Cijk_Ailk_Bljk_BBS_BH_MT256x") and prose.endswith("_WGM1.kd")
     assert "…" in prose
     column = cut(name, 30)
     assert len(column) == 30 and column.startswith("Cijk_Ailk_B") and column.endswith("WGM1.kd")
