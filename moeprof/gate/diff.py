@@ -327,7 +327,7 @@ def compare(sources: list[Source]) -> dict:
     named = {(h.get("scale_up"), h.get("scale_out"), h.get("scale_up_domain")) for h in hardware}
     fabrics = list(named.pop()) if len(named) == 1 and None not in next(iter(named)) else None
     if fabrics:  # "NVLink domain" in the runs' own words (an ICI slice, an XLA:CPU host's memory)
-        warnings = [fabric_text(w, *fabrics) for w in warnings]
+        warnings = [fabric_text(w, *(str(f) for f in fabrics)) for w in warnings]
     return {
         "schema": DIFF_SCHEMA,
         "normalization": "times in ms per device and step (totals / (devices x steps)); saving bounds per step",

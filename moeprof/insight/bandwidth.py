@@ -140,11 +140,12 @@ def job_hardware(
     if is_cpu_job(kinds) and not models and getattr(given, "gpu", None) is None:
         # XLA:CPU devices: no chip, no peak, no fabric but the host's memory (--chip still names one)
         up, out = (fabric(k) for k in CPU_FABRICS)
-        summary = {"accelerator": "CPU", "scale_up": up.name, "scale_out": out.name, "scale_up_domain": up.domain}
-        peaks = dict(getattr(given, "overrides", dict(given or {})))
-        if peaks:
-            summary["link_peaks_gbps"] = dict(sorted(peaks.items()))
-        return JobHardware(peaks, None, cast("Hardware", summary), (), CPU_FABRICS[0])
+        cpu: dict[str, Any] = {"accelerator": "CPU", "scale_up": up.name, "scale_out": out.name}
+        cpu["scale_up_domain"] = up.domain
+        given_peaks = dict(getattr(given, "overrides", dict(given or {})))
+        if given_peaks:
+            cpu["link_peaks_gbps"] = dict(sorted(given_peaks.items()))
+        return JobHardware(given_peaks, None, cast("Hardware", cpu), (), CPU_FABRICS[0])
     per_name: dict[str, int] = {}
     for name in models.values():
         per_name[name] = per_name.get(name, 0) + 1

@@ -255,10 +255,11 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
         if int(exposed.max()) <= 0:
             continue
         on = devices_kind(g["device"].unique(), stack.device_kinds)
-        compute = worst.get("compute_ns")
+        found = worst.get("compute_ns")
+        compute = float(found) if found is not None and not pd.isna(found) else None
         hideable = None
-        if compute is not None and not pd.isna(compute):
-            hideable = min(float(compute) / max(float(exposed.iloc[worst_at]), 1.0), 1.0)
+        if compute is not None:
+            hideable = min(compute / max(float(exposed.iloc[worst_at]), 1.0), 1.0)
         situation = Situation(str(kind), devices=on, hideable_share=hideable)
         fix = choose(situation, stack)
         evidence = {
@@ -269,7 +270,7 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
             "detail": str(worst["detail"]),
         }
         if hideable is not None:  # what the worst device has to hide its copies under, beside their exposed time
-            evidence.update(exposed_ns=int(exposed.iloc[worst_at]), compute_to_hide_under_ns=int(compute))
+            evidence.update(exposed_ns=int(exposed.iloc[worst_at]), compute_to_hide_under_ns=int(compute or 0))
         from_compute = hideable is not None and str(worst.get("bound_from")) == "compute"
         out.append(
             Opportunity(
