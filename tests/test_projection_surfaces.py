@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from moeprof.cli import app
 from moeprof.core import intervals as iv
 from moeprof.core.analysis import Analysis, Collective, DeviceFigures, Figures, StepFigures
-from moeprof.core.summary import verdict
+from moeprof.core.summary import choose_first_try, verdict
 from moeprof.gate.diff import change_ratios
 from moeprof.insight.projection import Projector
 from moeprof.insight.projection.plan import comm_kinds
@@ -332,7 +332,7 @@ def test_report_draws_the_projection_beside_the_measured_timeline(tmp_path, job)
     assert all("crit" not in lane for lane in measured["lanes"])
     # the page draws the first try where it moves work between devices (the router or the straggler fix), else
     # balance: here opportunity 1 buys the most
-    first = analysis.first_try()
+    first = choose_first_try(analysis).projection
     assert first is not None and first.role == "opportunity" and projector.unasked(analysis) == ["balance"]
     drawn = analysis.projection("straggler")
     assert drawn is not None

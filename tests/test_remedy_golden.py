@@ -188,6 +188,10 @@ GOLDEN: dict[str, Rows] = {
         ("host-bound: the chip idles between its step programs", "step-dispatch"),
         # the ragged all-to-all on one chip: a copy inside it, not ICI communication
         ("collectives over a group of one chip", "skip-local-collective"),
+        # spec §10's levers (issue 46): the router and permutations at 12.7% of HBM bandwidth with a one-chip
+        # exchange beside them; their backward scatter-adds at 3.5% of it (scatter_fusion, scatter_custom_fusion)
+        ("token movement below its roof (router, permutations, the exchange over one chip)", "faster-token-movement"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
     ],
     # the synthetic 2-slice TPU v5e job: a DCN all-reduce between slices near the DCN peak (keep only data
     # parallelism on DCN), ragged expert exchanges on ICI, FSDP reduce-scatter and all-gather, host gaps
@@ -200,23 +204,113 @@ GOLDEN: dict[str, Rows] = {
     ],
     # tpu/moe_step.py on one TPU v5e chip (gzipped XPlanes without their HLO plane): a padded one-hot einsum (a)
     # and dropless ragged_dot (b); no collective on one chip, the chip idles between its step programs
-    "sample:tpu_v5e_moe_step/a": [("host-bound: the chip idles between its step programs", "step-dispatch")],
-    "sample:tpu_v5e_moe_step/b": [("host-bound: the chip idles between its step programs", "step-dispatch")],
+    "sample:tpu_v5e_moe_step/a": [
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        # spec §10's levers: the one-hot dispatch/combine (compute-bound: FLOPs spent moving tokens) and the
+        # padded expert einsum at 76% of the FLOP/s peak where the shared matmuls of the program run faster
+        ("token movement below its roof (router, permutations)", "faster-token-movement"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+    ],
+    "sample:tpu_v5e_moe_step/b": [
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        # the dropless run: its permutations memory-bound at 28% of HBM bandwidth, their backward scatter-adds at
+        # 3.9%; the ragged dots at 62% of the peak, no dense matmul beside them to hold them against
+        ("token movement below its roof (router, permutations)", "faster-token-movement"),
+        ("the routed experts' GEMMs below the chip's roof", "experts-roof"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+    ],
     # moeprof's demo on one TPU v5e chip (gzipped XPlanes with their HLO): its expert FFN at 2048, the default run,
     # 8,192 tokens; the ragged all-to-all of a one-chip group (a copy inside the chip, not ICI) and the gaps
     # between step programs
     "sample:tpu_v5e_ablation/ffn2048": [
         ("collectives over a group of one chip", "skip-local-collective"),
         ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        # spec §10's levers (issue 46): the token movement at 44% of HBM bandwidth beside a one-chip exchange, its
+        # backward scatter-adds at 8.4% of it, the ragged dots slower than the shared expert's dense matmuls
+        ("token movement below its roof (router, permutations, the exchange over one chip)", "faster-token-movement"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
     ],
     "sample:tpu_v5e_ablation/base": [
         ("collectives over a group of one chip", "skip-local-collective"),
         ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        # spec §10's levers (issue 46): the token movement at 44% of HBM bandwidth beside a one-chip exchange, its
+        # backward scatter-adds at 8.4% of it, the ragged dots slower than the shared expert's dense matmuls
+        ("token movement below its roof (router, permutations, the exchange over one chip)", "faster-token-movement"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
     ],
     "sample:tpu_v5e_ablation/tok8192": [
         ("collectives over a group of one chip", "skip-local-collective"),
         ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        # spec §10's levers (issue 46): the token movement at 44% of HBM bandwidth beside a one-chip exchange, its
+        # backward scatter-adds at 8.4% of it, the ragged dots slower than the shared expert's dense matmuls
+        ("token movement below its roof (router, permutations, the exchange over one chip)", "faster-token-movement"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
     ],
+    # the demo's token-movement levers on the TPU (sample_traces/tpu_v5e_levers): each lever's evidence is gone
+    # from its capture, and so is the remedy that named it. gather: the backward scatter-adds are gathers now, the
+    # one-chip exchange is still there
+    "sample:tpu_v5e_levers/base": [
+        ("token movement below its roof (router, permutations, the exchange over one chip)", "faster-token-movement"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+        ("collectives over a group of one chip", "skip-local-collective"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    "sample:tpu_v5e_levers/gather": [
+        ("token movement below its roof (router, permutations, the exchange over one chip)", "faster-token-movement"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+        ("collectives over a group of one chip", "skip-local-collective"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    # skipx: no exchange over one chip; the backward scatter-adds still there (8.9% of HBM bandwidth)
+    "sample:tpu_v5e_levers/skipx": [
+        ("token movement below its roof (router, permutations)", "faster-token-movement"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    # both: what is left of the token movement is its gathers (52% of HBM bandwidth)
+    "sample:tpu_v5e_levers/lever": [
+        ("token movement below its roof (router, permutations)", "faster-token-movement"),
+        ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    # the routing ablations (issue 48): dropless runs exchange over their one-chip group as the default does; the
+    # runs padded to capacity have no collective at all (XLA drops an all-to-all over one device); every one shows
+    # the token movement and its backward scatter-adds below HBM bandwidth, and the ragged dots below the shared
+    # expert's dense matmuls (at top-4 the ragged dots outrun them: below the roof alone)
+    **{
+        f"sample:tpu_v5e_ablation/{run}": [
+            (
+                "token movement below its roof (router, permutations, the exchange over one chip)",
+                "faster-token-movement",
+            ),
+            ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+            ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+            ("collectives over a group of one chip", "skip-local-collective"),
+            ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        ]
+        for run in ("topk1", "exp32", "tok4096")
+    },
+    "sample:tpu_v5e_ablation/topk4": [
+        ("token movement below its roof (router, permutations, the exchange over one chip)", "faster-token-movement"),
+        ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+        ("the routed experts' GEMMs below the chip's roof", "experts-roof"),
+        ("collectives over a group of one chip", "skip-local-collective"),
+        ("host-bound: the chip idles between its step programs", "step-dispatch"),
+    ],
+    **{
+        f"sample:tpu_v5e_ablation/{run}": [
+            ("token movement below its roof (router, permutations)", "faster-token-movement"),
+            ("the permutations' backward scatter-adds below HBM bandwidth", "inverse-gather-backward"),
+            ("the routed experts' GEMMs below the chip's roof and below its dense matmuls", "grouped-gemm-tiling"),
+            ("host-bound: the chip idles between its step programs", "step-dispatch"),
+        ]
+        for run in ("cap125", "cap2")
+    },
     # saxpy over MPI (old schema): a large exposed copy and launch gaps
     "shared:nsys/saxpy_mpi_old_schema.sqlite": [
         ("exposed host<->device copies", "async-host-copies"),
@@ -238,6 +332,18 @@ GOLDEN: dict[str, Rows] = {
     "shared:rocprof": [
         ("launch-bound", "hip-graphs"),
     ],
+    # TraceLens' H100 test traces (Hugging Face models run with shapes recorded; one GPU each, no collective):
+    # short gaps between kernels, the host reading values back, the video model's inputs copied in
+    "shared:kineto/tracelens_h100/Falconsai_nsfw_image_detection__1016002.json.gz": [("launch-bound", "cuda-graphs")],
+    "shared:kineto/tracelens_h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": [
+        ("launch-bound", "cuda-graphs"),
+        ("device-to-host syncs inside the step", "values-stay-on-device"),
+    ],
+    "shared:kineto/tracelens_h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz": [
+        ("exposed host<->device copies", "async-host-copies"),
+        ("launch-bound", "cuda-graphs"),
+        ("device-to-host syncs inside the step", "values-stay-on-device"),
+    ],
     # TF BERT on 8 V100 (one worker): no exposed collective
     "shared:xplane/tf_bert_8xv100_worker.xplane.pb": [
         ("launch-bound", "cuda-graphs"),
@@ -245,6 +351,10 @@ GOLDEN: dict[str, Rows] = {
         ("device-to-host syncs inside the step", "values-stay-on-device"),
     ],
 }
+
+
+# shared folders of several unrelated captures (a folder is otherwise one job: its rank files)
+SEPARATE_CAPTURES = frozenset({"tracelens_h100"})
 
 
 def trace_path(key: str) -> Path:
@@ -287,6 +397,7 @@ def test_every_sample_and_shared_trace_has_a_row() -> None:
         f"shared:{p.relative_to(shared)}"
         for folder in ("kineto", "nsys", "xplane")
         for p in (shared / folder).iterdir()
+        for p in (sorted(p.iterdir()) if p.name in SEPARATE_CAPTURES else [p])
         if p.is_dir() or p.name.endswith((".json.gz", ".sqlite", ".xplane.pb"))
     } | ({"shared:rocprof"} if (shared / "rocprof").is_dir() else set())  # one capture: the folder
     assert found <= set(GOLDEN)

@@ -2,7 +2,7 @@
 the demo at 16,384 tokens per step, then at 8,192). The ``tokens`` term decides from the first capture's HLO
 shapes which ops scale with the tokens; XLA's own program for half the tokens (the second capture's HLO) says
 which ops' shapes did change: the two must agree, and the projection from the first capture must land within
-10% of the second's measured step."""
+5% of the second's measured step (issue 48; each op timed by its shapes and where its arrays sit, .terms.resize)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from .helpers import SAMPLES
 
 ABLATION = SAMPLES / "tpu_v5e_ablation"
 BASE, HALF = ABLATION / "base", ABLATION / "tok8192"
-TOLERANCE = 0.10  # issue 40: each projection within 10% of the measured step
+TOLERANCE = 0.05  # issue 48: within 5% of the measured step (issue 40's 10% before the ops were resized)
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +58,11 @@ def test_the_projection_of_half_the_tokens_lands_on_the_measured_step(base, half
     (found,) = asked.selection
     assert found["batch"] == ["T = 16,384 (the leading dimension of x.1 f32[16384,2048], y.1 f32[16384,2048])"]
     assert found["fixed_ns"]["weights"] > 0.08 * asked.measured_step_ns
-    # one TPU core runs one op at a time: the step loses (1 - 0.5) of the time the term scaled
+    # one TPU core runs one op at a time: the step loses what the scaled ops lost, which is more than half their
+    # time (arrays of half the size sit on chip: row gathers from a table there, copies that write there)
     scaled = sum(found["scaled_ns"].values())
-    assert asked.projected_step_ns == pytest.approx(asked.measured_step_ns - 0.5 * scaled, rel=1e-3)
+    assert asked.projected_step_ns == pytest.approx(asked.measured_step_ns - scaled + found["projected_ns"], rel=1e-3)
+    assert found["projected_ns"] < 0.5 * scaled and found["on_chip_ns"] > 0.1 * scaled
     # the JSON says the same, and a saved analysis reads it back
     (saved,) = [p for p in analysis.to_json()["projections"] if p.get("role") == "asked"]
     held = sum(found["fixed_ns"].values()) / 1e6

@@ -97,6 +97,22 @@ def check_command(
             help="NCCL Inspector logs: limit on the time others spend beyond the last to arrive: 0.5 or 50%.",
         ),
     ] = None,
+    max_role_share: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--max-role-share",
+            metavar="ROLE=X",
+            help="Limit on a MoE role's share of the step (spec §10 roles: permute=0.3); repeatable.",
+        ),
+    ] = None,
+    min_roof_fraction: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--min-roof-fraction",
+            metavar="ROLE=X",
+            help="Least fraction of its roof a MoE role runs at (roof time / its time: experts=0.5); repeatable.",
+        ),
+    ] = None,
     per_device: Annotated[bool, typer.Option("--per-device", help="Gate every device: the worst one decides.")] = False,
     total: Annotated[
         bool, typer.Option("--total", help="Gate the total (the default; overrides per-device in a config).")
@@ -167,6 +183,8 @@ def check_command(
                 "max_balance_saving": max_balance_saving,
                 "max_beyond_shortest_fraction": max_beyond_shortest_fraction,
                 "max_last_to_arrive_fraction": max_last_to_arrive_fraction,
+                "max_role_share": max_role_share,
+                "min_roof_fraction": min_roof_fraction,
                 "per_device": True if per_device else (False if total else None),
                 "baseline": baseline,
                 "tolerance": tolerance,
@@ -178,7 +196,8 @@ def check_command(
         if not cfg.has_gates:
             raise fail(
                 "no gates: give --max-comm-share/--max-exposed-comm-fraction/--max-idle-fraction/--max-exposed-comm-ms/"
-                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction/--max-balance-saving (Inspector logs: "
+                "--max-exposed-wait-fraction/--max-exposed-transfer-fraction/--max-balance-saving/--max-role-share/"
+                "--min-roof-fraction (Inspector logs: "
                 "--max-beyond-shortest-fraction/--max-last-to-arrive-fraction) or --baseline, or set them in "
                 "[tool.moeprof.check] of pyproject.toml"
             )
@@ -205,7 +224,7 @@ def check_command(
                         " whose times cannot be placed (see the warning above): its figures leave them out;"
                         " --allow-dropped gates it anyway"
                     )
-        analysis = checkable(source, tuple(cfg.limits))
+        analysis = checkable(source, tuple(cfg.limits), tuple(cfg.role_limits))
         base = checkable(base_source) if base_source is not None else None
         results = evaluate(analysis, cfg, base)
         doc = verdict(results, source, cfg)

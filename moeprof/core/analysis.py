@@ -848,14 +848,11 @@ class Analysis:
     # what the host's kernel launches say (readers.kineto.launch_facts, summed over the files): launches, those
     # without their activity, those inside a graph capture; JSON "launches"
     launches: Launches | None = None
+    # spec §10: per MoE role, per step (mean over steps and devices): time, share of the step, exposed, FLOPs,
+    # HBM bytes, time at the roof and below it; JSON "roles"
+    roles: tuple[Mapping[str, Any], ...] = ()
 
     schema: ClassVar[str] = SCHEMA
-
-    def first_try(self) -> Projection | None:
-        """The change that buys the most of "what would it buy" (the asked one aside: moeprof's own first try),
-        where it shortens the step by ``SIGNIFICANT_SAVING`` of it or more; None where nothing does."""
-        candidates = [p for p in self.projections if p.role != "asked" and p.shortens]
-        return max(candidates, key=lambda p: p.saving_ns, default=None)
 
     def projection(self, role: str) -> Projection | None:
         """The first projection answering ``role`` (PROJECTION_ROLES); a saved analysis from before roles were
@@ -934,6 +931,8 @@ class Analysis:
             doc["edge_exposure"] = dict(self.edges)
         if self.launches:
             doc["launches"] = dict(self.launches)
+        if self.roles:
+            doc["roles"] = [dict(r) for r in self.roles]
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -972,6 +971,7 @@ class Analysis:
             "utilization",
             "edge_exposure",
             "launches",
+            "roles",
         }
         try:
             return cls(
@@ -998,6 +998,7 @@ class Analysis:
                 utilization=_section(Utilization, doc.get("utilization")),
                 edges=_section(EdgeExposure, doc.get("edge_exposure")),
                 launches=_section(Launches, doc.get("launches")),
+                roles=tuple(dict(r) for r in _dicts(doc.get("roles"))),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

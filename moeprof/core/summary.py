@@ -205,7 +205,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         "unknown": float(t.exposed_comm_unknown_link_ns),
     }
     ledger = ledger_summary(analysis, per_device_step(analysis, "exposed_comm_ns", each=True))
-    first_try, first_n, bounded, set_aside = choose_first_try(analysis, steps)
+    chosen = choose_first_try(analysis)
     comm_total = sum(c.total_ns for c in analysis.collectives)
     edges = analysis.edges or None
     return Verdict(
@@ -229,8 +229,8 @@ def verdict(analysis: Analysis) -> Verdict | None:
         hot_straggler=hot_straggler(analysis, ledger),
         step_ns=analysis.step_ns,
         projected=bool(analysis.projections),
-        first_try=first_try,
-        first_try_title=_opportunity_title(analysis, first_try),
+        first_try=chosen.projection,
+        first_try_title=_opportunity_title(analysis, chosen.projection),
         step_bound=analysis.step_bound,
         exposed_per_step=per_device_step(analysis, "exposed_comm_ns"),
         memcpy_share=ratio(t.memcpy_ns, t.accumulated_ns),
@@ -243,10 +243,10 @@ def verdict(analysis: Analysis) -> Verdict | None:
         ),
         edges=edges,
         cannot_answer=cannot_answer(analysis.launches),
-        first_opportunity=first_n,
-        first_try_of=_nth(analysis.opportunities, first_n),
-        first_bounded=bounded is not None,
-        set_aside=tuple((n, why, analysis.opportunities[n - 1]) for n, why in set_aside),
+        first_opportunity=chosen.number,
+        first_try_of=_nth(analysis.opportunities, chosen.number),
+        first_bounded=chosen.bounded is not None,
+        set_aside=tuple((n, why, analysis.opportunities[n - 1]) for n, why in chosen.set_aside),
         tpu=is_tpu_job(d.kind for d in devices),
         cpu=is_cpu_job(d.kind for d in devices),
         named_devices=named_devices(analysis),
@@ -305,14 +305,28 @@ def _opportunity_number(p: Projection) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def choose_first_try(
-    analysis: Analysis, steps: int
-) -> tuple[Projection | None, int | None, Opportunity | None, list[tuple[int, str]]]:
-    """The biggest lever that is an action (issue 39): of the projected changes, those that shorten the step
-    by SIGNIFICANT_SAVING, less the sensitivity rows (a kind at half its transfer: no action), an opportunity
-    mostly at the capture's edges, and one already hidden where compute bounds the step; else the top
-    opportunity no replay measured (a TPU's host gaps: its §6 bound per step) where that bound is as large.
-    Returns (projection, its opportunity number, the bounded opportunity, the ones set aside and why)."""
+@dataclass(frozen=True, slots=True)
+class FirstTry:
+    """The first try (:func:`choose_first_try`): the projected change that buys the most (None: none shortens
+    the step), the opportunity it is (from 1), an opportunity no replay measured whose §6 bound per step beats
+    every projected saving, and the opportunities set aside (number, why: "hidden" | "edges")."""
+
+    projection: Projection | None = None
+    number: int | None = None
+    bounded: Opportunity | None = None
+    set_aside: tuple[tuple[int, str], ...] = ()
+
+
+def choose_first_try(analysis: Analysis) -> FirstTry:
+    """The one first try, for the verdict's first lines and for what a report draws unasked: the biggest lever
+    that is an action (issue 39), communication, host gaps and on-chip levers alike ranked by their §9
+    projected saving (issue 46: a TPU's host gaps by the replay of their closing, not by their §6 bound, so a
+    95%-busy chip is not called host-bound): of the projected changes, those that shorten the step by
+    SIGNIFICANT_SAVING, less the sensitivity rows (a kind at half its transfer: no action), an opportunity mostly
+    at the capture's edges, and one already hidden where compute bounds the step; else the top opportunity no
+    replay measured (projected neither exactly nor bounded: a job too large to project) where its §6 bound per
+    step is as large."""
+    steps = step_count(analysis)
     step = float(analysis.step_ns or 0)
     compute_bound = analysis.step_bound is not None and analysis.step_bound.cause == "compute"
     aside: list[tuple[int, str]] = []
@@ -334,18 +348,17 @@ def choose_first_try(
         candidates.append(p)
     best = max(candidates, key=lambda p: p.saving_ns, default=None)
     best_ns = best.saving_ns if best is not None else 0
-    # an opportunity the replay could not take away (not activities): its bound per step, where it beats it
-    bounded = None
+    # an opportunity the replay could not take away (not activities, or not projected): its bound per step,
+    # where it beats every projected saving
     for i, o in enumerate(analysis.opportunities, 1):
-        if o.projected_saving_ns is not None or i in why or not steps or not step:
+        if o.projected_saving_ns is not None or o.projected_saving_max_ns is not None or i in why:
+            continue
+        if not steps or not step:
             continue
         per_step = o.saving_bound_ns / steps
         if per_step >= SIGNIFICANT_SAVING * step and per_step > best_ns:
-            bounded = (i, o)
-            break
-    if bounded is not None:
-        return None, bounded[0], bounded[1], aside
-    return best, (_opportunity_number(best) if best is not None else None), None, aside
+            return FirstTry(None, i, o, tuple(aside))
+    return FirstTry(best, _opportunity_number(best) if best is not None else None, None, tuple(aside))
 
 
 def _opportunity_title(analysis: Analysis, p: Projection | None) -> str:

@@ -2,7 +2,9 @@
 
 A gate is an upper limit on one figure of an analysis (the ``moeprof.analysis/1``
 object): an absolute limit (``max_comm_share = 0.5``) or a baseline plus a
-tolerance (absolute on ratios, relative on times). Figures are measured on the
+tolerance (absolute on ratios, relative on times). Per MoE role (spec §10), a role's
+share of the step has an upper limit and its fraction of its roof a lower one
+(``max_role_share = {permute = 0.3}``, ``min_roof_fraction = {experts = 0.5}``). Figures are measured on the
 total by default or on every device (the worst one decides). Inputs may be
 traces, run folders or saved analysis JSON files, so a baseline is just the
 analysis of a good run; its ``steps`` rows are the step-to-step spread a
@@ -53,7 +55,17 @@ FIGURES: dict[str, tuple[str, str]] = {
 INSPECTOR_FIGURES = ("beyond_shortest_fraction", "last_to_arrive_fraction")
 # gate key (config and CLI, underscores or dashes) -> figure
 GATES: dict[str, str] = {f"max_{name}": name for name in FIGURES}
-CONFIG_KEYS = (*GATES, "per_device", "baseline", "tolerance", "noise_alpha", "allow_dropped")
+# spec §10, per MoE role (the analysis' "roles": per step, the mean over steps and devices), one limit per role:
+# gate key -> (figure, "max" | "min"); figure -> (unit, what it is)
+ROLE_GATES: dict[str, tuple[str, str]] = {
+    "max_role_share": ("role_share", "max"),
+    "min_roof_fraction": ("roof_fraction", "min"),
+}
+ROLE_FIGURES: dict[str, tuple[str, str]] = {
+    "role_share": ("ratio", "a role's time / step"),
+    "roof_fraction": ("ratio", "a role's time at the roof / its time with counts"),
+}
+CONFIG_KEYS = (*GATES, *ROLE_GATES, "per_device", "baseline", "tolerance", "noise_alpha", "allow_dropped")
 # options whose value is a fraction: 0.5 or 50%, never a bare 50 (a share gate at 50 could never fail)
 FRACTION_KEYS = (*(f"max_{name}" for name, (unit, _) in FIGURES.items() if unit == "ratio"), "tolerance")
 DEFAULT_TOLERANCE = 0.02
@@ -61,6 +73,41 @@ DEFAULT_TOLERANCE = 0.02
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+def figure_words(figure: str) -> str:
+    """What a gated figure is, in words (a §4 figure, or a role's)."""
+    return (FIGURES.get(figure) or ROLE_FIGURES[figure])[1]
+
+
+def parse_role_limits(values: object, name: str, path: Path | None = None) -> dict[str, float]:
+    """A role gate's limits: ``ROLE=F`` items (the CLI's repeated option) or a table ``{ROLE = F}`` (TOML); the
+    roles spec §10 names, each fraction written 0.3 or 30%. A bad one is refused in one line naming it."""
+    from ..core.roofline import ROLES
+
+    flag = _flag(name)
+    if isinstance(values, dict):
+        items = [(str(k), v) for k, v in values.items()]
+    elif isinstance(values, list | tuple):
+        items = []
+        for item in values:
+            role, sep, value = str(item).partition("=")
+            if not sep or not role.strip() or not value.strip():
+                raise InputError(path, f"{flag} {item!r}: expected ROLE=FRACTION, e.g. {flag} permute=0.3")
+            items.append((role.strip(), value.strip()))
+    else:
+        raise InputError(path, f"{flag} = {values!r}: expected a table of ROLE = FRACTION, e.g. {{permute = 0.3}}")
+    out: dict[str, float] = {}
+    for role, value in items:
+        if role not in ROLES:
+            raise InputError(path, f"{flag} {role}: not a role; the roles are {', '.join(ROLES)}")
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise InputError(path, f'{flag} {role} = {value!r}: expected a fraction (0.5 or "50%")')
+        try:
+            out[role] = parse_fraction(value, name)
+        except InputError as exc:
+            raise InputError(path, f"{flag} {role}={value}: {exc.problem.split(': ', 1)[1]}") from None
+    return out
 
 
 def _not_finite(number: float) -> str | None:
@@ -202,9 +249,15 @@ def balance_saving(analysis: Analysis) -> float:
     return p.saving_ns / p.measured_step_ns if p.measured_step_ns else 0.0
 
 
-def checkable(source: Source, figures: tuple[str, ...] = ()) -> Analysis:
+def checkable(source: Source, figures: tuple[str, ...] = (), role_gates: tuple[str, ...] = ()) -> Analysis:
     """The analysis a gate may judge, or an InputError: a gate never passes on nothing or on nonsense."""
     a = source.analysis
+    if role_gates and not a.roles:
+        raise InputError(
+            source.path,
+            f"{_flag(role_gates[0])} needs the time per MoE role (spec §10, the analysis' roles), which this "
+            "analysis has none of: no device activity, or saved by a moeprof from before roles",
+        )
     if a.timeline_free:
         timed = [f for f in figures if f not in INSPECTOR_FIGURES]
         if timed:
@@ -390,6 +443,8 @@ def step_count(analysis: Analysis) -> int:
 @dataclass
 class CheckConfig:
     limits: dict[str, float] = field(default_factory=dict)  # figure -> absolute upper limit
+    # spec §10: role gate key (ROLE_GATES) -> role -> its limit (a share's upper, a roof fraction's lower)
+    role_limits: dict[str, dict[str, float]] = field(default_factory=dict)
     per_device: bool = False
     baseline: Path | None = None
     tolerance: float = DEFAULT_TOLERANCE
@@ -399,7 +454,7 @@ class CheckConfig:
 
     @property
     def has_gates(self) -> bool:
-        return bool(self.limits) or self.baseline is not None
+        return bool(self.limits) or bool(self.role_limits) or self.baseline is not None
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -441,7 +496,9 @@ def _normalize(table: dict, path: Path) -> dict:
         key = str(raw).replace("-", "_")
         if key not in CONFIG_KEYS:
             raise InputError(path, f"unknown gate key {raw!r} (known: {', '.join(CONFIG_KEYS)})")
-        if key in FRACTION_KEYS:
+        if key in ROLE_GATES:
+            out[key] = parse_role_limits(value, key, path)
+        elif key in FRACTION_KEYS:
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 raise InputError(path, f'{raw} = {value!r}: expected a fraction (0.5 or "50%")')
             try:
@@ -482,9 +539,11 @@ def resolve_config(cli: dict, config_file: Path | None = None, cwd: Path | None 
         key = key.replace("-", "_")
         if key not in CONFIG_KEYS:
             raise InputError(None, f"unknown gate {key!r}")
-        if value is None:
+        if value is None or (key in ROLE_GATES and not value):
             continue
-        if key in FRACTION_KEYS:
+        if key in ROLE_GATES:  # the command line's limits per role join the config file's
+            settings[key] = {**settings.get(key, {}), **parse_role_limits(value, key)}
+        elif key in FRACTION_KEYS:
             settings[key] = parse_fraction(value, key)
         elif key in GATES or key == "noise_alpha":
             settings[key] = parse_number(value, key, at_most=1 if key == "noise_alpha" else None)
@@ -493,6 +552,7 @@ def resolve_config(cli: dict, config_file: Path | None = None, cwd: Path | None 
     alpha = float(settings.get("noise_alpha", DEFAULT_ALPHA))
     return CheckConfig(
         limits={GATES[k]: float(settings[k]) for k in GATES if k in settings},
+        role_limits={k: dict(settings[k]) for k in ROLE_GATES if settings.get(k)},
         per_device=bool(settings.get("per_device", False)),
         baseline=Path(settings["baseline"]) if settings.get("baseline") is not None else None,
         tolerance=float(settings.get("tolerance", DEFAULT_TOLERANCE)),
@@ -520,6 +580,12 @@ class GateResult:
     # baseline gates: Welch's test of the step means (None: fewer than two steps in a run, tolerance only)
     noise: dict | None = None
     gated: bool = True  # False: shown against the baseline but not gated (its step-to-step noise is unknown)
+    sense: str = "max"  # the limit is an upper one ("max") or a lower one ("min": a role's roof fraction)
+
+    @property
+    def past_limit(self) -> bool:
+        """Whether the value is on the wrong side of its limit (a gate past it holds only within the noise)."""
+        return self.value < self.limit if self.sense == "min" else self.value > self.limit
 
 
 def fmt(value: float | None, unit: str) -> str:
@@ -616,6 +682,9 @@ def evaluate(analysis: Analysis, config: CheckConfig, baseline: Analysis | None 
     for figure, limit in config.limits.items():
         m = measure(analysis, figure, config.per_device)
         results.append(_gate(f"max-{figure.replace('_', '-')}", figure, m, limit, config.per_device, None))
+    for key, limits in config.role_limits.items():
+        for role, limit in limits.items():
+            results.append(role_gate(analysis, key, role, limit))
     if baseline is not None:
         for figure, (unit, _) in FIGURES.items():
             inspector = figure in INSPECTOR_FIGURES
@@ -646,6 +715,41 @@ def evaluate(analysis: Analysis, config: CheckConfig, baseline: Analysis | None 
             noise = welch_test(before, after, shift, config.noise_alpha)
             results.append(_gate(name, figure, m, limit, config.per_device, base, noise))
     return results
+
+
+def role_value(analysis: Analysis, figure: str, role: str) -> float:
+    """A role's figure from the analysis' ``roles`` (per step, the mean over steps and devices): its time over
+    the step time every screen shows (``role_share``; 0 where the role ran nothing), or its time at the roof
+    over its time with counts (``roof_fraction``: 1 at the roof). A roof fraction with no counted time is
+    unknown: an InputError (exit 2), never a pass."""
+    row = next((r for r in analysis.roles if r.get("role") == role), None)
+    if figure == "role_share":
+        step = step_time_ns(analysis)
+        return float(row.get("time_ns") or 0) / step if row is not None and step > 0 else 0.0
+    roof = float(row.get("roof_ns") or 0) if row is not None else 0.0
+    counted = roof + float(row.get("below_roof_ns") or 0) if row is not None else 0.0
+    if counted <= 0:
+        raise InputError(
+            None,
+            f"--min-roof-fraction {role}: the {role} role has no time with FLOP or byte counts in this analysis "
+            "(no such activity, or the trace states no counts): its roof fraction is unknown",
+        )
+    return roof / counted
+
+
+def role_gate(analysis: Analysis, key: str, role: str, limit: float) -> GateResult:
+    """One role gate (``max-role-share[permute]``): a share at most its limit, a roof fraction at least its."""
+    figure, sense = ROLE_GATES[key]
+    value = role_value(analysis, figure, role)
+    passed = value <= limit if sense == "max" else value >= limit
+    name = f"{key.replace('_', '-')}[{role}]"
+    sign = ("<=" if passed else ">") if sense == "max" else (">=" if passed else "<")
+    what = "share of the step" if figure == "role_share" else "fraction of its roof"
+    message = (
+        f"{name} {'holds' if passed else 'FAILED'}: the {role} role's {what} (per step, the mean over steps and"
+        f" devices) {fmt(value, 'ratio')} {sign} {fmt(limit, 'ratio')}"
+    )
+    return GateResult(name, figure, "ratio", value, limit, passed, message=message, sense=sense)
 
 
 def verdict(results: list[GateResult], source: Source, config: CheckConfig) -> dict:

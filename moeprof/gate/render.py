@@ -16,7 +16,7 @@ from ..reports.fitting import NAME_MIN_WIDTH, cut_path, widths
 from ..reports.terminal import human_bytes, make_console, natural_width, wrap
 from ..reports.text import fabric_words, on_fabric
 from ..words import plural
-from .check import FIGURES, CheckConfig, GateResult, fmt
+from .check import FIGURES, CheckConfig, GateResult, figure_words, fmt
 from .history import Run
 
 
@@ -27,7 +27,7 @@ def gate_table(results: list[GateResult], title: str, width: int | None = None) 
     rows = [
         {
             "gate": r.name,
-            "figure": FIGURES[r.figure][1],
+            "figure": figure_words(r.figure),
             "value": fmt(r.value, r.unit),
             "limit": fmt(r.limit, r.unit),
             "baseline": fmt(r.baseline, r.unit),
@@ -97,7 +97,7 @@ def _result(r: GateResult) -> str:
     if not r.passed:
         return "[bold red]FAIL[/]"
     # past the tolerance but not beyond the noise of the steps: it holds, and says why
-    return "[green]pass[/] [dim](noise)[/]" if r.value > r.limit else "[green]pass[/]"
+    return "[green]pass[/] [dim](noise)[/]" if r.past_limit else "[green]pass[/]"
 
 
 def render_check(results: list[GateResult], path: Path, cfg: CheckConfig) -> None:
@@ -110,7 +110,7 @@ def render_check(results: list[GateResult], path: Path, cfg: CheckConfig) -> Non
     )
     failed = sum(not r.passed for r in results)
     for r in results:  # why a figure past its limit holds, or is not gated
-        if (r.passed and r.value > r.limit) or not r.gated:
+        if (r.passed and r.past_limit) or not r.gated:
             console.print(f"[dim]{escape(r.message)}[/]", soft_wrap=True)
     gated = [r for r in results if r.gated]
     shown = f" ({len(results) - len(gated)} more shown, not gated)" if len(gated) < len(results) else ""

@@ -42,6 +42,19 @@ def job_peak(
     return None, ""
 
 
+def job_hbm_peak(
+    plane_peaks: Mapping[str, Mapping[str, float]], preset: ChipPreset | None, preset_from: str | None
+) -> float | None:
+    """HBM GB/s of one chip, as :func:`job_peak` takes the FLOP/s: ``--chip``'s preset, else what the planes
+    state (one value for every device that states one), else the preset the trace names; None unknown."""
+    if preset is not None and preset_from in ("--chip", "--gpu"):
+        return preset.hbm_gbps
+    stated = {round(float(p["hbm_gbps"]), 6) for p in plane_peaks.values() if p.get("hbm_gbps")}
+    if len(stated) == 1:
+        return stated.pop()
+    return preset.hbm_gbps if preset is not None else None
+
+
 def utilization(
     scopes: pd.DataFrame,
     op_flops: pd.DataFrame,

@@ -36,6 +36,7 @@ from ..core.sections import LedgerTotals
 from ..core.steps import job_step_windows
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.edges import capture_edges
+from ..insight.levers import on_chip_levers, role_rows
 from ..insight.opportunities import (
     comm_opportunities,
     expert_exchange_opportunity,
@@ -46,7 +47,7 @@ from ..insight.opportunities import (
 )
 from ..insight.projection import REPLAY_COLUMNS, SYNC_COLUMNS, Projector, ReplayJob, joined_job, project_analysis
 from ..insight.stack import Stack, launch_summary
-from ..insight.utilization import job_peak, utilization
+from ..insight.utilization import job_hbm_peak, job_peak, utilization
 from ..insight.waiting import op_stragglers, straggler_opportunity
 from .per_file import COMM_AGG_COLUMNS, FileResult
 
@@ -440,9 +441,15 @@ def merge_job(
     return finish_job(job, link_peaks, notes, what_if)
 
 
-def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | None) -> ReplayJob | None:
+def replay_job(
+    job: JobResults,
+    records: pd.DataFrame | None,
+    ledger: Ledger | None,
+    peaks: tuple[float | None, float | None] = (None, None),
+) -> ReplayJob | None:
     """The §9 job graph of the whole job (:func:`moeprof.insight.projection.joined_job`) from what the
-    coordinator kept: the files' replay columns, steps and windows, joined with the §8 instances."""
+    coordinator kept: the files' replay columns, steps and windows, joined with the §8 instances; ``peaks``:
+    the chip's FLOP/s and HBM bytes/s (spec §10's roofs)."""
     return joined_job(
         job.table("replay", tuple(REPLAY_COLUMNS)),
         records,
@@ -454,6 +461,7 @@ def replay_job(job: JobResults, records: pd.DataFrame | None, ledger: Ledger | N
         {gid: device for device, gid in sorted(job.device_ids.items()) if gid >= 0},
         {d.device: d.host for d in job.devices},
         {d.device: d.kind for d in job.devices},
+        peaks,
     )
 
 
@@ -510,7 +518,12 @@ def finish_job(
     order = sorted(job.inputs)
     # the JAX scopes and the FLOPs the trace's ops state, against the chip's own peak first
     scope_frame = job.table("scopes", SCOPE_COLUMNS)
-    peak, peak_from = job_peak(job.peaks, hardware.preset, (hardware.summary or {}).get("preset_from"))
+    preset_from = (hardware.summary or {}).get("preset_from")
+    peak, peak_from = job_peak(job.peaks, hardware.preset, preset_from)
+    hbm = job_hbm_peak(job.peaks, hardware.preset, preset_from)
+    replay = replay_job(job, records, ledger, (peak * 1e12 if peak else None, hbm * 1e9 if hbm else None))
+    # spec §10: the on-chip work below the chip's roof, as opportunities (their remedies on what they show)
+    levers, stack = on_chip_levers(replay, stack)
     used, flop_notes = utilization(
         scope_frame,
         job.table("op_flops", OP_FLOP_COLUMNS),
@@ -533,6 +546,7 @@ def finish_job(
                     + expert_exchange_opportunity(comm, hide, stack, collectives)
                     + waiting
                     + signal_opportunities(signals, stack)
+                    + levers
                 ),
                 comm,
                 matched,
@@ -553,8 +567,9 @@ def finish_job(
             job.table("exposed", ("device", "start_ns", "end_ns")),
         ),
         launches=launch_summary(job.launches),
+        roles=role_rows(replay),
     )
-    projected, projector = project_analysis(analysis, replay_job(job, records, ledger), what_if, projections)
+    projected, projector = project_analysis(analysis, replay, what_if, projections)
     return projected, matched, projector
 
 

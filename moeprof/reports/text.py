@@ -13,6 +13,7 @@ from typing import Any
 from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projection, ScopeRow, StepBound
 from ..core.hardware import fabric_text, is_cpu_job, is_tpu_job
 from ..core.names import said
+from ..core.roofline import ON_CHIP
 from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
 from ..insight.remedies import action_of, by_id
@@ -498,9 +499,10 @@ def first_try_line(v: Verdict) -> str:
             tail = f"; {aside}" if aside else f"; {nothing}"
             return f"First try: {bound_action(v.step_bound)}{tail}."
         return f"None of the changes moeprof tries by itself shortens the step by {floor} or more."
-    saving = f"projected to save {duration(p.saving_ns)} of the {duration(p.measured_step_ns)} step"
-    saving += f" ({pct(p.saving_fraction)})"
     n = opportunity_number(p)
+    lever = o is not None and is_lever(o)
+    saving = f"projected to save {'up to ' if lever else ''}{duration(p.saving_ns)} of the"
+    saving += f" {duration(p.measured_step_ns)} step ({pct(p.saving_fraction)}){' at its roof' if lever else ''}"
     if n is not None:
         what = _action(o) if o is not None else (v.first_try_title or p.label)
         return f"First try: {what} — {saving}; see opportunity {n}."
@@ -712,12 +714,27 @@ BOUND_WORDS = {
 }
 
 
+def is_lever(o: Opportunity) -> bool:
+    """An on-chip lever (spec §10): its saving is its activities at the chip's roof, a bound."""
+    return o.kind == ON_CHIP
+
+
 def opportunity_savings_text(o: Opportunity, steps: int, step_ns: int | None) -> tuple[str, str]:
     """An opportunity's two answers, to two questions: hidden under compute, at most what (spec §6's bound,
-    per step, on the worst device); taken away, what the replay says the step gains (§9)."""
+    per step, on the worst device); taken away, what the replay says the step gains (§9). An on-chip lever's:
+    its time below the roof (per step, on the worst device), and the step at its roof (up to: a bound)."""
     per = o.saving_bound_ns / steps if steps else None
     amount = duration(per if per is not None else o.saving_bound_ns)
     amount += " per step" if per is not None and steps > 1 else ""
+    if is_lever(o):
+        below = f"below its roof: {amount} on the worst device"
+        if o.projected_saving_ns is not None and step_ns:
+            if o.projected_saving_ns >= SIGNIFICANT_SAVING * step_ns:
+                share = pct(o.projected_saving_ns / step_ns)
+                at = f"at its roof: the step up to {duration(o.projected_saving_ns)} ({share}) shorter (projected)"
+                return below, at
+            return below, f"at its roof: the step under {SIGNIFICANT_SAVING:.0%} shorter (projected)"
+        return below, ""
     bound = BOUND_WORDS.get(o.bound_from, "its exposed time")
     hidden = f"hidden: at most {amount} on the worst device ({bound})"
     if o.projected_saving_ns is not None and step_ns:

@@ -9,8 +9,10 @@ What it holds, from the bottom up:
 * :mod:`.job`: the job graph, :class:`ReplayJob`, the files' columns joined with the §8 instances and clock
   offsets (:func:`joined_job`), and the figures of a replayed timeline (step times, critical path, §4/§8);
 * :mod:`.selection`: which activities a term's FILTERS select;
-* :mod:`.terms`: the table of terms (``scale``, ``balance``, ``balance-router``), one module each that
-  parses, selects and applies;
+* :mod:`.terms`: the table of terms (``scale``, ``balance``, ``balance-router``, ``tokens``, ``top_k``,
+  ``capacity``, ``experts``, ``roof``), one module each that parses, selects and applies, and what terms take
+  from each activity without a replay; the routing terms resize each op from its program's HLO shapes
+  (``terms/program.py``, ``terms/resize.py``);
 * :mod:`.savings`: every opportunity's projected saving at the cost of a few replays;
 * :mod:`.trace`: a projected timeline as a trace of its own;
 * :mod:`.projector`: the :class:`Projector`, which projects terms over a job;
@@ -25,7 +27,7 @@ from .columns import REPLAY_COLUMNS, SYNC_COLUMNS, empty_replay_table, empty_syn
 from .job import ReplayJob, joined_job
 from .plan import project_analysis
 from .projector import Projector, affordable
-from .terms import parse_terms, term_help
+from .terms import parse_terms, taken_away, term_help
 
 __all__ = [
     "REPLAY_COLUMNS",
@@ -39,5 +41,6 @@ __all__ = [
     "parse_terms",
     "project_analysis",
     "replay_table",
+    "taken_away",
     "term_help",
 ]

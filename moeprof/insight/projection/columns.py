@@ -14,11 +14,14 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from ...core import intervals as iv
 from ...core.events import categorical, categorical_of, lookup
 from ...core.ledger_records import clock_domain
 from ...core.metrics import EventColumns
-from ...core.trace import Trace
+from ...core.roofline import activity_counts, activity_roles
+from ...core.trace import TPU, Trace
 from .terms.balance_router import MOE_ROLES, moe_roles
+from .terms.program import shape_columns
 from .terms.tokens import token_classes
 
 # per device activity: what the replay needs (strings categorical); comm rows are in the order of the
@@ -47,10 +50,22 @@ REPLAY_COLUMNS: dict[str, str] = {
     # program's batch in words (the tokens term says it)
     "tokens": "str",
     "batch": "str",
+    # what the op's program says of the MoE dimensions, and the op's own arrays (terms.program: JSON, one value
+    # per distinct HLO op): how the routing terms resize it; "" unknown
+    "program": "str",
+    "shapes": "str",
     # what the op is, for diff's explanation by scope and op (never by an HLO op name: it does not survive a
     # recompilation): XLA's hlo_category and the HLO opcode, "" unknown
     "category": "str",
     "opcode": "str",
+    # spec §10: the MoE role the activity serves (core.roofline.ROLES), its FLOPs and HBM bytes (NaN unknown):
+    # the roof term and the on-chip levers take it to its time at the chip's roof (the job's peaks)
+    "role": "str",
+    "flops": "float64",
+    "hbm_bytes": "float64",
+    # a TPU's idle between two executions of its programs that ends at this activity (the first of its
+    # program's execution after the gap; 0 elsewhere): the host dispatching the next program late
+    "host_gap_ns": "int64",
 }
 SYNC_COLUMNS = ("device", "thread", "start_ns", "end_ns")  # host synchronizations (waited for the device)
 
@@ -125,6 +140,9 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     passes = columns.numbers("backward", bool)[rows] if "backward" in table.columns else np.zeros(rows.size, bool)
     expert = role_codes == 1 + MOE_ROLES.index("expert")
     token_codes, token_values, batch_codes, batch_values = token_classes(trace, columns, expert)
+    program_codes, program_values, shape_codes, shape_values = shape_columns(trace, columns)
+    role_of, role_values = columns.derived("roles", lambda: activity_roles(table))
+    flops, hbm_bytes = columns.derived("counts", lambda: activity_counts(table))
     return pd.DataFrame(
         {
             "device": per_device(dev_v),
@@ -146,11 +164,47 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "moe_role": _categorical(role_codes[rows], roles),
             "tokens": _categorical(token_codes[rows], token_values),
             "batch": _categorical(batch_codes[rows], batch_values),
+            "program": _categorical(program_codes[rows], program_values),
+            "shapes": _categorical(shape_codes[rows], shape_values),
             "category": strings("category") if "category" in table.columns else categorical("", rows.size),
             "opcode": strings("opcode") if "opcode" in table.columns else categorical("", rows.size),
+            "role": _categorical(role_of[rows], role_values),
+            "flops": flops[rows],
+            "hbm_bytes": hbm_bytes[rows],
+            "host_gap_ns": host_gaps(trace, columns, positions),
         },
         copy=False,  # fresh arrays each: not stacked into blocks (a copy of the four int64 columns)
     )
+
+
+def host_gaps(trace: Trace, columns: EventColumns, positions: Sequence[np.ndarray]) -> np.ndarray:
+    """Per row of ``positions`` (each a device's rows, by start): on a TPU chip, the idle between two executions
+    of its programs (the union of its ``XLA Modules`` line's runs) on the first activity that starts in the
+    later execution; 0 elsewhere. A TPU runs one program per step: that idle is the host dispatching the next
+    program late (insight.opportunities.host_gap_signal, the opportunity it projects)."""
+    out = [np.zeros(len(p), dtype=np.int64) for p in positions]
+    markers = trace.markers
+    modules = markers[markers["kind"] == "module"] if len(markers) else markers
+    if not len(modules):
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+    by_device = {str(d): g for d, g in modules.groupby("device", sort=False, observed=True)}
+    dev_c, dev_v = columns.strings("device")
+    start = columns.numbers("start_ns")
+    for i, rows in enumerate(positions):
+        if not len(rows):
+            continue
+        device = str(dev_v[dev_c[rows[0]]])
+        runs = by_device.get(device)
+        if runs is None or trace.kind_of(device) != TPU or len(runs) < 2:
+            continue
+        s, e = iv.union(runs["start_ns"].to_numpy(np.int64), runs["end_ns"].to_numpy(np.int64))
+        gap = s[1:] - e[:-1]
+        mine = start[np.asarray(rows, dtype=np.int64)]
+        first = np.searchsorted(mine, s[1:], side="left")  # each later execution's first activity
+        ok = (gap > 0) & (first < mine.size)
+        ok[ok] = mine[first[ok]] < np.append(s[2:], np.iinfo(np.int64).max)[ok]  # it starts in that execution
+        np.add.at(out[i], first[ok], gap[ok])
+    return np.concatenate(out)
 
 
 def _categorical(codes: np.ndarray, values: np.ndarray, unique: bool = False) -> pd.Categorical:

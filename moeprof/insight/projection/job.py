@@ -46,6 +46,7 @@ from ...core.analysis import (
 from ...core.events import BUCKETS, bucket_codes, column_codes, lookup
 from ...core.ledger import Ledger, build_ledger
 from ...core.metrics import DeviceTimeline, EventColumns
+from ...core.roofline import activity_roof_ns
 from ...core.sections import Throughput
 from ...core.steps import StepEdges, step_edges
 from ..throughput import projected_throughput
@@ -101,6 +102,9 @@ class ReplayJob:
     device_ids: Mapping[int, str] = field(default_factory=dict)
     hosts: Mapping[str, str] = field(default_factory=dict)  # device -> host
     kinds: Mapping[str, str] = field(default_factory=dict)  # device -> GPU | TPU | CPU (its reader's record)
+    # spec §10: the chip's peaks every activity's roof is taken against (None: not known)
+    peak_flops_per_s: float | None = None
+    peak_hbm_bytes_per_s: float | None = None
     _codes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
     _step_rows: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     _kept: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -137,6 +141,7 @@ class ReplayJob:
         device_ids: Mapping[int, str] | None = None,
         hosts: Mapping[str, str] | None = None,
         kinds: Mapping[str, str] | None = None,
+        peaks: tuple[float | None, float | None] = (None, None),
     ) -> ReplayJob:
         """``table``: REPLAY_COLUMNS; ``instance``: complete §8 instance per row (-1 none); ``steps``:
         (step, device, start_ns, end_ns) on each device's own clock; ``windows``: measured windows."""
@@ -215,6 +220,21 @@ class ReplayJob:
             device_ids=dict(device_ids or {}),
             hosts=dict(hosts or {}),
             kinds=dict(kinds or {}),
+            peak_flops_per_s=peaks[0],
+            peak_hbm_bytes_per_s=peaks[1],
+        )
+
+    @cached_property
+    def roof_ns(self) -> np.ndarray:
+        """Per row: its time at the chip's roof, ``max(f/P, b/B)`` in ns (spec §10; float64, NaN where the
+        activity has no counts or no peak is known: no roof, never 0)."""
+        if "flops" not in self.table.columns:
+            return np.full(self.size, np.nan)
+        return activity_roof_ns(
+            self.table["flops"].to_numpy(np.float64),
+            self.table["hbm_bytes"].to_numpy(np.float64),
+            self.peak_flops_per_s,
+            self.peak_hbm_bytes_per_s,
         )
 
     # ------------------------------------------------------------ running
@@ -632,9 +652,11 @@ def joined_job(
     device_ids: Mapping[int, str],
     hosts: Mapping[str, str],
     kinds: Mapping[str, str] | None = None,
+    peaks: tuple[float | None, float | None] = (None, None),
 ) -> ReplayJob | None:
     """The :class:`ReplayJob` of the whole job: the files' replay columns (``table``, :mod:`.columns`) joined
-    with the §8 instances and clock offsets of ``ledger`` (None: no comm records); None without activities."""
+    with the §8 instances and clock offsets of ``ledger`` (None: no comm records); None without activities.
+    ``peaks``: the chip's FLOP/s and HBM bytes/s, what every activity's roof is taken against (spec §10)."""
     if table.empty:
         return None
     comm = bucket_codes(table["bucket"]) == BUCKETS.index("comm")
@@ -680,4 +702,5 @@ def joined_job(
         device_ids=device_ids,
         hosts=hosts,
         kinds=kinds,
+        peaks=peaks,
     )

@@ -15,7 +15,8 @@ The projections a job gets ("what would it buy"):
   shows routed-expert work;
 * ``asked``: the terms ``--what-if`` asked for;
 * ``opportunity``: each of the top opportunities made free (``scale(opportunity=N)=0``; a straggler
-  finding: ``balance(opportunity=N)``), at the opportunity's own ``projected_saving_ns``;
+  finding: ``balance(opportunity=N)``; an on-chip lever at its roof: ``roof(opportunity=N)``), at the
+  opportunity's own ``projected_saving_ns``;
 * ``kind``: each collective kind at half its transfer (``scale(kind=K)=0.5``).
 
 The JSON lists them in that order (spec §9: the balance projection first, then the one asked for).
@@ -29,6 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...core.analysis import Analysis, Opportunity, Projection
+from ...core.roofline import ON_CHIP
 from ...errors import InputError
 from ..opportunities import PROJECTED_SIGNIFICANT, rank_by_projection
 from .job import ReplayJob
@@ -55,16 +57,28 @@ def _end_saving(projector: Projector, e: np.ndarray) -> int:
 
 
 def opportunity_term(index: int, opportunity: Opportunity) -> str:
-    """The what-if term of opportunity ``index`` (from 1) made free; a straggler's: its work balanced."""
+    """The what-if term of opportunity ``index`` (from 1) made free; a straggler's: its work balanced; an on-chip
+    lever's: its activities at the chip's roof (its own terms)."""
     if opportunity.kind == "straggler":
         return f"balance(opportunity={index})"
+    if opportunity.kind == ON_CHIP:
+        return f"roof(opportunity={index})"
     return f"scale(opportunity={index})=0"
+
+
+def opportunity_label(index: int, opportunity: Opportunity) -> str:
+    """The "what would it buy" row of opportunity ``index`` (from 1), in words."""
+    if opportunity.kind == "straggler":
+        return f"opportunity {index} balanced (below)"
+    if opportunity.kind == ON_CHIP:
+        return f"opportunity {index} at its roof (below)"
+    return f"opportunity {index} at 0 (below)"
 
 
 def with_savings(projector: Projector, opportunities: Sequence[Opportunity], step_ns: float) -> list[Opportunity]:
     """Every opportunity with its ``projected_saving_ns``: activities made free (the replay's savings,
-    :func:`.savings.opportunity_savings`), launch gaps closed, small GEMMs grouped, a
-    straggler's work balanced; ranked by it."""
+    :func:`.savings.opportunity_savings`), launch gaps and a TPU's host gaps closed, small GEMMs grouped, a
+    straggler's work balanced, an on-chip lever's activities at their roof; ranked by it."""
     job = projector.job
     savings = opportunity_savings(job, opportunities, PROJECTED_SIGNIFICANT * step_ns)
     out = [
@@ -73,7 +87,7 @@ def with_savings(projector: Projector, opportunities: Sequence[Opportunity], ste
     ]
     projector.opportunities = tuple(out)
     for i, o in enumerate(out):
-        if o.kind in GAP_OPPORTUNITIES or o.kind == "straggler":
+        if o.kind in GAP_OPPORTUNITIES or o.kind in ("straggler", ON_CHIP):
             _, _, e = projector._replay([opportunity_term(i + 1, o)])
             # a straggler's work balanced to the median of its counterparts can end the steps later (the
             # median is not the mean): that buys nothing, a saving of 0, never a negative one
@@ -148,8 +162,9 @@ def project_analysis(
     for i, o in enumerate(opportunities[:TOP_OPPORTUNITIES], 1):
         if o.projected_saving_ns is None:
             continue  # bounded only: under 1% of the step, not replayed
-        label = f"opportunity {i} at 0 (below)" if o.kind != "straggler" else f"opportunity {i} balanced (below)"
-        projections.append(_row("opportunity", label, (opportunity_term(i, o),), step_ns, o.projected_saving_ns))
+        projections.append(
+            _row("opportunity", opportunity_label(i, o), (opportunity_term(i, o),), step_ns, o.projected_saving_ns)
+        )
     for kind in comm_kinds(analysis):
         terms = [f"scale(kind={kind})=0.5"]
         label = f"{kind} at half its transfer"

@@ -17,6 +17,7 @@ import pandas as pd
 from ...core.analysis import Analysis, Opportunity, PathOp, Projection, StepBound
 from ...core.events import BUCKETS
 from ...core.sections import Throughput
+from ...core.summary import choose_first_try
 from ...core.trace import Trace
 from ...errors import InputError
 from .job import ReplayJob, bound_of
@@ -192,12 +193,12 @@ class Projector:
     def unasked(self, analysis: Analysis) -> list[str] | None:
         """The change a page draws beside the measured timeline unasked (None: none): for a job of several
         devices, affordable, of at most ``DRAWN_UNASKED_LIMIT`` activities (measuring the projected timeline
-        costs about what measuring the job did, so a larger job gets it with ``--what-if``), the first try
-        where it is the router's or the straggler fix (the changes that move work between devices), else
-        ``balance``."""
+        costs about what measuring the job did, so a larger job gets it with ``--what-if``), the first try (the
+        verdict's own: :func:`moeprof.core.summary.choose_first_try`) where it is the router's or the straggler
+        fix (the changes that move work between devices), else ``balance``."""
         if len(analysis.devices) <= 1 or not self.affordable or self.size > DRAWN_UNASKED_LIMIT:
             return None
-        first = analysis.first_try()
+        first = choose_first_try(analysis).projection
         if first is not None and first.role in ("router", "straggler"):
             return [" ".join(first.what_if)]
         return ["balance"]

@@ -3,8 +3,13 @@
 ``bucket=``, ``kind=``, ``link=``, ``device=``, ``host=``, ``name~REGEX``, ``scope~REGEX`` (a search in the
 activity's JAX name scope path, ``jit(step)/jvp(layer0)/experts/dot_general``: what ``tf_op`` and the HLO
 ``op_name`` say, and in the scope of the component it serves, ``layer0/experts``: its backward and its
-parameters' updates run outside the scope, core.components), ``opportunity=N`` (the N-th opportunity of the
-analysis, from 1; launch gaps and small GEMMs select the gaps they are made of). The terms that take filters
+parameters' updates run outside the scope, core.components), ``role=ROLE`` (spec §10's role the activity
+serves, ``role=permute|unpermute`` for either), ``pass=forward|backward``, ``bound=compute|memory`` (spec §10's
+bound of the op: its FLOPs or its HBM bytes take longer at the chip's peak), ``op~REGEX`` (a search in what
+the op is: its name, its HLO opcode, and the last part of its scope path, the JAX primitive that made it:
+``scatter-add``, ``gather``, ``ragged_all_to_all``), ``opportunity=N`` (the N-th opportunity of the
+analysis, from 1; launch gaps and small GEMMs select the gaps they are made of, an on-chip lever the
+activities its terms select). The terms that take filters
 (:mod:`.terms`) parse them here (:func:`parse_filters`) and select with them (:func:`select`); the
 opportunities' savings select each opportunity's activities here too (:func:`opportunity_rows`).
 """
@@ -20,6 +25,7 @@ import numpy as np
 
 from ...core.analysis import Opportunity
 from ...core.events import BUCKETS, KINDS, lookup
+from ...core.roofline import ON_CHIP, ROLES
 from ...core.trace import GPU
 from ..opportunities import SMALL_GAP_NS, name_flags, small_gemms
 from .job import ReplayJob
@@ -29,8 +35,12 @@ if TYPE_CHECKING:
     from .terms.base import WhatIf
 
 LINKS = ("nvlink", "ib", "unknown")
-FILTER_KEYS = ("bucket", "kind", "link", "device", "host", "name", "scope", "opportunity")
-PATTERN_KEYS = ("name", "scope")  # the filters that take a pattern (KEY~REGEX)
+FILTER_KEYS = (
+    "bucket", "kind", "link", "device", "host", "name", "scope", "op", "role", "pass", "bound", "opportunity",
+)  # fmt: skip
+PATTERN_KEYS = ("name", "scope", "op")  # the filters that take a pattern (KEY~REGEX)
+PASSES = ("forward", "backward")
+BOUNDS = ("compute", "memory")  # spec §10: compute where f/P >= b/B, else memory
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,9 @@ def parse_filters(term: str, body: str) -> tuple[Filter, ...]:
             key, _, value = part.partition("~")
             key = key.strip()
             if key not in PATTERN_KEYS:
-                raise bad(term, f"only name and scope take a pattern (name~REGEX, scope~REGEX), not {key!r}")
+                raise bad(
+                    term, f"only name, scope and op take a pattern (name~REGEX, scope~REGEX, op~REGEX), not {key!r}"
+                )
             try:
                 re.compile(value)
             except re.error as exc:
@@ -87,6 +99,12 @@ def parse_filters(term: str, body: str) -> tuple[Filter, ...]:
                 raise bad(term, f"kind {value!r} is not one of {', '.join(KINDS)}")
             if key == "link" and value not in LINKS:
                 raise bad(term, f"link {value!r} is not one of {', '.join(LINKS)}")
+            if key == "role" and not set(value.split("|")) <= set(ROLES):
+                raise bad(term, f"role {value!r} is not one of {', '.join(ROLES)} (several: role=permute|unpermute)")
+            if key == "pass" and value not in PASSES:
+                raise bad(term, f"pass {value!r} is not one of {', '.join(PASSES)}")
+            if key == "bound" and value not in BOUNDS:
+                raise bad(term, f"bound {value!r} is not one of {', '.join(BOUNDS)}")
             if key == "opportunity" and (not value.isdigit() or int(value) < 1):
                 raise bad(term, f"opportunity {value!r} is not a number from 1")
         filters.append(Filter(key, value))
@@ -164,6 +182,22 @@ def opportunity_rows(job: ReplayJob, opportunities: Sequence[Opportunity]) -> li
     return out
 
 
+def lever_terms(opportunity: Opportunity) -> tuple[str, ...]:
+    """The what-if terms an on-chip lever is (insight.levers: its evidence's ``terms``)."""
+    terms = dict(opportunity.evidence or {}).get("terms") or ()
+    return tuple(str(t) for t in terms)
+
+
+def lever_mask(job: ReplayJob, opportunity: Opportunity) -> np.ndarray:
+    """The activities an on-chip lever's terms select (any of them)."""
+    from .terms import parse_terms  # the terms parse their filters here: imported when a lever is selected
+
+    mask = np.zeros(job.size, dtype=bool)
+    for term in parse_terms(lever_terms(opportunity)):
+        mask |= select(job, term)
+    return mask
+
+
 def opportunity_mask(job: ReplayJob, opportunity: Opportunity) -> np.ndarray | None:
     """The activities an opportunity is about, as a mask over the job's rows (None: not activities)."""
     rows = opportunity_rows(job, [opportunity])[0]
@@ -174,7 +208,8 @@ def opportunity_mask(job: ReplayJob, opportunity: Opportunity) -> np.ndarray | N
     return mask
 
 
-GAP_OPPORTUNITIES = ("launch-gaps", "small-gemms")  # made of the gaps before activities, not of activities
+# made of the gaps before activities, not of activities
+GAP_OPPORTUNITIES = ("launch-gaps", "small-gemms", "host-gaps")
 
 
 def _gpu_devices(job: ReplayJob) -> np.ndarray:
@@ -204,11 +239,14 @@ def opportunity_gaps(job: ReplayJob, opportunity: Opportunity) -> np.ndarray | N
     """Per row, whether the trigger gap before it belongs to the opportunity (None: not a gap opportunity).
     ``launch-gaps``: gaps under ``SMALL_GAP_NS`` before an activity of a GPU device (the launch overhead a
     CUDA graph removes); ``small-gemms``: the gap between two small GEMMs of one device (grouped, they are one
-    kernel: the same FLOPs at the rate they ran, launched once)."""
+    kernel: the same FLOPs at the rate they ran, launched once); ``host-gaps``: the gap before the first
+    activity of a TPU program's execution that follows idle between executions (the host's late dispatch)."""
     g = job.graph
     has = g.trigger >= 0
     if opportunity.kind == "launch-gaps":
         return has & _gpu_devices(job) & (g.gap > 0) & (g.gap < SMALL_GAP_NS)
+    if opportunity.kind == "host-gaps":  # a TPU's idle between its programs: the gap before each one's first op
+        return has & (job.table["host_gap_ns"].to_numpy(np.int64) > 0)
     if opportunity.kind == "small-gemms":
         small = _small_gemm_rows(job)
         out = small & has
@@ -217,12 +255,30 @@ def opportunity_gaps(job: ReplayJob, opportunity: Opportunity) -> np.ndarray | N
     return None
 
 
+def bound_of_rows(job: ReplayJob) -> np.ndarray:
+    """Per row, spec §10's bound as an index into BOUNDS (-1: no counts, or no peak to take them against):
+    compute where its FLOPs take at least as long at the peak as its HBM bytes, else memory."""
+    f = job.table["flops"].to_numpy(np.float64) if "flops" in job.table.columns else np.full(job.size, np.nan)
+    b = job.table["hbm_bytes"].to_numpy(np.float64) if "hbm_bytes" in job.table.columns else np.full(job.size, np.nan)
+    peak_f, peak_b = job.peak_flops_per_s, job.peak_hbm_bytes_per_s
+    compute = f / peak_f if peak_f else np.full(job.size, np.nan)
+    memory = b / peak_b if peak_b else np.full(job.size, np.nan)
+    known = ~np.isnan(compute) | ~np.isnan(memory)
+    is_compute = np.nan_to_num(compute, nan=-1.0) >= np.nan_to_num(memory, nan=-1.0)
+    return np.where(known, np.where(is_compute, 0, 1), -1)
+
+
 def _on_host(host: str) -> Callable[[str], bool]:
     return lambda device: device.split("/")[0] == host
 
 
 def _matches(pattern: re.Pattern[str]) -> Callable[[str], bool]:
     return lambda name: pattern.search(name) is not None
+
+
+def _last_part(found: Callable[[str], bool]) -> Callable[[str], bool]:
+    """``found`` of a scope path's last part (the JAX primitive that made the op)."""
+    return lambda path: found(path.rsplit("/", 1)[-1])
 
 
 def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = ()) -> np.ndarray:
@@ -250,8 +306,22 @@ def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = 
         elif f.key == "scope":  # the activity's own scope path, or the component it serves (core.components)
             found = _matches(re.compile(f.value))
             mask &= _string_mask(job, "scope", found) | _string_mask(job, "component", found)
+        elif f.key == "op":  # what the op is: its name, HLO opcode, and the primitive that ends its scope path
+            found = _matches(re.compile(f.value))
+            mask &= (
+                _string_mask(job, "name", found)
+                | _string_mask(job, "opcode", found)
+                | _string_mask(job, "scope", _last_part(found))
+            )
         elif f.key in PATTERN_KEYS:
             mask &= _string_mask(job, f.key, _matches(re.compile(f.value)))
+        elif f.key == "role":
+            mask &= _string_mask(job, "role", set(f.value.split("|")).__contains__)
+        elif f.key == "pass":
+            backward = job.table["backward"].to_numpy(bool)
+            mask &= backward if f.value == "backward" else ~backward
+        elif f.key == "bound":
+            mask &= bound_of_rows(job) == BOUNDS.index(f.value)
         elif f.key == "opportunity":
             index = int(f.value) - 1
             if index >= len(opportunities):
@@ -260,6 +330,8 @@ def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = 
             chosen: np.ndarray | None
             if opportunity.kind == "straggler":  # the device the others wait for: its work
                 chosen = _string_mask(job, "device", opportunity.name.__eq__)
+            elif opportunity.kind == ON_CHIP:  # a lever: what its own terms select
+                chosen = lever_mask(job, opportunity)
             else:
                 gaps = opportunity_gaps(job, opportunity)
                 chosen = gaps if gaps is not None else opportunity_mask(job, opportunity)

@@ -1,7 +1,8 @@
 """The ``scale`` term (spec §9): ``scale(FILTERS)=F`` scales the selected activities' durations (an instance
 member's transfer ``τ``) by ``F``, rounded half to even; ``F = 0`` makes them free, ``scale()=F`` selects every
-activity. An opportunity made of gaps (launch gaps, small GEMMs: :data:`.selection.GAP_OPPORTUNITIES`) scales
-the trigger gaps ``g_x`` it is made of instead."""
+activity. An opportunity made of gaps (launch gaps, small GEMMs, a TPU's host gaps:
+:data:`.selection.GAP_OPPORTUNITIES`) scales the trigger gaps ``g_x`` it is made of instead; of a host gap, only
+the idle between the chip's program executions (the rest of ``g_x`` is the program's own start-up)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,12 @@ class Scale:
         mask = select(job, term, opportunities)
         if is_gap_term(term, opportunities):
             gap = (job.graph.gap if state.gap is None else state.gap).copy()
-            gap[mask] = np.rint(gap[mask].astype(np.float64) * term.factor).astype(np.int64)
+            if _host_gaps(term, opportunities):
+                idle = np.minimum(job.table["host_gap_ns"].to_numpy(np.int64)[mask], gap[mask])
+                change = np.rint(idle.astype(np.float64) * (term.factor - 1)).astype(np.int64)
+                gap[mask] = np.maximum(gap[mask] + change, 0)
+            else:
+                gap[mask] = np.rint(gap[mask].astype(np.float64) * term.factor).astype(np.int64)
             state.gap = gap
         else:
             scale_rows(job, state, mask, term.factor)
@@ -45,6 +51,16 @@ class Scale:
 
 
 TERM = Scale()
+
+
+def _host_gaps(term: WhatIf, opportunities: Sequence[Opportunity]) -> bool:
+    """Whether ``term`` scales a TPU's host gaps (``opportunity=N`` of kind ``host-gaps``)."""
+    return any(
+        f.key == "opportunity"
+        and 0 < int(f.value) <= len(opportunities)
+        and opportunities[int(f.value) - 1].kind == "host-gaps"
+        for f in term.filters
+    )
 
 
 def scale_rows(job: ReplayJob, state: Changing, mask: np.ndarray, factor: float) -> None:

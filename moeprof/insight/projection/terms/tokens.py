@@ -22,7 +22,6 @@ replay's ``tokens`` column) from:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +34,11 @@ from ....core.events import combine_codes, first_rows, lookup
 from ....core.hlo import HloInstruction, HloModule, shape_dims
 from ....core.metrics import EventColumns
 from ....core.trace import Trace
-from ....core.vocabulary import vocabulary
 from ..job import NO_STEP, ReplayJob
 from ..selection import parse_filters, select
 from .base import Changing, WhatIf, factor_of
+from .program import Batch, batch_of, is_matmul, token_rows
+from .resize import Resize, resize_job
 from .scale import scale_rows
 
 NAME = "tokens"
@@ -51,75 +51,6 @@ ROUTED_CLASSES = tuple(f"{ROUTED} {c}" for c in SCALED)
 # anything else that carries no token dimension
 FIXED = ("weights", "other")
 CLASSES = ("", *FIXED, *SCALED, *ROUTED_CLASSES)  # "": no HLO op known (a GPU kernel, an XLA op not in the HLO)
-_MATMUL_OPCODES = frozenset({"dot", "convolution", "ragged-dot"})
-
-
-@dataclass(frozen=True)
-class Batch:
-    """What a program's HLO says of its batch."""
-
-    tokens: int  # T: the batch inputs' leading dimension (0: no batch input found)
-    inputs: tuple[str, ...]  # the batch inputs, "x.1 f32[16384,2048]"
-    state: frozenset[tuple[int, ...]]  # the state parameters' dimensions, sorted (not scalars)
-    shared: tuple[int, ...]  # dimensions of the state that are multiples of T (the selection is then ambiguous)
-
-    @property
-    def text(self) -> str:
-        """The batch in words (the projection's note says it), "" where none was found."""
-        if not self.tokens:
-            return ""
-        inputs = ", ".join(self.inputs[:3]) + (f" and {len(self.inputs) - 3} more" if len(self.inputs) > 3 else "")
-        out = f"T = {self.tokens:,} (the leading dimension of {inputs})"
-        if self.shared:
-            dims = ", ".join(f"{d:,}" for d in self.shared[:3])
-            out += f"; the state's dimensions {dims} are multiples of T too: arrays shaped otherwise count as tokens"
-        return out
-
-
-def batch_of(module: HloModule) -> Batch:
-    """The batch of a program: its entry parameters whose dimensions are no array the program returns (the
-    state it returns, updated, is not the batch), and ``T``, their most common leading dimension."""
-    returned = set(shape_dims(module.entry_result()))
-    state: list[tuple[int, ...]] = []
-    inputs: list[tuple[HloInstruction, tuple[int, ...]]] = []
-    for parameter in module.entry_parameters():
-        arrays = shape_dims(parameter.shape)
-        if len(arrays) != 1 or not arrays[0]:
-            continue  # a tuple (an old-style packed input) or a scalar: no dimension to tell
-        if arrays[0] in returned:
-            state.append(arrays[0])
-        else:
-            inputs.append((parameter, arrays[0]))
-    state_dims = frozenset(tuple(sorted(d)) for d in state)
-    leading = {p.name: _leading(dims) for p, dims in inputs}
-    count = Counter(d for d in leading.values() if d > 1)
-    if not count:
-        return Batch(0, (), state_dims, ())
-    tokens = max(count, key=lambda d: (count[d], d))
-    named = tuple(f"{p.name} {p.shape.split('{')[0]}" for p, _ in inputs if leading[p.name] == tokens)
-    shared = tuple(sorted({d for dims in state for d in dims if d % tokens == 0}))
-    return Batch(tokens, named, state_dims, shared)
-
-
-def _leading(dims: tuple[int, ...]) -> int:
-    """An input's leading dimension, past leading 1s (a batch of one sequence: its tokens)."""
-    return next((d for d in dims if d != 1), 1)
-
-
-def token_rows(dims: tuple[int, ...], tokens: int) -> set[int]:
-    """The rows of tokens an array of ``dims`` carries: each dimension, and each product of consecutive
-    dimensions short of all of them, that is a positive multiple of ``tokens`` (empty: it carries none)."""
-    out: set[int] = set()
-    rank = len(dims)
-    for start in range(rank):
-        product = 1
-        for end in range(start, rank):
-            if end - start + 1 == rank and rank > 1:
-                break  # the whole array: its size is no dimension
-            product *= dims[end]
-            if product >= tokens and product % tokens == 0:
-                out.add(product)
-    return out
 
 
 @dataclass(frozen=True)
@@ -150,20 +81,9 @@ def _op(module: HloModule, inst: HloInstruction, batch: Batch) -> _Op:
         frozenset(result_rows | rows_of(operands)),
         bool(result_rows),
         state,
-        _is_matmul(module, inst),
+        is_matmul(module, inst),
         inst.is_collective,
     )
-
-
-def _is_matmul(module: HloModule, inst: HloInstruction) -> bool:
-    """A matrix product: a dot, convolution or ragged dot, a fusion that holds one, or a custom call whose name
-    or scope a GEMM's is (the TPU's Mosaic ``ragged-dot`` kernel)."""
-    if inst.opcode in _MATMUL_OPCODES:
-        return True
-    if inst.opcode == "custom-call":
-        gemm = vocabulary().gemm
-        return bool(gemm.search(inst.name) or gemm.search(inst.op_name.rsplit("/", 1)[-1]))
-    return inst.opcode == "fusion" and any(sub.opcode in _MATMUL_OPCODES for sub in module.nested(inst))
 
 
 def _class(op: _Op, routed: frozenset[int]) -> str:
@@ -245,6 +165,8 @@ class TokenScaling:
     scaled_ns: dict[str, int]  # per class (SCALED)
     routed_ns: int  # of the scaled time, the ops that carry the routed rows
     fixed_ns: dict[str, int]  # per class: FIXED, "unknown" (no HLO op), "<class> (not routed)"
+    projected_ns: int = 0  # the scaled ops' time after (resize: each op by its shapes and where its arrays sit)
+    on_chip_ns: int = 0  # of the scaled time, ops whose arrays change place between HBM and chip memory
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -255,6 +177,8 @@ class TokenScaling:
             "scaled_ns": dict(self.scaled_ns),
             "routed_ns": self.routed_ns,
             "fixed_ns": dict(self.fixed_ns),
+            "projected_ns": self.projected_ns,
+            "on_chip_ns": self.on_chip_ns,
         }
 
     @property
@@ -271,10 +195,15 @@ class TokenScaling:
             return "no routed rows found (the routed experts' ops carry no multiple of T above T): nothing scaled"
         scaled = sum(self.scaled_ns.values())
         of_it = f"; {_ms(self.routed_ns)} of it carries the routed rows" if self.routed_ns and not self.routed else ""
+        placed = (
+            f" ({_ms(self.on_chip_ns)} ms of the {_ms(scaled)} in ops whose arrays move between HBM and chip memory)"
+            if self.on_chip_ns >= 1_000
+            else ""
+        )
         return (
             f"{'routed rows' if self.routed else 'tokens'} x{self.factor:g}, {'; '.join(self.batches)}: scaled "
-            f"{_ms(scaled)} ms per step ({_listing(self.scaled_ns)}{of_it}), held {_ms(sum(self.fixed_ns.values()))} "
-            f"ms ({_listing(self.fixed_ns)})"
+            f"{_ms(scaled)} ms per step ({_listing(self.scaled_ns)}{of_it}) to {_ms(self.projected_ns)} ms{placed}, "
+            f"held {_ms(sum(self.fixed_ns.values()))} ms ({_listing(self.fixed_ns)})"
         )
 
 
@@ -317,7 +246,15 @@ class Tokens:
         scales = carries_routed if routed else np.array([c in SCALED or c in ROUTED_CLASSES for c in names], bool)
         held = [c if c in FIXED else "unknown" if not c else f"{b} (not routed)" for c, b in zip(names, plain)]
         scaled = chosen & lookup(codes, scales, False)
-        scale_rows(job, state, scaled, term.factor)
+        # each op as its shapes and the placement of its arrays say (resize); an op without them (no program
+        # facts: a GPU kernel, a capture without HLO) by the factor
+        sized = Resize(routed=term.factor) if routed else Resize(tokens=term.factor)
+        resized = resize_job(job, state, scaled, lambda program: sized if program.tokens else None)
+        described = _described(job)
+        state.duration, state.transfer = resized.duration, resized.transfer
+        scale_rows(job, state, scaled & ~described, term.factor)
+        inside = scaled & (job.step != NO_STEP)
+        steps = max(int(job.step_numbers.size), 1)
         found = TokenScaling(
             term.factor,
             routed,
@@ -325,6 +262,8 @@ class Tokens:
             _per_class(job, scaled, codes, plain),
             sum(_per_class(job, scaled & lookup(codes, carries_routed, False), codes, plain).values()),
             _per_class(job, chosen & ~scaled, codes, held),
+            int(round(float(state.duration[inside].sum()) / steps)),
+            resized.placed_ns,
         )
         state.found.append(found.to_json())
         state.note = "; ".join(n for n in (state.note, found.note) if n)
@@ -332,6 +271,18 @@ class Tokens:
 
 
 TERM = Tokens()
+
+
+def _described(job: ReplayJob) -> np.ndarray:
+    """The rows whose program and op the HLO describes (the resize times them)."""
+    if "program" not in job.table.columns or "shapes" not in job.table.columns:
+        return np.zeros(job.size, dtype=bool)
+    prog_c, prog_v = job.codes("program")
+    op_c, op_v = job.codes("shapes")
+    has_tokens = np.array(['"tokens":0,' not in str(v) and bool(v) for v in prog_v.tolist()], dtype=bool)
+    return lookup(prog_c, has_tokens, False) & lookup(
+        op_c, np.array([bool(v) for v in op_v.tolist()], dtype=bool), False
+    )
 
 
 def _batches(job: ReplayJob, rows: np.ndarray) -> tuple[str, ...]:
