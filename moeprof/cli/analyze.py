@@ -102,10 +102,7 @@ def analyze_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Project a change, answered first: 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE,"
-            " scope~RE (the JAX name scope), opportunity=N), 'scale()=F', "
-            "'balance' (every rank as fast as the median rank), 'balance(FILTERS)', "
-            "'balance-router' (the experts' work spread evenly, work conserved). Repeatable: the terms combine.",
+            help="Project a change, answered first. Repeatable: the terms combine. TERM is one of:",
         ),
     ] = None,
     no_projection: Annotated[

@@ -43,7 +43,7 @@ def annotate_command(
             "--what-if",
             metavar="TERM",
             help="Write the job replayed with this change instead (repeatable, the terms combine), with its"
-            " critical path as a track: e.g. balance, 'scale(kind=all-to-all)=0.5'.",
+            " critical path as a track. TERM is one of:",
         ),
     ] = None,
 ) -> None:

@@ -76,7 +76,7 @@ def report_command(
             metavar="TERM",
             help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine)."
             " Default, for a job of several devices and up to 100,000 activities: the first try where it is"
-            " 'balance-router' or 'balance', else 'balance'.",
+            " 'balance-router' or 'balance', else 'balance'. TERM is one of:",
         ),
     ] = None,
     no_projection: Annotated[

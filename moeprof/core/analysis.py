@@ -296,7 +296,7 @@ class Opportunity:
     link: str | None
     exposed_ns: int
     saving_bound_ns: int
-    bound_from: str  # exposed | hlo | ledger: what bounds saving_bound_ns
+    bound_from: str  # exposed | hlo | ledger | compute (the compute beside host copies): what bounds saving_bound_ns
     evidence: Mapping[str, Any]
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)

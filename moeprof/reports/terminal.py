@@ -21,17 +21,20 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.analysis import Analysis, Collective, Figures
+from ..core.names import cut
 from ..core.summary import (
     LedgerSummary,
     device_stats,
+    figures_per_step,
     mean_figures,
     step_count,
+    step_divisor,
     verdict,
     worst_devices,
     zero_everywhere,
 )
 from ..words import plural
-from .fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path
+from .fitting import NAME_MIN_WIDTH, cut_apart, cut_path
 from .routing import load_line, load_table, timeline_free_lines, traffic_line, traffic_renderables
 from .text import (
     NBSP,
@@ -254,13 +257,22 @@ def _table(layout: Layout, rows: Sequence[Row | None], footer: Row | None, title
     return table
 
 
+def per_step_title(result: Analysis) -> str:
+    """The unit of a table's times: per step where the trace has several (the window's sums over them)."""
+    steps = step_count(result)
+    return f"ms per step, the capture's {steps} steps" if steps > 1 else "ms"
+
+
 def device_rows(result: Analysis, rows: int | None) -> tuple[list[Row | None], Row | None, str, str | None]:
-    """Every device, or (``rows`` given) min/median/max over all of them and the ``rows`` worst; the mean below."""
-    devices = result.devices
+    """Every device, or (``rows`` given) min/median/max over all of them and the ``rows`` worst; the mean below.
+    Times per step (:func:`~moeprof.core.summary.step_divisor`), as the headline's."""
+    steps = step_divisor(result)
+    devices = [figures_per_step(d, steps) for d in result.devices]
+    names = [d.device for d in result.devices]
     out: list[Row | None] = []
     if rows is None or rows >= len(devices):
-        out = [(d.device, d.value, None) for d in devices]
-        title = "Per device (ms)"
+        out = [(name, d.value, None) for name, d in zip(names, devices, strict=True)]
+        title = f"Per device ({per_step_title(result)})"
     else:
         stats = device_stats(devices, [c.key for c in (*FULL, COMM)])
         out += [
@@ -269,8 +281,8 @@ def device_rows(result: Analysis, rows: int | None) -> tuple[list[Row | None], R
             ("max", lambda key: stats[key].max, "dim"),
         ]
         out.append(None)
-        out += [(d.device, d.value, None) for d in worst_devices(devices, rows)]
-        title = f"Per device (ms), {plural(len(devices), 'device')} summarized"
+        out += [(d.device, figures_per_step(d, steps).value, None) for d in worst_devices(result.devices, rows)]
+        title = f"Per device ({per_step_title(result)}), {plural(len(devices), 'device')} summarized"
     footer: Row | None = ("mean", mean_figures(devices).value, "bold") if len(devices) > 1 else None
     note = (
         None
@@ -340,9 +352,11 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
     by cutting the op name in its middle, on one line (:func:`~.fitting.cut`). Numbers are never cut. Where the
     ledger ran, wait and transfer split the time."""
 
+    steps = step_divisor(result)
+
     def cells(c: Collective) -> dict[str, str]:
         util = c.link_utilization
-        n = max(c.devices, 1)  # times per device: the mean over the devices it ran on
+        n = max(c.devices, 1) * steps  # times per device and step: the mean over the devices it ran on
         return {
             "op": c.name,
             "kind": c.kind,
@@ -362,7 +376,8 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
     data = [cells(c) for c in result.collectives[:top]]
     names = [n for n in data[0] if n == "op" or any(d[n] != "-" for d in data)] if data else ["op"]
     op_width = min(OP_MAX_WIDTH, max([len("op"), *(len(d["op"]) for d in data)]))
-    title = f"Top collectives (of {len(result.collectives)}), ms per device: the mean over the devices each ran on"
+    per = "ms per device and step" if steps > 1 else "ms per device"
+    title = f"Top collectives (of {len(result.collectives)}), {per}: the mean over the devices each ran on"
 
     def build(stacked: bool, op_cells: list[str]) -> Table:
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
@@ -404,7 +419,8 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
     flops = any(r.tflops_per_s is not None for r in rows)
     xla = any(r.peak_fraction_xla is not None for r in rows[:top])  # ragged dots recounted: XLA's own beside
     attributed = scopes_attributed(rows)
-    title = f"Scopes ({len(result.scopes)}, layers folded), ms per device"
+    steps = step_divisor(result)
+    title = f"Scopes ({len(result.scopes)}, layers folded), ms per device{' and step' if steps > 1 else ''}"
     if attributed:
         title += ": own (the scope's ops), attributed (the ops that serve it: its own, its backward's, its weights'"
         title += " updates and casts)"
@@ -413,7 +429,7 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
     heads += ["XLA's"] if xla else []
     lines = []
     for r in rows[:top]:
-        n = max(r.devices, 1)
+        n = max(r.devices, 1) * steps
         _, share, backward = scope_figures(r, attributed)
         served = [ms((r.attributed_ns or 0) / n)] if attributed else []
         cells = [r.scope, f"{r.count:,}", ms(r.total_ns / n), *served, pct(share), pct(backward), ms(r.comm_ns / n)]
@@ -486,7 +502,8 @@ def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) ->
         head.append(f"  {removed}" if removed else "", style="bold red")
         head.append(f"{';' if removed else ''} {on_fabric(hidden)}")
         # a flag list longer than the line folds instead of being cut
-        body = Text(f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {remedy}", overflow="fold")
+        stake = f"{ms(o.exposed_ns / max(steps, 1))} ms per step" if steps > 1 else f"{ms(o.exposed_ns)} ms"
+        body = Text(f"{stake} at stake over all devices: {evidence_text(o, steps)}\n→ {remedy}", overflow="fold")
         grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))
     content: RenderableType = grid
     if not result.opportunities:
@@ -494,8 +511,9 @@ def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) ->
     return Panel(content, title="Opportunities" if ranked_inside else title, title_align="left")
 
 
-def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | None:
-    """The devices that arrive last in collectives (§8), most waiting caused first; None when none does."""
+def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS, steps: int = 1) -> Table | None:
+    """The devices that arrive last in collectives (§8), most waiting caused first, the waiting they caused per
+    step (``steps``: the steps measured); None when none does."""
     shown = led.stragglers[:rows]
     if not shown:
         return None
@@ -511,9 +529,10 @@ def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | N
     table.add_column("device", overflow="fold")
     table.add_column("last in", justify="right", no_wrap=True)
     table.add_column("of its\ncollectives", justify="right", no_wrap=True)
-    table.add_column("others waited\nfor it, ms", justify="right", no_wrap=True)
+    table.add_column("others waited\nfor it, ms" + ("/step" if steps > 1 else ""), justify="right", no_wrap=True)
     for r in shown:
-        table.add_row(r.device, f"{r.straggler_count:,} of {r.instances:,}", pct(r.last_share), ms(r.caused_wait_ns))
+        waited = ms(r.caused_wait_ns / max(steps, 1))
+        table.add_row(r.device, f"{r.straggler_count:,} of {r.instances:,}", pct(r.last_share), waited)
     return table
 
 
@@ -654,7 +673,7 @@ def _render(
         console.print()
         for line in wrap(ledger_line(v.ledger), width):
             console.print(Text(line), soft_wrap=True)
-        stragglers = straggler_table(v.ledger)
+        stragglers = straggler_table(v.ledger, steps=step_divisor(result))
         if stragglers is not None:
             console.print(stragglers)
     bought = payoff_table(result, width)

@@ -218,9 +218,12 @@
   // stacked per-pixel bars, bottom-up in category order; runs of equal pixels become one rectangle.
   // ``wait`` (per-pixel coverage of the device's wait parts, or null) pales the top of the comm part of the
   // stack: the wait parts lie inside comm, so the pale share of the comm bar is the share spent waiting.
-  // Returns the pixel columns that got a pale part.
+  // Returns the pixel columns that got a pale part. A category of ``codes`` the coverage lacks (a track with no
+  // activity of it: a TPU chip's exposed-comm track when no communication is exposed) covers nothing.
   Timeline.prototype.paint = function (arrs, codes, x0, y, H, wait) {
     var ctx = this.ctx, W = this.plotW;
+    var none = new Float32Array(W + 1);
+    var cols = codes.map(function (c) { return arrs[c] || none; });
     var runs = codes.map(function () { return { x: -1, top: 0, h: 0 }; });
     var pale = { x: -1, top: 0, h: 0 };
     var paled = 0;
@@ -238,11 +241,11 @@
     var shade = wait && isComm.some(Boolean);
     for (var x = 0; x <= W; x++) {
       var total = 0;
-      if (x < W) for (var ci = 0; ci < codes.length; ci++) total += arrs[codes[ci]][x];
+      if (x < W) for (var ci = 0; ci < codes.length; ci++) total += cols[ci][x];
       var scale = total > 1 ? 1 / total : 1;
       var acc = 0, commTop = 0, commH = 0;
       for (ci = 0; ci < codes.length; ci++) {
-        var v = x < W ? arrs[codes[ci]][x] * scale : 0;
+        var v = x < W ? cols[ci][x] * scale : 0;
         var h = v > 0 ? Math.max(1, Math.round(v * H * 2) / 2) : 0;
         if (acc + h > H) h = H - acc;
         var top = y + H - acc - h;

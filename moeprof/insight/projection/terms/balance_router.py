@@ -31,6 +31,7 @@ MOE_ROLES = ("expert", "exchange", "exchange-ragged")
 class BalanceRouter:
     name: str = NAME
     forms: tuple[str, ...] = ("balance-router",)
+    help: str = "the routed experts' work spread evenly over each EP group, work conserved"
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
         if factor is not None:
