@@ -478,5 +478,5 @@ def test_capture_demo_rejects_bad_expert_compute(tmp_path: Path) -> None:
     )
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip().splitlines() == [
-        "moeprof: --expert-compute must be auto, tiled or ragged_dot (got 'dense')"
+        "moeprof: --expert-compute must be auto, ragged_dot or tiled (got 'dense')"
     ], res.stderr

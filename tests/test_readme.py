@@ -105,6 +105,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rank in (here / "ranks").iterdir():  # rank3.pt.trace.json.gz -> worker3.pt.trace.json.gz
         shutil.copy(rank, here / rank.name.replace("rank", "worker"))
     shutil.copytree(SAMPLES / "cpu_moe_8dev", here / "run")
+    shutil.copytree(SAMPLES / "kineto_alltoall_gloo_w4", here / "a2a_ranks")  # gloo all-to-alls with their splits
+    (here / "load.csv").write_text("step,layer,expert,tokens\n0,0,0,700\n0,0,1,100\n0,0,2,0\n0,0,3,224\n")
     # node0/: one host's rocprofv3 output, CSV sets and rocpd databases of the same processes
     shutil.copytree(SAMPLES / "synthetic_rocprof_mi300x" / "mi300x-node0", here / "node0")
     for db in (SAMPLES / "synthetic_rocpd_mi300x" / "mi300x-node0").glob("*_results.db"):

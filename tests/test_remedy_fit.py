@@ -54,8 +54,8 @@ def test_collectives_on_cpu_devices_get_no_fabric_or_gpu_advice() -> None:
 
 
 def test_a_waiting_all_gather_is_not_told_to_balance_the_experts() -> None:
-    """Waiting for the last rank in an all-gather is uneven work before it, whatever the job: the expert
-    advice is for an expert exchange only."""
+    """Waiting for the last rank in an all-gather is not the experts' load: the expert advice is for an expert
+    exchange only. On XLA:CPU threads (this demo) it is mostly the host's scheduling (issue 49)."""
     doc = analysis(CPU_DEMO)
     waiting = [o for o in doc["opportunities"] if o["title"].endswith("(waiting for the last rank)")]
     gathers = [o for o in waiting if o["kind"] == "all-gather"]
@@ -63,7 +63,7 @@ def test_a_waiting_all_gather_is_not_told_to_balance_the_experts() -> None:
     for o in waiting:
         assert o["kind"] not in ("all-to-all", "ep-dispatch", "ep-combine")
         assert "Balance the experts" not in o["remedy"], o["title"]
-        assert o["remedy_family"] == "balance-work"
+        assert o["remedy_family"] == "cpu-scheduling" and "XLA:CPU threads sharing one host's cores" in o["remedy"]
 
 
 def test_an_exchange_already_hidden_is_not_told_to_overlap_first() -> None:

@@ -701,6 +701,7 @@ def test_ledger_section_and_collectives(reports):
         result = measured([path])
         doc = result.to_json()
         assert "Cross-rank ledger" in text
+        steps = max(len({s["step"] for s in doc["steps"]}), 1)  # the page's times are per step (issue 49)
         _, cells = html_table(text, "stragglers")
         want = sorted(doc["ledger"]["stragglers"], key=lambda r: (-r["caused_wait_ns"], r["device"]))
         assert cells == [
@@ -709,7 +710,7 @@ def test_ledger_section_and_collectives(reports):
                 f"{r['straggler_count']:,}",
                 f"{r['instances']:,}",
                 f"{100 * r['straggler_count'] / r['instances']:.1f}%",
-                fmt_ms(r["caused_wait_ns"]),
+                fmt_ms(r["caused_wait_ns"] / steps),
             ]
             for r in want
         ]
@@ -717,16 +718,22 @@ def test_ledger_section_and_collectives(reports):
         _, rows = html_table(text, "ledger-devices")
         keys = ("exposed_comm_ns", "exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns", "comm_wait_ns")
         assert rows == [
-            [d["device"], *(fmt_ms(d[k]) for k in keys), f"{d['straggler_count']:,}", fmt_ms(d["caused_wait_ns"])]
+            [
+                d["device"],
+                *(fmt_ms(d[k] / steps) for k in keys),
+                f"{d['straggler_count']:,}",
+                fmt_ms(d["caused_wait_ns"] / steps),
+            ]
             for d in doc["devices"]
         ]
         headers, coll = html_table(text, "coll")
-        wait_col, transfer_col = headers.index("wait ms/device"), headers.index("transfer ms/device")
+        unit = "ms/device/step" if steps > 1 else "ms/device"
+        wait_col, transfer_col = headers.index(f"wait {unit}"), headers.index(f"transfer {unit}")
         for c, row in zip(result.collectives, coll):
-            assert row[0] == c.name  # times per device: the mean over the devices it ran on
+            assert row[0] == c.name  # times per device and step: the mean over the devices it ran on
             assert (row[wait_col], row[transfer_col]) == (
-                fmt_ms(c.wait_ns / c.devices),
-                fmt_ms(c.transfer_ns / c.devices),
+                fmt_ms(c.wait_ns / c.devices / steps),
+                fmt_ms(c.transfer_ns / c.devices / steps),
             )
         if key is None:
             continue
@@ -734,9 +741,9 @@ def test_ledger_section_and_collectives(reports):
         records = brute_records([path], key)
         brute = stragglers(records)
         assert {r[0]: (int(r[1]), int(r[2]), r[4]) for r in cells} == {
-            d: (n, of, fmt_ms(w)) for d, (n, of, w) in brute.items()
+            d: (n, of, fmt_ms(w / steps)) for d, (n, of, w) in brute.items()
         }
-        wait = records.groupby("op")["wait_ns"].sum() / records.groupby("op")["device"].nunique()
+        wait = records.groupby("op")["wait_ns"].sum() / records.groupby("op")["device"].nunique() / steps
         assert all(row[wait_col] == fmt_ms(wait[row[0]]) for row in coll)
     # the clocks of two hosts: the second aligned to the first by the offset the JSON holds
     _, text = reports["two_host"]
@@ -910,9 +917,11 @@ def test_times_on_the_page_are_per_device(reports):
     total = sum(d.exposed_comm_ns for d in result.devices)
     assert f"{total / 1e6:,.3f}" not in title and duration(total) not in title
     assert "mean device" in text and "all devices summed" not in text
-    # a collective's times are the mean over the devices it ran on
+    # a collective's times are the mean over the devices it ran on, per step (issue 49: one unit on the page)
     c = result.collectives[0]
-    assert "ms/device" in text and f"<td>{c.total_ns / c.devices / 1e6:,.3f}</td>" in text.replace(' class="num"', "")
+    n = len({s.step for s in result.steps})
+    cell = f"<td>{c.total_ns / c.devices / n / 1e6:,.3f}</td>"
+    assert "ms/device/step" in text and cell in text.replace(' class="num"', "")
 
 
 def test_a_one_chip_tpu_capture_reports_and_an_instance_without_a_straggler_names_none(tmp_path):

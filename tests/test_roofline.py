@@ -13,11 +13,13 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import moeprof
 from moeprof.core.analysis import Analysis
-from moeprof.core.padding import ExpertLoad, manifest_expert_load, useful_work
+from moeprof.core.expert_load import RoutedLoad, manifest_load
+from moeprof.core.padding import useful_work
 from moeprof.core.roles import ROLES, role_codes
 from moeprof.core.roofline import activity_counts, activity_roof_ns, shape_counts
 from moeprof.readers import read_file
@@ -380,15 +382,21 @@ def test_named_ops_counted_by_hand() -> None:
 # ---------------------------------------------------------------- useful work, precision, one peak
 
 
+def _hand_load(per_step: list[list[list[int]]], capacity_factor: float | None) -> RoutedLoad:
+    rows = [(s, layer, e, -1, float(n)) for s, layers in enumerate(per_step) for layer, experts in enumerate(layers)
+            for e, n in enumerate(experts)]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["step", "layer", "expert", "device", "tokens"])
+    return RoutedLoad(frame, "manifest", "hand", len(per_step[0][0]), capacity_factor=capacity_factor)
+
+
 def test_useful_work_of_a_capacity_buffer_by_hand() -> None:
     """Two experts, capacity 3 (a ragged dot of E·C = 6 rows per layer), one layer, two steps: loads (5, 1) and
     (2, 2): kept min(n, 3) = 3 + 1 + 2 + 2 = 8 of 12 rows computed; dropped (5 - 3) = 2 of 10 assignments."""
-    load = ExpertLoad(2, 1, 1, 5, 1.0, (((5, 1),), ((2, 2),)), (2, 0), "hand")
-    work = useful_work(load, {6: 2})
+    work = useful_work(_hand_load([[[5, 1]], [[2, 2]]], 1.0), {6: 2})
     assert work is not None and work.capacity == 3
     assert work.useful_fraction == pytest.approx(8 / 12) and work.padding_waste == pytest.approx(4 / 12)
     assert work.dropped == pytest.approx(2 / 10)
-    dropless = useful_work(ExpertLoad(2, 1, 1, 4, None, (((3, 1),),), (0,), "hand"), {4: 1})
+    dropless = useful_work(_hand_load([[[3, 1]]], None), {4: 1})
     assert dropless is not None and dropless.padding_waste == 0 and dropless.dropped == 0
 
 
@@ -399,12 +407,13 @@ def test_a_capacity_runs_mfu_counts_useful_rows_only() -> None:
     cap = moeprof.analyze_paths([ABLATION / "cap2"])
     base = moeprof.analyze_paths([ABLATION / "base"])
     manifest = json.loads((ABLATION / "cap2" / "manifest.json").read_text())
-    load = manifest_expert_load(manifest)
+    load = manifest_load(manifest)
     assert load is not None and load.capacity_factor == 2.0
     useful = cap.utilization["useful"]
     assert useful["capacity"] == 4096  # 2.0 x 16,384 tokens x top-2 / 16 experts
     assigned = sum(sum(map(sum, r["expert_load"])) for r in manifest["demo"]["records"])
-    assert useful["dropped"] == pytest.approx(sum(load.tokens_dropped) / assigned, rel=1e-12)
+    dropped = sum(r["tokens_dropped"] for r in manifest["demo"]["records"])  # the demo's own count
+    assert useful["dropped"] == pytest.approx(dropped / assigned, rel=1e-12)
     assert cap.utilization["mfu_counted"] > base.utilization["mfu"] > cap.utilization["mfu"]
     assert base.utilization["useful"]["padding_waste"] == 0
 

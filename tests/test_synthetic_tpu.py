@@ -259,17 +259,18 @@ def test_terminal_shows_the_truth(truth: dict) -> None:
     res = runner.invoke(app, ["analyze", str(SAMPLE), "--slice-size", str(tpu.CHIPS)], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert "comm ICI" in res.output and "comm DCN" in res.output and "NVLink" not in res.output
+    steps = len({s["step"] for s in truth["steps"]})  # the table's times are per step (issue 49), to the ns
     for dev in truth["devices"]:
         row = next(line for line in res.output.splitlines() if line.strip().startswith(dev["device"] + " "))
         cells = row.split()
-        figures = [_ms(dev[k]) for k in ("comm_nvlink_ns", "comm_ib_ns", "idle_ns", "exposed_comm_ns")]
+        figures = [_ms(round(dev[k] / steps)) for k in ("comm_nvlink_ns", "comm_ib_ns", "idle_ns", "exposed_comm_ns")]
         assert [cells[3], cells[4], cells[6], cells[8]] == figures, row
     offset = truth["ledger"]["clock_offsets_ns"][tpu.HOSTS[1]]
     assert f"({tpu.HOSTS[1]} +{offset / 1e6:.2f} ms)" in " ".join(res.output.split())
     arrivals = res.output.split("Last to arrive", 1)[1].splitlines()
     first = next(line for line in arrivals if line.strip().startswith(tpu.HOSTS))
     caused = next(d for d in truth["devices"] if d["device"] == SLOW)["caused_wait_ns"]
-    assert first.split()[0] == SLOW and first.split()[-1] == _ms(caused)
+    assert first.split()[0] == SLOW and first.split()[-1] == _ms(caused / steps)
 
 
 # ---------------------------------------------------------------- the projection (spec §9)

@@ -24,12 +24,13 @@ import moeprof
 from moeprof.cli import app
 from moeprof.core.analysis import Analysis, DeviceFigures, StepFigures, sum_figures
 from moeprof.core.events import concat
+from moeprof.core.names import cut
 from moeprof.gate.check import Source
 from moeprof.gate.diff import compare
 from moeprof.gate.history import record_run
 from moeprof.gate.render import render_diff
 from moeprof.insight.remedies import action_of
-from moeprof.reports.fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path, widths
+from moeprof.reports.fitting import NAME_MIN_WIDTH, cut_apart, cut_path, widths
 from moeprof.reports.terminal import BUCKETS, render
 from moeprof.words import plural
 
@@ -192,10 +193,11 @@ def test_report_fits_the_console_without_cutting_numbers(sample, width, request)
     assert "…" not in out
     assert max(len(line) for line in out.splitlines()) <= width
     lines = out.splitlines()
+    steps = max(len({s.step for s in result.steps}), 1)  # the table's times are per step (issue 49)
     for d in result.devices:
         row = next(line for line in lines if line.strip().startswith(d.device + " ") and "%" in line)
         # ms with five significant digits (3 decimals under 100 ms, 2 under 1,000): never cut short
-        value = d.exposed_comm_ns / 1e6
+        value = round(d.exposed_comm_ns / steps) / 1e6
         decimals = 3 if value < 100 else (2 if value < 1000 else 1)
         assert f"{value:,.{decimals}f}" in row, (width, row)
         assert f"{100 * d.exposed_comm_ns / d.span_ns:.1f}%" in row
@@ -465,11 +467,16 @@ def _mean_worst(label: str, flat: str) -> tuple[float, float, str]:
 @pytest.mark.parametrize("width", [80, 160])
 @pytest.mark.parametrize("sample", ["two_host", "cpu_ledger", "dlrm"])
 def test_headline_splits_exposed_comm_into_waiting_transfer_unmatched(sample, width, request):
+    """Per device and step, as the headline's exposed comm (issue 49): each device's window figure over its
+    steps (these inputs' steps tile the window)."""
     result: Analysis = request.getfixturevalue(sample)
     flat = _flat(rendered(result, width))
     rows = result.to_json()["devices"]
+    steps = {}
+    for s in result.steps:
+        steps.setdefault(s.device, set()).add(s.step)
     for label, key in (("exposed comm waiting", "exposed_wait_ns"), ("moving bytes", "exposed_transfer_ns")):
-        values = np.array([r[key] for r in rows], dtype=float)
+        values = np.array([r[key] / max(len(steps.get(r["device"], ())), 1) for r in rows], dtype=float)
         mean, worst, device = _mean_worst(label, flat)
         assert close_to_printed(mean, values.mean()) and close_to_printed(worst, values.max()), label
         assert device == rows[int(np.argmax(values))]["device"]
@@ -481,7 +488,7 @@ def test_headline_splits_exposed_comm_into_waiting_transfer_unmatched(sample, wi
 
 
 def _straggler_rows(out: str) -> dict[str, tuple[int, int, float, float]]:
-    """The rows of the straggler table: device -> (last in, of, share %, others waited ms)."""
+    """The rows of the straggler table: device -> (last in, of, share %, others waited ms per step)."""
     table = out[out.index("Last to arrive") :]
     rows = {}
     for line in table.splitlines()[1:]:
@@ -504,11 +511,12 @@ def test_straggler_table_is_the_ledgers(sample, width, request):
     want = result.to_json()["ledger"]["stragglers"]
     assert list(printed) == [r["device"] for r in sorted(want, key=lambda r: (-r["caused_wait_ns"], r["device"]))]
     devices = {d.device: d for d in result.devices}
+    steps = max(len({s.step for s in result.steps}), 1)  # the waiting caused, per step (issue 49)
     for row in want:
         last, of, share, waited_ms = printed[row["device"]]
         assert (last, of) == (row["straggler_count"], row["instances"])
         assert share == pytest.approx(100 * row["straggler_count"] / row["instances"], abs=0.05)
-        assert waited_ms == pytest.approx(row["caused_wait_ns"] / 1e6, abs=0.0005)
+        assert waited_ms == pytest.approx(row["caused_wait_ns"] / steps / 1e6, abs=0.0005)
         # the same figures on the device's own row of the JSON
         assert devices[row["device"]].ledger["straggler_count"] == last
         assert devices[row["device"]].ledger["caused_wait_ns"] == row["caused_wait_ns"]
@@ -526,16 +534,17 @@ def test_stragglers_and_collective_waits_recomputed_from_the_comm_activities(sam
     printed = _straggler_rows(out)
     brute = stragglers(records)
     assert set(printed) == set(brute)
+    steps = max(len({s.step for s in result.steps}), 1)  # times per step on every screen (issue 49)
     for device, (last, of, waited) in brute.items():
         assert printed[device][:2] == (last, of)
-        assert printed[device][3] == pytest.approx(waited / 1e6, abs=0.0005)
+        assert printed[device][3] == pytest.approx(waited / steps / 1e6, abs=0.0005)
     # collectives: total, exposed, wait, transfer side by side (ms, 3 decimals), at 80 columns too
     flat = _flat(out[out.index("Top collectives") :])
     wait = records.groupby("op")["wait_ns"].sum()
     busy = (records["end_ns"] - records["start_ns"]).groupby(records["op"]).sum()
     devices = records.groupby("op")["device"].nunique()
     for c in result.collectives[:8]:
-        n = devices[c.name]  # per device: the mean over the devices the op ran on
+        n = devices[c.name] * steps  # per device and step: the mean over the devices the op ran on
         cells = f"{c.total_ns / n / 1e6:,.3f} {c.exposed_ns / n / 1e6:,.3f} {wait[c.name] / n / 1e6:,.3f}"
         assert f"{cells} {(busy[c.name] - wait[c.name]) / n / 1e6:,.3f}" in flat, c.name
 
@@ -590,7 +599,8 @@ def test_one_rank_trace_makes_up_no_split():
     result = moeprof.analyze_paths([shared_trace("kineto/ddp_2rank_a100_rank0.json.gz")])
     assert result.ledger is not None and not result.ledger_matched and result.collectives  # alone: all unmatched
     out = rendered(result, 80)
-    assert not re.search(r"(?m)^(exposed comm waiting:|moving bytes:|unmatched:)|Last to arrive", out), out[:1500]
+    split = r"(?m)(^|· )(per device( and step)?, exposed comm waiting:|moving bytes:|unmatched:)|Last to arrive"
+    assert not re.search(split, out), out[:1500]
     text = " ".join(out.split())
     # rank 1's trace is missing: said plainly, the count of incomplete keys kept beside it
     assert "waiting vs moving bytes: unknown, the traces of the other members of its groups are missing" in text

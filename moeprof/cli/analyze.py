@@ -10,6 +10,7 @@ import typer
 from ..workers import warm_fork_server
 from .common import (
     DomainOption,
+    ExpertLoadOption,
     GpuOption,
     GpusPerNodeOption,
     JobsOption,
@@ -26,6 +27,7 @@ from .common import (
     fail,
     file_progress,
     guarded,
+    read_load,
     scale_up_domain,
 )
 
@@ -100,10 +102,7 @@ def analyze_command(
         typer.Option(
             "--what-if",
             metavar="TERM",
-            help="Project a change, answered first: 'scale(FILTERS)=F' (bucket=, kind=, link=, device=, host=, name~RE,"
-            " scope~RE (the JAX name scope), opportunity=N), 'scale()=F', "
-            "'balance' (every rank as fast as the median rank), 'balance(FILTERS)', "
-            "'balance-router' (the experts' work spread evenly, work conserved). Repeatable: the terms combine.",
+            help="Project a change, answered first. Repeatable: the terms combine. TERM is one of:",
         ),
     ] = None,
     no_projection: Annotated[
@@ -123,6 +122,7 @@ def analyze_command(
             " (the JSON carries each path's figures and its longest segments).",
         ),
     ] = None,
+    expert_load: ExpertLoadOption = None,
 ) -> None:
     """Bucket every kernel and report comm share, exposed communication and what to do about it."""
 
@@ -142,6 +142,7 @@ def analyze_command(
             raise fail("--no-projection leaves out the projections: it excludes --what-if and --critical-path")
 
         device_rows = parse_devices(devices)
+        routed = read_load(expert_load)  # a bad file fails before any trace is read
         options, step_options = analyze_options(
             steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
@@ -155,7 +156,7 @@ def analyze_command(
             )
             request = Request(
                 plan, options, step_options, exec_options(jobs, scheduler, skip_bad), peaks, terms,
-                progress=advance, projections=detail,
+                progress=advance, projections=detail, expert_load=routed,
             )  # fmt: skip
             result = run_job(request).analysis
         if model or tokens_per_step:

@@ -43,7 +43,7 @@ def annotate_command(
             "--what-if",
             metavar="TERM",
             help="Write the job replayed with this change instead (repeatable, the terms combine), with its"
-            " critical path as a track: e.g. balance, 'scale(kind=all-to-all)=0.5'.",
+            " critical path as a track. TERM is one of:",
         ),
     ] = None,
 ) -> None:
@@ -71,7 +71,8 @@ def annotate_command(
         done = run_job(request)
         result, projected = done.analysis, done.projected
         if result.timeline_free:
-            raise fail(f"{paths[0]}: NCCL Inspector logs have no timeline to annotate (analyze or report them)")
+            what = result.HOST_ONLY if result.host_only else "NCCL Inspector logs"
+            raise fail(f"{paths[0]}: {what} have no timeline to annotate (analyze or report them)")
         try:
             if projected is None:
                 counts = write_annotated(list(done.traces), result, done.timeline, output)

@@ -65,6 +65,7 @@ class FittingHelp(DeferredCoercionParse, typer.core.TyperCommand):
     def format_help(self, ctx: Any, formatter: Any) -> None:
         for param in self.get_params(ctx):  # --help is made here, not in __init__
             name_metavar(param)
+            list_terms(param)
         if panels_show_every_name(self, ctx, lambda: super(FittingHelp, self).format_help(ctx, formatter)):
             super().format_help(ctx, formatter)
         elif not two_column_panels(self, ctx):
@@ -204,6 +205,22 @@ def name_metavar(param: Any) -> None:
         param.metavar = longest.lstrip("-").upper().replace("-", "_")
 
 
+WHAT_IF = "what_if"  # the parameter of --what-if, wherever a command takes it
+
+
+def list_terms(param: Any) -> None:
+    """The ``--what-if`` help of a command: its own sentence, then every term of the projection's table, one a
+    line (:func:`moeprof.insight.projection.term_help`), so a term added there is listed in every command's
+    help. Imported only when a help is drawn: the projection package costs ~1 s of imports a run may not need."""
+    if getattr(param, "name", None) != WHAT_IF or getattr(param, "terms_listed", False):
+        return
+    from ..insight.projection import term_help
+
+    lines = "\n\n".join(f"{line}." for line in term_help())  # typer and click keep a paragraph a line
+    param.help = f"{param.help or ''}\n\n{lines}"
+    param.terms_listed = True
+
+
 def two_column_panels(command: Any, ctx: Any) -> bool:
     """typer's help, boxed the same way, with each option's names and value in one column and its help in the
     other (typer's six columns, three of them empty for moeprof's options, leave a name at 80 columns 28
@@ -308,6 +325,26 @@ def scale_up_domain(nvlink_domain_size: int | None, slice_size: int | None) -> i
             f"--nvlink-domain-size {nvlink_domain_size} and --slice-size {slice_size}: one scale-up domain, give one",
         )
     return nvlink_domain_size or slice_size
+
+
+ExpertLoadOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--expert-load",
+        metavar="FILE",
+        help="Tokens routed per expert as your framework logs them: a JSON or CSV of step, layer, expert, tokens"
+        " (optionally device). Default: the run folder's manifest's, where it records them.",
+    ),
+]
+
+
+def read_load(path: Path | None) -> Any:
+    """``--expert-load``'s routed load (core.expert_load.RoutedLoad), read before any trace; None without it."""
+    if path is None:
+        return None
+    from ..readers.expert_load import read_expert_load
+
+    return read_expert_load(path)
 
 
 RunOption = Annotated[

@@ -46,8 +46,9 @@ def diff_command(
         bool,
         typer.Option(
             "--explain/--no-explain",
-            help="Say where each run's step went against the first: per JAX scope and op, what got cheaper, "
-            "dearer, is new or gone, and the residual no part carries (idle, overlap). --no-explain reads the "
+            help="Say where each run's step went against the run before it (an ablation ladder: A -> B -> C), with"
+            " what changed between them (their run folders' settings): per JAX scope and op, what got cheaper,"
+            " dearer, is new or gone, and the residual no part carries (idle, overlap). --no-explain reads the "
             "inputs in worker processes (--jobs, --scheduler) instead.",
         ),
     ] = True,
@@ -60,7 +61,7 @@ def diff_command(
 
     def body() -> None:
         domain = scale_up_domain(nvlink_domain_size, slice_size)  # --slice-size: the same setting, TPU
-        from ..gate.diff import compare, explanation, labels, load_with_traces
+        from ..gate.diff import compare, load_with_traces, with_explanations
         from ..gate.render import render_diff
 
         if len(paths) < 2:
@@ -79,19 +80,7 @@ def diff_command(
                         highlight=False,
                         soft_wrap=True,
                     )
-        doc = compare(sources)
-        names = labels(len(sources))
-        first, first_projector = loaded[0]
-        doc["explanations"] = [
-            explanation(first.analysis, first_projector, s.analysis, projector, (names[0], names[i]))
-            for i, (s, projector) in enumerate(loaded[1:], 1)
-            if first_projector is not None and projector is not None
-        ]
-        if explain and (first_projector is None or any(p is None for _, p in loaded[1:])):
-            doc["warnings"].append(
-                "a saved analysis has no activities to explain a change with: diff the traces or run folders"
-                " to see where the step went"
-            )
+        doc = with_explanations(compare(sources), loaded, explain)
         for w in doc["warnings"]:
             stderr_console().print(f"moeprof: warning: {w}", markup=False, highlight=False, soft_wrap=True)
         if json:

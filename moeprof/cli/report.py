@@ -11,6 +11,7 @@ from ..options import RAW_EVENTS_CAP
 from ..workers import warm_fork_server
 from .common import (
     DomainOption,
+    ExpertLoadOption,
     GpuOption,
     GpusPerNodeOption,
     JobsOption,
@@ -27,6 +28,7 @@ from .common import (
     fail,
     file_progress,
     guarded,
+    read_load,
     scale_up_domain,
 )
 
@@ -74,12 +76,13 @@ def report_command(
             metavar="TERM",
             help="Draw the job replayed with this change beside the measured timeline (repeatable, the terms combine)."
             " Default, for a job of several devices and up to 100,000 activities: the first try where it is"
-            " 'balance-router' or 'balance', else 'balance'.",
+            " 'balance-router' or 'balance', else 'balance'. TERM is one of:",
         ),
     ] = None,
     no_projection: Annotated[
         bool, typer.Option("--no-projection", help="Draw the measured timeline alone (no projected one).")
     ] = False,
+    expert_load: ExpertLoadOption = None,
 ) -> None:
     """Write one self-contained HTML report: timeline per device, bucket bars, collectives, opportunities."""
 
@@ -101,6 +104,9 @@ def report_command(
             from ..insight.projection import parse_terms
 
             parse_terms(what_if)  # a bad term fails before any trace is read
+        if expert_load is not None and compare and len(paths) > 1:
+            raise fail("--expert-load is one job's load: it excludes --compare of several runs")
+        routed = read_load(expert_load)  # a bad file fails before any trace is read
         options, step_options = analyze_options(
             steps, skip_first, domain, gpus_per_node, step_marker=step_marker, rules=rules, run=run
         )
@@ -112,7 +118,7 @@ def report_command(
             items = report_inputs(
                 groups, options, step_options, peaks, lanes, max_events,
                 execution=exec_options(jobs, scheduler, skip_bad), progress=advance,
-                what_if=[] if no_projection else what_if, plans=plans,
+                what_if=[] if no_projection else what_if, plans=plans, expert_load=routed,
             )  # fmt: skip
         size = write_report(items, output, lanes=lanes, max_events=max_events)
         typer.echo(f"wrote {output} ({size / 1e6:.2f} MB)", err=True)

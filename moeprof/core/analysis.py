@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .expert_load import ExpertLoad
 from .ledger import DEVICE_KEYS
 from .sections import (
     EdgeExposure,
@@ -305,7 +306,7 @@ class Opportunity:
     link: str | None
     exposed_ns: int
     saving_bound_ns: int
-    bound_from: str  # exposed | hlo | ledger: what bounds saving_bound_ns
+    bound_from: str  # exposed | hlo | ledger | compute (the compute beside host copies): what bounds saving_bound_ns
     evidence: Mapping[str, Any]
     remedy: str
     remedy_id: str = ""  # key of the remedy text in the catalogue (a remedy is written once)
@@ -861,6 +862,10 @@ class Analysis:
     # §10: per MoE role, its work per step (mean over steps and devices); the roofline per op, scope and role
     roles: tuple[RoleRow, ...] = ()
     roofline: Roofline | None = None
+    # spec §11: tokens routed per layer and expert (the run's manifest or --expert-load), and the bytes each
+    # all-to-all sent per (sender, receiver) pair (Kineto split sizes), joined to the §8 ledger
+    expert_load: ExpertLoad | None = None
+    traffic: tuple[Mapping[str, Any], ...] = ()
 
     schema: ClassVar[str] = SCHEMA
 
@@ -886,8 +891,17 @@ class Analysis:
 
     @property
     def timeline_free(self) -> bool:
-        """An analysis of NCCL Inspector logs alone: no device timeline, so no §4 figure."""
-        return self.inspector is not None and not self.devices
+        """An analysis without a device timeline, so no §4 figure: NCCL Inspector logs alone, or host-only traces
+        whose all-to-all split sizes give their traffic (spec §11)."""
+        return (self.inspector is not None or bool(self.traffic)) and not self.devices
+
+    @property
+    def host_only(self) -> bool:
+        """Host-only traces (no device activity) analyzed for their all-to-all split sizes alone (spec §11)."""
+        return self.timeline_free and self.inspector is None
+
+    # what a gate or renderer calls an analysis without a timeline, in its refusals
+    HOST_ONLY: ClassVar[str] = "host-only traces (no device activity: their all-to-all split sizes alone)"
 
     @property
     def ledger_matched(self) -> bool:
@@ -923,6 +937,8 @@ class Analysis:
             doc["inspector"] = dict(self.inspector)
             if not self.devices:  # no timeline: the §4 figures are unknown, not 0
                 doc["total"] = {k: None for k in doc["total"]}
+        elif self.timeline_free:  # host-only traces with their traffic (spec §11): no timeline either
+            doc["total"] = {k: None for k in doc["total"]}
         if self.throughput:
             doc["throughput"] = dict(self.throughput)
         if self.manifest:
@@ -945,6 +961,10 @@ class Analysis:
             doc["roles"] = [dict(r) for r in self.roles]
         if self.roofline:
             doc["roofline"] = dict(self.roofline)
+        if self.expert_load:
+            doc["expert_load"] = dict(self.expert_load)
+        if self.traffic:
+            doc["traffic"] = [dict(t) for t in self.traffic]
         for k, v in self.extra.items():
             doc.setdefault(k, v)
         return _clean(doc)
@@ -985,6 +1005,8 @@ class Analysis:
             "launches",
             "roles",
             "roofline",
+            "expert_load",
+            "traffic",
         }
         try:
             return cls(
@@ -1013,6 +1035,8 @@ class Analysis:
                 launches=_section(Launches, doc.get("launches")),
                 roles=tuple(cast(RoleRow, r) for r in _dicts(doc.get("roles"))),
                 roofline=_section(Roofline, doc.get("roofline")),
+                expert_load=_section(ExpertLoad, doc.get("expert_load")),
+                traffic=tuple(_dicts(doc.get("traffic"))),
                 extra={k: v for k, v in doc.items() if k not in known},
                 producer=str(doc.get("moeprof_version") or ""),
             )

@@ -188,9 +188,18 @@ def is_tpu_job(kinds: Iterable[str]) -> bool:
     return bool(named) and all(k == "TPU" for k in named)
 
 
+def is_cpu_job(kinds: Iterable[str]) -> bool:
+    """Whether a job's devices are CPU devices (XLA:CPU's virtual devices, a capture without an accelerator),
+    every one of them (``kinds`` as for :func:`is_tpu_job`)."""
+    named = list(kinds)
+    return bool(named) and all(k == "CPU" for k in named)
+
+
 # the fabric pair of a TPU job: scale-up within a slice, scale-out between slices (the analysis keeps the keys
 # "nvlink" and "ib" for them, as for every job: spec §7's comm_nvlink_ns is the scale-up fabric's time)
 TPU_FABRICS = ("ici", "dcn")
+# a CPU job's: the host's memory between the threads of one process, the network between processes
+CPU_FABRICS = ("host", "host_network")
 
 
 def fabric_text(text: str, scale_up: str = "NVLink", scale_out: str = "InfiniBand", domain: str = "domain") -> str:

@@ -19,7 +19,6 @@ folds them into the JSON's ``roofline`` and ``roles`` (:func:`roofline_section`,
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -189,19 +188,6 @@ def _attention(op: str, tensors: list[tuple[Any, str]], concrete: list[Any]) -> 
         moved += _bytes_of(*q) + _bytes_of(*k) + _bytes_of(*tensors[q_at + 2])
         return forward * BACKWARD_ATTENTION, moved
     return forward, moved + _bytes_of(*q)  # the output: q's shape
-
-
-def counts_of_shapes(op: str, raw_dims: bytes, raw_types: bytes, raw_concrete: bytes) -> tuple[float, float]:
-    """:func:`shape_counts` of the raw JSON a reader kept (unparsed ``Input Dims``, ``Input type``, ``Concrete
-    Inputs``): parsed only for the ops counted."""
-    if op not in COUNTED_OPS:
-        return math.nan, math.nan
-    try:
-        dims, types = json.loads(raw_dims or b"null"), json.loads(raw_types or b"null")
-        concrete = json.loads(raw_concrete) if raw_concrete else []
-    except ValueError:
-        return math.nan, math.nan
-    return shape_counts(op, dims, types, concrete)
 
 
 # ---------------------------------------------------------------- per file: the map's small tables

@@ -29,7 +29,7 @@ from .analysis import (
     StepBound,
     ratio,
 )
-from .hardware import is_tpu_job
+from .hardware import is_cpu_job, is_tpu_job
 
 # a kind or link is "most of" exposed communication above this share
 MOSTLY = 0.5
@@ -110,6 +110,9 @@ class Verdict:
     # opportunities (number, why: "hidden" | "edges", the opportunity) that save more but are no first try
     set_aside: tuple[tuple[int, str, Opportunity], ...] = ()
     tpu: bool = False  # the screens say chip, not rank or device
+    cpu: bool = False  # XLA:CPU devices (threads of one host): no fabric, and a late device is mostly scheduling
+    # the devices the traces name (their GPU or TPU models), where more than had device activity; 0 otherwise
+    named_devices: int = 0
 
     @property
     def has_comm(self) -> bool:
@@ -131,20 +134,44 @@ def per_step(ns: float, steps: int) -> float | None:
 
 
 def per_device(devices: Sequence[DeviceFigures], key: str) -> PerDevice:
-    values = np.array([d.value(key) for d in devices], dtype=np.float64)
+    return _mean_worst([d.device for d in devices], np.array([d.value(key) for d in devices], dtype=np.float64))
+
+
+def _mean_worst(names: Sequence[str], values: np.ndarray) -> PerDevice:
     if not values.size:
         return PerDevice(0.0, 0, "")
     worst = int(np.argmax(values))
-    return PerDevice(float(values.mean()), int(values[worst]), devices[worst].device)
+    return PerDevice(float(values.mean()), round(float(values[worst])), names[worst])
 
 
-def per_device_step(analysis: Analysis, key: str) -> PerDevice | None:
-    """A figure per device and step (each device's mean over its steps), its mean over devices and worst device;
-    None when the trace has no steps."""
+def step_divisor(analysis: Analysis) -> int:
+    """What a figure over the measured window is divided by to be per step: the steps measured (1 without
+    steps: the window is the one step). Every screen says its times per device and step this way (issue 49),
+    as ``diff`` does: the window's sum over the steps, its gaps between steps included; the JSON keeps the
+    window's sums."""
+    return max(step_count(analysis), 1)
+
+
+def figures_per_step(fig: Figures, steps: int) -> Figures:
+    """``fig`` (a window's figures) per step: every ns figure, the ledger's included, over ``steps``, to the ns;
+    its ratios unchanged (they are ratios of the same sums)."""
+    if steps <= 1:
+        return fig
+    kw: dict[str, Any] = {k: round(getattr(fig, k) / steps) for k in NS_KEYS}
+    if fig.ledger is not None:
+        kw["ledger"] = {k: round(v / steps) for k, v in fig.ledger.items()}
+    return Figures(**kw)
+
+
+def per_device_step(analysis: Analysis, key: str, each: bool = False) -> Any:
+    """A figure per device and step (each device's mean over its steps), its mean over devices and worst device
+    (``each``: the per-device means themselves, a Series by device); None when the trace has no steps."""
     if not analysis.steps:
         return None
     frame = pd.DataFrame({"device": [s.device for s in analysis.steps], "v": [s.value(key) for s in analysis.steps]})
     means = frame.groupby("device", sort=True)["v"].mean()
+    if each:
+        return means
     worst = str(means.idxmax())
     return PerDevice(float(means.mean()), round(float(means[worst])), worst)
 
@@ -177,7 +204,7 @@ def verdict(analysis: Analysis) -> Verdict | None:
         "ib": float(t.exposed_comm_ib_ns),
         "unknown": float(t.exposed_comm_unknown_link_ns),
     }
-    ledger = ledger_summary(analysis)
+    ledger = ledger_summary(analysis, per_device_step(analysis, "exposed_comm_ns", each=True))
     chosen = choose_first_try(analysis)
     comm_total = sum(c.total_ns for c in analysis.collectives)
     edges = analysis.edges or None
@@ -221,7 +248,17 @@ def verdict(analysis: Analysis) -> Verdict | None:
         first_bounded=chosen.bounded is not None,
         set_aside=tuple((n, why, analysis.opportunities[n - 1]) for n, why in chosen.set_aside),
         tpu=is_tpu_job(d.kind for d in devices),
+        cpu=is_cpu_job(d.kind for d in devices),
+        named_devices=named_devices(analysis),
     )
+
+
+def named_devices(analysis: Analysis) -> int:
+    """How many devices the traces name (their models: the hardware summary's ``models``), where that is more
+    than the devices with activity (a TensorFlow worker's 8 GPU planes, 3 of which ran kernels); else 0."""
+    models = (analysis.hardware or {}).get("models") or {}
+    named = sum(int(n) for n in models.values() if isinstance(n, int | float))
+    return named if named > len(analysis.devices) else 0
 
 
 # an opportunity whose comm is already this hidden under compute is done, where compute bounds the step: the
@@ -414,6 +451,8 @@ class LedgerSummary:
     clock_offsets_ns: tuple[tuple[str, int], ...]  # (host, δ), by host; the first is the reference
     unaligned_hosts: tuple[str, ...]
     stragglers: tuple[StragglerRow, ...]  # most waiting caused first
+    # the split of each device's exposed comm per step (the headline's figure, ``Verdict.exposed_per_step``), so
+    # that the three add up to it; over the window where the trace has no steps
     exposed_wait: PerDevice  # exposed comm spent waiting for the last member
     exposed_transfer: PerDevice  # exposed comm moving bytes
     exposed_unmatched: PerDevice  # exposed comm in no complete instance
@@ -445,14 +484,31 @@ def _straggler_rows(rows: Any) -> tuple[StragglerRow, ...]:
     return tuple(sorted(out, key=lambda r: (-r.caused_wait_ns, -r.straggler_count, r.device)))
 
 
-def ledger_summary(analysis: Analysis) -> LedgerSummary | None:
-    """The ledger's figures for the reports; None where it did not run (one rank, one device)."""
+def ledger_summary(analysis: Analysis, exposed_per_step: pd.Series | None = None) -> LedgerSummary | None:
+    """The ledger's figures for the reports; None where it did not run (one rank, one device).
+
+    ``exposed_per_step``: each device's exposed comm per step (the mean over its steps, by device name), the
+    headline's figure. The ledger splits a device's exposed comm over its window (spec §8); per step, each part
+    is that split of the device's per-step figure (the window's part times its per-step exposed comm over its
+    window's), so the parts add up to the headline's whole on every device and in the mean. Where the steps
+    tile the window (every capture moeprof has met) that is the window's part over the steps."""
     doc = analysis.ledger
     if doc is None and analysis.total.ledger is None:
         return None
     doc = doc or {}
     devices = analysis.devices
     parts = ("exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns")
+    names = [d.device for d in devices]
+    if exposed_per_step is not None:
+        window = np.array([d.exposed_comm_ns for d in devices], dtype=np.float64)
+        step = np.array([float(exposed_per_step.get(n, 0.0)) for n in names])
+        scale = np.divide(step, window, out=np.zeros_like(window), where=window > 0)
+    else:
+        scale = np.ones(len(devices))
+
+    def split(key: str) -> PerDevice:
+        return _mean_worst(names, np.array([d.value(key) for d in devices], dtype=np.float64) * scale)
+
     exposed = [analysis.total.value(k) for k in parts]
     whole = float(analysis.total.exposed_comm_ns)
     offsets = doc.get("clock_offsets_ns") or {}
@@ -463,9 +519,9 @@ def ledger_summary(analysis: Analysis) -> LedgerSummary | None:
         clock_offsets_ns=tuple(sorted((str(h), int(d)) for h, d in offsets.items())),
         unaligned_hosts=tuple(str(h) for h in doc.get("unaligned_hosts") or ()),
         stragglers=_straggler_rows(doc.get("stragglers")),
-        exposed_wait=per_device(devices, "exposed_wait_ns"),
-        exposed_transfer=per_device(devices, "exposed_transfer_ns"),
-        exposed_unmatched=per_device(devices, "exposed_unmatched_ns"),
+        exposed_wait=split("exposed_wait_ns"),
+        exposed_transfer=split("exposed_transfer_ns"),
+        exposed_unmatched=split("exposed_unmatched_ns"),
         exposed_shares=(ratio(exposed[0], whole), ratio(exposed[1], whole), ratio(exposed[2], whole)),
     )
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .events import categorical
+from .traffic import empty_splits
 
 if TYPE_CHECKING:
     from .hlo import HloModule
@@ -138,6 +139,9 @@ class Trace:
     # with no activity in the file, those inside a stream capture (recording a graph: they do not run) and
     # the call that opened it; empty where the reader does not read launches
     launches: Mapping[str, Any] = field(default_factory=dict)
+    # spec §11: the all-to-all calls whose per-peer split sizes the file records (core.traffic.SPLIT_COLUMNS),
+    # one row per call; a host-only trace (a CPU gloo job) may hold these and no device activity
+    alltoall_splits: pd.DataFrame = field(default_factory=empty_splits)
 
     def replace(self, **changes: Any) -> Trace:
         return replace(self, **changes)

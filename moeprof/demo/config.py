@@ -110,7 +110,8 @@ def config_problems(cfg: DemoConfig, n_devices: int | None = None, names: Mappin
     problems = []
     for field, choices in _CHOICES.items():
         if getattr(cfg, field) not in choices:
-            problems.append(f"{name(field)} must be {' or '.join(choices)} (got {getattr(cfg, field)!r})")
+            listed = ", ".join(choices[:-1]) + " or " + choices[-1]
+            problems.append(f"{name(field)} must be {listed} (got {getattr(cfg, field)!r})")
     for field in _AT_LEAST_ONE:
         value = getattr(cfg, field)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -41,7 +41,8 @@ FIGURES: dict[str, tuple[str, str]] = {
     "comm_share": ("ratio", "comm / accumulated kernel time"),
     "exposed_comm_fraction": ("ratio", "exposed comm / span"),
     "idle_fraction": ("ratio", "idle / span"),
-    "exposed_comm_ms": ("ms", "exposed comm per step (ms)"),
+    # the worst step's exposed comm of the mean device (of the worst device with --per-device), not a sum
+    "exposed_comm_ms": ("ms", "exposed comm in the worst step, per device (ms)"),
     # §8, where the traces hold several members of a group
     "exposed_wait_fraction": ("ratio", "exposed waiting for the last rank / span"),
     "exposed_transfer_fraction": ("ratio", "exposed transfer / span"),
@@ -257,6 +258,8 @@ def checkable(source: Source, figures: tuple[str, ...] = (), role_gates: tuple[s
             f"{_flag(role_gates[0])} needs the time per MoE role (spec §10, the analysis' roles), which this "
             "analysis has none of: no device activity, or saved by a moeprof from before roles",
         )
+    if a.host_only:
+        raise InputError(source.path, f"{a.HOST_ONLY}: no figure to gate (analyze them for their traffic)")
     if a.timeline_free:
         timed = [f for f in figures if f not in INSPECTOR_FIGURES]
         if timed:
@@ -614,7 +617,7 @@ def _gate(
     unit = FIGURES[figure][0]
     over = m.value > limit
     passed = not over or (noise is not None and not noise.beyond_noise)
-    scope = "worst device" if per_device else "total"
+    scope = scope_words(figure, per_device)
     verdict = "holds" if passed else "FAILED"
     message = f"{name} {verdict}: {figure} ({scope}) {fmt(m.value, unit)} {'>' if over else '<='} {fmt(limit, unit)}"
     if base is not None:
@@ -627,9 +630,17 @@ def _gate(
     return GateResult(name, figure, unit, m.value, limit, passed, m.device, m.step, base, message, _noise_json(noise))
 
 
+def scope_words(figure: str, per_device: bool) -> str:
+    """What a gate's figure is taken over, in its message: the worst device, or the job: the ratio of the sums
+    over devices ("total"), or for exposed comm per step the mean device's (a time of one device, never a sum)."""
+    if per_device:
+        return "worst device"
+    return "mean device" if FIGURES[figure][0] == "ms" else "total"
+
+
 def _ungated(name: str, figure: str, m: Measure, limit: float, per_device: bool, base: float) -> GateResult:
     unit = FIGURES[figure][0]
-    scope = "worst device" if per_device else "total"
+    scope = scope_words(figure, per_device)
     message = (
         f"{name} not gated: {figure} ({scope}) {fmt(m.value, unit)} (baseline {fmt(base, unit)})"
         f"{_where(m, per_device)};"

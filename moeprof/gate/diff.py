@@ -15,6 +15,7 @@ A run with fewer than two steps has no spread, and then no noise verdict is give
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
@@ -24,7 +25,9 @@ from typing import Any
 import pandas as pd
 
 from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Collective, Opportunity
+from ..core.hardware import fabric_text
 from ..core.roofline import ON_CHIP
+from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..errors import InputError
 from ..insight.attribution import step_parts
 from ..insight.explain import explain_change
@@ -63,7 +66,8 @@ class RunInfo:
 
     @property
     def topology(self) -> str:
-        domain = f", NVLink domain {self.nvlink_domain}" if self.nvlink_domain else ""
+        # a domain of one host says nothing "1 host x 8" does not (and an XLA:CPU host has no NVLink)
+        domain = f", NVLink domain {self.nvlink_domain}" if self.nvlink_domain not in (None, "one host") else ""
         hosts = "? hosts" if self.hosts is None else plural(self.hosts, "host")
         return f"{plural(self.devices, 'device')}, {hosts} x {self.devices_per_host}{domain}"
 
@@ -210,6 +214,9 @@ def compare(sources: list[Source]) -> dict:
     """The ``moeprof.diff/1`` object for two or more analyses, in the order given."""
     if len(sources) < 2:
         raise ValueError("diff needs two or more inputs")
+    host_only = [s for s in sources if s.analysis.host_only]
+    if host_only:
+        raise InputError(host_only[0].path, f"{Analysis.HOST_ONLY}: no figure diff compares (analyze them)")
     free = [s.analysis.timeline_free for s in sources]
     if all(free):
         return compare_inspector(sources)
@@ -322,11 +329,13 @@ def compare(sources: list[Source]) -> dict:
             for os_, r in zip(opportunities, runs)
         ]
         rows.append(_row("opportunities", f"{key} saving bound", "ms", bounds))
-    warnings = [w for w in [topology_warning(runs)] if w]
+    warnings = [w for w in [topology_warning(runs), chip_warning(runs, analyses)] if w]
     # TPU runs name their fabrics ICI and DCN (the rows keep the NVLink/IB names of the JSON keys)
     hardware = [a.hardware or {} for a in analyses]
     named = {(h.get("scale_up"), h.get("scale_out"), h.get("scale_up_domain")) for h in hardware}
     fabrics = list(named.pop()) if len(named) == 1 and None not in next(iter(named)) else None
+    if fabrics:  # "NVLink domain" in the runs' own words (an ICI slice, an XLA:CPU host's memory)
+        warnings = [fabric_text(w, *(str(f) for f in fabrics)) for w in warnings]
     return {
         "schema": DIFF_SCHEMA,
         "normalization": "times in ms per device and step (totals / (devices x steps)); saving bounds per step",
@@ -577,3 +586,225 @@ def _replayable(path: Path, options: LoadOptions | None) -> bool:
         return bool(discover([path], options))
     except InputError:
         return False
+
+
+# ---------------------------------------------------------------- an ablation ladder (issue 49)
+
+# the run settings a manifest records (``model``: capture demo's configuration) in words, and those that are
+# bookkeeping, not a change of the step (how many steps were profiled)
+SETTING_WORDS: dict[str, str] = {
+    "dtype": "dtype",
+    "capacity_factor": "capacity factor",
+    "expert_compute": "expert compute",
+    "top_k": "top-k",
+    "experts": "experts",
+    "tokens_per_device": "tokens per device",
+    "hidden": "hidden",
+    "expert_ffn": "expert FFN",
+    "layers": "layers",
+    "shared_expert": "shared expert",
+    "router": "router",
+    "router_skew": "router skew",
+    "a2a": "exchange",
+    "permute_backward": "permutations' backward",
+    "skip_one_device_exchange": "skip the one-device exchange",
+    "expert_tile_rows": "expert tile rows",
+    "devices": "devices",
+}
+NOT_SETTINGS = frozenset({"steps", "warmup_steps"})
+LADDER_SCOPES = 3  # the scopes a rung names as where its change went
+
+
+def _setting_value(key: str, value: Any) -> str:
+    if key == "capacity_factor" and value is None:
+        return "dropless"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "auto"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def run_settings(manifest: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a run folder's manifest says the run was: its configuration (``model``), its devices, its XLA flags
+    and its JAX version; None where the input has no manifest (a trace, a saved analysis)."""
+    if not manifest:
+        return None
+    settings: dict[str, Any] = {k: v for k, v in (manifest.get("model") or {}).items() if k not in NOT_SETTINGS}
+    devices = manifest.get("devices") or {}
+    if devices:
+        settings["chips"] = f"{devices.get('count', '?')} x {devices.get('kind', '?')}"
+    settings["xla_flags"] = str(manifest.get("xla_flags") or "")
+    jax = (manifest.get("versions") or {}).get("jax")
+    if jax:
+        settings["jax"] = str(jax)
+    return settings
+
+
+def setting_changes(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[str]:
+    """What differs between two runs' settings, in words ("dtype float32 → bfloat16", "capacity factor 1.25 →
+    dropless"); empty where either has none recorded."""
+    if a is None or b is None:
+        return []
+    out = []
+    for key in [*a, *(k for k in b if k not in a)]:
+        va, vb = a.get(key), b.get(key)
+        if va == vb:
+            continue
+        name = {"chips": "chips", "xla_flags": "XLA flags", "jax": "jax"}.get(key) or SETTING_WORDS.get(key, key)
+        if key == "xla_flags":
+            out.append(f"{name} {va or '(none)'!r} → {vb or '(none)'!r}")
+        else:
+            out.append(f"{name} {_setting_value(key, va)} → {_setting_value(key, vb)}")
+    return out
+
+
+def _by_scope(parts: list[dict[str, Any]], top: int = LADDER_SCOPES) -> list[dict[str, Any]]:
+    """A rung's part changes summed per scope and pass, the ``top`` largest |Δ| first."""
+    sums: dict[tuple[str, bool], float] = {}
+    for p in parts:
+        key = (str(p["scope"]), bool(p.get("backward")))
+        sums[key] = sums.get(key, 0.0) + float(p["delta_ms"])
+    ranked_scopes = sorted(sums.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
+    return [{"scope": s, "backward": bwd, "delta_ms": d} for (s, bwd), d in ranked_scopes[:top]]
+
+
+def ladder(runs: list[dict[str, Any]], analyses: list[Analysis], explanations: list[dict[str, Any]]) -> dict:
+    """An ablation ladder, one rung per pair of consecutive runs: what changed between them (their manifests'
+    settings), the step before and after, the rung's change and its share of the whole ladder's change (the
+    rungs' changes add up to the last run's step minus the first's), and where it went: the scopes (and
+    passes) whose activity time changed most, from the rung's explanation, and the residual no part carries."""
+    settings = [run_settings(a.manifest) for a in analyses]
+    steps = [step_time_ns(a) / 1e6 for a in analyses]
+    whole = steps[-1] - steps[0]
+    by_pair = {(e["reference"], e["run"]): e for e in explanations}
+    rungs = []
+    for i in range(1, len(runs)):
+        a, b = runs[i - 1]["label"], runs[i]["label"]
+        e = by_pair.get((a, b))
+        delta = steps[i] - steps[i - 1]
+        rungs.append(
+            {
+                "from": a,
+                "to": b,
+                "changed": setting_changes(settings[i - 1], settings[i]),
+                "settings_known": settings[i - 1] is not None and settings[i] is not None,
+                "step_ms": [steps[i - 1], steps[i]],
+                "delta_ms": delta,
+                "gain": steps[i - 1] / steps[i] if steps[i] else None,
+                "share_of_ladder": delta / whole if whole else None,
+                "by_scope": _by_scope(e["parts"]) if e else [],
+                "residual_ms": e["residual_ms"] if e else None,
+            }
+        )
+    return {
+        "unit": "ms per device and step; a rung's share is its step change over the whole ladder's",
+        "step_ms": [steps[0], steps[-1]],
+        "delta_ms": whole,
+        "rungs": rungs,
+    }
+
+
+# ---------------------------------------------------------------- runs that do not compare
+
+# below this share of either run's time in what both runs hold (scopes of the same name; without scopes, parts
+# matched by kernel name and kind), the two runs are not one program: two variants of one MoE step (the padded
+# einsum and the ragged_dot experts of tpu_v5e_moe_step) keep 40-66% of their time in scopes both name, the
+# demo against that step 0%
+PROGRAMS_SHARED = 0.25
+
+
+def _chips(a: Analysis) -> str:
+    """The job's chips in words: the models the traces name, else the devices' kind."""
+    models = (a.hardware or {}).get("models") or {}
+    if models:
+        return ", ".join(f"{n} x {name}" for name, n in sorted(models.items()))
+    kinds = sorted({d.kind or "unknown" for d in a.devices})
+    return f"{len(a.devices)} x {'/'.join(kinds)}"
+
+
+def chip_warning(runs: list[RunInfo], analyses: list[Analysis]) -> str | None:
+    """One line where the runs ran on different chips (a TPU against a GPU, an H100 against an A100)."""
+    kinds = [(sorted({d.kind for d in a.devices}), sorted((a.hardware or {}).get("models") or {})) for a in analyses]
+    if all(k == kinds[0] for k in kinds[1:]):
+        return None
+    said = "; ".join(f"{r.label}: {_chips(a)}" for r, a in zip(runs, analyses))
+    return f"the runs ran on different chips ({said}): their figures compare the hardware as much as the program"
+
+
+_NUMBERED = re.compile(r"^[A-Za-z_]+?_?(\d+|\*)$")  # a numbered layer's component: layer0, layers_3, layer*
+
+
+def _named_scopes(a: Analysis) -> dict[str, float]:
+    """A run's scopes a user named (not "(no scope)" nor "(top level)"), each with its share of the job's time,
+    by their names without their numbered layer components (``layer*/moe/moe_experts`` and ``layer0/moe/moe_experts``
+    are ``moe/moe_experts``: a version of the program that wraps its MoE block in numbered layers, or has one
+    layer, is still that program)."""
+    out: dict[str, float] = {}
+    for r in a.scopes:
+        name = "/".join(c for c in r.scope.split("/") if not _NUMBERED.match(c))
+        if r.scope not in (NO_SCOPE, TOP_LEVEL) and name:
+            out[name] = out.get(name, 0.0) + r.share
+    return out
+
+
+def shared_work(a: Analysis, b: Analysis, e: dict[str, Any] | None) -> tuple[float, float, str] | None:
+    """(the share of A's time, the share of B's, how they were matched) that both runs hold: by the scopes both
+    name where both name some (the program's own structure, whatever its ops became), else by the explanation's
+    parts (kernel names and kinds); None where neither tells."""
+    sa, sb = _named_scopes(a), _named_scopes(b)
+    if sa and sb:
+        both = sa.keys() & sb.keys()
+        return sum(sa[k] for k in both) / sum(sa.values()), sum(sb[k] for k in both) / sum(sb.values()), "scope"
+    if e is None:
+        return None
+    held = [p for p in e["parts"] if p["reference_ms"] > 0 and p["run_ms"] > 0]
+    a_all = sum(p["reference_ms"] for p in e["parts"])
+    b_all = sum(p["run_ms"] for p in e["parts"])
+    if a_all <= 0 or b_all <= 0:
+        return None
+    return sum(p["reference_ms"] for p in held) / a_all, sum(p["run_ms"] for p in held) / b_all, e["matched_by"]
+
+
+def program_warning(labels_ab: tuple[str, str], a: Analysis, b: Analysis, e: dict[str, Any] | None) -> str | None:
+    """One line where two runs share little of their work (less than ``PROGRAMS_SHARED`` of either's time):
+    different programs or frameworks, whose comparison compares unlike parts."""
+    shared = shared_work(a, b, e)
+    if shared is None or min(shared[:2]) >= PROGRAMS_SHARED:
+        return None
+    ref, run = labels_ab
+    by = "in scopes both name" if shared[2] == "scope" else f"in parts both hold, by {shared[2]}"
+    return (
+        f"{run} and {ref} share little of their work ({shared[0]:.0%} of {ref}'s time and {shared[1]:.0%} of {run}'s"
+        f" is {by}): they do not look like one program, and their comparison is of unlike parts"
+    )
+
+
+def with_explanations(doc: dict, loaded: list[tuple[Source, Projector | None]], explain: bool = True) -> dict:
+    """``doc`` (:func:`compare`'s) with each run explained against the one before it (an ablation ladder: the
+    first rung A → B, then B → C, ...), the ladder's rungs (:func:`ladder`), and a warning where two explained
+    runs do not look like one program or a saved analysis leaves nothing to explain."""
+    names = [r["label"] for r in doc["runs"]]
+    doc["explanations"] = [
+        explanation(a.analysis, a_projector, b.analysis, b_projector, (names[i - 1], names[i]))
+        for i, ((a, a_projector), (b, b_projector)) in enumerate(pairwise(loaded), 1)
+        if a_projector is not None and b_projector is not None
+    ]
+    explained = {(e["reference"], e["run"]): e for e in doc["explanations"]}
+    for i, ((a, _), (b, _)) in enumerate(pairwise(loaded), 1):
+        pair = (names[i - 1], names[i])
+        if (w := program_warning(pair, a.analysis, b.analysis, explained.get(pair))) is not None:
+            doc["warnings"].append(w)
+    if explain and any(p is None for _, p in loaded):
+        doc["warnings"].append(
+            "a saved analysis has no activities to explain a change with: diff the traces or run folders"
+            " to see where the step went"
+        )
+    analyses = [s.analysis for s, _ in loaded]
+    if not any(a.timeline_free for a in analyses):
+        doc["ladder"] = ladder(doc["runs"], analyses, doc["explanations"])
+    return doc

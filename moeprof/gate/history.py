@@ -231,9 +231,8 @@ def record_run(
 ) -> int:
     """What ``--history`` does: the run's figures (and gate results) with time, commit and inputs."""
     if analysis.timeline_free:  # its §4 figures are unknown: a history of zeros would be a false trend
-        raise InputError(
-            path, "--history records the §4 figures; NCCL Inspector logs have none (no timeline): nothing recorded"
-        )
+        what = analysis.HOST_ONLY if analysis.host_only else "NCCL Inspector logs"
+        raise InputError(path, f"--history records the §4 figures; {what} have none (no timeline): nothing recorded")
     record = RunRecord(
         command=command,
         inputs=list(analysis.inputs),

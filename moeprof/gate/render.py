@@ -9,9 +9,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..core.names import cut
 from ..insight.explain import ranked
 from ..options import EXPLAIN_TOP_PARTS
-from ..reports.fitting import NAME_MIN_WIDTH, cut, cut_path, widths
+from ..reports.fitting import NAME_MIN_WIDTH, cut_path, widths
 from ..reports.terminal import human_bytes, make_console, natural_width, wrap
 from ..reports.text import fabric_words, on_fabric
 from ..words import plural
@@ -303,11 +304,53 @@ def render_diff(doc: dict, top: int = EXPLAIN_TOP_PARTS) -> None:
         console.print(diff_table(doc, console.width))
     if doc["ablation"]:
         console.print(ablation_table(doc, console.width))
+    if doc.get("ladder") and (len(doc["runs"]) > 2 or any(r["changed"] for r in doc["ladder"]["rungs"])):
+        console.print(ladder_table(doc["ladder"], console.width))
     for e in doc.get("explanations") or ():
         console.print(explanation_table(e, top, console.width))
         for line in explanation_lines(e):
             for part in wrap(line, console.width):
                 console.print(part, markup=False, highlight=False, soft_wrap=True)
+
+
+def ladder_table(ladder: dict, width: int | None = None) -> Table:
+    """An ablation ladder, one row per rung (a run against the one before it): what changed (the run folders'
+    settings), the step before and after, the rung's change and its share of the whole ladder's, and the scopes
+    whose activity time changed most (ms per device and step; the residual no part carries beside them)."""
+    first, last = ladder["step_ms"]
+    d = ladder["delta_ms"]
+    table = Table(
+        title=f"Ablation ladder: the step {first:,.3f} → {last:,.3f} ms ({d:+,.3f} ms), rung by rung"
+        " (ms per device and step)",
+        title_justify="left",
+        caption="each rung against the run before it; where it went: the scopes (and passes) whose activity time"
+        " changed most, and the residual (idle − overlap) no part carries; the explanations below list every part",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
+    table.add_column("rung", no_wrap=True)
+    table.add_column("what changed", overflow="fold", ratio=2)
+    table.add_column("step ms", justify="right", no_wrap=True)
+    table.add_column("Δ ms", justify="right", no_wrap=True)
+    table.add_column("of the\nladder", justify="right", no_wrap=True)
+    table.add_column("where it went", overflow="fold", ratio=3)
+    for r in ladder["rungs"]:
+        changed = "; ".join(r["changed"]) or ("nothing the manifests record" if r["settings_known"] else "not recorded")
+        where = [f"{s['scope']}{' (bwd)' if s['backward'] else ''} {s['delta_ms']:+,.3f}" for s in r["by_scope"]]
+        if r["residual_ms"] is not None:
+            where.append(f"residual {r['residual_ms']:+,.3f}")
+        share = "-" if r["share_of_ladder"] is None else f"{100 * r['share_of_ladder']:.0f}%"
+        a, b = r["step_ms"]
+        table.add_row(
+            f"{r['from']} → {r['to']}",
+            escape(changed),
+            f"{a:,.3f} → {b:,.3f}",
+            _signed(r["delta_ms"]),
+            share,
+            escape("; ".join(where) or "-"),
+        )
+    return table
 
 
 def part_scope(part: dict) -> str:

@@ -16,11 +16,13 @@ from typing import Any, cast
 
 from ..core.analysis import Collective
 from ..core.hardware import (
+    CPU_FABRICS,
     TPU_FABRICS,
     ChipPreset,
     Match,
     Vendor,
     fabric,
+    is_cpu_job,
     is_tpu_job,
     match,
     preset_names,
@@ -133,7 +135,17 @@ def job_hardware(
     (xGMI on AMD: :func:`job_vendor`, ``vendor_hint`` where no name says). A job of TPU chips (``kinds``: each
     device's kind as its reader recorded it) names its fabrics ICI and DCN, with or without a preset.
     """
+    kinds = list(kinds)
     tpu = is_tpu_job(kinds)
+    if is_cpu_job(kinds) and not models and getattr(given, "gpu", None) is None:
+        # XLA:CPU devices: no chip, no peak, no fabric but the host's memory (--chip still names one)
+        up, out = (fabric(k) for k in CPU_FABRICS)
+        cpu: dict[str, Any] = {"accelerator": "CPU", "scale_up": up.name, "scale_out": out.name}
+        cpu["scale_up_domain"] = up.domain
+        given_peaks = dict(getattr(given, "overrides", dict(given or {})))
+        if given_peaks:
+            cpu["link_peaks_gbps"] = dict(sorted(given_peaks.items()))
+        return JobHardware(given_peaks, None, cast("Hardware", cpu), (), CPU_FABRICS[0])
     per_name: dict[str, int] = {}
     for name in models.values():
         per_name[name] = per_name.get(name, 0) + 1

@@ -18,6 +18,7 @@ from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
 from ..core.hardware import fabric_text
 from ..core.metrics import DeviceTimeline, WindowMeasure
+from ..core.names import said
 from ..core.sections import Hardware
 from ..core.trace import GPU, TPU
 from ..core.vocabulary import searches, vocabulary
@@ -112,12 +113,19 @@ def device_signals(
         bulk = ~syncs
         if bulk.any() and exposed[bulk].sum() > 0:
             known = nbytes[bulk][~np.isnan(nbytes[bulk])]
+            # overlapping the copies with compute hides at most the compute that runs beside no copy yet
+            c_s, c_e = iv.union(h_s[bulk], h_e[bulk])
+            free_compute = iv.length(k_s, k_e) - iv.overlap_length(c_s, c_e, k_s, k_e)
+            exposed_ns = int(exposed[bulk].sum())
             out.append(
                 {
                     "type": "host-copies",
                     "device": device,
                     "time_ns": int(h_dur[bulk].sum()),
-                    "saving_ns": int(exposed[bulk].sum()),
+                    "exposed_ns": exposed_ns,
+                    "saving_ns": min(exposed_ns, int(free_compute)),
+                    "compute_ns": int(free_compute),
+                    "bound_from": "compute",
                     "count": int(bulk.sum()),
                     "detail": f"{int(bulk.sum())} host<->device copies"
                     + (f", {known.sum() / 2**20:,.1f} MiB" if known.size else ""),
@@ -215,13 +223,16 @@ SIGNAL_TITLES = {
     "host-gaps": "host-bound: the chip idles between its step programs",
     "launch-gaps": "launch-bound: the GPU idles in short gaps between kernels",
     "d2h-sync": "device-to-host syncs inside the step",
-    "host-copies": "exposed host<->device copies (offload traffic)",
+    "host-copies": "exposed host<->device copies",
     "small-gemms": "many small GEMMs instead of one grouped GEMM",
     "local-collectives": "collectives over a group of one device: local copies, not communication",
 }
 
 
-def signal_title(kind: str, stack: Stack, devices: str = "gpu") -> str:
+def signal_title(kind: str, stack: Stack, devices: str = "gpu", hideable: float | None = None) -> str:
+    if kind == "host-copies" and hideable is not None and hideable < 1:
+        # more copies than compute to hide them under: overlap cannot take them off the step
+        return f"{SIGNAL_TITLES[kind]}, more than the compute beside them could hide"
     if kind == "small-gemms" and stack.uses("moe"):
         return "many small expert GEMMs instead of one grouped GEMM"
     if kind == "local-collectives" and devices == "tpu":
@@ -236,28 +247,41 @@ def signal_opportunities(signals: list[dict], stack: Stack) -> list[Opportunity]
     if frame.empty:
         return out
     for kind, g in frame.groupby("type", sort=False):
-        worst = g.iloc[int(np.argmax(g["saving_ns"].to_numpy()))]
-        if int(worst["saving_ns"]) <= 0:
+        # a signal's exposed time, and what hiding it could save where that is less (host copies: the compute
+        # beside them, "compute_ns"); the worst device is the one whose saving is the largest
+        exposed = g["exposed_ns"].fillna(g["saving_ns"]) if "exposed_ns" in g else g["saving_ns"]
+        worst_at = int(np.argmax(g["saving_ns"].to_numpy()))
+        worst = g.iloc[worst_at]
+        if int(exposed.max()) <= 0:
             continue
         on = devices_kind(g["device"].unique(), stack.device_kinds)
-        situation = Situation(str(kind), devices=on)
+        found = worst.get("compute_ns")
+        compute = float(found) if found is not None and not pd.isna(found) else None
+        hideable = None
+        if compute is not None:
+            hideable = min(compute / max(float(exposed.iloc[worst_at]), 1.0), 1.0)
+        situation = Situation(str(kind), devices=on, hideable_share=hideable)
         fix = choose(situation, stack)
+        evidence = {
+            "count": int(g["count"].sum()),
+            "devices": int(g["device"].nunique()),
+            "total_ns": int(g["time_ns"].sum()),
+            "worst_device": str(worst["device"]),
+            "detail": str(worst["detail"]),
+        }
+        if hideable is not None:  # what the worst device has to hide its copies under, beside their exposed time
+            evidence.update(exposed_ns=int(exposed.iloc[worst_at]), compute_to_hide_under_ns=int(compute or 0))
+        from_compute = hideable is not None and str(worst.get("bound_from")) == "compute"
         out.append(
             Opportunity(
-                title=signal_title(str(kind), stack, on),
+                title=signal_title(str(kind), stack, on, hideable),
                 kind=str(kind),
                 name=str(kind),
                 link=None,
-                exposed_ns=int(g["saving_ns"].sum()),
+                exposed_ns=int(exposed.sum()),
                 saving_bound_ns=int(worst["saving_ns"]),
-                bound_from="exposed",
-                evidence={
-                    "count": int(g["count"].sum()),
-                    "devices": int(g["device"].nunique()),
-                    "total_ns": int(g["time_ns"].sum()),
-                    "worst_device": str(worst["device"]),
-                    "detail": str(worst["detail"]),
-                },
+                bound_from="compute" if from_compute else "exposed",
+                evidence=evidence,
                 remedy=fix.said(stack),
                 remedy_id=fix.id,
                 remedy_family=fix.family,
@@ -341,7 +365,7 @@ def comm_opportunities(
         if c.bus_bandwidth_gbps is not None:
             evidence["bus_bandwidth_gbps"] = c.bus_bandwidth_gbps
         on = devices_kind(devices[group == g], stack.device_kinds)
-        title = f"exposed {role(str(kind), stack)} {key}"
+        title = f"exposed {role(str(kind), stack)} {said(str(key))}"  # the op as one says it (its name: ``name``)
         why = why_exposed(c, (stragglers or {}).get((str(key), str(kind))))
         note = ""
         if why is not None:
@@ -405,7 +429,8 @@ def expert_exchange_opportunity(
     moe = stack.uses("moe")
     what = "expert all-to-all" if moe else "all-to-all"
     if stack.hlo:
-        bound = f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute to hide it behind"
+        # a sum of the op-level bounds over the capture (their worst devices'): said so, not per step
+        bound = f"the HLO leaves {hide_bound / 1e6:.3f} ms of independent compute over the capture to hide it behind"
     else:
         bound = "the trace has no HLO, so how much compute could hide it is not known"
     # where the ledger ran: an exchange that is mostly waiting is not helped by moving fewer bytes

@@ -37,6 +37,8 @@ class Situation:
     devices: str = "gpu"  # gpu | cpu | tpu
     bound: str = "unknown"  # wait | transfer | unknown (spec §8 ledger)
     hidden_share: float | None = None  # of its comm time, the share already overlapped by compute
+    # of its exposed time, the share the compute beside it could hide at most (host copies: None elsewhere)
+    hideable_share: float | None = None
 
 
 def role_of(kind: str, stack: Stack) -> str:
@@ -74,6 +76,7 @@ class Remedy:
     excludes: tuple[str, ...] = ()
     hidden_at_least: float | None = None
     hidden_below: float | None = None
+    hideable_below: float | None = None  # fits where the compute beside it could hide less than this share
     sources: tuple[str, ...] = ()  # where the flags and options it names come from
     # facts of insight/stack.py its text says something about: where the trace shows one in use, the text
     # names that evidence (what is already done is said as done)
@@ -95,6 +98,9 @@ class Remedy:
             and not any(stack.uses(flag) for flag in self.excludes)
             and (self.hidden_at_least is None or (hidden is not None and hidden >= self.hidden_at_least))
             and (self.hidden_below is None or (hidden is not None and hidden < self.hidden_below))
+            and (
+                self.hideable_below is None or (s.hideable_share is not None and s.hideable_share < self.hideable_below)
+            )
         )
 
     def said(self, stack: Stack) -> str:
@@ -125,6 +131,8 @@ class Remedy:
             bounds = {"at_least": self.hidden_at_least, "below": self.hidden_below}
             out.append({"check": "hidden_share", "wants": {k: v for k, v in bounds.items() if v is not None},
                         "seen": s.hidden_share})  # fmt: skip
+        if self.hideable_below is not None:
+            out.append({"check": "hideable_share", "wants": {"below": self.hideable_below}, "seen": s.hideable_share})
         for flags, want in ((self.requires, "in use"), (self.excludes, "not in use"), (self.checks, None)):
             for flag in flags:
                 if want is None and flag in (*self.requires, *self.excludes):
@@ -174,6 +182,7 @@ def catalogue() -> tuple[tuple[Remedy, ...], dict[str, dict[str, str]]]:
             excludes=_tuple(r.get("excludes", ())),
             hidden_at_least=r.get("hidden_at_least"),
             hidden_below=r.get("hidden_below"),
+            hideable_below=r.get("hideable_below"),
             sources=_tuple(r.get("sources", ())),
             checks=_tuple(r.get("checks", ())),
         )

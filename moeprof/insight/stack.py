@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..core.events import column_codes, lookup, present_values
 from ..core.hardware import vendor_of
+from ..core.names import namespace_of, said
 from ..core.sections import Launches
 from ..core.trace import Trace
 from ..core.vocabulary import searches, vocabulary
@@ -26,20 +27,14 @@ from ..words import plural
 VENDOR_FORMATS = {"rocprof-csv": "AMD", "rocprof-json": "AMD", "rocpd": "AMD"}
 
 
-def short_name(name: str) -> str:
-    """A kernel name without its return type, arguments and template (what evidence quotes)."""
-    head = name.split("(", 1)[0].split("<", 1)[0].strip()
-    return head[5:] if head.startswith("void ") else head
-
-
 def _calls(codes: np.ndarray, values: np.ndarray, pattern: re.Pattern[str]) -> tuple[int, str]:
-    """How many activities have a name ``pattern`` finds, and the most frequent such name (short)."""
+    """How many activities have a name ``pattern`` finds, and the most frequent such name (whole)."""
     hit = np.array([bool(pattern.search(str(v))) for v in values.tolist()], dtype=bool)
     if not hit.any():
         return 0, ""
     counts = np.bincount(codes[codes >= 0], minlength=len(values))
     counts = np.where(hit, counts, 0)
-    return int(counts.sum()), short_name(str(values[int(np.argmax(counts))]))
+    return int(counts.sum()), str(values[int(np.argmax(counts))])
 
 
 def _fp8_before_dispatch(events: pd.DataFrame, codes: np.ndarray, values: np.ndarray) -> tuple[int, int, str]:
@@ -73,7 +68,7 @@ def _fp8_before_dispatch(events: pd.DataFrame, codes: np.ndarray, values: np.nda
         prior = rows[before[before >= 0]]
         is_cast = lookup(codes[prior], cast, False)
         found += int(is_cast.sum())
-        names += [short_name(str(values[c])) for c in codes[prior][is_cast][:1].tolist()]
+        names += [said(str(values[c])) for c in codes[prior][is_cast][:1].tolist()]
     return found, total, names[0] if names else ""
 
 
@@ -89,10 +84,10 @@ def _deepep_facts(trace: Trace) -> tuple[dict[str, bool], dict[str, str]]:
     in_use = {"deepep_normal": normal > 0, "deepep_low_latency": low_latency > 0}
     evidence: dict[str, str] = {}
     if normal:
-        space = normal_name.rsplit("::", 1)[0]
+        space = namespace_of(normal_name)
         evidence["deepep_normal"] = f"DeepEP's normal-mode kernels run ({space}::, {plural(normal, 'call')})"
     if low_latency:
-        space = ll_name.rsplit("::", 1)[0]
+        space = namespace_of(ll_name)
         evidence["deepep_low_latency"] = f"DeepEP's low-latency kernels run ({space}::, {plural(low_latency, 'call')})"
     ll_fp8, _ = _calls(codes, values, vocab.deepep_ll_fp8)
     cast, dispatches, cast_name = _fp8_before_dispatch(events, codes, values) if normal else (0, 0, "")
@@ -192,10 +187,10 @@ def launch_summary(files: Iterable[Mapping[str, Any]]) -> Launches | None:
 
 def trace_vendor(trace: Trace) -> str:
     """AMD, NVIDIA or unknown: what the file's GPU names agree on, else what its format implies."""
-    said = {v.name for v in (vendor_of(str(m)) for m in set(trace.device_models.values()) if m) if v is not None}
-    if len(said) == 1:
-        return said.pop()
-    return VENDOR_FORMATS.get(trace.format, "unknown") if not said else "unknown"
+    named = {v.name for v in (vendor_of(str(m)) for m in set(trace.device_models.values()) if m) if v is not None}
+    if len(named) == 1:
+        return named.pop()
+    return VENDOR_FORMATS.get(trace.format, "unknown") if not named else "unknown"
 
 
 FLAGS = (

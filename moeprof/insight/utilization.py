@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from ..core.analysis import DeviceFigures, StepFigures
+from ..core.expert_load import RoutedLoad
 from ..core.hardware import ChipPreset
-from ..core.padding import ExpertLoad, useful_work
+from ..core.padding import useful_work
 from ..core.scopes import COUNTED, flops_source
 from ..core.sections import Utilization
 
@@ -196,7 +197,7 @@ def precision_note(precision: str, preset: ChipPreset | None, peak_from: str) ->
 
 
 def with_useful_work(
-    used: Utilization | None, roles: Sequence[Mapping[str, Any]], load: ExpertLoad | None, rows: Mapping[int, int]
+    used: Utilization | None, roles: Sequence[Mapping[str, Any]], load: RoutedLoad | None, rows: Mapping[int, int]
 ) -> Utilization | None:
     """The ``utilization`` with spec §10's useful work where the run records its experts' load and the HLO shows
     the rows its expert GEMMs compute: the experts' padded rows are no model work, so the MFU counts the useful
@@ -219,7 +220,7 @@ def with_useful_work(
         "dropped": work.dropped,
         "capacity": work.capacity,
         "rows": work.rows,
-        "source": f"{load.source}, the experts' ragged dots' rows in the HLO",
+        "source": f"the {load.source}'s expert load, the experts' ragged dots' rows in the HLO",
     }
     if used.get("mfu") is not None and per_step:
         out["mfu_counted"] = used["mfu"]

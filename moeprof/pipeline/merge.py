@@ -28,10 +28,10 @@ from ..core.analysis import (
     sum_figures,
 )
 from ..core.events import concat as concat_tables
+from ..core.expert_load import RoutedLoad, expert_load_figures
 from ..core.identity import FileIdentity, decide_files
 from ..core.ledger import RECORD_COLUMNS, Ledger, build_ledger
 from ..core.metrics import collectives_table
-from ..core.padding import manifest_expert_load
 from ..core.roofline import (
     ROLE_COLUMNS,
     ROOFLINE_COLUMNS,
@@ -43,6 +43,7 @@ from ..core.roofline import (
 from ..core.scopes import OP_FLOP_COLUMNS, SCOPE_COLUMNS, STEP_FLOP_COLUMNS, scope_rows
 from ..core.sections import LedgerTotals, RoleRow, Roofline
 from ..core.steps import job_step_windows
+from ..core.traffic import SPLIT_COLUMNS, traffic_instances
 from ..insight.bandwidth import annotate, bus_factor, job_hardware
 from ..insight.edges import capture_edges
 from ..insight.levers import on_chip_levers
@@ -219,6 +220,7 @@ class JobResults:
         "roofline",
         "roles",
         "expert_rows",
+        "splits",
     )
     _FILE = "_file_index"
 
@@ -494,12 +496,15 @@ def finish_job(
     notes: Sequence[str] = (),
     what_if: Sequence[str] = (),
     projections: str = "full",
+    load: RoutedLoad | None = None,
     manifest: Mapping[str, Any] | None = None,
 ) -> Merged:
     """The analysis of everything ``job`` took in, the comm records with their ledger view (instance, wait,
     straggler), and the projector of its §9 projections (``projections``: what of them to compute,
-    :func:`moeprof.insight.projection.project_analysis`'s ``detail``). ``manifest``: the run folder's, where the
-    inputs are one (its precision and expert load: spec §10's useful work)."""
+    :func:`moeprof.insight.projection.project_analysis`'s ``detail``); ``load``: the tokens the run routed per
+    layer and expert (spec §11), its figures in the analysis, its rows in the router projection and the useful
+    rows of its expert GEMMs (spec §10); ``manifest``: the run folder's, where the inputs are one (its
+    precision)."""
     notes = [*notes, *job.decide()]
     records, ledger = job.ledger()
     devices = sorted(job.devices, key=lambda d: d.device)
@@ -537,6 +542,7 @@ def finish_job(
         else []
     )
     signals = sorted(job.signals, key=lambda s: (s["type"], s["device"]))
+    traffic, traffic_notes = traffic_instances(job.table("splits", tuple(SPLIT_COLUMNS)), matched, bool(devices))
     order = sorted(job.inputs)
     # the JAX scopes and the FLOPs the trace's ops state, against the chip's own peak first
     scope_frame = job.table("scopes", SCOPE_COLUMNS)
@@ -557,7 +563,7 @@ def finish_job(
     )
     roofline, roles = _on_chip(job, devices, steps, hardware, (peak, peak_from), (hbm, hbm_from), manifest)
     above_roof = above_roof_notes(roofline)
-    used = with_useful_work(used, roles, manifest_expert_load(manifest), _rows(job))
+    used = with_useful_work(used, roles, load, _rows(job))
     analysis = Analysis(
         inputs=tuple(i for k in order for i in job.inputs[k]),
         devices=tuple(devices),
@@ -579,7 +585,14 @@ def finish_job(
             hardware.summary,
         ),
         rules=dict(sorted(job.rules.items(), key=lambda kv: (-kv[1], kv[0]))),
-        warnings=(*notes, *(w for k in order for w in job.warnings[k]), *hardware.warnings, *flop_notes, *above_roof),
+        warnings=(
+            *notes,
+            *(w for k in order for w in job.warnings[k]),
+            *hardware.warnings,
+            *flop_notes,
+            *traffic_notes,
+            *above_roof,
+        ),
         dropped_activities=job.dropped_activities,
         spread=spread(devices, steps, job.step_positions, job.clock_offsets(ledger)),
         ledger=ledger_summary(ledger) if ledger is not None else None,
@@ -594,8 +607,10 @@ def finish_job(
         launches=launch_summary(job.launches),
         roles=roles,
         roofline=roofline,
+        expert_load=expert_load_figures(load) if load is not None else None,
+        traffic=tuple(traffic),
     )
-    projected, projector = project_analysis(analysis, replay, what_if, projections)
+    projected, projector = project_analysis(analysis, replay, what_if, projections, load)
     return projected, matched, projector
 
 

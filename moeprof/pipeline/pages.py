@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..core.expert_load import RoutedLoad
 from ..errors import InputError
 from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
 from ..readers import TraceSource
@@ -27,6 +28,7 @@ def report_inputs(
     progress: Callable[[TraceSource], None] | None = None,
     what_if: Sequence[str] | None = None,
     plans: Sequence[JobPlan] | None = None,
+    expert_load: RoutedLoad | None = None,
 ) -> list[ReportInput]:
     """Each group of paths as one input of the page (several: compared side by side); one job is drawn
     beside its projection: ``what_if``'s terms when given (an empty list: no projection), else the change a
@@ -48,6 +50,7 @@ def report_inputs(
                 timeline=timeline_options(lanes, max_events, inputs, len(plan.files)),
                 projected=(list(what_if) if what_if else "default") if project_one else None,
                 progress=progress,
+                expert_load=expert_load,
             )
         )
         items.append(ReportInput(label, result.analysis, result.timeline, result.instances))

@@ -35,6 +35,7 @@ from ..core.scopes import (
 from ..core.steps import fallback_note, find_steps, select_steps
 from ..core.timeline import TimelineOptions, TimelineView, device_view
 from ..core.trace import TPU, Trace
+from ..core.traffic import empty_splits
 from ..errors import InputError
 from ..insight.dependency import independent_ops
 from ..insight.opportunities import device_signals, host_gap_signal
@@ -97,6 +98,8 @@ class FileResult:
     roles: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROLE_COLUMNS))
     # rows the experts' ragged dots compute -> how many ops compute that many (core.padding)
     expert_rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EXPERT_ROW_COLUMNS))
+    # spec §11: the all-to-all calls whose split sizes the file records (core.traffic.SPLIT_COLUMNS)
+    splits: pd.DataFrame = field(default_factory=empty_splits)
 
 
 def _independent_compute(
@@ -426,6 +429,7 @@ def measure_file(
         roofline=_stacked(roofline_parts, ROOFLINE_COLUMNS),
         roles=_stacked(role_parts, ROLE_COLUMNS),
         expert_rows=_expert_rows(trace, columns),
+        splits=trace.alltoall_splits,
     )
 
 

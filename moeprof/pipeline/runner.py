@@ -21,6 +21,7 @@ import pandas as pd
 from ..core.analysis import Analysis, Projection
 from ..core.classify import classify, rules_with
 from ..core.components import attach_components
+from ..core.expert_load import RoutedLoad, manifest_load
 from ..core.identity import FileIdentity, decide_files, identify
 from ..core.roles import attach_roles
 from ..core.scopes import attach_scopes
@@ -62,6 +63,9 @@ class Request:
     # what of §9 to compute: "full" (every figure: JSON, report, gates), "screen" (what the terminal shows),
     # "none" (--no-projection: the measured step time alone)
     projections: Literal["full", "screen", "none"] = "full"
+    # spec §11: the tokens routed per layer and expert, from ``--expert-load FILE`` (readers.expert_load); None:
+    # the run folder's manifest's, where it records them
+    expert_load: RoutedLoad | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,7 @@ def _loaded(r: Request, traces: list[Trace]) -> Result:
     job = _job_of([measure_file(t, r.steps, r.timeline) for t in traces])
     notes = list(getattr(r.inputs, "notes", []))
     manifest = getattr(r.inputs, "manifest", None)
-    merged = finish_job(job, r.link_peaks, notes, r.what_if, r.projections, manifest)
+    merged = finish_job(job, r.link_peaks, notes, r.what_if, r.projections, _routed_load(r, manifest), manifest)
     result = replace(_finish(merged, r.timeline, job.timeline), traces=tuple(traces) if r.traces else ())
     return _with_manifest(result, manifest)
 
@@ -138,8 +142,9 @@ def _read(r: Request, plan: JobPlan) -> Result:
         )  # fmt: skip
         return _with_manifest(Result(analysis), plan.manifest)
     job, traces, skipped, notes = _measured(r, plan)
+    load = _routed_load(r, plan.manifest)
     result = _finish(
-        finish_job(job, r.link_peaks, [*plan.notes, *notes], r.what_if, r.projections, plan.manifest),
+        finish_job(job, r.link_peaks, [*plan.notes, *notes], r.what_if, r.projections, load, plan.manifest),
         r.timeline,
         job.timeline,
     )
@@ -147,6 +152,11 @@ def _read(r: Request, plan: JobPlan) -> Result:
         skips = tuple({"file": s.file, "problem": s.problem} for s in skipped)
         result = replace(result, analysis=result.analysis.with_(skipped=skips))
     return _with_manifest(replace(result, traces=tuple(traces)), plan.manifest)
+
+
+def _routed_load(r: Request, manifest: Mapping | None) -> RoutedLoad | None:
+    """The job's routed load (spec §11): ``--expert-load``'s, else the run folder's manifest's (None: neither)."""
+    return r.expert_load if r.expert_load is not None else manifest_load(manifest)
 
 
 def _measured(r: Request, plan: JobPlan) -> tuple[JobResults, list[Trace], list[SkippedFile], list[str]]:
@@ -305,7 +315,7 @@ def load_trace(
     ``kind``: what the job's plan sniffed the file to be (``readers.discovery.file_kind``)."""
     options = options or LoadOptions()
     trace = read_file(path, ReadContext(options, placement or Placement(0)), kind)
-    if not len(trace.events):
+    if not len(trace.events) and not len(trace.alltoall_splits):
         # nothing to measure is an input error, never a pass: a CI gate must not hold on an empty trace
         captured = int(trace.launches.get("captured") or 0)
         if captured:  # a graph capture: its launches record a graph, nothing runs

@@ -28,20 +28,23 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..core.events import empty_table, make_table, us_interval_to_ns
-from ..core.roofline import counts_of_shapes
+from ..core.roofline import shape_counts
 from ..core.steps import step_marker_pattern
 from ..core.trace import GPU, Job, Trace, empty_markers, make_markers, trailing_number
+from ..core.traffic import empty_splits
 from ..core.vocabulary import vocabulary
 from ..errors import InputError
 from ..options import LoadOptions
 from .base import ReadContext
 from .kineto_columns import CPU_CATS, KinetoColumns, columns_of_document
 from .kineto_scopes import kernel_scopes
+from .kineto_splits import alltoall_calls
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}  # kineto_columns' order
 _MARKER_KEYS = ("deviceProperties", "distributedInfo", "schemaVersion")
@@ -130,7 +133,8 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
             raise InputError(path, "not a Kineto trace: no traceEvents list")
         cols = columns_of_document(doc, path)
 
-    if not len(cols.device):
+    recorded_splits = bool(len(cols.shapes)) or bool((cols.cpu.in_split >= 0).any() if len(cols.cpu) else False)
+    if not len(cols.device) and not recorded_splits:
         launches = launch_facts(cols, cols.name_array(), _Threads(cols.values)) if len(cols.launch) else {}
         return Trace(events=empty_table(), path=str(path), format="kineto", framework="pytorch", launches=launches)
 
@@ -301,11 +305,19 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         }
     )
     table = table.sort_values("start_ns", kind="stable", ignore_index=True)
+    markers = _step_markers(ranges, step_no[kept_codes], host)
+    splits = (
+        alltoall_calls(
+            cols, names, threads, rank, world, comm.of, pg_ranks, markers, _elem_bytes, us_pair_to_ns, torch_dtype
+        )
+        if recorded_splits
+        else None
+    )
     return Trace(
         events=table,
         path=str(path),
         format="kineto",
-        markers=_step_markers(ranges, step_no[kept_codes], host),
+        markers=markers,
         framework="pytorch",
         annotations=tuple(str(u) for u in unique_names),
         process_groups={name: tuple(ranks) for name, ranks in pg_ranks.items()},
@@ -316,7 +328,26 @@ def read_kineto(doc: dict | KinetoColumns, path: Path, context: ReadContext | No
         launches=launch_facts(cols, names, threads),
         device_models=_device_models(meta, [str(d) for d in pd.unique(dev["device"])]),
         device_kinds=dict.fromkeys((str(d) for d in pd.unique(dev["device"])), GPU),
+        alltoall_splits=splits if splits is not None else empty_splits(),
     )
+
+
+# PyTorch's spellings of a dtype (c10 ScalarType names, C++ type names in Input type) -> its torch name
+_TORCH_DTYPE = {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "longint": "int64",
+                "longlong": "int64", "int": "int32", "short": "int16", "char": "int8", "signedchar": "int8",
+                "byte": "uint8", "unsignedchar": "uint8"}  # fmt: skip
+
+
+def torch_dtype(dtype: str) -> str:
+    """A dtype as torch names it (``bfloat16``, ``float32``, ``int64``) from PyTorch's trace spellings
+    (``c10::BFloat16``, ``Float``, ``long int``); "" unknown."""
+    name = dtype.strip().lower().removeprefix("c10::").replace(" ", "")
+    return _TORCH_DTYPE.get(name, name)
+
+
+def _elem_bytes(dtype: str) -> int | None:
+    """Bytes of one element of a dtype as PyTorch names it (``Float``, ``c10::BFloat16``, ``long int``)."""
+    return _DTYPE_BYTES.get(torch_dtype(dtype))
 
 
 def launch_facts(cols: KinetoColumns, names: np.ndarray, threads: _Threads) -> dict[str, object]:
@@ -702,7 +733,7 @@ def _shape_counts(
         return flops, nbytes
     op_names = names[cols.cpu.name[launcher[launched]]]
     pair_codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([op_names, shapes[launched]]))
-    counted = [counts_of_shapes(str(op), *cols.shapes[int(code)]) for op, code in pairs.tolist()]
+    counted = [_counted(str(op), cols.shapes[int(code)]) for op, code in pairs.tolist()]
     f = np.array([c[0] for c in counted], dtype=np.float64)[pair_codes]
     b = np.array([c[1] for c in counted], dtype=np.float64)[pair_codes]
     # each launching op's kernels share its counts by their time
@@ -711,6 +742,12 @@ def _shape_counts(
     share = time / np.bincount(inverse, weights=time, minlength=op_row.size)[inverse]
     flops[launched], nbytes[launched] = f * share, b * share
     return flops, nbytes
+
+
+def _counted(op: str, recorded: tuple[Any, Any, Any]) -> tuple[float, float]:
+    """FLOPs and HBM bytes of one op from its recorded (Concrete Inputs, Input Dims, Input type)."""
+    concrete, dims, types = recorded
+    return shape_counts(op, dims, types, concrete)
 
 
 def _by_external(range_ids: np.ndarray, kernel_ids: np.ndarray) -> np.ndarray:

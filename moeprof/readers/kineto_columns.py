@@ -30,7 +30,7 @@ import gc
 import itertools
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar, Union
@@ -96,6 +96,9 @@ PER_CALL_KEYS: tuple[tuple[str, str], ...] = (
     ("Src Rank", "src_rank"),
     ("Dst Rank", "dst_rank"),
 )
+# the CPU ops whose recorded shapes and values (record_shapes=True) carry an all-to-all's per-peer splits
+# (spec §11): their "Concrete Inputs", "Input Dims" and "Input type" are kept, as JSON gave them
+SPLIT_OPS = frozenset(("c10d::alltoall_base_",))
 _COMM_ATTRS = tuple(a for _, a in COMM_KEYS)
 _PER_CALL_ATTRS = tuple(a for _, a in PER_CALL_KEYS)
 _COMM_FIELDS = attrgetter(*_COMM_ATTRS, *_PER_CALL_ATTRS)
@@ -103,9 +106,6 @@ _COMM_ABSENT = "\x00absent"  # a missing key in the permissive table key
 
 
 # ---- the strict schema ----------------------------------------------------------------------------
-
-
-_NO_RAW = msgspec.Raw(b"")
 
 
 class _Args(msgspec.Struct, frozen=True, gc=False):
@@ -136,10 +136,11 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     # autograd: the op's sequence number and, on a backward op, the forward op's thread (0 on a forward op)
     sequence: int = msgspec.field(default=-1, name="Sequence number")
     fwd_thread: int = msgspec.field(default=-1, name="Fwd thread id")
-    # the op's shapes (record_shapes=True), kept as JSON text: parsed only for the ops whose FLOPs are counted
-    dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
-    types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
-    concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
+    # record_shapes: kept undecoded (a view of the text), decoded only on the ops of SPLIT_OPS and those counted
+    # from their shapes (core.roofline.COUNTED_OPS)
+    concrete: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Concrete Inputs")
+    input_dims: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Input Dims")
+    input_type: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Input type")
 
 
 _NO_ARGS = _Args()
@@ -212,9 +213,9 @@ class _LooseArgs(msgspec.Struct, frozen=True, gc=False):
     dst_rank: Any = msgspec.field(default=UNSET, name="Dst Rank")
     sequence: Any = msgspec.field(default=None, name="Sequence number")
     fwd_thread: Any = msgspec.field(default=None, name="Fwd thread id")
-    dims: Any = msgspec.field(default=None, name="Input Dims")
-    types: Any = msgspec.field(default=None, name="Input type")
-    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    concrete: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Concrete Inputs")
+    input_dims: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Input Dims")
+    input_type: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="Input type")
 
 
 class _LooseEvent(msgspec.Struct, frozen=True, gc=False):
@@ -232,6 +233,21 @@ class _LooseEvent(msgspec.Struct, frozen=True, gc=False):
 
 _LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _SKIPPED_EVENT = _skipped(False)[0]()
+
+
+def _raw_bytes(value: Any) -> bytes:
+    """A Raw field's text (b"" where absent): the key a recording is decoded once by."""
+    return b"" if value is UNSET else bytes(value)
+
+
+def _raw_json(value: Any) -> Any:
+    """A Raw field decoded (None where absent or not JSON)."""
+    if value is UNSET:
+        return None
+    try:
+        return msgspec.json.decode(value)
+    except msgspec.DecodeError:
+        return None
 
 
 def _label(value: Any) -> Any:
@@ -270,16 +286,6 @@ def _bytes(value: Any) -> float:
     return _NAN
 
 
-def _raw(value: Any) -> msgspec.Raw:
-    """A loosely typed shapes value as the JSON text the strict schema keeps (absent or null: none)."""
-    if value is None:
-        return _NO_RAW
-    try:
-        return msgspec.Raw(msgspec.json.encode(value))
-    except (TypeError, ValueError, OverflowError):
-        return _NO_RAW
-
-
 def _canonical(loose: list[_LooseEvent], path: Path | None) -> tuple[list, np.ndarray, bool]:
     """The strict Structs these loosely typed events amount to; per-event bad-number bits."""
     events: list = []
@@ -312,9 +318,9 @@ def _canonical(loose: list[_LooseEvent], path: Path | None) -> tuple[list, np.nd
                 bytes=_bytes(a.bytes),
                 sequence=_int_or(a.sequence),
                 fwd_thread=_int_or(a.fwd_thread),
-                dims=_raw(a.dims),
-                types=_raw(a.types),
-                concrete=_raw(a.concrete),
+                concrete=a.concrete,
+                input_dims=a.input_dims,
+                input_type=a.input_type,
                 **{f: getattr(a, f) for f in (*_COMM_ATTRS, *_PER_CALL_ATTRS)},
             )
         else:
@@ -366,6 +372,9 @@ class KinetoColumns:
     values: list[Any]  # value code -> pid/tid/device/stream as JSON gave it (None: absent or null)
     comm_args: list[dict[str, Any]]  # comm code -> the COMM_KEYS those args hold, as JSON gave them
     strings: list[str]  # string code -> an In/Out split size
+    # shapes code -> (Concrete Inputs, Input Dims, Input type), decoded (None absent), of an op of SPLIT_OPS or of
+    # the ops counted from their shapes (core.roofline.COUNTED_OPS)
+    shapes: list[tuple[Any, Any, Any]]
     device: Group  # kernel, gpu_memcpy, gpu_memset (ph X)
     launch: Group  # cuda_runtime, cuda_driver, hip_runtime, hip_driver (ph X)
     cpu: Group  # cpu_op, user_annotation, python_function (ph X)
@@ -374,8 +383,6 @@ class KinetoColumns:
     # (only looked for when those keys are missing)
     any_device_cat: bool = False
     events: int = 0  # entries of traceEvents
-    # shapes code -> (Input Dims, Input type, Concrete Inputs) as JSON text, of the ops counted from shapes
-    shapes: list[tuple[bytes, bytes, bytes]] = field(default_factory=list)
 
     @property
     def is_kineto(self) -> bool:
@@ -437,9 +444,10 @@ class _Builder:
         self.names = _Interner()
         self.values = _Interner()
         self.strings = _Interner()
-        self.shapes = _Interner()  # (Input Dims, Input type, Concrete Inputs) JSON texts of the counted ops
         self.comm_codes: dict[tuple, int] = {}
         self.comm_args: list[dict[str, Any]] = []
+        self.shapes: list[tuple[Any, Any, Any]] = []
+        self.shape_codes: dict[tuple[bytes, bytes, bytes], int] = {}  # each distinct recording, decoded once
         self.parts: dict[int, list[dict[str, np.ndarray]]] = {g: [] for g in _GROUP_COLUMNS}
         self.any_device_cat = False
         self.events = 0
@@ -546,25 +554,30 @@ class _Builder:
         else:
             out["sequence"] = self._ints([a.sequence for a in args], m)
             out["fwd_thread"] = self._ints([a.fwd_thread for a in args], m)
-            out["shapes"] = self._shapes(out["name"], args)
             rpc = self.names.codes.get(RECORD_PARAM_COMMS)
             with_comm = out["name"] == rpc if rpc is not None else np.zeros(m, dtype=bool)
+            out["shapes"] = self._shapes(out["name"], args)
         out.update(self._comm(args, with_comm, strict=strict))
         return out
 
     def _shapes(self, names: np.ndarray, args: list[_Args]) -> np.ndarray:
-        """Per CPU event, a code into ``shapes`` of its recorded shapes (Input Dims, Input type, Concrete Inputs as
-        JSON text), for the ops whose FLOPs moeprof counts from shapes (core.roofline); -1 for the others."""
+        """Per row, a code into ``shapes`` of its recorded inputs (Concrete Inputs, Input Dims, Input type, decoded)
+        where it is an op of SPLIT_OPS (an all-to-all's splits) or of the ops whose FLOPs moeprof counts from their
+        shapes (core.roofline.COUNTED_OPS); -1 elsewhere. Each distinct recording is decoded once."""
         out = np.full(len(args), -1, dtype=np.int32)
-        counted = [c for n in COUNTED_OPS if (c := self.names.codes.get(n)) is not None]
-        if not counted:
+        codes = [c for op in (*SPLIT_OPS, *COUNTED_OPS) if (c := self.names.codes.get(op)) is not None]
+        if not codes:
             return out
         wanted = np.zeros(len(self.names.codes) + 1, dtype=bool)  # by name code: a lookup, not a sort per chunk
-        wanted[counted] = True
-        rows = np.flatnonzero(wanted[names])
-        if rows.size:
-            out[rows] = [self.shapes.codes[(bytes(args[i].dims), bytes(args[i].types), bytes(args[i].concrete))]
-                         for i in rows.tolist()]  # fmt: skip
+        wanted[codes] = True
+        for i in np.flatnonzero(wanted[names]).tolist():
+            a = args[i]
+            key = (_raw_bytes(a.concrete), _raw_bytes(a.input_dims), _raw_bytes(a.input_type))
+            code = self.shape_codes.get(key)
+            if code is None:
+                code = self.shape_codes[key] = len(self.shapes)
+                self.shapes.append((_raw_json(a.concrete), _raw_json(a.input_dims), _raw_json(a.input_type)))
+            out[i] = code
         return out
 
     def _or_own(self, codes: np.ndarray, own: np.ndarray) -> np.ndarray:
@@ -638,7 +651,7 @@ class _Builder:
             values=self.values.values,
             comm_args=self.comm_args,
             strings=self.strings.values,
-            shapes=self.shapes.values,
+            shapes=self.shapes,
             device=groups[DEVICE],
             launch=groups[LAUNCH],
             cpu=groups[CPU],

@@ -59,7 +59,16 @@ from markupsafe import Markup
 from .._version import __version__
 from ..core import intervals as iv
 from ..core.analysis import CAUSES, Analysis, Collective, Figures, Projection
-from ..core.summary import ArrivalSkew, LedgerSummary, arrival_skew, ledger_summary, mean_figures, verdict
+from ..core.summary import (
+    ArrivalSkew,
+    LedgerSummary,
+    arrival_skew,
+    figures_per_step,
+    ledger_summary,
+    mean_figures,
+    step_divisor,
+    verdict,
+)
 from ..core.timeline import (
     CATEGORIES,
     EXPOSED,
@@ -75,6 +84,7 @@ from ..core.trace import CPU
 from ..errors import InputError
 from ..options import RAW_EVENTS_CAP
 from .annotate import natural_key
+from .routing import heatmaps, routing_notes
 from .terminal import human_bytes
 from .text import (
     TextTable,
@@ -96,7 +106,6 @@ from .text import (
     scope_figures,
     scopes_attributed,
     scopes_shown,
-    step_count_of,
     token_movement_line,
     utilization_line,
     verdict_lines,
@@ -533,12 +542,19 @@ class Table:
     cls: str = ""
 
 
-def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: bool = False) -> Table:
-    """The collectives; where the ledger ran, their time split into wait and transfer (§8)."""
+def per_device_unit(steps: int) -> str:
+    """A column's time unit: per device, and per step where the trace has several (``steps``)."""
+    return "ms/device/step" if steps > 1 else "ms/device"
+
+
+def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: bool = False, steps: int = 1) -> Table:
+    """The collectives, times per device and step (``steps``: the steps measured); where the ledger ran, their time
+    split into wait and transfer (§8)."""
     rows = []
+    unit = per_device_unit(steps)
     for c in collectives[:top]:
         util = c.link_utilization
-        n = max(c.devices, 1)  # times per device: the mean over the devices it ran on
+        n = max(c.devices, 1) * max(steps, 1)  # times per device and step: the mean over the devices it ran on
         row = [
             c.name,
             c.kind,
@@ -558,9 +574,9 @@ def collectives_table(collectives: Sequence[Collective], top: int = 40, ledger: 
             "-" if util is None else f"{fmt_pct(util)} {c.bandwidth_verdict or ''}",
         ]
         rows.append(row)
-    headers = ["op", "kind", "link", "count", "ms/device", "exposed ms/device"]
+    headers = ["op", "kind", "link", "count", unit, f"exposed {unit}"]
     if ledger:
-        headers += ["wait ms/device", "transfer ms/device", "transfer GB/s"]
+        headers += [f"wait {unit}", f"transfer {unit}", "transfer GB/s"]
     headers += ["bytes/call", "bus GB/s", "of link peak"]
     return Table(headers, rows, numeric_from=3, cls="coll")
 
@@ -574,7 +590,8 @@ def scopes_table(r: Analysis) -> Table | None:
     flops = any(s.tflops_per_s is not None for s in rows)
     xla = any(s.peak_fraction_xla is not None for s in rows)
     attributed = scopes_attributed(rows)
-    steps = step_count_of(r)
+    steps = step_divisor(r)
+    unit = per_device_unit(steps)
     out = []
     for s in rows:
         n = max(s.devices, 1) * steps
@@ -588,7 +605,6 @@ def scopes_table(r: Analysis) -> Table | None:
         if xla:  # XLA's own count where the ragged dots were recounted
             row.append("" if s.peak_fraction_xla is None else fmt_pct(s.peak_fraction_xla))
         out.append(row)
-    unit = "ms/step" if r.spread.steps else "ms/device"
     times = [f"own {unit}", f"attributed {unit}"] if attributed else [unit]
     headers = ["scope", "calls", *times, "share", "backward", f"comm {unit}"]
     headers += ["TFLOP/s", "of peak"] if flops else []
@@ -618,6 +634,8 @@ def ledger_section(analysis: Analysis, led: LedgerSummary, skew: Sequence[Arriva
         " traces of every member of the groups together."
     )
     keys = ("exposed_wait_ns", "exposed_transfer_ns", "exposed_unmatched_ns", "comm_wait_ns")
+    steps = step_divisor(analysis)  # times per device and step, as the headline's
+    per = " ms/step" if steps > 1 else " ms"
     listed = list(analysis.devices)
     if len(listed) > MAX_TABLE_ROWS:  # the devices that wait longest exposed, in device order
         top = {d.device for d in sorted(listed, key=lambda d: -d.value("exposed_wait_ns"))[:MAX_TABLE_ROWS]}
@@ -627,21 +645,21 @@ def ledger_section(analysis: Analysis, led: LedgerSummary, skew: Sequence[Arriva
     devices = Table(
         [
             "device",
-            "exposed comm ms",
-            "waiting ms",
-            "moving bytes ms",
-            "unmatched ms",
-            "all comm waiting ms",
+            f"exposed comm{per}",
+            f"waiting{per}",
+            f"moving bytes{per}",
+            f"unmatched{per}",
+            f"all comm waiting{per}",
             "last to arrive",
-            "others waited ms",
+            f"others waited{per}",
         ],
         [
             [
                 d.device,
-                fmt_ms(d.exposed_comm_ns),
-                *(fmt_ms(d.value(k)) for k in keys),
+                fmt_ms(d.exposed_comm_ns / steps),
+                *(fmt_ms(d.value(k) / steps) for k in keys),
                 f"{int(d.value('straggler_count')):,}",
-                fmt_ms(d.value("caused_wait_ns")),
+                fmt_ms(d.value("caused_wait_ns") / steps),
             ]
             for d in listed
         ],
@@ -650,14 +668,14 @@ def ledger_section(analysis: Analysis, led: LedgerSummary, skew: Sequence[Arriva
     stragglers = None
     if led.stragglers:
         stragglers = Table(
-            ["device", "last to arrive", "collectives it took part in", "share", "others waited for it ms"],
+            ["device", "last to arrive", "collectives it took part in", "share", f"others waited for it{per}"],
             [
                 [
                     r.device,
                     f"{r.straggler_count:,}",
                     f"{r.instances:,}",
                     fmt_pct(r.last_share),
-                    fmt_ms(r.caused_wait_ns),
+                    fmt_ms(r.caused_wait_ns / steps),
                 ]
                 for r in led.stragglers[:MAX_TABLE_ROWS]
             ],
@@ -709,7 +727,7 @@ class OpportunityItem:
     title: str
     hidden: str  # spec §6: hidden under compute, at most what on the worst device
     projected: str  # §9: taken away, what the step gains ("" where not projected)
-    exposed: str
+    exposed: str  # its exposed time over all devices, per step where there are steps, with its unit
     evidence: str
     remedy: str
 
@@ -722,7 +740,8 @@ def opportunity_items(analysis: Analysis, top: int = 12) -> list[OpportunityItem
     out = []
     for o, remedy in zip(shown, remedy_texts(shown), strict=True):
         hidden, removed = opportunity_savings_text(o, steps, analysis.step_ns)
-        out.append(OpportunityItem(on_fabric(o.title), hidden, removed, fmt_ms(o.exposed_ns), evidence_text(o), remedy))
+        exposed = f"{fmt_ms(o.exposed_ns / steps)} ms per step" if steps > 1 else f"{fmt_ms(o.exposed_ns)} ms"
+        out.append(OpportunityItem(on_fabric(o.title), hidden, removed, exposed, evidence_text(o, steps), remedy))
     return out
 
 
@@ -862,6 +881,7 @@ class InputPage:
     utilization: str | None = None  # the FLOPs the ops state against the chip's peak
     token_movement: str | None = None  # spec §10: the token movement's share, FLOP rate and HBM use
     roles: Table | None = None  # the MoE roles per step
+    roles_title: str = ""
     roles_note: str = ""
     roofline: Table | None = None  # the longest ops against the roof
     roofline_title: str = ""
@@ -869,6 +889,9 @@ class InputPage:
     ranking: str = ""  # how the opportunities are ordered, in words
     verdict: list[str] = field(default_factory=list)  # the terminal's first lines: the answer asked for, the verdict
     payoffs: PayoffView | None = None  # "what would it buy" (§9), as the terminal shows it
+    # spec §11: the heatmaps the script draws (expert load, per-pair traffic) and the words over them
+    heatmaps: list[dict] = field(default_factory=list)
+    routing_notes: list[str] = field(default_factory=list)
 
 
 def input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
@@ -899,13 +922,15 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         )
     device_bars = None
     if r.devices:
-        rows: list[tuple[str, Figures]] = [(d.device, d) for d in r.devices]
+        n = step_divisor(r)  # times per device and step, as the headline's (the window over its steps)
+        rows: list[tuple[str, Figures]] = [(d.device, figures_per_step(d, n)) for d in r.devices]
         if len(r.devices) > 1:
-            rows.append(("mean device", mean_figures(r.devices)))
+            rows.append(("mean device", figures_per_step(mean_figures(r.devices), n)))
+        per = f"per device and step (the capture's window over its {n} steps)" if n > 1 else "per device"
         device_bars = bars(
             rows,
             "Thick bar: bucket split of accumulated kernel time (100% = sum of all kernel durations). "
-            "Thin bar: the device's wall-clock span, red = exposed communication. Times are per device.",
+            f"Thin bar: the device's wall-clock span, red = exposed communication. Times are {per}.",
         )
     steps = step_rows(r)
     step_bars = None
@@ -932,7 +957,9 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         cpu=r.device_kind == CPU,
         device_bars=device_bars,
         step_bars=step_bars,
-        collectives=collectives_table(r.collectives, ledger=led is not None and led.instances > 0),
+        collectives=collectives_table(
+            r.collectives, ledger=led is not None and led.instances > 0, steps=step_divisor(r)
+        ),
         more_collectives=max(0, len(r.collectives) - 40),
         # the projected page shows the changed timeline; its remedies are the measured page's, said once there
         opportunities=[] if item.projection is not None else opportunity_items(r),
@@ -948,10 +975,13 @@ def _input_page(index: int, item: ReportInput, timeline: dict) -> InputPage:
         utilization=utilization_line(r),
         token_movement=token_movement_line(r),
         roles=_table(roles_table(r), "roles"),
+        roles_title=(roles_table(r) or _NO_TABLE).title,
         roles_note=(roles_table(r) or _NO_TABLE).caption,
         roofline=_table(roofline_table(r, 40), "roofline"),
         roofline_title=(roofline_table(r, 40) or _NO_TABLE).title,
         roofline_note=(roofline_table(r, 40) or _NO_TABLE).caption,
+        heatmaps=timeline.get("heatmaps") or [],
+        routing_notes=routing_notes(r),
     )
 
 
@@ -1044,7 +1074,8 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
         ("exposed comm / span", "exposed_comm_fraction", True),
         ("step ms (the job's)", "", False),
     ]
-    headers = ["figure (mean device)"] + [it.label for it in items]
+    per_step = any(step_divisor(it.analysis) > 1 for it in items)
+    headers = ["figure (mean device" + (", ms per step)" if per_step else ")")] + [it.label for it in items]
     headers += [f"{it.label} vs {items[0].label}" for it in items[1:]]
 
     def value(item: ReportInput, label: str, key: str) -> float | None:
@@ -1054,7 +1085,9 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
             return step_of(item)
         if is_ratio_key(key):
             return item.analysis.total.value(key)
-        return mean_figures(item.analysis.devices).value(key) if item.analysis.devices else None
+        if not item.analysis.devices:
+            return None
+        return mean_figures(item.analysis.devices).value(key) / step_divisor(item.analysis)
 
     rows = []
     for label, key, is_ratio in metrics:
@@ -1081,7 +1114,10 @@ def comparison(items: Sequence[ReportInput]) -> Comparison:
     return Comparison(
         Table(headers, rows, numeric_from=1, cls="cmp"),
         bars(
-            [(it.label, mean_figures(it.analysis.devices)) for it in items],
+            [
+                (it.label, figures_per_step(mean_figures(it.analysis.devices), step_divisor(it.analysis)))
+                for it in items
+            ],
             "Bucket split of accumulated kernel time per input (the mean device); thin bar: exposed share of span.",
         ),
     )
@@ -1138,6 +1174,8 @@ def render(
 def _render(items: Sequence[ReportInput], lanes: str, max_events: int, bin_budget: int, title: str | None) -> str:
     cap = per_input_cap(max_events, len(items))
     timelines = [timeline_data(it, lanes, cap, bin_budget // len(items)) for it in items]
+    for it, tl in zip(items, timelines, strict=True):  # spec §11: drawn by the script beside the timeline
+        tl["heatmaps"] = heatmaps(it.analysis)
     single = len(items) == 1
     measured = [it for it in items if it.projection is None] or list(items)
     if title is None:

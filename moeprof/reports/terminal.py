@@ -21,17 +21,21 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.analysis import Analysis, Collective, Figures
+from ..core.names import cut
 from ..core.summary import (
     LedgerSummary,
     device_stats,
+    figures_per_step,
     mean_figures,
     step_count,
+    step_divisor,
     verdict,
     worst_devices,
     zero_everywhere,
 )
 from ..words import plural
-from .fitting import NAME_MIN_WIDTH, cut, cut_apart, cut_path
+from .fitting import NAME_MIN_WIDTH, cut_apart, cut_path
+from .routing import load_line, load_table, timeline_free_lines, traffic_line, traffic_renderables
 from .text import (
     NBSP,
     TextTable,
@@ -40,6 +44,7 @@ from .text import (
     fabric_words,
     hardware_line,
     headline,
+    human_bytes,
     ledger_headline,
     ledger_line,
     ms,
@@ -48,7 +53,6 @@ from .text import (
     opportunity_savings_text,
     payoff_rows,
     pct,
-    per_step_unit,
     remedy_texts,
     roles_table,
     roofline_table,
@@ -56,7 +60,6 @@ from .text import (
     scope_figures,
     scopes_attributed,
     scopes_shown,
-    step_count_of,
     step_name,
     token_movement_line,
     utilization_line,
@@ -122,16 +125,6 @@ def make_console() -> Console:
 
 def has_colour(console: Console) -> bool:
     return console.color_system is not None and not console.no_color
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def bucket_bar(fig: Figures, width: int = 40, colour: bool = True) -> Text:
@@ -268,13 +261,22 @@ def _table(layout: Layout, rows: Sequence[Row | None], footer: Row | None, title
     return table
 
 
+def per_step_title(result: Analysis) -> str:
+    """The unit of a table's times: per step where the trace has several (the window's sums over them)."""
+    steps = step_count(result)
+    return f"ms per step, the capture's {steps} steps" if steps > 1 else "ms"
+
+
 def device_rows(result: Analysis, rows: int | None) -> tuple[list[Row | None], Row | None, str, str | None]:
-    """Every device, or (``rows`` given) min/median/max over all of them and the ``rows`` worst; the mean below."""
-    devices = result.devices
+    """Every device, or (``rows`` given) min/median/max over all of them and the ``rows`` worst; the mean below.
+    Times per step (:func:`~moeprof.core.summary.step_divisor`), as the headline's."""
+    steps = step_divisor(result)
+    devices = [figures_per_step(d, steps) for d in result.devices]
+    names = [d.device for d in result.devices]
     out: list[Row | None] = []
     if rows is None or rows >= len(devices):
-        out = [(d.device, d.value, None) for d in devices]
-        title = "Per device (ms)"
+        out = [(name, d.value, None) for name, d in zip(names, devices, strict=True)]
+        title = f"Per device ({per_step_title(result)})"
     else:
         stats = device_stats(devices, [c.key for c in (*FULL, COMM)])
         out += [
@@ -283,8 +285,8 @@ def device_rows(result: Analysis, rows: int | None) -> tuple[list[Row | None], R
             ("max", lambda key: stats[key].max, "dim"),
         ]
         out.append(None)
-        out += [(d.device, d.value, None) for d in worst_devices(devices, rows)]
-        title = f"Per device (ms), {plural(len(devices), 'device')} summarized"
+        out += [(d.device, figures_per_step(d, steps).value, None) for d in worst_devices(result.devices, rows)]
+        title = f"Per device ({per_step_title(result)}), {plural(len(devices), 'device')} summarized"
     footer: Row | None = ("mean", mean_figures(devices).value, "bold") if len(devices) > 1 else None
     note = (
         None
@@ -354,9 +356,11 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
     by cutting the op name in its middle, on one line (:func:`~.fitting.cut`). Numbers are never cut. Where the
     ledger ran, wait and transfer split the time."""
 
+    steps = step_divisor(result)
+
     def cells(c: Collective) -> dict[str, str]:
         util = c.link_utilization
-        n = max(c.devices, 1)  # times per device: the mean over the devices it ran on
+        n = max(c.devices, 1) * steps  # times per device and step: the mean over the devices it ran on
         return {
             "op": c.name,
             "kind": c.kind,
@@ -376,7 +380,8 @@ def collectives_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> T
     data = [cells(c) for c in result.collectives[:top]]
     names = [n for n in data[0] if n == "op" or any(d[n] != "-" for d in data)] if data else ["op"]
     op_width = min(OP_MAX_WIDTH, max([len("op"), *(len(d["op"]) for d in data)]))
-    title = f"Top collectives (of {len(result.collectives)}), ms per device: the mean over the devices each ran on"
+    per = "ms per device and step" if steps > 1 else "ms per device"
+    title = f"Top collectives (of {len(result.collectives)}), {per}: the mean over the devices each ran on"
 
     def build(stacked: bool, op_cells: list[str]) -> Table:
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
@@ -418,8 +423,8 @@ def scope_table(result: Analysis, top: int, width: int = PIPED_WIDTH) -> Table |
     flops = any(r.tflops_per_s is not None for r in rows)
     xla = any(r.peak_fraction_xla is not None for r in rows[:top])  # ragged dots recounted: XLA's own beside
     attributed = scopes_attributed(rows)
-    steps = step_count_of(result)
-    title = f"Scopes ({len(result.scopes)}, layers folded), ms {per_step_unit(result)}"
+    steps = step_divisor(result)
+    title = f"Scopes ({len(result.scopes)}, layers folded), ms per device{' and step' if steps > 1 else ''}"
     if attributed:
         title += ": own (the scope's ops), attributed (the ops that serve it: its own, its backward's, its weights'"
         title += " updates and casts)"
@@ -525,7 +530,8 @@ def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) ->
         head.append(f"  {removed}" if removed else "", style="bold red")
         head.append(f"{';' if removed else ''} {on_fabric(hidden)}")
         # a flag list longer than the line folds instead of being cut
-        body = Text(f"{ms(o.exposed_ns)} ms at stake over all devices: {evidence_text(o)}\n→ {remedy}", overflow="fold")
+        stake = f"{ms(o.exposed_ns / max(steps, 1))} ms per step" if steps > 1 else f"{ms(o.exposed_ns)} ms"
+        body = Text(f"{stake} at stake over all devices: {evidence_text(o, steps)}\n→ {remedy}", overflow="fold")
         grid.add_row(Text(f"{i}.", style="bold"), Group(head, body))
     content: RenderableType = grid
     if not result.opportunities:
@@ -533,8 +539,9 @@ def opportunities_panel(result: Analysis, top: int, width: int = PIPED_WIDTH) ->
     return Panel(content, title="Opportunities" if ranked_inside else title, title_align="left")
 
 
-def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | None:
-    """The devices that arrive last in collectives (§8), most waiting caused first; None when none does."""
+def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS, steps: int = 1) -> Table | None:
+    """The devices that arrive last in collectives (§8), most waiting caused first, the waiting they caused per
+    step (``steps``: the steps measured); None when none does."""
     shown = led.stragglers[:rows]
     if not shown:
         return None
@@ -550,9 +557,10 @@ def straggler_table(led: LedgerSummary, rows: int = STRAGGLER_ROWS) -> Table | N
     table.add_column("device", overflow="fold")
     table.add_column("last in", justify="right", no_wrap=True)
     table.add_column("of its\ncollectives", justify="right", no_wrap=True)
-    table.add_column("others waited\nfor it, ms", justify="right", no_wrap=True)
+    table.add_column("others waited\nfor it, ms" + ("/step" if steps > 1 else ""), justify="right", no_wrap=True)
     for r in shown:
-        table.add_row(r.device, f"{r.straggler_count:,} of {r.instances:,}", pct(r.last_share), ms(r.caused_wait_ns))
+        waited = ms(r.caused_wait_ns / max(steps, 1))
+        table.add_row(r.device, f"{r.straggler_count:,} of {r.instances:,}", pct(r.last_share), waited)
     return table
 
 
@@ -645,6 +653,9 @@ def render(
 
         render_inspector(result.inspector, console or make_console(), top, result.warnings)
         return
+    if result.timeline_free and result.traffic:  # host-only traces: their all-to-all split sizes alone
+        _render_routing(result, console or make_console(), timeline=False)
+        return
     with fabric_words(scale_up_word(result)):
         _render(result, console or make_console(), top, devices)
 
@@ -667,6 +678,9 @@ def _render(
             console.print(Text(line, style="bold"), soft_wrap=True)
     if (glue := token_movement_line(result)) is not None:
         for line in wrap(glue, width):
+            console.print(Text(line, style="bold"), soft_wrap=True)
+    for sentence in routing_lines(result):  # spec §11: a skewed router, capacity drops, a hot receiver
+        for line in wrap(sentence, width):
             console.print(Text(line, style="bold"), soft_wrap=True)
     for parts in (headline(v), ledger_headline(v)):
         for line in pack(parts, width):
@@ -692,7 +706,7 @@ def _render(
         console.print()
         for line in wrap(ledger_line(v.ledger), width):
             console.print(Text(line), soft_wrap=True)
-        stragglers = straggler_table(v.ledger)
+        stragglers = straggler_table(v.ledger, steps=step_divisor(result))
         if stragglers is not None:
             console.print(stragglers)
     bought = payoff_table(result, width)
@@ -705,9 +719,43 @@ def _render(
             console.print(text_table(shared, width))
     if (scopes := scope_table(result, top, width)) is not None:
         console.print(scopes)
+    _render_routing(result, console)
     console.print(opportunities_panel(result, top, width))
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def routing_lines(result: Analysis) -> list[str]:
+    """The first lines' sentences of spec §11 (:mod:`.routing`): the expert load, the traffic."""
+    return [line for line in (load_line(result.expert_load), traffic_line(result.traffic)) if line]
+
+
+def _render_routing(result: Analysis, console: Console, timeline: bool = True) -> None:
+    """Spec §11's sections: the expert load per layer, the all-to-all traffic per pair; without a device
+    timeline (``timeline`` False), its first lines and the warnings too."""
+    width = console.width
+    if not timeline:
+        for sentence in (*timeline_free_lines(result), *routing_lines(result)):
+            for line in wrap(sentence, width):
+                console.print(Text(line, style="bold"), soft_wrap=True)
+
+    def fits(table: Table) -> bool:
+        return natural_width(table) <= width
+
+    if result.expert_load:
+        console.print()
+        console.print(load_table(result.expert_load, fits))
+    if result.traffic:
+        console.print()
+        for part in traffic_renderables(result.traffic, fits):
+            if isinstance(part, str):
+                for line in wrap(part, width):
+                    console.print(Text(line), soft_wrap=True)
+            else:
+                console.print(part)
+    if not timeline:
+        for w in result.warnings:
+            console.print(f"[yellow]warning:[/yellow] {w}")
 
 
 __all__ = ["bucket_bar", "device_table", "make_console", "payoff_table", "render", "split_table", "straggler_table"]

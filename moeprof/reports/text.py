@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.analysis import SIGNIFICANT_SAVING, Analysis, Opportunity, Projection, ScopeRow, StepBound
-from ..core.hardware import fabric_text, is_tpu_job
+from ..core.hardware import fabric_text, is_cpu_job, is_tpu_job
+from ..core.names import said
 from ..core.roofline import ON_CHIP
 from ..core.scopes import NO_SCOPE, TOP_LEVEL
-from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict
+from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict, step_divisor
 from ..core.vocabulary import kernel_label
 from ..insight.remedies import action_of, by_id
 from ..words import plural  # re-exported: renderers count with it
@@ -68,6 +69,12 @@ def hardware_line(analysis: Analysis) -> str | None:
     hw: Any = analysis.hardware
     if not hw:
         return None
+    if hw.get("accelerator") == "CPU":
+        n = len(analysis.devices)
+        return (
+            f"CPUs: {plural(n, 'XLA:CPU device')} of one host (threads of one process, sharing its cores): their"
+            f" collectives are copies in {hw.get('scale_up', 'host memory')}, over no fabric; no peaks"
+        )
     models = ", ".join(f"{n} x {name}" for name, n in (hw.get("models") or {}).items())
     peak = peak_text(analysis)
     tpu = hw.get("accelerator") == "TPU" or hw.get("scale_out") == "DCN"  # TPU chips, or a TPU preset
@@ -79,9 +86,9 @@ def hardware_line(analysis: Analysis) -> str | None:
             f"{hw.get('scale_up', 'NVLink')} {peaks['nvlink']:,.0f} GB/s" if "nvlink" in peaks else "",
             f"{'DCN' if tpu else 'NIC'} {peaks['ib']:,.{1 if tpu else 0}f} GB/s" if "ib" in peaks else "",
         ]
-        said = "--chip " if hw.get("preset_from") in ("--chip", "--gpu") else ""
+        given = "--chip " if hw.get("preset_from") in ("--chip", "--gpu") else ""
         shown = ", ".join(x for x in links if x)
-        line += f" = {said}{hw['preset']}"
+        line += f" = {given}{hw['preset']}"
         if peak is None:  # a saved analysis from before the roofline: the preset's own peaks
             line += f" ({shown + f' per {unit} each way; ' if shown else ''}"
             line += f"{hw.get('bf16_tflops', 0):,.0f} TFLOPS bf16"
@@ -174,6 +181,17 @@ def on_fabric(text: str) -> str:
     return chip_words(text) if unit == "chip" else text
 
 
+def human_bytes(n: float | None) -> str:
+    """Bytes in binary units ("1.5 MiB"); "-" unknown."""
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
 def ms(ns: int | float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
@@ -213,9 +231,12 @@ LINK_WORDS = {
 }
 
 
-def evidence_text(opportunity: Opportunity) -> str:
-    """One line of an opportunity's evidence: what to look for in a trace viewer to verify it."""
+def evidence_text(opportunity: Opportunity, steps: int = 1) -> str:
+    """One line of an opportunity's evidence: what to look for in a trace viewer to verify it; its times per
+    step where ``steps`` (the steps measured) is more than one."""
     ev = opportunity.evidence
+    per = max(steps, 1)
+    unit = " ms per step" if per > 1 else " ms"
     parts = []
     if "count" in ev:
         devices = ev.get("devices")
@@ -228,7 +249,12 @@ def evidence_text(opportunity: Opportunity) -> str:
     if opportunity.link:
         parts.append(LINK_WORDS.get(opportunity.link, f"link {opportunity.link}"))
     if "independent_compute_ns" in ev:
-        parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'])} ms")
+        parts.append(f"independent compute (HLO) {ms(ev['independent_compute_ns'] / per)}{unit}")
+    if "compute_to_hide_under_ns" in ev and "exposed_ns" in ev:  # host copies against the compute beside them
+        parts.append(
+            f"on it {ms(ev['exposed_ns'] / per)}{unit} exposed against {ms(ev['compute_to_hide_under_ns'] / per)}"
+            f"{unit} of compute beside no copy"
+        )
     if ev.get("bus_bandwidth_gbps") is not None:
         parts.append(f"bus bw {ev['bus_bandwidth_gbps']:.3g} GB/s")
     if "detail" in ev:
@@ -305,7 +331,9 @@ def verdict_lines(v: Verdict | None) -> list[str]:
             f" The straggler is the hot device: {hot.device} gets {hot.tokens_over_mean:.1f}x the mean device's"
             f" routed tokens and arrives last in {pct(hot.last_share)} of its collectives; the others wait for it."
         )
-    if v.projected or v.step_bound is not None or v.first_bounded:
+    if v.cpu and hot is None and v.devices > 1 and (v.projected or v.first is not None):
+        first = cpu_first_line(v)  # no device of these is slower: what they show is the program's structure
+    elif v.projected or v.step_bound is not None or v.first_bounded:
         first = first_try_line(v)
     elif v.first is not None:
         # not projected (a saved analysis from before §9, a job too large for this install): §6's bound only
@@ -319,6 +347,30 @@ def verdict_lines(v: Verdict | None) -> list[str]:
     else:
         first = "Nothing to hide: moeprof found no exposed communication or launch overhead to attack."
     return [on_fabric(where), on_fabric(first)]
+
+
+def cpu_first_line(v: Verdict) -> str:
+    """The first try of a job of XLA:CPU devices (``capture demo`` without an accelerator): these are threads
+    of one process sharing the host's cores, so no fabric is measured, and the device the others wait for is
+    mostly the one the host scheduled later, not a slower device (where the routing is skewed, the hot device is
+    named instead and the usual first try stands). The largest projected change is said as what it is here."""
+    line = (
+        "First try: capture the same program on GPUs or TPUs before tuning it — these XLA:CPU devices share one"
+        " host's cores, so their timings show the program's structure (which collectives are exposed, which"
+        " wait), not a fabric's or a slower device's"
+    )
+    p = v.first_try
+    if p is None:
+        return line + "."
+    saving = f"{duration(p.saving_ns)} ({pct(p.saving_fraction)})"
+    if p.role == "straggler":
+        return (
+            f"{line}; the straggler fix would save {saving} here, but on shared cores a device that arrives late is"
+            " mostly one the host scheduled later: no device to fix."
+        )
+    n = opportunity_number(p)
+    what = f"opportunity {n} ({v.first_try_title}) taken away" if n is not None else p.label
+    return f"{line}; the largest projected change here: {what}, {saving}."
 
 
 def cannot_answer_line(launches: Mapping[str, Any]) -> str:
@@ -388,8 +440,8 @@ def _edges(v: Verdict) -> str:
     if e is None or not edges or v.exposed.mean_ns <= 0:
         return ""
     first, last = edges.get("first") or {}, edges.get("last") or {}
-    named = [f"the first {kernel_label(str(first['op']))}" if first.get("exposed_ns") else "",
-             f"the last {kernel_label(str(last['op']))}" if last.get("exposed_ns") else ""]  # fmt: skip
+    named = [f"the first {said(str(first['op']))}" if first.get("exposed_ns") else "",
+             f"the last {said(str(last['op']))}" if last.get("exposed_ns") else ""]  # fmt: skip
     what = " and ".join(n for n in named if n)
     share = e.mean_ns / v.exposed.mean_ns
     if share < EDGES_SAID:
@@ -417,9 +469,9 @@ def _ops_text(b: StepBound) -> str:
     if len(places) == 1:
         device, stream = b.ops[0].device, b.ops[0].stream
         where = f" on {device}{' ' + stream if stream else ''}"
-        ops = ", ".join(f"{kernel_label(op.name)} {duration(op.ns)}" for op in b.ops)
+        ops = ", ".join(f"{said(op.name)} {duration(op.ns)}" for op in b.ops)
         return f"{where}: {ops}"
-    ops = ", ".join(f"{kernel_label(op.name)} {duration(op.ns)} ({op.device} {op.stream})" for op in b.ops)
+    ops = ", ".join(f"{said(op.name)} {duration(op.ns)} ({op.device} {op.stream})" for op in b.ops)
     return f": {ops}"
 
 
@@ -504,6 +556,9 @@ def headline(v: Verdict | None) -> list[str]:
     if v is None:
         return []
     scope = f"{plural(v.devices, 'chip' if v.tpu else 'device')} from {plural(v.files, 'trace file')}"
+    if v.named_devices:  # planes without activity: the device count is not the job's size
+        named = "the trace names" if v.files == 1 else f"the {v.files} trace files name"
+        scope = f"{v.devices} of the {v.named_devices} {'chips' if v.tpu else 'GPUs'} {named} had device activity"
     if v.cannot_answer is not None:  # what is left of the step is no step: no figure of it
         return [scope, "step: not timed (the trace cannot answer, above)"]
     if v.steps:
@@ -531,7 +586,8 @@ def _mean_worst(fig: PerDevice) -> str:
 
 
 def ledger_headline(v: Verdict | None) -> list[str]:
-    """The exposed comm split by cause (§8), per device; nothing where the ledger did not run."""
+    """The exposed comm split by cause (§8), per device and step as the headline's exposed comm (the parts add up
+    to it); nothing where the ledger did not run."""
     if v is None or v.ledger is None or not v.has_comm:
         return []
     led = v.ledger
@@ -548,8 +604,10 @@ def ledger_headline(v: Verdict | None) -> list[str]:
             )
         ]
     unmatched = _mean_worst(led.exposed_unmatched) if led.has_unmatched else "none"
+    # in the unit of the headline's exposed comm, so that the three parts add up to it (summary.ledger_summary)
+    per = "per device and step" if v.exposed_per_step is not None and v.step_ns is not None else "per device"
     return [
-        f"exposed comm waiting: {_mean_worst(led.exposed_wait)}",
+        f"{per}, exposed comm waiting: {_mean_worst(led.exposed_wait)}",
         f"moving bytes: {_mean_worst(led.exposed_transfer)}",
         f"unmatched: {unmatched}",
     ]
@@ -651,14 +709,23 @@ class PayoffRow:
     note: str
 
 
+CPU_STRAGGLER = (
+    "XLA:CPU devices share the host's cores: the late ones are mostly those the host scheduled later, not slower"
+    " devices (no straggler to fix)"
+)
+
+
 def payoff_rows(analysis: Analysis) -> list[PayoffRow]:
     """The projections the analysis carries, as the table shows them: the one asked for first, then the rest
     by saving, most first (the first of those is the verdict's first try)."""
     asked = [p for p in analysis.projections if p.role == "asked"]
     rest = sorted((p for p in analysis.projections if p.role != "asked"), key=lambda p: -p.saving_ns)
     rows = []
+    cpu = is_cpu_job(d.kind for d in analysis.devices)
     for p in [*asked, *rest]:
         note = p.note
+        if cpu and p.role == "straggler":  # no slower device among threads of one host: a sensitivity, no fix
+            note = "; ".join(n for n in (CPU_STRAGGLER, note) if n)
         if p.selected == 0:
             note = note or "selects no activity: the step is the measured one"
         elif not p.shortens and p.role in ("straggler", "router", "asked"):  # the questions asked by name
@@ -676,6 +743,13 @@ def payoff_rows(analysis: Analysis) -> list[PayoffRow]:
             )
         )
     return rows
+
+
+# what an opportunity's saving bound is bounded by (Opportunity.bound_from), in words
+BOUND_WORDS = {
+    "hlo": "bounded by independent compute in the HLO",
+    "compute": "bounded by the compute beside them, all overlap can hide",
+}
 
 
 def is_lever(o: Opportunity) -> bool:
@@ -699,7 +773,7 @@ def opportunity_savings_text(o: Opportunity, steps: int, step_ns: int | None) ->
                 return below, at
             return below, f"at its roof: the step under {SIGNIFICANT_SAVING:.0%} shorter (projected)"
         return below, ""
-    bound = "bounded by independent compute in the HLO" if o.bound_from == "hlo" else "its exposed time"
+    bound = BOUND_WORDS.get(o.bound_from, "its exposed time")
     hidden = f"hidden: at most {amount} on the worst device ({bound})"
     if o.projected_saving_ns is not None and step_ns:
         if o.projected_saving_ns >= SIGNIFICANT_SAVING * step_ns:
@@ -746,14 +820,10 @@ _GLUE_WORDS = {
 }  # fmt: skip  (in the order the words are said)
 
 
-def step_count_of(result: Analysis) -> int:
-    """How many steps the per-step figures are over: the analysis' steps, else 1 (the window as one step)."""
-    return max(len(result.spread.steps), 1)
-
-
 def per_step_unit(result: Analysis) -> str:
-    """What a per-step figure of the screens is: "per step" with steps, else "per device" (the window)."""
-    return "per step" if result.spread.steps else "per device"
+    """What a per-step figure of the screens is (core.summary.step_divisor): "per device and step" with several
+    steps, else "per device" (the window)."""
+    return "per device and step" if step_divisor(result) > 1 else "per device"
 
 
 def token_movement_line(result: Analysis) -> str | None:
@@ -771,7 +841,7 @@ def token_movement_line(result: Analysis) -> str | None:
     unit = "chip" if tpu else "device"
     whose = f"the {unit}'s time" if len(result.devices) == 1 else f"the {unit}s' time"
     line = f"Token movement ({', '.join(words)}) is {pct(glue['share'])} of {whose}: {duration(glue['time_ns'])}"
-    line += f" {per_step_unit(result)}"
+    line += " per step" if step_divisor(result) > 1 else ""
     rates = []
     if glue.get("tflops_per_s") is not None:
         rates.append(f"{glue['tflops_per_s']:,.2g} TFLOP/s")
@@ -844,7 +914,7 @@ def roles_table(result: Analysis) -> TextTable | None:
                 "-" if below is None else ms(below),
             ]
         )
-    title = f"MoE roles, ms {unit} (the mean over steps and devices)"
+    title = f"MoE roles, ms {unit} (the mean over devices{' and steps' if step_divisor(result) > 1 else ''})"
     caption = "* token movement (router, permute, unpermute, exchanges on a group of one device)"
     headers = ["role", "ms", "share", "exposed ms", "TFLOP/s", "HBM GB/s", "bound", "of peak", "below roof ms"]
     if result.roofline is None:  # no activity has a FLOP or byte count: the time alone, said
@@ -865,7 +935,7 @@ def roofline_table(result: Analysis, top: int) -> TextTable | None:
     ops = list(rf.get("ops") or ())[:top]
     if not ops:
         return None
-    per = float(step_count_of(result) * max(int(rf.get("devices") or 1), 1))
+    per = float(step_divisor(result) * max(int(rf.get("devices") or 1), 1))
     rows = []
     for o in ops:
         time = float(o.get("time_ns") or 0)
@@ -890,7 +960,7 @@ def roofline_table(result: Analysis, top: int) -> TextTable | None:
             ]
         )
     unit = per_step_unit(result)
-    title = f"Ops against the roof (the {len(ops)} longest of {len(rf.get('ops') or ())}), ms {unit} and device"
+    title = f"Ops against the roof (the {len(ops)} longest of {len(rf.get('ops') or ())}), ms {unit}"
     caption = (
         "of peak: of the bound's peak (HBM bytes over time for memory-bound ops, FLOPs for compute-bound);"
         " (!): above the peak, a count that cannot be right"

@@ -27,7 +27,7 @@ from .columns import REPLAY_COLUMNS, SYNC_COLUMNS, empty_replay_table, empty_syn
 from .job import ReplayJob, joined_job
 from .plan import project_analysis
 from .projector import Projector, affordable
-from .terms import parse_terms, taken_away
+from .terms import parse_terms, taken_away, term_help
 
 __all__ = [
     "REPLAY_COLUMNS",
@@ -42,4 +42,5 @@ __all__ = [
     "project_analysis",
     "replay_table",
     "taken_away",
+    "term_help",
 ]

@@ -44,6 +44,7 @@ from ...core.analysis import (
     StepProjection,
 )
 from ...core.events import BUCKETS, bucket_codes, column_codes, lookup
+from ...core.expert_load import RoutedLoad
 from ...core.ledger import Ledger, build_ledger
 from ...core.metrics import DeviceTimeline, EventColumns
 from ...core.roofline import activity_roof_ns
@@ -105,6 +106,9 @@ class ReplayJob:
     # spec §10: the chip's peaks every activity's roof is taken against (None: not known)
     peak_flops_per_s: float | None = None
     peak_hbm_bytes_per_s: float | None = None
+    # spec §11: the tokens the run routed per (step, layer, expert), where measured (a manifest, --expert-load):
+    # the balance-router term spreads those rows rather than the expert work's durations
+    routed: RoutedLoad | None = None
     _codes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
     _step_rows: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     _kept: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

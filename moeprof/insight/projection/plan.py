@@ -30,6 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...core.analysis import Analysis, Opportunity, Projection
+from ...core.expert_load import RoutedLoad
 from ...core.roofline import ON_CHIP
 from ...errors import InputError
 from ..opportunities import PROJECTED_SIGNIFICANT, rank_by_projection
@@ -118,7 +119,11 @@ def comm_kinds(analysis: Analysis) -> list[str]:
 
 
 def project_analysis(
-    analysis: Analysis, job: ReplayJob | None, what_if: Sequence[str] = (), detail: str = "full"
+    analysis: Analysis,
+    job: ReplayJob | None,
+    what_if: Sequence[str] = (),
+    detail: str = "full",
+    routed: RoutedLoad | None = None,
 ) -> tuple[Analysis, Projector | None]:
     """§9 for a measured job: its step time, what bounds it, the opportunities' projected savings (ranked by
     them), and the projections of "what would it buy"; with the :class:`Projector` beside it.
@@ -126,7 +131,8 @@ def project_analysis(
     ``detail`` (:data:`DETAILS`): ``full``, every figure (the JSON, the report, the gates); ``screen``, what the
     terminal shows (every projection's step times, saving and bound, without the projected timeline's
     figures per device or the critical path's segments); ``none``, the measured step time alone
-    (``--no-projection``: no replay, no graph)."""
+    (``--no-projection``: no replay, no graph). ``routed``: the tokens the run routed per layer and expert
+    (spec §11), where measured: ``balance-router`` spreads those rows (:attr:`ReplayJob.routed`)."""
     if detail not in DETAILS:
         raise ValueError(f"detail {detail!r} is not one of {', '.join(DETAILS)}")
     parsed = parse_terms(what_if)  # a bad term fails before any work
@@ -134,6 +140,8 @@ def project_analysis(
         if parsed:
             raise InputError(None, f"--what-if {what_if[0]!r}: the analysis has no device activity to project")
         return analysis, None
+    if routed is not None:
+        job.routed = routed
     projector = Projector(job, analysis.opportunities, analysis.throughput)
     step_ns = projector.measured_step_ns()
     analysis = analysis.with_(step_ns=step_ns)

@@ -218,9 +218,12 @@
   // stacked per-pixel bars, bottom-up in category order; runs of equal pixels become one rectangle.
   // ``wait`` (per-pixel coverage of the device's wait parts, or null) pales the top of the comm part of the
   // stack: the wait parts lie inside comm, so the pale share of the comm bar is the share spent waiting.
-  // Returns the pixel columns that got a pale part.
+  // Returns the pixel columns that got a pale part. A category of ``codes`` the coverage lacks (a track with no
+  // activity of it: a TPU chip's exposed-comm track when no communication is exposed) covers nothing.
   Timeline.prototype.paint = function (arrs, codes, x0, y, H, wait) {
     var ctx = this.ctx, W = this.plotW;
+    var none = new Float32Array(W + 1);
+    var cols = codes.map(function (c) { return arrs[c] || none; });
     var runs = codes.map(function () { return { x: -1, top: 0, h: 0 }; });
     var pale = { x: -1, top: 0, h: 0 };
     var paled = 0;
@@ -238,11 +241,11 @@
     var shade = wait && isComm.some(Boolean);
     for (var x = 0; x <= W; x++) {
       var total = 0;
-      if (x < W) for (var ci = 0; ci < codes.length; ci++) total += arrs[codes[ci]][x];
+      if (x < W) for (var ci = 0; ci < codes.length; ci++) total += cols[ci][x];
       var scale = total > 1 ? 1 / total : 1;
       var acc = 0, commTop = 0, commH = 0;
       for (ci = 0; ci < codes.length; ci++) {
-        var v = x < W ? arrs[codes[ci]][x] * scale : 0;
+        var v = x < W ? cols[ci][x] * scale : 0;
         var h = v > 0 ? Math.max(1, Math.round(v * H * 2) / 2) : 0;
         if (acc + h > H) h = H - acc;
         var top = y + H - acc - h;
@@ -370,7 +373,8 @@
         ctx.fillText('exposed comm', GUTTER - 6, ey + EXPOSED_H / 2);
         ctx.fillStyle = '#fbe9e7';
         ctx.fillRect(GUTTER, ey, self.plotW, EXPOSED_H);
-        self.paint(self.coverage(lane.exposed), [EXPOSED], GUTTER, ey, EXPOSED_H);
+        // its own codes: a lane with no exposed comm (a one-chip TPU capture) has an empty track and no EXPOSED
+        self.paint(self.coverage(lane.exposed), lane.exposed.codes, GUTTER, ey, EXPOSED_H);
         self.rows.push({ y: ey - 1, h: EXPOSED_H + 2, lane: lane, track: lane.exposed });
       }
       if (lane.crit) {
@@ -619,6 +623,152 @@
     window.requestAnimationFrame(function () { resizing = false; timelines.forEach(function (t) { t.resize(); }); });
   });
 
+
+  // spec §11's heatmaps: tokens per layer x expert, bytes per sender x receiver; values as the analysis holds
+  // them (null: not recorded, drawn hatched), marginal bars for the row and column sums where given
+  var HEAT_LO = [247, 251, 255], HEAT_HI = [8, 48, 107];
+  function heatColor(f) {
+    var c = HEAT_LO.map(function (lo, k) { return Math.round(lo + (HEAT_HI[k] - lo) * f); });
+    return 'rgb(' + c.join(',') + ')';
+  }
+  function fmtNum(v, unit) {
+    if (v === null || v === undefined) return '?';
+    if (unit === 'bytes') {
+      var units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'], i = 0;
+      while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+      return (i ? v.toFixed(1) : String(Math.round(v))) + ' ' + units[i];
+    }
+    var digits = Math.abs(v - Math.round(v)) < 0.05 ? 0 : 1;
+    return v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) + ' ' + unit;
+  }
+  function Heatmap(fig, map) {
+    this.fig = fig; this.map = map;
+    this.canvas = fig.querySelector('canvas');
+    this.tip = fig.querySelector('.tip');
+    var nr = map.rows.length, nc = map.cols.length;
+    var avail = Math.max(300, (fig.parentElement.clientWidth || 900) - 40);
+    this.left = 8 + 7 * Math.max.apply(null, map.rows.map(function (r) { return r.length; }).concat([map.row_name.length]));
+    this.top = 34;
+    this.margin = map.row_sums ? 90 : 10;
+    this.cell = Math.max(6, Math.min(32, Math.floor((avail - this.left - this.margin) / Math.max(nc, 1))));
+    this.cellH = Math.max(this.cell, 14);
+    this.W = this.left + nc * this.cell + this.margin;
+    this.H = this.top + nr * this.cellH + (map.col_sums ? 70 : 12);
+    var max = 0, known = 0, unknown = 0;
+    map.values.forEach(function (row) { row.forEach(function (v) {
+      if (v === null || v === undefined) unknown++; else { known++; if (v > max) max = v; } }); });
+    this.max = max; this.known = known; this.unknown = unknown;
+    this.draw();
+    var self = this;
+    this.canvas.addEventListener('pointermove', function (e) {
+      var text = self.describe(e.offsetX, e.offsetY);
+      if (!text) { self.tip.hidden = true; return; }
+      self.tip.textContent = text;
+      self.tip.hidden = false;
+      self.tip.style.left = Math.min(e.offsetX + 14, self.W - 200) + 'px';
+      self.tip.style.top = (self.canvas.offsetTop + e.offsetY + 14) + 'px';
+    });
+    this.canvas.addEventListener('pointerleave', function () { self.tip.hidden = true; });
+  }
+  Heatmap.prototype.cellAt = function (x, y) {
+    var j = Math.floor((x - this.left) / this.cell), i = Math.floor((y - this.top) / this.cellH);
+    if (i < 0 || j < 0 || i >= this.map.rows.length || j >= this.map.cols.length) return null;
+    return [i, j];
+  };
+  Heatmap.prototype.describe = function (x, y) {
+    var at = this.cellAt(x, y);
+    return at ? this.text(at[0], at[1]) : '';
+  };
+  Heatmap.prototype.text = function (i, j) {
+    var m = this.map, v = m.values[i][j];
+    var head = m.row_name + ' ' + m.rows[i].replace(/^layer /, '') + ', ' + m.col_name + ' ' + m.cols[j] + ': ';
+    if (v === null || v === undefined) return head + 'not recorded (the split list was cut or dropped)';
+    var text = head + fmtNum(v, m.unit);
+    if (m.means && m.means[i]) text += ' (' + (v / m.means[i]).toFixed(2) + 'x the layer\'s mean)';
+    if (m.row_sums) text += '\n' + m.row_name + ' total ' + fmtNum(m.row_sums[i], m.unit) + ', ' + m.col_name +
+      ' total ' + fmtNum(m.col_sums[j], m.unit);
+    return text;
+  };
+  Heatmap.prototype.draw = function () {
+    var m = this.map, c = this.canvas, dpr = window.devicePixelRatio || 1;
+    c.width = Math.round(this.W * dpr); c.height = Math.round(this.H * dpr);
+    c.style.width = this.W + 'px'; c.style.height = this.H + 'px';
+    var ctx = c.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, this.W, this.H);
+    ctx.font = '11px system-ui, sans-serif';
+    ctx.fillStyle = '#616161';
+    ctx.textBaseline = 'middle';
+    ctx.fillText(m.row_name + ' \u2193  ' + m.col_name + ' \u2192', 4, 10);
+    var self = this, cw = this.cell, ch = this.cellH, every = Math.ceil(14 / cw);
+    m.cols.forEach(function (name, j) {
+      if (j % every) return;
+      ctx.fillText(name, self.left + j * cw + 1, 26);
+    });
+    var painted = 0;
+    m.rows.forEach(function (name, i) {
+      var y = self.top + i * ch;
+      ctx.fillStyle = '#212121';
+      ctx.fillText(name, 4, y + ch / 2);
+      m.values[i].forEach(function (v, j) {
+        var x = self.left + j * cw;
+        if (v === null || v === undefined) {
+          ctx.fillStyle = '#e0e0e0'; ctx.fillRect(x, y, cw - 1, ch - 1);
+          ctx.strokeStyle = '#9e9e9e'; ctx.beginPath(); ctx.moveTo(x, y + ch - 1); ctx.lineTo(x + cw - 1, y); ctx.stroke();
+          return;
+        }
+        ctx.fillStyle = heatColor(self.max > 0 ? v / self.max : 0);
+        ctx.fillRect(x, y, cw - 1, ch - 1);
+        painted++;
+      });
+      (m.dead && m.dead[i] || []).forEach(function (j) {
+        var x = self.left + j * cw;
+        ctx.strokeStyle = '#9e9e9e'; ctx.beginPath();
+        ctx.moveTo(x + 2, y + 2); ctx.lineTo(x + cw - 3, y + ch - 3); ctx.moveTo(x + cw - 3, y + 2); ctx.lineTo(x + 2, y + ch - 3);
+        ctx.stroke();
+      });
+    });
+    ctx.lineWidth = 2; ctx.strokeStyle = '#e53935';
+    (m.hot || []).forEach(function (cols, i) { cols.forEach(function (j) {
+      ctx.strokeRect(self.left + j * cw + 1, self.top + i * ch + 1, cw - 3, ch - 3); }); });
+    (m.flag_cells || []).forEach(function (p) {
+      ctx.strokeRect(self.left + p[1] * cw + 1, self.top + p[0] * ch + 1, cw - 3, ch - 3); });
+    (m.flag_rows || []).forEach(function (i) { ctx.strokeRect(self.left, self.top + i * ch, m.cols.length * cw - 1, ch - 1); });
+    (m.flag_cols || []).forEach(function (j) { ctx.strokeRect(self.left + j * cw, self.top, cw - 1, m.rows.length * ch - 1); });
+    ctx.lineWidth = 1;
+    // the row and column sums: bars at the right and the bottom, each scaled to its largest
+    if (m.row_sums) {
+      var rmax = Math.max.apply(null, m.row_sums.map(function (v) { return v || 0; })) || 1;
+      var x0 = this.left + m.cols.length * cw + 6;
+      m.row_sums.forEach(function (v, i) {
+        if (v === null || v === undefined) return;
+        ctx.fillStyle = '#78909c'; ctx.fillRect(x0, self.top + i * ch + 2, 60 * v / rmax, ch - 5);
+      });
+      ctx.fillStyle = '#616161'; ctx.fillText('sent', x0, 26);
+    }
+    if (m.col_sums) {
+      var cmax = Math.max.apply(null, m.col_sums.map(function (v) { return v || 0; })) || 1;
+      var y0 = this.top + m.rows.length * ch + 4;
+      m.col_sums.forEach(function (v, j) {
+        if (v === null || v === undefined) return;
+        var h = 50 * v / cmax;
+        ctx.fillStyle = '#78909c'; ctx.fillRect(self.left + j * cw + 1, y0, cw - 3, h);
+      });
+      ctx.fillStyle = '#616161'; ctx.fillText('received', 4, y0 + 8);
+    }
+    this.painted = painted;
+  };
+
+  var heatmaps = [];
+  document.querySelectorAll('figure.heatmap').forEach(function (fig) {
+    var maps = DATA.inputs[Number(fig.dataset.input)].heatmaps || [];
+    try {
+      heatmaps.push(new Heatmap(fig, maps[Number(fig.dataset.map)]));
+    } catch (err) {
+      if (window.moeprofError) window.moeprofError('heatmap ' + fig.dataset.map + ': ' + (err && err.stack || err));
+    }
+  });
+
   // "#selftest": drive each timeline through synthetic wheel, drag, hover and double-click events and
   // write what happened into the DOM, so a headless browser test covers the interaction code too
   function selftest() {
@@ -699,6 +849,21 @@
   status.setAttribute('data-lanes', String(lanes));
   status.setAttribute('data-inked', String(inked));
   status.setAttribute('data-critical', String(timelines.reduce(function (n, t) { return n + (t.critical || 0); }, 0)));
+  // per heatmap: cells painted, cells not recorded, the largest value, and the hover text of its largest cell
+  status.setAttribute('data-heatmaps', JSON.stringify(heatmaps.map(function (h) {
+    var best = null;
+    h.map.values.forEach(function (row, i) { row.forEach(function (v, j) {
+      if (v !== null && v !== undefined && (best === null || v > h.map.values[best[0]][best[1]])) best = [i, j]; }); });
+    var hover = '';
+    if (best) {
+      var r = h.canvas.getBoundingClientRect();
+      h.canvas.dispatchEvent(new PointerEvent('pointermove', { clientX: r.left + h.left + best[1] * h.cell + h.cell / 2,
+        clientY: r.top + h.top + best[0] * h.cellH + h.cellH / 2, pointerId: 3, bubbles: true }));
+      hover = h.tip.hidden ? '' : h.tip.textContent;
+      h.tip.hidden = true;
+    }
+    return { kind: h.map.kind, painted: h.painted, unknown: h.unknown, max: h.max, hover: hover };
+  })));
   var failed = document.documentElement.hasAttribute('data-errors');
   status.setAttribute('data-ok', failed ? 'error' : '1');
   status.textContent = failed ? 'the timeline script reported errors (listed below)' :

@@ -3,7 +3,7 @@
 A term is written ``NAME``, ``NAME(FILTERS)`` or ``NAME(FILTERS)=F``; its module parses the rest of it,
 selects the activities it changes and applies its change (:class:`.base.Term`). Terms combine: applied in
 order, each on the durations the previous ones left (:func:`change_of`). To add a term: a module with its
-``TERM``, and a line in :data:`TERMS`.
+``TERM`` (its ``name``, ``forms`` and one line of ``help``), and a line in :data:`TERMS`.
 
 * ``scale(FILTERS)=F`` (:mod:`.scale`): the selected activities' durations times ``F``;
 * ``balance``, ``balance(FILTERS)`` (:mod:`.balance`): every rank as fast as the median rank;
@@ -47,6 +47,13 @@ _WORDS = "|".join(re.escape(n) for n in sorted(BY_NAME, key=len, reverse=True))
 _TERM = re.compile(rf"^\s*({_WORDS})\s*(?:\((.*)\))?\s*(?:=\s*(\S+))?\s*$", re.DOTALL)
 _FORMS = [form for t in TERMS for form in t.forms]
 EXPECTED = f"expected {', '.join(_FORMS[:-1])} or {_FORMS[-1]}"
+
+
+def term_help() -> list[str]:
+    """One line per term of the table, its forms and what it changes: the ``--what-if`` help of every command
+    that takes the option (``analyze``, ``report``, ``annotate``) is made of them, so a term added to the table
+    is listed there."""
+    return [f"{', '.join(t.forms)}: {t.help}" for t in TERMS]
 
 
 def parse_terms(terms: Sequence[str]) -> list[WhatIf]:
@@ -103,4 +110,5 @@ __all__ = [
     "change_of",
     "parse_terms",
     "taken_away",
+    "term_help",
 ]

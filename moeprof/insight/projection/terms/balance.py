@@ -21,6 +21,7 @@ NAME = "balance"
 class Balance:
     name: str = NAME
     forms: tuple[str, ...] = ("balance", "balance(FILTERS)")
+    help: str = "every rank as fast as the median rank (the straggler fix); FILTERS as scale's"
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
         if factor is not None:

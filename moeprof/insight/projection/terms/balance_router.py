@@ -5,6 +5,7 @@ group. What a row is to the router (:data:`MOE_ROLES`) is decided per file, in t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -12,9 +13,10 @@ import numpy as np
 
 from ....core.analysis import Opportunity
 from ....core.events import BUCKETS, combine_codes, lookup
+from ....core.expert_load import RoutedLoad, count_word, expert_load_figures
 from ....core.metrics import EventColumns
 from ....core.roles import EXCHANGES, role_and_rule, role_table, row_roles, rule_index
-from ....core.trace import Trace
+from ....core.trace import TPU, Trace
 from ..job import NO_STEP, ReplayJob
 from .base import Changing, WhatIf, bad
 
@@ -27,6 +29,7 @@ MOE_ROLES = ("expert", "exchange", "exchange-ragged")
 class BalanceRouter:
     name: str = NAME
     forms: tuple[str, ...] = ("balance-router",)
+    help: str = "the routed experts' work spread evenly over each EP group, work conserved"
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
         if factor is not None:
@@ -103,10 +106,19 @@ class RouterBalance:
     regions: int  # (step, region between exchanges, EP group) cells whose expert work was spread evenly
     moved_ns: int  # expert work taken from the devices above their group's mean, summed over cells
     unplaced_ns: int  # work due to a device with no activity to carry it in its region (left out)
+    one_device: str = ""  # the job's only device: every expert runs there, no work moves between devices
+    routed: str = ""  # what the run's routed load says (spec §11), where measured: the note's evidence
+    measured: bool = False  # the measured rows per device set each device's share (not the work's durations)
 
     @property
     def note(self) -> str:
         """What the change could not do, in a sentence ("": it did what it says)."""
+        if self.one_device:
+            said = (
+                f"{self.one_device} runs every expert: a balanced router moves no work between devices, it computes "
+                "the same routed rows whatever their spread over its experts"
+            )
+            return said + (f"; {self.routed}" if self.routed else "")
         if not self.expert_rows:
             return (
                 "no routed-expert work found (no experts scope in the HLO op names, no grouped-GEMM, megablox "
@@ -114,9 +126,15 @@ class RouterBalance:
             )
         if not self.exchange_rows:
             return "no dispatch/combine found: the expert work is spread evenly per step"
+        parts = []
+        if self.measured:
+            parts.append(
+                "each device's expert work follows the run's routed rows (its own time per row times the group's "
+                "mean rows)"
+            )
         if self.unplaced_ns:
-            return f"{self.unplaced_ns / 1e6:.3f} ms of expert work had no activity to carry it"
-        return ""
+            parts.append(f"{self.unplaced_ns / 1e6:.3f} ms of expert work had no activity to carry it")
+        return "; ".join(parts)
 
 
 def _role_mask(job: ReplayJob, role: str) -> np.ndarray:
@@ -154,6 +172,13 @@ def router_balanced(
     expert = _role_mask(job, "expert") & compute & inside & ~member
     ragged = _role_mask(job, "exchange-ragged")
     exchange = (_role_mask(job, "exchange") | ragged) & (job.bucket == BUCKETS.index("comm")) & inside
+    if job.device_names.size == 1:  # every expert on one device: nothing to move, whatever the load
+        name = str(job.device_names[0])
+        return duration, transfer, gap, RouterBalance(
+            int(expert.sum()), int(exchange.sum()), int((ragged & exchange).sum()), 0, 0, 0,
+            one_device=f"one {'chip' if job.kinds.get(name) == TPU else 'device'}, {name},",
+            routed=_one_device_load(job.routed),
+        )  # fmt: skip
     if not expert.any():
         return duration, transfer, gap, RouterBalance(0, int(exchange.sum()), int((ragged & exchange).sum()), 0, 0, 0)
     dev = g.device
@@ -198,12 +223,21 @@ def router_balanced(
     members_of[cell_of] = group[rows]
     members = np.array([size_of[int(c)] for c in members_of.tolist()], dtype=np.float64)
     mean = total / members
-    factor = np.where(per > 0, mean[:, None] / np.where(per > 0, per, 1.0), 1.0)
+    in_group = group_of[None, :] == members_of[:, None]  # [cell, device]: the device is of the cell's group
+    # each device's share: the group's mean work (the durations spread), or, where the run's routed rows are
+    # known, its own time per row times the group's mean rows (a slow device stays slow: a router moves tokens)
+    target = np.broadcast_to(mean[:, None], per.shape).copy()
+    busiest = per.max(axis=1) / np.where(mean > 0, mean, 1.0)
+    rows_per = _device_rows(job, group_of, in_group)
+    if rows_per is not None:
+        layer_of = _cell_layers(job, rows, cell_of, k, rows_per.shape[0])
+        target, busiest = _measured_shares(per, in_group, rows_per, layer_of)
+    factor = np.where(per > 0, target / np.where(per > 0, per, 1.0), 1.0)
     f = factor[cell_of, dev[rows]]
     duration[rows] = np.rint(duration[rows] * f).astype(np.int64)
     scaled_gap = rows[internal]
     gap[scaled_gap] = np.rint(gap[scaled_gap] * f[internal]).astype(np.int64)
-    moved = float(np.clip(per - mean[:, None], 0, None).sum())
+    moved = float(np.clip(per - target, 0, None).sum())
 
     def cell_index(step: np.ndarray, reg: np.ndarray, grp: np.ndarray) -> np.ndarray:
         """The cell of each (step, region, group), -1 where no expert activity made one (one numbering)."""
@@ -216,7 +250,7 @@ def router_balanced(
     unplaced = 0.0
     cell_group = np.zeros(k, dtype=np.int64)
     cell_group[cell_of] = group[rows]
-    empty_c, empty_d = np.nonzero((group_of[None, :] == cell_group[:, None]) & (per == 0) & (mean[:, None] > 0))
+    empty_c, empty_d = np.nonzero((group_of[None, :] == cell_group[:, None]) & (per == 0) & (target > 0))
     if empty_c.size:
         carriers = np.flatnonzero(compute & inside & ~member)
         carriers = carriers[cell_index(job.step[carriers], region[carriers], group[carriers]) >= 0]
@@ -228,8 +262,8 @@ def router_balanced(
         last_of[slot[by][is_last]] = carriers[by][is_last]
         carrier = last_of[empty_c * n_dev + empty_d]
         placed = carrier >= 0
-        np.add.at(duration, carrier[placed], np.rint(mean[empty_c[placed]]).astype(np.int64))
-        unplaced = float(mean[empty_c[~placed]].sum())
+        np.add.at(duration, carrier[placed], np.rint(target[empty_c[placed], empty_d[placed]]).astype(np.int64))
+        unplaced = float(target[empty_c[~placed], empty_d[~placed]].sum())
     # exchanges whose bytes follow the routing: each device's transfer follows its tokens
     ragged_rows = np.flatnonzero(ragged & exchange)
     if ragged_rows.size:
@@ -241,7 +275,6 @@ def router_balanced(
         chosen = np.where(w_feed >= w_drain, feed, drain)
         ok = chosen >= 0
         # the busiest member's bytes set the exchange's end: max over the group's devices of the cell
-        busiest = per.max(axis=1) / np.where(mean > 0, mean, 1.0)
         scale = np.where(ok, 2.0 / (1.0 + busiest[np.maximum(chosen, 0)]), 1.0)
         is_m = member[ragged_rows]
         transfer[ragged_rows[is_m]] = np.rint(transfer[ragged_rows[is_m]] * scale[is_m]).astype(np.int64)
@@ -251,6 +284,93 @@ def router_balanced(
         transfer,
         gap,
         RouterBalance(
-            int(rows.size), int(exchange.sum()), int(ragged_rows.size), int(k), int(round(moved)), int(round(unplaced))
+            int(rows.size),
+            int(exchange.sum()),
+            int(ragged_rows.size),
+            int(k),
+            int(round(moved)),
+            int(round(unplaced)),
+            measured=rows_per is not None,
         ),
     )
+
+
+_LAYER = re.compile(r"(?:^|[/_.(])layers?[_.]?(\d+)")
+
+
+def _device_rows(job: ReplayJob, group_of: np.ndarray, in_group: np.ndarray) -> np.ndarray | None:
+    """``[layer, device code]``: the rows the run routed to each device's experts per step (spec §11: the
+    manifest's kept rows, else the experts laid out in contiguous blocks over the EP group's devices in global
+    id order), where the job has one EP group whose members the load covers; None otherwise."""
+    routed = job.routed
+    groups = np.unique(group_of[group_of >= 0])
+    if routed is None or groups.size != 1:
+        return None
+    members = np.flatnonzero(group_of == groups[0])
+    gid_of = {str(name): gid for gid, name in job.device_ids.items()}
+    gids = [gid_of.get(str(job.device_names[d])) for d in members.tolist()]
+    if any(g is None for g in gids):
+        return None
+    by_rows = routed.device_rows(devices=members.size)
+    if by_rows is None or by_rows.shape[1] != members.size:
+        return None
+    order = np.argsort(np.array(gids, dtype=np.int64), kind="stable")  # the i-th device by global id: rows' i
+    out = np.zeros((by_rows.shape[0], job.device_names.size), dtype=np.float64)
+    out[:, members[order]] = by_rows
+    return out
+
+
+def _cell_layers(job: ReplayJob, rows: np.ndarray, cell_of: np.ndarray, cells: int, layers: int) -> np.ndarray:
+    """Per cell, the layer its expert work serves (``layer3``, ``layers.3`` in the rows' JAX scope or module
+    path), -1 where the scopes name none or one beyond the load's layers (the cell then takes every layer's
+    rows together)."""
+    codes, values = job.codes("scope")
+    numbers = np.array(
+        [int(m.group(1)) if (m := _LAYER.search(str(v))) else -1 for v in values.tolist()] + [-1], dtype=np.int64
+    )
+    row_layer = numbers[codes[rows]]
+    out = np.full(cells, -1, dtype=np.int64)
+    first = np.unique(cell_of, return_index=True)[1]
+    out[cell_of[first]] = row_layer[first]
+    out[out >= layers] = -1
+    return out
+
+
+def _measured_shares(
+    per: np.ndarray, in_group: np.ndarray, rows_per: np.ndarray, layer_of: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per (cell, device) the expert work a balanced router leaves it: its own time per routed row times the
+    group's mean rows (a device with no rows: the group's time per row), and per cell the busiest member's rows
+    over the mean (what sets a ragged exchange's end)."""
+    rows = np.where(layer_of[:, None] >= 0, rows_per[np.maximum(layer_of, 0)], rows_per.sum(axis=0)[None, :])
+    rows = np.where(in_group, rows, 0.0)
+    members = np.maximum(in_group.sum(axis=1), 1)
+    mean_rows = rows.sum(axis=1) / members
+    pooled = np.where(rows.sum(axis=1) > 0, (per * in_group).sum(axis=1) / np.maximum(rows.sum(axis=1), 1e-300), 0)
+    rate = np.where(rows > 0, per / np.where(rows > 0, rows, 1.0), pooled[:, None])
+    target = np.where(in_group, rate * mean_rows[:, None], per)
+    busiest = np.where(mean_rows > 0, rows.max(axis=1) / np.where(mean_rows > 0, mean_rows, 1.0), 1.0)
+    return target, busiest
+
+
+def _one_device_load(routed: RoutedLoad | None) -> str:
+    """What the routed load says on one device: the worst layer's skew, and the drops a balanced router would
+    keep where capacity buffers (fixed in size: no time changes) drop tokens."""
+    if routed is None:
+        return ""
+    figures = expert_load_figures(routed)
+    layers = figures.get("layers") or []
+    if not layers:
+        return ""
+    worst = max(layers, key=lambda entry: entry.get("max_over_mean") or 0)
+    text = (
+        f"measured: layer {worst['layer']}'s {worst.get('tokens', 0):,.0f} {count_word(routed.source)} per step, its "
+        f"hottest expert {worst.get('max_over_mean', 0):.1f}x the mean"
+    )
+    dropped = figures.get("dropped")
+    if dropped:
+        text += (
+            f"; a balanced router would keep the {dropped:,.0f} assignments per step the capacity drops "
+            f"({figures.get('dropped_share', 0):.1%}) in the same time: the capacity buffers are fixed in size"
+        )
+    return text

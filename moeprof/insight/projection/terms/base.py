@@ -60,6 +60,7 @@ class Term(Protocol):
 
     name: str  # the word that starts the term
     forms: tuple[str, ...]  # how it is written, for the message that lists every term
+    help: str  # what it changes, in one line: each command's --what-if help lists every term with it
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
         """The term ``text`` (``name(body)=factor``, each part None where absent) parsed; a bad one raises

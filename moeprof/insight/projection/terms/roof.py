@@ -33,6 +33,10 @@ def _lever(term: WhatIf, opportunities: Sequence[Opportunity]) -> Opportunity | 
 class Roof:
     name: str = NAME
     forms: tuple[str, ...] = ("roof(FILTERS)",)
+    help: str = (
+        "the selected activities at the chip's roof, max(FLOPs/peak, HBM bytes/bandwidth), never longer: a bound;"
+        " roof() every activity, roof(opportunity=N) an on-chip lever's own terms"
+    )
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
         if body is None:

@@ -21,6 +21,10 @@ NAME = "scale"
 class Scale:
     name: str = NAME
     forms: tuple[str, ...] = ("scale(FILTERS)=F", "scale()=F")
+    help: str = (
+        "the selected activities' durations (a collective's transfer) times F, 0 makes them free; FILTERS, all of"
+        " which hold: bucket=, kind=, link=, device=, host=, name~RE, scope~RE (the JAX name scope), opportunity=N"
+    )
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
         if body is None:

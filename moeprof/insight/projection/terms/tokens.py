@@ -220,6 +220,10 @@ def _listing(parts: dict[str, int]) -> str:
 class Tokens:
     name: str = NAME
     forms: tuple[str, ...] = ("tokens=F", "tokens(FILTERS)=F", "tokens(routed)=F")
+    help: str = (
+        "F times the tokens per step, each op scaled by how its HLO shapes carry them, the weights' updates held;"
+        " routed: the routed rows only (top-k 4 -> 2: 0.5)"
+    )
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
         value = factor_of(text, factor, "tokens needs a factor: tokens=F (F times the tokens per step)")
