@@ -26,10 +26,12 @@ import numpy as np
 import pandas as pd
 
 from .events import categorical_of, column_codes, combine_codes, first_rows, lookup
+from .names import said
 from .scopes import NO_SCOPE, TOP_LEVEL, clean_path, scope_parts
 from .trace import Trace
-from .vocabulary import kernel_label, searches, vocabulary
+from .vocabulary import searches, vocabulary
 
+_UNCUT = 1 << 30  # a label's width: never cut in its middle (core.names.said cuts prose at 48)
 _DIFFERENTIATED = re.compile(r"(?:^|/)(?:jvp|transpose)\(")
 _CONDITIONS = ("opcode", "name", "kind", "category", "primitive", "scope_role", "served_role", "range_role")
 _FLAGS = ("update", "moe")
@@ -251,9 +253,10 @@ def _own_path(parts: tuple[str, bool, str]) -> str:
 
 
 def _labels(names: list[str]) -> list[str]:
-    """Each name's kernel label (core.vocabulary.kernel_label), once per distinct name."""
+    """Each name's label as one says it (core.names.said: its function with the innermost namespace, no return
+    type, template or argument lists; never cut), once per distinct name."""
     seen: dict[str, str] = {}
-    return [seen.setdefault(n, kernel_label(n)) if n not in seen else seen[n] for n in names]
+    return [seen.setdefault(n, said(n, _UNCUT)) if n not in seen else seen[n] for n in names]
 
 
 def _matches(

@@ -70,32 +70,6 @@ class Vocabulary:
         return activity, copy_kind
 
 
-_CALL = re.compile(r"^(?:void\s+)?")
-
-
-def kernel_label(name: str) -> str:
-    """A kernel's name as one says it: no return type, arguments or template arguments, a
-    ``cutlass::device_kernel<...>`` wrapper opened, two namespaces at most
-    (``m_grouped_fp8_ptp128c::GemmKernel``, ``flash::FlashAttnBwd``, ``internode::combine``)."""
-    text = _CALL.sub("", name.strip()).replace("(anonymous namespace)::", "")
-    paren = text.find("(")
-    if paren >= 0 and "<" not in text[:paren]:  # no template before the argument list: cut there
-        text = text[:paren]
-    elif paren >= 0:
-        depth = 0
-        for i, ch in enumerate(text):  # the argument list: the first "(" outside the template brackets
-            depth += ch == "<"
-            depth -= ch == ">"
-            if ch == "(" and depth == 0:
-                text = text[:i]
-                break
-    wrapper = re.match(r"^[\w:]*device_kernel<(.*)>$", text)
-    if wrapper:
-        text = wrapper.group(1)
-    text = text.split("<", 1)[0]
-    return "::".join(text.split("::")[-2:]) or name
-
-
 @cache
 def _cased_twin(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
     """The case-sensitive twin of a case-insensitive pattern that spells no upper-case letter (None: there is

@@ -16,7 +16,6 @@ from ..core.names import said
 from ..core.roofline import ON_CHIP
 from ..core.scopes import NO_SCOPE, TOP_LEVEL
 from ..core.summary import MOSTLY, LedgerSummary, PerDevice, Verdict, step_divisor
-from ..core.vocabulary import kernel_label
 from ..insight.remedies import action_of, by_id
 from ..words import plural  # re-exported: renderers count with it
 
@@ -947,7 +946,7 @@ def roofline_table(result: Analysis, top: int) -> TextTable | None:
         wrong = util is not None and float(util) > 1  # a count above the roof is a wrong count, said
         rows.append(
             [
-                kernel_label(str(o.get("op", ""))),  # a GPU kernel's demangled name runs to hundreds of characters
+                said(str(o.get("op", ""))),  # a GPU kernel's demangled name runs to hundreds of characters
                 str(o.get("role", "")),
                 str(o.get("scope", "")),
                 f"{int(o.get('count') or 0) / per:,.3g}",
