@@ -46,7 +46,10 @@ class DemoConfig:
     dtype: Literal["float32", "bfloat16"] = "float32"
     steps: int = 5
     warmup_steps: int = 2
-    learning_rate: float = 1e-2
+    # None: 0.08 / sqrt(hidden), Adam's step the same fraction of a weight's initial scale (1/sqrt(fan-in)) at
+    # every width: 1e-2 at the CPU's 64, 1.8e-3 at the accelerators' 2048 (a fixed 1e-2 there diverged on a TPU
+    # v5e within 3 steps, its router collapsing onto 2 of 16 experts; docs/capture.md)
+    learning_rate: float | None = None
     seed: int = 0
 
 
@@ -100,6 +103,11 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 _AT_LEAST_ONE = ("experts", "top_k", "tokens_per_device", "hidden", "expert_ffn", "layers", "steps", "expert_tile_rows")
 
 
+def learning_rate_of(cfg: DemoConfig) -> float:
+    """The Adam learning rate the step runs with: the config's, else 0.08 / sqrt(hidden)."""
+    return cfg.learning_rate if cfg.learning_rate is not None else 0.08 / math.sqrt(cfg.hidden)
+
+
 def config_problems(cfg: DemoConfig, n_devices: int | None = None, names: Mapping[str, str] | None = None) -> list[str]:
     """What keeps ``cfg`` from running, in the words of ``names`` (field -> what the user calls it); the checks
     that need the device count run only where ``n_devices`` is given."""
@@ -116,6 +124,8 @@ def config_problems(cfg: DemoConfig, n_devices: int | None = None, names: Mappin
         value = getattr(cfg, field)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             problems.append(f"{name(field)} must be a whole number >= 1 (got {value!r})")
+    if cfg.learning_rate is not None and not (math.isfinite(cfg.learning_rate) and cfg.learning_rate > 0):
+        problems.append(f"{name('learning_rate')} must be a number > 0 (got {cfg.learning_rate!r})")
     if not isinstance(cfg.warmup_steps, int) or cfg.warmup_steps < 0:
         problems.append(f"{name('warmup_steps')} must be a whole number >= 0 (got {cfg.warmup_steps!r})")
     if cfg.devices is not None and (not isinstance(cfg.devices, int) or cfg.devices < 1):

@@ -33,7 +33,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar
 
@@ -45,7 +45,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ..words import plural
-from .config import DemoConfig, DemoConfigError, config_problems
+from .config import DemoConfig, DemoConfigError, config_problems, learning_rate_of
 
 AXIS = "ep"
 
@@ -734,7 +734,7 @@ def make_train_step(
     ) -> tuple[Params, dict[str, Any], jax.Array, dict[str, jax.Array]]:
         (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, bias, x, y)
         with jax.named_scope(OPTIMIZER_SCOPE):
-            new_params, new_opt = _adam(params, grads, opt, cfg.learning_rate)
+            new_params, new_opt = _adam(params, grads, opt, learning_rate_of(cfg))
         new_bias = bias
         if cfg.aux_free_bias:
             # DeepSeek-V3: raise the bias of under-loaded experts, lower it for over-loaded ones
@@ -860,6 +860,7 @@ def run_demo(
     """
     say = progress or (lambda _message: None)
     t_start = time.perf_counter()
+    config = replace(config, learning_rate=learning_rate_of(config))  # the manifest records the rate it ran with
     mesh = make_mesh(config)
     dims = _dims(config, mesh.size)
     device = mesh.devices.flat[0]
