@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.traffic import CUT, DROPPED, EVEN, LISTED, SPLIT_COLUMNS, UNRECORDED, empty_splits
-from .kineto_columns import RECORD_PARAM_COMMS, KinetoColumns
+from .kineto_columns import RECORD_PARAM_COMMS, SPLIT_OPS, KinetoColumns
 
 # the collective names record_param_comms gives an all-to-all whose splits it records
 ALL_TO_ALL_NAMES = frozenset(("all_to_all", "all_to_allv", "alltoall", "alltoall_base", "all_to_all_single"))
@@ -107,7 +107,9 @@ def alltoall_calls(
     cpu = cols.cpu
     if not len(cpu):
         return empty_splits()
-    shaped = np.flatnonzero(cpu.shapes >= 0)
+    # the ops of SPLIT_OPS among those whose shapes the columns kept (the FLOP-counted GEMMs and attention too)
+    split_codes = [i for i, n in enumerate(cols.names) if n in SPLIT_OPS]
+    shaped = np.flatnonzero((cpu.shapes >= 0) & np.isin(cpu.name, split_codes))
     rpc_code = next((i for i, n in enumerate(cols.names) if n == RECORD_PARAM_COMMS), -1)
     with_splits = (cpu.in_split >= 0) | (cpu.out_split >= 0)
     rpc = np.flatnonzero((cpu.name == rpc_code) & with_splits) if rpc_code >= 0 else np.zeros(0, dtype=np.int64)
