@@ -196,7 +196,7 @@ ROOFLINE_COLUMNS = [
     "device", "op", "scope", "role", "intensity", "count", "time_ns", "counted_ns", "flops", "hbm_bytes",
     "flops_known", "bytes_known",
 ]  # fmt: skip
-ROLE_COLUMNS = ["device", "role", "steps", "time_ns", "exposed_ns", "one_device_ns"]
+ROLE_COLUMNS = ["device", "role", "steps", "time_ns", "exposed_ns", "one_device_ns", "row_flops"]
 
 
 class _TableGroups:
@@ -276,7 +276,10 @@ def device_roles(
 ) -> pd.DataFrame:
     """Per role of one device: its time inside the window, its exposed time (the union of its activities less
     the union of every other role's: the time the device does that alone), and the time of its exchanges on a
-    group of one device (local copies: token movement) (ROLE_COLUMNS); ``steps``: the steps the window holds."""
+    group of one device (local copies: token movement), and the FLOPs of its ops moeprof counted from their rows
+    (``recounted_flops``: the ragged dots and the weight gradients that hold them, whose work follows the rows a
+    grouped GEMM computes, padding included: spec §10's useful work scales these) (ROLE_COLUMNS); ``steps``: the
+    steps the window holds."""
     inside = clipped > 0
     if not inside.any():
         return pd.DataFrame(columns=ROLE_COLUMNS)
@@ -289,6 +292,8 @@ def device_roles(
     alone = _alone(s, e, role_of)
     out = []
     comm = rows.is_comm
+    recounted = rows.numbers("recounted_flops", np.float64) if "recounted_flops" in table.columns else None
+    share = np.where(inside, clipped / np.maximum(rows.end - rows.start, 1), 0.0)
     for r in present.tolist():
         exposed = int(alone[r]) if r < alone.size else 0
         of_role = inside & (roles == r)
@@ -304,6 +309,7 @@ def device_roles(
                 "time_ns": time,
                 "exposed_ns": int(exposed),
                 "one_device_ns": time if local else 0,
+                "row_flops": float(np.nansum(recounted[of_role] * share[of_role])) if recounted is not None else 0.0,
             }
         )
     return pd.DataFrame(out, columns=ROLE_COLUMNS)
@@ -460,6 +466,7 @@ def role_rows(roles: pd.DataFrame, roofline: Mapping[str, Any] | None, devices: 
             return None if value is None else float(value) * to_step
 
         one_device = float((g["one_device_ns"] * g["scale"]).sum()) / n
+        row_flops = float((g["row_flops"] * g["scale"]).sum()) / n if "row_flops" in g else 0.0
         out.append(
             {
                 "role": role,
@@ -469,6 +476,7 @@ def role_rows(roles: pd.DataFrame, roofline: Mapping[str, Any] | None, devices: 
                 "exposed_ns": round(float((g["exposed_ns"] * g["scale"]).sum()) / n),
                 "one_device_ns": round(one_device),
                 "flops": per_step("flops"),
+                "row_flops": row_flops,
                 "hbm_bytes": per_step("hbm_bytes"),
                 "roof_ns": per_step("roof_ns"),
                 "below_roof_ns": per_step("below_roof_ns"),

@@ -110,6 +110,7 @@ class RoleRow(TypedDict, total=False):
     share: float  # of the accumulated time (the roles partition the activities)
     exposed_ns: int  # the time the device does this role's work alone
     one_device_ns: int  # of time_ns, exchanges on a group of one device (local copies)
+    row_flops: float  # of flops, those moeprof counted from the rows a grouped GEMM computes (padding included)
     flops: float | None
     hbm_bytes: float | None
     roof_ns: float | None

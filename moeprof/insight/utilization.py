@@ -208,14 +208,17 @@ def with_useful_work(
     work = useful_work(load, rows)
     experts = next((r for r in roles if r.get("role") == "experts"), None)
     per_step = used.get("flops_per_step")
-    if work is None or experts is None or experts.get("flops") is None or per_step is None:
+    # the FLOPs that follow the rows the expert GEMMs compute (their ragged dots and weight gradients, counted
+    # from the rows): padded with them; the experts' other work (their weights' updates, activations) is not
+    padded = float(experts.get("row_flops") or 0.0) if experts is not None else 0.0
+    if work is None or not padded or per_step is None:
         return used
-    wasted = float(experts["flops"]) * work.padding_waste
+    wasted = padded * work.padding_waste
     out: dict[str, Any] = dict(used)
     useful = float(per_step) - wasted
     out["useful"] = {
         "flops_per_step": useful,
-        "experts_flops_per_step": float(experts["flops"]),
+        "experts_gemm_flops_per_step": padded,
         "padding_waste": work.padding_waste,
         "dropped": work.dropped,
         "capacity": work.capacity,
