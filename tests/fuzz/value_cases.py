@@ -47,22 +47,32 @@ from .mutators import (
 from .seeds import SAMPLES, all_seeds
 
 VALUES = "values"
-KINDS = {"what-if factor": 5, "pattern": 6, "baseline": 5, "config": 4, "history": 2}
+KINDS = {"what-if factor": 6, "pattern": 6, "baseline": 4, "config": 3, "history": 1}
 TRACE_SEEDS = {"kineto-tiny": 3, "xplane-small": 2, "xplane-tpu": 1}  # the last holds HLO: tokens scales ops
 
 # ---- the values ----------------------------------------------------------------------------------------------------
 
-FACTORS = [
-    "5e13", "1e300", "1e309", "-1", "-0.5", "-1e-300", "inf", "-inf", "nan", "NaN", "1e6", "1000000", "999999.9",
-    "2e6", "1e12", "1e5", "2", "0.5", "0", "-0", "1e-300", "0x10", "1_000", "+3", "1e", "--1", ".", "4e-324",
-]  # fmt: skip
+# a value class each: past any time (legal as numbers: the replay must refuse or hold them), no factor, ordinary
+FACTORS = {
+    "huge": ["5e13", "1e300", "1e12", "2e6", "1e18", "9.3e18", "1e100", "1e6", "1000000", "999999.9"],
+    "not a factor": ["-1", "-0.5", "-1e-300", "inf", "-inf", "nan", "NaN", "1e309", "0x10", "1e", "--1", "."],
+    "ordinary": ["2", "0.5", "0", "-0", "1e-300", "1_000", "+3", "4e-324", "1e5"],
+}
+FACTOR_WEIGHTS = {"huge": 4, "not a factor": 3, "ordinary": 3}
 NESTED = "(" * 2000 + "a" + ")" * 2000
-PATTERNS = [
-    "a{99999999999}", "x{1,4294967295}", "x{4294967294}", NESTED, "(?:" * 2000 + "a" + ")" * 2000,
-    "(" * 200 + "a" + ")" * 200, "[", "(", "*a", "a**", "(?P<n>a)(?P=m)", "\\", "(?<=a+)b", "nccl", ".*", "^$",
-    "Send|Recv", "[a-z]+", "", "gemm|xmma", "\\d{1000}", "(?i)ALL", "fusion\\.\\d+",
-]  # fmt: skip
-FILTERS = ["", "bucket=comm", "bucket=compute", "name~nccl", "kind=all-to-all", "device=nope/GPU:9", "scope~layer"]
+# past the engine's limits (OverflowError, RecursionError: what escaped before), bad syntax (re.error), patterns
+PATTERNS = {
+    "past a limit": ["a{99999999999}", "x{1,4294967295}", NESTED, "(?:" * 2000 + "a" + ")" * 2000],
+    "bad syntax": ["[", "(", "*a", "a**", "(?P<n>a)(?P=m)", "\\", "(?<=a+)b"],
+    "compiles": [
+        "x{4294967294}", "(" * 200 + "a" + ")" * 200, "nccl", ".*", "^$", "Send|Recv", "[a-z]+", "", "gemm|xmma",
+        "\\d{1000}", "(?i)ALL", "fusion\\.\\d+",
+    ],
+}  # fmt: skip
+PATTERN_WEIGHTS = {"past a limit": 4, "bad syntax": 2, "compiles": 3}
+# most select activities of every seed (a term that selects nothing changes no time: it tests little)
+FILTERS = ["", "", "bucket=comm", "bucket=compute", "bucket=compute", "name~nccl|gemm|fusion", "kind=all-to-all",
+           "device=nope/GPU:9", "scope~layer"]  # fmt: skip
 
 
 def compiles(pattern: str) -> bool:
@@ -334,8 +344,10 @@ def _trace_case(rng: random.Random, kind: str) -> tuple[str, dict[str, bytes], s
     files, arg = _trace_seeds()[name]
     files = dict(files)
     if kind == "what-if factor":
-        factor = rng.choice(FACTORS)
-        shape = rng.choice(["scale({})={}", "scale()={}", "tokens={}", "tokens(routed)={}", "tokens({})={}"])
+        factor = rng.choice(FACTORS[rng.choices(list(FACTOR_WEIGHTS), list(FACTOR_WEIGHTS.values()))[0]])
+        shape = rng.choice(
+            ["scale({})={}", "scale()={}", "scale()={}", "tokens={}", "tokens(routed)={}", "tokens({})={}"]
+        )
         term = shape.format(rng.choice(FILTERS), factor) if shape.count("{}") == 2 else shape.format(factor)
         terms = [term]
         if rng.random() < 0.2:  # with another term: each applies on what the previous one left
@@ -350,7 +362,7 @@ def _trace_case(rng: random.Random, kind: str) -> tuple[str, dict[str, bytes], s
             [f"--what-if {t!r}" for t in terms],
             (REJECT if factor_is_bad(factor) else ANY),
         )
-    pattern = rng.choice(PATTERNS)
+    pattern = rng.choice(PATTERNS[rng.choices(list(PATTERN_WEIGHTS), list(PATTERN_WEIGHTS.values()))[0]])
     where = rng.choice(["name~", "scope~", "balance", "step-marker", "rules", "rules-condition"])
     expect = ANY if compiles(pattern) else REJECT
     shown = show(pattern)
