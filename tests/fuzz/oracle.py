@@ -183,6 +183,12 @@ def sanity(doc: dict) -> list[tuple[str, str]]:
         key = path.rsplit(".", 1)[-1]
         if isinstance(val, bool) or not isinstance(val, int | float):
             continue
+        if key == "below_roof_ns":
+            # spec §10: d − roof_ns, signed (negative where an op's counts make its roof longer than it ran:
+            # levers.role_rows says so); never non-finite
+            if isinstance(val, float) and not math.isfinite(val):
+                out.append(("non-finite", f"{path} = {val}"))
+            continue
         if path.startswith(".projections[") and key in ("saving_ns", "saving_fraction"):
             # a projection's saving has a sign: balance gives the fast ranks the median's (longer) durations, and
             # a step may come out longer (spec §9); an opportunity's projected saving (work removed) stays >= 0

@@ -70,6 +70,7 @@ PATTERNS = {
     ],
 }  # fmt: skip
 PATTERN_WEIGHTS = {"past a limit": 4, "bad syntax": 2, "compiles": 3}
+ROUTING = ["top_k={}", "capacity={}", "experts={}"]  # K experts per token, capacity factor, F times the experts
 # most select activities of every seed (a term that selects nothing changes no time: it tests little)
 FILTERS = ["", "", "bucket=comm", "bucket=compute", "bucket=compute", "name~nccl|gemm|fusion", "kind=all-to-all",
            "device=nope/GPU:9", "scope~layer"]  # fmt: skip
@@ -338,7 +339,9 @@ def _trace_seeds() -> dict[str, tuple[dict[str, bytes], str]]:
     return {name: (seed_files(seeds[name]), seeds[name].arg) for name in TRACE_SEEDS}
 
 
-def _trace_case(rng: random.Random, kind: str) -> tuple[str, dict[str, bytes], str, str, tuple[str, ...], list, str]:
+def _trace_case(
+    rng: random.Random, kind: str, extra: random.Random
+) -> tuple[str, dict[str, bytes], str, str, tuple[str, ...], list, str]:
     """(seed, files, arg, target, options, steps, expect) of a case on a valid trace."""
     name = rng.choices(list(TRACE_SEEDS), list(TRACE_SEEDS.values()))[0]
     files, arg = _trace_seeds()[name]
@@ -349,6 +352,8 @@ def _trace_case(rng: random.Random, kind: str) -> tuple[str, dict[str, bytes], s
             ["scale({})={}", "scale()={}", "scale()={}", "tokens={}", "tokens(routed)={}", "tokens({})={}"]
         )
         term = shape.format(rng.choice(FILTERS), factor) if shape.count("{}") == 2 else shape.format(factor)
+        if name == "xplane-tpu" and extra.random() < 0.5:  # the routing terms resize ops from the HLO it holds
+            term = extra.choice(ROUTING).format(factor)
         terms = [term]
         if rng.random() < 0.2:  # with another term: each applies on what the previous one left
             terms.append(rng.choice(["scale(bucket=compute)=0.5", "balance", "tokens=2"]))
@@ -391,7 +396,9 @@ def generate_values(base_seed: int, index: int) -> Case:
     mode = "subprocess" if index % SUBPROCESS_EVERY == 0 else "worker"
     saved = ANALYSIS.read_bytes()
     if kind in ("what-if factor", "pattern"):
-        seed, files, arg, target, options, steps, expect = _trace_case(rng, kind)
+        # the routing terms came later: drawn from a stream of their own, so the earlier cases replay as they were
+        extra = random.Random(f"moeprof-fuzz-values-routing:{base_seed}:{index}")
+        seed, files, arg, target, options, steps, expect = _trace_case(rng, kind, extra)
         command = "analyze"
         if options[0] == "--what-if" and rng.random() < 0.2:
             command = rng.choice(["annotate", "report"])

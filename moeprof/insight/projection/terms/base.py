@@ -3,9 +3,10 @@ and the interface each term's module implements (:class:`Term`: it parses its te
 and applies its change).
 
 Every term's values pass through here: its factor (:func:`factor_of`, a finite number from 0 to
-:data:`MAX_FACTOR`), the times it scales (:func:`scaled_ns`, each within :data:`TIME_LIMIT_NS`), and the change
-of all the terms together (:func:`check_within_range`: no projected time past :data:`TIME_LIMIT_NS`). A
-filter's pattern is compiled by :func:`moeprof.core.patterns.user_pattern` (``selection.filter_pattern``)."""
+:data:`MAX_FACTOR`), the times it scales (:func:`scaled_ns`, each within :data:`TIME_LIMIT_NS`) or computes
+(:func:`ns_of`, held just past it), and the change of all the terms together (:func:`check_within_range`: no
+projected time past :data:`TIME_LIMIT_NS`). A filter's pattern is compiled by
+:func:`moeprof.core.patterns.user_pattern` (``selection.filter_pattern``)."""
 
 from __future__ import annotations
 
@@ -136,6 +137,14 @@ def scaled_ns(term: str, values: np.ndarray, factor: float) -> np.ndarray:
         if largest > TIME_LIMIT_NS:
             raise _past_range(term, largest)
     return out.astype(np.int64)
+
+
+def ns_of(values: np.ndarray) -> np.ndarray:
+    """Float times as int64 ns, rounded half to even, held to just past :data:`TIME_LIMIT_NS` either way (a term
+    that computes its own times, as the resize does, casts here): never a wrapped int64, and a time held there
+    is past the limit, so :func:`check_within_range` refuses the terms."""
+    bound = float(TIME_LIMIT_NS + 1)
+    return np.clip(np.rint(np.asarray(values, dtype=np.float64)), -bound, bound).astype(np.int64)
 
 
 def check_within_range(job: ReplayJob, state: Changing, terms: Sequence[WhatIf]) -> None:
