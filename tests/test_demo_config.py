@@ -47,7 +47,10 @@ def test_learning_rate_keeps_adams_step_a_fixed_fraction_of_the_initial_weights(
         ({"layers": 0}, "--layers must be a whole number >= 1 (got 0)"),
         ({"steps": 0}, "--steps must be a whole number >= 1 (got 0)"),
         ({"tokens_per_device": 0}, "--tokens must be a whole number >= 1 (got 0)"),
-        ({"capacity_factor": 0.0}, "--capacity-factor must be a number > 0 (got 0.0; leave it out for dropless routing)"),
+        (
+            {"capacity_factor": 0.0},
+            "--capacity-factor must be a number > 0 (got 0.0; leave it out for dropless routing)",
+        ),
         ({"capacity_factor": math.inf}, "--capacity-factor must be a number > 0 (got inf; leave it out for dropless"),
         ({"dtype": "int8"}, "--dtype must be float32 or bfloat16 (got 'int8')"),
         ({"expert_compute": "dense"}, "--expert-compute must be auto, ragged_dot or tiled (got 'dense')"),
