@@ -100,21 +100,22 @@ def bad(term: str, why: str) -> InputError:
     return InputError(None, f"{named(term)}: {why}")
 
 
-def factor_of(term: str, factor: str | None, needs: str) -> float:
+def factor_of(term: str, factor: str | None, needs: str, what: str = "factor") -> float:
     """A term's factor ``F``: a finite number from 0 to :data:`MAX_FACTOR`; absent or bad, the one-line
-    refusal (``needs``: the sentence that says how the term is written)."""
+    refusal (``needs``: the sentence that says how the term is written; ``what``: what the value is called,
+    "top-k" for a number of experts)."""
     if factor is None:
         raise bad(term, needs)
     try:
         value = float(factor)
     except ValueError:
-        raise bad(term, f"factor {shown(factor)} is not a number") from None
+        raise bad(term, f"{what} {shown(factor)} is not a number") from None
     if not np.isfinite(value) or value < 0:
-        raise bad(term, f"factor {shown(factor)} must be a finite number >= 0")
+        raise bad(term, f"{what} {shown(factor)} must be a finite number >= 0")
     if value > MAX_FACTOR:
         raise bad(
             term,
-            f"factor {shown(factor)} is past {MAX_FACTOR:,.0f}, the most a term takes: a million times a time is "
+            f"{what} {shown(factor)} is past {MAX_FACTOR:,.0f}, the most a term takes: a million times a time is "
             "no change to this step that its replay can speak for",
         )
     return value
