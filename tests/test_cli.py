@@ -311,6 +311,45 @@ def test_rules_file_that_is_not_text_is_named(tmp_path: Path, content: bytes, pr
     assert problem in res.output and "UnicodeDecodeError" not in res.output
 
 
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--expert-ffn", "-4"], "--expert-ffn must be a whole number >= 1 (got -4)"),
+        (["--hidden", "0"], "--hidden must be a whole number >= 1 (got 0)"),
+        (["--experts", "1"], "--top-k (2) must be at most --experts (1)"),
+        (["--top-k", "0"], "--top-k must be a whole number >= 1 (got 0)"),
+        (["--top-k", "99"], "--top-k (99) must be at most --experts (16)"),
+        (["--layers", "0"], "--layers must be a whole number >= 1 (got 0)"),
+        (["--steps", "0"], "--steps must be a whole number >= 1 (got 0)"),
+        (["--tokens", "0"], "--tokens must be a whole number >= 1 (got 0)"),
+        (["--capacity-factor", "0"], "--capacity-factor must be a number > 0 (got 0.0; leave it out for dropless"),
+        (["--dtype", "int8"], "--dtype must be float32 or bfloat16 (got 'int8')"),
+        (["--devices", "0"], "Invalid value for '--devices': "),
+        (["--expert-compute", "tiled", "--top-k", "0"], "--top-k must be a whole number >= 1 (got 0)"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_capture_demo_refuses_bad_options_before_the_child_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], line: str
+) -> None:
+    """Issue 49: these were refused after 5-10 s in the child that imports jax, in its field names, with a run
+    folder left behind (--devices 0 ran on one device). Now: one line in the options' names, exit 2, before the
+    child (it is never started here), and no run folder."""
+    import moeprof.capture.demo
+
+    def started(*_: object, **__: object) -> None:
+        raise AssertionError("the demo's child started: the options were not checked up front")
+
+    monkeypatch.setattr(moeprof.capture.demo, "capture_demo", started)
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["capture", "demo", "--out", str(out), *args])
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"moeprof: {line}"), res.stderr
+    assert "Traceback" not in res.output and UNFORESEEN not in res.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
 def _without_root_privilege() -> list[str]:
     """A prefix that runs a command without permission to read what its mode bits forbid: nothing when not
     root; as root, setpriv dropping the two capabilities that let root read anything."""

@@ -128,3 +128,11 @@ def test_a_term_that_does_not_apply_says_so_and_changes_nothing() -> None:
     assert asked.projected_step_ns == asked.measured_step_ns and "padded to capacity" in (asked.note or "")
     asked = _asked("base", "experts=0.3")  # 16 x 0.3 experts
     assert asked.projected_step_ns == asked.measured_step_ns and "not a whole number" in (asked.note or "")
+
+
+def test_top_k_past_the_programs_experts_changes_nothing_and_says_why() -> None:
+    experts = _program("base").experts
+    assert experts == 16  # the demo's 16 routed experts, from the grouped GEMM's weights
+    asked = _asked("base", f"top_k={experts + 1}")
+    assert asked.projected_step_ns == asked.measured_step_ns and asked.saving_ns == 0
+    assert f"the program has {experts} routed experts, so a token goes to at most {experts}" in asked.note

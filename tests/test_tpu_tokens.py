@@ -119,3 +119,20 @@ def test_the_routed_rows_are_the_experts_and_their_exchanges(base) -> None:
     (found,) = asked.selection
     assert found["rows"] == "routed" and found["routed_ns"] == sum(found["scaled_ns"].values()) > 0
     assert any(k.endswith("(not routed)") for k in found["fixed_ns"])
+
+
+def test_a_filter_that_selects_nothing_is_named_not_blamed_on_the_hlo(base) -> None:
+    """Issue 49: `tokens(scope~nomatch)=0.5` on this capture, whose HLO the term reads, said "no op of an XLA
+    program whose HLO the capture holds": the filters chose nothing, and the note says which."""
+    from moeprof.insight.projection import Projector
+
+    analysis, job, _ = base
+    projector = Projector(job, analysis.opportunities)
+    one = projector.project(["tokens(scope~nomatch)=0.5"], figures=False, path=False)
+    assert one.selected == 0 and one.projected_step_ns == one.measured_step_ns
+    assert one.note == "tokens' filter scope~nomatch selects no activity: nothing scaled"
+    two = projector.project(["tokens(routed,name~^nomatch$,bucket=compute)=0.5"], figures=False, path=False)
+    assert two.note == "tokens' filters name~^nomatch$, bucket=compute select no activity together: nothing scaled"
+    # a filter that selects the ops is read from their HLO, as before
+    some = projector.project(["tokens(scope~layer0)=0.5"], figures=False, path=False)
+    assert some.selected > 0 and some.note.startswith("tokens x0.5, T = 16,384")

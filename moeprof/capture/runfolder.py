@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..core.analysis import Analysis
+from ..outputs import write_text
 from ..pipeline import Request, run, with_throughput
 from ..readers.runfolder import ANALYSIS, MANIFEST, MANIFEST_SCHEMA, TRACE_DIR, read_manifest
 
@@ -148,7 +149,8 @@ def new_manifest(kind: str, command: list[str] | None = None, **fields: object) 
 
 
 def write_json(path: Path, obj: dict) -> None:
-    path.write_text(json.dumps(obj, indent=1, default=str) + "\n")
+    """``path`` holds ``obj`` as JSON, whole, or is left as it was (a full disk never truncates analysis.json)."""
+    write_text(path, json.dumps(obj, indent=1, default=str) + "\n")
 
 
 def analyze_run_folder(

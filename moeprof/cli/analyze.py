@@ -148,6 +148,10 @@ def analyze_command(
         )
         peaks = link_peaks(gpu, link_peak)
         plan = plan_job(list(paths), options)  # the files, decided once
+        if plan.inspector and critical_path is not None:  # refused before the logs are read, as --what-if is
+            from ..pipeline.inspector import NO_TIMELINE
+
+            raise fail(f"--critical-path {critical_path}: {NO_TIMELINE}")
         with file_progress(len(plan.files), enabled=not json) as advance:
             # compute what the output shows: every figure for the JSON (and the paths asked for), the terminal's
             # rows without the projected timelines' figures and critical paths, or no projection at all

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..outputs import cannot_write
 from ..words import plural
 from .common import (
     DomainOption,
@@ -82,7 +83,7 @@ def annotate_command(
                     [projected.trace], projected.analysis, projected.timeline, output, projected.critical, change
                 )
         except OSError as exc:
-            raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
+            raise cannot_write(output, exc) from None
         if projected is not None:
             p = projected.projection
             typer.echo(

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import InputError
+from ..outputs import cannot_write, write_text
 from ..words import plural
 from .check import options_given
 from .common import (
@@ -75,9 +75,9 @@ def save_command(
             "steps": steps,
         }
         try:
-            out.write_text(json.dumps(doc, indent=1) + "\n")
+            write_text(out, json.dumps(doc, indent=1) + "\n")
         except OSError as exc:
-            raise InputError(out, f"cannot write: {exc.strerror or exc}") from None
+            raise cannot_write(out, exc) from None
         measured = len({s.step for s in source.analysis.steps})
         spread = (
             f"{plural(measured, 'step')}: the spread check --baseline tests a change against"

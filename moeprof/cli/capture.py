@@ -152,7 +152,6 @@ def demo_command(
     device, 3 layers) where the options leave the sizes out; on CPU it runs on virtual CPU devices."""
 
     def body() -> None:
-        from ..capture.demo import capture_demo
         from ..demo.config import OPTION_NAMES, DemoConfigError, checked, from_fields
 
         config = {
@@ -185,6 +184,8 @@ def demo_command(
             checked(from_fields(chosen), names=OPTION_NAMES)
         except DemoConfigError as exc:
             raise InputError(None, str(exc)) from None
+        from ..capture.demo import capture_demo  # after the checks: its imports (pandas, the pipeline) take 0.6 s
+
         progress(f"capturing the demo MoE step into {target}")
         capture_demo(target, chosen, host_devices=devices, progress=progress)
         progress("analyzing the trace")

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..outputs import cannot_write
 from .common import (
     DomainOption,
     GpusPerNodeOption,
@@ -62,7 +63,7 @@ def events_command(
         try:
             write_events(events, output)
         except OSError as exc:
-            raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
+            raise cannot_write(output, exc) from None
         typer.echo(f"wrote {len(events):,} rows to {output}", err=True)
 
     guarded(body)

@@ -26,7 +26,8 @@ def history_command(
         flip = last_flip(db)
         rows = trends(runs)
         if json:
-            typer.echo(jsonlib.dumps(history_doc(runs, rows, flip), indent=2))
+            # strict JSON: read_runs left no inf or nan (a bare Infinity is no JSON a tool reads)
+            typer.echo(jsonlib.dumps(history_doc(runs, rows, flip), indent=2, allow_nan=False))
             return
         render_history(db, runs, flip, rows)
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..errors import InputError
 from .events import BUCKETS, KINDS, column_codes, combine_codes, first_rows
+from .patterns import user_pattern
 from .trace import Trace
 from .vocabulary import searches
 
@@ -74,11 +75,9 @@ def _rule_from_dict(raw: dict, origin: str) -> Rule:
     for f in also_fields:
         if not isinstance(raw[f], str):
             raise bad(f"a condition on '{f}' must be a string (a regular expression)")
-    try:
-        pattern = re.compile(raw["match"])
-        also = tuple((f, re.compile(raw[f])) for f in also_fields)
-    except re.error as exc:
-        raise bad(f"bad regular expression: {exc}") from None
+    where = f"rule {raw['id']!r}:"
+    pattern = user_pattern(raw["match"], f"{where} match", origin)
+    also = tuple((f, user_pattern(raw[f], f"{where} {f}", origin)) for f in also_fields)
     return Rule(
         id=raw["id"],
         field=raw["field"],

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
 from ..words import plural
 from . import intervals as iv
 from .events import column_codes, combine_codes, distinct_rows, lookup
+from .patterns import user_pattern
 from .trace import Trace
 
 STEP_COLUMNS = ["device", "step", "start_ns", "end_ns", "source", "name"]
@@ -31,10 +31,7 @@ def step_marker_pattern(step_marker: str | None) -> re.Pattern[str] | None:
     the option, wherever it is first met."""
     if not step_marker:
         return None
-    try:
-        return re.compile(step_marker)
-    except (re.error, RecursionError, OverflowError) as exc:  # OverflowError: a repeat count past any int
-        raise InputError(None, f"--step-marker {step_marker!r}: not a regular expression ({exc})") from None
+    return user_pattern(step_marker, "--step-marker")
 
 
 def find_steps(trace: Trace, step_marker: str | None = None) -> pd.DataFrame:

@@ -22,10 +22,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.analysis import Analysis, StepFigures, sum_figures
+from ..core.analysis import LEDGER_KEYS, NS_KEYS, Analysis, Figures, StepFigures, sum_figures
 from ..errors import InputError
 from ..insight.throughput import manifest_throughput, throughput_mismatch
 from ..options import ExecOptions, LoadOptions, StepOptions
+from ..outputs import cannot_write, replacing
 from ..pipeline import Request, run
 from ..readers import discover
 from ..readers.runfolder import ANALYSIS, read_manifest
@@ -205,7 +206,55 @@ def read_analysis(path: Path) -> Analysis:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise InputError(path, f"not valid JSON ({exc})") from None
-    return Analysis.from_json(data, str(path))
+    analysis = Analysis.from_json(data, str(path))
+    problem = figures_problem(analysis)
+    if problem is not None:  # a gate against it would pass or fail on nonsense (0%, or 7e24%)
+        raise InputError(path, problem)
+    return analysis
+
+
+# A time of a saved analysis is int64 ns (292 years at most): a figure past it was never measured
+_LARGEST_NS = 2**63 - 1
+_SLACK_NS = 4  # figures edited through floats may round a few ns apart (moeprof writes the §4 identities exact)
+
+
+def figures_problem(analysis: Analysis) -> str | None:
+    """The first figure of a saved analysis that no measurement gives (None: every one is possible), in words
+    naming the row and the figure: a time below 0 or past int64, an empty total (for a timeline), parts past
+    their whole (spec §4: the buckets add up to ``accumulated_ns``, ``idle_ns = span_ns - busy_ns``, exposed
+    communication is communication, and within the span)."""
+    rows: list[tuple[str, Figures]] = [("total", analysis.total)]
+    rows += [(f"device {d.device}", d) for d in analysis.devices]
+    rows += [(f"step {s.step} of {s.device}", s) for s in analysis.steps]
+    for where, row in rows:
+        problem = _row_problem(row)
+        if problem is not None:
+            return f"{where}: {problem}"
+    if not analysis.timeline_free and analysis.total.span_ns <= 0:
+        return "total: span_ns is 0 or missing: the analysis holds no measured time (its figures are empty)"
+    return None
+
+
+def _row_problem(f: Figures) -> str | None:
+    values = {k: int(getattr(f, k)) for k in NS_KEYS}
+    values.update({k: int(v) for k, v in (f.ledger or {}).items() if k in LEDGER_KEYS})
+    for key, value in values.items():
+        if value < 0:
+            return f"{key} is {value:,}: no measured time is below 0"
+        if value > _LARGEST_NS:
+            return f"{key} is {value:.3g} ns: no measured time is past int64 nanoseconds (292 years)"
+    parts = f.compute_ns + f.comm_ns + f.memcpy_ns + f.other_ns
+    if abs(parts - f.accumulated_ns) > _SLACK_NS:
+        return (
+            f"compute, comm, memcpy and other add up to {parts:,} ns, not to accumulated_ns ({f.accumulated_ns:,}): "
+            "a measurement's buckets always do"
+        )
+    if abs(f.busy_ns + f.idle_ns - f.span_ns) > _SLACK_NS:
+        return f"busy_ns + idle_ns is {f.busy_ns + f.idle_ns:,} ns, not span_ns ({f.span_ns:,}): a measurement's is"
+    for part, whole in (("exposed_comm_ns", "comm_ns"), ("exposed_comm_ns", "span_ns"), ("busy_ns", "span_ns")):
+        if values[part] > values[whole] + _SLACK_NS:
+            return f"{part} ({values[part]:,}) is more than {whole} ({values[whole]:,}): a part of it never is"
+    return None
 
 
 def load_source(
@@ -492,12 +541,17 @@ def _check_table(data: dict, path: Path, required: bool) -> dict | None:
 
 
 def _normalize(table: dict, path: Path) -> dict:
-    """Validated gate settings of a config table (keys with dashes or underscores)."""
+    """Validated gate settings of a config table (keys with dashes or underscores; one key written both ways
+    is refused, naming both: which one holds is no rule a reader of the file would guess)."""
     out: dict = {}
+    spelled: dict[str, str] = {}
     for raw, value in table.items():
         key = str(raw).replace("-", "_")
         if key not in CONFIG_KEYS:
             raise InputError(path, f"unknown gate key {raw!r} (known: {', '.join(CONFIG_KEYS)})")
+        if key in spelled:
+            raise InputError(path, f"{spelled[key]!r} and {raw!r} are the same setting, given twice: keep one")
+        spelled[key] = str(raw)
         if key in ROLE_GATES:
             out[key] = parse_role_limits(value, key, path)
         elif key in FRACTION_KEYS:
@@ -807,6 +861,7 @@ def _details(r: GateResult) -> Iterator[str]:
 
 def write_junit(results: list[GateResult], path: Path) -> None:
     try:
-        junit_xml(results).write(path, encoding="utf-8", xml_declaration=True)
+        with replacing(path) as into:
+            junit_xml(results).write(into, encoding="utf-8", xml_declaration=True)
     except OSError as exc:
-        raise InputError(path, f"cannot write the JUnit report: {exc.strerror or exc}") from None
+        raise cannot_write(path, exc, " the JUnit report") from None

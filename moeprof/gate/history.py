@@ -5,16 +5,24 @@ Several CI jobs may append to the same database at once, so every run is one
 upgraded later could fail with SQLITE_BUSY without waiting), the database is in
 WAL mode (readers never block the writer), and a busy timeout plus a bounded
 retry absorb the rest of the contention.
+
+A write that fails (a full disk) leaves the database as it was: an existing one is protected by its
+transaction; a new one is built beside its name and takes it only once it holds its first run
+(:func:`_append_new`), so a failure leaves no half-made database behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import os
 import random
+import secrets
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,8 +30,9 @@ from typing import TypeVar
 
 from ..core.analysis import Analysis
 from ..errors import InputError
+from ..outputs import TEMPORARY_MARK, cannot_write
 from ..readers.marks import HISTORY_APPLICATION_ID
-from ..readers.sqlite_files import one_line
+from ..readers.sqlite_files import one_line, open_read_only
 from .check import FIGURES, LEDGER_FIGURES, PROJECTION_FIGURES, GateResult, measure, step_count, step_time_ns
 
 BUSY_TIMEOUT_S = 30.0
@@ -140,12 +149,28 @@ def database_uri(path: Path, mode: str = "rwc") -> str:
     return f"{Path(path).absolute().as_uri()}?mode={mode}"
 
 
+# SQLite's answers where the disk, not the database, is at fault: a write that failed (a full disk, a file-size
+# limit: "disk I/O error"), or a file or folder it may not write or open
+_DISK_FULL = ("SQLITE_IOERR", "SQLITE_FULL")
+_CANNOT_WRITE = (*_DISK_FULL, "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
+
+
+def _refusal(path: Path, exc: Exception, what: str) -> InputError:
+    """One line for an SQLite failure on ``path``: the disk's (``cannot write the history database: disk I/O
+    error (is the disk full?)``), else the database's (``what``: "not a usable history database")."""
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    if name.startswith(_CANNOT_WRITE):
+        full = " (is the disk full?)" if name.startswith(_DISK_FULL) else ""
+        return InputError(path, f"cannot write the history database: {one_line(exc)}{full}")
+    return InputError(path, f"{what}: {one_line(exc)}")
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) a history database in WAL mode with a busy timeout."""
     try:
         conn = sqlite3.connect(database_uri(path), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as exc:
-        raise InputError(path, f"cannot open the history database: {exc}") from None
+        raise _refusal(path, exc, "cannot open the history database") from None
     try:
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         # switching to WAL takes an exclusive lock: retried like any write
@@ -154,25 +179,36 @@ def connect(path: Path) -> sqlite3.Connection:
         _retry(lambda: _create(conn))
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # see readers.sqlite_files.SQLITE_ERRORS
         conn.close()
-        raise InputError(path, f"not a usable history database: {one_line(exc)}") from None
+        raise _refusal(path, exc, "not a usable history database") from None
     return conn
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` .. ``COMMIT``, rolled back where the block raises. SQLite may have rolled back
+    itself (a COMMIT that met a full disk): then there is nothing to roll back, and the error that ended the
+    transaction is the one said, not "cannot rollback - no transaction is active"."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def _create(conn: sqlite3.Connection) -> None:
     if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
         return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with _transaction(conn):
         for statement in _DDL.split(";"):
             if statement.strip():
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         # the mark that keeps the database from being read as an Nsight export (readers.marks)
         conn.execute(f"PRAGMA application_id={HISTORY_APPLICATION_ID}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 @dataclass
@@ -187,19 +223,60 @@ class RunRecord:
 
 
 def append(path: Path, record: RunRecord) -> int:
-    """Append one run in one transaction; returns its id."""
+    """Append one run in one transaction; returns its id. A database that does not exist yet is made whole
+    beside its name first (:func:`_append_new`)."""
+    if not os.path.lexists(path):
+        run_id = _append_new(path, record)
+        if run_id is not None:
+            return run_id
     conn = connect(path)
     try:
         return _retry(lambda: _insert(conn, record))
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"cannot write the history database: {one_line(exc)}") from None
+        raise _refusal(path, exc, "cannot write the history database") from None
     finally:
         conn.close()
 
 
-def _insert(conn: sqlite3.Connection, r: RunRecord) -> int:
-    conn.execute("BEGIN IMMEDIATE")
+def _append_new(path: Path, record: RunRecord) -> int | None:
+    """A new database holding ``record`` as its first run, built in a file beside ``path`` that takes the name
+    only when whole (a hard link: never over a database another run made meanwhile; then None, and the run is
+    appended to that one). Whatever fails, nothing is left: the name never held a half-made database."""
+    temporary = path.with_name(f".{path.name}{TEMPORARY_MARK}{secrets.token_hex(4)}")
     try:
+        try:
+            conn = sqlite3.connect(database_uri(temporary), uri=True, isolation_level=None)
+            try:
+                _create(conn)
+                run_id = _insert(conn, record)
+                # WAL from its first use (a rollback journal until then: every byte is in the file itself)
+                conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            finally:
+                conn.close()
+            fd = os.open(temporary, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise _refusal(path, exc, "cannot write the history database") from None
+        except OSError as exc:
+            raise cannot_write(path, exc, " the history database") from None
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return None
+        except OSError as exc:
+            raise cannot_write(path, exc, " the history database") from None
+        return run_id
+    finally:
+        for leftover in ("", "-journal", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{temporary}{leftover}")
+
+
+def _insert(conn: sqlite3.Connection, r: RunRecord) -> int:
+    with _transaction(conn):
         cur = conn.execute(
             "INSERT INTO runs (time_utc, command, git_commit, inputs, passed) VALUES (?, ?, ?, ?, ?)",
             (r.time_utc, r.command, r.git_commit, json.dumps(r.inputs), None if r.passed is None else int(r.passed)),
@@ -207,17 +284,16 @@ def _insert(conn: sqlite3.Connection, r: RunRecord) -> int:
         run_id = int(cur.lastrowid or 0)
         conn.executemany(
             "INSERT INTO figures (run_id, name, value) VALUES (?, ?, ?)",
-            [(run_id, k, v) for k, v in r.figures.items()],
+            [(run_id, k, v) for k, v in r.figures.items() if _finite(v) is not None],  # inf is no figure
         )
         conn.executemany(
             "INSERT INTO gates (run_id, name, figure, value, limit_value, passed, device, message)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(run_id, g.name, g.figure, g.value, g.limit, int(g.passed), g.device, g.message) for g in r.gates],
+            [
+                (run_id, g.name, g.figure, _finite(g.value), _finite(g.limit), int(g.passed), g.device, g.message)
+                for g in r.gates
+            ],
         )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return run_id
 
 
@@ -260,13 +336,24 @@ class Run:
 
 
 def read_runs(path: Path, last: int | None = None) -> list[Run]:
-    """Runs in the order they were appended (the last ``last`` of them)."""
+    """Runs in the order they were appended (the last ``last`` of them). A figure or a gate's value that is
+    not a finite number (a damaged or hand-edited database: SQLite holds inf) is read as not recorded: the JSON
+    says null, never a bare ``Infinity``."""
+    if path.is_dir():
+        raise InputError(path, _folder_problem(path))
     if not path.is_file():
         raise InputError(path, "no such file")
-    try:
-        conn = sqlite3.connect(database_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT_S)
-    except sqlite3.Error as exc:
-        raise InputError(path, f"cannot open the history database: {exc}") from None
+    # read as an immutable file (or a copy with its pending WAL, in scratch): reading never writes -wal and
+    # -shm files beside the database, which a plain read-only connection to a WAL database does
+    with open_read_only(path, path, "moeprof-history-") as conn:
+        try:
+            return _runs(conn, path, last)
+        finally:
+            conn.close()
+
+
+def _runs(conn: sqlite3.Connection, path: Path, last: int | None) -> list[Run]:
+    """The runs of the open database ``path`` (:func:`read_runs`)."""
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"runs", "figures", "gates"} <= tables:
@@ -286,7 +373,7 @@ def read_runs(path: Path, last: int | None = None) -> list[Run]:
             for run_id, name, value in conn.execute(
                 "SELECT run_id, name, value FROM figures WHERE run_id >= ?", (first,)
             ):
-                if run_id in runs:
+                if run_id in runs and _finite(value) is not None:
                     runs[run_id].figures[name] = value
             for run_id, name, figure, value, limit_value, passed, device, message in conn.execute(
                 "SELECT run_id, name, figure, value, limit_value, passed, device, message FROM gates WHERE run_id >= ?",
@@ -295,8 +382,8 @@ def read_runs(path: Path, last: int | None = None) -> list[Run]:
                 if run_id in runs:
                     runs[run_id].gates[name] = {
                         "figure": figure,
-                        "value": value,
-                        "limit": limit_value,
+                        "value": _finite(value),
+                        "limit": _finite(limit_value),
                         "passed": bool(passed),
                         "device": device,
                         "message": message,
@@ -306,8 +393,28 @@ def read_runs(path: Path, last: int | None = None) -> list[Run]:
         raise InputError(path, f"not a moeprof history database ({exc})") from None
     except ValueError as exc:  # SQLite's message quoting a name that is not UTF-8; a row's inputs that are no JSON
         raise InputError(path, f"a damaged moeprof history database ({one_line(exc)})") from None
-    finally:
-        conn.close()
+
+
+def _finite(value: object) -> float | None:
+    """A number SQLite returned, None where it is no finite number (NULL, inf, nan, text)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _folder_problem(folder: Path) -> str:
+    """What is wrong with a folder given as the history database, and which file in it may be the one meant."""
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix in (".db", ".sqlite", ".sqlite3"))
+        empty = not any(folder.iterdir())
+    except OSError as exc:
+        return f"a folder, not a history database (and it cannot be listed: {exc.strerror or exc})"
+    if empty:
+        return "an empty folder, not a history database: give the file that --history wrote (e.g. runs.db)"
+    if names:
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return f"a folder, not a history database: give the file that --history wrote (this folder holds {shown})"
+    return "a folder holding no history database: give the file that --history wrote (e.g. runs.db)"
 
 
 def last_flip(path: Path) -> dict | None:

@@ -22,6 +22,12 @@ from ..readers.registry import read_inspector
 from ..readers.sources import TraceSource
 from .executors import map_files
 
+# why what needs a timeline (a projection, a critical path) is refused for these logs, in one place
+NO_TIMELINE = (
+    "NCCL Inspector logs have no timeline to replay (a projection and its critical path replay the device "
+    "activity of a trace: Nsight, Kineto, XPlane, rocprof)"
+)
+
 
 def read_rows(path: Path) -> tuple[dict[str, Any], str, tuple[str, ...]]:
     """One log's row columns, version and warnings (a module-level function: it runs in workers)."""

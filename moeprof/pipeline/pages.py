@@ -14,6 +14,7 @@ from ..options import RAW_EVENTS_CAP, ExecOptions, LoadOptions, StepOptions
 from ..readers import TraceSource
 from ..readers.discovery import JobPlan, plan_job
 from ..reports.html import ReportInput, distinct_labels, input_label, timeline_options
+from .inspector import NO_TIMELINE
 from .runner import ProjectedJob, Request, run
 
 
@@ -55,7 +56,7 @@ def report_inputs(
         )
         items.append(ReportInput(label, result.analysis, result.timeline, result.instances))
         if what_if and project_one and result.projected is None:  # NCCL Inspector logs: no timeline
-            raise InputError(None, f"--what-if {' '.join(what_if)}: the analysis has no device activity to project")
+            raise InputError(None, f"--what-if {' '.join(what_if)}: {NO_TIMELINE}")
         if result.projected is not None:
             items.append(projected_input(label, result.projected))
     return items

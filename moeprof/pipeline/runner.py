@@ -36,7 +36,7 @@ from ..readers import Placement, ReadContext, TraceSource, read_file
 from ..readers.discovery import JobPlan, plan_job
 from ..workers import default_decode_threads
 from .executors import SkippedFile, concurrent_files, map_files, resolve_scheduler
-from .inspector import analyze_logs
+from .inspector import NO_TIMELINE, analyze_logs
 from .merge import JobResults, Merged, finish_job, instance_table
 from .per_file import FileResult, measure_file
 
@@ -136,6 +136,8 @@ def _read(r: Request, plan: JobPlan) -> Result:
     """The files of ``plan`` read, measured and merged; NCCL Inspector logs measured as such."""
     execution = r.execution
     if plan.inspector:
+        if r.what_if:  # refused before the logs are read: there is nothing to project, and silence would say so
+            raise InputError(None, f"--what-if {' '.join(r.what_if)}: {NO_TIMELINE}")
         analysis = analyze_logs(
             [Path(f) for f in plan.files], r.link_peaks, list(plan.notes), execution.jobs,
             resolve_scheduler(execution.scheduler), execution.skip_bad, r.progress,

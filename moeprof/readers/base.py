@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 import numpy as np
 
@@ -278,7 +278,11 @@ def native_log(path: Path | str) -> Iterator[None]:
     except (OSError, ValueError):  # no fd 2 to redirect: nothing native can reach a terminal either
         yield
         return
-    with tempfile.TemporaryFile() as log:
+    try:
+        scratch: IO[bytes] = tempfile.TemporaryFile()
+    except OSError:  # no room for a scratch file (a full /tmp, issue 49): the lines are dropped, not kept
+        scratch = open(os.devnull, "w+b")  # closed by the with below
+    with scratch as log:
         os.dup2(log.fileno(), 2)
         try:
             yield

@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 
 from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
+from ..core.steps import step_marker_pattern
 from ..core.trace import CPU, GPU, TPU, Job, Trace, make_markers, trailing_number
 from ..core.vocabulary import searches, vocabulary
 from ..errors import InputError, unforeseen_in
@@ -451,12 +452,7 @@ def read(path: Path, context: ReadContext) -> Trace:
         header = read_header(path)
     host = placement.host or (header.hostnames[0] if header.hostnames else capture_stem(path.name))
     first = placement.first_ordinal
-    user_step = None
-    if options.step_marker:
-        try:
-            user_step = re.compile(options.step_marker)
-        except re.error as exc:
-            raise InputError(None, f"--step-marker {options.step_marker!r}: bad regular expression: {exc}") from None
+    user_step = step_marker_pattern(options.step_marker)
     walk_args = (
         path,
         host,

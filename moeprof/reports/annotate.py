@@ -36,6 +36,7 @@ from ..core.analysis import Analysis
 from ..core.events import BUCKETS, bucket_codes, column_codes, combine_codes, concat, first_rows, lookup
 from ..core.timeline import CATEGORIES, EXPOSED, WAITING, TimelineView, category_codes_of
 from ..core.trace import Trace
+from ..outputs import replacing
 from ..readers.marks import ANNOTATED_SCHEMA
 
 TRANSFER = "comm moving bytes"  # comm outside its wait parts (§8), beside WAITING
@@ -300,7 +301,8 @@ def write_annotated(
     critical: pd.DataFrame | None = None,
     what_if: str = "",
 ) -> dict:
-    """Write the annotated trace (gzipped when ``out`` ends in ``.gz``); returns counts for the CLI.
+    """Write the annotated trace (gzipped when ``out`` ends in ``.gz``), whole or not at all
+    (:func:`moeprof.outputs.replacing`); returns counts for the CLI.
 
     Activities come from the traces as read; exposed communication and steps from the
     devices' timeline views (``timeline``, measured with the analysis), so the file shows exactly what the
@@ -309,6 +311,19 @@ def write_annotated(
     ``critical`` its critical path's activities (device, start_ns, end_ns: a ``moeprof:
     critical path`` thread per device) and ``what_if`` the change, said in ``otherData``.
     """
+    with replacing(out) as into:
+        return _annotated(traces, result, timeline, out.suffix == ".gz", into, critical, what_if)
+
+
+def _annotated(
+    traces: list[Trace],
+    result: Analysis,
+    timeline: Sequence[TimelineView],
+    gzipped: bool,
+    into: Path,
+    critical: pd.DataFrame | None,
+    what_if: str,
+) -> dict:
     activity = concat([t.events for t in traces])
     devices = device_order(activity)
     views = {v.device: v for v in timeline}
@@ -334,7 +349,7 @@ def write_annotated(
     tails = [_tail(str(n), args_list[a]) for n, a in zip(names_at, args_code[at].tolist(), strict=True)]
     counts = {"devices": len(devices), "activities": 0, "exposed": 0, "steps": 0, "critical": 0}
     step_numbers: set[int] = set()  # distinct steps, not step windows of every device
-    opened = open_gzip(out) if out.suffix == ".gz" else open(out, "wb")
+    opened = open_gzip(into) if gzipped else open(into, "wb")
     with opened as fh, _Writer(fh) as writer:
         # the mark first, where a reader meets it (readers.marks); Perfetto reads "metadata" before traceEvents
         mark = {"producer": f"moeprof {__version__}", "schema": ANNOTATED_SCHEMA}

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.analysis import PATH_COLUMNS, Analysis
-from ..errors import InputError
+from ..outputs import cannot_write, replacing
 
 COLUMNS = ("projection", "role", "what_if", "step", "segment", *PATH_COLUMNS, "ns")
 
@@ -44,7 +44,8 @@ def write_critical_paths(analysis: Analysis, out: Path) -> int:
     """Write :func:`critical_paths` to ``out`` (parquet); returns the segments written."""
     frame = critical_paths(analysis)
     try:
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), out)
+        with replacing(out) as into:
+            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), into)
     except OSError as exc:
-        raise InputError(out, f"cannot write: {exc.strerror or exc}") from None
+        raise cannot_write(out, exc) from None
     return len(frame)

@@ -13,6 +13,7 @@ import orjson
 import pandas as pd
 
 from .._version import __version__
+from ..outputs import replacing
 from ..readers.marks import EVENTS_SCHEMA, PARQUET_KEY
 
 FORMATS = (".parquet", ".csv")
@@ -39,14 +40,15 @@ def write_events(events: pd.DataFrame, out: Path) -> None:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), PARQUET_KEY: mark})
         import pyarrow.parquet as pq
 
-        pq.write_table(table, out)
+        with replacing(out) as into:
+            pq.write_table(table, into)
         return
     import pyarrow.csv as pcsv
 
     # categorical columns arrive as dictionaries, which the CSV writer does not take: their strings, a
     # batch of rows at a time (10M rows of kernel names as strings at once would be gigabytes)
     schema = pa.schema([f.with_type(pa.string()) if pa.types.is_dictionary(f.type) else f for f in table.schema])
-    with pcsv.CSVWriter(out, schema) as writer:
+    with replacing(out) as into, pcsv.CSVWriter(into, schema) as writer:
         for batch in table.to_batches(max_chunksize=CSV_BATCH_ROWS):
             columns = [c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c for c in batch.columns]
             writer.write_batch(pa.record_batch(columns, schema=schema))

@@ -81,8 +81,8 @@ from ..core.timeline import (
     detail_window,
 )
 from ..core.trace import CPU
-from ..errors import InputError
 from ..options import RAW_EVENTS_CAP
+from ..outputs import cannot_write, write_bytes
 from .annotate import natural_key
 from .routing import heatmaps, routing_notes
 from .terminal import human_bytes
@@ -1209,12 +1209,12 @@ def _render(items: Sequence[ReportInput], lanes: str, max_events: int, bin_budge
 
 
 def write_report(items: Sequence[ReportInput], out: Path, **kwargs: object) -> int:
-    """Write the report; returns its size in bytes."""
+    """Write the report, whole or not at all (:func:`moeprof.outputs.write_bytes`); returns its size in bytes."""
     data = render(items, **kwargs).encode("utf-8")  # type: ignore[arg-type]
     try:
-        out.write_bytes(data)
+        write_bytes(out, data)
     except OSError as exc:
-        raise InputError(out, f"cannot write: {exc.strerror or exc}") from None
+        raise cannot_write(out, exc) from None
     return len(data)
 
 

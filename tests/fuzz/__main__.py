@@ -25,6 +25,7 @@ from .mutators import Case, generate, generate_rocprof, generate_tpu, special_ca
 from .oracle import Violation
 from .rocpd_cases import generate_rocpd
 from .runner import Outcome
+from .value_cases import generate_values
 
 # the random cases, drawn apart per route so that each route's earlier campaigns replay as they were; a case's key
 # is SEED:INDEX on the main route, ROUTE:SEED:INDEX on the others (NCCL Inspector logs: tests/test_fuzz_inspector.py)
@@ -33,6 +34,7 @@ ROUTES: dict[str, Callable[[int, int], Case]] = {
     "rocprof": generate_rocprof,
     "rocpd": generate_rocpd,
     "tpu": generate_tpu,
+    "values": generate_values,  # hostile option values and hand-written files (issue 49)
 }
 
 

@@ -76,6 +76,7 @@ class Case:
     readonly_dirs: tuple[str, ...] = ()  # folders under "in/" made read-only
     executables: dict[str, str] = field(default_factory=dict)  # "bin/<name>" -> script text (fake tools)
     memory_mb: int | None = None  # address-space limit of the run
+    options: tuple[str, ...] = ()  # after the command's own arguments (value_cases: --what-if TERM, --baseline F)
 
     def describe(self) -> str:
         return (

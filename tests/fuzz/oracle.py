@@ -75,6 +75,11 @@ def check(
             add("stray-stderr", f"{len(stray)} line(s) not from moeprof, first: {stray[0][:160]!r}")
         if case.command == "analyze":
             _check_figures(case, outcome, add, seed_figures)
+        elif case.command == "history":
+            try:
+                _strict_json(outcome.stdout)
+            except ValueError as exc:
+                add("bad-json", f"history --json is not strict JSON: {exc}")
         wanted = OUTPUTS.get(case.command)
         if wanted and outputs is not None and not outputs.get(wanted):
             add("no-output", f"exit 0 but out/{wanted} is missing or empty")
@@ -83,8 +88,12 @@ def check(
 
 
 def _own_line(line: str, case: Case) -> bool:
-    """moeprof's own stderr: its prefixed lines, and the "wrote ..." note of commands that write a file."""
-    return line.startswith("moeprof") or (case.command != "analyze" and line.startswith("wrote "))
+    """moeprof's own stderr: its prefixed lines, the "wrote ..." note of commands that write a file, and
+    annotate's "projected with ..." note (annotate --what-if)."""
+    return line.startswith("moeprof") or (
+        case.command != "analyze"
+        and line.startswith(("wrote ", "projected with " if case.command == "annotate" else "wrote "))
+    )
 
 
 def _first(text: str, containing: str = "") -> str:
@@ -173,6 +182,12 @@ def sanity(doc: dict) -> list[tuple[str, str]]:
     for path, val in _walk(doc):
         key = path.rsplit(".", 1)[-1]
         if isinstance(val, bool) or not isinstance(val, int | float):
+            continue
+        if key == "below_roof_ns":
+            # spec §10: d − roof_ns, signed (negative where an op's counts make its roof longer than it ran:
+            # levers.role_rows says so); never non-finite
+            if isinstance(val, float) and not math.isfinite(val):
+                out.append(("non-finite", f"{path} = {val}"))
             continue
         if path.startswith(".projections[") and key in ("saving_ns", "saving_fraction"):
             # a projection's saving has a sign: balance gives the fast ranks the median's (longer) durations, and

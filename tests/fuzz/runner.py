@@ -42,7 +42,8 @@ def command_argv(case: Case) -> list[str]:
         "report": ["report", path, "-o", "out/report.html"],
         "annotate": ["annotate", path, "-o", "out/annotated.trace.json.gz"],
         "check": ["check", path, "--max-comm-share", "1"],
-    }[case.command]
+        "history": ["history", path, "--json"],
+    }[case.command] + list(case.options)
 
 
 def materialize(case: Case, root: Path) -> None:

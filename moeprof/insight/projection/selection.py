@@ -25,11 +25,12 @@ import numpy as np
 
 from ...core.analysis import Opportunity
 from ...core.events import BUCKETS, KINDS, lookup
+from ...core.patterns import user_pattern
 from ...core.roofline import ON_CHIP, ROLES
 from ...core.trace import GPU
 from ..opportunities import SMALL_GAP_NS, name_flags, small_gemms
 from .job import ReplayJob
-from .terms.base import bad
+from .terms.base import bad, named
 
 if TYPE_CHECKING:
     from .terms.base import WhatIf
@@ -80,10 +81,7 @@ def parse_filters(term: str, body: str) -> tuple[Filter, ...]:
                 raise bad(
                     term, f"only name, scope and op take a pattern (name~REGEX, scope~REGEX, op~REGEX), not {key!r}"
                 )
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise bad(term, f"bad pattern {value!r}: {exc}") from None
+            filter_pattern(term, key, value)
         else:
             key, sep, value = part.partition("=")
             key, value = key.strip(), value.strip()
@@ -109,6 +107,11 @@ def parse_filters(term: str, body: str) -> tuple[Filter, ...]:
                 raise bad(term, f"opportunity {value!r} is not a number from 1")
         filters.append(Filter(key, value))
     return tuple(filters)
+
+
+def filter_pattern(term: str, key: str, value: str) -> re.Pattern[str]:
+    """A ``name~``/``scope~`` filter's pattern compiled, or the term's one-line refusal (exit 2)."""
+    return user_pattern(value, f"{named(term)}: {key}~")
 
 
 # ---------------------------------------------------------------- selection
@@ -304,17 +307,17 @@ def select(job: ReplayJob, term: WhatIf, opportunities: Sequence[Opportunity] = 
         elif f.key == "host":
             mask &= _string_mask(job, "device", _on_host(f.value))
         elif f.key == "scope":  # the activity's own scope path, or the component it serves (core.components)
-            found = _matches(re.compile(f.value))
+            found = _matches(filter_pattern(term.text, f.key, f.value))
             mask &= _string_mask(job, "scope", found) | _string_mask(job, "component", found)
         elif f.key == "op":  # what the op is: its name, HLO opcode, and the primitive that ends its scope path
-            found = _matches(re.compile(f.value))
+            found = _matches(filter_pattern(term.text, f.key, f.value))
             mask &= (
                 _string_mask(job, "name", found)
                 | _string_mask(job, "opcode", found)
                 | _string_mask(job, "scope", _last_part(found))
             )
         elif f.key in PATTERN_KEYS:
-            mask &= _string_mask(job, f.key, _matches(re.compile(f.value)))
+            mask &= _string_mask(job, f.key, _matches(filter_pattern(term.text, f.key, f.value)))
         elif f.key == "role":
             mask &= _string_mask(job, "role", set(f.value.split("|")).__contains__)
         elif f.key == "pass":

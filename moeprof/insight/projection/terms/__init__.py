@@ -27,7 +27,7 @@ from ....core.events import BUCKETS
 from ..job import ReplayJob
 from ..selection import select
 from . import balance, balance_router, capacity, experts, roof, scale, tokens, top_k
-from .base import Change, Changing, Term, WhatIf, bad
+from .base import Change, Changing, Term, WhatIf, bad, check_within_range
 
 TERMS: tuple[Term, ...] = (
     scale.TERM,
@@ -71,6 +71,7 @@ def change_of(job: ReplayJob, terms: Sequence[WhatIf], opportunities: Sequence[O
     """The :class:`Change` of ``terms``, applied in order, each on what the previous ones left."""
     state = Changing(job.graph.duration.copy(), job.graph.transfer.copy())
     selected = [BY_NAME[term.action].apply(job, term, state, opportunities) for term in terms]
+    check_within_range(job, state, terms)  # the terms together: no projected time past int64's range
     return Change(state.duration, state.transfer, state.gap, tuple(selected), state.note, tuple(state.found))
 
 

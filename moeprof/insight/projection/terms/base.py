@@ -1,6 +1,12 @@
 """What every §9 term is: a parsed term (:class:`WhatIf`), the change terms make together (:class:`Change`),
 and the interface each term's module implements (:class:`Term`: it parses its text, selects its activities
-and applies its change)."""
+and applies its change).
+
+Every term's values pass through here: its factor (:func:`factor_of`, a finite number from 0 to
+:data:`MAX_FACTOR`), the times it scales (:func:`scaled_ns`, each within :data:`TIME_LIMIT_NS`) or computes
+(:func:`ns_of`, held just past it), and the change of all the terms together (:func:`check_within_range`: no
+projected time past :data:`TIME_LIMIT_NS`). A filter's pattern is compiled by
+:func:`moeprof.core.patterns.user_pattern` (``selection.filter_pattern``)."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ....core.analysis import Opportunity
+from ....core.patterns import shown
 from ....errors import InputError
 
 if TYPE_CHECKING:
@@ -72,20 +79,89 @@ class Term(Protocol):
         ...
 
 
+# The largest factor a term takes. The projection replays this step's dependency graph with some of its
+# activities changed; a factor of a million turns a 1 µs kernel into a second and a 100 ms step into 28 hours:
+# no change to this step that its replay can speak for (and 5e13 or 1e300 would take the replay's int64
+# nanoseconds past their range: negative steps, events written at -8e15).
+MAX_FACTOR = 1e6
+# The largest time a projection holds: a quarter of int64's range (2.3e18 ns, 73 years), so that the replay's
+# "no value yet" (replay.NEG, int64's least / 4) and a gap added to any time never overflow.
+TIME_LIMIT_NS = int(np.iinfo(np.int64).max // 4)
+_YEAR_NS = 365.25 * 86_400e9
+
+
+def named(term: str) -> str:
+    """The option and the term, as a refusal names them (a term of thousands of characters by its start)."""
+    return f"--what-if {shown(term, 120)}"
+
+
 def bad(term: str, why: str) -> InputError:
     """The one-line refusal of a term (exit 2)."""
-    return InputError(None, f"--what-if {term!r}: {why}")
+    return InputError(None, f"{named(term)}: {why}")
 
 
-def factor_of(term: str, factor: str | None, needs: str) -> float:
-    """A term's factor ``F``: a finite number >= 0; absent or bad, the one-line refusal (``needs``: the
-    sentence that says how the term is written)."""
+def factor_of(term: str, factor: str | None, needs: str, what: str = "factor") -> float:
+    """A term's factor ``F``: a finite number from 0 to :data:`MAX_FACTOR`; absent or bad, the one-line
+    refusal (``needs``: the sentence that says how the term is written; ``what``: what the value is called,
+    "top-k" for a number of experts)."""
     if factor is None:
         raise bad(term, needs)
     try:
         value = float(factor)
     except ValueError:
-        raise bad(term, f"factor {factor!r} is not a number") from None
+        raise bad(term, f"{what} {shown(factor)} is not a number") from None
     if not np.isfinite(value) or value < 0:
-        raise bad(term, f"factor {factor!r} must be a finite number >= 0")
+        raise bad(term, f"{what} {shown(factor)} must be a finite number >= 0")
+    if value > MAX_FACTOR:
+        raise bad(
+            term,
+            f"{what} {shown(factor)} is past {MAX_FACTOR:,.0f}, the most a term takes: a million times a time is "
+            "no change to this step that its replay can speak for",
+        )
     return value
+
+
+def _past_range(term: str, ns: float) -> InputError:
+    return bad(
+        term,
+        f"the changed times reach {ns / _YEAR_NS:,.3g} years, past the {TIME_LIMIT_NS / _YEAR_NS:.0f} years "
+        "(int64 nanoseconds) a projected time holds: a smaller factor",
+    )
+
+
+def scaled_ns(term: str, values: np.ndarray, factor: float) -> np.ndarray:
+    """``values`` (ns) times ``factor``, rounded half to even, as int64 ns; a time past :data:`TIME_LIMIT_NS`
+    is the term's refusal (exit 2), never a wrapped int64. Every term that scales times scales them here."""
+    out = np.rint(np.asarray(values, dtype=np.float64) * factor)
+    if out.size:
+        largest = float(np.abs(out).max())
+        if largest > TIME_LIMIT_NS:
+            raise _past_range(term, largest)
+    return out.astype(np.int64)
+
+
+def ns_of(values: np.ndarray) -> np.ndarray:
+    """Float times as int64 ns, rounded half to even, held to just past :data:`TIME_LIMIT_NS` either way (a term
+    that computes its own times, as the resize does, casts here): never a wrapped int64, and a time held there
+    is past the limit, so :func:`check_within_range` refuses the terms."""
+    bound = float(TIME_LIMIT_NS + 1)
+    return np.clip(np.rint(np.asarray(values, dtype=np.float64)), -bound, bound).astype(np.int64)
+
+
+def check_within_range(job: ReplayJob, state: Changing, terms: Sequence[WhatIf]) -> None:
+    """Refuse (exit 2) terms whose change could take a projected time past :data:`TIME_LIMIT_NS`.
+
+    Every projected end is at most the latest measured end plus what the terms added to the times (durations,
+    transfers, trigger gaps) in all: the replay's longest path runs through each activity once, and unchanged it
+    gives back the measured times. So that sum within the limit is the replay within int64, whatever the
+    graph."""
+    g = job.graph
+    added = 0.0
+    for new, old in ((state.duration, g.duration), (state.transfer, g.transfer), (state.gap, g.gap)):
+        if new is not None and new.size:
+            grown = np.subtract(new, old)  # int64: both are within a quarter of its range
+            np.maximum(grown, 0, out=grown)
+            added += float(grown.sum(dtype=np.float64))  # summed as floats: a million of them may pass int64
+    latest = float(max(int(g.end.max()), 0)) if g.end.size else 0.0
+    if latest + added > TIME_LIMIT_NS:
+        raise _past_range(" ".join(t.text for t in terms), latest + added)

@@ -35,7 +35,7 @@ import pandas as pd
 
 from ....core.events import lookup
 from ..job import NO_STEP, ReplayJob
-from .base import Changing
+from .base import Changing, ns_of
 from .program import OpArray, OpFacts, Program
 
 
@@ -197,7 +197,7 @@ def durations(duration: np.ndarray, changes: Sequence[OpChange], codes: np.ndarr
     floor = np.array([c.floor for c in changes], dtype=np.float64)
     code = codes[at]
     new = np.maximum(duration[at].astype(np.float64) * q[code] + add[code], floor[code])
-    out[at] = np.rint(np.maximum(new, 0.0)).astype(np.int64)
+    out[at] = ns_of(np.maximum(new, 0.0))
     return out
 
 
@@ -278,7 +278,7 @@ def resize_job(
     at = np.flatnonzero(rows & member)
     if at.size:
         q = np.array([c.q for c in changes], dtype=np.float64)
-        transfer[at] = np.rint(transfer[at].astype(np.float64) * q[codes[at]]).astype(np.int64)
+        transfer[at] = ns_of(transfer[at].astype(np.float64) * q[codes[at]])
     is_changed = np.array([c.changed and not c.gone for c in changes], dtype=bool)
     is_gone = np.array([c.gone for c in changes], dtype=bool)
     is_placed = np.array([c.placed for c in changes], dtype=bool)

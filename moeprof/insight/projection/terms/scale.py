@@ -13,7 +13,7 @@ import numpy as np
 from ....core.analysis import Opportunity
 from ..job import ReplayJob
 from ..selection import is_gap_term, parse_filters, select
-from .base import Changing, WhatIf, bad, factor_of
+from .base import Changing, WhatIf, bad, factor_of, scaled_ns
 
 NAME = "scale"
 
@@ -40,13 +40,13 @@ class Scale:
             gap = (job.graph.gap if state.gap is None else state.gap).copy()
             if _host_gaps(term, opportunities):
                 idle = np.minimum(job.table["host_gap_ns"].to_numpy(np.int64)[mask], gap[mask])
-                change = np.rint(idle.astype(np.float64) * (term.factor - 1)).astype(np.int64)
+                change = scaled_ns(term.text, idle, term.factor - 1)
                 gap[mask] = np.maximum(gap[mask] + change, 0)
             else:
-                gap[mask] = np.rint(gap[mask].astype(np.float64) * term.factor).astype(np.int64)
+                gap[mask] = scaled_ns(term.text, gap[mask], term.factor)
             state.gap = gap
         else:
-            scale_rows(job, state, mask, term.factor)
+            scale_rows(job, state, mask, term)
         return int(mask.sum())
 
 
@@ -63,12 +63,12 @@ def _host_gaps(term: WhatIf, opportunities: Sequence[Opportunity]) -> bool:
     )
 
 
-def scale_rows(job: ReplayJob, state: Changing, mask: np.ndarray, factor: float) -> None:
-    """The rows of ``mask`` take ``factor`` times their duration (an instance member its transfer ``τ``),
-    rounded half to even."""
+def scale_rows(job: ReplayJob, state: Changing, mask: np.ndarray, term: WhatIf) -> None:
+    """The rows of ``mask`` take ``term``'s factor times their duration (an instance member its transfer
+    ``τ``), rounded half to even (:func:`.base.scaled_ns`)."""
     rows = np.flatnonzero(mask)
     member = job.graph.is_member[rows]
     for name, chosen in (("duration", rows[~member]), ("transfer", rows[member])):
         values = getattr(state, name).copy()  # the rows chosen, scaled: not every row converted and rounded
-        values[chosen] = np.rint(values[chosen].astype(np.float64) * factor).astype(np.int64)
+        values[chosen] = scaled_ns(term.text, values[chosen], term.factor)
         setattr(state, name, values)

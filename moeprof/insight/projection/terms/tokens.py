@@ -35,7 +35,7 @@ from ....core.hlo import HloInstruction, HloModule, shape_dims
 from ....core.metrics import EventColumns
 from ....core.trace import Trace
 from ..job import NO_STEP, ReplayJob
-from ..selection import parse_filters, select
+from ..selection import PATTERN_KEYS, parse_filters, select
 from .base import Changing, WhatIf, factor_of
 from .program import Batch, batch_of, is_matmul, token_rows
 from .resize import Resize, resize_job
@@ -167,6 +167,7 @@ class TokenScaling:
     fixed_ns: dict[str, int]  # per class: FIXED, "unknown" (no HLO op), "<class> (not routed)"
     projected_ns: int = 0  # the scaled ops' time after (resize: each op by its shapes and where its arrays sit)
     on_chip_ns: int = 0  # of the scaled time, ops whose arrays change place between HBM and chip memory
+    unselected: tuple[str, ...] = ()  # the term's filters where they select no activity ("scope~nomatch")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -184,6 +185,10 @@ class TokenScaling:
     @property
     def note(self) -> str:
         """What it scaled and held, in a sentence; or why it scaled nothing."""
+        if self.unselected:  # not the HLO's fault: the filters chose nothing for it to scale
+            if len(self.unselected) == 1:
+                return f"tokens' filter {self.unselected[0]} selects no activity: nothing scaled"
+            return f"tokens' filters {', '.join(self.unselected)} select no activity together: nothing scaled"
         if not self.batches and set(self.fixed_ns) <= {"unknown"}:
             return (
                 "no op of an XLA program whose HLO the capture holds (an XPlane's /host:metadata): the token "
@@ -252,7 +257,7 @@ class Tokens:
         resized = resize_job(job, state, scaled, lambda program: sized if program.tokens else None)
         described = _described(job)
         state.duration, state.transfer = resized.duration, resized.transfer
-        scale_rows(job, state, scaled & ~described, term.factor)
+        scale_rows(job, state, scaled & ~described, term)
         inside = scaled & (job.step != NO_STEP)
         steps = max(int(job.step_numbers.size), 1)
         found = TokenScaling(
@@ -264,6 +269,7 @@ class Tokens:
             _per_class(job, chosen & ~scaled, codes, held),
             int(round(float(state.duration[inside].sum()) / steps)),
             resized.placed_ns,
+            () if chosen.any() else _filters_text(term),
         )
         state.found.append(found.to_json())
         state.note = "; ".join(n for n in (state.note, found.note) if n)
@@ -283,6 +289,11 @@ def _described(job: ReplayJob) -> np.ndarray:
     return lookup(prog_c, has_tokens, False) & lookup(
         op_c, np.array([bool(v) for v in op_v.tolist()], dtype=bool), False
     )
+
+
+def _filters_text(term: WhatIf) -> tuple[str, ...]:
+    """The term's filters as written (``scope~layer0``, ``bucket=comm``)."""
+    return tuple(f"{f.key}{'~' if f.key in PATTERN_KEYS else '='}{f.value}" for f in term.filters)
 
 
 def _batches(job: ReplayJob, rows: np.ndarray) -> tuple[str, ...]:

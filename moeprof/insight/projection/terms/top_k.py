@@ -35,7 +35,7 @@ class TopK:
     )
 
     def parse(self, text: str, body: str | None, factor: str | None) -> WhatIf:
-        value = factor_of(text, factor, "top_k needs the new top-k: top_k=K (K experts per token)")
+        value = factor_of(text, factor, "top_k needs the new top-k: top_k=K (K experts per token)", "top-k")
         if value < 1 or value != int(value):
             raise bad(text, f"top-k {factor!r} must be a whole number of experts, 1 or more")
         return WhatIf(text.strip(), NAME, parse_filters(text, body or ""), value)
@@ -46,7 +46,7 @@ class TopK:
         seen: list[Program] = []
 
         def resize(program: Program) -> Resize | None:
-            if not program.top_k or program.capacity:
+            if not program.top_k or program.capacity or (program.experts and to > program.experts):
                 seen.append(program)
                 return None
             return Resize(routed=to / program.top_k, single_copy=to == 1 and program.top_k > 1)
@@ -78,6 +78,12 @@ def _why_not(programs: Sequence[Program], to: int) -> str:
         return (
             f"top_k={to}: no routed experts' grouped GEMM (a ragged dot) in an XLA program whose HLO the capture "
             "holds: nothing changed"
+        )
+    fewer = [p for p in programs if p.ok() and p.experts and to > p.experts]
+    if fewer:
+        return (
+            f"top_k={to}: the program has {fewer[0].experts} routed experts, so a token goes to at most "
+            f"{fewer[0].experts} (experts=F adds experts): nothing changed"
         )
     if any(p.capacity for p in programs):
         return (
