@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import SAMPLES
+from .helpers import CPU_COMPILE_FLAGS, SAMPLES
 
 # pytest-xdist gives each worker the controller's terminal width as COLUMNS (80 when piped), where a serial
 # run has none: the CLI's width rules (a piped report is wide) would then differ between the two. Drop it.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
+
+# every JAX process the tests start inherits it (helpers.CPU_COMPILE_FLAGS says why)
+if CPU_COMPILE_FLAGS not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {CPU_COMPILE_FLAGS}".strip()
 
 
 def _ignore_hangup(signum: int, frame: object) -> None:
@@ -63,7 +67,19 @@ def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 SLOW_FIXTURES = frozenset({"child", "child_dir", "capacity_run", "dask_scheduler"})
 
 
+# module fixtures that cost tens of seconds of one process (a JAX child): their tests are collected first, so
+# that pytest-xdist's first chunk of consecutive tests (a quarter of a worker's share) sends all of them to one
+# worker, which makes the fixture once and at the start, beside the rest of the suite rather than after it
+# (pytest-xdist's loadgroup would say it, but its group rides on item._nodeid, which pytest 9.2 no longer reads)
+FIRST_FIXTURES = frozenset({"child", "capacity_run"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first: list[pytest.Item] = []
+    rest: list[pytest.Item] = []
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if SLOW_FIXTURES & names:
             item.add_marker(pytest.mark.slow)
+        (first if FIRST_FIXTURES & names else rest).append(item)
+    items[:] = first + rest

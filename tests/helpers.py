@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
+
+# XLA:CPU compiles with LLVM at -O0 in the tests' JAX processes (the demo's checks, README's and capture's demo
+# runs): they check what the programs compute and which ops they hold, not how fast; it halves their compile
+# time, most of their CPU time (the demo model's checks: 146 -> 72 s)
+CPU_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
 # the public real traces (PROVENANCE.md there): $MOEPROF_SHARED_TRACES, else ../shared/traces beside the checkout
 SHARED_TRACES_ENV = "MOEPROF_SHARED_TRACES"
 SHARED_TRACES = Path(os.environ.get(SHARED_TRACES_ENV) or ROOT.parent / "shared" / "traces")

@@ -27,10 +27,10 @@ from moeprof.capture.nsys import build_nsys_export_command, build_nsys_profile_c
 from moeprof.cli import app
 from moeprof.errors import InputError
 
-from .helpers import make_export
+from .helpers import CPU_COMPILE_FLAGS, make_export
 
 ROOT = Path(__file__).resolve().parents[1]
-XLA_FLAGS = "--xla_force_host_platform_device_count=2"
+XLA_FLAGS = f"--xla_force_host_platform_device_count=2 {CPU_COMPILE_FLAGS}"
 
 JOB = """\
 import sys

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .helpers import CPU_COMPILE_FLAGS
+
 REPO = Path(__file__).resolve().parents[1]
 DEVICES = 8
 
@@ -93,13 +95,25 @@ CHILD = textwrap.dedent(
     scale = lambda a: float(jnp.max(jnp.abs(a))) + 1e-12
     err = lambda a, b: float(jnp.max(jnp.abs(a - b))) / scale(b)
     tiled_cases = []
+    # the group sizes are arguments, as in the demo's step (its router computes them): one compilation per
+    # activation, not one per case
+    tiled_of = {
+        act: (
+            jax.jit(lambda xs, w, gs, act=act: model.tiled_expert_ffn(xs, w, gs, act, TILE)),
+            jax.jit(jax.grad(
+                lambda xs, w, gs, act=act: jnp.sum(model.tiled_expert_ffn(xs, w, gs, act, TILE) * probe),
+                argnums=(0, 1),
+            )),
+        )
+        for act in ("swiglu", "gelu")
+    }
     for sizes in ([100, 0, 77], [0, 0, 0], [300, 0, 0], [1, 1, 1], [32, 64, 96], [65, 130, 105]):
         gs = jnp.array(sizes, jnp.int32)
         for act in ("swiglu", "gelu"):
-            tiled = lambda xs, w: model.tiled_expert_ffn(xs, w, gs, act, TILE)
+            tiled, tiled_grad = tiled_of[act]
             ragged = lambda xs, w: model.ragged_expert_ffn(xs, w, gs, act)
-            y_t, y_r = jax.jit(tiled)(xs, w), ragged(xs, w)
-            g_t = jax.jit(jax.grad(lambda xs, w: jnp.sum(tiled(xs, w) * probe), argnums=(0, 1)))(xs, w)
+            y_t, y_r = tiled(xs, w, gs), ragged(xs, w)
+            g_t = tiled_grad(xs, w, gs)
             g_r = jax.grad(lambda xs, w: jnp.sum(ragged(xs, w) * probe), argnums=(0, 1))(xs, w)
             used = sum(sizes)
             tiled_cases.append({
@@ -212,7 +226,7 @@ def child(child_dir: Path) -> dict[str, Any]:
     tmp = child_dir
     out, trace = tmp / "found.json", tmp / "trace"
     env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICES}"
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICES} {CPU_COMPILE_FLAGS}"
     env["JAX_PLATFORMS"] = "cpu"  # the checks below are for the 8-device CPU fallback path
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     proc = subprocess.run(

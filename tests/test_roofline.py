@@ -98,9 +98,10 @@ def test_every_op_matches_xprofs_op_profile(where: str, rel: str, tmp_path: Path
     in the analysis' ``roofline.ops`` (those with 0.2% of the busy time) carry the same figures."""
     path = _capture(where, rel, tmp_path)
     want = xprof_ops(path)
-    events = read_file(path).events
+    trace = read_file(path)
+    events = trace.events
     flops, hbm = activity_counts(events)
-    peak_bw = float(next(iter(read_file(path).device_peaks.values()))["hbm_gbps"]) * 1e9
+    peak_bw = float(next(iter(trace.device_peaks.values()))["hbm_gbps"]) * 1e9
     frame = events.assign(f=flops, b=hbm, d=events["end_ns"] - events["start_ns"], name=events["name"].astype(str))
     frame = frame.assign(recounted=events["recounted_flops"].notna())
     ours = frame.groupby("name").agg(n=("d", "size"), d=("d", "sum"), f=("f", "sum"), b=("b", "sum"),

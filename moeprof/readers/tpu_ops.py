@@ -586,6 +586,7 @@ def tpu_activity(
 
     def counts(values: np.ndarray) -> np.ndarray:
         return np.where(uncounted, 0.0, values) if pieces is not None else values
+
     out_key = key_codes[rows]
 
     def described(attr: str, dtype: type | str = object) -> np.ndarray:
