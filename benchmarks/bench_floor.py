@@ -21,7 +21,8 @@ Read the ratios on a machine without an accelerator: on the TPU machine's host j
 when the floor imports it (1.9-2.0 s, even with ``JAX_PLATFORMS=cpu``), which inflates the XPlane floor and
 hides analyze's cost.
 
-    python benchmarks/bench_floor.py [--events 1000000] [--repeat 3] [--shapes one-step,xla,kernel-only,kineto]
+    python benchmarks/bench_floor.py [--events 1000000] [--repeat 3]
+                                     [--shapes one-step,xla,kernel-only,kineto,kernel-dense]
                                      [--keep DIR [--reuse]] [--compare CHECKOUT]
     python benchmarks/bench_floor.py --events 10000000 --shapes one-step --repeat 1     # the 10M row
 """
@@ -44,7 +45,7 @@ from benchmarks.bench_kineto import FLOOR as KINETO_FLOOR  # noqa: E402
 from benchmarks.bench_startup import compile_package  # noqa: E402
 from benchmarks.bench_xplane import FLOOR as XPLANE_FLOOR  # noqa: E402
 
-SHAPES = ("one-step", "xla", "kernel-only", "kineto")
+SHAPES = ("one-step", "xla", "kernel-only", "kineto", "kernel-dense")
 CPU_TARGET = 1.5
 RSS_TARGET = 1.0
 
