@@ -524,3 +524,39 @@ def test_xprof_trace_viewer_json_reads_as_the_xplane(tmp_path):
     a, b = read_file(SAMPLE).events, read_file(viewer).events
     cols = ["name", "start_ns", "end_ns", "opcode", "category", "scope", "model_flops", "bytes_accessed"]
     assert a[cols].astype(str).values.tolist() == b[cols].astype(str).values.tolist()
+
+
+# ---------------------------------------------------------------- a loop holds the ops it runs
+
+WHILE = "%while.3 = (s32[], f32[128]{0}) while((s32[], f32[128]{0}) %tuple.1), condition=%cond.3, body=%body.3"
+
+
+def loop_chip() -> Chip:
+    """A while loop [1000, 9000) holding three iterations of its body's fusion, [1500, 3500), [4000, 6000),
+    [6500, 8500): the line lists the loop and its ops, as a TPU writes a jax.lax.scan or fori_loop; then one
+    fusion after the loop, [9000, 10000)."""
+    ops = [
+        Op(WHILE, 1000, 8000, "while", flops=600, bytes_accessed=4096),
+        *(Op(fusion(5), t, 2000, "convolution fusion", flops=1_000, bytes_accessed=512) for t in (1500, 4000, 6500)),
+        Op(fusion(6), 9000, 1000, "loop fusion", flops=10),
+    ]
+    return Chip(0, ops, [], modules=[(1000, 10_000)])
+
+
+def test_a_loop_is_its_own_time_beside_the_ops_it_runs(tmp_path):
+    """The loop's own time is what none of its ops covers: [1000,1500), [3500,4000), [6000,6500), [8500,9000),
+    2000 ns; with its ops (6000) and the last fusion (1000) the chip's accumulated time is 9000, its busy time
+    too (nothing counted twice). Its counts stay once."""
+    path = tmp_path / "h.xplane.pb"
+    write_xplane(path, "h", [loop_chip()])
+    ev = read_file(path).events
+    loop = ev[ev["name"] == "while.3"]
+    assert list(zip(loop["start_ns"], loop["end_ns"], strict=True)) == [
+        (1000, 1500),
+        (3500, 4000),
+        (6000, 6500),
+        (8500, 9000),
+    ]
+    assert loop["flops"].sum() == 600 and loop["bytes_accessed"].sum() == 4096
+    device = moeprof.analyze_paths([path]).to_json()["devices"][0]
+    assert (device["accumulated_ns"], device["busy_ns"], device["idle_ns"]) == (9000, 9000, 0)

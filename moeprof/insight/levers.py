@@ -210,6 +210,8 @@ def lever_facts(job: ReplayJob, found: Mapping[str, Found], steps: int) -> tuple
             f"{count:g} expert exchanges per step over a group of one chip ({per_step / 1e6:.2f} ms per step): "
             "copies inside the chip, with their buffers and the re-sort of what they return"
         )
+    if _ragged_experts(job, inside):
+        in_use.add("ragged_experts")
     rates = _rates(job, inside)
     if rates is not None:
         grouped, dense = rates
@@ -220,6 +222,23 @@ def lever_facts(job: ReplayJob, found: Mapping[str, Found], steps: int) -> tuple
                 f"compute-bound ops (its dense matmuls) at {dense / 1e12:.1f} TFLOP/s on the same chip"
             )
     return in_use, evidence
+
+
+# the routed experts as a grouped GEMM over the rows routed to them (a ragged dot: XLA's ragged-dot, the TPU's
+# Mosaic kernel, megablox gmm; a GPU's grouped GEMM kernels), not a dense einsum over capacity-padded buffers
+_RAGGED = re.compile(r"ragged|gmm|grouped", re.IGNORECASE)
+
+
+def _ragged_experts(job: ReplayJob, inside: np.ndarray) -> bool:
+    roles_c, roles_v = job.codes("role")
+    experts = np.append(np.asarray(roles_v, dtype=object) == "experts", False)[roles_c] & inside
+    if not experts.any():
+        return False
+    names_c, names_v = job.codes("name")
+    ragged_name = np.append(np.array([bool(_RAGGED.search(str(v))) for v in names_v], dtype=bool), False)
+    op_c, op_v = job.codes("opcode")
+    ragged_op = np.append(np.isin(np.asarray(op_v, dtype=object), ("ragged-dot", "custom-call")), False)
+    return bool((experts & (ragged_name[names_c] | ragged_op[op_c])).any())
 
 
 DENSE_SHARE = 0.01  # the other compute-bound ops a grouped GEMM is held against: at least this share of the time
@@ -236,7 +255,13 @@ def _rates(job: ReplayJob, inside: np.ndarray) -> tuple[float, float] | None:
     bound = (f / job.peak_flops_per_s >= np.nan_to_num(b) / job.peak_hbm_bytes_per_s) & (f > 0) & inside
     roles_c, roles_v = job.codes("role")
     experts = np.append(np.asarray(roles_v, dtype=object) == "experts", False)[roles_c]
-    mine, others = bound & experts, bound & ~experts
+    # the dense matmuls: where XLA names its ops' categories, the matmul fusions ("convolution fusion" on a TPU),
+    # not every op the roofline calls compute-bound: an op whose arrays sit in on-chip memory states almost no
+    # HBM bytes (a top-1 program's scatters), so it reads as compute-bound at a rate no matmul has
+    cat_c, cat_v = job.codes("category")
+    matmul = np.append(np.char.find(np.asarray(cat_v, dtype=str), "convolution") >= 0, False)[cat_c]
+    dense = matmul if (matmul & bound & ~experts).any() else np.ones(job.size, dtype=bool)
+    mine, others = bound & experts, bound & ~experts & dense
     total = float(d[inside].sum())
     if not mine.any() or not others.any() or float(d[others].sum()) < DENSE_SHARE * total:
         return None

@@ -490,6 +490,18 @@ def replay_job(
 Merged = tuple[Analysis, pd.DataFrame | None, Projector | None]
 
 
+def with_precision(stack: Stack, precision: str) -> Stack:
+    """``stack`` with the run's compute precision where its run folder says f32: a chip whose matrix units are
+    bf16 runs each f32 matmul as several passes (a remedy names it)."""
+    if precision != "f32":
+        return stack
+    return replace(
+        stack,
+        in_use=stack.in_use | {"f32_compute"},
+        evidence={**stack.evidence, "f32_compute": "the run's manifest says its step computes in float32"},
+    )
+
+
 def finish_job(
     job: JobResults,
     link_peaks: dict[str, float] | None = None,
@@ -551,7 +563,7 @@ def finish_job(
     hbm, hbm_from = job_hbm_peak(job.peaks, hardware.preset, preset_from)
     replay = replay_job(job, records, ledger, (peak * 1e12 if peak else None, hbm * 1e9 if hbm else None))
     # spec §10: the on-chip work below the chip's roof, as opportunities (their remedies on what they show)
-    levers, stack = on_chip_levers(replay, stack)
+    levers, stack = on_chip_levers(replay, with_precision(stack, job_precision(manifest)))
     used, flop_notes = utilization(
         scope_frame,
         job.table("op_flops", OP_FLOP_COLUMNS),

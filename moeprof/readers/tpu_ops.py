@@ -421,6 +421,70 @@ def pair_async(
     return merged["done"].to_numpy()[found].astype(np.int64), merged["start"].to_numpy()[found].astype(np.int64)
 
 
+@dataclass(frozen=True)
+class OwnTime:
+    """The own time of the ops that hold others on a chip's op line: each piece of it as (op row, start, end), and
+    whether the piece is its op's first."""
+
+    parents: np.ndarray  # int64: rows of the ops that hold others
+    row: np.ndarray  # int64: each piece's op row
+    start: np.ndarray  # int64
+    end: np.ndarray  # int64
+    first: np.ndarray  # bool
+
+
+def own_time_pieces(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> OwnTime | None:
+    """On a TPU's ``XLA Ops`` line a control-flow op (a ``while`` around its body's ops: ``jax.lax.scan``,
+    ``fori_loop``) is an event that holds the events of the ops it runs, which the line lists too: its time is
+    theirs plus its own (the loop's condition and bookkeeping). Its own time is the part of its interval no op
+    inside it covers, as xprof's op_profile counts it (the loop's ops each under their own name, the loop's own
+    time at the program's total). Returns those parts per holding op (``device``: integer codes), or None where
+    no op holds another (the common case, found without sorting more than once)."""
+    n = len(start)
+    if n < 2:
+        return None
+    order = np.lexsort((-end, start, device))
+    s, e, d = start[order], end[order], device[order]
+    holds = np.zeros(n, dtype=bool)
+    holds[:-1] = (d[1:] == d[:-1]) & (s[1:] < e[:-1])
+    if not holds.any():
+        return None
+    parent = np.flatnonzero(holds)  # positions in the sorted order
+    # the ops inside each holding op: the positions after it that start before it ends, on its device
+    stop = np.empty(len(parent), dtype=np.int64)
+    bounds = np.flatnonzero(np.r_[True, d[1:] != d[:-1], True])
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # one search per device
+        here = (parent >= lo) & (parent < hi)
+        stop[here] = lo + np.searchsorted(s[lo:hi], e[parent[here]], side="left")
+    count = stop - parent - 1
+    block = np.repeat(np.arange(len(parent)), count)
+    inside = np.arange(len(block)) - np.repeat(np.cumsum(count) - count, count) + np.repeat(parent + 1, count)
+    p_start, p_end = s[parent], e[parent]
+    child_end = np.minimum(e[inside], p_end[block])
+    # each block's running latest end, as one accumulate: every block's values raised above the blocks before it
+    span = p_end - p_start + 1
+    offset = np.cumsum(span) - span
+    reach = np.maximum.accumulate(child_end - p_start[block] + offset[block]) - offset[block] + p_start[block]
+    first_in_block = np.r_[True, block[1:] != block[:-1]]
+    before = np.where(first_in_block, p_start[block], np.r_[p_start[0], reach[:-1]])
+    gap_start, gap_end, gap_block = before, s[inside], block
+    last = np.flatnonzero(np.r_[block[1:] != block[:-1], True])
+    gap_start = np.concatenate([gap_start, reach[last]])
+    gap_end = np.concatenate([gap_end, p_end[block[last]]])
+    gap_block = np.concatenate([gap_block, block[last]])
+    positive = gap_end > gap_start
+    gap_start, gap_end, gap_block = gap_start[positive], gap_end[positive], gap_block[positive]
+    by_time = np.lexsort((gap_start, gap_block))
+    gap_start, gap_end, gap_block = gap_start[by_time], gap_end[by_time], gap_block[by_time]
+    return OwnTime(
+        parents=order[parent],
+        row=order[parent][gap_block],
+        start=gap_start.astype(np.int64),
+        end=gap_end.astype(np.int64),
+        first=np.r_[True, gap_block[1:] != gap_block[:-1]] if len(gap_block) else np.zeros(0, dtype=bool),
+    )
+
+
 def tpu_activity(
     chips: Sequence[ChipLines],
     host: str,
@@ -494,17 +558,34 @@ def tpu_activity(
         drop[done[done >= 0]] = True
         async_rows.append(coll)
 
+    # an op that holds others on the line (a while loop around its body's ops) is its own time only: the parts of
+    # its interval no op inside it covers, one row each (its counts on the first), so nothing is counted twice
+    pieces = own_time_pieces(pd.factorize(device)[0], start, end)
+    if pieces is not None:
+        drop[pieces.parents] = True
     keep = np.flatnonzero(~drop)
     row_parts: list[np.ndarray] = [keep]
     starts, ends = [start[keep]], [end[keep]]
     streams = [np.full(len(keep), "XLA Ops", dtype=object)]
+    later_piece = [np.zeros(len(keep), dtype=bool)]
+    if pieces is not None:
+        row_parts.append(pieces.row)
+        starts.append(pieces.start)
+        ends.append(pieces.end)
+        streams.append(np.full(len(pieces.row), "XLA Ops", dtype=object))
+        later_piece.append(~pieces.first)
     for coll in async_rows:
         r = coll["start_row"].to_numpy(dtype=np.int64)
         row_parts.append(r)
         starts.append(coll["start"].to_numpy(dtype=np.int64))
         ends.append(coll["end"].to_numpy(dtype=np.int64))
         streams.append(np.full(len(r), "Async XLA Ops", dtype=object))
+        later_piece.append(np.zeros(len(r), dtype=bool))
     rows = np.concatenate(row_parts)  # each output row's op row (an async interval: its -start op's)
+    uncounted = np.concatenate(later_piece)  # a piece of an op's own time after its first: the op's counts are there
+
+    def counts(values: np.ndarray) -> np.ndarray:
+        return np.where(uncounted, 0.0, values) if pieces is not None else values
     out_key = key_codes[rows]
 
     def described(attr: str, dtype: type | str = object) -> np.ndarray:
@@ -552,17 +633,21 @@ def tpu_activity(
             "group": groups,
             "category": category[rows],
             "scope": scope[rows],
-            "flops": cat("flops", parts).astype(np.float64)[rows],
-            "model_flops": cat("model_flops", parts).astype(np.float64)[rows],
-            "bytes_accessed": cat("bytes_accessed", parts).astype(np.float64)[rows],
-            "hbm_bytes": hbm_bytes_column(
-                cat("memory_access", parts)[rows], cat("bytes_accessed", parts).astype(np.float64)[rows]
+            "flops": counts(cat("flops", parts).astype(np.float64)[rows]),
+            "model_flops": counts(cat("model_flops", parts).astype(np.float64)[rows]),
+            "bytes_accessed": counts(cat("bytes_accessed", parts).astype(np.float64)[rows]),
+            "hbm_bytes": counts(
+                hbm_bytes_column(
+                    cat("memory_access", parts)[rows], cat("bytes_accessed", parts).astype(np.float64)[rows]
+                )
             ),
-            "recounted_flops": _recounted(
-                described("ragged_flops", np.float64),
-                described("ragged_counted", np.float64),
-                cat("model_flops", parts).astype(np.float64)[rows],
-                cat("flops", parts).astype(np.float64)[rows],
+            "recounted_flops": counts(
+                _recounted(
+                    described("ragged_flops", np.float64),
+                    described("ragged_counted", np.float64),
+                    cat("model_flops", parts).astype(np.float64)[rows],
+                    cat("flops", parts).astype(np.float64)[rows],
+                )
             ),
             "source": source,
         },
