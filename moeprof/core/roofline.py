@@ -288,19 +288,29 @@ def device_roles(
     one_device = rows.columns.derived("roofline:one-device", lambda: _one_device_exchange(table))[rows.positions]
     s, e, idx = iv.clip(rows.start, rows.end, win_s, win_e)
     role_of = roles[idx]
-    present = np.unique(role_of)
+    present = np.flatnonzero(np.bincount(role_of, minlength=len(ROLES)))
     alone = _alone(s, e, role_of)
     out = []
     comm = rows.is_comm
     recounted = rows.numbers("recounted_flops", np.float64) if "recounted_flops" in table.columns else None
-    share = np.where(inside, clipped / np.maximum(rows.end - rows.start, 1), 0.0)
+    if recounted is not None and bool(np.isnan(recounted).all()):
+        recounted = None  # none counted on this device: each role's row FLOPs a sum of NaNs, 0.0
+    share = np.where(inside, clipped / np.maximum(rows.end - rows.start, 1), 0.0) if recounted is not None else None
+    # each role's time inside the window: float64 sums of int ns are exact below 2**53 (104 days)
+    role_in = roles[inside]
+    times = clipped[inside]
+    exact = int(times.sum()) < 1 << 53
+    by_role = np.bincount(role_in, weights=times, minlength=len(ROLES)) if exact else None
+    local_roles = np.bincount(role_in, weights=one_device[inside], minlength=len(ROLES)) > 0
+    comm_roles = np.bincount(role_in, weights=comm[inside], minlength=len(ROLES)) > 0
     for r in present.tolist():
         exposed = int(alone[r]) if r < alone.size else 0
-        of_role = inside & (roles == r)
-        time = int(clipped[of_role].sum())
+        of_role = inside & (roles == r) if by_role is None or share is not None else None
+        time = int(by_role[r]) if by_role is not None else int(clipped[of_role].sum())
         # an exchange whose collectives all have a group of one device: the whole of it (the collective's local
         # copy and the ops XLA lowers it into beside it) is token movement inside the device
-        local = ROLES[r] in EXCHANGES and bool((of_role & one_device).any()) and not bool((of_role & comm).any())
+        local = ROLES[r] in EXCHANGES and bool(local_roles[r]) and not bool(comm_roles[r])
+        row_flops = float(np.nansum(recounted[of_role] * share[of_role])) if share is not None else 0.0  # type: ignore[index]
         out.append(
             {
                 "device": device,
@@ -309,7 +319,7 @@ def device_roles(
                 "time_ns": time,
                 "exposed_ns": int(exposed),
                 "one_device_ns": time if local else 0,
-                "row_flops": float(np.nansum(recounted[of_role] * share[of_role])) if recounted is not None else 0.0,
+                "row_flops": row_flops,
             }
         )
     return pd.DataFrame(out, columns=ROLE_COLUMNS)
