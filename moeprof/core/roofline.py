@@ -325,16 +325,31 @@ def device_roles(
     return pd.DataFrame(out, columns=ROLE_COLUMNS)
 
 
+UNIONS_UP_TO = 4  # roles present up to which _alone takes a union per role (each a linear pass), past it one sweep
+
+
 def _alone(start: np.ndarray, end: np.ndarray, role: np.ndarray) -> np.ndarray:
     """Per role (index into ROLES): the time only its activities run (the union of its activities less the union
-    of every other role's), for activities sorted by start, in one sweep over their ends: a stretch belongs to a
-    role where every activity running in it has that role (their roles' count, sum and sum of squares say so: a
-    variance of 0)."""
+    of every other role's). For a few roles, the union of all the activities less the union of the other roles',
+    a linear pass each over the activities sorted by start; for more, one sweep over their starts and ends: a
+    stretch belongs to a role where every activity running in it has that role (their roles' count, sum and sum
+    of squares say so: a variance of 0)."""
     n = start.size
     if not n:
         return np.zeros(len(ROLES), dtype=np.int64)
     if bool((end[:-1] <= start[1:]).all()):  # sorted by start and none overlaps (a TPU's ops): their own time
         return np.bincount(role, weights=end - start, minlength=len(ROLES)).astype(np.int64)
+    present = np.flatnonzero(np.bincount(role, minlength=len(ROLES)))
+    if present.size <= UNIONS_UP_TO:
+        if not bool((start[1:] >= start[:-1]).all()):
+            order = np.argsort(start, kind="stable")
+            start, end, role = start[order], end[order], role[order]
+        out = np.zeros(len(ROLES), dtype=np.int64)
+        whole = iv.union_length(start, end, presorted=True)
+        for r in present.tolist():
+            other = role != r
+            out[r] = whole - iv.union_length(start[other], end[other], presorted=True)
+        return out
     points = np.concatenate([start, end])
     delta = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
     tag = np.concatenate([role, role]).astype(np.int64) + 1  # from 1: a stretch of no activity is told apart

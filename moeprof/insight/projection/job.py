@@ -438,8 +438,10 @@ class ReplayJob:
         rows = self.rows_of_step(step)
         if not rows.size:
             return CriticalPath.empty() if segments else {}, np.zeros(0, dtype=np.int64)
-        step_start = int(s[rows].min())
-        x = int(rows[np.argmax(e[rows])])
+        if rows.size == s.size:  # every activity in this step (rows: all of them, in order): no gathers
+            step_start, x = int(s.min()), int(np.argmax(e))
+        else:
+            step_start, x = int(s[rows].min()), int(rows[np.argmax(e[rows])])
         visited, arrived, pred = walk_back(g, s, e, x, after=step_start)
         # per step of the walk: the activity's time from its arrival to its end, then the launch/host gap
         # before that arrival (from the predecessor's end), both clipped at the step's start
