@@ -204,10 +204,16 @@ class _TableGroups:
     (op, scope key, role, arithmetic intensity, as a code numbered in order of first appearance), its FLOPs and
     HBM bytes, and each group's strings."""
 
-    def __init__(self, table: pd.DataFrame) -> None:
+    def __init__(self, table: pd.DataFrame, shared: Any = None) -> None:
+        """``shared``: the table's ``EventColumns``, whose counts and roles the replay's columns read too (each
+        decided once)."""
         columns = {c: column_codes(table[c]) for c in ("hlo_op", "name", "scope")}
-        self.flops, self.bytes = activity_counts(table)
-        roles = row_roles(table)
+        if shared is not None:
+            self.flops, self.bytes = shared.derived("counts", lambda: activity_counts(table))
+            roles = shared.derived("roofline:roles", lambda: row_roles(table))
+        else:
+            self.flops, self.bytes = activity_counts(table)
+            roles = row_roles(table)
         self.known_f, self.known_b = ~np.isnan(self.flops), ~np.isnan(self.bytes)
         f, b = self.flops, self.bytes
         # intensity as float32 (7 significant digits): the same op repeated is one group
@@ -239,7 +245,8 @@ def device_roofline(device: str, rows: Any, clipped: np.ndarray) -> pd.DataFrame
     inside = np.flatnonzero(clipped > 0)
     if not inside.size:
         return pd.DataFrame(columns=ROOFLINE_COLUMNS)
-    groups: _TableGroups = rows.columns.derived("roofline:groups", lambda: _TableGroups(rows.columns.table))
+    shared = rows.columns
+    groups: _TableGroups = shared.derived("roofline:groups", lambda: _TableGroups(shared.table, shared))
     positions = rows.positions[inside]
     group = groups.group[positions]
     size = groups.op.size  # the table's groups: sums by bincount, no sort of the device's rows
