@@ -348,14 +348,7 @@ def _match(
             # records written device by device in time order (what the map step does): one stable sort
             order = idx[np.argsort(dev_pair[idx], kind="stable")]
         else:
-            # a stable sort by (device, pair) alone is the lexsort's order where each (device, pair)'s records
-            # come in (start, end) order (a projected timeline's mostly do: a stream keeps its order)
-            order = idx[np.argsort(dev_pair[idx], kind="stable")]
-            o_key, o_s, o_e = dev_pair[order], start[order], end[order]
-            same = o_key[1:] == o_key[:-1]
-            later = (o_s[1:] > o_s[:-1]) | ((o_s[1:] == o_s[:-1]) & (o_e[1:] >= o_e[:-1]))
-            if not bool((later | ~same).all()):
-                order = idx[np.lexsort((e, s, dev_pair[idx]))]
+            order = idx[np.lexsort((e, s, dev_pair[idx]))]
         firsts = _run_starts(dev_pair[order])
         run = np.zeros(order.size, dtype=np.int64)
         run[firsts] = firsts

@@ -537,7 +537,7 @@ class ReplayJob:
             if not seg_lo:
                 continue
             win_s, win_e = iv.union(np.array(seg_lo, np.int64), np.array(seg_hi, np.int64))
-            measured = DeviceTimeline(frame, rows, columns).measure(win_s, win_e)
+            measured = DeviceTimeline(frame, rows, columns).measure(win_s, win_e, segments_only=True)
             figs = measured.figures
             proj_windows.append((name, win_s, win_e))
             exposed.append((name, *measured.exposed_segments))
@@ -550,7 +550,7 @@ class ReplayJob:
                 )
             )
         if self.records is not None and self.record_rows is not None and len(self.records) == self.record_rows.size:
-            recs = self.records.copy()
+            recs = self.records.copy(deep=False)  # its own start and end below; the rest shared (copy on write)
             recs["start_ns"] = own_s[self.record_rows]
             recs["end_ns"] = own_e[self.record_rows]
             ledger = build_ledger(
