@@ -1,4 +1,5 @@
-"""Benchmark: ``moeprof analyze --json`` against the floor of reading the same file, on issue 41's four shapes.
+"""Benchmark: ``moeprof analyze --json`` against the floor of reading the same file, on issue 41's four shapes and
+issue 49's kernel-dense one.
 
 One command prints issue 41's table: for each shape, the floor's CPU time (user + system) and peak RSS,
 ``analyze --json``'s, the JSON's bytes, and the ratios (targets: CPU <= 1.5x the floor's, peak RSS <= 1.0x).
@@ -8,7 +9,10 @@ One command prints issue 41's table: for each shape, the floor's CPU time (user 
 * ``xla``: ``bench_xplane.py --shape xla`` (10 steps, compute, collective and copy streams);
 * ``kernel-only``: ``bench_xplane.py --shape kernel-only`` (compute kernels only);
 * ``kineto``: ``bench_kineto.py --shape one-step``, one rank's Kineto capture of one long step of a large job
-  (~19% of device activities collectives on five NCCL streams).
+  (~19% of device activities collectives on five NCCL streams);
+* ``kernel-dense`` (issue 49): ``bench_xplane.py --shape kernel-dense``, one long step where every event is a
+  device kernel (8 GPUs, ~1.9 stats an event, collectives on three streams; no derived lines or host
+  launches): the kernel-dense end of real captures.
 
 The floors are the benchmarks' own: for XPlane, jaxlib's ``ProfileData.from_file`` and the name and duration of
 every event read from Python (``bench_xplane.FLOOR``: what any Python reader built on jaxlib pays); for Kineto,
@@ -21,7 +25,8 @@ Read the ratios on a machine without an accelerator: on the TPU machine's host j
 when the floor imports it (1.9-2.0 s, even with ``JAX_PLATFORMS=cpu``), which inflates the XPlane floor and
 hides analyze's cost.
 
-    python benchmarks/bench_floor.py [--events 1000000] [--repeat 3] [--shapes one-step,xla,kernel-only,kineto]
+    python benchmarks/bench_floor.py [--events 1000000] [--repeat 3]
+                                     [--shapes one-step,xla,kernel-only,kineto,kernel-dense]
                                      [--keep DIR [--reuse]] [--compare CHECKOUT]
     python benchmarks/bench_floor.py --events 10000000 --shapes one-step --repeat 1     # the 10M row
 """
@@ -44,7 +49,7 @@ from benchmarks.bench_kineto import FLOOR as KINETO_FLOOR  # noqa: E402
 from benchmarks.bench_startup import compile_package  # noqa: E402
 from benchmarks.bench_xplane import FLOOR as XPLANE_FLOOR  # noqa: E402
 
-SHAPES = ("one-step", "xla", "kernel-only", "kineto")
+SHAPES = ("one-step", "xla", "kernel-only", "kineto", "kernel-dense")
 CPU_TARGET = 1.5
 RSS_TARGET = 1.0
 

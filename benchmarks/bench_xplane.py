@@ -327,7 +327,13 @@ def _events(mids: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray) -> Field
 
 
 def build(
-    path: Path, n_events: int, gpus: int = 8, seed: int = 0, kernel_only: bool = False, one_step: bool = False
+    path: Path,
+    n_events: int,
+    gpus: int = 8,
+    seed: int = 0,
+    kernel_only: bool = False,
+    one_step: bool = False,
+    kernel_dense: bool = False,
 ) -> dict[str, int]:
     """Write the benchmark trace; returns counts by kind (for the tests that read it back).
 
@@ -337,9 +343,14 @@ def build(
     long step of a large job: every GPU runs the same sequence of kernels (the same
     program: its collectives match across GPUs), with collectives on three streams
     (~18% of kernels; :data:`ONE_STEP_SHARE`), durations and gaps of its own.
+    ``kernel_dense``: the one-step program as a raw device capture holds it: every event a device kernel
+    (no XLA Ops, XLA Modules or Steps lines, no host launches; the host's one StepTraceAnnotation marks the
+    step), each kernel with the two stats CUPTI's tracer writes (``correlation_id`` and ``kernel_details``,
+    a copy's ``memcpy_details``), no HLO stats.
     """
     rng = np.random.default_rng(seed)
-    per_gpu = max(n_events // (gpus if kernel_only else 3 * gpus), 1)
+    one_step = one_step or kernel_dense
+    per_gpu = max(n_events // (gpus if kernel_only or kernel_dense else 3 * gpus), 1)
     n_steps = 1 if one_step else STEPS
     roles = np.array(ONE_STEP_ROLES if one_step else (0, 1, 2))  # each stream's role: identity but for one-step
     host = _Plane(1, "/host:CPU")
@@ -429,11 +440,15 @@ def build(
                     ev = _events(name_ids[j], start[j], dur[j])
                     ev.message(4, stat(sid["correlation_id"], n).varint(3, corr[j]))
                     if roles[s] == 2:
-                        ev.message(4, stat(sid["context_id"], n).varint(3, 1))
+                        if not kernel_dense:
+                            ev.message(4, stat(sid["context_id"], n).varint(3, 1))
                         cats = [t.encode() for t in copy_sizes]
                         ev.message(4, stat(sid["memcpy_details"], n).strings(5, cats, copy_size[j]))
                     else:
                         ev.message(4, stat(sid["kernel_details"], n).varint(7, detail_refs[j]))
+                    if kernel_dense:
+                        chunks.append(ev)
+                        continue
                     op_here = has_op[j]
                     ev.message(4, stat(sid["hlo_op"], n).varint(7, op_refs[j]), present=op_here)
                     ev.message(4, stat(sid["hlo_module"], n).varint(7, module_ref), present=op_here)
@@ -441,6 +456,10 @@ def build(
                     chunks.append(ev)
                 plane.add_line(s + 1, sname, chunks)
 
+            if kernel_dense:  # a raw device capture: no derived lines, no host launches; the step's window
+                step_windows_all.append((start.min(keepdims=True), (start + dur).max(keepdims=True)))
+                planes.append(plane.to_bytes())
+                continue
             # derived lines: the XLA op of every kernel (stats on the op's event metadata, as XLA writes them)
             op_names = [o or nm for o, nm in zip(ops, names)]
             op_ids = plane.ids(op_names)
@@ -508,7 +527,10 @@ def build(
             out.write(body)
         host_name = b"bench0"
         out.write(b"\x22" + varint_bytes(len(host_name)) + host_name)
-    counts["events"] = (1 if kernel_only else 3) * counts["kernels"] + gpus * 2 * n_steps + n_steps
+    if kernel_dense:
+        counts["events"] = counts["kernels"] + n_steps
+    else:
+        counts["events"] = (1 if kernel_only else 3) * counts["kernels"] + gpus * 2 * n_steps + n_steps
     return counts
 
 
@@ -573,7 +595,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--shape", choices=("xla", "kernel-only", "one-step"), default="xla")
+    ap.add_argument("--shape", choices=("xla", "kernel-only", "one-step", "kernel-dense"), default="xla")
     ap.add_argument("--keep", type=Path, help="also keep the generated trace here")
     ap.add_argument("--skip-analyze", action="store_true", help="measure only the decoder against the floor")
     ap.add_argument("--skip-startup", action="store_true", help="leave out the start-up figures")
@@ -587,7 +609,11 @@ def main() -> None:
     compile_package()
     if args.build_only:
         built = build(
-            args.build_only, args.events, kernel_only=args.shape == "kernel-only", one_step=args.shape == "one-step"
+            args.build_only,
+            args.events,
+            kernel_only=args.shape == "kernel-only",
+            one_step=args.shape == "one-step",
+            kernel_dense=args.shape == "kernel-dense",
         )
         print(" ".join(f"{k}={v}" for k, v in built.items()))
         return

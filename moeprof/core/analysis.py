@@ -539,6 +539,7 @@ class PathSegment(NamedTuple):
 
 
 PATH_COLUMNS = ("device", "bucket", "kind", "cause", "name", "start_ns", "end_ns")  # PathSegment's fields
+STRING_COLUMNS = PATH_COLUMNS[:5]
 LONGEST_SEGMENTS = 5  # the longest segments a projection's JSON lists (the whole path: a parquet file on request)
 
 
@@ -624,29 +625,32 @@ class CriticalPath:
     @classmethod
     def coded(
         cls,
-        columns: Mapping[str, np.ndarray],
-        device_codes: np.ndarray,
-        device_names: np.ndarray,
-        cause_codes: np.ndarray,
-        cause_names: np.ndarray,
+        strings: Mapping[str, tuple[np.ndarray, np.ndarray]],
+        start: np.ndarray,
+        end: np.ndarray,
     ) -> CriticalPath:
-        """A path from its columns (:data:`PATH_COLUMNS`) and, beside them, each segment's device and cause as
-        codes into their names (the strings of the ``device`` and ``cause`` columns): the figures over devices and
-        causes (:meth:`by_cause`, :meth:`by_cause_device`, the devices crossed) are then read off the codes, not
-        hashed from a string per segment."""
-        start, end = columns["start_ns"], columns["end_ns"]
+        """A path from its columns: the string ones (:data:`STRING_COLUMNS`) as codes into their values, made into
+        strings only where a segment's string is read (the JSON reads the longest few; a path of a million segments
+        makes no string column unless its whole list is asked for: :meth:`frame`); the figures over devices and
+        causes (:meth:`by_cause`, :meth:`by_cause_device`, the devices crossed) are read off the codes, not hashed
+        from a string per segment."""
         ns = end - start
         keep = ns > 0
+        device_codes, device_names = strings["device"]
+        cause_codes, cause_names = strings["cause"]
         cause_of, cause_used = pd.factorize(cause_codes[keep])
         device_of, device_used = pd.factorize(device_codes[keep])
         device_names = np.asarray(device_names, dtype=object)
         # the devices crossed, in path order (a device named "" is none)
         named = device_codes[np.array([d != "" for d in device_names.tolist()], dtype=bool)[device_codes]]
         crossed = tuple(str(d) for d in device_names[pd.unique(named)].tolist()) if named.size else ()
-        path = cls(
-            columns["device"], columns["bucket"], columns["kind"], columns["cause"], columns["name"], start, end,
-            segments=int(start.size), total_ns=int(ns.sum(dtype=np.int64)), crossed=crossed,
-        )  # fmt: skip
+        path = object.__new__(cls)  # the string columns left out: __getattr__ makes each on first use
+        total = int(ns.sum(dtype=np.int64))
+        fields = {"start_ns": start, "end_ns": end, "segments": int(start.size), "total_ns": total, "crossed": crossed}
+        for name, value in fields.items():
+            object.__setattr__(path, name, value)
+        coded = {c: (codes, np.asarray(v, dtype=object)) for c, (codes, v) in strings.items()}
+        object.__setattr__(path, "_coded_strings", coded)
         pieces = (
             ns[keep],
             cause_of,
@@ -656,6 +660,24 @@ class CriticalPath:
         )
         object.__setattr__(path, "_coded_pieces", pieces)
         return path
+
+    def __getattr__(self, name: str) -> Any:
+        """A coded path's string column (:meth:`coded`), made on its first read and kept."""
+        coded = self.__dict__.get("_coded_strings")
+        if coded is None or name not in coded:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        codes, values = coded[name]
+        column = values[codes]
+        object.__setattr__(self, name, column)
+        return column
+
+    def _rows(self, column: str, rows: np.ndarray) -> np.ndarray:
+        """One column's values at ``rows`` (a coded string column's without making all of it)."""
+        coded = self.__dict__.get("_coded_strings")
+        if coded is not None and column in coded and column not in self.__dict__:
+            codes, values = coded[column]
+            return values[codes[rows]]
+        return cast("np.ndarray", getattr(self, column))[rows]
 
     def _pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The pieces that last: their time, and their cause and device as codes into distinct values (one
@@ -698,7 +720,8 @@ class CriticalPath:
         kth = np.partition(ns, ns.size - k)[ns.size - k]
         candidates = np.flatnonzero(ns >= kth)
         keep = np.sort(candidates[np.argsort(-ns[candidates], kind="stable")[:k]])
-        return replace(self, **{c: getattr(self, c)[keep] for c in PATH_COLUMNS})
+        held: dict[str, Any] = {c: self._rows(c, keep) for c in PATH_COLUMNS}
+        return replace(self, **held)
 
     def to_json(self) -> dict[str, Any]:
         """The path's figures (module docstring): segments, ns, the devices crossed, the longest segments."""

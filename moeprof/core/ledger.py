@@ -182,6 +182,30 @@ def _codes(values: pd.Series | np.ndarray, order: Mapping[str, int] | None = Non
     return lut[codes], names  # codes of -1 (NA) index the trailing -1
 
 
+def _order_codes(values: pd.Series, order: Mapping[str, int]) -> np.ndarray:
+    """:func:`_codes` with ``order``, the codes alone: a categorical's read off its own codes (a lookup per
+    category, not a hash of every row)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        cat = values.array
+        lut = np.array([order.get(str(c), -1) for c in cat.categories.tolist()] + [-1], dtype=np.int64)
+        return lut[np.asarray(cat.codes)]  # -1 (missing) reads the trailing -1
+    return _codes(values, order)[0]
+
+
+def _distinct(values: pd.Series) -> set[str]:
+    """The column's distinct values as strings, as ``pd.unique`` gives them (a missing one: "nan"); a
+    categorical's read off its codes."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        cat = values.array
+        seen = np.zeros(len(cat.categories) + 1, dtype=bool)
+        seen[np.asarray(cat.codes)] = True  # -1 (missing) marks the last slot
+        out = {str(v) for v in np.asarray(cat.categories, dtype=object)[seen[:-1]].tolist()}
+        if seen[-1]:
+            out.add(str(np.nan))
+        return out
+    return {str(d) for d in pd.unique(values)}
+
+
 def _run_starts(*keys: np.ndarray) -> np.ndarray:
     """Positions where a run of equal key tuples begins, in arrays already sorted by those keys."""
     n = keys[0].size
@@ -230,7 +254,7 @@ def _median_offset(h_sum: np.ndarray, h_cnt: np.ndarray, r_sum: np.ndarray, r_cn
 
 def _segments(frame: pd.DataFrame, devices: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(device code, start, end) sorted by device then start; rows of unknown devices dropped."""
-    dev, _ = _codes(frame["device"], devices)
+    dev = _order_codes(frame["device"], devices)
     s = frame["start_ns"].to_numpy(dtype=np.int64)
     e = frame["end_ns"].to_numpy(dtype=np.int64)
     keep = dev >= 0
@@ -376,9 +400,9 @@ def _clock_offsets(
     records: pd.DataFrame, m: _Matching, end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
     """Per record clock code, per clock δ, clock names (sorted), unaligned clock names."""
-    names = sorted({str(c) for c in pd.unique(records["clock"])}) if len(records) else []
+    names = sorted(_distinct(records["clock"])) if len(records) else []
     n_clocks = len(names)
-    clock, _ = _codes(records["clock"], {c: i for i, c in enumerate(names)})
+    clock = _order_codes(records["clock"], {c: i for i, c in enumerate(names)})
     delta = np.zeros(n_clocks, dtype=np.int64)
     aligning = np.array([k in ALIGNING_KINDS for k in m.kind_names] + [False], dtype=bool)
     sel = np.flatnonzero((m.status == COMPLETE) & aligning[m.kind])
@@ -461,13 +485,13 @@ def build_ledger(
     end = records["end_ns"].to_numpy(dtype=np.int64)
 
     device_names = sorted(
-        {str(d) for d in pd.unique(windows["device"])}
+        _distinct(windows["device"])
         | {str(d) for d in device_ids.values()}
-        | ({str(d) for d in pd.unique(records["device"])} if n else set())
+        | (_distinct(records["device"]) if n else set())
     )
     dev_order = {d: i for i, d in enumerate(device_names)}
     n_dev = len(device_names)
-    dev, _ = _codes(records["device"], dev_order)
+    dev = _order_codes(records["device"], dev_order)
 
     # member ids -> device codes: the caller's map, completed by the records' own ids
     gid_device = {int(g): dev_order[str(d)] for g, d in device_ids.items()}
@@ -514,7 +538,7 @@ def build_ledger(
     clipped_wait = np.zeros(n, dtype=np.int64)
     clipped_transfer = np.zeros(n, dtype=np.int64)
     is_complete = m.status == COMPLETE
-    window_devices = {str(d) for d in pd.unique(windows["device"])}
+    window_devices = _distinct(windows["device"])
     figures: dict[int, dict[str, int]] = {}
     for d in range(n_dev):
         if device_names[d] not in window_devices:

@@ -128,11 +128,17 @@ class DeviceTimeline:
         return int(self.start.min()), int(self.end.max())
 
     def measure(
-        self, win_s: np.ndarray | None = None, win_e: np.ndarray | None = None, per_row: bool = True
+        self,
+        win_s: np.ndarray | None = None,
+        win_e: np.ndarray | None = None,
+        per_row: bool = True,
+        segments_only: bool = False,
     ) -> WindowMeasure:
         """Spec §4 figures over a window (disjoint sorted segments; default: first start to last end).
 
-        ``per_row=False`` computes the figures only (a step's): no per-row arrays, pieces or segments.
+        ``per_row=False`` computes the figures only (a step's): no per-row arrays, pieces or segments;
+        ``segments_only``: the figures and the exposed comm segments, without the per-row arrays (a projected
+        timeline's figures per device).
         """
         n = self.start.size
         if n == 0:
@@ -184,6 +190,8 @@ class DeviceTimeline:
         figures = Figures(**fig)
         if not per_row:
             return WindowMeasure(figures, _NONE, _NONE, (_NONE, _NONE))
+        if segments_only:
+            return WindowMeasure(figures, _NONE, _NONE, iv.subtract(c_s, c_e, k_s, k_e))
         clipped = np.zeros(n, dtype=np.int64)
         exposed = np.zeros(n, dtype=np.int64)
         if win_s.size == 1:  # one piece per row at most

@@ -204,10 +204,16 @@ class _TableGroups:
     (op, scope key, role, arithmetic intensity, as a code numbered in order of first appearance), its FLOPs and
     HBM bytes, and each group's strings."""
 
-    def __init__(self, table: pd.DataFrame) -> None:
+    def __init__(self, table: pd.DataFrame, shared: Any = None) -> None:
+        """``shared``: the table's ``EventColumns``, whose counts and roles the replay's columns read too (each
+        decided once)."""
         columns = {c: column_codes(table[c]) for c in ("hlo_op", "name", "scope")}
-        self.flops, self.bytes = activity_counts(table)
-        roles = row_roles(table)
+        if shared is not None:
+            self.flops, self.bytes = shared.derived("counts", lambda: activity_counts(table))
+            roles = shared.derived("roofline:roles", lambda: row_roles(table))
+        else:
+            self.flops, self.bytes = activity_counts(table)
+            roles = row_roles(table)
         self.known_f, self.known_b = ~np.isnan(self.flops), ~np.isnan(self.bytes)
         f, b = self.flops, self.bytes
         # intensity as float32 (7 significant digits): the same op repeated is one group
@@ -239,7 +245,8 @@ def device_roofline(device: str, rows: Any, clipped: np.ndarray) -> pd.DataFrame
     inside = np.flatnonzero(clipped > 0)
     if not inside.size:
         return pd.DataFrame(columns=ROOFLINE_COLUMNS)
-    groups: _TableGroups = rows.columns.derived("roofline:groups", lambda: _TableGroups(rows.columns.table))
+    shared = rows.columns
+    groups: _TableGroups = shared.derived("roofline:groups", lambda: _TableGroups(shared.table, shared))
     positions = rows.positions[inside]
     group = groups.group[positions]
     size = groups.op.size  # the table's groups: sums by bincount, no sort of the device's rows
@@ -288,19 +295,29 @@ def device_roles(
     one_device = rows.columns.derived("roofline:one-device", lambda: _one_device_exchange(table))[rows.positions]
     s, e, idx = iv.clip(rows.start, rows.end, win_s, win_e)
     role_of = roles[idx]
-    present = np.unique(role_of)
+    present = np.flatnonzero(np.bincount(role_of, minlength=len(ROLES)))
     alone = _alone(s, e, role_of)
     out = []
     comm = rows.is_comm
     recounted = rows.numbers("recounted_flops", np.float64) if "recounted_flops" in table.columns else None
-    share = np.where(inside, clipped / np.maximum(rows.end - rows.start, 1), 0.0)
+    if recounted is not None and bool(np.isnan(recounted).all()):
+        recounted = None  # none counted on this device: each role's row FLOPs a sum of NaNs, 0.0
+    share = np.where(inside, clipped / np.maximum(rows.end - rows.start, 1), 0.0) if recounted is not None else None
+    # each role's time inside the window: float64 sums of int ns are exact below 2**53 (104 days)
+    role_in = roles[inside]
+    times = clipped[inside]
+    exact = int(times.sum()) < 1 << 53
+    by_role = np.bincount(role_in, weights=times, minlength=len(ROLES)) if exact else None
+    local_roles = np.bincount(role_in, weights=one_device[inside], minlength=len(ROLES)) > 0
+    comm_roles = np.bincount(role_in, weights=comm[inside], minlength=len(ROLES)) > 0
     for r in present.tolist():
         exposed = int(alone[r]) if r < alone.size else 0
-        of_role = inside & (roles == r)
-        time = int(clipped[of_role].sum())
+        of_role = inside & (roles == r) if by_role is None or share is not None else None
+        time = int(by_role[r]) if by_role is not None else int(clipped[of_role].sum())
         # an exchange whose collectives all have a group of one device: the whole of it (the collective's local
         # copy and the ops XLA lowers it into beside it) is token movement inside the device
-        local = ROLES[r] in EXCHANGES and bool((of_role & one_device).any()) and not bool((of_role & comm).any())
+        local = ROLES[r] in EXCHANGES and bool(local_roles[r]) and not bool(comm_roles[r])
+        row_flops = float(np.nansum(recounted[of_role] * share[of_role])) if share is not None else 0.0  # type: ignore[index]
         out.append(
             {
                 "device": device,
@@ -309,22 +326,37 @@ def device_roles(
                 "time_ns": time,
                 "exposed_ns": int(exposed),
                 "one_device_ns": time if local else 0,
-                "row_flops": float(np.nansum(recounted[of_role] * share[of_role])) if recounted is not None else 0.0,
+                "row_flops": row_flops,
             }
         )
     return pd.DataFrame(out, columns=ROLE_COLUMNS)
 
 
+UNIONS_UP_TO = 4  # roles present up to which _alone takes a union per role (each a linear pass), past it one sweep
+
+
 def _alone(start: np.ndarray, end: np.ndarray, role: np.ndarray) -> np.ndarray:
     """Per role (index into ROLES): the time only its activities run (the union of its activities less the union
-    of every other role's), for activities sorted by start, in one sweep over their ends: a stretch belongs to a
-    role where every activity running in it has that role (their roles' count, sum and sum of squares say so: a
-    variance of 0)."""
+    of every other role's). For a few roles, the union of all the activities less the union of the other roles',
+    a linear pass each over the activities sorted by start; for more, one sweep over their starts and ends: a
+    stretch belongs to a role where every activity running in it has that role (their roles' count, sum and sum
+    of squares say so: a variance of 0)."""
     n = start.size
     if not n:
         return np.zeros(len(ROLES), dtype=np.int64)
     if bool((end[:-1] <= start[1:]).all()):  # sorted by start and none overlaps (a TPU's ops): their own time
         return np.bincount(role, weights=end - start, minlength=len(ROLES)).astype(np.int64)
+    present = np.flatnonzero(np.bincount(role, minlength=len(ROLES)))
+    if present.size <= UNIONS_UP_TO:
+        if not bool((start[1:] >= start[:-1]).all()):
+            order = np.argsort(start, kind="stable")
+            start, end, role = start[order], end[order], role[order]
+        out = np.zeros(len(ROLES), dtype=np.int64)
+        whole = iv.union_length(start, end, presorted=True)
+        for r in present.tolist():
+            other = role != r
+            out[r] = whole - iv.union_length(start[other], end[other], presorted=True)
+        return out
     points = np.concatenate([start, end])
     delta = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
     tag = np.concatenate([role, role]).astype(np.int64) + 1  # from 1: a stretch of no activity is told apart

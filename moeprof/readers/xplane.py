@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from google.protobuf.message import DecodeError
 
-from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, set_strings
+from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, numbered, set_strings
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..core.steps import step_marker_pattern
 from ..core.trace import CPU, GPU, TPU, Job, Trace, make_markers, trailing_number
@@ -314,7 +314,7 @@ def _table_from_chunks(
     total = int(counts.sum())
     if name_table is not None:  # names as ids: factorized as ints, in the order the names appear
         ids = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
-        name_codes, used = pd.factorize(ids)
+        name_codes, used = numbered(ids, len(name_table))
         name_uniques = name_table[used]
     else:
         names = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=object)
@@ -336,9 +336,9 @@ def _table_from_chunks(
     if activity is None:
         act_of, copy_of = vocabulary().activity_of(np.asarray(name_uniques, dtype=object))
         # the name codes number the names in order of first appearance (pd.factorize's), none missing
-        numbered = not name_codes.size or int(name_codes.min()) >= 0
-        act = categorical_of(name_codes, act_of, numbered=numbered)
-        copy = categorical_of(name_codes, copy_of, numbered=numbered)
+        in_order = not name_codes.size or int(name_codes.min()) >= 0
+        act = categorical_of(name_codes, act_of, numbered=in_order)
+        copy = categorical_of(name_codes, copy_of, numbered=in_order)
     else:
         act, copy = activity, ""
     table = make_table(
@@ -1288,7 +1288,7 @@ def _stream_chunks(
     op_codes, mod_codes = np.concatenate(op_parts), np.concatenate(mod_parts)
     op_table, mod_table = np.concatenate(op_tables), np.concatenate(mod_tables)
     pids, has_stats = np.concatenate(pids_parts), np.concatenate(has_parts)
-    codes, used = pd.factorize(ids)
+    codes, used = numbered(ids, len(name_table))
     uniques = name_table[used]
     first = first_rows(codes)  # the first event of each name (codes count names in order of appearance)
     # the decision per distinct name, from its first event (as _StatReader.walk decides it)

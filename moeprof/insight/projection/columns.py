@@ -18,7 +18,8 @@ from ...core import intervals as iv
 from ...core.events import categorical, categorical_of, lookup
 from ...core.ledger_records import clock_domain
 from ...core.metrics import EventColumns
-from ...core.roofline import activity_counts, activity_roles
+from ...core.roles import ROLES, row_roles
+from ...core.roofline import activity_counts
 from ...core.trace import TPU, Trace
 from .terms.balance_router import MOE_ROLES, moe_roles
 from .terms.program import shape_columns
@@ -141,7 +142,8 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     expert = role_codes == 1 + MOE_ROLES.index("expert")
     token_codes, token_values, batch_codes, batch_values = token_classes(trace, columns, expert)
     program_codes, program_values, shape_codes, shape_values = shape_columns(trace, columns)
-    role_of, role_values = columns.derived("roles", lambda: activity_roles(table))
+    role_of = columns.derived("roofline:roles", lambda: row_roles(table))  # the roofline's, where it ran
+    role_values = np.array(ROLES, dtype=object)
     flops, hbm_bytes = columns.derived("counts", lambda: activity_counts(table))
     return pd.DataFrame(
         {

@@ -438,8 +438,10 @@ class ReplayJob:
         rows = self.rows_of_step(step)
         if not rows.size:
             return CriticalPath.empty() if segments else {}, np.zeros(0, dtype=np.int64)
-        step_start = int(s[rows].min())
-        x = int(rows[np.argmax(e[rows])])
+        if rows.size == s.size:  # every activity in this step (rows: all of them, in order): no gathers
+            step_start, x = int(s.min()), int(np.argmax(e))
+        else:
+            step_start, x = int(s[rows].min()), int(rows[np.argmax(e[rows])])
         visited, arrived, pred = walk_back(g, s, e, x, after=step_start)
         # per step of the walk: the activity's time from its arrival to its end, then the launch/host gap
         # before that arrival (from the predecessor's end), both clipped at the step's start
@@ -454,7 +456,6 @@ class ReplayJob:
         b = self.bucket[visited].astype(np.int64)
         bucket_of = np.where(b >= 0, b, len(BUCKETS))  # "other" where the bucket is none of them
         bucket_names = [*BUCKETS, "other"]
-        bucket = np.array(bucket_names, dtype=object)[bucket_of]
         # each step's cause as a code into CAUSES (its work's by its bucket; the gap before it: "launch")
         cause_code = np.array([CAUSES.index(_BUCKET_CAUSE.get(x, "other")) for x in bucket_names])[bucket_of]
         cause_names = np.array(CAUSES, dtype=object)
@@ -462,15 +463,16 @@ class ReplayJob:
 
         if not segments:
             return _time_on_path(
-                cause_names[np.r_[cause_code, np.full(visited.size, launch)]],
+                np.r_[cause_code, np.full(visited.size, launch)],
+                cause_names,
                 np.r_[g.device[visited], g.device[arrived]],
                 np.r_[work_hi - work_lo, np.where(gap_ok, arrival - gap_lo, 0)],
                 self.device_names,
             ), visited
 
-        def text(codes: np.ndarray, values: np.ndarray) -> np.ndarray:
-            """Each row's string ("" where missing), ``str`` taken once per distinct value."""
-            return lookup(codes, np.array([str(v) for v in np.asarray(values).tolist()], dtype=object), "")
+        def text(values: np.ndarray, *more: str) -> np.ndarray:
+            """The strings codes read: ``str`` of each distinct value, then "" (code -1, missing), then ``more``."""
+            return np.array([*(str(v) for v in np.asarray(values).tolist()), "", *more], dtype=object)
 
         # slot 2i: step i's work, slot 2i + 1: the gap before its arrival; the path runs from the last slot back
         keep = np.empty(2 * visited.size, dtype=bool)
@@ -482,23 +484,22 @@ class ReplayJob:
             both[0::2], both[1::2] = work, gap
             return np.ascontiguousarray(both[keep][::-1])
 
+        def coded(codes: np.ndarray, values: np.ndarray) -> np.ndarray:
+            return np.where(codes < 0, len(values), codes)  # -1 (missing) reads the "" after the values
+
         devices = np.array([str(d) for d in self.device_names.tolist()], dtype=object)
         device_code = column(g.device[visited], g.device[arrived])
         cause_column = column(cause_code, launch)
         path = CriticalPath.coded(
             {
-                "device": devices[device_code],
-                "bucket": column(bucket, ""),
-                "kind": column(text(kind_c[visited], kind_v), ""),
-                "cause": cause_names[cause_column],
-                "name": column(text(names_c[visited], names_v), "launch/host gap"),
-                "start_ns": column(work_lo, gap_lo),
-                "end_ns": column(work_hi, arrival),
+                "device": (device_code, devices),
+                "bucket": (column(bucket_of, len(bucket_names)), np.array([*bucket_names, ""], dtype=object)),
+                "kind": (column(coded(kind_c[visited], kind_v), len(kind_v)), text(kind_v)),
+                "cause": (cause_column, cause_names),
+                "name": (column(coded(names_c[visited], names_v), len(names_v) + 1), text(names_v, "launch/host gap")),
             },
-            device_code,
-            devices,
-            cause_column,
-            cause_names,
+            column(work_lo, gap_lo),
+            column(work_hi, arrival),
         )
         return path, visited[::-1].copy()
 
@@ -536,7 +537,7 @@ class ReplayJob:
             if not seg_lo:
                 continue
             win_s, win_e = iv.union(np.array(seg_lo, np.int64), np.array(seg_hi, np.int64))
-            measured = DeviceTimeline(frame, rows, columns).measure(win_s, win_e)
+            measured = DeviceTimeline(frame, rows, columns).measure(win_s, win_e, segments_only=True)
             figs = measured.figures
             proj_windows.append((name, win_s, win_e))
             exposed.append((name, *measured.exposed_segments))
@@ -549,7 +550,7 @@ class ReplayJob:
                 )
             )
         if self.records is not None and self.record_rows is not None and len(self.records) == self.record_rows.size:
-            recs = self.records.copy()
+            recs = self.records.copy(deep=False)  # its own start and end below; the rest shared (copy on write)
             recs["start_ns"] = own_s[self.record_rows]
             recs["end_ns"] = own_e[self.record_rows]
             ledger = build_ledger(
@@ -561,18 +562,20 @@ class ReplayJob:
 
 
 def _time_on_path(
-    cause: np.ndarray, device: np.ndarray, ns: np.ndarray, device_names: np.ndarray
+    cause: np.ndarray, cause_names: np.ndarray, device: np.ndarray, ns: np.ndarray, device_names: np.ndarray
 ) -> dict[str, dict[str, int]]:
-    """Per cause, per device: the summed ``ns`` of the path's pieces that last (``ns`` > 0)."""
+    """Per cause (``cause``: codes into ``cause_names``; the causes in name order), per device: the summed ``ns``
+    of the path's pieces that last (``ns`` > 0)."""
     keep = ns > 0
-    causes, cause_of = np.unique(cause[keep].astype(str), return_inverse=True)
-    n_dev = int(device_names.size)
-    total = np.zeros(causes.size * n_dev, dtype=np.int64)
-    np.add.at(total, cause_of.reshape(-1) * n_dev + device[keep], ns[keep])
+    n_dev, n_cause = int(device_names.size), len(cause_names)
+    total = np.zeros(n_cause * n_dev, dtype=np.int64)
+    np.add.at(total, cause[keep] * n_dev + device[keep], ns[keep])
+    held = np.zeros(n_cause, dtype=bool)
+    held[cause[keep]] = True
     out: dict[str, dict[str, int]] = {}
-    for i, c in enumerate(causes.tolist()):
+    for i in sorted(np.flatnonzero(held).tolist(), key=lambda c: str(cause_names[c])):
         per = total[i * n_dev : (i + 1) * n_dev]
-        out[str(c)] = {str(device_names[d]): int(per[d]) for d in np.flatnonzero(per).tolist()}
+        out[str(cause_names[i])] = {str(device_names[d]): int(per[d]) for d in np.flatnonzero(per).tolist()}
     return out
 
 

@@ -77,7 +77,7 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
         return lookup(codes, flags, test(""))
 
     index = role_table().index
-    role = row_roles(columns.table)
+    role = columns.derived("roofline:roles", lambda: row_roles(columns.table))  # decided once per table
     compute, comm = per_value("bucket", "compute".__eq__), per_value("bucket", "comm".__eq__)
     expert = compute & (role == index["experts"])
     if expert.any():  # which rule placed them, decided again over the experts' rows only
