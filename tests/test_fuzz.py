@@ -6,7 +6,7 @@ sanity of accepted figures. Cases that fail only in ways a known, not yet fixed,
 (tests/fuzz/known.py, catalog in tests/fuzz/KNOWN_FAILURES.md) are xfailed; any other failure is red.
 
 Knobs: MOEPROF_FUZZ_RUNS (random cases, default 150), MOEPROF_FUZZ_SECONDS (time budget of this module,
-default 50: random cases past it are skipped), MOEPROF_FUZZ_TPU_RUNS (cases on a real TPU capture, default 30),
+default 30: random cases past it are skipped), MOEPROF_FUZZ_TPU_RUNS (cases on a real TPU capture, default 30),
 MOEPROF_FUZZ_SEED (default 1). A failing case prints its
 seed, mutation log and replay command: ``python -m tests.fuzz --replay SEED:INDEX --keep /tmp/case``.
 Thousands of cases: ``python -m tests.fuzz --runs 5000 --seed 7 --report /tmp/fuzz.jsonl``.
@@ -48,7 +48,7 @@ from .helpers import judge_fuzz_result
 RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "150"))
 ROCPROF_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPROF_RUNS", "40"))
 TPU_RUNS = int(os.environ.get("MOEPROF_FUZZ_TPU_RUNS", "30"))
-SECONDS = float(os.environ.get("MOEPROF_FUZZ_SECONDS", "50"))
+SECONDS = float(os.environ.get("MOEPROF_FUZZ_SECONDS", "30"))
 SEED = int(os.environ.get("MOEPROF_FUZZ_SEED", "1"))
 CATALOG = Path(__file__).parent / "fuzz" / "KNOWN_FAILURES.md"
 

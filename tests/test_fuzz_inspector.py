@@ -3,7 +3,7 @@
 Each case runs on the job without and with P2P records (Send/Recv, NCCL 2.30). Every case keeps the
 bad-input contract (exit 2 with one line naming a file, no traceback, input
 untouched) or is accepted with sane figures; what each mutation must give is checked (a truncated or
-retyped line is refused, a duplicated or blank line changes nothing). MOEPROF_FUZZ_RUNS (default 60),
+retyped line is refused, a duplicated or blank line changes nothing). MOEPROF_FUZZ_RUNS (default 30),
 MOEPROF_FUZZ_SEED (default 1).
 """
 
@@ -23,7 +23,7 @@ from moeprof.errors import UNFORESEEN
 from tests.fuzz.inspector import InspectorCase, generate, seed_files
 from tests.fuzz.mutators import ANY, REJECT, SAME
 
-RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "60"))
+RUNS = int(os.environ.get("MOEPROF_FUZZ_RUNS", "30"))
 SEED = int(os.environ.get("MOEPROF_FUZZ_SEED", "1"))
 runner = CliRunner()
 

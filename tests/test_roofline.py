@@ -36,8 +36,7 @@ CAPTURES = [
     ("sample", "tpu_v5e_moe_step/a/runsc.xplane.pb.gz"),
     ("sample", "tpu_v5e_moe_step/b/runsc.xplane.pb.gz"),
     ("sample", "tpu_v5e_ablation/base/runsc.xplane.pb.gz"),
-    ("sample", "tpu_v5e_ablation/ffn2048/runsc.xplane.pb.gz"),
-    ("sample", "tpu_v5e_ablation/tok8192/runsc.xplane.pb.gz"),
+    # ablation/ffn2048 and tok8192 are base's program at other sizes: tests/test_tpu_tokens.py reads them
     ("sample", "tpu_v5e_ablation/cap2/runsc.xplane.pb.gz"),
     ("sample", "tpu_v5e_ablation/f32/runsc.xplane.pb.gz"),
     *(("sample", f"tpu_v5e_levers/{run}/runsc.xplane.pb.gz") for run in ("base", "gather", "skipx", "lever")),

@@ -479,10 +479,13 @@ def role_rows(roles: pd.DataFrame, roofline: Mapping[str, Any] | None, devices: 
     if not len(roles):
         return []
     n = max(devices, 1)
-    per = roles.assign(scale=1.0 / roles["steps"].clip(lower=1))
+    # one order of the rows whatever order the files' results came in (a pool's, a cluster's): float sums in
+    # another order differ in their last bit, and the library's and the CLI's JSON must be equal
+    ordered = roles.assign(device=roles["device"].astype(str)).sort_values(["role", "device"], kind="stable")
+    per = ordered.assign(scale=1.0 / ordered["steps"].clip(lower=1))
     by_role = {str(r["role"]): r for r in (roofline or {}).get("roles") or ()}
     times = {role: float((g["time_ns"] * g["scale"]).sum()) / n for role, g in per.groupby("role", sort=False)}
-    total = sum(times.values())
+    total = math.fsum(times[role] for role in ROLES if role in times)
     out = []
     for role in ROLES:
         if role not in times:
