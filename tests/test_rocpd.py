@@ -291,7 +291,7 @@ def test_a_folder_of_databases_is_left_as_it_was(tmp_path: Path) -> None:
 
 # ---- fuzz (tests/fuzz/rocpd_cases.py; the harness and oracle of tests/test_fuzz.py) ---------------------------------
 
-FUZZ_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPD_RUNS", "30"))
+FUZZ_RUNS = int(os.environ.get("MOEPROF_FUZZ_ROCPD_RUNS", "15"))
 FUZZ_SEED = int(os.environ.get("MOEPROF_FUZZ_SEED", "1"))
 
 

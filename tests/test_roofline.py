@@ -34,12 +34,13 @@ CAPTURES = [
     ("shared", "tpu/moe_ragged_dot_v5e_1chip.xplane.pb"),
     ("sample", "tpu_v5e_demo/runsc.xplane.pb"),
     ("sample", "tpu_v5e_moe_step/a/runsc.xplane.pb.gz"),
-    ("sample", "tpu_v5e_moe_step/b/runsc.xplane.pb.gz"),
+    # moe_step/b is a's step dropless (b's ragged dots: the levers' captures hold them)
     ("sample", "tpu_v5e_ablation/base/runsc.xplane.pb.gz"),
     # ablation/ffn2048 and tok8192 are base's program at other sizes: tests/test_tpu_tokens.py reads them
     ("sample", "tpu_v5e_ablation/cap2/runsc.xplane.pb.gz"),
     ("sample", "tpu_v5e_ablation/f32/runsc.xplane.pb.gz"),
-    *(("sample", f"tpu_v5e_levers/{run}/runsc.xplane.pb.gz") for run in ("base", "gather", "skipx", "lever")),
+    # the levers' base is ablation/base's program again; lever is gather's and skipx's changes together
+    *(("sample", f"tpu_v5e_levers/{run}/runsc.xplane.pb.gz") for run in ("gather", "skipx")),
 ]
 LEVERS = SAMPLES / "tpu_v5e_levers"
 DUPLICATES = " and its duplicate(s)"
