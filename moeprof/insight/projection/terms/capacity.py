@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 from ....core.analysis import Opportunity
 from ..job import ReplayJob
-from ..selection import parse_filters, select
+from ..selection import parse_filters
 from .base import Changing, WhatIf, bad, factor_of
 from .program import Program
-from .resize import Resize, resize_job, said
+from .resize import Resize, Resized, resize_term, said
 
 NAME = "capacity"
 
@@ -45,51 +45,31 @@ class Capacity:
         return WhatIf(text.strip(), NAME, parse_filters(text, body or ""), value)
 
     def apply(self, job: ReplayJob, term: WhatIf, state: Changing, opportunities: Sequence[Opportunity]) -> int:
-        chosen = select(job, term, opportunities)
-        seen: list[Program] = []
-
         def resize(program: Program) -> Resize | None:
             if not program.capacity or not program.top_k:
-                seen.append(program)
                 return None
             return Resize(capacity=capacity_rows(program, term.factor) / program.capacity)
 
-        resized = resize_job(job, state, chosen, resize)
-        state.duration, state.transfer = resized.duration, resized.transfer
-        if not resized.programs:
-            note = _why_not(seen, term.factor)
-        else:
-            program = resized.programs[0]
+        def told(program: Program, resized: Resized) -> tuple[str, dict[str, object]]:
             after = capacity_rows(program, term.factor)
             head = (
                 f"capacity factor {program.capacity_factor:.3g} → {term.factor:g} (C = {program.capacity:,} → "
                 f"{after:,} rows per expert, {program.experts} experts, top-{program.top_k:g}, T = "
                 f"{program.tokens:,}; padded: the time does not depend on the drops)"
             )
-            note = said(head, resized)
-            state.found.append(
-                {
-                    "term": NAME,
-                    "from": program.capacity_factor,
-                    "to": term.factor,
-                    "rows": [program.capacity, after],
-                    **resized.to_json(),
-                }
+            return said(head, resized), {
+                "from": program.capacity_factor,
+                "to": term.factor,
+                "rows": [program.capacity, after],
+            }
+
+        def why_not(held: Sequence[Program]) -> str:
+            return (
+                f"capacity={term.factor:g}: the program is dropless (its experts' groups follow the routing, no "
+                "capacity pads them): nothing changed"
             )
-        state.note = "; ".join(n for n in (state.note, note) if n)
-        return resized.rows
 
-
-def _why_not(programs: Sequence[Program], factor: float) -> str:
-    if not programs or not any(p.ok() for p in programs):
-        return (
-            f"capacity={factor:g}: no routed experts' grouped GEMM (a ragged dot) in an XLA program whose HLO the "
-            "capture holds: nothing changed"
-        )
-    return (
-        f"capacity={factor:g}: the program is dropless (its experts' groups follow the routing, no capacity "
-        "pads them): nothing changed"
-    )
+        return resize_term(job, term, state, opportunities, resize, told, why_not)
 
 
 TERM = Capacity()

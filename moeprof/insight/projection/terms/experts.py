@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 from ....core.analysis import Opportunity
 from ..job import ReplayJob
-from ..selection import parse_filters, select
+from ..selection import parse_filters
 from .base import Changing, WhatIf, bad, factor_of
 from .program import Program
-from .resize import Resize, resize_job, said, tiles
+from .resize import Resize, Resized, resize_term, said, tiles
 
 NAME = "experts"
 
@@ -38,22 +38,13 @@ class Experts:
         return WhatIf(text.strip(), NAME, parse_filters(text, body or ""), value)
 
     def apply(self, job: ReplayJob, term: WhatIf, state: Changing, opportunities: Sequence[Opportunity]) -> int:
-        chosen = select(job, term, opportunities)
-        seen: list[Program] = []
-
         def resize(program: Program) -> Resize | None:
             after = program.experts * term.factor
             if not program.ok() or after < 1 or abs(after - round(after)) > 1e-6:
-                seen.append(program)
                 return None
             return Resize(experts=round(after) / program.experts)
 
-        resized = resize_job(job, state, chosen, resize)
-        state.duration, state.transfer = resized.duration, resized.transfer
-        if not resized.programs:
-            note = _why_not(seen, term.factor)
-        else:
-            program = resized.programs[0]
+        def told(program: Program, resized: Resized) -> tuple[str, dict[str, object]]:
             after = round(program.experts * term.factor)
             grouped = ""
             if program.tile_rows:
@@ -63,20 +54,13 @@ class Experts:
                 f"experts {program.experts} → {after} at top-{program.top_k:g} (rows {program.rows:,} "
                 f"unchanged{grouped})"
             )
-            note = said(head, resized)
-            state.found.append({"term": NAME, "from": program.experts, "to": after, **resized.to_json()})
-        state.note = "; ".join(n for n in (state.note, note) if n)
-        return resized.rows
+            return said(head, resized), {"from": program.experts, "to": after}
 
+        def why_not(held: Sequence[Program]) -> str:
+            counts = ", ".join(sorted({f"{p.experts} x {term.factor:g}" for p in held if p.ok()}))
+            return f"experts={term.factor:g}: {counts} is not a whole number of experts: nothing changed"
 
-def _why_not(programs: Sequence[Program], factor: float) -> str:
-    if not programs or not any(p.ok() for p in programs):
-        return (
-            f"experts={factor:g}: no routed experts' grouped GEMM (a ragged dot) in an XLA program whose HLO the "
-            "capture holds: nothing changed"
-        )
-    counts = ", ".join(sorted({f"{p.experts} x {factor:g}" for p in programs if p.ok()}))
-    return f"experts={factor:g}: {counts} is not a whole number of experts: nothing changed"
+        return resize_term(job, term, state, opportunities, resize, told, why_not)
 
 
 TERM = Experts()

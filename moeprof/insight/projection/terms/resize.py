@@ -33,9 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ....core.analysis import Opportunity
 from ....core.events import lookup
 from ..job import NO_STEP, ReplayJob
-from .base import Changing, ns_of
+from ..selection import select
+from .base import Changing, WhatIf, ns_of
 from .program import OpArray, OpFacts, Program
 
 
@@ -379,3 +381,42 @@ def said(head: str, resized: Resized, removed: str = "") -> str:
         f"{head}: changed {ms(changed)} ms per step ({listing(resized.changed_ns)}) to {ms(resized.projected_ns)} ms"
         f"{placed}{gone}, held {ms(sum(resized.held_ns.values()))} ms ({listing(resized.held_ns)})"
     )
+
+
+def resize_term(
+    job: ReplayJob,
+    term: WhatIf,
+    state: Changing,
+    opportunities: Sequence[Opportunity],
+    resize: Callable[[Program], Resize | None],
+    told: Callable[[Program, Resized], tuple[str, dict[str, object]]],
+    why_not: Callable[[Sequence[Program]], str],
+) -> int:
+    """A routing term applied (``top_k``, ``capacity``, ``experts``: one shape, their own cost in ``resize``):
+    the rows its filters select resized program by program (``resize``: None holds a program's rows), the
+    state's durations and transfers replaced; its note and its ``found`` entry from the first program resized
+    (``told``: the note and the entry's own fields, ``term``, before them and the resize's figures after), or,
+    where none was, why not (no program with a grouped GEMM, else ``why_not`` of the programs held). The
+    rows changed."""
+    held: list[Program] = []
+
+    def attempt(program: Program) -> Resize | None:
+        change = resize(program)
+        if change is None:
+            held.append(program)
+        return change
+
+    resized = resize_job(job, state, select(job, term, opportunities), attempt)
+    state.duration, state.transfer = resized.duration, resized.transfer
+    if resized.programs:
+        note, found = told(resized.programs[0], resized)
+        state.found.append({"term": term.action, **found, **resized.to_json()})
+    elif not any(p.ok() for p in held):
+        note = (
+            f"{term.action}={term.factor:g}: no routed experts' grouped GEMM (a ragged dot) in an XLA program "
+            "whose HLO the capture holds: nothing changed"
+        )
+    else:
+        note = why_not(held)
+    state.note = "; ".join(n for n in (state.note, note) if n)
+    return resized.rows

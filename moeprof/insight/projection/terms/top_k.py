@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 from ....core.analysis import Opportunity
 from ..job import ReplayJob
-from ..selection import parse_filters, select
+from ..selection import parse_filters
 from .base import Changing, WhatIf, bad, factor_of
 from .program import Program
-from .resize import Resize, resize_job, said
+from .resize import Resize, Resized, resize_term, said
 
 NAME = "top_k"
 
@@ -41,22 +41,14 @@ class TopK:
         return WhatIf(text.strip(), NAME, parse_filters(text, body or ""), value)
 
     def apply(self, job: ReplayJob, term: WhatIf, state: Changing, opportunities: Sequence[Opportunity]) -> int:
-        chosen = select(job, term, opportunities)
         to = int(term.factor)
-        seen: list[Program] = []
 
         def resize(program: Program) -> Resize | None:
             if not program.top_k or program.capacity or (program.experts and to > program.experts):
-                seen.append(program)
                 return None
             return Resize(routed=to / program.top_k, single_copy=to == 1 and program.top_k > 1)
 
-        resized = resize_job(job, state, chosen, resize)
-        state.duration, state.transfer = resized.duration, resized.transfer
-        if not resized.programs:
-            note = _why_not(seen, to)
-        else:
-            program = resized.programs[0]
+        def told(program: Program, resized: Resized) -> tuple[str, dict[str, object]]:
             k = program.top_k
             head = (
                 f"top-k {k:g} → {to} (T = {program.tokens:,}; the experts' rows {program.rows:,} → "
@@ -68,29 +60,26 @@ class TopK:
                     f"; a lower bound: the top-{to} program also relayouts the {to} copies of each token and sums "
                     "them, work the top-1 program has no op for (not counted)"
                 )
-            state.found.append({"term": NAME, "from": round(k) if k == round(k) else k, "to": to, **resized.to_json()})
-        state.note = "; ".join(n for n in (state.note, note) if n)
-        return resized.rows
+            return note, {"from": round(k) if k == round(k) else k, "to": to}
 
+        def why_not(held: Sequence[Program]) -> str:
+            fewer = [p for p in held if p.ok() and p.experts and to > p.experts]
+            if fewer:
+                return (
+                    f"top_k={to}: the program has {fewer[0].experts} routed experts, so a token goes to at most "
+                    f"{fewer[0].experts} (experts=F adds experts): nothing changed"
+                )
+            if any(p.capacity for p in held):
+                return (
+                    f"top_k={to}: a program padded to capacity (its buffers follow the capacity, not k): use "
+                    "capacity=F with tokens(routed)=F; nothing changed"
+                )
+            return (
+                f"top_k={to}: the program's top-k is not known (its experts' rows are no multiple of T): nothing "
+                "changed"
+            )
 
-def _why_not(programs: Sequence[Program], to: int) -> str:
-    if not programs or not any(p.ok() for p in programs):
-        return (
-            f"top_k={to}: no routed experts' grouped GEMM (a ragged dot) in an XLA program whose HLO the capture "
-            "holds: nothing changed"
-        )
-    fewer = [p for p in programs if p.ok() and p.experts and to > p.experts]
-    if fewer:
-        return (
-            f"top_k={to}: the program has {fewer[0].experts} routed experts, so a token goes to at most "
-            f"{fewer[0].experts} (experts=F adds experts): nothing changed"
-        )
-    if any(p.capacity for p in programs):
-        return (
-            f"top_k={to}: a program padded to capacity (its buffers follow the capacity, not k): use capacity=F "
-            "with tokens(routed)=F; nothing changed"
-        )
-    return f"top_k={to}: the program's top-k is not known (its experts' rows are no multiple of T): nothing changed"
+        return resize_term(job, term, state, opportunities, resize, told, why_not)
 
 
 TERM = TopK()
