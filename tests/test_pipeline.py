@@ -13,9 +13,11 @@ from moeprof.cli import app
 from moeprof.core.analysis import Analysis
 from moeprof.core.classify import classify
 from moeprof.core.topology import attribute_links
+from moeprof.pipeline.merge import JobResults, finish_job
+from moeprof.pipeline.per_file import measure_file
 from moeprof.readers import read_file
 
-from .helpers import SAMPLES
+from .helpers import SAMPLES, SHARED_TRACES
 
 SAMPLE_INPUTS = [
     "cpu_moe_8dev",
@@ -75,3 +77,30 @@ def test_a_bad_saved_analysis_is_named() -> None:
         Analysis.from_json({"schema": "other"}, "x.json")
     with pytest.raises(moeprof.InputError, match="'total' or 'devices' missing"):
         Analysis.from_json({"schema": "moeprof.analysis/1"}, "x.json")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        SAMPLES / "kineto_alltoall_gloo_w4",
+        SAMPLES / "synthetic_2host_4gpu",
+        SHARED_TRACES / "kineto" / "dlrm_8rank_v100",
+    ],
+    ids=lambda p: p.name,
+)
+def test_results_arriving_in_any_order_give_one_analysis(path: Path) -> None:
+    """A pool or a cluster hands the files' results back in any order: the analysis (every float's last bit
+    too) must not depend on it. The same results taken in file order and in reverse give one JSON."""
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared is absent in a fresh clone)")
+    parts = [measure_file(t) for t in moeprof.load(path)]
+    assert len(parts) > 1
+
+    def analysis(order: list[int]) -> str:
+        job = JobResults()
+        for i in order:
+            job.add(i, parts[i])
+        return json.dumps(finish_job(job)[0].to_json(), sort_keys=True)
+
+    forward = list(range(len(parts)))
+    assert analysis(forward) == analysis(forward[::-1])
