@@ -29,6 +29,13 @@ hides analyze's cost.
                                      [--shapes one-step,xla,kernel-only,kineto,kernel-dense]
                                      [--keep DIR [--reuse]] [--compare CHECKOUT]
     python benchmarks/bench_floor.py --events 10000000 --shapes one-step --repeat 1     # the 10M row
+    python benchmarks/bench_floor.py --shapes kernel-dense --parts                      # where analyze's cost lies
+
+``--parts`` measures, beside the floor, the stages ``analyze --json`` goes through, each a process of its own
+that stops there: Python alone, importing numpy and pandas (the table's), importing what ``analyze`` imports, the
+XPlane read (``moeprof.readers.read_file``), the read classified (``load_trace``: taxonomy, scopes, roles, links),
+``analyze --json --no-projection`` and ``analyze --json``. Each row is its CPU and peak RSS and their ratios to the
+floor's; the difference between two rows is the cost of the stage between them.
 """
 
 from __future__ import annotations
@@ -70,6 +77,21 @@ def build(shape: str, path: Path, events: int) -> None:
     subprocess.run(cmd, check=True, capture_output=True)
 
 
+# the stages of ``analyze --json`` (``--parts``): each a command that stops there; the XPlane shapes only
+PARTS: dict[str, str] = {
+    "python alone": "pass",
+    "import numpy, pandas": "import numpy, pandas",
+    "import what analyze imports": (
+        "import moeprof.cli.main, moeprof.cli.analyze, moeprof.pipeline.runner, moeprof.pipeline.merge, "
+        "moeprof.insight.projection, moeprof.reports.json_report, moeprof.readers.xplane"
+    ),
+    "read (readers.read_file)": "import sys; from moeprof.readers import read_file; read_file(sys.argv[1])",
+    "read + classify (load_trace)": (
+        "import sys; from moeprof.pipeline.runner import load_trace; load_trace(sys.argv[1])"
+    ),
+}
+
+
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
     """CPU seconds (user + system), peak RSS (MiB) and stdout bytes of one child process (run from the temporary
     folder: ``python -m`` puts its working folder first on the path, which would choose the checkout)."""
@@ -92,7 +114,10 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="build the traces into this folder and keep them")
     ap.add_argument("--reuse", action="store_true", help="with --keep: use the traces already there")
     ap.add_argument("--compare", type=Path, help="another checkout whose analyze --json is measured too (before)")
+    ap.add_argument("--parts", action="store_true", help="the stages of analyze --json, each against the floor")
     args = ap.parse_args()
+    if args.parts and (args.compare or "kineto" in args.shapes.split(",")):
+        raise SystemExit("--parts: the XPlane shapes, one checkout")
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
@@ -114,6 +139,12 @@ def main() -> None:
                 build(shape, trace, args.events)
             floor = [py, "-c", KINETO_FLOOR if shape == "kineto" else XPLANE_FLOOR, str(trace)]
             runs = {"floor": (floor, {})}
+            here = {"PYTHONPATH": str(ROOT)}
+            if args.parts:
+                for label, code in PARTS.items():
+                    runs[label] = ([py, "-c", code, str(trace)], here)
+                cmd = [py, "-m", "moeprof", "analyze", str(trace), "--json", "--no-projection"]
+                runs["analyze --json --no-projection"] = (cmd, here)
             for label, checkout in checkouts.items():
                 runs[label] = ([py, "-m", "moeprof", "analyze", str(trace), "--json"], {"PYTHONPATH": str(checkout)})
             got: dict[str, list[tuple[float, float, int]]] = {label: [] for label in runs}
@@ -125,6 +156,11 @@ def main() -> None:
             }
             size_mib = trace.stat().st_size / 2**20
             rows.append((shape, size_mib, best))
+            if args.parts:
+                fc, fr, _ = best["floor"]
+                print(f"{shape}: the stages of analyze --json, each a process that stops there (best of {args.repeat})")
+                for label, (c, r, _) in best.items():
+                    print(f"  {label:34s} {c:6.2f} s {c / fc:5.2f}x   {r:5.0f} MiB {r / fr:5.2f}x")
             figures = ", ".join(f"{k} {c:.2f} s {r:.0f} MiB" for k, (c, r, _) in best.items())
             print(f"{shape}: {size_mib:.1f} MiB, {figures}")
     events = f"{args.events / 1e6:g}M"
