@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ..core.analysis import Collective, Opportunity
@@ -75,14 +76,21 @@ def why_exposed(collective: Collective, straggler: OpStraggler | None) -> tuple[
     return bound, evidence, note
 
 
+def _victims(complete: pd.DataFrame, device: str) -> pd.DataFrame:
+    """The records of ``complete`` (members of complete instances) that waited for ``device``: the other members
+    of the instances where it arrived last."""
+    instance = complete["instance"].to_numpy(np.int64)
+    is_device = (complete["device"] == device).to_numpy(bool)
+    # per instance (numbered 0..N-1): whether ``device`` was its straggler (one straggler per instance)
+    its_last = np.zeros(int(instance.max(initial=-1)) + 1, dtype=bool)
+    its_last[instance[is_device & complete["straggler"].to_numpy(bool)]] = True
+    return complete[its_last[instance] & ~is_device]
+
+
 def caused_wait_by_op(records: pd.DataFrame, device: str) -> dict[tuple[str, str], float]:
     """Per (op, kind): the waiting ``device`` caused on the other members of the instances where it
     arrived last (``records`` as for :func:`straggler_opportunity`): the time a straggler finding counts."""
-    complete = records[records["instance"] >= 0]
-    last = complete[complete["straggler"]]
-    straggler_of = last.set_index("instance")["device"]
-    victims = complete.assign(caused_by=complete["instance"].map(straggler_of))
-    victims = victims[(victims["caused_by"] == device) & (victims["device"] != device)]
+    victims = _victims(records[records["instance"] >= 0], device)
     waits = victims.groupby(["op", "kind"], observed=True)["wait_ns"].sum().reset_index()
     return {(str(o), str(k)): float(w) for o, k, w in waits[["op", "kind", "wait_ns"]].itertuples(index=False) if w > 0}
 
@@ -102,9 +110,7 @@ def straggler_opportunity(records: pd.DataFrame, exposed_wait: dict[str, int], s
     device = str(share.index[0])
     if share.iloc[0] < STRAGGLER_SHARE or counts[device] < 2:
         return []
-    straggler_of = last.set_index("instance")["device"]
-    victims = complete.assign(caused_by=complete["instance"].map(straggler_of))
-    victims = victims[(victims["caused_by"] == device) & (victims["device"] != device)]
+    victims = _victims(complete, device)
     caused = victims.groupby("device", observed=True)["wait_ns"].sum()
     if caused.empty or caused.max() <= 0:
         return []

@@ -409,6 +409,15 @@ class JobResults:
         records = self.table("records", RECORD_COLUMNS).reset_index(drop=True)
         if records.empty:
             return None, None
+        # the device column categorical, its categories in name order: the files' tables hold it as strings (each
+        # device's records its own category), and the ledger, the stragglers and the instances group and match on
+        # it (a hash of 10^5-10^6 strings each time); name order keeps every group-by's order and tie that strings
+        # gave
+        device = records["device"]
+        if not isinstance(device.dtype, pd.CategoricalDtype):
+            records["device"] = pd.Categorical(device)
+        elif not device.cat.categories.is_monotonic_increasing:
+            records["device"] = device.cat.reorder_categories(sorted(device.cat.categories))
         device_ids = {gid: device for device, gid in sorted(self.device_ids.items()) if gid >= 0}
         windows = self.table("windows", ("device", "start_ns", "end_ns"))
         exposed = self.table("exposed", ("device", "start_ns", "end_ns"))
