@@ -179,7 +179,13 @@ def categorical_of(codes: np.ndarray, values: np.ndarray, numbered: bool = False
     if numbered:
         small, used = np.asarray(codes), np.arange(len(values), dtype=np.int64)
     else:
-        small, used = pd.factorize(np.asarray(codes, dtype=np.int64))
+        # the codes lie in [-1, len(values)): numbered through a table by code where that is small
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.size and int(codes.min()) >= -1 and int(codes.max()) < len(values):
+            small, used = _number_keys(codes + 1, len(values) + 1)
+            used = used - 1
+        else:
+            small, used = pd.factorize(codes)
     strings = lookup(used, np.asarray(values, dtype=object), np.nan)
     # distinct codes may spell the same string: one category each
     merged, uniques = pd.factorize(strings, use_na_sentinel=False)
@@ -242,6 +248,9 @@ def numbered(keys: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     return rank[keys], used
 
 
+_number_keys = numbered  # for categorical_of, whose flag shadows the name
+
+
 def _dense_codes(column: np.ndarray) -> tuple[np.ndarray, int]:
     """(codes in [0, size), size) of a column: an integer column of a narrow range as its offset from
     its minimum (no hashing), anything else factorized (NaN is a value of its own); a float column as its
@@ -252,7 +261,12 @@ def _dense_codes(column: np.ndarray) -> tuple[np.ndarray, int]:
     if column.dtype.kind in "iub" and column.size:
         low, high = int(column.min()), int(column.max())
         if high - low < max(column.size, 1 << 16):
-            return column.astype(np.int64) - low, high - low + 1
+            if high == low:  # one value: every row's code is 0 (combine_codes leaves the column out)
+                return np.zeros(0, dtype=np.int64), 1
+            codes = column.astype(np.int64)  # a copy: the codes are the caller's to change
+            if low:
+                codes -= low
+            return codes, high - low + 1
     codes, uniques = pd.factorize(column, use_na_sentinel=False)
     return codes.astype(np.int64, copy=False), max(len(uniques), 1)
 
@@ -267,16 +281,21 @@ def combine_codes(*columns: np.ndarray) -> np.ndarray:
     passes before, 2-3 now.
     """
     n = len(columns[0]) if columns else 0
-    packed = np.zeros(n, dtype=np.int64)
+    packed: np.ndarray | None = None
     span = 1  # packed keys lie in [0, span)
     for column in columns:
         codes, size = _dense_codes(np.asarray(column))
+        if size == 1 and not codes.size:  # one value in every row: it tells no two tuples apart
+            continue
+        if packed is None:
+            packed, span = codes, size
+            continue
         if span * size >= _PACKED_LIMIT:
             renumbered, uniques = pd.factorize(packed)
             packed, span = renumbered.astype(np.int64, copy=False), max(len(uniques), 1)
         packed = packed * size + codes
         span *= size
-    return numbered(packed, span)[0]
+    return numbered(np.zeros(n, dtype=np.int64) if packed is None else packed, span)[0]
 
 
 def bucket_codes(column: pd.Series | np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ communication, and the NVLink/IB split, over a window of disjoint segments
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -223,6 +223,15 @@ class DeviceTimeline:
             return []
         if self.start.size == 0:
             return [Figures() for _ in range(k)]
+        if inside is not None and inside.window[0].size == 1:
+            # windows that each hold all the device's activity, as does the window ``inside`` measured (one step
+            # launched the whole trace): their pieces are the activities themselves, so their figures are that
+            # measure's own, but for the span and its idle time (no pass over the rows)
+            lo, hi = self.bounds
+            (seg_s,), (seg_e,) = inside.window[0].tolist(), inside.window[1].tolist()
+            if seg_s <= lo and seg_e >= hi and bool(np.all(win_s <= lo)) and bool(np.all(win_e >= hi)):
+                busy = inside.figures.busy_ns
+                return [replace(inside.figures, span_ns=span, idle_ns=span - busy) for span in (win_e - win_s).tolist()]
         origin = int(win_s.min())
         band = max(int(win_e.max()) - origin, 0) + 1
         if k * band >= 1 << 62:  # the bands would not fit int64: one window at a time

@@ -207,7 +207,9 @@ class _TableGroups:
     def __init__(self, table: pd.DataFrame, shared: Any = None) -> None:
         """``shared``: the table's ``EventColumns``, whose counts and roles the replay's columns read too (each
         decided once)."""
-        columns = {c: column_codes(table[c]) for c in ("hlo_op", "name", "scope")}
+        # the table's codes of these columns, shared with the other readers of the table where it has them
+        names = ("hlo_op", "name", "scope")
+        columns = {c: shared.strings(c) if shared is not None else column_codes(table[c]) for c in names}
         if shared is not None:
             self.flops, self.bytes = shared.derived("counts", lambda: activity_counts(table))
             roles = shared.derived("roofline:roles", lambda: row_roles(table))
@@ -216,17 +218,23 @@ class _TableGroups:
             roles = row_roles(table)
         self.known_f, self.known_b = ~np.isnan(self.flops), ~np.isnan(self.bytes)
         f, b = self.flops, self.bytes
+        # whether any row has a count (a GPU trace without shapes: none, and no sums of counts per device)
+        self.counted = bool(self.known_f.any() or self.known_b.any())
         # intensity as float32 (7 significant digits): the same op repeated is one group
-        with np.errstate(divide="ignore", invalid="ignore"):
-            both = self.known_f & self.known_b & (b > 0)
-            ratio = np.where(both, f / np.where(b > 0, b, 1), np.where(self.known_f, np.inf, 0.0))
-        intensity = np.where(self.known_f | self.known_b, ratio, -1.0).astype(np.float32)
+        if self.counted:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                both = self.known_f & self.known_b & (b > 0)
+                ratio = np.where(both, f / np.where(b > 0, b, 1), np.where(self.known_f, np.inf, 0.0))
+            intensity = np.where(self.known_f | self.known_b, ratio, -1.0).astype(np.float32)
+        else:
+            intensity = np.full(f.shape, -1.0, dtype=np.float32)
         op_c, op_v = columns["hlo_op"]
         name_c, name_v = columns["name"]
         named = lookup(op_c, np.array([v != "" for v in op_v.tolist()], dtype=bool), False)
         op = np.where(named, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
         scope_c, scope_v = columns["scope"]
-        self.group = combine_codes(op, scope_c, roles, intensity)
+        # an intensity of -1 on every row tells no two groups apart: left out of the codes
+        self.group = combine_codes(op, scope_c, roles, *([intensity] if self.counted else []))
         first = first_rows(self.group)
         ops = np.concatenate([np.asarray(op_v, dtype=object), np.asarray(name_v, dtype=object)])
         keys = np.array([scope_key(str(v))[0] if v else NO_SCOPE for v in scope_v.tolist()] + [NO_SCOPE], dtype=object)
@@ -253,13 +261,26 @@ def device_roofline(device: str, rows: Any, clipped: np.ndarray) -> pd.DataFrame
     counts = np.bincount(group, minlength=size)
     used = np.flatnonzero(counts)
     time = clipped[inside].astype(np.float64)
-    share = time / np.maximum(rows.end[inside] - rows.start[inside], 1)
-    known_f, known_b = groups.known_f[positions], groups.known_b[positions]
 
     def summed(values: np.ndarray) -> np.ndarray:
         return np.bincount(group, weights=values, minlength=size)[used]
 
-    out = pd.DataFrame(
+    if groups.counted:
+        share = time / np.maximum(rows.end[inside] - rows.start[inside], 1)
+        known_f, known_b = groups.known_f[positions], groups.known_b[positions]
+        counted = {
+            "counted_ns": summed(np.where(known_f | known_b, time, 0.0)).astype(np.int64),
+            "flops": summed(np.nan_to_num(groups.flops[positions] * share)),
+            "hbm_bytes": summed(np.nan_to_num(groups.bytes[positions] * share)),
+            "flops_known": summed(known_f.astype(np.float64)).astype(np.int64),
+            "bytes_known": summed(known_b.astype(np.float64)).astype(np.int64),
+        }
+    else:  # no row of the table has a count: the sums of counts are zeros
+        zeros = np.zeros(used.size, dtype=np.int64)
+        counted = {"counted_ns": zeros, "flops": np.zeros(used.size), "hbm_bytes": np.zeros(used.size),
+                   "flops_known": zeros.copy(), "bytes_known": zeros.copy()}  # fmt: skip
+    # the columns in ROOFLINE_COLUMNS order
+    return pd.DataFrame(
         {
             "device": device,
             "op": groups.op[used],
@@ -268,38 +289,48 @@ def device_roofline(device: str, rows: Any, clipped: np.ndarray) -> pd.DataFrame
             "intensity": groups.intensity[used],
             "count": counts[used].astype(np.int64),
             "time_ns": summed(time).astype(np.int64),
-            "counted_ns": summed(np.where(known_f | known_b, time, 0.0)).astype(np.int64),
-            "flops": summed(np.nan_to_num(groups.flops[positions] * share)),
-            "hbm_bytes": summed(np.nan_to_num(groups.bytes[positions] * share)),
-            "flops_known": summed(known_f.astype(np.float64)).astype(np.int64),
-            "bytes_known": summed(known_b.astype(np.float64)).astype(np.int64),
+            **counted,
         }
     )
-    return out[ROOFLINE_COLUMNS]
 
 
 def device_roles(
-    device: str, rows: Any, clipped: np.ndarray, win_s: np.ndarray, win_e: np.ndarray, steps: int
+    device: str,
+    rows: Any,
+    clipped: np.ndarray,
+    win_s: np.ndarray,
+    win_e: np.ndarray,
+    steps: int,
+    measured: Any = None,
 ) -> pd.DataFrame:
     """Per role of one device: its time inside the window, its exposed time (the union of its activities less
     the union of every other role's: the time the device does that alone), and the time of its exchanges on a
     group of one device (local copies: token movement), and the FLOPs of its ops moeprof counted from their rows
     (``recounted_flops``: the ragged dots and the weight gradients that hold them, whose work follows the rows a
     grouped GEMM computes, padding included: spec §10's useful work scales these) (ROLE_COLUMNS); ``steps``: the
-    steps the window holds."""
+    steps the window holds; ``measured``: the rows' ``WindowMeasure`` over this window, whose pieces and busy
+    time are these rows clipped to it and their union (not clipped and merged again)."""
     inside = clipped > 0
     if not inside.any():
         return pd.DataFrame(columns=ROLE_COLUMNS)
     table = rows.columns.table
     roles = rows.columns.derived("roofline:roles", lambda: row_roles(table))[rows.positions]
     one_device = rows.columns.derived("roofline:one-device", lambda: _one_device_exchange(table))[rows.positions]
-    s, e, idx = iv.clip(rows.start, rows.end, win_s, win_e)
+    if measured is not None and measured.pieces[0].size:
+        s, e, idx = measured.pieces
+        busy: int | None = measured.figures.busy_ns
+    else:
+        s, e, idx = iv.clip(rows.start, rows.end, win_s, win_e)
+        busy = None
     role_of = roles[idx]
     present = np.flatnonzero(np.bincount(role_of, minlength=len(ROLES)))
-    alone = _alone(s, e, role_of)
+    alone = _alone(s, e, role_of, busy)
     out = []
     comm = rows.is_comm
-    recounted = rows.numbers("recounted_flops", np.float64) if "recounted_flops" in table.columns else None
+    counted = "recounted_flops" in table.columns and rows.columns.derived(
+        "roofline:recounted", lambda: not bool(np.isnan(rows.columns.numbers("recounted_flops", np.float64)).all())
+    )  # none counted in the table: none on any device (no pass over each device's rows)
+    recounted = rows.numbers("recounted_flops", np.float64) if counted else None
     if recounted is not None and bool(np.isnan(recounted).all()):
         recounted = None  # none counted on this device: each role's row FLOPs a sum of NaNs, 0.0
     share = np.where(inside, clipped / np.maximum(rows.end - rows.start, 1), 0.0) if recounted is not None else None
@@ -335,12 +366,12 @@ def device_roles(
 UNIONS_UP_TO = 4  # roles present up to which _alone takes a union per role (each a linear pass), past it one sweep
 
 
-def _alone(start: np.ndarray, end: np.ndarray, role: np.ndarray) -> np.ndarray:
+def _alone(start: np.ndarray, end: np.ndarray, role: np.ndarray, busy: int | None = None) -> np.ndarray:
     """Per role (index into ROLES): the time only its activities run (the union of its activities less the union
     of every other role's). For a few roles, the union of all the activities less the union of the other roles',
     a linear pass each over the activities sorted by start; for more, one sweep over their starts and ends: a
     stretch belongs to a role where every activity running in it has that role (their roles' count, sum and sum
-    of squares say so: a variance of 0)."""
+    of squares say so: a variance of 0). ``busy``: the length of the union of all the activities, where known."""
     n = start.size
     if not n:
         return np.zeros(len(ROLES), dtype=np.int64)
@@ -352,7 +383,7 @@ def _alone(start: np.ndarray, end: np.ndarray, role: np.ndarray) -> np.ndarray:
             order = np.argsort(start, kind="stable")
             start, end, role = start[order], end[order], role[order]
         out = np.zeros(len(ROLES), dtype=np.int64)
-        whole = iv.union_length(start, end, presorted=True)
+        whole = iv.union_length(start, end, presorted=True) if busy is None else busy
         for r in present.tolist():
             other = role != r
             out[r] = whole - iv.union_length(start[other], end[other], presorted=True)

@@ -355,17 +355,23 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
     present[own] = True
     present[attributed] = True
     held_at = np.flatnonzero(present)  # the groups of the own and the attributed rows, in order
+
+    def known(column: str) -> np.ndarray:
+        # a stat no row of the table states: known nowhere (no pass over the rows)
+        return _int_sums(own, ~np.isnan(_stat(rows, column))[inside], size) if _stated(rows, column) else zeros
+
+    zeros = np.zeros(size, dtype=np.int64)
     sums: dict[str, np.ndarray] = {
         "count": _int_sums(own, None, size),
         "total_ns": _int_sums(own, time, size),
         "compute_ns": _int_sums(own, np.where(rows.is_compute, clipped, 0)[inside], size),
         "comm_ns": _int_sums(own, np.where(rows.is_comm, clipped, 0)[inside], size),
-        "flops_known": _int_sums(own, ~np.isnan(_stat(rows, "flops"))[inside], size),
-        "model_flops_known": _int_sums(own, ~np.isnan(_stat(rows, "model_flops"))[inside], size),
+        "flops_known": known("flops"),
+        "model_flops_known": known("model_flops"),
         "attributed_count": _int_sums(attributed, None, size),
         "attributed_ns": _int_sums(attributed, time, size),
     }
-    stated = [c for c in _FLOAT_SUMS if figures[c][inside].any()]
+    stated = [c for c in _FLOAT_SUMS if figures[c].any() and figures[c][inside].any()]
     for column in _FLOAT_SUMS:
         sums[column] = np.zeros(size)
     if stated:
@@ -373,12 +379,16 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
         summed = frame.groupby("group", sort=True).sum()
         for column in stated:
             sums[column][summed.index.to_numpy()] = summed[column].to_numpy()
-    out = pd.DataFrame({c: sums[c][held_at] for c in SCOPE_COLUMNS[3:]})
     held = [ordered[i] for i in held_at.tolist()]
-    out.insert(0, "device", device)
-    out.insert(1, "scope", pd.Series([k for k, _ in held], dtype=str))
-    out.insert(2, "backward", np.array([b for _, b in held], dtype=bool))
-    return out[SCOPE_COLUMNS]
+    # one frame in SCOPE_COLUMNS order (its columns' dtypes as inserting them one by one gave)
+    return pd.DataFrame(
+        {
+            "device": pd.Series(device, index=range(held_at.size), dtype=str),
+            "scope": pd.Series([k for k, _ in held], dtype=str),
+            "backward": np.array([b for _, b in held], dtype=bool),
+            **{c: sums[c][held_at] for c in SCOPE_COLUMNS[3:]},
+        }
+    )
 
 
 def device_op_flops(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.DataFrame:

@@ -373,7 +373,7 @@ def measure_file(
         op_flop_parts.append(device_op_flops(device, timeline_rows, whole.clipped))
         n_steps = len(device_steps) if (selecting and device_steps is not None) else int(all_by_device.get(device, 0))
         roofline_parts.append(device_roofline(device, timeline_rows, whole.clipped))
-        role_parts.append(device_roles(device, timeline_rows, whole.clipped, win_s, win_e, max(n_steps, 1)))
+        role_parts.append(device_roles(device, timeline_rows, whole.clipped, win_s, win_e, max(n_steps, 1), whole))
         signals.extend(device_signals(timeline_rows, whole, max(n_steps, 1), device, kind))
         if kind == TPU:  # one program per step: its idle time between programs is the host's
             runs = modules_by_device.get(device)
