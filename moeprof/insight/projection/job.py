@@ -154,7 +154,10 @@ class ReplayJob:
         names = np.array([str(v) for v in dev_v.tolist()], dtype=object)
         clock_c, clock_v = _codes_of(table["clock"])
         delta_of = np.array([int(clock_offsets.get(str(c), 0)) for c in clock_v.tolist()] + [0], dtype=np.int64)
-        delta = delta_of[clock_c]
+        # one offset for every row (one host's clock, the usual case): broadcast, in no memory
+        delta = (
+            np.broadcast_to(delta_of[:1], clock_c.shape) if bool((delta_of == delta_of[0]).all()) else delta_of[clock_c]
+        )
         start = table["start_ns"].to_numpy(np.int64)
         end = np.maximum(table["end_ns"].to_numpy(np.int64), start)
         stream = _codes_of(table["stream"])[0] + 1  # the graph takes a stream as a (device, stream) pair
