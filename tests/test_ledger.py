@@ -568,3 +568,41 @@ def test_median_offset_is_exact(items, base):
     h_sum, h_cnt, r_sum, r_cnt = (np.array(c, dtype=np.int64) for c in zip(*items))
     values = [base + Fraction(hs, hc) - Fraction(rs, rc) for hs, hc, rs, rc in items]
     assert _median_offset(h_sum, h_cnt, r_sum, r_cnt, base) == round(statistics.median(values))
+
+
+def _ledger_figures(led) -> tuple:  # type: ignore[no-untyped-def]
+    return (
+        [d.figures() for d in led.devices],
+        led.collectives,
+        (led.instances, led.incomplete, led.desynchronized),
+        led.stragglers,
+        led.records.to_dict("list"),
+    )
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_ledger_of_the_same_records_at_other_times_matches_as_matching_again(swap: bool) -> None:
+    """A replayed timeline's ledger takes the measured one's matching where the records keep their occurrence
+    order (what matches depends on that order alone); where they do not (two calls of one collective on a device
+    swap places), it matches again. Either way: the ledger that matching from scratch gives."""
+    rows = [
+        rec(D0, 0, 50, gid=0), rec(D1, 10, 60, gid=1), rec(D0, 100, 150, gid=0), rec(D1, 120, 170, gid=1),
+        rec(D0, 200, 240, gid=0, kind="all-gather", name="ncclDevKernel_AllGather"), rec(D1, 205, 260, gid=1,
+        kind="all-gather", name="ncclDevKernel_AllGather"),
+    ]  # fmt: skip
+    windows = segments(everywhere(D0, D1))
+    measured = build_ledger(frame(rows), windows, segments({}), True, {0: D0, 1: D1})
+    later = frame(rows)
+    later["start_ns"] += 7
+    later["end_ns"] += 9
+    if swap:  # D0's two all-reduces change places: their occurrences number the other way
+        later.loc[[0, 2], "start_ns"] = later.loc[[2, 0], "start_ns"].to_numpy()
+        later.loc[[0, 2], "end_ns"] = later.loc[[2, 0], "end_ns"].to_numpy()
+    assert measured.matching is not None
+    assert measured.matching.holds_for(
+        later["start_ns"].to_numpy(), later["end_ns"].to_numpy(), measured.matching.device_names
+    ) is (not swap)
+    fresh = build_ledger(later, windows, segments({}), True, {0: D0, 1: D1})
+    taken = build_ledger(later, windows, segments({}), True, {0: D0, 1: D1}, measured.matching)
+    assert _ledger_figures(taken) == _ledger_figures(fresh)
+    assert (taken.matching is measured.matching) is (not swap)

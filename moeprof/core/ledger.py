@@ -55,8 +55,8 @@ Readings of §8 where the spec leaves room (the tests hold these):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -144,6 +144,8 @@ class Ledger:
     # one row per input record, same index: instance (-1 = none), status, wait_ns (W_r),
     # aligned_start_ns (ŝ), straggler (the instance's last arrival)
     records: pd.DataFrame
+    # how the records matched (:func:`build_ledger` takes it back for the same records at other times: a replay's)
+    matching: _Matching | None = field(default=None, repr=False, compare=False)
 
     def total(self) -> dict[str, int]:
         return {k: int(sum(getattr(d, k) for d in self.devices)) for k in DEVICE_KEYS}
@@ -282,6 +284,23 @@ class _Matching:
     key_status: np.ndarray  # per key
     kind: np.ndarray  # kind code per record
     kind_names: list
+    # the records numbered into occurrences, by (device, op pair, start, end, row), and the device names the codes
+    # index: a timeline whose records keep that order (a replay's, mostly) matches the same way
+    occurrence_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pair_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    device_names: tuple[str, ...] = ()
+
+    def holds_for(self, start: np.ndarray, end: np.ndarray, device_names: Sequence[str]) -> bool:
+        """Whether records at these times (the same records, in the same row order, over the same devices) number
+        their occurrences as these did: then they match the same way (§8's occurrence index is their order)."""
+        if tuple(device_names) != self.device_names or start.size != self.dev.size:
+            return False
+        o = self.occurrence_order
+        if o.size < 2:
+            return True
+        s0, s1, e0, e1 = start[o[:-1]], start[o[1:]], end[o[:-1]], end[o[1:]]
+        in_order = (s1 > s0) | ((s1 == s0) & ((e1 > e0) | ((e1 == e0) & (o[1:] > o[:-1]))))
+        return bool(np.all(in_order | (self.pair_of[o[1:]] != self.pair_of[o[:-1]])))
 
 
 def _match(
@@ -339,6 +358,8 @@ def _match(
     # occurrence index: per (device, pair) in order of start, end, input row
     occ = np.full(n, -1, dtype=np.int64)
     idx = np.flatnonzero(candidate & counted)
+    order = np.zeros(0, dtype=np.int64)
+    dev_pair = np.zeros(0, dtype=np.int64)
     if idx.size:
         dev_pair = dev * (int(pair.max()) + 1) + pair
         d, s, e = dev[idx], start[idx], end[idx]
@@ -353,6 +374,7 @@ def _match(
         run = np.zeros(order.size, dtype=np.int64)
         run[firsts] = firsts
         occ[order] = np.arange(order.size) - np.maximum.accumulate(run)
+    occurrence_order, pair_of = order, dev_pair
 
     inst = np.full(n, -1, dtype=np.int64)
     cand = np.flatnonzero(candidate)
@@ -389,8 +411,9 @@ def _match(
     status = np.full(n, UNMATCHED, dtype=np.int64)
     status[cand] = key_status[inst[cand]]
     return _Matching(
-        dev=dev, inst=inst, by_key=order, status=status, key_status=key_status, kind=kind, kind_names=kind_names
-    )
+        dev=dev, inst=inst, by_key=order, status=status, key_status=key_status, kind=kind, kind_names=kind_names,
+        occurrence_order=occurrence_order, pair_of=pair_of,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- clocks
@@ -472,8 +495,11 @@ def build_ledger(
     exposed: pd.DataFrame,
     whole_job: bool,
     device_ids: Mapping[int, str],
+    matching: _Matching | None = None,
 ) -> Ledger:
-    """Spec §8 over compact comm records; see the module docstring for the readings."""
+    """Spec §8 over compact comm records; see the module docstring for the readings. ``matching``: a ledger's of the
+    same records (its :attr:`Ledger.matching`) at other times, taken where their occurrences keep its order (what
+    matches is decided by that order alone; a replayed timeline's records mostly keep it), else matched again."""
     missing = [c for c in RECORD_COLUMNS if c not in records.columns]
     if missing:
         raise ValueError(f"ledger records lack columns {missing}")
@@ -491,18 +517,23 @@ def build_ledger(
     )
     dev_order = {d: i for i, d in enumerate(device_names)}
     n_dev = len(device_names)
-    dev = _order_codes(records["device"], dev_order)
+    if matching is not None and matching.holds_for(start, end, device_names):
+        m = matching
+    else:
+        dev = _order_codes(records["device"], dev_order)
 
-    # member ids -> device codes: the caller's map, completed by the records' own ids
-    gid_device = {int(g): dev_order[str(d)] for g, d in device_ids.items()}
-    gids = records["global_id"].to_numpy(dtype=np.int64)
-    known = gids >= 0
-    if known.any():
-        pairs = np.unique(gids[known] * n_dev + dev[known])
-        for p in pairs.tolist():
-            gid_device.setdefault(p // n_dev, p % n_dev)
+        # member ids -> device codes: the caller's map, completed by the records' own ids
+        gid_device = {int(g): dev_order[str(d)] for g, d in device_ids.items()}
+        gids = records["global_id"].to_numpy(dtype=np.int64)
+        known = gids >= 0
+        if known.any():
+            pairs = np.unique(gids[known] * n_dev + dev[known])
+            for p in pairs.tolist():
+                gid_device.setdefault(p // n_dev, p % n_dev)
 
-    m = _match(records, whole_job, gid_device, n_dev, dev)
+        m = _match(records, whole_job, gid_device, n_dev, dev)
+        m.device_names = tuple(device_names)
+    dev = m.dev
     clock, delta, clock_names, unaligned = _clock_offsets(records, m, end)
     aligned = start - delta[clock] if n else start.copy()
 
@@ -621,4 +652,5 @@ def build_ledger(
         unaligned=unaligned,
         stragglers=stragglers_out,
         records=per_record,
+        matching=m,
     )

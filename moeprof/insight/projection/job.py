@@ -99,6 +99,9 @@ class ReplayJob:
     windows: pd.DataFrame  # device, start_ns, end_ns: the measured windows (own clock)
     records: pd.DataFrame | None = None  # the ledger's comm records (own clock), for the projected §8 figures
     record_rows: np.ndarray | None = None  # the replay row of each record
+    # how the measured records matched (§8), where ``records`` are the measured ledger's in its row order: a
+    # replayed timeline whose records keep their occurrence order matches the same way (not matched again)
+    matching: Any = field(default=None, repr=False, compare=False)
     whole_job: bool = False
     device_ids: Mapping[int, str] = field(default_factory=dict)
     hosts: Mapping[str, str] = field(default_factory=dict)  # device -> host
@@ -146,6 +149,7 @@ class ReplayJob:
         hosts: Mapping[str, str] | None = None,
         kinds: Mapping[str, str] | None = None,
         peaks: tuple[float | None, float | None] = (None, None),
+        matching: Any = None,
     ) -> ReplayJob:
         """``table``: REPLAY_COLUMNS; ``instance``: complete §8 instance per row (-1 none); ``steps``:
         (step, device, start_ns, end_ns) on each device's own clock; ``windows``: measured windows."""
@@ -223,6 +227,7 @@ class ReplayJob:
             windows=windows,
             records=records,
             record_rows=record_rows,
+            matching=matching if records is not None else None,
             whole_job=whole_job,
             device_ids=dict(device_ids or {}),
             hosts=dict(hosts or {}),
@@ -557,7 +562,7 @@ class ReplayJob:
             recs["start_ns"] = own_s[self.record_rows]
             recs["end_ns"] = own_e[self.record_rows]
             ledger = build_ledger(
-                recs, _segments(proj_windows), _segments(exposed), self.whole_job, dict(self.device_ids)
+                recs, _segments(proj_windows), _segments(exposed), self.whole_job, dict(self.device_ids), self.matching
             )
             per = {d.device: d.figures() for d in ledger.devices}
             out = [replace(d, ledger=per.get(d.device)) if d.device in per else d for d in out]
@@ -685,7 +690,9 @@ def joined_job(
         codes, names = pd.factorize(table["device"].astype(str).to_numpy(dtype=object))
     rank_of = np.argsort(np.argsort(np.asarray([str(v) for v in names], dtype=object)))
     order = np.argsort(rank_of[codes], kind="stable")
+    matching = ledger.matching if ledger is not None else None
     if not bool(np.all(order[1:] > order[:-1])):  # already in that order (one file's devices): no copy
+        matching = None  # the records in another row order than the ledger's: matched again where replayed
         table = table.iloc[order].reset_index(drop=True)
         instance = instance[order]
         if records is not None:
@@ -713,4 +720,5 @@ def joined_job(
         hosts=hosts,
         kinds=kinds,
         peaks=peaks,
+        matching=matching,
     )
