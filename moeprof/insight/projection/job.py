@@ -640,19 +640,21 @@ def _steps_of(
     ss = steps["start_ns"].to_numpy(np.int64)
     se = steps["end_ns"].to_numpy(np.int64)
     sn = steps["step"].to_numpy(np.int64)
-    # each device's rows: a slice where they come by device (a merged job's do), else a stable sort
-    by_device = np.arange(n) if n < 2 or bool(np.all(dev_c[1:] >= dev_c[:-1])) else np.argsort(dev_c, kind="stable")
-    bounds = np.searchsorted(dev_c[by_device], np.arange(len(names) + 1))
+    # each device's rows: a slice where they come by device (a merged job's do: no gathers), else a stable sort
+    sliced = n < 2 or bool(np.all(dev_c[1:] >= dev_c[:-1]))
+    by_device = np.arange(n) if sliced else np.argsort(dev_c, kind="stable")
+    bounds = np.searchsorted(dev_c if sliced else dev_c[by_device], np.arange(len(names) + 1))
     for d, name in enumerate(names.tolist()):
         mine = np.flatnonzero(sd == name)
         if not mine.size:
             continue
         mine = mine[np.argsort(ss[mine], kind="stable")]
-        rows = by_device[bounds[d] : bounds[d + 1]]
-        k = np.searchsorted(ss[mine], start[rows], side="right") - 1
-        ok = k >= 0
-        ok[ok] = start[rows[ok]] < se[mine[k[ok]]]
-        step[rows[ok]] = sn[mine[k[ok]]]
+        lo, hi = int(bounds[d]), int(bounds[d + 1])
+        rows: slice | np.ndarray = slice(lo, hi) if sliced else by_device[lo:hi]
+        mine_start = start[rows]
+        k = np.searchsorted(ss[mine], mine_start, side="right") - 1
+        inside = (k >= 0) & (mine_start < se[mine[np.maximum(k, 0)]])
+        step[rows] = np.where(inside, sn[mine[np.maximum(k, 0)]], NO_STEP)
     return step, np.unique(sn)
 
 
