@@ -227,11 +227,11 @@ class DeviceTimeline:
             # windows that each hold all the device's activity, as does the window ``inside`` measured (one step
             # launched the whole trace): their pieces are the activities themselves, so their figures are that
             # measure's own, but for the span and its idle time (no pass over the rows)
-            lo, hi = self.bounds
+            first, last = self.bounds
             (seg_s,), (seg_e,) = inside.window[0].tolist(), inside.window[1].tolist()
-            if seg_s <= lo and seg_e >= hi and bool(np.all(win_s <= lo)) and bool(np.all(win_e >= hi)):
-                busy = inside.figures.busy_ns
-                return [replace(inside.figures, span_ns=span, idle_ns=span - busy) for span in (win_e - win_s).tolist()]
+            if seg_s <= first and seg_e >= last and bool(np.all(win_s <= first)) and bool(np.all(win_e >= last)):
+                held = inside.figures
+                return [replace(held, span_ns=span, idle_ns=span - held.busy_ns) for span in (win_e - win_s).tolist()]
         origin = int(win_s.min())
         band = max(int(win_e.max()) - origin, 0) + 1
         if k * band >= 1 << 62:  # the bands would not fit int64: one window at a time
