@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .events import column_codes, combine_codes, first_rows, lookup
+from .events import combine_codes, first_rows, lookup, narrow_codes, narrowest_int
 from .roles import EXCHANGES, GLUE, ROLES, row_roles
 from .scopes import NO_SCOPE, fold_layers, scope_key
 
@@ -61,6 +61,12 @@ def activity_roles(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per row, its MoE role as (codes into ``values``, values = :data:`ROLES`): the event table's ``role`` column
     where filled, else decided now (core.roles: one set of rules, roles.toml)."""
     return row_roles(table), np.array(ROLES, dtype=object)
+
+
+def table_roles(table: pd.DataFrame) -> np.ndarray:
+    """Per row of an event table, its role's index in :data:`ROLES` (core.roles), as int8: what the table's
+    ``EventColumns`` keep under ``roofline:roles`` for its devices (1 byte a row, not 8)."""
+    return row_roles(table).astype(narrowest_int(len(ROLES)))
 
 
 def activity_roof_ns(
@@ -209,10 +215,10 @@ class _TableGroups:
         decided once)."""
         # the table's codes of these columns, shared with the other readers of the table where it has them
         names = ("hlo_op", "name", "scope")
-        columns = {c: shared.strings(c) if shared is not None else column_codes(table[c]) for c in names}
+        columns = {c: shared.codes(c) if shared is not None else narrow_codes(table[c]) for c in names}
         if shared is not None:
             self.flops, self.bytes = shared.derived("counts", lambda: activity_counts(table))
-            roles = shared.derived("roofline:roles", lambda: row_roles(table))
+            roles = shared.derived("roofline:roles", lambda: table_roles(table))
         else:
             self.flops, self.bytes = activity_counts(table)
             roles = row_roles(table)
@@ -231,11 +237,13 @@ class _TableGroups:
         op_c, op_v = columns["hlo_op"]
         name_c, name_v = columns["name"]
         named = lookup(op_c, np.array([v != "" for v in op_v.tolist()], dtype=bool), False)
-        op = np.where(named, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
+        # a name's code past the ops' codes: widened, a narrow code plus the count of ops would wrap
+        op = np.where(named, op_c, np.where(name_c >= 0, name_c.astype(np.int64) + len(op_v), -1))
         scope_c, scope_v = columns["scope"]
         # an intensity of -1 on every row tells no two groups apart: left out of the codes
-        self.group = combine_codes(op, scope_c, roles, *([intensity] if self.counted else []))
-        first = first_rows(self.group)
+        group = combine_codes(op, scope_c, roles, *([intensity] if self.counted else []))
+        first = first_rows(group)
+        self.group = group.astype(narrowest_int(first.size))  # kept for the table: 1-4 bytes a row, not 8
         ops = np.concatenate([np.asarray(op_v, dtype=object), np.asarray(name_v, dtype=object)])
         keys = np.array([scope_key(str(v))[0] if v else NO_SCOPE for v in scope_v.tolist()] + [NO_SCOPE], dtype=object)
         self.op = lookup(op[first], ops, "")

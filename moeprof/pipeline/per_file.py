@@ -22,8 +22,8 @@ from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device
 from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
 from ..core.padding import expert_gemm_rows
-from ..core.roles import role_table, row_roles
-from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, device_roles, device_roofline
+from ..core.roles import role_table
+from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, device_roles, device_roofline, table_roles
 from ..core.scopes import (
     OP_FLOP_COLUMNS,
     SCOPE_COLUMNS,
@@ -158,9 +158,10 @@ class _CommRows:
 def _op_keys(columns: EventColumns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(codes, distinct values) of each row's op (its HLO op where known, else the kernel name), as strings:
     an op and a kernel spelled alike share a code."""
-    op_c, op_v = columns.strings("hlo_op")
-    name_c, name_v = columns.strings("name")
-    op_c, name_c = op_c[rows], name_c[rows]
+    op_c, op_v = columns.codes("hlo_op")
+    name_c, name_v = columns.codes("name")
+    # widened: a name's code plus the count of ops would wrap in a narrow code
+    op_c, name_c = op_c[rows].astype(np.int64), name_c[rows].astype(np.int64)
     op_known = lookup(op_c, columns.nonempty("hlo_op"), True)
     code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
     merged, values = pd.factorize(np.concatenate([op_v, name_v]).astype(object), use_na_sentinel=False)
@@ -177,15 +178,15 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
     total = np.concatenate([p.clipped for p in parts]).astype(np.int64)
     exp = np.concatenate([p.exposed for p in parts]).astype(np.int64)
     key_c, key_v = _op_keys(columns, rows)
-    kind_c, kind_v = columns.strings("kind")
+    kind_c, kind_v = columns.codes("kind")
     kind_c = kind_c[rows]
-    group_c, group_v = columns.strings("group")
+    group_c, group_v = columns.codes("group")
     # one code per (device, op, kind), numbered in order of first appearance (rows go device by device)
     group_id = combine_codes(device_index, key_c, kind_c)
     ib = columns.numbers("ib_fraction", np.float64)[rows]
     nbytes = columns.numbers("bytes", np.float64)[rows]
-    op_c = columns.strings("hlo_op")[0]
-    source_c, source_v = columns.strings("source")
+    op_c = columns.codes("hlo_op")[0]
+    source_c, source_v = columns.codes("source")
     known = ~np.isnan(ib)
     frame = pd.DataFrame(
         {
@@ -287,7 +288,8 @@ def _device_groups(activity: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
     device_c, device_v = column_codes(activity["device"])
     out = []
     for g in range(len(bounds) - 1):
-        rows = order[bounds[g] : bounds[g + 1]]
+        # a copy, not a view of ``order``: a device's rows kept (the loop's last) do not keep all the table's
+        rows = order[bounds[g] : bounds[g + 1]].copy()
         if rows.size:
             out.append((str(host_v[host_c[rows[0]]]), str(device_v[device_c[rows[0]]]), rows))
     return out
@@ -395,6 +397,10 @@ def measure_file(
     if "unmatched" in rules:
         warnings.append(f"{rules['unmatched']} activities matched no taxonomy rule and count as 'other'")
     comm_table, group_sizes = _comm_tables(columns, comm_parts)
+    records = pd.concat(record_parts, ignore_index=True) if record_parts else empty_records()
+    # the devices' comm rows and record frames are summed and stacked: freed before the replay's columns are built
+    comm_parts.clear()
+    record_parts.clear()
     return FileResult(
         inputs=[trace.path],
         format=trace.format,
@@ -411,7 +417,7 @@ def measure_file(
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
         clocks=clock_domains(trace),
-        records=pd.concat(record_parts, ignore_index=True) if record_parts else empty_records(),
+        records=records,
         windows=_segments_frame(windows),
         exposed=_segments_frame(exposed_parts),
         job={"world_size": trace.job.world_size, "rank": trace.job.rank, "format": trace.format},
@@ -437,7 +443,7 @@ def _expert_rows(trace: Trace, columns: EventColumns) -> pd.DataFrame:
     """The rows the file's expert GEMMs compute (core.padding.expert_gemm_rows) as EXPERT_ROW_COLUMNS."""
     if not trace.hlo or not len(trace.events):
         return pd.DataFrame(columns=EXPERT_ROW_COLUMNS)
-    roles = columns.derived("roofline:roles", lambda: row_roles(trace.events))
+    roles = columns.derived("roofline:roles", lambda: table_roles(trace.events))
     found = expert_gemm_rows(trace, roles == role_table().index["experts"])
     return pd.DataFrame({"rows": list(found), "ops": list(found.values())}, columns=EXPERT_ROW_COLUMNS)
 
