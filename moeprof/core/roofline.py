@@ -322,7 +322,7 @@ def device_roles(
     if not inside.any():
         return pd.DataFrame(columns=ROLE_COLUMNS)
     table = rows.columns.table
-    roles = rows.columns.derived("roofline:roles", lambda: row_roles(table))[rows.positions]
+    roles = rows.columns.derived("roofline:roles", lambda: table_roles(table))[rows.positions]
     one_device = rows.columns.derived("roofline:one-device", lambda: _one_device_exchange(table))[rows.positions]
     if measured is not None and measured.pieces[0].size:
         s, e, idx = measured.pieces
@@ -347,8 +347,11 @@ def device_roles(
     times = clipped[inside]
     exact = int(times.sum()) < 1 << 53
     by_role = np.bincount(role_in, weights=times, minlength=len(ROLES)) if exact else None
-    local_roles = np.bincount(role_in, weights=one_device[inside], minlength=len(ROLES)) > 0
-    comm_roles = np.bincount(role_in, weights=comm[inside], minlength=len(ROLES)) > 0
+    # the roles with a one-device exchange, with a comm activity, inside the window (flags set by the few rows)
+    local_roles = np.zeros(len(ROLES), dtype=bool)
+    local_roles[role_in[one_device[inside]]] = True
+    comm_roles = np.zeros(len(ROLES), dtype=bool)
+    comm_roles[role_in[comm[inside]]] = True
     for r in present.tolist():
         exposed = int(alone[r]) if r < alone.size else 0
         of_role = inside & (roles == r) if by_role is None or share is not None else None
@@ -392,9 +395,20 @@ def _alone(start: np.ndarray, end: np.ndarray, role: np.ndarray, busy: int | Non
             start, end, role = start[order], end[order], role[order]
         out = np.zeros(len(ROLES), dtype=np.int64)
         whole = iv.union_length(start, end, presorted=True) if busy is None else busy
+        # |U(other roles)| without gathering their rows: in start order, each activity adds to the union what
+        # lies past the latest end before it, max(0, end - max(start, reach)); the role's own activities end
+        # at the first start (they add nothing and reach nowhere)
+        floor = start[0]
+        added = np.empty(n, dtype=np.int64)
         for r in present.tolist():
-            other = role != r
-            out[r] = whole - iv.union_length(start[other], end[other], presorted=True)
+            ends = np.where(role != r, end, floor)
+            reach = np.maximum.accumulate(ends)
+            added[0] = floor
+            added[1:] = reach[:-1]
+            np.maximum(added, start, out=added)
+            np.subtract(ends, added, out=added)
+            np.maximum(added, 0, out=added)
+            out[r] = whole - int(added.sum())
         return out
     points = np.concatenate([start, end])
     delta = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
@@ -414,7 +428,7 @@ def _one_device_exchange(table: pd.DataFrame) -> np.ndarray:
     """Per row: a collective on a group of one device (core.classify's group-of-one rule: a local copy)."""
     if "rule" not in table.columns:
         return np.zeros(len(table), dtype=bool)
-    codes, values = column_codes(table["rule"])
+    codes, values = narrow_codes(table["rule"])
     local = np.array([str(v).startswith("group-of-one") for v in values.tolist()], dtype=bool)
     return lookup(codes, local, False)
 
