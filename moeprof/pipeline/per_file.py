@@ -183,41 +183,69 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
     group_c, group_v = columns.codes("group")
     # one code per (device, op, kind), numbered in order of first appearance (rows go device by device)
     group_id = combine_codes(device_index, key_c, kind_c)
+    first = first_rows(group_id)  # group ids count from 0 in order of appearance
+    size = first.size
     ib = columns.numbers("ib_fraction", np.float64)[rows]
     nbytes = columns.numbers("bytes", np.float64)[rows]
     op_c = columns.codes("hlo_op")[0]
     source_c, source_v = columns.codes("source")
     known = ~np.isnan(ib)
-    frame = pd.DataFrame(
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(group_id[mask], minlength=size).astype(np.int64)
+
+    def int_sum(values: np.ndarray) -> np.ndarray:
+        # float64 sums of non-negative ints are exact while the total is below 2**53
+        if int(values.min(initial=0)) >= 0 and int(values.sum()) < 1 << 53:
+            return np.bincount(group_id, weights=values, minlength=size).astype(np.int64)
+        out = np.zeros(size, dtype=np.int64)
+        np.add.at(out, group_id, values)
+        return out
+
+    # the integer sums and counts by bincount; the float sums through pandas' group sum (its compensated sum:
+    # the same last bits), only for a column that is not all zeros. No IB fraction known (a trace without links):
+    # every activity's link unknown, its IB sums zeros
+    total_sum, exposed_sum = int_sum(total), int_sum(exp)
+    sums = {"count": np.bincount(group_id, minlength=size).astype(np.int64), "total_ns": total_sum,
+            "exposed_ns": exposed_sum}  # fmt: skip
+    floats: dict[str, np.ndarray] = {}
+    bytes_known = ~np.isnan(nbytes)
+    if bytes_known.any():
+        floats["bytes_sum"] = np.nan_to_num(nbytes)
+    zeros = np.zeros(size, dtype=np.int64)
+    if known.any():
+        ib_or_0 = np.nan_to_num(ib)
+        floats.update(ib_ns=total * ib_or_0, exposed_ib_ns=exp * ib_or_0, ib_sum=ib_or_0)
+        sums.update(unknown_ns=int_sum(np.where(known, 0, total)), exposed_unknown_ns=int_sum(np.where(known, 0, exp)),
+                    ib_known=count(known), ib_zero=count(ib == 0), ib_one=count(ib == 1))  # fmt: skip
+        largest = np.full(size, -np.inf)  # a max is exact in any order
+        np.maximum.at(largest, group_id, np.where(known, ib, -1.0))
+    else:
+        sums.update(unknown_ns=total_sum, exposed_unknown_ns=exposed_sum, ib_known=zeros, ib_zero=zeros,
+                    ib_one=zeros)  # fmt: skip
+        largest = np.full(size, -1.0)
+    sums["bytes_known"] = count(bytes_known)
+    for c in ("bytes_sum", "ib_ns", "exposed_ib_ns", "ib_sum"):
+        sums[c] = np.zeros(size)
+    summed = [c for c, v in floats.items() if v.any()]
+    if summed:
+        by_group = pd.DataFrame({"group": group_id, **{c: floats[c] for c in summed}}).groupby("group", sort=True)
+        agg_floats = by_group.sum()
+        for c in summed:
+            sums[c] = agg_floats[c].to_numpy()
+    xla = lookup(op_c[rows], columns.nonempty("hlo_op"), True) | lookup(source_c[rows], source_v == "xplane", False)
+    devices = np.array([p.device for p in parts], dtype=object)
+    # one frame in COMM_AGG_COLUMNS order
+    agg = pd.DataFrame(
         {
-            "group": group_id,
-            "count": 1,
-            "total_ns": total,
-            "exposed_ns": exp,
-            "bytes_sum": np.nan_to_num(nbytes),
-            "bytes_known": ~np.isnan(nbytes),
-            "ib_ns": total * np.nan_to_num(ib),
-            "unknown_ns": np.where(known, 0, total),
-            "exposed_ib_ns": exp * np.nan_to_num(ib),
-            "exposed_unknown_ns": np.where(known, 0, exp),
-            "ib_sum": np.nan_to_num(ib),
-            "ib_known": known,
-            "ib_zero": ib == 0,
-            "ib_one": ib == 1,
-            "ib_max": np.where(known, ib, -1.0),
-            "xla": lookup(op_c[rows], columns.nonempty("hlo_op"), True)
-            | lookup(source_c[rows], source_v == "xplane", False),
+            "key": lookup(key_c[first], key_v, np.nan),
+            "kind": lookup(kind_c[first], kind_v, np.nan),
+            "device": devices[device_index[first]],
+            **{c: sums[c] for c in COMM_SUMS},
+            "ib_max": largest,
+            "xla": np.bincount(group_id[xla], minlength=size) > 0,
         }
     )
-    agg = frame.groupby("group", sort=True).agg(
-        **{c: (c, "sum") for c in COMM_SUMS}, ib_max=("ib_max", "max"), xla=("xla", "any")
-    )
-    first = first_rows(group_id)  # group ids count from 0 in order of appearance
-    devices = np.array([p.device for p in parts], dtype=object)
-    agg = agg.reset_index(drop=True)
-    agg.insert(0, "key", lookup(key_c[first], key_v, np.nan))
-    agg.insert(1, "kind", lookup(kind_c[first], kind_v, np.nan))
-    agg.insert(2, "device", devices[device_index[first]])
     # group sizes: members of each distinct group string, counted per (op, kind, size) over the devices
     sizes = lookup(group_c[rows], np.array([len(str(g).split(",")) if g else 0 for g in group_v.tolist()], np.int64), 0)
     combo = combine_codes(key_c, kind_c, sizes)
@@ -230,7 +258,7 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
             "n": np.bincount(combo, minlength=at.size).astype(np.int64),
         }
     )
-    return agg[COMM_AGG_COLUMNS], counted
+    return agg, counted
 
 
 def _empty_comm() -> pd.DataFrame:
