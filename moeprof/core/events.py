@@ -235,12 +235,21 @@ def distinct_rows(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     packed = np.zeros(n, dtype=np.int64)
     span = 1
     for c in columns:
-        codes, values = column_codes(frame[c])
+        codes, values = narrow_codes(frame[c])  # a categorical's own codes: no int64 copy of them
         size = len(values) + 1  # code -1 (missing) is a value of its own
-        packed = packed * size + (codes + 1)
+        packed *= size
+        packed += codes
+        packed += 1
         span *= size
         if span > max(4 * n, 1 << 16):  # too wide for a table of first rows: one hash of the tuples
             return frame[columns].take(first_rows(combine_codes(*(column_codes(frame[k])[0] for k in columns))))
+    # a tuple first appears where a run of equal tuples begins: where rows come grouped (a device's activities
+    # together), among the few run starts, not every row
+    starts = np.flatnonzero(packed[1:] != packed[:-1]) + 1
+    if 4 * starts.size < n:
+        runs = np.r_[np.int64(0), starts]
+        _, at = np.unique(packed[runs], return_index=True)  # each tuple's first run
+        return frame[columns].take(np.sort(runs[at]))
     first = np.full(span, n, dtype=np.int64)
     np.minimum.at(first, packed, np.arange(n, dtype=np.int64))  # each tuple's first row
     return frame[columns].take(np.sort(first[first < n]))
