@@ -9,7 +9,7 @@ here: they travel in ``Trace.markers``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -155,6 +155,27 @@ def column_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
+def narrow_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`column_codes` without widening: a categorical column's own codes (int8/16/32, -1 missing; no copy,
+    read-only), anything else int64 codes factorized once. A code is below its dtype's largest value (pandas
+    picks the dtype that way), so ``code + 1`` fits it; other arithmetic on codes must widen them first (an
+    int16 code plus a count of values wraps)."""
+    if isinstance(column, pd.Series) and isinstance(column.dtype, pd.CategoricalDtype):
+        cat = cast(pd.Categorical, column.array)  # its codes, not ``.cat.codes`` (a copy)
+        return np.asarray(cat.codes), np.asarray(cat.categories, dtype=object)
+    if isinstance(column, pd.Categorical):
+        return np.asarray(column.codes), np.asarray(column.categories, dtype=object)
+    return column_codes(column)
+
+
+def narrowest_int(size: int) -> type[np.signedinteger[Any]]:
+    """The narrowest signed integer type that holds the codes ``[-1, size)``: a per-row code a table keeps."""
+    for kind in (np.int8, np.int16, np.int32):
+        if size <= np.iinfo(kind).max:
+            return kind
+    return np.int64
+
+
 def present_values(column: pd.Series | np.ndarray) -> list[Any]:
     """The distinct values a string column holds (a categorical's unused categories left out; a missing
     value as NaN), in the order of their codes: ``pd.unique`` as a set, without a string per row."""
@@ -214,12 +235,21 @@ def distinct_rows(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     packed = np.zeros(n, dtype=np.int64)
     span = 1
     for c in columns:
-        codes, values = column_codes(frame[c])
+        codes, values = narrow_codes(frame[c])  # a categorical's own codes: no int64 copy of them
         size = len(values) + 1  # code -1 (missing) is a value of its own
-        packed = packed * size + (codes + 1)
+        packed *= size
+        packed += codes
+        packed += 1
         span *= size
         if span > max(4 * n, 1 << 16):  # too wide for a table of first rows: one hash of the tuples
             return frame[columns].take(first_rows(combine_codes(*(column_codes(frame[k])[0] for k in columns))))
+    # a tuple first appears where a run of equal tuples begins: where rows come grouped (a device's activities
+    # together), among the few run starts, not every row
+    starts = np.flatnonzero(packed[1:] != packed[:-1]) + 1
+    if 4 * starts.size < n:
+        runs = np.r_[np.int64(0), starts]
+        _, at = np.unique(packed[runs], return_index=True)  # each tuple's first run
+        return frame[columns].take(np.sort(runs[at]))
     first = np.full(span, n, dtype=np.int64)
     np.minimum.at(first, packed, np.arange(n, dtype=np.int64))  # each tuple's first row
     return frame[columns].take(np.sort(first[first < n]))
@@ -300,7 +330,7 @@ def combine_codes(*columns: np.ndarray) -> np.ndarray:
 
 def bucket_codes(column: pd.Series | np.ndarray) -> np.ndarray:
     """Each row's bucket as its int8 index in :data:`BUCKETS` (-1: none of them)."""
-    codes, values = column_codes(column)
+    codes, values = narrow_codes(column)  # a lookup by code: no int64 copy of a categorical's codes
     index = np.array([BUCKETS.index(v) if v in BUCKETS else -1 for v in values.tolist()], dtype=np.int8)
     return lookup(codes, index, -1)
 

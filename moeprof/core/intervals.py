@@ -49,18 +49,33 @@ def coverage(seg_starts: np.ndarray, seg_ends: np.ndarray, points: np.ndarray) -
     points = np.asarray(points, dtype=np.int64)
     if seg_starts.size == 0:
         return np.zeros(points.shape, dtype=np.int64)
-    prefix = np.r_[0, np.cumsum(seg_ends - seg_starts, dtype=np.int64)]
+    return _coverage(_prefix(seg_starts, seg_ends), seg_starts, seg_ends, points)
+
+
+def _prefix(seg_starts: np.ndarray, seg_ends: np.ndarray) -> np.ndarray:
+    """The measure of the first k disjoint segments, for k in [0, n]."""
+    prefix = np.empty(seg_starts.size + 1, dtype=np.int64)
+    prefix[0] = 0
+    np.cumsum(seg_ends - seg_starts, dtype=np.int64, out=prefix[1:])
+    return prefix
+
+
+def _coverage(prefix: np.ndarray, seg_starts: np.ndarray, seg_ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """:func:`coverage` with the segments' :func:`_prefix` given (non-empty segments)."""
     i = np.searchsorted(seg_starts, points, side="right")  # segments starting at or before p
     j = np.maximum(i - 1, 0)
-    inside = np.where(i > 0, np.minimum(points, seg_ends[j]) - seg_starts[j], 0)
-    return prefix[j] + np.maximum(inside, 0) * (i > 0)
+    inside = np.maximum(np.minimum(points, seg_ends[j]) - seg_starts[j], 0)  # of the last of them
+    return np.where(i > 0, prefix[j] + inside, 0)
 
 
 def overlap_each(starts: np.ndarray, ends: np.ndarray, seg_starts: np.ndarray, seg_ends: np.ndarray) -> np.ndarray:
     """For each interval, the length of its overlap with the disjoint segments."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.maximum(np.asarray(ends, dtype=np.int64), starts)
-    return coverage(seg_starts, seg_ends, ends) - coverage(seg_starts, seg_ends, starts)
+    if seg_starts.size == 0:
+        return np.zeros(starts.shape, dtype=np.int64)
+    prefix = _prefix(seg_starts, seg_ends)  # once for both ends
+    return _coverage(prefix, seg_starts, seg_ends, ends) - _coverage(prefix, seg_starts, seg_ends, starts)
 
 
 def intersect(

@@ -58,8 +58,9 @@ def comm_records(trace: Trace, timeline: DeviceTimeline, comm: np.ndarray) -> pd
     table = timeline.columns
 
     def strings(column: str) -> tuple[np.ndarray, np.ndarray]:
-        codes, values = table.strings(column)
-        return codes[rows], values
+        # the table's own narrow codes, gathered and widened: no int64 copy of a whole column kept
+        codes, values = table.codes(column)
+        return codes[rows].astype(np.int64), values
 
     def text(column: str) -> np.ndarray:
         codes, values = strings(column)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import intervals as iv
 from .analysis import Collective, Figures
-from .events import BUCKETS, bucket_codes, column_codes
+from .events import BUCKETS, bucket_codes, column_codes, narrow_codes
 
 _NONE = np.zeros(0, dtype=np.int64)
 T = TypeVar("T")
@@ -54,6 +54,7 @@ class EventColumns:
     def __init__(self, table: pd.DataFrame) -> None:
         self.table = table
         self._strings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._numbers: dict[str, np.ndarray] = {}
         self._cached: dict[str, Any] = {}
 
@@ -61,16 +62,25 @@ class EventColumns:
         return len(self.table)
 
     def strings(self, column: str) -> tuple[np.ndarray, np.ndarray]:
-        """(int64 codes, -1 missing; distinct values) of a string column."""
+        """(int64 codes, -1 missing; distinct values) of a string column (a copy of the table's codes kept:
+        8 bytes a row, where :meth:`codes` keeps none)."""
         if column not in self._strings:
             self._strings[column] = column_codes(self.table[column])
         return self._strings[column]
+
+    def codes(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, -1 missing; distinct values) of a string column as narrow as the table holds them
+        (``events.narrow_codes``: a categorical's own int8/16 codes, no copy): what a gather or lookup by code
+        needs. Arithmetic on them widens first."""
+        if column not in self._codes:
+            self._codes[column] = self._strings.get(column) or narrow_codes(self.table[column])
+        return self._codes[column]
 
     def nonempty(self, column: str) -> np.ndarray:
         """Per distinct value of a string column, whether it is not "" (a missing value counts as not "")."""
         return self.derived(
             f"nonempty:{column}",
-            lambda: np.array([v != "" for v in self.strings(column)[1].tolist()], dtype=bool),
+            lambda: np.array([v != "" for v in self.codes(column)[1].tolist()], dtype=bool),
         )
 
     def numbers(self, column: str, dtype: type = np.int64) -> np.ndarray:
@@ -114,8 +124,14 @@ class DeviceTimeline:
         self.max_duration = int((self.end - self.start).max()) if len(self.start) else 0
 
     def strings(self, column: str) -> tuple[np.ndarray, np.ndarray]:
-        """(codes of this device's rows, distinct values of the whole column) of a string column."""
-        codes, values = self.columns.strings(column)
+        """(int64 codes of this device's rows, distinct values of the whole column) of a string column: a
+        gather of the table's narrow codes, widened (no int64 copy of the whole column kept)."""
+        codes, values = self.columns.codes(column)
+        return codes[self.positions].astype(np.int64, copy=False), values
+
+    def codes(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`strings` with the codes as narrow as the table holds them (``EventColumns.codes``)."""
+        codes, values = self.columns.codes(column)
         return codes[self.positions], values
 
     def numbers(self, column: str, dtype: type = np.int64) -> np.ndarray:
@@ -173,11 +189,11 @@ class DeviceTimeline:
         comm_s, comm_e = s[comm], e[comm]
         c_s, c_e = iv.union(comm_s, comm_e, presorted=win_s.size == 1)
         c_len = iv.length(c_s, c_e)
-        k_len = iv.length(k_s, k_e)
-        either = comm | compute
-        both = iv.union_length(s[either], e[either], presorted=win_s.size == 1)  # |C ∪ K|
-        fig["exposed_comm_ns"] = both - k_len
-        fig["overlapped_comm_ns"] = c_len + k_len - both
+        # U(comm) - U(compute): its length is |C ∪ K| - |K| (no third union of the comm and compute pieces)
+        segments = iv.subtract(c_s, c_e, k_s, k_e)
+        exposed_len = iv.length(*segments)
+        fig["exposed_comm_ns"] = exposed_len
+        fig["overlapped_comm_ns"] = c_len - exposed_len
         # exposed part of each comm activity: its length minus its overlap with compute
         comm_dur = dur[comm]
         piece_exposed = comm_dur - iv.overlap_each(comm_s, comm_e, k_s, k_e)
@@ -191,7 +207,7 @@ class DeviceTimeline:
         if not per_row:
             return WindowMeasure(figures, _NONE, _NONE, (_NONE, _NONE))
         if segments_only:
-            return WindowMeasure(figures, _NONE, _NONE, iv.subtract(c_s, c_e, k_s, k_e))
+            return WindowMeasure(figures, _NONE, _NONE, segments)
         clipped = np.zeros(n, dtype=np.int64)
         exposed = np.zeros(n, dtype=np.int64)
         if win_s.size == 1:  # one piece per row at most
@@ -200,7 +216,6 @@ class DeviceTimeline:
         else:
             np.add.at(clipped, rows, dur)
             np.add.at(exposed, rows[comm], piece_exposed)
-        segments = iv.subtract(c_s, c_e, k_s, k_e)
         return WindowMeasure(
             figures, clipped, exposed, segments, (s, e, rows), (k_s, k_e), (b_s, b_e), (c_s, c_e), (win_s, win_e)
         )

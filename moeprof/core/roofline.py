@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .events import column_codes, combine_codes, first_rows, lookup
+from .events import combine_codes, first_rows, lookup, narrow_codes, narrowest_int
 from .roles import EXCHANGES, GLUE, ROLES, row_roles
 from .scopes import NO_SCOPE, fold_layers, scope_key
 
@@ -61,6 +61,12 @@ def activity_roles(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per row, its MoE role as (codes into ``values``, values = :data:`ROLES`): the event table's ``role`` column
     where filled, else decided now (core.roles: one set of rules, roles.toml)."""
     return row_roles(table), np.array(ROLES, dtype=object)
+
+
+def table_roles(table: pd.DataFrame) -> np.ndarray:
+    """Per row of an event table, its role's index in :data:`ROLES` (core.roles), as int8: what the table's
+    ``EventColumns`` keep under ``roofline:roles`` for its devices (1 byte a row, not 8)."""
+    return row_roles(table).astype(narrowest_int(len(ROLES)))
 
 
 def activity_roof_ns(
@@ -209,10 +215,10 @@ class _TableGroups:
         decided once)."""
         # the table's codes of these columns, shared with the other readers of the table where it has them
         names = ("hlo_op", "name", "scope")
-        columns = {c: shared.strings(c) if shared is not None else column_codes(table[c]) for c in names}
+        columns = {c: shared.codes(c) if shared is not None else narrow_codes(table[c]) for c in names}
         if shared is not None:
             self.flops, self.bytes = shared.derived("counts", lambda: activity_counts(table))
-            roles = shared.derived("roofline:roles", lambda: row_roles(table))
+            roles = shared.derived("roofline:roles", lambda: table_roles(table))
         else:
             self.flops, self.bytes = activity_counts(table)
             roles = row_roles(table)
@@ -231,11 +237,13 @@ class _TableGroups:
         op_c, op_v = columns["hlo_op"]
         name_c, name_v = columns["name"]
         named = lookup(op_c, np.array([v != "" for v in op_v.tolist()], dtype=bool), False)
-        op = np.where(named, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
+        # a name's code past the ops' codes: widened, a narrow code plus the count of ops would wrap
+        op = np.where(named, op_c, np.where(name_c >= 0, name_c.astype(np.int64) + len(op_v), -1))
         scope_c, scope_v = columns["scope"]
         # an intensity of -1 on every row tells no two groups apart: left out of the codes
-        self.group = combine_codes(op, scope_c, roles, *([intensity] if self.counted else []))
-        first = first_rows(self.group)
+        group = combine_codes(op, scope_c, roles, *([intensity] if self.counted else []))
+        first = first_rows(group)
+        self.group = group.astype(narrowest_int(first.size))  # kept for the table: 1-4 bytes a row, not 8
         ops = np.concatenate([np.asarray(op_v, dtype=object), np.asarray(name_v, dtype=object)])
         keys = np.array([scope_key(str(v))[0] if v else NO_SCOPE for v in scope_v.tolist()] + [NO_SCOPE], dtype=object)
         self.op = lookup(op[first], ops, "")
@@ -314,7 +322,7 @@ def device_roles(
     if not inside.any():
         return pd.DataFrame(columns=ROLE_COLUMNS)
     table = rows.columns.table
-    roles = rows.columns.derived("roofline:roles", lambda: row_roles(table))[rows.positions]
+    roles = rows.columns.derived("roofline:roles", lambda: table_roles(table))[rows.positions]
     one_device = rows.columns.derived("roofline:one-device", lambda: _one_device_exchange(table))[rows.positions]
     if measured is not None and measured.pieces[0].size:
         s, e, idx = measured.pieces
@@ -339,8 +347,11 @@ def device_roles(
     times = clipped[inside]
     exact = int(times.sum()) < 1 << 53
     by_role = np.bincount(role_in, weights=times, minlength=len(ROLES)) if exact else None
-    local_roles = np.bincount(role_in, weights=one_device[inside], minlength=len(ROLES)) > 0
-    comm_roles = np.bincount(role_in, weights=comm[inside], minlength=len(ROLES)) > 0
+    # the roles with a one-device exchange, with a comm activity, inside the window (flags set by the few rows)
+    local_roles = np.zeros(len(ROLES), dtype=bool)
+    local_roles[role_in[one_device[inside]]] = True
+    comm_roles = np.zeros(len(ROLES), dtype=bool)
+    comm_roles[role_in[comm[inside]]] = True
     for r in present.tolist():
         exposed = int(alone[r]) if r < alone.size else 0
         of_role = inside & (roles == r) if by_role is None or share is not None else None
@@ -384,9 +395,20 @@ def _alone(start: np.ndarray, end: np.ndarray, role: np.ndarray, busy: int | Non
             start, end, role = start[order], end[order], role[order]
         out = np.zeros(len(ROLES), dtype=np.int64)
         whole = iv.union_length(start, end, presorted=True) if busy is None else busy
+        # |U(other roles)| without gathering their rows: in start order, each activity adds to the union what
+        # lies past the latest end before it, max(0, end - max(start, reach)); the role's own activities end
+        # at the first start (they add nothing and reach nowhere)
+        floor = start[0]
+        added = np.empty(n, dtype=np.int64)
         for r in present.tolist():
-            other = role != r
-            out[r] = whole - iv.union_length(start[other], end[other], presorted=True)
+            ends = np.where(role != r, end, floor)
+            reach = np.maximum.accumulate(ends)
+            added[0] = floor
+            added[1:] = reach[:-1]
+            np.maximum(added, start, out=added)
+            np.subtract(ends, added, out=added)
+            np.maximum(added, 0, out=added)
+            out[r] = whole - int(added.sum())
         return out
     points = np.concatenate([start, end])
     delta = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
@@ -406,7 +428,7 @@ def _one_device_exchange(table: pd.DataFrame) -> np.ndarray:
     """Per row: a collective on a group of one device (core.classify's group-of-one rule: a local copy)."""
     if "rule" not in table.columns:
         return np.zeros(len(table), dtype=bool)
-    codes, values = column_codes(table["rule"])
+    codes, values = narrow_codes(table["rule"])
     local = np.array([str(v).startswith("group-of-one") for v in values.tolist()], dtype=bool)
     return lookup(codes, local, False)
 

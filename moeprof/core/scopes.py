@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .analysis import ScopeRow, ratio
-from .events import categorical, categorical_of, column_codes, combine_codes, first_rows, lookup
+from .events import categorical, categorical_of, column_codes, combine_codes, first_rows, lookup, narrowest_int
 from .metrics import DeviceTimeline
 from .trace import Trace
 
@@ -326,15 +326,16 @@ def device_scopes(device: str, rows: DeviceTimeline, clipped: np.ndarray) -> pd.
     inside = clipped > 0
     if not inside.any():
         return pd.DataFrame(columns=SCOPE_COLUMNS)
-    codes, values = rows.strings("scope")
+    codes, values = rows.codes("scope")
     key_of, backward_of = _keys(values)
     columns = rows.columns
     table = columns.table
 
     def served_in_table() -> tuple[np.ndarray, list[tuple[str, bool]]]:
-        component = columns.strings("component") if "component" in table.columns else None
+        component = columns.codes("component") if "component" in table.columns else None
         passes = columns.numbers("backward", bool) if "backward" in table.columns else None
-        return served_rows(columns.strings("scope"), component, passes)
+        key, pairs = served_rows(columns.codes("scope"), component, passes)
+        return key.astype(narrowest_int(len(pairs))), pairs  # kept for the table: 1-4 bytes a row, not 8
 
     # what each row serves, decided once for the table's rows (its devices take their rows of it)
     served_all, served_pairs = columns.derived("served", served_in_table)

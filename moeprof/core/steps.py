@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..words import plural
 from . import intervals as iv
-from .events import column_codes, combine_codes, distinct_rows, lookup
+from .events import column_codes, combine_codes, distinct_rows, lookup, narrow_codes
 from .patterns import user_pattern
 from .trace import Trace
 
@@ -110,8 +110,8 @@ def launched_windows(markers: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFr
     end = activity["end_ns"].to_numpy(dtype=np.int64)
     launch = activity["launch_ns"].to_numpy(dtype=np.int64) if "launch_ns" in activity else np.full(start.size, -1)
     when = np.where(launch >= 0, launch, start)  # when the host issued it; unknown: when it ran
-    host_c, host_v = column_codes(activity["host"])
-    dev_c, dev_v = column_codes(activity["device"])
+    host_c, host_v = narrow_codes(activity["host"])  # the table's own codes (added only to int64 arrays)
+    dev_c, dev_v = narrow_codes(activity["device"])
     m_host = markers["host"].astype(str).to_numpy(dtype=object)
     number = markers["number"].to_numpy(dtype=np.int64)
     # one range per (host, step number): several processes' ranges of one step; unnumbered ones stay apart

@@ -17,7 +17,7 @@ from ..core import intervals as iv
 from ..core.analysis import SIGNIFICANT_SAVING, Collective, Opportunity
 from ..core.events import lookup
 from ..core.hardware import fabric_text
-from ..core.metrics import DeviceTimeline, WindowMeasure
+from ..core.metrics import MEMCPY, DeviceTimeline, WindowMeasure
 from ..core.names import said
 from ..core.sections import Hardware
 from ..core.trace import GPU, TPU
@@ -86,18 +86,20 @@ def device_signals(
                     "detail": f"{small.size} gaps under {SMALL_GAP_NS // 1000} µs between kernels",
                 }
             )
-    # copies: device-to-host syncs and exposed host copies
-    kind_codes, kinds = timeline.strings("copy_kind")
-    kind_of = kind_codes[rows]
-    is_dtoh = lookup(kind_of, kinds == "DtoH", False)
-    host = is_dtoh | lookup(kind_of, kinds == "HtoD", False)
-    if host.any():
+    # each piece's row of the event table: columns read by a gather of the table's codes, only where needed
+    table_rows = timeline.positions[rows]
+    # copies: device-to-host syncs and exposed host copies (none where the column holds neither kind)
+    kind_codes, kinds = timeline.columns.codes("copy_kind")
+    to_host, to_device = kinds == "DtoH", kinds == "HtoD"
+    kind_of = kind_codes[table_rows] if to_host.any() or to_device.any() else None
+    host = lookup(kind_of, to_host | to_device, False) if kind_of is not None else np.zeros(0, dtype=bool)
+    if kind_of is not None and host.any():
         k_s, k_e = measured.compute_union
         h_s, h_e, h_dur = s[host], e[host], dur[host]
         exposed = h_dur - iv.overlap_each(h_s, h_e, k_s, k_e)
-        nbytes = timeline.numbers("bytes", np.float64)[rows[host]]
+        nbytes = timeline.columns.numbers("bytes", np.float64)[table_rows[host]]
         small_copy = np.where(np.isnan(nbytes), h_dur < SMALL_COPY_NS, nbytes < SMALL_COPY_BYTES)
-        syncs = is_dtoh[host] & small_copy
+        syncs = to_host[kind_of[host]] & small_copy  # a host copy's kind is known: its code indexes the kinds
         if syncs.any():
             out.append(
                 {
@@ -134,9 +136,9 @@ def device_signals(
     out.extend(_local_collectives(timeline, measured, steps, device, kind))
     # many small GEMMs instead of one grouped GEMM
     if is_gpu:
-        name_codes, names = timeline.strings("name")
+        name_codes, names = timeline.columns.codes("name")
         gemm_of, grouped_of = timeline.columns.derived("name_flags", lambda: name_flags(names))
-        codes = name_codes[rows]
+        codes = name_codes[table_rows]
         is_gemm, is_grouped = gemm_of[codes], grouped_of[codes]
         small = small_gemms(dur, is_gemm, is_grouped, steps)
         if small is not None:
@@ -161,19 +163,19 @@ def _local_collectives(
     """Collectives whose group is the device itself (``core.classify``: bucket memcpy, kind kept): copies
     inside the device, of which the part no compute hides is what skipping them could save."""
     s, e, rows = measured.pieces
-    bcodes, buckets = timeline.strings("bucket")
-    kind_codes, _ = timeline.strings("kind")
-    local = lookup(bcodes[rows], buckets == "memcpy", False) & lookup(
-        kind_codes[rows], timeline.columns.nonempty("kind"), False
-    )
+    local = timeline.code[rows] == MEMCPY  # the bucket's code: a copy
+    if not local.any():
+        return []
+    kind_codes, _ = timeline.columns.codes("kind")
+    local[local] = lookup(kind_codes[timeline.positions[rows[local]]], timeline.columns.nonempty("kind"), False)
     if not local.any():
         return []
     k_s, k_e = measured.compute_union
     l_s, l_e = s[local], e[local]
     dur = l_e - l_s
     exposed = dur - iv.overlap_each(l_s, l_e, k_s, k_e)
-    name_codes, names = timeline.strings("name")
-    used, counts = np.unique(name_codes[rows[local]], return_counts=True)
+    name_codes, names = timeline.columns.codes("name")
+    used, counts = np.unique(name_codes[timeline.positions[rows[local]]], return_counts=True)
     ops = [str(names[c]) if c >= 0 else "?" for c in used[np.argsort(-counts, kind="stable")][:3]]
     count = int(local.sum())
     unit = "chip" if kind == TPU else "device"

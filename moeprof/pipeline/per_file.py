@@ -22,8 +22,8 @@ from ..core.identity import DeviceFingerprint, FileIdentity, JobIdentity, device
 from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
 from ..core.padding import expert_gemm_rows
-from ..core.roles import role_table, row_roles
-from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, device_roles, device_roofline
+from ..core.roles import role_table
+from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, device_roles, device_roofline, table_roles
 from ..core.scopes import (
     OP_FLOP_COLUMNS,
     SCOPE_COLUMNS,
@@ -158,9 +158,10 @@ class _CommRows:
 def _op_keys(columns: EventColumns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(codes, distinct values) of each row's op (its HLO op where known, else the kernel name), as strings:
     an op and a kernel spelled alike share a code."""
-    op_c, op_v = columns.strings("hlo_op")
-    name_c, name_v = columns.strings("name")
-    op_c, name_c = op_c[rows], name_c[rows]
+    op_c, op_v = columns.codes("hlo_op")
+    name_c, name_v = columns.codes("name")
+    # widened: a name's code plus the count of ops would wrap in a narrow code
+    op_c, name_c = op_c[rows].astype(np.int64), name_c[rows].astype(np.int64)
     op_known = lookup(op_c, columns.nonempty("hlo_op"), True)
     code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))
     merged, values = pd.factorize(np.concatenate([op_v, name_v]).astype(object), use_na_sentinel=False)
@@ -177,46 +178,74 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
     total = np.concatenate([p.clipped for p in parts]).astype(np.int64)
     exp = np.concatenate([p.exposed for p in parts]).astype(np.int64)
     key_c, key_v = _op_keys(columns, rows)
-    kind_c, kind_v = columns.strings("kind")
+    kind_c, kind_v = columns.codes("kind")
     kind_c = kind_c[rows]
-    group_c, group_v = columns.strings("group")
+    group_c, group_v = columns.codes("group")
     # one code per (device, op, kind), numbered in order of first appearance (rows go device by device)
     group_id = combine_codes(device_index, key_c, kind_c)
+    first = first_rows(group_id)  # group ids count from 0 in order of appearance
+    size = first.size
     ib = columns.numbers("ib_fraction", np.float64)[rows]
     nbytes = columns.numbers("bytes", np.float64)[rows]
-    op_c = columns.strings("hlo_op")[0]
-    source_c, source_v = columns.strings("source")
+    op_c = columns.codes("hlo_op")[0]
+    source_c, source_v = columns.codes("source")
     known = ~np.isnan(ib)
-    frame = pd.DataFrame(
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(group_id[mask], minlength=size).astype(np.int64)
+
+    def int_sum(values: np.ndarray) -> np.ndarray:
+        # float64 sums of non-negative ints are exact while the total is below 2**53
+        if int(values.min(initial=0)) >= 0 and int(values.sum()) < 1 << 53:
+            return np.bincount(group_id, weights=values, minlength=size).astype(np.int64)
+        out = np.zeros(size, dtype=np.int64)
+        np.add.at(out, group_id, values)
+        return out
+
+    # the integer sums and counts by bincount; the float sums through pandas' group sum (its compensated sum:
+    # the same last bits), only for a column that is not all zeros. No IB fraction known (a trace without links):
+    # every activity's link unknown, its IB sums zeros
+    total_sum, exposed_sum = int_sum(total), int_sum(exp)
+    sums = {"count": np.bincount(group_id, minlength=size).astype(np.int64), "total_ns": total_sum,
+            "exposed_ns": exposed_sum}  # fmt: skip
+    floats: dict[str, np.ndarray] = {}
+    bytes_known = ~np.isnan(nbytes)
+    if bytes_known.any():
+        floats["bytes_sum"] = np.nan_to_num(nbytes)
+    zeros = np.zeros(size, dtype=np.int64)
+    if known.any():
+        ib_or_0 = np.nan_to_num(ib)
+        floats.update(ib_ns=total * ib_or_0, exposed_ib_ns=exp * ib_or_0, ib_sum=ib_or_0)
+        sums.update(unknown_ns=int_sum(np.where(known, 0, total)), exposed_unknown_ns=int_sum(np.where(known, 0, exp)),
+                    ib_known=count(known), ib_zero=count(ib == 0), ib_one=count(ib == 1))  # fmt: skip
+        largest = np.full(size, -np.inf)  # a max is exact in any order
+        np.maximum.at(largest, group_id, np.where(known, ib, -1.0))
+    else:
+        sums.update(unknown_ns=total_sum, exposed_unknown_ns=exposed_sum, ib_known=zeros, ib_zero=zeros,
+                    ib_one=zeros)  # fmt: skip
+        largest = np.full(size, -1.0)
+    sums["bytes_known"] = count(bytes_known)
+    for c in ("bytes_sum", "ib_ns", "exposed_ib_ns", "ib_sum"):
+        sums[c] = np.zeros(size)
+    summed = [c for c, v in floats.items() if v.any()]
+    if summed:
+        by_group = pd.DataFrame({"group": group_id, **{c: floats[c] for c in summed}}).groupby("group", sort=True)
+        agg_floats = by_group.sum()
+        for c in summed:
+            sums[c] = agg_floats[c].to_numpy()
+    xla = lookup(op_c[rows], columns.nonempty("hlo_op"), True) | lookup(source_c[rows], source_v == "xplane", False)
+    devices = np.array([p.device for p in parts], dtype=object)
+    # one frame in COMM_AGG_COLUMNS order
+    agg = pd.DataFrame(
         {
-            "group": group_id,
-            "count": 1,
-            "total_ns": total,
-            "exposed_ns": exp,
-            "bytes_sum": np.nan_to_num(nbytes),
-            "bytes_known": ~np.isnan(nbytes),
-            "ib_ns": total * np.nan_to_num(ib),
-            "unknown_ns": np.where(known, 0, total),
-            "exposed_ib_ns": exp * np.nan_to_num(ib),
-            "exposed_unknown_ns": np.where(known, 0, exp),
-            "ib_sum": np.nan_to_num(ib),
-            "ib_known": known,
-            "ib_zero": ib == 0,
-            "ib_one": ib == 1,
-            "ib_max": np.where(known, ib, -1.0),
-            "xla": lookup(op_c[rows], columns.nonempty("hlo_op"), True)
-            | lookup(source_c[rows], source_v == "xplane", False),
+            "key": lookup(key_c[first], key_v, np.nan),
+            "kind": lookup(kind_c[first], kind_v, np.nan),
+            "device": devices[device_index[first]],
+            **{c: sums[c] for c in COMM_SUMS},
+            "ib_max": largest,
+            "xla": np.bincount(group_id[xla], minlength=size) > 0,
         }
     )
-    agg = frame.groupby("group", sort=True).agg(
-        **{c: (c, "sum") for c in COMM_SUMS}, ib_max=("ib_max", "max"), xla=("xla", "any")
-    )
-    first = first_rows(group_id)  # group ids count from 0 in order of appearance
-    devices = np.array([p.device for p in parts], dtype=object)
-    agg = agg.reset_index(drop=True)
-    agg.insert(0, "key", lookup(key_c[first], key_v, np.nan))
-    agg.insert(1, "kind", lookup(kind_c[first], kind_v, np.nan))
-    agg.insert(2, "device", devices[device_index[first]])
     # group sizes: members of each distinct group string, counted per (op, kind, size) over the devices
     sizes = lookup(group_c[rows], np.array([len(str(g).split(",")) if g else 0 for g in group_v.tolist()], np.int64), 0)
     combo = combine_codes(key_c, kind_c, sizes)
@@ -229,7 +258,7 @@ def _comm_tables(columns: EventColumns, parts: list[_CommRows]) -> tuple[pd.Data
             "n": np.bincount(combo, minlength=at.size).astype(np.int64),
         }
     )
-    return agg[COMM_AGG_COLUMNS], counted
+    return agg, counted
 
 
 def _empty_comm() -> pd.DataFrame:
@@ -287,7 +316,8 @@ def _device_groups(activity: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
     device_c, device_v = column_codes(activity["device"])
     out = []
     for g in range(len(bounds) - 1):
-        rows = order[bounds[g] : bounds[g + 1]]
+        # a copy, not a view of ``order``: a device's rows kept (the loop's last) do not keep all the table's
+        rows = order[bounds[g] : bounds[g + 1]].copy()
         if rows.size:
             out.append((str(host_v[host_c[rows[0]]]), str(device_v[device_c[rows[0]]]), rows))
     return out
@@ -395,6 +425,10 @@ def measure_file(
     if "unmatched" in rules:
         warnings.append(f"{rules['unmatched']} activities matched no taxonomy rule and count as 'other'")
     comm_table, group_sizes = _comm_tables(columns, comm_parts)
+    records = pd.concat(record_parts, ignore_index=True) if record_parts else empty_records()
+    # the devices' comm rows and record frames are summed and stacked: freed before the replay's columns are built
+    comm_parts.clear()
+    record_parts.clear()
     return FileResult(
         inputs=[trace.path],
         format=trace.format,
@@ -411,7 +445,7 @@ def measure_file(
         facts=stack_facts(trace),
         device_ids={str(d): int(g) for d, g in trace.devices.items()} or _device_ids(activity),
         clocks=clock_domains(trace),
-        records=pd.concat(record_parts, ignore_index=True) if record_parts else empty_records(),
+        records=records,
         windows=_segments_frame(windows),
         exposed=_segments_frame(exposed_parts),
         job={"world_size": trace.job.world_size, "rank": trace.job.rank, "format": trace.format},
@@ -437,7 +471,7 @@ def _expert_rows(trace: Trace, columns: EventColumns) -> pd.DataFrame:
     """The rows the file's expert GEMMs compute (core.padding.expert_gemm_rows) as EXPERT_ROW_COLUMNS."""
     if not trace.hlo or not len(trace.events):
         return pd.DataFrame(columns=EXPERT_ROW_COLUMNS)
-    roles = columns.derived("roofline:roles", lambda: row_roles(trace.events))
+    roles = columns.derived("roofline:roles", lambda: table_roles(trace.events))
     found = expert_gemm_rows(trace, roles == role_table().index["experts"])
     return pd.DataFrame({"rows": list(found), "ops": list(found.values())}, columns=EXPERT_ROW_COLUMNS)
 
