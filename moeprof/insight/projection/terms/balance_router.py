@@ -72,7 +72,7 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
 
     def per_value(column: str, test: Callable[[str], bool]) -> np.ndarray:
         """Per row: ``test`` of its string ("" where missing), evaluated once per distinct string."""
-        codes, values = columns.strings(column)
+        codes, values = columns.codes(column)  # the table's own narrow codes: a lookup, no int64 copy
         flags = np.array([test(str(v)) for v in values.tolist()], dtype=bool)
         return lookup(codes, flags, test(""))
 
