@@ -34,15 +34,11 @@ import shlex
 import shutil
 import subprocess
 import sys
-import traceback
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from moeprof.cli import app
-
-from .helpers import ROOT, SAMPLES
+from .helpers import ROOT, SAMPLES, moeprof_here
 
 README = ROOT / "README.md"
 
@@ -111,23 +107,10 @@ def shell_words(args: str, cwd: Path) -> list[str]:
     return words
 
 
-def moeprof_here(args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The command line run in this process (the CLI's app, as the ``moeprof`` entry point builds it), in
-    ``cwd`` and the environment ``env()`` gives: what the README shows needs no process of its own, and an
-    interpreter start with moeprof's imports is most of a small command's time. The result as a finished
-    process's: an exception the CLI let through reads as the traceback the interpreter would print."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(cwd)
-        for name in ("JAX_PLATFORMS", "MOEPROF_DEBUG"):
-            if name in env():
-                mp.setenv(name, env()[name])
-            else:
-                mp.delenv(name, raising=False)
-        res = CliRunner().invoke(app, shell_words(args, cwd))
-    stderr = res.stderr
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        stderr += "Traceback (in process):\n" + "".join(traceback.format_exception(res.exception))
-    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, stderr)
+def in_process(args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The command line run in this process (tests/helpers.py's ``moeprof_here``) with ``env()``'s settings."""
+    settings = {name: env().get(name) for name in ("JAX_PLATFORMS", "MOEPROF_DEBUG")}
+    return moeprof_here(shell_words(args, cwd), cwd, settings)
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +141,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(SAMPLES / "tpu_v5e_moe_step" / "ab"[name == "dropless"], here / "runs" / name)
     for name in ("baseline", "grouped-gemm", "ep-fusion"):
         shutil.copytree(SAMPLES / "cpu_moe_8dev", here / "runs" / name)
-    assert moeprof_here("baseline save run/ -o base.json", here).returncode == 0
-    assert moeprof_here("analyze run/ --history runs.db", here).returncode == 0
+    assert in_process("baseline save run/ -o base.json", here).returncode == 0
+    assert in_process("analyze run/ --history runs.db", here).returncode == 0
     return here
 
 
@@ -193,7 +176,7 @@ def test_readme_command_runs(line: str, folder: Path) -> None:
     if args.startswith("capture demo"):
         res = moeprof(f"{args} {DEMO_SMALL} --out demo-{abs(hash(line))}", folder)
     else:
-        res = moeprof_here(args, folder)
+        res = in_process(args, folder)
     # a gate may fail (exit 1) on these samples: that is its answer, not an error; 2 would be
     allowed = (0, 1) if args.startswith("check ") else (0,)
     assert res.returncode in allowed, f"{line}\n{res.stderr[-3000:]}"
