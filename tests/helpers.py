@@ -10,7 +10,6 @@ import shutil
 import sqlite3
 import struct
 import subprocess
-import sys
 import traceback
 import warnings
 from collections.abc import Iterable
@@ -52,13 +51,13 @@ def shared_trace(relative: str) -> Path:
 
 
 def assert_refused(path: Path, *said: str, listing: Iterable[str] | None = None) -> None:
-    """``python -m moeprof analyze PATH`` keeps the bad-input contract: exit 2, one line on stderr naming PATH and
-    each of ``said``, no traceback; the file unchanged, its folder holding ``listing`` (default: what it holds now)."""
+    """``moeprof analyze PATH`` keeps the bad-input contract: exit 2, one line on stderr naming PATH and each of
+    ``said``, no traceback; the file unchanged, its folder holding ``listing`` (default: what it holds now).
+    Run in this process (``moeprof_here``: a warning or an escaped exception reads as more lines on stderr);
+    tests/test_cli.py checks the contract on the ``python -m moeprof`` process itself."""
     before = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
     names = sorted(p.name for p in path.parent.iterdir()) if listing is None else sorted(listing)
-    res = subprocess.run(
-        [sys.executable, "-m", "moeprof", "analyze", str(path)], capture_output=True, text=True, timeout=300
-    )
+    res = moeprof_here(["analyze", str(path)], env={"MOEPROF_DEBUG": None})
     assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-2000:])
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in res.stderr and UNFORESEEN not in res.stderr, res.stderr
