@@ -10,7 +10,8 @@ import shutil
 import sqlite3
 import struct
 import subprocess
-import sys
+import traceback
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,13 +51,13 @@ def shared_trace(relative: str) -> Path:
 
 
 def assert_refused(path: Path, *said: str, listing: Iterable[str] | None = None) -> None:
-    """``python -m moeprof analyze PATH`` keeps the bad-input contract: exit 2, one line on stderr naming PATH and
-    each of ``said``, no traceback; the file unchanged, its folder holding ``listing`` (default: what it holds now)."""
+    """``moeprof analyze PATH`` keeps the bad-input contract: exit 2, one line on stderr naming PATH and each of
+    ``said``, no traceback; the file unchanged, its folder holding ``listing`` (default: what it holds now).
+    Run in this process (``moeprof_here``: a warning or an escaped exception reads as more lines on stderr);
+    tests/test_cli.py checks the contract on the ``python -m moeprof`` process itself."""
     before = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
     names = sorted(p.name for p in path.parent.iterdir()) if listing is None else sorted(listing)
-    res = subprocess.run(
-        [sys.executable, "-m", "moeprof", "analyze", str(path)], capture_output=True, text=True, timeout=300
-    )
+    res = moeprof_here(["analyze", str(path)], env={"MOEPROF_DEBUG": None})
     assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-2000:])
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in res.stderr and UNFORESEEN not in res.stderr, res.stderr
@@ -66,6 +67,42 @@ def assert_refused(path: Path, *said: str, listing: Iterable[str] | None = None)
     if before is not None:
         assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in path.parent.iterdir()) == names
+
+
+# the warnings Python prints by default (its default filters ignore these, outside __main__)
+QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
+def moeprof_here(
+    args: list[str], cwd: Path | None = None, env: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess:
+    """``moeprof ARGS`` run in this process through the CLI's app, in ``cwd`` with ``env``'s variables set (None:
+    unset), its result as a finished ``python -m moeprof`` process's: an exception the CLI let through reads on
+    stderr as the traceback the interpreter would print, and so does each warning Python would print (pytest
+    would otherwise keep them from stderr). For the commands whose process adds nothing to what a test checks:
+    an interpreter start with moeprof's imports is ~1 s of CPU; the tests of the process itself (the entry
+    point's exit codes, signals, pipes, resource limits) keep one."""
+    from typer.testing import CliRunner
+
+    from moeprof.cli import app
+
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        if cwd is not None:
+            mp.chdir(cwd)
+        for name, value in (env or {}).items():
+            if value is None:
+                mp.delenv(name, raising=False)
+            else:
+                mp.setenv(name, value)
+        res = CliRunner().invoke(app, [str(a) for a in args])
+    stderr = res.stderr
+    for w in said:
+        if not issubclass(w.category, QUIET_WARNINGS):
+            stderr += warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        stderr += "Traceback (in process):\n" + "".join(traceback.format_exception(res.exception))
+    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, stderr)
 
 
 def judge_fuzz_result(result: Result) -> None:

@@ -27,7 +27,7 @@ from moeprof.capture.nsys import build_nsys_export_command, build_nsys_profile_c
 from moeprof.cli import app
 from moeprof.errors import InputError
 
-from .helpers import CPU_COMPILE_FLAGS, make_export
+from .helpers import CPU_COMPILE_FLAGS, make_export, moeprof_here
 
 ROOT = Path(__file__).resolve().parents[1]
 XLA_FLAGS = f"--xla_force_host_platform_device_count=2 {CPU_COMPILE_FLAGS}"
@@ -63,6 +63,7 @@ while time.monotonic() < end:
         x = step(x)
         x.block_until_ready()
     i += 1
+    time.sleep(0.02)  # a step of ~1 ms and a pause: a job that runs for minutes need not hold a core
 print("steps", i, "devices", n)
 """
 
@@ -145,6 +146,12 @@ def moeprof_cli(args: list[str], cwd: Path, timeout: float = 120, **extra: str) 
         text=True,
         timeout=timeout,
     )
+
+
+def moeprof_cli_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``moeprof_cli`` in this process (tests/helpers.py's ``moeprof_here``): for the refusals, whose one line
+    the CLI's boundary writes; test_model_without_tokens_is_a_usage_error runs one from the entry point."""
+    return moeprof_here(args, cwd, {"XLA_FLAGS": XLA_FLAGS, "JAX_PLATFORMS": "cpu", "MOEPROF_DEBUG": None})
 
 
 def one_line(res: subprocess.CompletedProcess) -> str:
@@ -236,7 +243,7 @@ def test_run_waits_for_the_command(tmp_path: Path, job: Path) -> None:
 def test_run_command_that_exits_at_once(tmp_path: Path) -> None:
     out = tmp_path / "run"
     t0 = time.monotonic()
-    res = moeprof_cli(["capture", "run", "--out", str(out), "--", sys.executable, "-c", "pass"], tmp_path)
+    res = moeprof_cli_here(["capture", "run", "--out", str(out), "--", sys.executable, "-c", "pass"], tmp_path)
     line = one_line(res)
     assert "exited (code 0) before its JAX profiler server started" in line
     assert time.monotonic() - t0 < 30
@@ -254,7 +261,7 @@ def test_run_command_that_exits_at_once(tmp_path: Path) -> None:
     ],
 )
 def test_run_bad_usage(tmp_path: Path, args: list[str], message: str) -> None:
-    assert message in one_line(moeprof_cli(["capture", "run", *args], tmp_path))
+    assert message in one_line(moeprof_cli_here(["capture", "run", *args], tmp_path))
 
 
 @pytest.mark.slow
@@ -263,7 +270,7 @@ def test_run_port_in_use(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        res = moeprof_cli(["capture", "run", "--port", str(port), "--", "true"], tmp_path)
+        res = moeprof_cli_here(["capture", "run", "--port", str(port), "--", "true"], tmp_path)
     assert f"port {port} is already in use" in one_line(res)
 
 
@@ -349,7 +356,7 @@ def test_live_two_workers(tmp_path: Path, job: Path, workers: list[subprocess.Po
 def test_live_nothing_listening(tmp_path: Path) -> None:
     port = free_port()
     t0 = time.monotonic()
-    res = moeprof_cli(["capture", "live", str(port), "--duration", "1", "--out", str(tmp_path / "x")], tmp_path)
+    res = moeprof_cli_here(["capture", "live", str(port), "--duration", "1", "--out", str(tmp_path / "x")], tmp_path)
     line = one_line(res)
     assert f"nothing is serving a profiler at 127.0.0.1:{port}" in line
     assert time.monotonic() - t0 < 20
@@ -383,7 +390,7 @@ def test_parse_addresses_rejects(spec: str) -> None:
     ],
 )
 def test_live_bad_usage(tmp_path: Path, args: list[str], message: str) -> None:
-    assert message in one_line(moeprof_cli(["capture", "live", *args], tmp_path))
+    assert message in one_line(moeprof_cli_here(["capture", "live", *args], tmp_path))
 
 
 # ---- capture nsys --------------------------------------------------------------------------------
@@ -721,7 +728,7 @@ def test_run_profiler_listens_on_loopback_unless_asked(tmp_path: Path, job: Path
 
 
 def test_run_profiler_host_must_be_loopback_or_every_interface(tmp_path: Path) -> None:
-    line = one_line(moeprof_cli(["capture", "run", "--profiler-host", "10.1.2.3", "--", "true"], tmp_path))
+    line = one_line(moeprof_cli_here(["capture", "run", "--profiler-host", "10.1.2.3", "--", "true"], tmp_path))
     assert "--profiler-host must be 127.0.0.1 (the default) or 0.0.0.0" in line
 
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from moeprof.cli import app
 from moeprof.errors import UNFORESEEN
 
-from .helpers import SAMPLES, shared_trace
+from .helpers import SAMPLES, moeprof_here, shared_trace
 
 runner = CliRunner()
 SAMPLE_INPUTS = [
@@ -152,14 +152,27 @@ def _bad_inputs(tmp: Path) -> dict[str, Path]:
     return files
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", ["missing", "empty", "truncated", "jpeg", "emptydir", "badgzip", "badjson", "notrace"])
-def test_bad_input_is_one_line_exit_2(tmp_path, case):
+def analyze_bad_input(path: Path, process: bool) -> subprocess.CompletedProcess:
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "moeprof", "analyze", str(path)], capture_output=True, text=True, timeout=120
+        )
+    return moeprof_here(["analyze", str(path)], env={"MOEPROF_DEBUG": None})
+
+
+@pytest.mark.parametrize(
+    ("case", "process"),
+    [
+        # one through ``python -m moeprof`` (the entry point's own exit code and stderr), the rest in this
+        # process: the one line and the exit code are the CLI's boundary's (tests/helpers.py moeprof_here)
+        pytest.param("truncated", True, marks=pytest.mark.slow),
+        *((c, False) for c in ["missing", "empty", "truncated", "jpeg", "emptydir", "badgzip", "badjson", "notrace"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, case, process):
     path = _bad_inputs(tmp_path)[case]
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.rglob("*") if p.is_file()}
-    res = subprocess.run(
-        [sys.executable, "-m", "moeprof", "analyze", str(path)], capture_output=True, text=True, timeout=120
-    )
+    res = analyze_bad_input(path, process)
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0], res.stderr

@@ -229,6 +229,13 @@ def child(child_dir: Path) -> dict[str, Any]:
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICES} {CPU_COMPILE_FLAGS}"
     env["JAX_PLATFORMS"] = "cpu"  # the checks below are for the 8-device CPU fallback path
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    # JAX's compilation cache, for this child alone: a program compiled twice is compiled once (the dense
+    # reference of padded and ragged_emulated, of both permute_gather variants..., and three runs' parameter
+    # programs; their keys are the program's text and the compile options and flags). The default run, whose
+    # trace is written, comes first: its programs are compiled, none is read back
+    env["JAX_COMPILATION_CACHE_DIR"] = str(tmp / "jax-cache")
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(out), str(trace)],
         env=env,

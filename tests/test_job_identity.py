@@ -5,6 +5,7 @@ Inputs are built in tmp_path by copying and renaming the samples and the shared 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import itertools
 import json
@@ -40,6 +41,13 @@ def analyze_json(*args: object) -> dict:
     res = invoke("analyze", *args, "--json")
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
+
+
+@functools.cache
+def unchanged_json(path: Path) -> dict:
+    """``analyze PATH --json`` of an input no test changes (a sample, the module's parquet export), made once
+    per module run: several tests read one of them alone (don't change the dict)."""
+    return analyze_json(path)
 
 
 def kineto_job(tmp_path: Path, name: str = "job") -> Path:
@@ -141,8 +149,10 @@ def test_a_moeprof_output_named_alone_is_refused(tmp_path):
 # ---- 2. one capture in two formats ------------------------------------------------------------------
 
 
-def _formats(tmp_path: Path) -> dict[str, Path]:
-    parquet = to_parquetdir(SQLITE, tmp_path / "capture_parquet")
+@pytest.fixture(scope="module")
+def formats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The one capture in each format (its parquet export made once: no test writes beside it)."""
+    parquet = to_parquetdir(SQLITE, tmp_path_factory.mktemp("formats") / "capture_parquet")
     return {"xplane": XPLANE, "chrome": CHROME, "nsys": SQLITE, "nsys-parquet": parquet}
 
 
@@ -151,10 +161,9 @@ RICHER = ["xplane", "nsys", "nsys-parquet", "chrome"]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pair", list(itertools.combinations(RICHER, 2)), ids="+".join)
-def test_one_capture_in_two_formats_is_read_once(tmp_path, pair):
-    files = _formats(tmp_path)
-    richer, poorer = files[pair[0]], files[pair[1]]
-    alone = analyze_json(richer)
+def test_one_capture_in_two_formats_is_read_once(formats, pair):
+    richer, poorer = formats[pair[0]], formats[pair[1]]
+    alone = unchanged_json(richer)
     for order in ((richer, poorer), (poorer, richer)):
         doc = analyze_json(*order)
         assert doc["inputs"] == [str(richer)]
@@ -169,7 +178,7 @@ def test_kineto_rank_files_of_an_xplane_capture_are_read_once():
     """The Kineto ranks of the 2-host sample are the 2 XPlanes' devices: each XPlane holds 4 of them."""
     doc = analyze_json(TWO_HOST, KINETO)
     assert doc["inputs"] == [str(p) for p in sorted(TWO_HOST.iterdir())]
-    assert doc["total"] == analyze_json(TWO_HOST)["total"]
+    assert doc["total"] == unchanged_json(TWO_HOST)["total"]
     notes = [w for w in doc["warnings"] if "same activities" in w]
     assert len(notes) == 2 and all(w.count("rank") == 4 for w in notes)
 
@@ -193,7 +202,7 @@ def test_the_merge_decides_whatever_the_order_results_arrive_in():
 @pytest.mark.slow
 def test_ranks_of_one_job_are_never_taken_for_one_capture(tmp_path):
     """Eight rank files of one job (same kernels, same counts) stay eight devices."""
-    doc = analyze_json(KINETO)
+    doc = unchanged_json(KINETO)
     assert len(doc["devices"]) == 8 and not [w for w in doc["warnings"] if "same activities" in w]
 
 
@@ -263,7 +272,7 @@ def test_real_jobs_are_not_refused(relative):
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", [TWO_HOST, KINETO, SAMPLES / "cpu_moe_8dev"], ids=lambda p: p.name)
 def test_sample_jobs_are_not_refused(folder):
-    doc = analyze_json(folder)
+    doc = unchanged_json(folder)
     assert doc["devices"] and not [w for w in doc["warnings"] if "same activities" in w]
 
 

@@ -15,6 +15,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ import pytest
 from moeprof.errors import UNFORESEEN
 from moeprof.outputs import TEMPORARY_MARK, cannot_write, replacing, write_bytes
 
-from .helpers import SAMPLES
+from .helpers import SAMPLES, moeprof_here
 
 GPU_SAMPLE = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"  # read without a temporary file
 GOOD = b"a good file written before\n"
@@ -84,7 +85,8 @@ def test_what_is_no_regular_file_is_written_as_it_is(tmp_path: Path) -> None:
 
 def _moeprof(tmp_path: Path, *args: str | Path, full: bool = True, room: int = FULL_AT) -> subprocess.CompletedProcess:
     """``python -m moeprof ARGS`` in ``tmp_path`` (its TMPDIR ``tmp_path/tmp``); ``full``: on a disk with ``room``
-    bytes left for each file."""
+    bytes left for each file (a child's resource limit). With room, the command runs in this process (tests/helpers.py
+    moeprof_here, its temporary files in the same folder): only the limit needs a process of its own."""
 
     def full_disk() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -92,6 +94,10 @@ def _moeprof(tmp_path: Path, *args: str | Path, full: bool = True, room: int = F
 
     scratch = tmp_path / "tmp"
     scratch.mkdir(exist_ok=True)
+    if not full:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(tempfile, "tempdir", str(scratch))
+            return moeprof_here(list(args), tmp_path, {"TMPDIR": str(scratch)})
     return subprocess.run(
         [sys.executable, "-m", "moeprof", *map(str, args)],
         capture_output=True,
@@ -99,7 +105,7 @@ def _moeprof(tmp_path: Path, *args: str | Path, full: bool = True, room: int = F
         timeout=300,
         cwd=tmp_path,
         env={**os.environ, "TMPDIR": str(scratch)},
-        preexec_fn=full_disk if full else None,
+        preexec_fn=full_disk,
     )
 
 

@@ -1,7 +1,10 @@
 """Every code block of the README runs as written (issue 25: its library example raised "no device activity").
 
-Each ```python block runs in a fresh interpreter, and each moeprof command of each ```bash block in a shell, in
-a folder laid out with the README's own names: ``trace_dir/`` a TensorBoard log dir, ``node0.xplane.pb
+Each ```python block runs in a fresh interpreter, and each moeprof command of each ```bash block with its words
+as a shell passes them (quotes removed, wildcards expanded): ``capture demo`` in a shell and its own Python, every
+other command in the test's process through the CLI's app (an interpreter start with moeprof's imports was most of
+each command's time; tests/test_cli.py runs the ``moeprof`` entry point itself), in a folder laid out with the
+README's own names: ``trace_dir/`` a TensorBoard log dir, ``node0.xplane.pb
 node1.xplane.pb`` the hosts of a job, ``worker*.pt.trace.json.gz`` its Kineto rank files, ``report.sqlite`` an
 Nsight export, ``run/`` and ``runs/*`` run folders, ``tpu_job/`` a 2-slice TPU job, ``node0/`` one host's
 rocprofv3 output (CSV sets and rocpd databases), ``nccl-inspector-1234/`` NCCL Inspector logs, ``TRACE`` a trace
@@ -24,8 +27,10 @@ Not run here, and why (each is covered elsewhere where it can be):
 
 from __future__ import annotations
 
+import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ROOT, SAMPLES
+from .helpers import ROOT, SAMPLES, moeprof_here
 
 README = ROOT / "README.md"
 
@@ -84,10 +89,28 @@ def env() -> dict[str, str]:
 
 
 def moeprof(args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The command line in a shell, in its own Python: a demo capture (JAX reads its XLA flags once per process)."""
     return subprocess.run(
         f"{sys.executable} -m moeprof {args}", shell=True, cwd=cwd, env=env(), capture_output=True, text=True,
         timeout=600,
     )  # fmt: skip
+
+
+def shell_words(args: str, cwd: Path) -> list[str]:
+    """The arguments a POSIX shell passes for ``args`` in ``cwd``: quotes removed, and each unquoted word that
+    holds a wildcard expanded to its sorted matches (kept as written when nothing matches, as sh does)."""
+    bare = set(args.split())
+    words = []
+    for word in shlex.split(args):
+        matches = sorted(glob.glob(word, root_dir=cwd)) if word in bare and glob.has_magic(word) else []
+        words += matches or [word]
+    return words
+
+
+def in_process(args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The command line run in this process (tests/helpers.py's ``moeprof_here``) with ``env()``'s settings."""
+    settings = {name: env().get(name) for name in ("JAX_PLATFORMS", "MOEPROF_DEBUG")}
+    return moeprof_here(shell_words(args, cwd), cwd, settings)
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +141,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(SAMPLES / "tpu_v5e_moe_step" / "ab"[name == "dropless"], here / "runs" / name)
     for name in ("baseline", "grouped-gemm", "ep-fusion"):
         shutil.copytree(SAMPLES / "cpu_moe_8dev", here / "runs" / name)
-    assert moeprof("baseline save run/ -o base.json", here).returncode == 0
-    assert moeprof("analyze run/ --history runs.db", here).returncode == 0
+    assert in_process("baseline save run/ -o base.json", here).returncode == 0
+    assert in_process("analyze run/ --history runs.db", here).returncode == 0
     return here
 
 
@@ -151,8 +174,9 @@ def test_readme_command_runs(line: str, folder: Path) -> None:
     line = line.removeprefix("pip install -e . && ")
     args = line.removeprefix("moeprof ").replace("TRACE", "run.xplane.pb")
     if args.startswith("capture demo"):
-        args += f" {DEMO_SMALL} --out demo-{abs(hash(line))}"
-    res = moeprof(args, folder)
+        res = moeprof(f"{args} {DEMO_SMALL} --out demo-{abs(hash(line))}", folder)
+    else:
+        res = in_process(args, folder)
     # a gate may fail (exit 1) on these samples: that is its answer, not an error; 2 would be
     allowed = (0, 1) if args.startswith("check ") else (0,)
     assert res.returncode in allowed, f"{line}\n{res.stderr[-3000:]}"

@@ -19,18 +19,22 @@ from typer.testing import CliRunner
 from moeprof.cli import app
 from moeprof.readers.xspace_proto import messages
 
-from .helpers import SAMPLES, shared_trace
+from .helpers import SAMPLES, moeprof_here, shared_trace
 
 pytestmark = pytest.mark.slow  # every test here runs for seconds (the edit loop: -m "not slow")
 
 runner = CliRunner()
 
 
-def moeprof_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """The real command, so stderr is exactly what a user sees."""
-    return subprocess.run(
-        [sys.executable, "-m", "moeprof", *args], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
+def moeprof_cli(*args: str, cwd: Path | None = None, process: bool = False) -> subprocess.CompletedProcess:
+    """The command with stderr as a user sees it: ``process``, the real ``python -m moeprof``; else run in this
+    process through the CLI's app (tests/helpers.py moeprof_here: a warning or an escaped exception reads as
+    more lines on stderr), where the one line and the exit code are the CLI's own boundary's."""
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "moeprof", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+        )
+    return moeprof_here(list(args), cwd, {"MOEPROF_DEBUG": None})
 
 
 def one_line_error(res: subprocess.CompletedProcess) -> str:
@@ -51,7 +55,7 @@ def test_a_trace_without_device_activity_is_refused_by_every_command(tmp_path: P
         ["report", str(empty), "-o", str(tmp_path / "r.html")],
         ["annotate", str(empty), "-o", str(tmp_path / "a.trace.json.gz")],
     ):
-        line = one_line_error(moeprof_cli(*args))
+        line = one_line_error(moeprof_cli(*args, process=args == ["analyze", str(empty)]))  # one as a process
         assert str(empty) in line and "no device activity" in line
     assert not (tmp_path / "r.html").exists()
 

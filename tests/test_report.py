@@ -8,11 +8,14 @@ independently (exact ns sums for single activities, one 8-bit level per bin).
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 import re
 import struct
+import subprocess
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -47,17 +50,36 @@ def measured(paths: list[Path], lanes: str = "device", max_events: int = html_re
     return measured_item(paths, lanes, max_events).analysis
 
 
+def page_settings() -> tuple[tuple[str, object], ...]:
+    """The page module's settings as they are now (a test may patch one): part of what a cached reading is of."""
+    return tuple((k, v) for k, v in sorted(vars(html_report).items()) if k.isupper() and isinstance(v, int | float))
+
+
 def measured_item(
     paths: list[Path], lanes: str = "device", max_events: int = html_report.RAW_EVENTS_CAP
 ) -> html_report.ReportInput:
     """The page's input: the analysis with the views a one-input page of these options holds beside it."""
-    (item,) = report_inputs([paths], lanes=lanes, max_events=max_events, what_if=[])
+    return _measured_item(tuple(paths), lanes, max_events, page_settings())
+
+
+@functools.cache
+def _measured_item(
+    paths: tuple[Path, ...], lanes: str, max_events: int, settings: tuple[tuple[str, object], ...]
+) -> html_report.ReportInput:
+    """Computed once per module run and settings: several tests check one page's input against their own view."""
+    (item,) = report_inputs([list(paths)], lanes=lanes, max_events=max_events, what_if=[])
     return item
 
 
 def device_activity(paths: list[Path]) -> pd.DataFrame:
-    """Every activity as read, with its page category code computed here from bucket and IB share."""
-    events = concat([t.events for t in load(paths)])
+    """Every activity as read, with its page category code computed here from bucket and IB share (a copy of
+    the module's one reading of ``paths``)."""
+    return _device_activity(tuple(paths)).copy()
+
+
+@functools.cache
+def _device_activity(paths: tuple[Path, ...]) -> pd.DataFrame:
+    events = concat([t.events for t in load(list(paths))])
     bucket = events["bucket"].to_numpy(dtype=object)
     ib = events["ib_fraction"].to_numpy(dtype=np.float64)
     code = np.array([BUCKET_CODES.get(b, 5) for b in bucket], dtype=np.int64)
@@ -490,17 +512,31 @@ def read_png(data: bytes) -> tuple[int, int, np.ndarray]:
     return width, height, out.reshape(height, width, bpp)[:, :, :3]
 
 
+@pytest.fixture(scope="module")
+def selftest(reports, tmp_path_factory) -> Callable[[str], subprocess.CompletedProcess]:
+    """Chromium's run of a page of ``reports`` with "#selftest", which makes the page drive its own zoom, pan,
+    hover and reset and write the outcome into the DOM: one run per page, which two tests read."""
+    runs: dict[str, subprocess.CompletedProcess] = {}
+
+    def run(name: str) -> subprocess.CompletedProcess:
+        if name not in runs:
+            path, _ = reports[name]
+            runs[name] = chromium(tmp_path_factory.mktemp("chromium"), "--dump-dom", f"{path.as_uri()}#selftest")
+        return runs[name]
+
+    return run
+
+
 @needs_chromium
 @pytest.mark.parametrize(
     "name, timelines, lanes",
     [("cpu", 1, 8), ("binned", 1, 8), ("compare", 2, 16), ("stream_binned", 1, None)],
 )
-def test_browser_draws_without_errors(reports, tmp_path, name, timelines, lanes):
-    path, text = reports[name]
+def test_browser_draws_without_errors(reports, selftest, name, timelines, lanes):
+    _, text = reports[name]
     if lanes is None:  # stream lanes: as many as the page embeds (their count is checked above)
         lanes = sum(len(tl["lanes"]) for tl in embedded(text)["inputs"])
-    # "#selftest" makes the page drive its own zoom, pan, hover and reset and write the outcome into the DOM
-    res = chromium(tmp_path, "--dump-dom", f"{path.as_uri()}#selftest")
+    res = selftest(name)
     dom = res.stdout
     status = re.search(r'<span id="moeprof-status"([^>]*)>', dom)
     assert status, f"page did not render: {res.stderr[-2000:]}"
@@ -549,7 +585,12 @@ def test_render_needs_the_timeline_views():
 
 def brute_records(paths: list[Path], key: str) -> pd.DataFrame:
     """Each comm activity with its instance and wait, matched by brute force (one clock, every device a member)."""
-    return comm_instances(device_activity(paths), key)
+    return _brute_records(tuple(paths), key).copy()
+
+
+@functools.cache
+def _brute_records(paths: tuple[Path, ...], key: str) -> pd.DataFrame:
+    return comm_instances(device_activity(list(paths)), key)
 
 
 def brute_wait(records: pd.DataFrame, device: str) -> tuple[np.ndarray, np.ndarray]:
@@ -804,10 +845,10 @@ def test_one_device_page_makes_up_no_wait_split(tmp_path):
 
 @needs_chromium
 @pytest.mark.parametrize("name", ["cpu", "binned", "stream"])
-def test_browser_decodes_and_draws_the_ledger(reports, tmp_path, name):
+def test_browser_decodes_and_draws_the_ledger(reports, selftest, name):
     """What the page's script decoded and drew, read back from the DOM, against the ledger recomputed here."""
-    path, text = reports[name]
-    res = chromium(tmp_path, "--dump-dom", f"{path.as_uri()}#selftest")
+    _, text = reports[name]
+    res = selftest(name)
     status = re.search(r'<span id="moeprof-status"([^>]*)>', res.stdout)
     assert status, res.stderr[-2000:]
     attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', status.group(1)))

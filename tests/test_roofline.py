@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,14 @@ CAPTURES = [
     *(("sample", f"tpu_v5e_levers/{run}/runsc.xplane.pb.gz") for run in ("gather", "skipx")),
 ]
 LEVERS = SAMPLES / "tpu_v5e_levers"
+
+
+@cache
+def base_analysis() -> Analysis:
+    """The ablation's base run analyzed once per module run: three tests read it (none changes it)."""
+    return moeprof.analyze_paths([ABLATION / "base"])
+
+
 DUPLICATES = " and its duplicate(s)"
 
 
@@ -189,7 +198,7 @@ def test_the_roof_of_an_activity_by_hand() -> None:
 def test_roles_partition_the_activities_of_a_tpu_capture() -> None:
     """Every activity has exactly one role: the roles' time per step adds up to the accumulated time per step,
     their shares to 1; the token movement is router, permute, unpermute and the one-chip exchanges."""
-    analysis = moeprof.analyze_paths([ABLATION / "base"])
+    analysis = base_analysis()
     steps = len(analysis.spread.steps)
     roles = {r["role"]: r for r in analysis.roles}
     assert set(roles) <= set(ROLES)
@@ -406,7 +415,7 @@ def test_a_capacity_runs_mfu_counts_useful_rows_only() -> None:
     padding is the buffers' E·C rows less the rows kept, and its MFU on useful rows is below the dropless run's
     (which is faster: more tokens per second), where counting padded rows put it above."""
     cap = moeprof.analyze_paths([ABLATION / "cap2"])
-    base = moeprof.analyze_paths([ABLATION / "base"])
+    base = base_analysis()
     manifest = json.loads((ABLATION / "cap2" / "manifest.json").read_text())
     load = manifest_load(manifest)
     assert load is not None and load.capacity_factor == 2.0
@@ -435,7 +444,7 @@ def test_one_peak_and_an_f32_run_called_f32() -> None:
 
 
 def test_the_roles_and_roofline_round_trip_through_json() -> None:
-    analysis = moeprof.analyze_paths([ABLATION / "base"])
+    analysis = base_analysis()
     doc = analysis.to_json()
     assert doc["roles"] and doc["roofline"]["ops"] and doc["roofline"]["from"]
     again = Analysis.from_json(json.loads(json.dumps(doc)))

@@ -7,8 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +23,13 @@ from moeprof.readers.kineto_splits import parse_splits
 from moeprof.reports.routing import heatmaps, load_line
 from synthetic.counterfactual import ROUTER_CHANGE, router_loads, simulate, write_job
 
-from .helpers import SAMPLES, needs_chromium, shared_trace
+from .helpers import SAMPLES, moeprof_here, needs_chromium, shared_trace
 
 LOAD = SAMPLES / "tpu_v5e_load"
+# the terminal report as a plain environment gives it (the CLI run in this process: tests/helpers.py moeprof_here)
+TERMINAL: dict[str, str | None] = dict.fromkeys(
+    ("MOEPROF_DEBUG", "FORCE_COLOR", "NO_COLOR", "TERM", "COLUMNS", "LINES")
+)
 W4 = SAMPLES / "kineto_alltoall_gloo_w4"
 W33 = SAMPLES / "kineto_alltoall_gloo_w33"
 
@@ -95,17 +97,13 @@ def test_a_larger_capacity_factor_drops_less() -> None:
     assert round(share["cap2"], 3) == 0.216
 
 
-@pytest.mark.slow  # python -m moeprof in a subprocess
 def test_skew8_first_lines_name_the_hot_and_dead_experts() -> None:
     analysis = moeprof.analyze_paths([LOAD / "skew8"], jobs=1)
     line = load_line(analysis.expert_load)
     assert line is not None
     assert "layer 0 routes 13,561 of its 32,768 (token, k) assignments per step to expert 0 (6.6x" in line
     assert "none to 9 of its 16 experts" in line
-    res = subprocess.run(
-        [sys.executable, "-m", "moeprof", "analyze", str(LOAD / "skew8"), "--no-projection"],
-        capture_output=True, text=True, timeout=300, env={"COLUMNS": "400", "PATH": ""},
-    )  # fmt: skip
+    res = moeprof_here(["analyze", LOAD / "skew8", "--no-projection"], env=TERMINAL | {"COLUMNS": "400"})
     assert res.returncode == 0, res.stderr
     first = res.stdout.splitlines()[:4]
     assert any(line.startswith("Expert load (the run's manifest, 5 steps): layer 0 routes 13,561") for line in first)
@@ -179,15 +177,10 @@ def test_every_form_of_an_expert_load_log_reads_the_same(tmp_path: Path) -> None
         assert figures["layers"][0]["hot"] == [e for e in range(8) if mean[0, e] >= 2 * mean[0].mean()] == [2], name
 
 
-@pytest.mark.slow  # python -m moeprof in a subprocess
 def test_analyze_takes_the_load_of_the_file_over_the_manifests(tmp_path: Path) -> None:
     counts = _truth_load()
     path = _write_forms(tmp_path, counts)["table.csv"]
-    res = subprocess.run(
-        [sys.executable, "-m", "moeprof", "analyze", str(SAMPLES / "cpu_moe_8dev"), "--expert-load", str(path),
-         "--json", "--no-projection"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    res = moeprof_here(["analyze", SAMPLES / "cpu_moe_8dev", "--expert-load", path, "--json", "--no-projection"])
     assert res.returncode == 0, res.stderr
     section = json.loads(res.stdout)["expert_load"]
     assert section["source"] == "file" and section["origin"] == str(path)
@@ -221,16 +214,12 @@ def test_a_bad_expert_load_is_refused_naming_the_file(tmp_path: Path, text: str,
     assert message.startswith(str(path)) and said in message and UNFORESEEN not in message, message
 
 
-@pytest.mark.slow  # python -m moeprof in a subprocess
 def test_a_bad_expert_load_stops_analyze_before_any_trace_is_read(tmp_path: Path) -> None:
     """The bad-input contract: exit 2, one line naming the file, the file untouched and nothing left behind."""
     path = tmp_path / "load.csv"
     path.write_text("expert,tokens\n0,-1\n")
     for args in ([str(path)], [str(tmp_path / "missing.csv")]):
-        res = subprocess.run(
-            [sys.executable, "-m", "moeprof", "analyze", str(W4), "--expert-load", *args],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        res = moeprof_here(["analyze", W4, "--expert-load", *args], env={"MOEPROF_DEBUG": None})
         lines = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines) == 1 and args[0] in lines[0], res.stderr
         assert "Traceback" not in res.stderr and UNFORESEEN not in res.stderr
@@ -290,15 +279,11 @@ def test_dropped_lists_leave_the_cells_unknown_and_the_sums_exact(w33: Analysis)
     assert any("cut, dropped" in w for w in w33.warnings)
 
 
-@pytest.mark.slow  # python -m moeprof in a subprocess
 def test_a_host_only_capture_says_its_timeline_figures_need_device_activity(w4: Analysis) -> None:
     doc = w4.to_json()
     assert doc["devices"] == [] and all(v is None for v in doc["total"].values())
     assert Analysis.from_json(doc).traffic == w4.traffic  # a saved analysis keeps it
-    res = subprocess.run(
-        [sys.executable, "-m", "moeprof", "analyze", str(W4)], capture_output=True, text=True, timeout=300,
-        env={"COLUMNS": "200", "PATH": ""},
-    )  # fmt: skip
+    res = moeprof_here(["analyze", W4], env=TERMINAL | {"COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("No device timeline in these traces (4 files")
@@ -487,7 +472,7 @@ def test_heatmaps_carry_the_analysis_figures(w33: Analysis) -> None:
 
 
 @needs_chromium
-@pytest.mark.slow  # a report and chromium in subprocesses
+@pytest.mark.slow  # chromium in a subprocess
 def test_the_browser_draws_the_heatmaps(tmp_path: Path) -> None:
     """What the page's script drew, read back from the DOM: every known cell painted, every unknown one
     hatched, the hover text of the largest cell its figure."""
@@ -498,8 +483,7 @@ def test_the_browser_draws_the_heatmaps(tmp_path: Path) -> None:
 
     for folder, want in ((LOAD / "skew8", [("load", 48, 0, 13561.0)]), (W33, [("traffic", 0, 33 * 33, 0.0)] * 4)):
         out = tmp_path / f"{folder.name}.html"
-        res = subprocess.run([sys.executable, "-m", "moeprof", "report", str(folder), "-o", str(out),
-                              "--no-projection"], capture_output=True, text=True, timeout=300)  # fmt: skip
+        res = moeprof_here(["report", folder, "-o", out, "--no-projection"])
         assert res.returncode == 0, res.stderr
         dom = chromium(tmp_path, "--dump-dom", out.as_uri()).stdout
         status = re.search(r'<span id="moeprof-status"([^>]*)>', dom)
