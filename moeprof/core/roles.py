@@ -29,7 +29,7 @@ from .events import categorical_of, column_codes, combine_codes, first_rows, loo
 from .names import said
 from .scopes import NO_SCOPE, TOP_LEVEL, clean_path, scope_parts
 from .trace import Trace
-from .vocabulary import searches, vocabulary
+from .vocabulary import folded_values, searches, vocabulary
 
 _UNCUT = 1 << 30  # a label's width: never cut in its middle (core.names.said cuts prose at 48)
 _DIFFERENTIATED = re.compile(r"(?:^|/)(?:jvp|transpose)\(")
@@ -229,12 +229,16 @@ def _decide(tuples: list[_Evidence], spec: RoleTable) -> list[tuple[str, int]]:
     memo: dict[tuple[str, re.Pattern[str]], np.ndarray] = {}
     # each field's distinct strings and every tuple's code into them, once: a pattern is searched per string
     coded = {f: pd.factorize(np.array(v, dtype=object)) for f, v in values.items()}
+    texts: dict[str, tuple[list[str], list[str | None]]] = {}  # each field's strings, and lower-cased once
 
     def holds(field_name: str, pattern: re.Pattern[str]) -> np.ndarray:
         got = memo.get((field_name, pattern))
         if got is None:
             codes, distinct = coded[field_name]
-            hit = np.array(searches(pattern, [str(v) for v in distinct.tolist()]), dtype=bool)
+            if field_name not in texts:
+                strings = [str(v) for v in distinct.tolist()]
+                texts[field_name] = (strings, folded_values(strings))
+            hit = np.array(searches(pattern, *texts[field_name]), dtype=bool)
             got = memo[(field_name, pattern)] = hit[codes]
         return got
 
