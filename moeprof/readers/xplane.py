@@ -386,6 +386,9 @@ WIRE_STATS = (
     "correlation_id",
     "module_name",
 )
+# GPU planes: the kernels' XLA attribution and launches, the Steps line's numbers (no CPU thunk or host call is
+# there: a stat decoded on each of 1M kernels and read by nothing costs its column)
+GPU_STATS = ("hlo_op", "hlo_module", "program_id", "step_num", "correlation_id")
 # host planes of GPU captures: step markers, and the launch evidence of steps without markers
 HOST_STATS_WITH_GPUS = ("step_num", "correlation_id", "module_name", "memcpy_details")
 
@@ -1010,7 +1013,9 @@ def _walk_wire(
             return TPU_STATS
         if plane == MEGASCALE_PLANE:
             return ()
-        return HOST_STATS_WITH_GPUS if accelerator_trace and not gpu_plane(plane) else WIRE_STATS
+        if gpu_plane(plane):
+            return GPU_STATS
+        return HOST_STATS_WITH_GPUS if accelerator_trace else WIRE_STATS
 
     # with GPU or TPU planes, host lines matter for their step markers only (CPU thunks are read without them)
     accelerator_trace = any(gpu_plane(n) or tpu_plane(n) for n in plane_names or ())
