@@ -21,7 +21,7 @@ from ..errors import InputError
 from .events import BUCKETS, KINDS, column_codes, combine_codes, first_rows
 from .patterns import user_pattern
 from .trace import Trace
-from .vocabulary import searches
+from .vocabulary import folded_values, searches
 
 FIELDS = ("opcode", "category", "collective", "annotation", "activity", "copy_kind", "name")
 LINKS = ("nvlink", "ib", "internode")  # internode: NVLink inside the node and RDMA across (DeepEP, core.topology)
@@ -173,10 +173,13 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
         return events
     per_column = []
     for col in FIELDS:
-        codes, uniques = column_codes(events[col])
+        codes, uniques = _codes(events[col])
         # a missing value (code -1) reads "" (the string appended last), as classify_one reads an absent field
         per_column.append((codes, [*(str(u or "") for u in uniques.tolist()), ""]))
-    combined = combine_codes(*(codes for codes, _ in per_column))  # one code per distinct evidence tuple
+    # one code per distinct evidence tuple; a column with one value on every row tells no tuples apart and is left
+    # out (the tuples and their order of first appearance are the same: most fields of a kernel-only trace)
+    varying = [codes for codes, _ in per_column if codes.min() != codes.max()]
+    combined = combine_codes(*varying) if varying else np.zeros(len(events), dtype=np.int64)
     firsts = first_rows(combined)
     evidence = _Evidence({col: (codes[firsts], values) for col, (codes, values) in zip(FIELDS, per_column)})
     pair_codes, table = _classify_tuples(evidence, rules)
@@ -189,6 +192,13 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
             for attr, column in (("bucket", "bucket"), ("kind", "kind"), ("rule", "rule"), ("link", "link_hint"))
         }
     )
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`column_codes`, a categorical's codes as narrow as pandas keeps them (no widened copy of every row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), np.asarray(column.cat.categories, dtype=object)
+    return column_codes(column)
 
 
 LOCAL_RULE = "group-of-one"  # the rule id of a collective whose group is its own device (a local copy)
@@ -208,8 +218,11 @@ def _local_collectives(
     is_comm = np.array([c.bucket == "comm" for c in table], dtype=bool)
     if not is_comm.any():
         return per_event, table
-    codes, values = column_codes(group)
-    single = np.r_[one_member_groups(values), False][codes]  # code -1 (missing) reads False
+    codes, values = _codes(group)
+    one = one_member_groups(values)
+    if not one.any():  # no group of one device among the values: nothing to look up per row
+        return per_event, table
+    single = np.r_[one, False][codes]  # code -1 (missing) reads False
     local = single & is_comm[per_event]
     if not local.any():
         return per_event, table
@@ -273,6 +286,7 @@ class _Evidence:
         self.columns = columns
         self.size = len(next(iter(columns.values()))[0])
         self._searched: dict[tuple[str, re.Pattern[str]], np.ndarray] = {}  # 1 match, 0 none, -1 not searched
+        self._folded: dict[str, list[str | None]] = {}  # each field's strings lower-cased once (vocabulary.searches)
 
     def first_match(self, rules: tuple[Rule, ...], eligible: list[int], todo: np.ndarray) -> np.ndarray:
         """For the tuples ``todo``, the first of the ``eligible`` rules that matches (-1: none)."""
@@ -298,5 +312,9 @@ class _Evidence:
         unknown[picked[done[picked] < 0]] = True
         todo = np.flatnonzero(unknown)
         if todo.size:
-            done[todo] = searches(pattern, [values[v] for v in todo.tolist()])
+            folded = self._folded.get(field)
+            if folded is None:
+                folded = self._folded[field] = folded_values(values)
+            rows = todo.tolist()
+            done[todo] = searches(pattern, [values[v] for v in rows], [folded[v] for v in rows])
         return done[picked] == 1

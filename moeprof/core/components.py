@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .events import categorical_of, column_codes, combine_codes, first_rows, lookup
+from .events import categorical_of, column_codes, combine_codes, first_rows, lookup, numbered
 from .hlo import HloInstruction, HloModule
 from .scopes import NO_SCOPE, TOP_LEVEL, clean_path, own_pairs, scope_key
 from .trace import Trace
@@ -236,7 +236,7 @@ def attach_components(trace: Trace) -> Trace:
     n = len(events)
     if not n:
         return trace
-    scope_c, scope_v = column_codes(events["scope"]) if "scope" in events.columns else (np.full(n, -1), np.zeros(0))
+    scope_c, scope_v = _codes(events["scope"]) if "scope" in events.columns else (np.full(n, -1), np.zeros(0))
     own = own_pairs(scope_v)
     # each row's key as a code into ``texts`` (the distinct scopes' keys, then NO_SCOPE for a missing scope, then
     # the keys the HLO and the reader give): a string per distinct value, never per row
@@ -273,11 +273,19 @@ def attach_components(trace: Trace) -> Trace:
         key = np.where(has, len(texts) + given_codes, key)
         texts += given_text
         backward = np.where(has, given_backward, backward)
-    return trace.replace(
-        events=events.assign(
-            component=categorical_of(key, np.array(texts, dtype=object)), backward=backward.astype(bool)
-        )
-    )
+    # the keys numbered in order of first appearance through a table by key (no hash of every row), then named:
+    # categorical_of(key, texts) without its factorize of 1M keys
+    numbers, used = numbered(key, len(texts))
+    component = categorical_of(numbers, np.array(texts, dtype=object)[used], numbered=True)
+    return trace.replace(events=events.assign(component=component, backward=backward.astype(bool)))
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`column_codes`, a categorical's codes as narrow as pandas keeps them (no widened copy of every row;
+    they index tables here, whose dtype the results take)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), np.asarray(column.cat.categories, dtype=object)
+    return column_codes(column)
 
 
 def _given(events: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray] | None:
@@ -285,10 +293,12 @@ def _given(events: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndarray, np.
     values' text, that text, the pass, and which rows), None where none did."""
     if "component" not in events.columns:
         return None
-    codes, values = column_codes(events["component"])
+    codes, values = _codes(events["component"])
     text = [str(v) for v in values.tolist()]
+    if all(t == "" for t in text):  # no value a row could carry (a reader that gives none): no lookup per row
+        return None
     has = lookup(codes, np.array([t != "" for t in text], dtype=bool), False)
     if not has.any():
         return None
     passes = events["backward"].to_numpy(bool) if "backward" in events.columns else np.zeros(len(events), bool)
-    return codes, text, passes, has
+    return codes.astype(np.int64, copy=False), text, passes, has  # int64: offset by the keys before them

@@ -38,17 +38,26 @@ _LIBRARY_PREFIXES = ("ncclDevKernel_", "ncclKernel_")
 _WRAPPER = re.compile(r"^[\w:]*device_kernel<(.*)>$", re.DOTALL)
 # an HLO instruction as xprof's long names write it: ``%fusion.10 = f32[16384]{0} fusion(...), kind=kLoop``
 _HLO_INSTRUCTION = re.compile(r"^%?([A-Za-z_][\w.\-]*) = \S")
+_BRACKET = re.compile(r"[<>()]")
+_PARENTHESIS = re.compile(r"[()]")
 
 
 def _outside(text: str) -> list[bool]:
     """Whether each character of ``text`` lies outside every ``<...>`` and ``(...)`` (a bracket itself is not)."""
-    depth, out = 0, []
-    for c in text:
-        if c in "<(":
+    # the depth changes at brackets only: the characters between two take the depth as it is (runs, not a
+    # step per character: a kernel's signature is a hundred characters and a handful of brackets)
+    depth, out, pos = 0, [], 0
+    for found in _BRACKET.finditer(text):
+        at = found.start()
+        out.extend([depth == 0] * (at - pos))
+        if text[at] in "<(":
             depth += 1
-        out.append(depth == 0)
-        if c in ">)":
+            out.append(depth == 0)
+        else:
+            out.append(depth == 0)
             depth -= 1
+        pos = at + 1
+    out.extend([depth == 0] * (len(text) - pos))
     return out
 
 
@@ -58,20 +67,25 @@ def _without_parameters(name: str) -> str:
     text = name.strip()
     if not text.endswith(")") or "(" not in text:
         return text
-    # the parameter list: from the "(" that balances the last ")"
+    # the parameter list: from the "(" that balances the last ")" (the depth, 1 after that ")", moves at
+    # parentheses only and reaches 0 first at a "(")
     depth = 0
-    for i in range(len(text) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(text[i], 0)
+    for found in reversed(list(_PARENTHESIS.finditer(text))):
+        depth += 1 if found.group() == ")" else -1
         if depth == 0:
-            head = text[:i].rstrip()
+            head = text[: found.start()].rstrip()
             break
     else:
         return text
     if not head or not re.search(r"[\w>]$", head):
         return text
-    # the return type: words before the qualified name, outside template brackets and parentheses
-    spaces = [i for i, (c, out) in enumerate(zip(head, _outside(head), strict=True)) if c == " " and out]
-    return head[spaces[-1] + 1 :] if spaces else head
+    # the return type: words before the qualified name, outside template brackets and parentheses (the last
+    # space outside them)
+    outside = _outside(head)
+    at = head.rfind(" ")
+    while at >= 0 and not outside[at]:
+        at = head.rfind(" ", 0, at)
+    return head[at + 1 :] if at >= 0 else head
 
 
 def qualified(name: str) -> str:
@@ -87,12 +101,16 @@ def qualified(name: str) -> str:
 
 def _components(text: str) -> list[str]:
     """``a::b<x::y>::c`` -> ``["a", "b<x::y>", "c"]``: split at ``::`` outside brackets."""
+    if "::" not in text:
+        return [text] if text else []
     outside = _outside(text)
     parts, start = [], 0
-    for i in range(len(text) - 1):
-        if outside[i] and outside[i + 1] and text[i : i + 2] == "::":
+    i = text.find("::")
+    while i >= 0:  # every "::", overlapping ones too (":::" holds two), as a walk of each position finds them
+        if outside[i] and outside[i + 1]:
             parts.append(text[start:i])
             start = i + 2
+        i = text.find("::", i + 1)
     parts.append(text[start:])
     return [p for p in parts if p]
 

@@ -29,7 +29,7 @@ from .events import categorical_of, column_codes, combine_codes, first_rows, loo
 from .names import said
 from .scopes import NO_SCOPE, TOP_LEVEL, clean_path, scope_parts
 from .trace import Trace
-from .vocabulary import searches, vocabulary
+from .vocabulary import folded_values, searches, vocabulary
 
 _UNCUT = 1 << 30  # a label's width: never cut in its middle (core.names.said cuts prose at 48)
 _DIFFERENTIATED = re.compile(r"(?:^|/)(?:jvp|transpose)\(")
@@ -154,10 +154,15 @@ class _Evidence:
 
 
 def _column(table: pd.DataFrame, column: str) -> tuple[np.ndarray, list[str]]:
-    """(codes, distinct strings with "" for a missing value last) of a string column ("" everywhere if absent)."""
+    """(codes, distinct strings with "" for a missing value last) of a string column ("" everywhere if absent);
+    a categorical's codes as narrow as pandas keeps them (a widened copy of 1M rows per field is not needed)."""
     if column not in table.columns:
-        return np.full(len(table), -1, dtype=np.int64), [""]
-    codes, values = column_codes(table[column])
+        return np.full(len(table), -1, dtype=np.int8), [""]
+    series = table[column]
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        codes, values = series.cat.codes.to_numpy(), np.asarray(series.cat.categories, dtype=object)
+    else:
+        codes, values = column_codes(series)
     return codes, [*(str(v) if isinstance(v, str) else "" for v in values.tolist()), ""]
 
 
@@ -165,15 +170,27 @@ def role_codes(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     """Per row of an event table: its role as a code into :data:`ROLES`, and the id of the rule that decided it as
     a code into the ids returned third. Needs ``bucket``/``kind`` (classification) and reads ``scope``,
     ``component`` (core.scopes, core.components) where the table has them."""
-    n = len(table)
     spec = role_table()
     ids = np.array([r.id for r in spec.rules], dtype=object)
+    key, role, rule = _tuple_roles(table, spec)
+    return role[key], rule[key], ids
+
+
+def _tuple_roles(table: pd.DataFrame, spec: RoleTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each row's evidence tuple, numbered from 0 in order of first appearance; each tuple's role as a code into
+    :data:`ROLES`; each tuple's deciding rule)."""
+    n = len(table)
     if not n:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), ids
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     fields = ("opcode", "name", "kind", "annotation", "scope", "component", "category")
     columns = {f: _column(table, f) for f in fields}
     passes = table["backward"].to_numpy(bool) if "backward" in table.columns else np.zeros(n, dtype=bool)
-    key = combine_codes(*(columns[f][0] for f in fields), passes)
+    # a column that holds one value on every row tells no two tuples apart: left out of the key (the tuples and
+    # their order of first appearance are the same without it; most columns of a kernel-only trace are such)
+    varying = [codes for codes, _ in columns.values() if codes.min() != codes.max()]
+    if passes.any() and not passes.all():
+        varying.append(passes)
+    key = combine_codes(*varying) if varying else np.zeros(n, dtype=np.int64)
     first = first_rows(key)
     text = [[columns[f][1][int(c)] for c in columns[f][0][first].tolist()] for f in fields]
     tuples = [
@@ -183,9 +200,9 @@ def role_codes(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         )
     ]
     decided = _decide(tuples, spec)
-    role = np.array([spec.index[r] for r, _ in decided], dtype=np.int64)[key]
-    rule = np.array([i for _, i in decided], dtype=np.int64)[key]
-    return role, rule, ids
+    role = np.array([spec.index[r] for r, _ in decided], dtype=np.int64)
+    rule = np.array([i for _, i in decided], dtype=np.int64)
+    return key, role, rule
 
 
 def _decide(tuples: list[_Evidence], spec: RoleTable) -> list[tuple[str, int]]:
@@ -212,12 +229,16 @@ def _decide(tuples: list[_Evidence], spec: RoleTable) -> list[tuple[str, int]]:
     memo: dict[tuple[str, re.Pattern[str]], np.ndarray] = {}
     # each field's distinct strings and every tuple's code into them, once: a pattern is searched per string
     coded = {f: pd.factorize(np.array(v, dtype=object)) for f, v in values.items()}
+    texts: dict[str, tuple[list[str], list[str | None]]] = {}  # each field's strings, and lower-cased once
 
     def holds(field_name: str, pattern: re.Pattern[str]) -> np.ndarray:
         got = memo.get((field_name, pattern))
         if got is None:
             codes, distinct = coded[field_name]
-            hit = np.array(searches(pattern, [str(v) for v in distinct.tolist()]), dtype=bool)
+            if field_name not in texts:
+                strings = [str(v) for v in distinct.tolist()]
+                texts[field_name] = (strings, folded_values(strings))
+            hit = np.array(searches(pattern, *texts[field_name]), dtype=bool)
             got = memo[(field_name, pattern)] = hit[codes]
         return got
 
@@ -315,8 +336,10 @@ def attach_roles(trace: Trace) -> Trace:
     events = trace.events
     if not len(events):
         return trace
-    role, _, _ = role_codes(events)
-    return trace.replace(events=events.assign(role=categorical_of(role, np.array(ROLES, dtype=object))))
+    key, role, _ = _tuple_roles(events, role_table())
+    # the tuples are numbered in order of first appearance: the column's categories come in the order the roles
+    # first appear over the rows, as they would from each row's role, with one lookup per row instead of three
+    return trace.replace(events=events.assign(role=categorical_of(key, np.array(ROLES, dtype=object)[role], True)))
 
 
 def row_roles(table: pd.DataFrame) -> np.ndarray:

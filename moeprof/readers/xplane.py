@@ -20,6 +20,7 @@ import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -308,19 +309,25 @@ def _table_from_chunks(
     activity: str | None,
     name_table: np.ndarray | None = None,
     launch: Mapping[str, object] | None = None,
+    columns: _StreamColumns | None = None,
 ) -> pd.DataFrame:
-    """The event table of the stream chunks (``launch``: the §9 launch columns, made for this table)."""
+    """The event table of the stream chunks (``launch``: the §9 launch columns, made for this table; ``columns``:
+    the chunks' names and times as whole columns, made for this table too)."""
     counts = np.array([len(c.names) for c in chunks], dtype=np.int64)
     total = int(counts.sum())
-    if name_table is not None:  # names as ids: factorized as ints, in the order the names appear
-        ids = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
-        name_codes, used = numbered(ids, len(name_table))
-        name_uniques = name_table[used]
+    if columns is not None and name_table is not None:
+        name_codes, name_uniques = columns.name_codes, name_table[columns.name_used]
+        starts, ends = columns.start_ns, columns.end_ns
     else:
-        names = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=object)
-        name_codes, name_uniques = pd.factorize(names)
-    starts = np.concatenate([c.start_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
-    ends = np.concatenate([c.end_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+        if name_table is not None:  # names as ids: factorized as ints, in the order the names appear
+            ids = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+            name_codes, used = numbered(ids, len(name_table))
+            name_uniques = name_table[used]
+        else:
+            names = np.concatenate([c.names for c in chunks]) if chunks else np.zeros(0, dtype=object)
+            name_codes, name_uniques = pd.factorize(names)
+        starts = np.concatenate([c.start_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+        ends = np.concatenate([c.end_ns for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     # scatter the sparse XLA stats into full categorical columns ("" where not read)
     offsets = np.cumsum(counts) - counts
     idx = np.zeros(0, dtype=np.int64)
@@ -379,6 +386,9 @@ WIRE_STATS = (
     "correlation_id",
     "module_name",
 )
+# GPU planes: the kernels' XLA attribution and launches, the Steps line's numbers (no CPU thunk or host call is
+# there: a stat decoded on each of 1M kernels and read by nothing costs its column)
+GPU_STATS = ("hlo_op", "hlo_module", "program_id", "step_num", "correlation_id")
 # host planes of GPU captures: step markers, and the launch evidence of steps without markers
 HOST_STATS_WITH_GPUS = ("step_num", "correlation_id", "module_name", "memcpy_details")
 
@@ -403,6 +413,19 @@ class _Walk:
     tpu: list[ChipLines] = field(default_factory=list)
     tpu_stats: dict[int, dict[str, object]] = field(default_factory=dict)
     multislice: bool = False  # the Megascale Trace plane holds events: DCN collectives between slices
+    # the chunks' rows as whole columns, where the chunks are the stream lines' (None: the table concatenates them)
+    columns: _StreamColumns | None = None
+
+
+@dataclass
+class _StreamColumns:
+    """The stream chunks' names and times over all their rows, in chunk order, made once by the walk: the table
+    takes them as they are (the chunks' own arrays are views of them), without a second concatenation."""
+
+    name_codes: np.ndarray  # the names numbered in order of first appearance (as narrow as the categorical's codes)
+    name_used: np.ndarray  # int64: the walk's name ids in that order
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
 
 
 def _reader_route() -> str:
@@ -483,7 +506,9 @@ def read(path: Path, context: ReadContext) -> Trace:
     if gpu_planes and any(len(c.start_ns) for c in chunks):
         # §9: each kernel's launching host call and thread, and the host's synchronizations
         launch["launch_ns"], launch["launch_thread"], host_syncs = launch_bounds(chunks, walk.launches, walk.syncs)
-    events = _table_from_chunks(chunks, host, gpus, None if gpu_planes else "kernel", walk.name_table, launch)
+    events = _table_from_chunks(
+        chunks, host, gpus, None if gpu_planes else "kernel", walk.name_table, launch, walk.columns
+    )
     if not gpu_planes and len(events):
         run_ids = events.pop("run_id").to_numpy()
         events = _drop_nested(events)
@@ -988,7 +1013,9 @@ def _walk_wire(
             return TPU_STATS
         if plane == MEGASCALE_PLANE:
             return ()
-        return HOST_STATS_WITH_GPUS if accelerator_trace and not gpu_plane(plane) else WIRE_STATS
+        if gpu_plane(plane):
+            return GPU_STATS
+        return HOST_STATS_WITH_GPUS if accelerator_trace else WIRE_STATS
 
     # with GPU or TPU planes, host lines matter for their step markers only (CPU thunks are read without them)
     accelerator_trace = any(gpu_plane(n) or tpu_plane(n) for n in plane_names or ())
@@ -1032,12 +1059,9 @@ def _walk_wire(
                         "number": view.step_numbers() if steps_line else np.full(len(line), -1, dtype=np.int64),
                     }
                 )
-    chunks = _stream_chunks(streams, hlo, read_all, np.array(list(registry), dtype=object))
+    chunks, columns = _stream_chunks(streams, hlo, read_all, np.array(list(registry), dtype=object))
     # launch evidence: the §9 launch bounds, and steps without an XLA Modules line (§5)
     want_launches = bool(gpu_planes)
-    if want_launches:
-        for chunk, (*_, view) in zip(chunks, streams, strict=True):
-            chunk.correlation = view.integers("correlation_id")
 
     # host lines: step markers (StepTraceAnnotation or --step-marker), and the thunks of CPU captures
     host_lines = [
@@ -1089,6 +1113,11 @@ def _walk_wire(
             thunks = np.flatnonzero(processed[sl] & ~is_step[sl] & is_thunk[sl])
             if len(thunks):
                 chunks.extend(_thunk_chunks(host, view, thunks))
+    if want_launches and launches is not None and not launches.empty:
+        # the kernels' correlation ids matter only where a host call launched something (launch_bounds and
+        # launch_runs read none without launches): no column of every kernel's otherwise
+        for chunk, (*_, view) in zip(chunks[: len(streams)], streams, strict=True):
+            chunk.correlation = view.integers("correlation_id")
     return _Walk(
         ordinals,
         chunks,
@@ -1102,6 +1131,7 @@ def _walk_wire(
         tpu=[_tpu_chip_wire(p, host, host_index, first, devices_per_host or len(tpu_planes)) for p in tpu_planes],
         tpu_stats={_tpu_ordinal(p.name): p.own_stats for p in tpu_planes},
         multislice=multislice,
+        columns=columns if len(chunks) == len(streams) else None,  # CPU thunks appended: the table concatenates
     )
 
 
@@ -1204,7 +1234,11 @@ class _LineView:
         self.line = line
         self.labels = labels
         self.codes = plane.name_index(line)  # -1 -> the trailing ""
-        self.ids = labels.ids[self.codes]
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        """Each event's name id (int64; a stream line's are written into the walk's one column instead)."""
+        return self.labels.ids[self.codes]
 
     @property
     def names(self) -> np.ndarray:
@@ -1260,37 +1294,39 @@ def _stream_chunks(
     hlo: dict[tuple[str, int], HloModule],
     read_all: bool,
     name_table: np.ndarray,
-) -> list[_Chunk]:
+) -> tuple[list[_Chunk], _StreamColumns | None]:
     """Kernel chunks with the XLA stats sampled as :class:`_StatReader` samples them (names as ids into
-    ``name_table``)."""
+    ``name_table``), and their names and times as whole columns (the chunks' arrays are views of them).
+
+    Only the names and times are looked at on every row; the stats are read on the rows that carry an op or a
+    module (none on most lines) and on each name's first row."""
     if not streams:
-        return []
+        return [], None
     views = [v for *_, v in streams]
-    ids = np.concatenate([v.ids for v in views])
-    # the lines' ops and modules as codes into one table of their distinct values each (a line's codes offset
-    # by the values before it): an object array of the rows the stats are read on only, not of every event
-    op_parts, mod_parts, pids_parts, has_parts = [], [], [], []
-    op_tables, mod_tables = [], []
-    op_size = mod_size = 0
-    for v in views:
-        op_c, op_values, op_set = v.string_codes("hlo_op")
-        mod_c, mod_values, mod_set = v.string_codes("hlo_module")
-        # -1 reads the line's trailing "" (its last value)
-        op_parts.append(np.where(op_c < 0, len(op_values) - 1, op_c) + op_size)
-        mod_parts.append(np.where(mod_c < 0, len(mod_values) - 1, mod_c) + mod_size)
-        op_tables.append(op_values)
-        mod_tables.append(mod_values)
-        op_size += len(op_values)
-        mod_size += len(mod_values)
-        # jaxlib's route takes the stat whatever its type; integers are what XLA writes
-        pids_parts.append(v.integers("program_id"))
-        has_parts.append(op_set[op_c] | mod_set[mod_c])
-    op_codes, mod_codes = np.concatenate(op_parts), np.concatenate(mod_parts)
-    op_table, mod_table = np.concatenate(op_tables), np.concatenate(mod_tables)
-    pids, has_stats = np.concatenate(pids_parts), np.concatenate(has_parts)
+    counts = [len(v.codes) for v in views]
+    total = sum(counts)
+    offsets = np.cumsum([0, *counts])
+    ids = np.empty(total, dtype=np.int64)
+    starts = np.empty(total, dtype=np.int64)
+    ends = np.empty(total, dtype=np.int64)
+    for v, a, b in zip(views, offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        ids[a:b] = v.labels.ids[v.codes]
+        starts[a:b] = v.line.start_ns
+        ends[a:b] = v.line.end_ns
     codes, used = numbered(ids, len(name_table))
     uniques = name_table[used]
     first = first_rows(codes)  # the first event of each name (codes count names in order of appearance)
+    # each line's ops and modules (as codes into its distinct values, "" last) and the rows that carry either
+    stats = [_LineStats(v) for v in views]
+    # the stats of each name's first event, in name order
+    line_of = np.searchsorted(offsets, first, side="right") - 1
+    first_op = np.empty(len(first), dtype=object)
+    first_mod = np.empty(len(first), dtype=object)
+    first_pid = np.empty(len(first), dtype=np.int64)
+    for i in np.unique(line_of).tolist():
+        at = np.flatnonzero(line_of == i)
+        rows = first[at] - offsets[i]
+        first_mod[at], first_op[at], first_pid[at] = stats[i].at(rows)
     # the decision per distinct name, from its first event (as _StatReader.walk decides it)
     decider = _StatReader(hlo, read_all)
     names = uniques.tolist()
@@ -1299,41 +1335,85 @@ def _stream_chunks(
         [
             can or (bool(op) and bool(_COPY_OR_SET.match(name))) or decider._collective_op(mod, int(pid), op)
             for can, name, op, mod, pid in zip(
-                capable,
-                names,
-                op_table[op_codes[first]].tolist(),
-                mod_table[mod_codes[first]].tolist(),
-                pids[first].tolist(),
-                strict=True,
+                capable, names, first_op.tolist(), first_mod.tolist(), first_pid.tolist(), strict=True
             )
         ],
         dtype=bool,
     )
-    kept = every[codes]
-    kept[first] = True
-    recorded = kept & has_stats
+    is_first = np.zeros(total, dtype=bool)
+    is_first[first] = True
+    name_codes = codes.astype(_code_width(len(used)))  # the categorical's own width: no copy of it later
+    del codes
     chunks = []
-    offset = 0
-    for (device, gid, stream, view), part_names in zip(streams, (v.ids for v in views), strict=True):
-        n = len(part_names)
-        rows = np.flatnonzero(recorded[offset : offset + n])
-        at = rows + offset
-        chunks.append(
-            _Chunk(
-                device,
-                gid,
-                stream,
-                part_names,
-                view.line.start_ns,
-                view.line.end_ns,
-                rows,
-                mod_table[mod_codes[at]],
-                op_table[op_codes[at]],
-                pids[at],
-            )
-        )
-        offset += n
-    return chunks
+    bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)
+    for (device, gid, stream, _), line, (a, b) in zip(streams, stats, bounds, strict=True):
+        # a row's stats are recorded where it carries an op or a module, on every event of a name that decided so
+        # and on each name's first event
+        rows = line.carried
+        rows = rows[every[name_codes[rows + a]] | is_first[rows + a]]
+        mods, ops, pids = line.at(rows)
+        chunks.append(_Chunk(device, gid, stream, ids[a:b], starts[a:b], ends[a:b], rows, mods, ops, pids))
+    return chunks, _StreamColumns(name_codes, used, starts, ends)
+
+
+def _code_width(categories: int) -> type[np.signedinteger]:
+    """The integer width pandas keeps a categorical's codes in (pandas' own thresholds)."""
+    return (
+        np.int8
+        if categories < 127
+        else np.int16
+        if categories < 32_767
+        else np.int32
+        if categories < 2**31 - 1
+        else np.int64
+    )
+
+
+class _LineStats:
+    """A stream line's ``hlo_op``, ``hlo_module`` and ``program_id`` stats, read at chosen rows only."""
+
+    def __init__(self, view: _LineView) -> None:
+        self.op = view.line.stats["hlo_op"]
+        self.mod = view.line.stats["hlo_module"]
+        self.pid = view.line.stats["program_id"]
+        self.op_values, self.op_set = _string_values(self.op)
+        self.mod_values, self.mod_set = _string_values(self.mod)
+        # the rows that carry an op or a module: the only ones whose stats can be recorded (none where neither
+        # stat is on the line, as on most lines)
+        self.carried = np.zeros(0, dtype=np.intp)
+        if self.op.codes is not None or self.mod.codes is not None:
+            has = np.zeros(len(view.codes), dtype=bool)
+            if self.op.codes is not None:
+                has |= self.op_set[self.op.codes]
+            if self.mod.codes is not None:
+                has |= self.mod_set[self.mod.codes]
+            self.carried = np.flatnonzero(has)
+
+    def at(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(modules, ops, program ids) at ``rows``: "" where absent or not a string, -1 where not an integer
+        (jaxlib's route takes the stat whatever its type; integers are what XLA writes)."""
+        mods = self.mod_values[self.mod.codes[rows]] if self.mod.codes is not None else _blank(len(rows))
+        ops = self.op_values[self.op.codes[rows]] if self.op.codes is not None else _blank(len(rows))
+        from .xplane_wire import STAT_INT64, STAT_UINT64
+
+        if self.pid.ints is None:
+            pids = np.full(len(rows), -1, dtype=np.int64)
+        else:
+            kind = self.pid.kind[rows]
+            pids = np.where((kind == STAT_INT64) | (kind == STAT_UINT64), self.pid.ints[rows], -1)
+        return mods, ops, pids
+
+
+def _string_values(column: StatColumn) -> tuple[np.ndarray, np.ndarray]:
+    """(a string stat's distinct values as an object array with "" last, which code -1 reads; whether each value
+    is non-empty)."""
+    categories = column.categories if column.codes is not None else ()
+    cats = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in categories]
+    return np.array([*cats, ""], dtype=object), np.array([bool(c) for c in cats] + [False], dtype=bool)
+
+
+def _blank(n: int) -> np.ndarray:
+    return np.full(n, "", dtype=object)
 
 
 def _thunk_chunks(host: str, view: _LineView, thunks: np.ndarray) -> list[_Chunk]:
