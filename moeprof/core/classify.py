@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .events import BUCKETS, KINDS, column_codes, combine_codes, first_rows
+from .events import BUCKETS, KINDS, combine_codes, first_rows, narrow_codes
 from .patterns import user_pattern
 from .trace import Trace
 from .vocabulary import folded_values, searches
@@ -173,7 +173,7 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
         return events
     per_column = []
     for col in FIELDS:
-        codes, uniques = _codes(events[col])
+        codes, uniques = narrow_codes(events[col])
         # a missing value (code -1) reads "" (the string appended last), as classify_one reads an absent field
         per_column.append((codes, [*(str(u or "") for u in uniques.tolist()), ""]))
     # one code per distinct evidence tuple; a column with one value on every row tells no tuples apart and is left
@@ -194,13 +194,6 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
     )
 
 
-def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`column_codes`, a categorical's codes as narrow as pandas keeps them (no widened copy of every row)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.codes.to_numpy(), np.asarray(column.cat.categories, dtype=object)
-    return column_codes(column)
-
-
 LOCAL_RULE = "group-of-one"  # the rule id of a collective whose group is its own device (a local copy)
 
 
@@ -218,7 +211,7 @@ def _local_collectives(
     is_comm = np.array([c.bucket == "comm" for c in table], dtype=bool)
     if not is_comm.any():
         return per_event, table
-    codes, values = _codes(group)
+    codes, values = narrow_codes(group)
     one = one_member_groups(values)
     if not one.any():  # no group of one device among the values: nothing to look up per row
         return per_event, table

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .events import categorical_of, column_codes, combine_codes, first_rows, lookup, numbered
+from .events import categorical_of, column_codes, combine_codes, first_rows, lookup, narrow_codes, numbered
 from .hlo import HloInstruction, HloModule
 from .scopes import NO_SCOPE, TOP_LEVEL, clean_path, own_pairs, scope_key
 from .trace import Trace
@@ -236,7 +236,7 @@ def attach_components(trace: Trace) -> Trace:
     n = len(events)
     if not n:
         return trace
-    scope_c, scope_v = _codes(events["scope"]) if "scope" in events.columns else (np.full(n, -1), np.zeros(0))
+    scope_c, scope_v = narrow_codes(events["scope"]) if "scope" in events.columns else (np.full(n, -1), np.zeros(0))
     own = own_pairs(scope_v)
     # each row's key as a code into ``texts`` (the distinct scopes' keys, then NO_SCOPE for a missing scope, then
     # the keys the HLO and the reader give): a string per distinct value, never per row
@@ -280,20 +280,12 @@ def attach_components(trace: Trace) -> Trace:
     return trace.replace(events=events.assign(component=component, backward=backward.astype(bool)))
 
 
-def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`column_codes`, a categorical's codes as narrow as pandas keeps them (no widened copy of every row;
-    they index tables here, whose dtype the results take)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.codes.to_numpy(), np.asarray(column.cat.categories, dtype=object)
-    return column_codes(column)
-
-
 def _given(events: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray] | None:
     """The component and pass a reader gave (rows with a non-empty ``component``: its code into the distinct
     values' text, that text, the pass, and which rows), None where none did."""
     if "component" not in events.columns:
         return None
-    codes, values = _codes(events["component"])
+    codes, values = narrow_codes(events["component"])
     text = [str(v) for v in values.tolist()]
     if all(t == "" for t in text):  # no value a row could carry (a reader that gives none): no lookup per row
         return None

@@ -176,6 +176,26 @@ def narrowest_int(size: int) -> type[np.signedinteger[Any]]:
     return np.int64
 
 
+def gathered(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]``; where every value is one value, bit for bit (a launch time a reader never saw, counts a
+    trace does not state, one host's clock offset), that value broadcast over the rows: read-only and in no
+    memory, where a gather would spend 8 bytes a row of a 10^6-row table on a constant."""
+    if values.size and rows.size:
+        bits = values.view(np.int64) if values.dtype == np.float64 else values
+        if bool((bits == bits[0]).all()):
+            return np.broadcast_to(values[:1].copy(), rows.shape)
+    return values[rows]
+
+
+def categorical_code_width(categories: int) -> type[np.signedinteger[Any]]:
+    """The integer type pandas keeps a categorical's codes in for ``categories`` values (its own thresholds):
+    codes made in it become the categorical's without a copy."""
+    for kind in (np.int8, np.int16, np.int32):
+        if categories < np.iinfo(kind).max:
+            return kind
+    return np.int64
+
+
 def present_values(column: pd.Series | np.ndarray) -> list[Any]:
     """The distinct values a string column holds (a categorical's unused categories left out; a missing
     value as NaN), in the order of their codes: ``pd.unique`` as a set, without a string per row."""

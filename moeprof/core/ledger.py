@@ -358,7 +358,7 @@ def _match(
     # occurrence index: per (device, pair) in order of start, end, input row
     occ = np.full(n, -1, dtype=np.int64)
     idx = np.flatnonzero(candidate & counted)
-    order = np.zeros(0, dtype=np.int64)
+    occurrence_order = np.zeros(0, dtype=np.int64)
     dev_pair = np.zeros(0, dtype=np.int64)
     if idx.size:
         dev_pair = dev * (int(pair.max()) + 1) + pair
@@ -367,14 +367,13 @@ def _match(
             (d[1:] > d[:-1]) | ((d[1:] == d[:-1]) & ((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (e[1:] >= e[:-1]))))
         ):
             # records written device by device in time order (what the map step does): one stable sort
-            order = idx[np.argsort(dev_pair[idx], kind="stable")]
+            occurrence_order = idx[np.argsort(dev_pair[idx], kind="stable")]
         else:
-            order = idx[np.lexsort((e, s, dev_pair[idx]))]
-        firsts = _run_starts(dev_pair[order])
-        run = np.zeros(order.size, dtype=np.int64)
+            occurrence_order = idx[np.lexsort((e, s, dev_pair[idx]))]
+        firsts = _run_starts(dev_pair[occurrence_order])
+        run = np.zeros(occurrence_order.size, dtype=np.int64)
         run[firsts] = firsts
-        occ[order] = np.arange(order.size) - np.maximum.accumulate(run)
-    occurrence_order, pair_of = order, dev_pair
+        occ[occurrence_order] = np.arange(occurrence_order.size) - np.maximum.accumulate(run)
 
     inst = np.full(n, -1, dtype=np.int64)
     cand = np.flatnonzero(candidate)
@@ -412,7 +411,7 @@ def _match(
     status[cand] = key_status[inst[cand]]
     return _Matching(
         dev=dev, inst=inst, by_key=order, status=status, key_status=key_status, kind=kind, kind_names=kind_names,
-        occurrence_order=occurrence_order, pair_of=pair_of,
+        occurrence_order=occurrence_order, pair_of=dev_pair,
     )  # fmt: skip
 
 

@@ -25,7 +25,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from .events import categorical_of, column_codes, combine_codes, first_rows, lookup
+from .events import categorical_of, column_codes, combine_codes, first_rows, lookup, narrow_codes
 from .names import said
 from .scopes import NO_SCOPE, TOP_LEVEL, clean_path, scope_parts
 from .trace import Trace
@@ -158,11 +158,7 @@ def _column(table: pd.DataFrame, column: str) -> tuple[np.ndarray, list[str]]:
     a categorical's codes as narrow as pandas keeps them (a widened copy of 1M rows per field is not needed)."""
     if column not in table.columns:
         return np.full(len(table), -1, dtype=np.int8), [""]
-    series = table[column]
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        codes, values = series.cat.codes.to_numpy(), np.asarray(series.cat.categories, dtype=object)
-    else:
-        codes, values = column_codes(series)
+    codes, values = narrow_codes(table[column])
     return codes, [*(str(v) if isinstance(v, str) else "" for v in values.tolist()), ""]
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -67,6 +67,18 @@ def table_roles(table: pd.DataFrame) -> np.ndarray:
     """Per row of an event table, its role's index in :data:`ROLES` (core.roles), as int8: what the table's
     ``EventColumns`` keep under ``roofline:roles`` for its devices (1 byte a row, not 8)."""
     return row_roles(table).astype(narrowest_int(len(ROLES)))
+
+
+def roles_of(columns: Any) -> np.ndarray:
+    """:func:`table_roles` of an ``EventColumns``' table, decided once per table: its devices' roofline and roles,
+    the replay's columns and the router term read this one array."""
+    return cast("np.ndarray", columns.derived("roofline:roles", lambda: table_roles(columns.table)))
+
+
+def counts_of(columns: Any) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`activity_counts` of an ``EventColumns``' table, decided once per table (the roofline's groups and
+    the replay's columns read them)."""
+    return cast("tuple[np.ndarray, np.ndarray]", columns.derived("counts", lambda: activity_counts(columns.table)))
 
 
 def activity_roof_ns(
@@ -217,8 +229,8 @@ class _TableGroups:
         names = ("hlo_op", "name", "scope")
         columns = {c: shared.codes(c) if shared is not None else narrow_codes(table[c]) for c in names}
         if shared is not None:
-            self.flops, self.bytes = shared.derived("counts", lambda: activity_counts(table))
-            roles = shared.derived("roofline:roles", lambda: table_roles(table))
+            self.flops, self.bytes = counts_of(shared)
+            roles = roles_of(shared)
         else:
             self.flops, self.bytes = activity_counts(table)
             roles = row_roles(table)
@@ -322,7 +334,7 @@ def device_roles(
     if not inside.any():
         return pd.DataFrame(columns=ROLE_COLUMNS)
     table = rows.columns.table
-    roles = rows.columns.derived("roofline:roles", lambda: table_roles(table))[rows.positions]
+    roles = roles_of(rows.columns)[rows.positions]
     one_device = rows.columns.derived("roofline:one-device", lambda: _one_device_exchange(table))[rows.positions]
     if measured is not None and measured.pieces[0].size:
         s, e, idx = measured.pieces
@@ -484,6 +496,10 @@ def roofline_section(
     counts."""
     if not len(frame) or int(frame["counted_ns"].sum()) == 0:
         return None
+    if frame["device"].nunique() > 1:
+        # the devices' rows in one order whatever order the files' results came in (a pool's, a cluster's): an
+        # op's FLOPs summed over devices in another order differ in their last bit, and the JSON must not
+        frame = frame.iloc[np.argsort(frame["device"].astype(str).to_numpy(dtype=object), kind="stable")]
     frame = _with_roof(frame, peak_flops, peak_bytes)
     uncounted = int(frame["time_ns"].sum() - frame["counted_ns"].sum())
 

@@ -92,7 +92,7 @@ def searches(pattern: re.Pattern[str], values: Iterable[str], folded: Sequence[s
     text, case-insensitive matching reads every letter as its lower case; Unicode's wider case folding, the
     Kelvin sign for a k, is left to the pattern itself).
 
-    ``folded``: :func:`folded` of ``values``, for strings searched by many patterns (lower-cased once, not once
+    ``folded``: :func:`folded_values` of ``values``, for strings searched by many patterns (lower-cased once, not once
     a pattern)."""
     twin = _cased_twin(pattern)
     values = values if isinstance(values, Sequence) else list(values)

@@ -648,10 +648,6 @@ def _on_chip(
     where it comes from), and the roles per step."""
     (peak_tflops, peak_from), (hbm, hbm_from) = flops_peak, hbm_peak
     frame = job.table("roofline", ROOFLINE_COLUMNS)
-    if frame["device"].nunique() > 1:
-        # the devices' rows in one order whatever order the files' results came in (a pool's, a cluster's): an
-        # op's FLOPs summed over devices in another order differ in their last bit, and the JSON must not
-        frame = frame.iloc[np.argsort(frame["device"].astype(str).to_numpy(dtype=object), kind="stable")]
     n_steps = len({s.step for s in steps})
     section = roofline_section(
         frame,

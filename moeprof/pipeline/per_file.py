@@ -23,7 +23,7 @@ from ..core.ledger_records import clock_domains, comm_records, empty_records
 from ..core.metrics import COMM, COMM_SUMS, COMPUTE, DeviceTimeline, EventColumns
 from ..core.padding import expert_gemm_rows
 from ..core.roles import role_table
-from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, device_roles, device_roofline, table_roles
+from ..core.roofline import ROLE_COLUMNS, ROOFLINE_COLUMNS, device_roles, device_roofline, roles_of
 from ..core.scopes import (
     OP_FLOP_COLUMNS,
     SCOPE_COLUMNS,
@@ -471,7 +471,7 @@ def _expert_rows(trace: Trace, columns: EventColumns) -> pd.DataFrame:
     """The rows the file's expert GEMMs compute (core.padding.expert_gemm_rows) as EXPERT_ROW_COLUMNS."""
     if not trace.hlo or not len(trace.events):
         return pd.DataFrame(columns=EXPERT_ROW_COLUMNS)
-    roles = columns.derived("roofline:roles", lambda: table_roles(trace.events))
+    roles = roles_of(columns)
     found = expert_gemm_rows(trace, roles == role_table().index["experts"])
     return pd.DataFrame({"rows": list(found), "ops": list(found.values())}, columns=EXPERT_ROW_COLUMNS)
 

@@ -28,7 +28,15 @@ import numpy as np
 import pandas as pd
 from google.protobuf.message import DecodeError
 
-from ..core.events import categorical_of, first_rows, floats_to_ns, make_table, numbered, set_strings
+from ..core.events import (
+    categorical_code_width,
+    categorical_of,
+    first_rows,
+    floats_to_ns,
+    make_table,
+    numbered,
+    set_strings,
+)
 from ..core.hlo import HloModule, hlo_text_from_module_proto, parse_hlo_text
 from ..core.steps import step_marker_pattern
 from ..core.trace import CPU, GPU, TPU, Job, Trace, make_markers, trailing_number
@@ -296,8 +304,7 @@ def _repeat_categorical(values: list[str], counts: np.ndarray) -> pd.Categorical
 def _sparse_categorical(n: int, idx: np.ndarray, values: list[np.ndarray]) -> pd.Categorical:
     """A string column that is "" except at ``idx``."""
     codes, uniques = pd.factorize(np.concatenate([np.array([""], dtype=object), *values]))
-    width = np.int8 if len(uniques) < 127 else np.int16 if len(uniques) < 32_767 else np.int32  # pandas' own
-    full: np.ndarray[Any, np.dtype[np.integer]] = np.zeros(n, dtype=width)
+    full: np.ndarray[Any, np.dtype[np.integer]] = np.zeros(n, dtype=categorical_code_width(len(uniques)))
     full[idx] = codes[1:]
     return pd.Categorical.from_codes(full, categories=pd.Index(uniques, dtype=object))
 
@@ -1342,7 +1349,7 @@ def _stream_chunks(
     )
     is_first = np.zeros(total, dtype=bool)
     is_first[first] = True
-    name_codes = codes.astype(_code_width(len(used)))  # the categorical's own width: no copy of it later
+    name_codes = codes.astype(categorical_code_width(len(used)))  # the categorical's own width: no copy later
     del codes
     chunks = []
     bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)
@@ -1354,19 +1361,6 @@ def _stream_chunks(
         mods, ops, pids = line.at(rows)
         chunks.append(_Chunk(device, gid, stream, ids[a:b], starts[a:b], ends[a:b], rows, mods, ops, pids))
     return chunks, _StreamColumns(name_codes, used, starts, ends)
-
-
-def _code_width(categories: int) -> type[np.signedinteger]:
-    """The integer width pandas keeps a categorical's codes in (pandas' own thresholds)."""
-    return (
-        np.int8
-        if categories < 127
-        else np.int16
-        if categories < 32_767
-        else np.int32
-        if categories < 2**31 - 1
-        else np.int64
-    )
 
 
 class _LineStats:

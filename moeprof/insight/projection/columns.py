@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from ...core import intervals as iv
-from ...core.events import categorical, categorical_of, lookup
+from ...core.events import categorical, categorical_code_width, categorical_of, gathered, lookup
 from ...core.ledger_records import clock_domain
 from ...core.metrics import EventColumns
-from ...core.roles import ROLES, row_roles
-from ...core.roofline import activity_counts
+from ...core.roles import ROLES
+from ...core.roofline import counts_of, roles_of
 from ...core.trace import TPU, Trace
 from .terms.balance_router import MOE_ROLES, moe_roles
 from .terms.program import shape_columns
@@ -133,7 +133,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     op_known = lookup(op_c, columns.nonempty("hlo_op"), True)
     op_code = np.where(op_known, op_c, np.where(name_c >= 0, name_c + len(op_v), -1))[rows]
     launch = (
-        _gather(table["launch_ns"].to_numpy(np.int64), rows)
+        gathered(table["launch_ns"].to_numpy(np.int64), rows)
         if "launch_ns" in table.columns
         else _constant(-1, rows.size)
     )
@@ -146,9 +146,9 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
     expert = role_codes == 1 + MOE_ROLES.index("expert")
     token_codes, token_values, batch_codes, batch_values = token_classes(trace, columns, expert)
     program_codes, program_values, shape_codes, shape_values = shape_columns(trace, columns)
-    role_of = columns.derived("roofline:roles", lambda: row_roles(table))  # the roofline's, where it ran
+    role_of = roles_of(columns)  # the roofline's, where it ran
     role_values = np.array(ROLES, dtype=object)
-    flops, hbm_bytes = columns.derived("counts", lambda: activity_counts(table))
+    flops, hbm_bytes = counts_of(columns)
     return pd.DataFrame(
         {
             "device": per_device(dev_v),
@@ -159,7 +159,7 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "bucket": strings("bucket"),
             "kind": strings("kind"),
             "copy_kind": strings("copy_kind"),
-            "ib_fraction": _gather(columns.numbers("ib_fraction", np.float64), rows),
+            "ib_fraction": gathered(columns.numbers("ib_fraction", np.float64), rows),
             "start_ns": start,
             "end_ns": np.maximum(columns.numbers("end_ns")[rows], start),
             "launch_ns": launch,
@@ -175,8 +175,8 @@ def replay_table(trace: Trace, columns: EventColumns, positions: Sequence[np.nda
             "category": strings("category") if "category" in table.columns else categorical("", rows.size),
             "opcode": strings("opcode") if "opcode" in table.columns else categorical("", rows.size),
             "role": _categorical(role_of[rows], role_values),
-            "flops": _gather(np.asarray(flops, dtype=np.float64), rows),
-            "hbm_bytes": _gather(np.asarray(hbm_bytes, dtype=np.float64), rows),
+            "flops": gathered(np.asarray(flops, dtype=np.float64), rows),
+            "hbm_bytes": gathered(np.asarray(hbm_bytes, dtype=np.float64), rows),
             "host_gap_ns": host_gaps(trace, columns, positions),
         },
         copy=False,  # fresh arrays each: not stacked into blocks (a copy of the four int64 columns)
@@ -218,17 +218,6 @@ def _constant(value: int, size: int) -> np.ndarray:
     return np.broadcast_to(np.int64(value), (size,))
 
 
-def _gather(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``values[rows]``; where every value is one value, bit for bit (a launch time the reader never saw, counts
-    the trace does not state, a link share of 0), that value broadcast over the rows: read-only and in no
-    memory, where a gather would spend 8 bytes a row of a 10^6-row table on a constant."""
-    if values.size and rows.size:
-        bits = values.view(np.int64) if values.dtype == np.float64 else values
-        if bool((bits == bits[0]).all()):
-            return np.broadcast_to(values[:1].copy(), rows.shape)
-    return values[rows]
-
-
 def _categorical(codes: np.ndarray, values: np.ndarray, unique: bool = False) -> pd.Categorical:
     """The strings ``values[codes]`` (-1: missing) as a categorical of the distinct strings they hold, in the
     order of ``values``: a count over the codes, not a hash of every row (``categorical_of`` numbers them by
@@ -243,8 +232,7 @@ def _categorical(codes: np.ndarray, values: np.ndarray, unique: bool = False) ->
     if unique and used.size == len(values):
         return pd.Categorical.from_codes(codes, categories=pd.Index(values, dtype=object), validate=False)
     merged, distinct = pd.factorize(values[used])  # distinct codes may spell one string
-    width = np.int8 if len(distinct) < 127 else np.int16 if len(distinct) < 32_767 else np.int32  # pandas' own
-    renumber = np.full(len(values) + 1, -1, dtype=width)
+    renumber = np.full(len(values) + 1, -1, dtype=categorical_code_width(len(distinct)))
     renumber[used] = merged
     codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[codes])
     return pd.Categorical.from_codes(codes_out, categories=pd.Index(distinct, dtype=object), validate=False)

@@ -43,7 +43,7 @@ from ...core.analysis import (
     StepFigures,
     StepProjection,
 )
-from ...core.events import BUCKETS, bucket_codes, column_codes, lookup
+from ...core.events import BUCKETS, bucket_codes, column_codes, gathered, lookup
 from ...core.expert_load import RoutedLoad
 from ...core.ledger import Ledger, build_ledger
 from ...core.metrics import DeviceTimeline, EventColumns
@@ -158,10 +158,7 @@ class ReplayJob:
         names = np.array([str(v) for v in dev_v.tolist()], dtype=object)
         clock_c, clock_v = _codes_of(table["clock"])
         delta_of = np.array([int(clock_offsets.get(str(c), 0)) for c in clock_v.tolist()] + [0], dtype=np.int64)
-        # one offset for every row (one host's clock, the usual case): broadcast, in no memory
-        delta = (
-            np.broadcast_to(delta_of[:1], clock_c.shape) if bool((delta_of == delta_of[0]).all()) else delta_of[clock_c]
-        )
+        delta = gathered(delta_of, clock_c)  # one host's clock, the usual case: one offset broadcast, in no memory
         start = table["start_ns"].to_numpy(np.int64)
         end = np.maximum(table["end_ns"].to_numpy(np.int64), start)
         stream = _codes_of(table["stream"])[0] + 1  # the graph takes a stream as a (device, stream) pair

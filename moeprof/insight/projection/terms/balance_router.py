@@ -15,7 +15,8 @@ from ....core.analysis import Opportunity
 from ....core.events import BUCKETS, combine_codes, lookup
 from ....core.expert_load import RoutedLoad, count_word, expert_load_figures
 from ....core.metrics import EventColumns
-from ....core.roles import EXCHANGES, role_and_rule, role_table, row_roles, rule_index
+from ....core.roles import EXCHANGES, role_and_rule, role_table, rule_index
+from ....core.roofline import roles_of
 from ....core.trace import TPU, Trace
 from ..job import NO_STEP, ReplayJob
 from .base import Changing, WhatIf, bad
@@ -77,7 +78,7 @@ def moe_roles(trace: Trace, columns: EventColumns) -> tuple[np.ndarray, np.ndarr
         return lookup(codes, flags, test(""))
 
     index = role_table().index
-    role = columns.derived("roofline:roles", lambda: row_roles(columns.table))  # decided once per table
+    role = roles_of(columns)  # decided once per table
     compute, comm = per_value("bucket", "compute".__eq__), per_value("bucket", "comm".__eq__)
     expert = compute & (role == index["experts"])
     if expert.any():  # which rule placed them, decided again over the experts' rows only
