@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from moeprof.cli import app
-from moeprof.errors import UNFORESEEN
+from moeprof.errors import UNFORESEEN, unforeseen
 
 from .helpers import SAMPLES, moeprof_here, shared_trace
 
@@ -218,6 +218,24 @@ def test_huge_input_is_refused_in_one_line(tmp_path, monkeypatch):
     assert "too large to analyze in memory" in res.output and str(path) in res.output
     monkeypatch.setenv("MOEPROF_IGNORE_MEMORY_CHECK", "1")
     assert runner.invoke(app, ["analyze", str(path)]).exit_code == 0
+
+
+def test_an_eof_error_is_a_bug_not_a_ctrl_c(tmp_path, monkeypatch):
+    """An EOFError inside a command (a truncated .pyc read at import: "marshal data too short", a pickle cut
+    short) is an unforeseen failure: exit 2, and with MOEPROF_DEBUG=1 its traceback. Click takes an EOFError for
+    Ctrl-D at a prompt, and a re-raised one used to end as "moeprof: interrupted", exit 130, nothing shown."""
+    import moeprof.pipeline.runner as pipeline_runner
+
+    def truncated(*args, **kwargs):
+        raise EOFError("marshal data too short")
+
+    monkeypatch.setattr(pipeline_runner, "load_trace", truncated)
+    sample = SAMPLES / "synthetic_1host_8gpu" / "node0.xplane.pb"
+    plain = moeprof_here(["analyze", str(sample)], env={"MOEPROF_DEBUG": None})
+    assert (plain.returncode, plain.stderr.strip()) == (2, f"moeprof: cannot process the input: {unforeseen()}")
+    debug = moeprof_here(["analyze", str(sample)], env={"MOEPROF_DEBUG": "1"})
+    assert debug.returncode not in (0, 2, 130) and "interrupted" not in debug.stderr
+    assert "EOFError: marshal data too short" in debug.stderr and "in truncated" in debug.stderr
 
 
 @pytest.mark.slow

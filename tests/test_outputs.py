@@ -104,7 +104,10 @@ def _moeprof(tmp_path: Path, *args: str | Path, full: bool = True, room: int = F
         text=True,
         timeout=300,
         cwd=tmp_path,
-        env={**os.environ, "TMPDIR": str(scratch)},
+        # no bytecode: CPython writes a .pyc with one unchecked write(), so under the limit it would rename a
+        # truncated one into the checkout's __pycache__, and every later import of that module (the module only
+        # this command imports, in every test after it) fails with "marshal data too short"
+        env={**os.environ, "TMPDIR": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"},
         preexec_fn=full_disk,
     )
 

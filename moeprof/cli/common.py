@@ -511,8 +511,10 @@ def guarded(fn: Callable[[], T]) -> T:
         if os.environ.get("MOEPROF_DEBUG"):
             raise
         raise fail(_unforeseen()) from None
-    except Exception:  # an input we did not foresee must still not print a traceback
+    except Exception as exc:  # an input we did not foresee must still not print a traceback
         if os.environ.get("MOEPROF_DEBUG"):
+            if isinstance(exc, EOFError):  # click takes an EOFError for Ctrl-D at a prompt: "interrupted", no traceback
+                raise RuntimeError(f"EOFError: {exc}") from exc
             raise
         raise fail(_unforeseen()) from None
 
