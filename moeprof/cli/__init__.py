@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-from ..stopping import ignore_termination, stop_on_termination, stopping_signal
+from ..stopping import ignore_termination, raise_lost_interrupts, stop_on_termination, stopping_signal
 from .interrupt import interrupted, said_interrupted
 
 
@@ -45,6 +45,7 @@ def main() -> None:
     gc.disable()
     atexit.register(_exit_interrupted)
     stop_on_termination()  # SIGTERM and SIGHUP wind down as Ctrl-C does: nothing left behind
+    raise_lost_interrupts()  # a Ctrl-C that lands in a weakref callback is raised again, not ignored
     try:
         from ..workers import own_process
         from .main import main as run
