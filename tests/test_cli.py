@@ -352,6 +352,7 @@ def test_rules_file_that_is_not_text_is_named(tmp_path: Path, content: bytes, pr
         (["--top-k", "99"], "--top-k (99) must be at most --experts (16)"),
         (["--layers", "0"], "--layers must be a whole number >= 1 (got 0)"),
         (["--steps", "0"], "--steps must be a whole number >= 1 (got 0)"),
+        (["--sync-every", "0"], "--sync-every must be a whole number >= 1 (got 0)"),
         (["--tokens", "0"], "--tokens must be a whole number >= 1 (got 0)"),
         (["--capacity-factor", "0"], "--capacity-factor must be a number > 0 (got 0.0; leave it out for dropless"),
         (["--dtype", "int8"], "--dtype must be float32 or bfloat16 (got 'int8')"),

@@ -72,6 +72,7 @@ CHILD = textwrap.dedent(
     skewed = dict(router_skew=2.0, steps=2, warmup_steps=0, layers=1)
     found["skewed_dropless"] = summary(run_demo(DemoConfig(**skewed), None))
     found["skewed_capacity"] = summary(run_demo(DemoConfig(capacity_factor=1.0, **skewed), None))
+    found["skewed_ahead"] = summary(run_demo(DemoConfig(sync_every=2, **skewed), None))
     found["skew4"] = summary(run_demo(DemoConfig(router_skew=4.0, steps=1, warmup_steps=0, layers=1), None))
 
     # what the first step of those one-layer runs routes: its input and router, for a recomputation in numpy
@@ -293,6 +294,16 @@ def test_dropless_drops_nothing_capacity_drops(child: dict[str, Any]) -> None:
     assert all(r["tokens_dropped"] > 0 for r in child["skewed_capacity"]["records"])
     # skewed routing really is skewed
     assert child["skewed_dropless"]["records"][0]["balance_max_over_mean"][0] > 2.0
+
+
+def test_the_host_running_ahead_changes_no_result(child: dict[str, Any]) -> None:
+    """--sync-every 2: the host waits once, after the second step, not after each; the steps compute the same
+    (losses, loads, drops bit for bit) and the wall clock of each is still recorded."""
+    every, ahead = child["skewed_dropless"]["records"], child["skewed_ahead"]["records"]
+    assert len(ahead) == len(every) == 2
+    for a, b in zip(every, ahead, strict=True):
+        assert (a["loss"], a["expert_load"], a["tokens_dropped"]) == (b["loss"], b["expert_load"], b["tokens_dropped"])
+        assert b["wall_seconds"] > 0
 
 
 def test_hlo_has_moe_collectives(child: dict[str, Any]) -> None:

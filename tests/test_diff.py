@@ -169,6 +169,6 @@ def test_ablation_caption_is_a_whole_sentence(tmp_path):
     text = " ".join(res.stdout.split())  # the caption wraps with the table
     assert "Ablation" in text
     assert (
-        "a gain is within noise when the two runs' step times are: the difference is no larger than their two ±"
-        " together (the runs' step bands overlap)" in text
+        "a gain is within noise when the two runs' step times are: their per-step values cannot be told apart"
+        " (Welch's test, 5%)" in text
     )

@@ -42,6 +42,17 @@ def test_library_route_equals_cli_route(name: str) -> None:
     assert library == cli
 
 
+def test_analyze_takes_a_path_as_the_cli_does() -> None:
+    """``moeprof.analyze("trace_dir/")`` reads it as ``moeprof analyze trace_dir/`` does (a run folder: its
+    manifest too); a list that mixes paths with loaded traces is refused in words."""
+    path = SAMPLES / "cpu_moe_8dev"
+    res = runner.invoke(app, ["analyze", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    assert moeprof.analyze(str(path)).to_json() == json.loads(res.stdout)
+    with pytest.raises(TypeError, match="loaded traces or paths, not both"):
+        moeprof.analyze([*moeprof.load(path), path])
+
+
 def test_hlo_travels_with_the_trace() -> None:
     """The dependency bound needs the HLO: it comes with the trace, whichever route reads it."""
     (trace,) = moeprof.load(SAMPLES / "synthetic_2host_4gpu" / "node0.xplane.pb")

@@ -82,7 +82,8 @@ def main(out: Path, specs: list[str]) -> int:
             steps = [r.wall_seconds * 1e3 for r in result.records]
             print(
                 f"{name}: {time.perf_counter() - started:.1f} s (compile {result.compile_seconds:.1f} s); "
-                f"step wall ms {min(steps):.2f}-{max(steps):.2f}; dropped {result.records[-1].tokens_dropped}",
+                f"step wall ms {min(steps):.2f}-{max(steps):.2f}, mean {sum(steps) / len(steps):.2f}; "
+                f"dropped {result.records[-1].tokens_dropped}",
                 flush=True,
             )
         except Exception:

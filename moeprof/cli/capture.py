@@ -141,6 +141,15 @@ def demo_command(
             "received rows (copies inside the device there): the sorted tokens feed the grouped GEMM directly.",
         ),
     ] = False,
+    sync_every: Annotated[
+        int | None,
+        typer.Option(
+            "--sync-every",
+            help="The host waits for a step's results every N steps (default 1: every step, as a loop that reads "
+            "its loss back each step; N lets the host dispatch up to N steps ahead of the chip). A TPU's steps are "
+            "its own; on CPU and GPU they are the host's step annotations, which then end before their work does.",
+        ),
+    ] = None,
     steps: Annotated[int | None, typer.Option(help="Profiled steps (default 5).")] = None,
     warmup: Annotated[int | None, typer.Option(help="Warm-up steps, not profiled (default 2).")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed (default 0).")] = None,
@@ -168,6 +177,7 @@ def demo_command(
             "expert_compute": expert_compute,
             "permute_backward": permute_backward,
             "skip_one_device_exchange": skip_one_device_exchange or None,
+            "sync_every": sync_every,
             "steps": steps,
             "warmup_steps": warmup,
             "seed": seed,

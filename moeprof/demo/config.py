@@ -44,6 +44,10 @@ class DemoConfig:
     # (both are copies inside the device there): the sorted tokens feed the grouped GEMM directly
     skip_one_device_exchange: bool = False
     dtype: Literal["float32", "bfloat16"] = "float32"
+    # the host waits for the step's results every sync_every steps (and after the last): 1 blocks on each
+    # step, as a loop that reads its loss back every step does, so the host dispatches each next step only
+    # after the last one ended and the chip idles meanwhile; N lets the host run up to N steps ahead
+    sync_every: int = 1
     steps: int = 5
     warmup_steps: int = 2
     # None: 0.08 / sqrt(hidden), Adam's step the same fraction of a weight's initial scale (1/sqrt(fan-in)) at
@@ -87,6 +91,7 @@ OPTION_NAMES: dict[str, str] = {
     "router_skew": "--router-skew",
     "expert_compute": "--expert-compute",
     "permute_backward": "--permute-backward",
+    "sync_every": "--sync-every",
     "steps": "--steps",
     "warmup_steps": "--warmup",
     "seed": "--seed",
@@ -100,7 +105,17 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "permute_backward": ("scatter", "gather"),
     "dtype": ("float32", "bfloat16"),
 }
-_AT_LEAST_ONE = ("experts", "top_k", "tokens_per_device", "hidden", "expert_ffn", "layers", "steps", "expert_tile_rows")
+_AT_LEAST_ONE = (
+    "experts",
+    "top_k",
+    "tokens_per_device",
+    "hidden",
+    "expert_ffn",
+    "layers",
+    "steps",
+    "expert_tile_rows",
+    "sync_every",
+)
 
 
 def learning_rate_of(cfg: DemoConfig) -> float:

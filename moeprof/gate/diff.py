@@ -7,10 +7,10 @@ the first run and against the previous one. When every input is a run folder the
 comparison also carries an ablation table (throughput and the gain each run
 contributed), and runs that differ in device count or topology are flagged.
 
-Noise: the steps of a run give the figure's step-to-step spread. A run's band is
-its value ± half the range (max − min) of its per-step values; a difference is
-*within noise* when the two bands overlap, i.e. ``|Δ| <= half range A + half range B``.
-A run with fewer than two steps has no spread, and then no noise verdict is given.
+Noise: the steps of a run give the figure's step-to-step spread, shown as ± half the range
+(max − min) of its per-step values. A difference is *within noise* when Welch's two-sided test
+on the two runs' per-step values does not reject equal means at 5% (``noise.DIFF_ALPHA``). A run
+with fewer than two steps has no spread, and then no noise verdict is given.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from ..readers import discover
 from ..readers.runfolder import read_manifest
 from ..words import plural
 from .check import Source, is_analysis_json, load_source, measure, step_count, step_time_ns
+from .noise import DIFF_ALPHA, indistinguishable
 
 DIFF_SCHEMA = "moeprof.diff/1"
 
@@ -108,17 +109,23 @@ def topology_warning(runs: list[RunInfo]) -> str | None:
     return f"runs differ in device count or topology ({what}): a single-node win can vanish across racks"
 
 
-def within_noise(v: float | None, ref: float | None, spread: float | None, ref_spread: float | None) -> bool | None:
-    """True when two values differ by no more than their half step ranges together; None when unknown."""
-    if v is None or ref is None or spread is None or ref_spread is None:
+Samples = list[float] | None  # a run's per-step values of a figure (None: fewer than two steps, or none for it)
+
+
+def within_noise(samples: Samples, ref_samples: Samples) -> bool | None:
+    """Whether two runs' per-step values cannot be told apart (:func:`noise.indistinguishable`); None when unknown."""
+    if samples is None or ref_samples is None:
         return None
-    return abs(v - ref) <= spread + ref_spread
+    return indistinguishable(ref_samples, samples)
 
 
-def _row(
-    section: str, name: str, unit: str, values: list[float | None], spreads: list[float | None] | None = None
-) -> dict:
-    spreads = spreads or [None] * len(values)
+def half_range(samples: Samples) -> float | None:
+    """Half of (max - min) of a run's per-step values: the ``±`` shown beside a value."""
+    return None if samples is None else (max(samples) - min(samples)) / 2
+
+
+def _row(section: str, name: str, unit: str, values: list[float | None], samples: list[Samples] | None = None) -> dict:
+    samples = samples or [None] * len(values)
 
     def delta(v: float | None, ref: float | None) -> float | None:
         return None if v is None or ref is None else v - ref
@@ -138,10 +145,9 @@ def _row(
         "delta_previous": [None] + [delta(v, p) for p, v in pairwise(values)],
         "change_previous": [None] + [change(v, p) for p, v in pairwise(values)],
         # half the range of the run's per-step values (None: fewer than two steps, or no steps for this figure)
-        "spread": spreads,
-        "within_noise_first": [None] + [within_noise(v, first, h, spreads[0]) for v, h in zip(values[1:], spreads[1:])],
-        "within_noise_previous": [None]
-        + [within_noise(v, p, h, hp) for (p, hp), (v, h) in pairwise(list(zip(values, spreads)))],
+        "spread": [half_range(s) for s in samples],
+        "within_noise_first": [None] + [within_noise(s, samples[0]) for s in samples[1:]],
+        "within_noise_previous": [None] + [within_noise(s, p) for p, s in pairwise(samples)],
     }
 
 
@@ -176,16 +182,16 @@ def step_ratio(num: str, den: str) -> StepValue:
     return lambda f: (f[num] / f[den].where(f[den] != 0)).fillna(0.0)
 
 
-def half_range(steps: pd.DataFrame, value: StepValue) -> float | None:
-    """Half of (max − min) of a figure over the steps of one run; None with fewer than two steps
-    (or without the figure per step)."""
+def step_samples(steps: pd.DataFrame, value: StepValue) -> Samples:
+    """A figure's value in each step of one run; None with fewer than two steps (or without the figure per
+    step)."""
     if len(steps) < 2:
         return None
     try:
         values = value(steps).astype(float)
     except KeyError:  # a §8 figure of a run whose steps carry no ledger figures
         return None
-    return float(values.max() - values.min()) / 2
+    return [float(v) for v in values.tolist()]
 
 
 def _kinds(items: list[Collective] | list[Opportunity]) -> list[str]:
@@ -239,11 +245,12 @@ def compare(sources: list[Source]) -> dict:
 
     frames = [step_frame(a) for a in analyses]
 
-    def spreads(value: StepValue) -> list[float | None]:
-        return [half_range(f, value) for f in frames]
+    def samples_of(value: StepValue) -> list[Samples]:
+        return [step_samples(f, value) for f in frames]
 
     rows = [
-        _row("buckets", name, "ms", per_device_step(total(key)), spreads(per_device_ms(key))) for name, key in BUCKETS
+        _row("buckets", name, "ms", per_device_step(total(key)), samples_of(per_device_ms(key)))
+        for name, key in BUCKETS
     ]
     rows += [
         _row(
@@ -251,21 +258,21 @@ def compare(sources: list[Source]) -> dict:
             "accumulated",
             "ms",
             per_device_step(total("accumulated_ns")),
-            spreads(per_device_ms("accumulated_ns")),
+            samples_of(per_device_ms("accumulated_ns")),
         ),
         _row(
             "comm",
             "comm share",
             "ratio",
             [measure(a, "comm_share").value for a in analyses],
-            spreads(step_ratio("comm_ns", "accumulated_ns")),
+            samples_of(step_ratio("comm_ns", "accumulated_ns")),
         ),
         _row(
             "comm",
             "exposed comm",
             "ms",
             per_device_step(total("exposed_comm_ns")),
-            spreads(per_device_ms("exposed_comm_ns")),
+            samples_of(per_device_ms("exposed_comm_ns")),
         ),
         # §8 split, where a run had the traces of several members of a group (None elsewhere)
         _row(
@@ -273,28 +280,28 @@ def compare(sources: list[Source]) -> dict:
             "exposed: waiting for the last rank",
             "ms",
             [v if a.ledger_matched else None for v, a in zip(per_device_step(total("exposed_wait_ns")), analyses)],
-            spreads(per_device_ms("exposed_wait_ns")),
+            samples_of(per_device_ms("exposed_wait_ns")),
         ),
         _row(
             "comm",
             "exposed: moving bytes",
             "ms",
             [v if a.ledger_matched else None for v, a in zip(per_device_step(total("exposed_transfer_ns")), analyses)],
-            spreads(per_device_ms("exposed_transfer_ns")),
+            samples_of(per_device_ms("exposed_transfer_ns")),
         ),
         _row(
             "comm",
             "exposed comm / span",
             "ratio",
             [measure(a, "exposed_comm_fraction").value for a in analyses],
-            spreads(step_ratio("exposed_comm_ns", "span_ns")),
+            samples_of(step_ratio("exposed_comm_ns", "span_ns")),
         ),
         _row(
             "comm",
             "step time",
             "ms",
             [step_time_ns(a) / 1e6 for a in analyses],
-            spreads(lambda f: f["step_span_ns"] / 1e6),
+            samples_of(lambda f: f["step_span_ns"] / 1e6),
         ),
     ]
     step_time_row = rows[-1]
@@ -339,8 +346,9 @@ def compare(sources: list[Source]) -> dict:
     return {
         "schema": DIFF_SCHEMA,
         "normalization": "times in ms per device and step (totals / (devices x steps)); saving bounds per step",
-        "noise": "spread = half the range of a run's per-step values; a difference is within noise when"
-        " |delta| <= spread of one run + spread of the other (the bands overlap); null without two steps in both",
+        "noise": "spread = half the range of a run's per-step values; a difference is within noise when Welch's"
+        f" two-sided test on the runs' per-step values does not reject equal means at {DIFF_ALPHA:g}; null without two"
+        " steps in both",
         "runs": [
             {
                 "label": r.label,
@@ -609,6 +617,7 @@ SETTING_WORDS: dict[str, str] = {
     "permute_backward": "permutations' backward",
     "skip_one_device_exchange": "skip the one-device exchange",
     "expert_tile_rows": "expert tile rows",
+    "sync_every": "host waits every N steps",
     "devices": "devices",
 }
 NOT_SETTINGS = frozenset({"steps", "warmup_steps"})

@@ -24,6 +24,10 @@ from dataclasses import dataclass
 # independent draws; they are not (a capture on a busy machine is slow in every step), and the unchanged
 # demo captures of benchmarks/bench_gate_noise.py reach p = 0.003 on a shared 2-core machine.
 DEFAULT_ALPHA = 0.001
+# diff's "within noise" (a label, not a gate that fails a job): the usual two-sided 5%. A half-range overlap rule
+# was used before; one step out of line (a TPU run's first step, which has no host gap before it) widened a band
+# enough to call a 2.9x shorter step "within noise" (docs/ci.md)
+DIFF_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,15 @@ def _mean_var(values: Sequence[float]) -> tuple[float, float]:
     n = len(values)
     mean = math.fsum(values) / n
     return mean, math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+
+
+def indistinguishable(a: Sequence[float], b: Sequence[float], alpha: float = DIFF_ALPHA) -> bool | None:
+    """Whether two runs' per-step values cannot be told apart: Welch's two-sided test of equal means does not
+    reject at ``alpha``; None with fewer than two values on either side. ``diff``'s "within noise"."""
+    test = welch_test(a, b, alpha=alpha)
+    if test is None:
+        return None
+    return min(1.0, 2.0 * min(test.p, 1.0 - test.p)) >= alpha
 
 
 def welch_test(

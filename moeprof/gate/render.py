@@ -156,7 +156,7 @@ def _delta(d: float | None, change: float | None, unit: str, noise: bool | None 
         text += ("\n" if layout >= 3 else " ") + f"({100 * change:+.0f}%)"
     if abs(d) < 1e-12:
         return text
-    if noise:  # the runs' step bands overlap: no colour, the words say it
+    if noise:  # the runs' steps cannot be told apart: no colour, the words say it
         words = "within\nnoise" if layout >= 3 else "within noise"
         return f"[dim]{text}{' ' if layout == 0 else chr(10)}{words}[/]"
     # more time, comm or bytes is worse; the colour is a hint, the sign is the fact
@@ -181,8 +181,8 @@ def _diff_table(doc: dict, layout: int) -> Table:
     sep = " " if layout == 0 else "\n"
     previous = layout < 2 or n < 3  # the Δ-vs-previous columns
     caption = (
-        "± half the range of the run's per-step values; within noise: the difference is no larger than"
-        " the two ± together (the runs' step bands overlap), see docs/ci.md"
+        "± half the range of the run's per-step values; within noise: the runs' per-step values cannot be"
+        " told apart (Welch's test, 5%), see docs/ci.md"
     )
     if not previous:
         caption += "; Δ vs the previous run left out at this width (--json has it)"
@@ -223,8 +223,8 @@ def _diff_table(doc: dict, layout: int) -> Table:
 
 # the whole rule, as the diff table's caption states its own (gate/diff.py: step_time_row)
 ABLATION_NOISE = (
-    "a gain is within noise when the two runs' step times are: the difference is no larger than their two ±"
-    " together (the runs' step bands overlap)"
+    "a gain is within noise when the two runs' step times are: their per-step values cannot be told apart"
+    " (Welch's test, 5%)"
 )
 ABLATION_COLUMNS = (
     "run",

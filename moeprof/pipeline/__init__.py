@@ -46,16 +46,25 @@ __all__ = [
 
 
 def analyze(
-    traces: Trace | Sequence[Trace],
+    traces: Trace | Sequence[Trace] | str | Path | Sequence[str | Path],
     step_options: StepOptions | None = None,
     link_peaks: dict[str, float] | None = None,
     timeline: TimelineOptions | None = None,
     what_if: Sequence[str] = (),
 ) -> Analysis:
     """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints); ``what_if``:
-    §9 terms projected together (``Analysis.projections``, after the balance projection)."""
-    inputs = [traces] if isinstance(traces, Trace) else traces
-    request = Request(inputs, steps=step_options, link_peaks=link_peaks, timeline=timeline, what_if=what_if)
+    §9 terms projected together (``Analysis.projections``, after the balance projection). Paths (what
+    ``moeprof analyze`` takes: files, folders, run folders) are read as :func:`analyze_paths` reads them."""
+    inputs = [traces] if isinstance(traces, Trace | str | Path) else list(traces)
+    paths = [i for i in inputs if isinstance(i, str | Path)]
+    if paths:
+        if len(paths) < len(inputs):
+            raise TypeError("moeprof.analyze takes loaded traces or paths, not both in one list")
+        return analyze_paths(
+            paths, step_options=step_options, link_peaks=link_peaks, timeline=timeline, what_if=what_if
+        )
+    loaded = [i for i in inputs if isinstance(i, Trace)]
+    request = Request(loaded, steps=step_options, link_peaks=link_peaks, timeline=timeline, what_if=what_if)
     return run(request).analysis
 
 
