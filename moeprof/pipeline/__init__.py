@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 from ..core.analysis import Analysis
 from ..core.timeline import TimelineOptions
@@ -55,15 +56,18 @@ def analyze(
     """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints); ``what_if``:
     §9 terms projected together (``Analysis.projections``, after the balance projection). Paths (what
     ``moeprof analyze`` takes: files, folders, run folders) are read as :func:`analyze_paths` reads them."""
-    inputs = [traces] if isinstance(traces, Trace | str | Path) else list(traces)
-    paths = [i for i in inputs if isinstance(i, str | Path)]
+    # what moeprof.load returned is kept as it is: a run folder's manifest and notes travel on it
+    items = (
+        [traces] if isinstance(traces, Trace | str | Path) else traces if isinstance(traces, Sequence) else [*traces]
+    )
+    paths = [i for i in items if isinstance(i, str | Path)]
     if paths:
-        if len(paths) < len(inputs):
+        if len(paths) < len(items):
             raise TypeError("moeprof.analyze takes loaded traces or paths, not both in one list")
         return analyze_paths(
             paths, step_options=step_options, link_peaks=link_peaks, timeline=timeline, what_if=what_if
         )
-    loaded = [i for i in inputs if isinstance(i, Trace)]
+    loaded = cast("Sequence[Trace]", items)
     request = Request(loaded, steps=step_options, link_peaks=link_peaks, timeline=timeline, what_if=what_if)
     return run(request).analysis
 
