@@ -63,22 +63,23 @@ def raise_lost_interrupts() -> None:
     """A Ctrl-C (or SIGTERM, SIGHUP) whose ``KeyboardInterrupt`` landed where Python can only ignore an exception
     (a weakref callback such as importlib's module-lock ``cb``, a ``__del__``) is raised again, not lost: Python
     printed "Exception ignored in ..." with a traceback and the command ran on to exit 0 (seen in CI: the interrupt
-    test's Ctrl-C at 0.6 s, while the pool's workers imported the pipeline). Other unraisable exceptions go to
-    Python's own hook, as before."""
-    sys.unraisablehook = _raise_again_if_interrupt
+    test's Ctrl-C at 0.6 s, while the pool's workers imported the pipeline). Other unraisable exceptions go to the
+    hook they replace."""
+    previous = sys.unraisablehook
+
+    def raise_again_if_interrupt(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt) or not hasattr(signal, "pthread_kill"):
+            previous(unraisable)
+            return
+        # the signal again, to the main thread, from a timer thread: sent from here its handler would raise inside
+        # this hook (where it is ignored again); a real signal also ends a blocking call the main thread is in by then
+        main = threading.main_thread().ident
+        if main is not None:
+            timer = threading.Timer(LOST_INTERRUPT_DELAY_S, signal.pthread_kill, (main, signal.SIGINT))
+            timer.daemon = True
+            timer.start()
+
+    sys.unraisablehook = raise_again_if_interrupt
 
 
 LOST_INTERRUPT_DELAY_S = 0.005  # after the hook and the callback it reports have returned
-
-
-def _raise_again_if_interrupt(unraisable: Any) -> None:
-    if not isinstance(unraisable.exc_value, KeyboardInterrupt) or not hasattr(signal, "pthread_kill"):
-        sys.__unraisablehook__(unraisable)
-        return
-    # the signal again, to the main thread, from a timer thread: sent from here its handler would raise inside this
-    # hook (where it is ignored again); a real signal also ends a blocking call the main thread is in by then
-    main = threading.main_thread().ident
-    if main is not None:
-        timer = threading.Timer(LOST_INTERRUPT_DELAY_S, signal.pthread_kill, (main, signal.SIGINT))
-        timer.daemon = True
-        timer.start()

@@ -176,10 +176,9 @@ def classify_table(events: pd.DataFrame, rules: tuple[Rule, ...] | None = None) 
         codes, uniques = narrow_codes(events[col])
         # a missing value (code -1) reads "" (the string appended last), as classify_one reads an absent field
         per_column.append((codes, [*(str(u or "") for u in uniques.tolist()), ""]))
-    # one code per distinct evidence tuple; a column with one value on every row tells no tuples apart and is left
-    # out (the tuples and their order of first appearance are the same: most fields of a kernel-only trace)
-    varying = [codes for codes, _ in per_column if codes.min() != codes.max()]
-    combined = combine_codes(*varying) if varying else np.zeros(len(events), dtype=np.int64)
+    # one code per distinct evidence tuple (combine_codes leaves out a column of one value: most fields of a
+    # kernel-only trace)
+    combined = combine_codes(*(codes for codes, _ in per_column))
     firsts = first_rows(combined)
     evidence = _Evidence({col: (codes[firsts], values) for col, (codes, values) in zip(FIELDS, per_column)})
     pair_codes, table = _classify_tuples(evidence, rules)

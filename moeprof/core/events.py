@@ -169,9 +169,11 @@ def narrow_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def narrowest_int(size: int) -> type[np.signedinteger[Any]]:
-    """The narrowest signed integer type that holds the codes ``[-1, size)``: a per-row code a table keeps."""
+    """The narrowest signed integer type for the codes ``[-1, size)`` of a per-row column a table keeps, at
+    pandas' own thresholds for a categorical of ``size`` values: codes made in it become a categorical's codes
+    without a copy."""
     for kind in (np.int8, np.int16, np.int32):
-        if size <= np.iinfo(kind).max:
+        if size < np.iinfo(kind).max:
             return kind
     return np.int64
 
@@ -185,15 +187,6 @@ def gathered(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if bool((bits == bits[0]).all()):
             return np.broadcast_to(values[:1].copy(), rows.shape)
     return values[rows]
-
-
-def categorical_code_width(categories: int) -> type[np.signedinteger[Any]]:
-    """The integer type pandas keeps a categorical's codes in for ``categories`` values (its own thresholds):
-    codes made in it become the categorical's without a copy."""
-    for kind in (np.int8, np.int16, np.int32):
-        if categories < np.iinfo(kind).max:
-            return kind
-    return np.int64
 
 
 def present_values(column: pd.Series | np.ndarray) -> list[Any]:
@@ -345,7 +338,9 @@ def combine_codes(*columns: np.ndarray) -> np.ndarray:
             packed, span = renumbered.astype(np.int64, copy=False), max(len(uniques), 1)
         packed = packed * size + codes
         span *= size
-    return numbered(np.zeros(n, dtype=np.int64) if packed is None else packed, span)[0]
+    if packed is None:  # no column tells two rows apart: one tuple, code 0 on every row
+        return np.zeros(n, dtype=np.int64)
+    return numbered(packed, span)[0]
 
 
 def bucket_codes(column: pd.Series | np.ndarray) -> np.ndarray:

@@ -181,12 +181,8 @@ def _tuple_roles(table: pd.DataFrame, spec: RoleTable) -> tuple[np.ndarray, np.n
     fields = ("opcode", "name", "kind", "annotation", "scope", "component", "category")
     columns = {f: _column(table, f) for f in fields}
     passes = table["backward"].to_numpy(bool) if "backward" in table.columns else np.zeros(n, dtype=bool)
-    # a column that holds one value on every row tells no two tuples apart: left out of the key (the tuples and
-    # their order of first appearance are the same without it; most columns of a kernel-only trace are such)
-    varying = [codes for codes, _ in columns.values() if codes.min() != codes.max()]
-    if passes.any() and not passes.all():
-        varying.append(passes)
-    key = combine_codes(*varying) if varying else np.zeros(n, dtype=np.int64)
+    # combine_codes leaves out a column of one value (most columns of a kernel-only trace, the pass of a forward)
+    key = combine_codes(*(codes for codes, _ in columns.values()), passes)
     first = first_rows(key)
     text = [[columns[f][1][int(c)] for c in columns[f][0][first].tolist()] for f in fields]
     tuples = [

@@ -56,10 +56,10 @@ def analyze(
     """``moeprof.analyze``: the analysis of loaded traces (what ``moeprof analyze`` prints); ``what_if``:
     §9 terms projected together (``Analysis.projections``, after the balance projection). Paths (what
     ``moeprof analyze`` takes: files, folders, run folders) are read as :func:`analyze_paths` reads them."""
-    # what moeprof.load returned is kept as it is: a run folder's manifest and notes travel on it
-    items = (
-        [traces] if isinstance(traces, Trace | str | Path) else traces if isinstance(traces, Sequence) else [*traces]
-    )
+    if isinstance(traces, Trace | str | Path):
+        items: Sequence[Trace | str | Path] = [traces]
+    else:  # what moeprof.load returned is kept as it is: a run folder's manifest and notes travel on it
+        items = traces if isinstance(traces, Sequence) else [*traces]
     paths = [i for i in items if isinstance(i, str | Path)]
     if paths:
         if len(paths) < len(items):

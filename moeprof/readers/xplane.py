@@ -29,11 +29,11 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from ..core.events import (
-    categorical_code_width,
     categorical_of,
     first_rows,
     floats_to_ns,
     make_table,
+    narrowest_int,
     numbered,
     set_strings,
 )
@@ -304,7 +304,7 @@ def _repeat_categorical(values: list[str], counts: np.ndarray) -> pd.Categorical
 def _sparse_categorical(n: int, idx: np.ndarray, values: list[np.ndarray]) -> pd.Categorical:
     """A string column that is "" except at ``idx``."""
     codes, uniques = pd.factorize(np.concatenate([np.array([""], dtype=object), *values]))
-    full: np.ndarray[Any, np.dtype[np.integer]] = np.zeros(n, dtype=categorical_code_width(len(uniques)))
+    full: np.ndarray[Any, np.dtype[np.integer]] = np.zeros(n, dtype=narrowest_int(len(uniques)))
     full[idx] = codes[1:]
     return pd.Categorical.from_codes(full, categories=pd.Index(uniques, dtype=object))
 
@@ -1349,7 +1349,7 @@ def _stream_chunks(
     )
     is_first = np.zeros(total, dtype=bool)
     is_first[first] = True
-    name_codes = codes.astype(categorical_code_width(len(used)))  # the categorical's own width: no copy later
+    name_codes = codes.astype(narrowest_int(len(used)))  # the categorical's own width: no copy later
     del codes
     chunks = []
     bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)

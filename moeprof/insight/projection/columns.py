@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...core import intervals as iv
-from ...core.events import categorical, categorical_code_width, categorical_of, gathered, lookup
+from ...core.events import categorical, categorical_of, gathered, lookup, narrowest_int
 from ...core.ledger_records import clock_domain
 from ...core.metrics import EventColumns
 from ...core.roles import ROLES
@@ -232,7 +232,7 @@ def _categorical(codes: np.ndarray, values: np.ndarray, unique: bool = False) ->
     if unique and used.size == len(values):
         return pd.Categorical.from_codes(codes, categories=pd.Index(values, dtype=object), validate=False)
     merged, distinct = pd.factorize(values[used])  # distinct codes may spell one string
-    renumber = np.full(len(values) + 1, -1, dtype=categorical_code_width(len(distinct)))
+    renumber = np.full(len(values) + 1, -1, dtype=narrowest_int(len(distinct)))
     renumber[used] = merged
     codes_out = cast("np.ndarray[Any, np.dtype[np.integer]]", renumber[codes])
     return pd.Categorical.from_codes(codes_out, categories=pd.Index(distinct, dtype=object), validate=False)
